@@ -1,0 +1,53 @@
+# Thin wrapper over CMake. `make run` and `make test` are the two set-up
+# commands of the README: each installs what is missing first.
+BUILD       ?= build
+BUILD_ASAN  ?= build-asan
+BUILD_FUZZ  ?= build-fuzz
+JOBS        ?= $(shell nproc)
+MODEL       ?= models/SmolLM2-135M-Instruct.Q4_1.gguf
+CTEST_ARGS  ?= --output-on-failure
+
+.PHONY: all deps model build run test test-sanitize fuzz goldens clean
+
+all: build
+
+deps:
+	@bash scripts/install-deps.sh
+
+model: deps
+	@bash scripts/fetch-model.sh
+
+$(BUILD)/Makefile:
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release
+
+build: deps $(BUILD)/Makefile
+	@cmake --build $(BUILD) -j $(JOBS)
+
+run: build model
+	./$(BUILD)/deepinfer info $(MODEL)
+
+test: build model
+	cd $(BUILD) && ctest $(CTEST_ARGS) -j $(JOBS)
+
+$(BUILD_ASAN)/Makefile:
+	cmake -S . -B $(BUILD_ASAN) -DCMAKE_BUILD_TYPE=Debug -DDI_SANITIZE=ON -DDI_NATIVE=ON
+
+test-sanitize: deps model $(BUILD_ASAN)/Makefile
+	@cmake --build $(BUILD_ASAN) -j $(JOBS)
+	cd $(BUILD_ASAN) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest $(CTEST_ARGS) -j $(JOBS)
+
+$(BUILD_FUZZ)/Makefile:
+	CC=clang cmake -S . -B $(BUILD_FUZZ) -DCMAKE_BUILD_TYPE=Debug -DDI_FUZZ=ON -DDI_NATIVE=OFF
+
+# make fuzz FUZZ_SECONDS=300 runs every fuzz target for that long.
+FUZZ_SECONDS ?= 60
+fuzz: deps $(BUILD_FUZZ)/Makefile
+	@cmake --build $(BUILD_FUZZ) -j $(JOBS)
+	@bash scripts/fuzz.sh $(BUILD_FUZZ) $(FUZZ_SECONDS)
+
+goldens:
+	@bash scripts/make-goldens.sh
+
+clean:
+	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_FUZZ)

@@ -1,0 +1,22 @@
+/* Helpers shared by the test executables (cmocka). */
+#ifndef DI_TEST_UTIL_H
+#define DI_TEST_UTIL_H
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+/* Repo root (DI_SRC, set by ctest; "." otherwise). */
+const char *di_test_src_dir(void);
+/* Writes "<repo>/<rel>" into buf (size bytes); returns buf. */
+char *di_test_path(char *buf, size_t size, const char *rel);
+/* Writes "<repo>/../shared/data/<rel>"; returns buf. */
+char *di_test_shared_data(char *buf, size_t size, const char *rel);
+/* Path of the default model, or NULL when it has not been fetched. */
+const char *di_test_default_model(void);
+/* Reads a whole file into a malloc'd buffer (NUL-terminated); NULL on error. */
+char *di_test_read_file(const char *path, size_t *size);
+
+#endif

@@ -1,0 +1,37 @@
+/* deepinfer: one command, several subcommands. Each subcommand lives in its
+ * own tools/cmd_<name>.c and is listed here. */
+#include "tools.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const di_command COMMANDS[] = {
+    {"info", "show a model's architecture, tensors and validation result", di_cmd_info},
+};
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: deepinfer <command> [options]\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof COMMANDS / sizeof COMMANDS[0]; i++)
+        fprintf(f, "  %-10s %s\n", COMMANDS[i].name, COMMANDS[i].help);
+    fprintf(f, "\nrun 'deepinfer <command> --help' for a command's options\n");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
+        usage(stdout);
+        return 0;
+    }
+    if (!strcmp(argv[1], "--version")) {
+        printf("deepinfer %s\n", DI_VERSION_STRING);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof COMMANDS / sizeof COMMANDS[0]; i++)
+        if (!strcmp(argv[1], COMMANDS[i].name)) return COMMANDS[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "deepinfer: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

@@ -1,0 +1,16 @@
+/* Subcommands of the deepinfer command. Each returns the process exit status
+ * (0 ok, 1 failure, 2 usage error); argv[0] is the subcommand name. */
+#ifndef DI_TOOLS_H
+#define DI_TOOLS_H
+
+#include "deepinfer.h"
+
+typedef struct di_command {
+    const char *name;
+    const char *help;
+    int (*run)(int argc, char **argv);
+} di_command;
+
+int di_cmd_info(int argc, char **argv);
+
+#endif
