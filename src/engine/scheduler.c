@@ -257,6 +257,7 @@ static di_seq *pick_victim(const di_scheduler *s, const di_seq *asker) {
 /* Appends rows for tokens [n_computed, n_computed + k) of seq, which must
  * have its blocks; marks a sample when the chunk reaches the last token. */
 static void emit_rows(di_scheduler *s, di_seq *seq, int32_t k, bool decode) {
+    seq->n_computed_before_step = seq->n_computed;
     for (int32_t j = 0; j < k; j++) {
         int32_t pos = seq->n_computed + j, r = s->n_rows++;
         s->row_token[r] = seq->tokens[pos];
@@ -415,6 +416,18 @@ di_status di_scheduler_schedule(di_scheduler *s, di_sched_output *out, di_error 
     s->stats.n_steps++;
     s->stats.n_computed_tokens += s->n_rows;
     return DI_OK;
+}
+
+void di_scheduler_abort_step(di_scheduler *s) {
+    for (int32_t i = 0; i < s->n_running; i++) {
+        di_seq *q = s->running[i];
+        if (!q->in_step) continue;
+        q->n_computed = q->n_computed_before_step;
+        q->awaiting_sample = false;
+        q->in_step = false;
+    }
+    s->n_rows = 0;
+    s->n_samples = 0;
 }
 
 /* ---- per-sequence calls ------------------------------------------------ */

@@ -28,6 +28,7 @@
  *                            recomputed, often from the prefix cache).
  *   postprocess(finish)   -> FINISHED: full blocks go to the prefix cache,
  *                            all the sequence's block references are dropped.
+ *   (forward failed)      -> di_scheduler_abort_step, then schedule again.
  *   di_scheduler_cancel   -> FINISHED (DI_FINISH_CANCEL) at once, from WAITING
  *                            or RUNNING; blocks dropped, nothing cached.
  *   di_scheduler_release  -> the FINISHED di_seq is freed (the caller reads
@@ -84,6 +85,7 @@ typedef struct di_seq {
     int32_t n_blocks_offered;   /* full blocks already offered to the cache */
     bool awaiting_sample;       /* a sampled row was scheduled; postprocess due */
     bool in_step;               /* has rows in the batch being built */
+    int32_t n_computed_before_step; /* for di_scheduler_abort_step */
     struct di_seq *all_prev, *all_next; /* every seq not yet released */
 } di_seq;
 
@@ -150,6 +152,13 @@ di_status di_scheduler_schedule(di_scheduler *s, di_sched_output *out, di_error 
 di_status di_scheduler_postprocess(di_scheduler *s, di_seq *seq, int32_t token,
                                    di_finish_reason finish, di_finish_reason *final_out,
                                    di_error *err);
+
+/* Undoes the last schedule() when its forward failed: the batch's tokens
+ * count as not computed again and its pending samples are dropped, so the
+ * next schedule() plans them again. Blocks already given stay with their
+ * sequences; preemptions of that step stand (they lost nothing). Call before
+ * any postprocess of that step. */
+void di_scheduler_abort_step(di_scheduler *s);
 
 /* Finishes a WAITING or RUNNING sequence with DI_FINISH_CANCEL and drops its
  * blocks at once (nothing is cached: its last batch may not have run). A

@@ -479,6 +479,43 @@ static void cancel_waiting_and_pending_sample_is_clean(void **state) {
     h_close(&h);
 }
 
+/* A failed forward is undone with abort_step: the next schedule plans the
+ * same rows again and the outputs are unaffected. */
+static void aborted_step_is_planned_again(void **state) {
+    (void)state;
+    harness h;
+    di_error err;
+    h_open(&h, config(32, 4, 8, 4, true));
+    request a, b;
+    int32_t p[20];
+    for (int i = 0; i < 20; i++) p[i] = 1 + (i * 3) % (VOCAB - 1);
+    request_init(&a, p, 20, 10);
+    request_init(&b, p + 2, 6, 10);
+    h_add(&h, &a);
+    h_step(&h);
+    h_add(&h, &b);
+    for (int round = 0; round < 6; round++) {
+        di_sched_output first;
+        assert_int_equal(di_scheduler_schedule(h.s, &first, &err), DI_OK);
+        int32_t rows = first.batch.n_rows, tok[8], pos[8], seq[8];
+        memcpy(tok, first.batch.token, (size_t)rows * sizeof *tok);
+        memcpy(pos, first.batch.pos, (size_t)rows * sizeof *pos);
+        memcpy(seq, first.batch.seq, (size_t)rows * sizeof *seq);
+        di_scheduler_abort_step(h.s);
+        h_check(&h);
+        h_step(&h);
+        assert_int_equal(h.last.batch.n_rows, rows);
+        assert_memory_equal(h.last.batch.token, tok, (size_t)rows * sizeof *tok);
+        assert_memory_equal(h.last.batch.pos, pos, (size_t)rows * sizeof *pos);
+        assert_memory_equal(h.last.batch.seq, seq, (size_t)rows * sizeof *seq);
+    }
+    h_run(&h);
+    assert_matches_reference(&a);
+    assert_matches_reference(&b);
+    h_assert_all_blocks_reclaimable(&h);
+    h_close(&h);
+}
+
 static void request_that_never_fits_is_refused_and_others_complete(void **state) {
     (void)state;
     harness h;
@@ -635,6 +672,7 @@ int main(void) {
         cmocka_unit_test(cancel_mid_prefill_frees_blocks_at_once),
         cmocka_unit_test(cancel_mid_decode_frees_blocks_and_others_finish),
         cmocka_unit_test(cancel_waiting_and_pending_sample_is_clean),
+        cmocka_unit_test(aborted_step_is_planned_again),
         cmocka_unit_test(request_that_never_fits_is_refused_and_others_complete),
         cmocka_unit_test(api_misuse_is_refused),
         cmocka_unit_test(randomized_stress_with_fixed_seeds),
