@@ -12,6 +12,11 @@
  *       tok = sample(...);
  *       di_scheduler_postprocess(s, out.sample_seqs[i], tok, why, &final, &err);
  *
+ * KV blocks are only allocated in schedule (the one place where running out
+ * can be answered by preemption); postprocess appends the token and, on
+ * finish, caches and frees. The block for a sampled token is taken by the
+ * schedule that feeds that token back.
+ *
  * Every sampled sequence gets exactly one postprocess before the next
  * schedule (or is cancelled). The forward must run before the next schedule:
  * schedule counts the batch's tokens as computed, and caches their full
