@@ -94,7 +94,7 @@ static uint64_t le_load(const uint8_t *b, unsigned n) {
 }
 
 static di_status rd_le(cursor *c, unsigned n, uint64_t *out, const char *what) {
-    const uint8_t *b;
+    const uint8_t *b = NULL;
     di_status s = rd_bytes(c, n, &b, what);
     if (s) return s;
     *out = le_load(b, n);
@@ -123,7 +123,7 @@ static di_status rd_str(cursor *c, di_gguf_str *out, const char *what) {
                             " but only %" PRIu64 " bytes are left in the file",
                             c->name, c->ctx, c->ctx[0] ? ": " : "", what, c->pos - 8, len,
                             cur_left(c));
-    const uint8_t *b;
+    const uint8_t *b = NULL;
     rd_bytes(c, len, &b, what);
     out->ptr = (const char *)b;
     out->len = len;
@@ -232,7 +232,7 @@ static di_status read_kv_value(cursor *c, di_gguf_kv *kv) {
     kv->type = (di_gguf_type)t;
     if (t == DI_GGUF_STRING) return rd_str(c, &kv->str, "string value");
     if (t != DI_GGUF_ARRAY) {
-        const uint8_t *b;
+        const uint8_t *b = NULL;
         s = rd_bytes(c, scalar_bytes(t), &b, "scalar value");
         if (s) return s;
         if (t == DI_GGUF_BOOL && *b > 1)
@@ -262,7 +262,7 @@ static di_status read_kv_value(cursor *c, di_gguf_kv *kv) {
                                 "%s: kv '%s': array of %" PRIu64 " %s elements does not fit in the "
                                 "%" PRIu64 " bytes left",
                                 c->name, kv->key, n, di_gguf_type_name(et), cur_left(c));
-        const uint8_t *b;
+        const uint8_t *b = NULL;
         rd_bytes(c, bytes, &b, "array data");
         if (et == DI_GGUF_BOOL)
             for (uint64_t i = 0; i < n; i++)
@@ -507,7 +507,7 @@ static di_status read_tensors(cursor *c, di_gguf *g) {
 /* ---- header and top level --------------------------------------------- */
 
 static di_status read_header(cursor *c, di_gguf *g) {
-    const uint8_t *magic;
+    const uint8_t *magic = NULL;
     di_status s = rd_bytes(c, 4, &magic, "magic");
     if (s) return s;
     if (memcmp(magic, GGUF_MAGIC, 4) != 0)
