@@ -1,0 +1,235 @@
+/* Thread pool: a generation counter announces each job; workers spin on it
+ * for a while, then sleep on a condition variable. The caller takes tasks
+ * from the same atomic counter as the workers and then waits until every
+ * worker has checked out of the job, so the job fields can be reused for
+ * the next run without a worker still reading the old ones. */
+#include "base/threadpool.h"
+
+#include "base/alloc.h"
+#include "base/status.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Pause-loop iterations before a waiting worker sleeps: on the order of
+ * 100 us, longer than the gap between two kernels of one forward pass,
+ * far shorter than the gap between requests on an idle engine. */
+#define SPIN_ITERS (1 << 14)
+/* After this many pure pause iterations a spinning worker also yields now
+ * and then, so on an oversubscribed machine it does not hold a core the
+ * caller (or the worker with the last task) needs. */
+#define SPIN_PURE_ITERS (1 << 10)
+#define SPIN_YIELD_EVERY 256
+/* Iterations the caller spins on stragglers before yielding its CPU (a
+ * worker may have been descheduled on an oversubscribed machine). */
+#define CALLER_SPIN_ITERS (1 << 12)
+/* Keeps the hot atomics on separate cache lines. */
+#define CACHE_LINE 64
+
+struct worker {
+    di_threadpool *pool;
+    int thread;
+};
+
+struct di_threadpool {
+    int n_threads;
+    pthread_t *threads;       /* (n_threads - 1) */
+    struct worker *workers;   /* (n_threads - 1) */
+    int n_started;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+
+    /* The current job; written by the caller before `generation` moves. */
+    di_threadpool_task_fn fn;
+    void *ctx;
+    int64_t n_tasks;
+
+    alignas(CACHE_LINE) atomic_uint generation;
+    atomic_int n_sleeping;
+    atomic_bool stop;
+    alignas(CACHE_LINE) atomic_llong next_task;
+    alignas(CACHE_LINE) atomic_int pending; /* workers not yet done with the job */
+    alignas(CACHE_LINE) atomic_bool busy;
+};
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ volatile("yield");
+#endif
+}
+
+static void run_tasks(di_threadpool *pool, int thread) {
+    const int64_t n = pool->n_tasks;
+    for (;;) {
+        int64_t t = atomic_fetch_add_explicit(&pool->next_task, 1, memory_order_relaxed);
+        if (t >= n) return;
+        pool->fn(pool->ctx, t, thread);
+    }
+}
+
+/* Returns the new generation, or `seen` when the pool is stopping. */
+static unsigned wait_for_job(di_threadpool *pool, unsigned seen) {
+    for (int i = 0; i < SPIN_ITERS; i++) {
+        unsigned g = atomic_load_explicit(&pool->generation, memory_order_acquire);
+        if (g != seen) return g;
+        if (atomic_load_explicit(&pool->stop, memory_order_relaxed)) return seen;
+        if (i >= SPIN_PURE_ITERS && i % SPIN_YIELD_EVERY == 0) sched_yield();
+        else cpu_relax();
+    }
+    /* Announce the sleep BEFORE re-checking the generation (both seq_cst):
+     * either run() sees n_sleeping > 0 and broadcasts under the mutex, or
+     * this re-check sees run()'s new generation. No lost wake-up. */
+    pthread_mutex_lock(&pool->mu);
+    atomic_fetch_add(&pool->n_sleeping, 1);
+    unsigned g;
+    while ((g = atomic_load(&pool->generation)) == seen && !atomic_load(&pool->stop))
+        pthread_cond_wait(&pool->cv, &pool->mu);
+    atomic_fetch_sub(&pool->n_sleeping, 1);
+    pthread_mutex_unlock(&pool->mu);
+    return g;
+}
+
+static void *worker_main(void *arg) {
+    struct worker *w = arg;
+    di_threadpool *pool = w->pool;
+    unsigned seen = 0;
+    for (;;) {
+        unsigned g = wait_for_job(pool, seen);
+        if (g == seen) return NULL; /* stopping */
+        seen = g;
+        run_tasks(pool, w->thread);
+        /* Release: the caller sees this worker's task writes. */
+        atomic_fetch_sub_explicit(&pool->pending, 1, memory_order_release);
+    }
+}
+
+static void stop_workers(di_threadpool *pool) {
+    atomic_store(&pool->stop, true);
+    pthread_mutex_lock(&pool->mu);
+    pthread_cond_broadcast(&pool->cv);
+    pthread_mutex_unlock(&pool->mu);
+    for (int i = 0; i < pool->n_started; i++) pthread_join(pool->threads[i], NULL);
+    pool->n_started = 0;
+}
+
+di_status di_threadpool_create(int n_threads, di_threadpool **out, di_error *err) {
+    *out = NULL;
+    if (n_threads == 0) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        n_threads = n < 1 ? 1 : n > DI_THREADPOOL_MAX_THREADS ? DI_THREADPOOL_MAX_THREADS : (int)n;
+    }
+    if (n_threads < 1 || n_threads > DI_THREADPOOL_MAX_THREADS)
+        return di_error_set(err, DI_ERR_RANGE, "thread pool: %d threads, want 1..%d",
+                            n_threads, DI_THREADPOOL_MAX_THREADS);
+    di_threadpool *pool = aligned_alloc(CACHE_LINE, sizeof *pool);
+    if (!pool) return di_error_set(err, DI_ERR_NOMEM, "thread pool: out of memory");
+    memset(pool, 0, sizeof *pool);
+    pool->n_threads = n_threads;
+    atomic_init(&pool->generation, 0);
+    atomic_init(&pool->n_sleeping, 0);
+    atomic_init(&pool->stop, false);
+    atomic_init(&pool->next_task, 0);
+    atomic_init(&pool->pending, 0);
+    atomic_init(&pool->busy, false);
+    pthread_mutex_init(&pool->mu, NULL);
+    pthread_cond_init(&pool->cv, NULL);
+    int n_workers = n_threads - 1;
+    if (n_workers > 0) {
+        pool->threads = di_calloc((size_t)n_workers, sizeof *pool->threads);
+        pool->workers = di_calloc((size_t)n_workers, sizeof *pool->workers);
+        if (!pool->threads || !pool->workers) {
+            di_threadpool_free(pool);
+            return di_error_set(err, DI_ERR_NOMEM, "thread pool: out of memory");
+        }
+    }
+    for (int i = 0; i < n_workers; i++) {
+        pool->workers[i] = (struct worker){.pool = pool, .thread = i + 1};
+        int rc = pthread_create(&pool->threads[i], NULL, worker_main, &pool->workers[i]);
+        if (rc) {
+            di_threadpool_free(pool);
+            return di_error_set(err, DI_ERR_NOMEM, "thread pool: cannot start thread %d of %d: %s",
+                                i + 1, n_threads, strerror(rc));
+        }
+        pool->n_started++;
+    }
+    *out = pool;
+    return DI_OK;
+}
+
+void di_threadpool_free(di_threadpool *pool) {
+    if (!pool) return;
+    stop_workers(pool);
+    pthread_cond_destroy(&pool->cv);
+    pthread_mutex_destroy(&pool->mu);
+    free(pool->threads);
+    free(pool->workers);
+    free(pool);
+}
+
+int di_threadpool_n_threads(const di_threadpool *pool) { return pool ? pool->n_threads : 1; }
+
+static void run_inline(int64_t n_tasks, di_threadpool_task_fn fn, void *ctx) {
+    for (int64_t t = 0; t < n_tasks; t++) fn(ctx, t, 0);
+}
+
+void di_threadpool_run(di_threadpool *pool, int64_t n_tasks, di_threadpool_task_fn fn,
+                       void *ctx) {
+    if (n_tasks <= 0) return;
+    /* One task, or one thread: waking workers would only add latency. */
+    if (!pool || pool->n_threads == 1 || n_tasks == 1) {
+        run_inline(n_tasks, fn, ctx);
+        return;
+    }
+    if (atomic_exchange_explicit(&pool->busy, true, memory_order_acquire)) {
+        run_inline(n_tasks, fn, ctx); /* nested or concurrent run */
+        return;
+    }
+    pool->fn = fn;
+    pool->ctx = ctx;
+    pool->n_tasks = n_tasks;
+    atomic_store_explicit(&pool->next_task, 0, memory_order_relaxed);
+    atomic_store_explicit(&pool->pending, pool->n_threads - 1, memory_order_relaxed);
+    /* seq_cst: publishes the job, and orders against the n_sleeping load
+     * below (see wait_for_job). */
+    atomic_fetch_add(&pool->generation, 1);
+    if (atomic_load(&pool->n_sleeping) > 0) {
+        pthread_mutex_lock(&pool->mu);
+        pthread_cond_broadcast(&pool->cv);
+        pthread_mutex_unlock(&pool->mu);
+    }
+    run_tasks(pool, 0);
+    for (int i = 0; atomic_load_explicit(&pool->pending, memory_order_acquire) > 0; i++) {
+        if (i < CALLER_SPIN_ITERS) cpu_relax();
+        else sched_yield();
+    }
+    atomic_store_explicit(&pool->busy, false, memory_order_release);
+}
+
+void di_threadpool_split(int64_t n, int n_parts, int part, int64_t *begin, int64_t *end) {
+    if (n <= 0 || n_parts < 1 || part < 0 || part >= n_parts) {
+        *begin = *end = n > 0 ? n : 0;
+        return;
+    }
+    int64_t base = n / n_parts, rem = n % n_parts;
+    *begin = part * base + (part < rem ? part : rem);
+    *end = *begin + base + (part < rem ? 1 : 0);
+}
+
+void di_threadpool_split_aligned(int64_t n, int64_t align, int n_parts, int part,
+                                 int64_t *begin, int64_t *end) {
+    if (align < 1) align = 1;
+    int64_t units = n > 0 ? (n + align - 1) / align : 0;
+    int64_t ub, ue;
+    di_threadpool_split(units, n_parts, part, &ub, &ue);
+    *begin = ub * align < n ? ub * align : (n > 0 ? n : 0);
+    *end = ue * align < n ? ue * align : (n > 0 ? n : 0);
+}
