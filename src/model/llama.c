@@ -19,9 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_LAYERS 4096
 #define MAX_HEAD_DIM 1024   /* di_rope keeps n_rot/2 angles on the stack */
-#define MAX_DIM (1 << 20)   /* any hidden/FFN/vocab size beyond this is hostile */
 #define MAX_BATCH_ROWS (1 << 20)
 #define MAX_SEQ_SLOTS (1 << 24)
 
@@ -43,7 +41,9 @@ typedef struct llama_layer {
 } llama_layer;
 
 struct di_llama_model {
-    di_llama_hparams hp;
+    di_llama_hparams hp;    /* validated by model/llama_hparams.c */
+    int rope_neox;          /* 0: adjacent pairs (llama GGUF), 1: halves */
+    int tied_output;
     const di_cpu_kernels *k;
     llama_weight tok_embd;  /* (n_vocab, n_embd) */
     const float *output_norm; /* (n_embd) */
@@ -77,141 +77,46 @@ struct di_llama_ctx {
 
 /* ---- loading ------------------------------------------------------------ */
 
-static di_status get_i32(const di_gguf *g, const char *key, int32_t lo, int32_t hi, int required,
-                         int32_t dflt, int32_t *out, di_error *err) {
-    uint64_t v;
-    di_status s = di_gguf_get_u64(g, key, &v, err);
-    if (s == DI_ERR_NOT_FOUND && !required) {
-        *out = dflt;
-        return DI_OK;
-    }
-    if (s != DI_OK) return s;
-    if (v < (uint64_t)lo || v > (uint64_t)hi)
-        return di_error_set(err, DI_ERR_FORMAT, "%s = %llu not in [%d, %d]", key,
-                            (unsigned long long)v, (int)lo, (int)hi);
-    *out = (int32_t)v;
-    return DI_OK;
-}
-
-static di_status get_f32(const di_gguf *g, const char *key, float dflt, float *out, di_error *err) {
-    di_status s = di_gguf_get_f32(g, key, out, err);
-    if (s == DI_ERR_NOT_FOUND) {
-        *out = dflt;
-        return DI_OK;
-    }
-    if (s != DI_OK) return s;
-    if (!isfinite(*out) || *out <= 0.0f)
-        return di_error_set(err, DI_ERR_FORMAT, "%s = %g must be finite and > 0", key, (double)*out);
-    return DI_OK;
-}
-
-static di_status read_hparams(const di_gguf *g, di_llama_hparams *hp, di_error *err) {
-    di_gguf_str arch;
-    di_status s = di_gguf_get_str(g, "general.architecture", &arch, err);
-    if (s != DI_OK) return s;
-    if (arch.len != 5 || memcmp(arch.ptr, "llama", 5) != 0)
-        return di_error_set(err, DI_ERR_UNSUPPORTED, "architecture '%.*s' is not llama",
-                            (int)(arch.len > 64 ? 64 : arch.len), arch.ptr);
-    memset(hp, 0, sizeof *hp);
-    if ((s = get_i32(g, "llama.block_count", 1, MAX_LAYERS, 1, 0, &hp->n_layer, err)) ||
-        (s = get_i32(g, "llama.embedding_length", 1, MAX_DIM, 1, 0, &hp->n_embd, err)) ||
-        (s = get_i32(g, "llama.feed_forward_length", 1, MAX_DIM, 1, 0, &hp->n_ff, err)) ||
-        (s = get_i32(g, "llama.attention.head_count", 1, MAX_DIM, 1, 0, &hp->n_head, err)) ||
-        (s = get_i32(g, "llama.attention.head_count_kv", 1, MAX_DIM, 0, hp->n_head, &hp->n_head_kv, err)) ||
-        (s = get_i32(g, "llama.context_length", 0, INT32_MAX, 0, 0, &hp->n_ctx_train, err)))
-        return s;
-    if (hp->n_head % hp->n_head_kv != 0)
-        return di_error_set(err, DI_ERR_FORMAT, "head_count %d not a multiple of head_count_kv %d",
-                            (int)hp->n_head, (int)hp->n_head_kv);
-    int32_t dflt_hd = hp->n_embd / hp->n_head;
-    if ((s = get_i32(g, "llama.attention.key_length", 1, MAX_HEAD_DIM, 0, dflt_hd, &hp->head_dim, err)))
-        return s;
-    int32_t vlen = 0;
-    if ((s = get_i32(g, "llama.attention.value_length", 1, MAX_HEAD_DIM, 0, hp->head_dim, &vlen, err)))
-        return s;
-    if (vlen != hp->head_dim || hp->head_dim < 2 || hp->head_dim > MAX_HEAD_DIM)
-        return di_error_set(err, DI_ERR_UNSUPPORTED, "head dims k=%d v=%d unsupported",
-                            (int)hp->head_dim, (int)vlen);
-    if ((s = get_i32(g, "llama.rope.dimension_count", 0, hp->head_dim, 0, hp->head_dim, &hp->n_rot, err)))
-        return s;
-    if (hp->n_rot % 2 != 0)
-        return di_error_set(err, DI_ERR_FORMAT, "rope.dimension_count %d is odd", (int)hp->n_rot);
-    if ((s = get_f32(g, "llama.rope.freq_base", 10000.0f, &hp->rope_theta, err)) ||
-        (s = get_f32(g, "llama.attention.layer_norm_rms_epsilon", 1e-5f, &hp->rms_eps, err)))
-        return s;
-    hp->rope_freq_scale = 1.0f;
-    di_gguf_str st;
-    s = di_gguf_get_str(g, "llama.rope.scaling.type", &st, err);
-    if (s == DI_OK && !(st.len == 4 && memcmp(st.ptr, "none", 4) == 0)) {
-        if (!(st.len == 6 && memcmp(st.ptr, "linear", 6) == 0))
-            return di_error_set(err, DI_ERR_UNSUPPORTED, "rope scaling '%.*s' unsupported",
-                                (int)(st.len > 32 ? 32 : st.len), st.ptr);
-        float factor;
-        if ((s = get_f32(g, "llama.rope.scaling.factor", 1.0f, &factor, err))) return s;
-        hp->rope_freq_scale = 1.0f / factor;
-    } else if (s != DI_OK && s != DI_ERR_NOT_FOUND) {
-        return s;
-    }
-    hp->rope_neox = 0; /* llama GGUFs store q/k rows permuted for adjacent pairs */
-    di_error_clear(err);
-    return DI_OK;
-}
-
-/* Finds name, checks dims (ne0, ne1) (ne1 = 1 for vectors) and returns it. */
-static di_status find_tensor(const di_gguf *g, const char *name, int64_t ne0, int64_t ne1,
-                             const di_gguf_tensor **out, di_error *err) {
-    const di_gguf_tensor *t = di_gguf_find_tensor(g, name);
-    if (!t) return di_error_set(err, DI_ERR_FORMAT, "tensor '%s' missing", name);
-    int expect_dims = ne1 == 1 ? 1 : 2;
-    if (t->ne[0] != ne0 || t->ne[1] != ne1 || t->ne[2] != 1 || t->ne[3] != 1 ||
-        (int)t->n_dims > expect_dims)
-        return di_error_set(err, DI_ERR_FORMAT, "tensor '%s' has shape [%lld, %lld, %lld, %lld], want [%lld, %lld]",
-                            name, (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2],
-                            (long long)t->ne[3], (long long)ne0, (long long)ne1);
-    *out = t;
-    return DI_OK;
-}
-
-static di_status bind_weight(const di_llama_model *m, const di_gguf *g, const char *name,
-                             int64_t n_in, int64_t n_out, llama_weight *w, di_error *err) {
-    const di_gguf_tensor *t = NULL;
-    di_status s = find_tensor(g, name, n_in, n_out, &t, err);
-    if (s != DI_OK) return s;
+/* A validated matrix tensor (ne = [n_in, n_out]) as a kernel operand. */
+static di_status bind_weight(const di_llama_model *m, const di_gguf_tensor *t, llama_weight *w,
+                             di_error *err) {
     const di_dtype_traits *tr = di_dtype_traits_of(t->dtype);
     if (!tr || !di_cpu_kernels_supports(m->k, t->dtype))
         return di_error_set(err, DI_ERR_UNSUPPORTED, "tensor '%s': dtype %s not supported by the %s kernels",
-                            name, tr ? tr->name : "?", m->k->name);
+                            t->name, tr ? tr->name : "?", m->k->name);
     uint64_t rb, total;
-    if (di_dtype_row_bytes(t->dtype, n_in, &rb) != DI_OK || di_mul_overflow_u64(rb, (uint64_t)n_out, &total) ||
-        total > t->n_bytes)
+    if (di_dtype_row_bytes(t->dtype, t->ne[0], &rb) != DI_OK ||
+        di_mul_overflow_u64(rb, (uint64_t)t->ne[1], &total) || total > t->n_bytes)
         return di_error_set(err, DI_ERR_FORMAT, "tensor '%s': %lld x %lld %s does not fit its %llu bytes",
-                            name, (long long)n_out, (long long)n_in, tr->name, (unsigned long long)t->n_bytes);
+                            t->name, (long long)t->ne[1], (long long)t->ne[0], tr->name,
+                            (unsigned long long)t->n_bytes);
+    /* block structs hold f16 scales: 2-byte alignment; f32 rows want 4 */
     if ((uintptr_t)t->data % 4 != 0)
-        return di_error_set(err, DI_ERR_FORMAT, "tensor '%s': data not 4-byte aligned", name);
+        return di_error_set(err, DI_ERR_FORMAT, "tensor '%s': data not 4-byte aligned", t->name);
     w->dtype = t->dtype;
     w->data = t->data;
     w->row_bytes = rb;
-    w->n_in = n_in;
-    w->n_out = n_out;
+    w->n_in = t->ne[0];
+    w->n_out = t->ne[1];
     return DI_OK;
 }
 
-/* A (n) vector as f32: points into the mapping when already F32, else is
- * widened into a buffer the model owns. */
-static di_status bind_vector(di_llama_model *m, const di_gguf *g, const char *name, int64_t n,
-                             const float **out, di_error *err) {
+/* A validated vector as f32: points into the mapping when already F32, else
+ * is widened into a buffer the model owns. */
+static di_status bind_vector(di_llama_model *m, const di_gguf_tensor *t, const float **out, di_error *err) {
     llama_weight w = {0};
-    di_status s = bind_weight(m, g, name, n, 1, &w, err);
+    di_status s = bind_weight(m, t, &w, err);
     if (s != DI_OK) return s;
     if (w.dtype == DI_DTYPE_F32) {
         *out = w.data;
         return DI_OK;
     }
+    int64_t n = w.n_in * w.n_out;
     float *buf = di_malloc_array((size_t)n, sizeof(float));
     float **list = buf ? di_realloc_array(m->owned, (size_t)m->n_owned + 1, sizeof *list) : NULL;
     if (!list) {
         free(buf);
-        return di_error_set(err, DI_ERR_NOMEM, "tensor '%s': out of memory", name);
+        return di_error_set(err, DI_ERR_NOMEM, "tensor '%s': out of memory", t->name);
     }
     m->owned = list;
     m->owned[m->n_owned++] = buf;
@@ -221,48 +126,52 @@ static di_status bind_vector(di_llama_model *m, const di_gguf *g, const char *na
     return DI_OK;
 }
 
-static di_status bind_layer(di_llama_model *m, const di_gguf *g, int32_t il, di_error *err) {
-    const di_llama_hparams *hp = &m->hp;
-    llama_layer *L = &m->layers[il];
-    int64_t q_dim = (int64_t)hp->n_head * hp->head_dim, kv_dim = (int64_t)hp->n_head_kv * hp->head_dim;
-    char name[96];
+static di_status bind_layer(di_llama_model *m, const di_llama_layer_tensors *t, llama_layer *L,
+                            di_error *err) {
     di_status s;
-#define NAME(suffix) (snprintf(name, sizeof name, "blk.%d." suffix, (int)il), name)
-    if ((s = bind_vector(m, g, NAME("attn_norm.weight"), hp->n_embd, &L->attn_norm, err)) ||
-        (s = bind_weight(m, g, NAME("attn_q.weight"), hp->n_embd, q_dim, &L->wq, err)) ||
-        (s = bind_weight(m, g, NAME("attn_k.weight"), hp->n_embd, kv_dim, &L->wk, err)) ||
-        (s = bind_weight(m, g, NAME("attn_v.weight"), hp->n_embd, kv_dim, &L->wv, err)) ||
-        (s = bind_weight(m, g, NAME("attn_output.weight"), q_dim, hp->n_embd, &L->wo, err)) ||
-        (s = bind_vector(m, g, NAME("ffn_norm.weight"), hp->n_embd, &L->ffn_norm, err)) ||
-        (s = bind_weight(m, g, NAME("ffn_gate.weight"), hp->n_embd, hp->n_ff, &L->w_gate, err)) ||
-        (s = bind_weight(m, g, NAME("ffn_up.weight"), hp->n_embd, hp->n_ff, &L->w_up, err)) ||
-        (s = bind_weight(m, g, NAME("ffn_down.weight"), hp->n_ff, hp->n_embd, &L->w_down, err)))
+    if ((s = bind_vector(m, t->attn_norm, &L->attn_norm, err)) ||
+        (s = bind_weight(m, t->attn_q, &L->wq, err)) || (s = bind_weight(m, t->attn_k, &L->wk, err)) ||
+        (s = bind_weight(m, t->attn_v, &L->wv, err)) || (s = bind_weight(m, t->attn_output, &L->wo, err)) ||
+        (s = bind_vector(m, t->ffn_norm, &L->ffn_norm, err)) ||
+        (s = bind_weight(m, t->ffn_gate, &L->w_gate, err)) || (s = bind_weight(m, t->ffn_up, &L->w_up, err)) ||
+        (s = bind_weight(m, t->ffn_down, &L->w_down, err)))
         return s;
-#undef NAME
     return DI_OK;
 }
 
 /* inv_freq[i] = freq_scale / theta^(2i/n_rot), divided by the per-pair
- * factors of a llama-3 style rope_freqs tensor when the file has one. */
-static di_status build_rope(di_llama_model *m, const di_gguf *g, di_error *err) {
+ * factors of a llama-3 style rope_freqs tensor when the file has one.
+ * Computed in double, rounded once to f32 (the reference's f32 table differs
+ * by at most an ulp). */
+static di_status build_rope(di_llama_model *m, const di_gguf_tensor *rope_freqs, di_error *err) {
     const di_llama_hparams *hp = &m->hp;
-    int32_t n_pairs = hp->n_rot / 2;
-    m->inv_freq = di_calloc((size_t)(n_pairs > 0 ? n_pairs : 1), sizeof(float));
+    if (hp->rope_scaling == DI_LLAMA_ROPE_SCALING_YARN)
+        return di_error_set(err, DI_ERR_UNSUPPORTED, "rope scaling 'yarn' is not implemented");
+    float freq_scale = 1.0f;
+    if (hp->rope_scaling == DI_LLAMA_ROPE_SCALING_LINEAR) {
+        if (!(hp->rope_scaling_factor > 0.0f) || !isfinite(hp->rope_scaling_factor))
+            return di_error_set(err, DI_ERR_FORMAT, "rope scaling factor %g invalid",
+                                (double)hp->rope_scaling_factor);
+        freq_scale = 1.0f / hp->rope_scaling_factor;
+    }
+    if (!(hp->rope_freq_base > 0.0f) || !isfinite(hp->rope_freq_base))
+        return di_error_set(err, DI_ERR_FORMAT, "rope freq_base %g invalid", (double)hp->rope_freq_base);
+    uint32_t n_pairs = hp->n_rot / 2;
+    m->inv_freq = di_calloc(n_pairs > 0 ? n_pairs : 1, sizeof(float));
     if (!m->inv_freq) return di_error_set(err, DI_ERR_NOMEM, "rope table: out of memory");
     const float *factors = NULL;
-    if (di_gguf_find_tensor(g, "rope_freqs.weight")) {
-        di_status s = bind_vector(m, g, "rope_freqs.weight", n_pairs, &factors, err);
+    if (rope_freqs) {
+        di_status s = bind_vector(m, rope_freqs, &factors, err);
         if (s != DI_OK) return s;
     }
-    for (int32_t i = 0; i < n_pairs; i++) {
-        /* float32 like the reference: 1 / theta^(2i/d) */
-        float f = (float)(1.0 / pow((double)hp->rope_theta, (double)(2 * i) / (double)hp->n_rot));
+    for (uint32_t i = 0; i < n_pairs; i++) {
+        float f = (float)(1.0 / pow((double)hp->rope_freq_base, (double)(2 * i) / (double)hp->n_rot));
         if (factors) {
             if (!(factors[i] > 0.0f) || !isfinite(factors[i]))
-                return di_error_set(err, DI_ERR_FORMAT, "rope_freqs[%d] = %g invalid", (int)i, (double)factors[i]);
+                return di_error_set(err, DI_ERR_FORMAT, "rope_freqs[%u] = %g invalid", i, (double)factors[i]);
             f /= factors[i];
         }
-        m->inv_freq[i] = f * hp->rope_freq_scale;
+        m->inv_freq[i] = f * freq_scale;
     }
     return DI_OK;
 }
@@ -273,48 +182,37 @@ di_status di_llama_load(const di_gguf *g, const di_cpu_kernels *kernels, di_llam
     di_llama_model *m = di_calloc(1, sizeof *m);
     if (!m) return di_error_set(err, DI_ERR_NOMEM, "llama: out of memory");
     m->k = kernels ? kernels : di_cpu_kernels_best();
-    di_llama_hparams *hp = &m->hp;
-    di_status s = read_hparams(g, hp, err);
-    if (s != DI_OK) goto fail;
-
-    const di_gguf_tensor *te = di_gguf_find_tensor(g, "token_embd.weight");
-    if (!te) {
-        s = di_error_set(err, DI_ERR_FORMAT, "tensor 'token_embd.weight' missing");
-        goto fail;
+    di_llama_tensors t = {0};
+    di_status s = di_llama_hparams_from_gguf(g, &m->hp, err);
+    if (s == DI_OK) s = di_llama_validate_tensors(g, &m->hp, &t, err);
+    if (s != DI_OK) goto done;
+    if (m->hp.head_dim > MAX_HEAD_DIM || m->hp.n_rot > m->hp.head_dim || m->hp.n_rot % 2 != 0) {
+        s = di_error_set(err, DI_ERR_UNSUPPORTED, "head_dim %u / n_rot %u unsupported", m->hp.head_dim,
+                         m->hp.n_rot);
+        goto done;
     }
-    if (te->ne[1] < 1 || te->ne[1] > MAX_DIM * 4) {
-        s = di_error_set(err, DI_ERR_FORMAT, "token_embd.weight: vocab %lld out of range", (long long)te->ne[1]);
-        goto fail;
-    }
-    hp->n_vocab = (int32_t)te->ne[1];
-    uint64_t nv;
-    if (di_gguf_get_u64(g, "llama.vocab_size", &nv, NULL) == DI_OK && nv != (uint64_t)hp->n_vocab) {
-        s = di_error_set(err, DI_ERR_FORMAT, "llama.vocab_size %llu != token_embd rows %d",
-                         (unsigned long long)nv, (int)hp->n_vocab);
-        goto fail;
-    }
-    if ((s = bind_weight(m, g, "token_embd.weight", hp->n_embd, hp->n_vocab, &m->tok_embd, err)) ||
-        (s = bind_vector(m, g, "output_norm.weight", hp->n_embd, &m->output_norm, err)))
-        goto fail;
-    if (di_gguf_find_tensor(g, "output.weight")) {
-        if ((s = bind_weight(m, g, "output.weight", hp->n_embd, hp->n_vocab, &m->output, err))) goto fail;
-    } else {
-        m->output = m->tok_embd;
-        hp->tied_output = 1;
-    }
-    m->layers = di_calloc((size_t)hp->n_layer, sizeof *m->layers);
+    m->rope_neox = 0; /* llama GGUFs store q/k rows permuted for adjacent pairs */
+    m->tied_output = t.tied_output;
+    if ((s = bind_weight(m, t.token_embd, &m->tok_embd, err)) ||
+        (s = bind_vector(m, t.output_norm, &m->output_norm, err)) ||
+        (s = bind_weight(m, t.output, &m->output, err)))
+        goto done;
+    m->layers = di_calloc(m->hp.n_layers, sizeof *m->layers);
     if (!m->layers) {
         s = di_error_set(err, DI_ERR_NOMEM, "llama: out of memory");
-        goto fail;
+        goto done;
     }
-    for (int32_t il = 0; il < hp->n_layer; il++)
-        if ((s = bind_layer(m, g, il, err))) goto fail;
-    if ((s = build_rope(m, g, err))) goto fail;
+    for (uint32_t il = 0; il < m->hp.n_layers; il++)
+        if ((s = bind_layer(m, &t.layers[il], &m->layers[il], err))) goto done;
+    s = build_rope(m, t.rope_freqs, err);
+done:
+    di_llama_tensors_free(&t);
+    if (s != DI_OK) {
+        di_llama_free(m);
+        return s;
+    }
     *out = m;
     return DI_OK;
-fail:
-    di_llama_free(m);
-    return s;
 }
 
 void di_llama_free(di_llama_model *m) {
@@ -341,10 +239,10 @@ di_status di_llama_kv_create(const di_llama_model *m, int32_t n_blocks, int32_t 
         return di_error_set(err, DI_ERR_UNSUPPORTED, "kv cache: dtype must be f32 or f16");
     di_llama_kv *kv = di_calloc(1, sizeof *kv);
     if (!kv) return di_error_set(err, DI_ERR_NOMEM, "kv cache: out of memory");
-    kv->n_layer = m->hp.n_layer;
+    kv->n_layer = (int32_t)m->hp.n_layers;
     kv->n_blocks = n_blocks;
     kv->block_size = block_size;
-    kv->row_elems = m->hp.n_head_kv * m->hp.head_dim;
+    kv->row_elems = (int32_t)(m->hp.n_heads_kv * m->hp.head_dim);
     kv->dtype = dtype;
     uint64_t elems, bytes;
     size_t esize = dtype == DI_DTYPE_F32 ? 4 : 2;
@@ -366,7 +264,7 @@ di_status di_llama_kv_create(const di_llama_model *m, int32_t n_blocks, int32_t 
 nomem:
     di_llama_kv_free(kv);
     return di_error_set(err, DI_ERR_NOMEM, "kv cache: out of memory for %d layers x %llu bytes x 2",
-                        (int)m->hp.n_layer, (unsigned long long)bytes);
+                        (int)m->hp.n_layers, (unsigned long long)bytes);
 }
 
 void di_llama_kv_free(di_llama_kv *kv) {
@@ -421,13 +319,13 @@ static int regrow(void *pp, int64_t n, size_t size) {
     return 1;
 }
 
-/* Makes every scratch buffer big enough for n_rows rows, n_tasks tasks,
+/* Makes every scratch buffer big enough for n_rows rows, n_tasks threads,
  * n_seqs slots and the cache's block size. */
 static di_status ctx_reserve(di_llama_ctx *c, int64_t n_rows, int64_t n_tasks, int64_t n_seqs,
                              int32_t block_size, di_error *err) {
     const di_llama_hparams *hp = &c->m->hp;
-    int64_t q_dim = (int64_t)hp->n_head * hp->head_dim, kv_dim = (int64_t)hp->n_head_kv * hp->head_dim;
-    int64_t wide = q_dim > hp->n_embd ? q_dim : hp->n_embd;
+    int64_t q_dim = (int64_t)hp->n_heads * hp->head_dim, kv_dim = (int64_t)hp->n_heads_kv * hp->head_dim;
+    int64_t wide = q_dim > (int64_t)hp->n_embd ? q_dim : (int64_t)hp->n_embd;
     if (n_rows > c->cap_rows) {
         int64_t n = n_rows;
         if (!regrow(&c->x, n * hp->n_embd, sizeof(float)) || !regrow(&c->h, n * wide, sizeof(float)) ||
@@ -441,7 +339,7 @@ static di_status ctx_reserve(di_llama_ctx *c, int64_t n_rows, int64_t n_tasks, i
         c->cap_rows = n;
     }
     if (n_tasks > c->cap_tasks) {
-        int64_t max_in = hp->n_ff > wide ? hp->n_ff : wide;
+        int64_t max_in = (int64_t)hp->n_ff > wide ? (int64_t)hp->n_ff : wide;
         if (!regrow(&c->mm_scratch, n_tasks * di_matmul_scratch_floats(max_in), sizeof(float))) {
             c->cap_tasks = 0;
             c->cap_attn_floats = 0;
@@ -450,7 +348,7 @@ static di_status ctx_reserve(di_llama_ctx *c, int64_t n_rows, int64_t n_tasks, i
         c->cap_tasks = n_tasks;
         c->cap_attn_floats = 0; /* resize below for the new task count */
     }
-    int64_t attn = n_tasks * di_attention_scratch_floats(hp->n_head, hp->head_dim, block_size);
+    int64_t attn = n_tasks * di_attention_scratch_floats((int32_t)hp->n_heads, (int32_t)hp->head_dim, block_size);
     if (attn > c->cap_attn_floats) {
         if (!regrow(&c->attn_scratch, attn, sizeof(float)))
             return di_error_set(err, DI_ERR_NOMEM, "llama ctx: out of memory for attention scratch");
@@ -491,7 +389,7 @@ static di_status validate_batch(di_llama_ctx *c, const di_llama_kv *kv, const di
     for (int32_t s = 0; s < b->n_seq_slots; s++) c->seq_last[s] = -1;
     for (int32_t i = 0; i < b->n_rows; i++) {
         int32_t tok = b->token[i], s = b->seq[i], p = b->pos[i];
-        if (tok < 0 || tok >= hp->n_vocab)
+        if (tok < 0 || (uint32_t)tok >= hp->n_vocab)
             return di_error_set(err, DI_ERR_RANGE, "batch row %d: token %d not in [0, %d)", (int)i, (int)tok,
                                 (int)hp->n_vocab);
         if (s < 0 || s >= b->n_seq_slots)
@@ -524,9 +422,9 @@ static di_status validate_batch(di_llama_ctx *c, const di_llama_kv *kv, const di
 }
 
 static void matmul(const di_llama_ctx *c, const llama_weight *w, const float *x, int64_t ldx, float *y,
-                   int64_t ldy, int64_t n_rows, const di_parallel *par) {
+                   int64_t ldy, int64_t n_rows, di_threadpool *pool) {
     di_matmul_args a = {w->dtype, w->data, w->row_bytes, x, ldx, y, ldy, n_rows, w->n_in, w->n_out};
-    di_matmul(c->m->k, &a, c->mm_scratch, par);
+    di_matmul(c->m->k, &a, c->mm_scratch, pool);
 }
 
 /* Writes the rows' k/v (n_rows, row_elems) into the cache slots of layer il. */
@@ -550,7 +448,7 @@ static void embed(const di_llama_model *m, const di_batch *b, float *x) {
     const llama_weight *e = &m->tok_embd;
     for (int32_t i = 0; i < b->n_rows; i++) {
         const uint8_t *row = (const uint8_t *)e->data + (uint64_t)b->token[i] * e->row_bytes;
-        float *xr = x + (int64_t)i * m->hp.n_embd;
+        float *xr = x + (int64_t)i * e->n_in;
         if (m->k->dequant[e->dtype]) m->k->dequant[e->dtype](row, xr, e->n_in);
         else di_dtype_traits_of(e->dtype)->to_float(row, xr, e->n_in);
     }
@@ -561,18 +459,18 @@ static void add_rows(float *x, const float *d, int64_t n) {
 }
 
 di_status di_llama_forward(di_llama_ctx *c, di_llama_kv *kv, const di_batch *b, float *logits_out,
-                           const di_parallel *par, di_error *err) {
+                           di_threadpool *pool, di_error *err) {
     if (!c || !kv || !b) return di_error_set(err, DI_ERR_INVALID_ARG, "forward: NULL argument");
     const di_llama_model *m = c->m;
     const di_llama_hparams *hp = &m->hp;
-    if (kv->n_layer != hp->n_layer || kv->row_elems != hp->n_head_kv * hp->head_dim)
+    if ((uint32_t)kv->n_layer != hp->n_layers || (uint32_t)kv->row_elems != hp->n_heads_kv * hp->head_dim)
         return di_error_set(err, DI_ERR_INVALID_ARG, "forward: kv cache was made for another model");
     if (b->n_rows <= 0) {
         if (b->n_rows < 0) return di_error_set(err, DI_ERR_INVALID_ARG, "batch: negative n_rows");
         return DI_OK;
     }
-    int32_t n_tasks = di_parallel_n_threads(par);
-    di_status s = ctx_reserve(c, b->n_rows > MAX_BATCH_ROWS ? 1 : b->n_rows, n_tasks,
+    int32_t n_threads = di_threadpool_n_threads(pool);
+    di_status s = ctx_reserve(c, b->n_rows > MAX_BATCH_ROWS ? 1 : b->n_rows, n_threads,
                               b->n_seq_slots > 0 && b->n_seq_slots <= MAX_SEQ_SLOTS ? b->n_seq_slots : 1,
                               kv->block_size, err);
     if (s != DI_OK) return s;
@@ -582,36 +480,36 @@ di_status di_llama_forward(di_llama_ctx *c, di_llama_kv *kv, const di_batch *b, 
         return di_error_set(err, DI_ERR_INVALID_ARG, "forward: %d rows want logits but logits_out is NULL",
                             (int)n_want);
 
-    const int64_t n = b->n_rows, E = hp->n_embd;
-    const int64_t q_dim = (int64_t)hp->n_head * hp->head_dim, kv_dim = (int64_t)hp->n_head_kv * hp->head_dim;
+    const int64_t n = b->n_rows, E = hp->n_embd, F = hp->n_ff;
+    const int64_t q_dim = (int64_t)hp->n_heads * hp->head_dim, kv_dim = (int64_t)hp->n_heads_kv * hp->head_dim;
     for (int32_t i = 0; i < b->n_rows; i++) c->row_blocks[i] = b->block_tables[b->seq[i]];
 
     embed(m, b, c->x);
-    for (int32_t il = 0; il < hp->n_layer; il++) {
+    for (uint32_t il = 0; il < hp->n_layers; il++) {
         const llama_layer *L = &m->layers[il];
         /* attention block */
         di_rmsnorm(c->x, L->attn_norm, c->h, n, E, hp->rms_eps);
-        matmul(c, &L->wq, c->h, E, c->q, q_dim, n, par);
-        matmul(c, &L->wk, c->h, E, c->kx, kv_dim, n, par);
-        matmul(c, &L->wv, c->h, E, c->vx, kv_dim, n, par);
-        di_rope(c->q, b->pos, n, hp->n_head, hp->head_dim, hp->n_rot, m->inv_freq, hp->rope_neox);
-        di_rope(c->kx, b->pos, n, hp->n_head_kv, hp->head_dim, hp->n_rot, m->inv_freq, hp->rope_neox);
+        matmul(c, &L->wq, c->h, E, c->q, q_dim, n, pool);
+        matmul(c, &L->wk, c->h, E, c->kx, kv_dim, n, pool);
+        matmul(c, &L->wv, c->h, E, c->vx, kv_dim, n, pool);
+        di_rope(c->q, b->pos, n, (int32_t)hp->n_heads, (int32_t)hp->head_dim, (int32_t)hp->n_rot, m->inv_freq, m->rope_neox);
+        di_rope(c->kx, b->pos, n, (int32_t)hp->n_heads_kv, (int32_t)hp->head_dim, (int32_t)hp->n_rot, m->inv_freq, m->rope_neox);
         kv_store(m, kv, il, b, c->kx, c->vx);
         di_attn_args aa = {
-            .q = c->q, .n_rows = b->n_rows, .n_heads = hp->n_head, .n_kv_heads = hp->n_head_kv,
-            .head_dim = hp->head_dim, .scale = 1.0f / sqrtf((float)hp->head_dim),
+            .q = c->q, .n_rows = b->n_rows, .n_heads = (int32_t)hp->n_heads, .n_kv_heads = (int32_t)hp->n_heads_kv,
+            .head_dim = (int32_t)hp->head_dim, .scale = 1.0f / sqrtf((float)hp->head_dim),
             .k_cache = kv->k[il], .v_cache = kv->v[il], .kv_f16 = kv->dtype == DI_DTYPE_F16,
             .block_size = kv->block_size, .row_blocks = c->row_blocks, .pos = b->pos, .out = c->att,
         };
-        di_attention(m->k, &aa, c->attn_scratch, par);
-        matmul(c, &L->wo, c->att, q_dim, c->h, E, n, par);
+        di_attention(m->k, &aa, c->attn_scratch, pool);
+        matmul(c, &L->wo, c->att, q_dim, c->h, E, n, pool);
         add_rows(c->x, c->h, n * E);
         /* feed-forward block */
         di_rmsnorm(c->x, L->ffn_norm, c->h, n, E, hp->rms_eps);
-        matmul(c, &L->w_gate, c->h, E, c->gate, hp->n_ff, n, par);
-        matmul(c, &L->w_up, c->h, E, c->up, hp->n_ff, n, par);
-        di_swiglu(c->gate, c->up, n * hp->n_ff);
-        matmul(c, &L->w_down, c->gate, hp->n_ff, c->h, E, n, par);
+        matmul(c, &L->w_gate, c->h, E, c->gate, F, n, pool);
+        matmul(c, &L->w_up, c->h, E, c->up, F, n, pool);
+        di_swiglu(c->gate, c->up, n * F);
+        matmul(c, &L->w_down, c->gate, F, c->h, E, n, pool);
         add_rows(c->x, c->h, n * E);
     }
     if (n_want == 0) return DI_OK;
@@ -620,6 +518,6 @@ di_status di_llama_forward(di_llama_ctx *c, di_llama_kv *kv, const di_batch *b, 
     for (int32_t i = 0; i < b->n_rows; i++)
         if (b->want_logits[i]) memcpy(c->h + j++ * E, c->x + (int64_t)i * E, (size_t)E * sizeof(float));
     di_rmsnorm(c->h, m->output_norm, c->h, n_want, E, hp->rms_eps);
-    matmul(c, &m->output, c->h, E, logits_out, hp->n_vocab, n_want, par);
+    matmul(c, &m->output, c->h, E, logits_out, (int64_t)hp->n_vocab, n_want, pool);
     return DI_OK;
 }

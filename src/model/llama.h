@@ -19,37 +19,23 @@
 #define DI_MODEL_LLAMA_H
 
 #include "base/status.h"
+#include "base/threadpool.h"
 #include "engine/batch.h"
 #include "format/gguf.h"
 #include "kernels/cpu/kernels.h"
-#include "kernels/cpu/parallel.h"
+#include "model/llama_hparams.h"
 
 #include <stdint.h>
-
-typedef struct di_llama_hparams {
-    int32_t n_layer;
-    int32_t n_embd;      /* hidden size */
-    int32_t n_head;      /* query heads */
-    int32_t n_head_kv;   /* key/value heads (GQA when < n_head) */
-    int32_t head_dim;
-    int32_t n_ff;        /* SwiGLU inner width */
-    int32_t n_vocab;
-    int32_t n_rot;       /* rotary dims per head (<= head_dim, even) */
-    int32_t n_ctx_train; /* informational */
-    float rope_theta;
-    float rope_freq_scale; /* linear scaling: positions are multiplied by it */
-    float rms_eps;
-    int rope_neox;       /* 0: adjacent pairs (llama GGUF), 1: halves */
-    int tied_output;     /* output projection is token_embd */
-} di_llama_hparams;
 
 typedef struct di_llama_model di_llama_model;
 typedef struct di_llama_kv di_llama_kv;
 typedef struct di_llama_ctx di_llama_ctx;
 
-/* Binds a validated GGUF (architecture "llama"): checks hyper-parameters,
- * every tensor's presence, shape and dtype, and that the kernels can read
- * it. kernels NULL picks di_cpu_kernels_best(). The caller owns *out. */
+/* Binds a GGUF of architecture "llama": hyper-parameters and tensors are
+ * validated by model/llama_hparams.h, then this checks that the kernels can
+ * read every weight dtype and that the features used are implemented (rope
+ * scaling none/linear). kernels NULL picks di_cpu_kernels_best(). The caller
+ * owns *out. */
 di_status di_llama_load(const di_gguf *g, const di_cpu_kernels *kernels, di_llama_model **out,
                         di_error *err);
 void di_llama_free(di_llama_model *m);
@@ -75,7 +61,7 @@ int32_t di_llama_batch_n_logits(const di_batch *b);
 
 /* Runs the batch: writes K/V of every row into kv, and for each row with
  * want_logits (in row order) a row of n_vocab logits into logits_out
- * (n_want_logits, n_vocab). par NULL runs on the calling thread.
+ * (n_want_logits, n_vocab). pool NULL runs on the calling thread.
  * Validation (DI_ERR_INVALID_ARG / DI_ERR_RANGE, nothing written): token
  * ids in [0, n_vocab), seq in [0, n_seq_slots), pos >= 0, block_size equal
  * to the cache's, every needed block table entry present and in
@@ -83,6 +69,6 @@ int32_t di_llama_batch_n_logits(const di_batch *b);
  * Positions before a row that are not in this batch must already be in the
  * cache (the engine's contract; not checkable here). */
 di_status di_llama_forward(di_llama_ctx *ctx, di_llama_kv *kv, const di_batch *b, float *logits_out,
-                           const di_parallel *par, di_error *err);
+                           di_threadpool *pool, di_error *err);
 
 #endif

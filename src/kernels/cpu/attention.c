@@ -17,12 +17,14 @@ int64_t di_attention_scratch_floats(int32_t n_heads, int32_t head_dim, int32_t b
     return 2 * (int64_t)block_size * head_dim + block_size + (int64_t)n_heads * (head_dim + 2) + 16;
 }
 
+#define TASKS_PER_THREAD 4 /* dynamic hand-out evens out uneven rows */
+
 typedef struct attn_job {
     const di_cpu_kernels *k;
     const di_attn_args *a;
-    float *scratch;
+    float *scratch;           /* (n_threads, scratch_floats) */
     int64_t scratch_floats;
-    int32_t n_tasks;
+    int64_t n_tasks;
 } attn_job;
 
 static void attend_unit(const di_cpu_kernels *k, const di_attn_args *a, int32_t r, int32_t kvh,
@@ -96,19 +98,22 @@ static void attend_unit(const di_cpu_kernels *k, const di_attn_args *a, int32_t 
 
 /* Units are dealt round-robin (task t gets t, t + n_tasks, ...) so that the
  * long rows at the end of a prefill chunk spread over all tasks. */
-static void attn_task(void *arg, int32_t task) {
+static void attn_task(void *arg, int64_t task, int thread) {
     const attn_job *job = arg;
     const di_attn_args *a = job->a;
-    float *scratch = job->scratch + (int64_t)task * job->scratch_floats;
+    float *scratch = job->scratch + (int64_t)thread * job->scratch_floats;
     int64_t n_units = (int64_t)a->n_rows * a->n_kv_heads;
     for (int64_t u = task; u < n_units; u += job->n_tasks)
         attend_unit(job->k, a, (int32_t)(u / a->n_kv_heads), (int32_t)(u % a->n_kv_heads), scratch);
 }
 
 void di_attention(const di_cpu_kernels *k, const di_attn_args *a, float *scratch,
-                  const di_parallel *par) {
+                  di_threadpool *pool) {
     if (a->n_rows <= 0) return;
+    int64_t n_units = (int64_t)a->n_rows * a->n_kv_heads;
+    int64_t n_tasks = (int64_t)di_threadpool_n_threads(pool) * TASKS_PER_THREAD;
+    if (n_tasks > n_units) n_tasks = n_units;
     attn_job job = {k, a, scratch, di_attention_scratch_floats(a->n_heads, a->head_dim, a->block_size),
-                    di_parallel_n_threads(par)};
-    di_parallel_for(par, job.n_tasks, attn_task, &job);
+                    n_tasks};
+    di_threadpool_run(pool, n_tasks, attn_task, &job);
 }

@@ -17,7 +17,7 @@
 #define DI_KERNELS_CPU_KERNELS_H
 
 #include "base/status.h"
-#include "kernels/cpu/parallel.h"
+#include "base/threadpool.h"
 #include "tensor/dtype.h"
 
 #include <stdint.h>
@@ -63,8 +63,8 @@ int di_cpu_kernels_supports(const di_cpu_kernels *k, di_dtype dtype);
 
 /* ---- matmul ------------------------------------------------------------ */
 
-/* Scratch floats per task that di_matmul needs (caller allocates
- * n_tasks * this, see di_matmul). */
+/* Scratch floats per pool thread that di_matmul needs (caller allocates
+ * di_threadpool_n_threads(pool) * this). */
 int64_t di_matmul_scratch_floats(int64_t n_in);
 
 typedef struct di_matmul_args {
@@ -78,11 +78,12 @@ typedef struct di_matmul_args {
     int64_t n_rows, n_in, n_out;
 } di_matmul_args;
 
-/* y[r][o] = sum_i W[o][i] * x[r][i]. Splits the n_out rows over
- * di_parallel_n_threads(par) tasks; scratch is (n_tasks,
- * di_matmul_scratch_floats(n_in)) floats. The dtype must be supported. */
+/* y[r][o] = sum_i W[o][i] * x[r][i]. Tasks are contiguous ranges of output
+ * rows (di_threadpool_split_aligned); scratch is (n_threads,
+ * di_matmul_scratch_floats(n_in)) floats, indexed by the running thread.
+ * pool NULL runs inline. The dtype must be supported. */
 void di_matmul(const di_cpu_kernels *k, const di_matmul_args *a, float *scratch,
-               const di_parallel *par);
+               di_threadpool *pool);
 
 /* The oracle: trait to_float per row chunk, double accumulation, one thread.
  * F32 and F16 are read directly. DI_ERR_UNSUPPORTED when dtype has no
@@ -127,7 +128,7 @@ typedef struct di_attn_args {
     float *out;                  /* (n_rows, n_heads * head_dim) */
 } di_attn_args;
 
-/* Scratch floats per task for di_attention. */
+/* Scratch floats per pool thread for di_attention. */
 int64_t di_attention_scratch_floats(int32_t n_heads, int32_t head_dim, int32_t block_size);
 
 /* Causal attention with an online softmax over KV blocks, GQA (query head h
@@ -135,9 +136,9 @@ int64_t di_attention_scratch_floats(int32_t n_heads, int32_t head_dim, int32_t b
  * pairs, so the heads of a group share one read of K/V; every (row, head)
  * accumulates over positions 0..pos[r] in order, one block at a time, so
  * the result depends on that row, the cache contents and block_size only.
- * The caller has validated every block id. scratch: (n_tasks,
+ * The caller has validated every block id. scratch: (n_threads,
  * di_attention_scratch_floats) floats. */
 void di_attention(const di_cpu_kernels *k, const di_attn_args *a, float *scratch,
-                  const di_parallel *par);
+                  di_threadpool *pool);
 
 #endif

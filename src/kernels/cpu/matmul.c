@@ -21,12 +21,16 @@
 
 int64_t di_matmul_scratch_floats(int64_t n_in) { return TILE * n_in + 16; }
 
+/* Tasks per thread: the pool hands tasks out dynamically, so a few per
+ * thread even out threads that start late or run on a busy core. */
+#define TASKS_PER_THREAD 4
+
 typedef struct matmul_job {
     const di_cpu_kernels *k;
     const di_matmul_args *a;
-    float *scratch;           /* (n_tasks, scratch_floats) */
+    float *scratch;           /* (n_threads, scratch_floats) */
     int64_t scratch_floats;
-    int32_t n_tasks;
+    int n_tasks;
 } matmul_job;
 
 /* Dequantizes one weight row through the table, or the trait as fallback. */
@@ -38,24 +42,14 @@ static void dequant_row(const di_cpu_kernels *k, di_dtype t, const void *w, floa
     di_dtype_traits_of(t)->to_float(w, dst, n);
 }
 
-/* [o0, o1) of task `task`: contiguous, TILE-aligned ranges. */
-static void task_range(int64_t n_out, int32_t task, int32_t n_tasks, int64_t *o0, int64_t *o1) {
-    int64_t tiles = (n_out + TILE - 1) / TILE;
-    int64_t per = (tiles + n_tasks - 1) / n_tasks;
-    *o0 = (int64_t)task * per * TILE;
-    *o1 = *o0 + per * TILE;
-    if (*o0 > n_out) *o0 = n_out;
-    if (*o1 > n_out) *o1 = n_out;
-}
-
-static void matmul_task(void *arg, int32_t task) {
+static void matmul_task(void *arg, int64_t task, int thread) {
     const matmul_job *job = arg;
     const di_cpu_kernels *k = job->k;
     const di_matmul_args *a = job->a;
-    float *tmp = job->scratch + (int64_t)task * job->scratch_floats; /* (TILE, n_in) */
+    float *tmp = job->scratch + (int64_t)thread * job->scratch_floats; /* (TILE, n_in) */
     const uint8_t *w = a->w;
     int64_t o0, o1;
-    task_range(a->n_out, task, job->n_tasks, &o0, &o1);
+    di_threadpool_split_aligned(a->n_out, TILE, job->n_tasks, (int)task, &o0, &o1);
     di_row_dot_fn dot = k->dot[a->dtype];
 
     if (a->n_rows <= FUSED_MAX_ROWS) {
@@ -86,10 +80,13 @@ static void matmul_task(void *arg, int32_t task) {
 }
 
 void di_matmul(const di_cpu_kernels *k, const di_matmul_args *a, float *scratch,
-               const di_parallel *par) {
+               di_threadpool *pool) {
     if (a->n_rows <= 0 || a->n_out <= 0) return;
-    matmul_job job = {k, a, scratch, di_matmul_scratch_floats(a->n_in), di_parallel_n_threads(par)};
-    di_parallel_for(par, job.n_tasks, matmul_task, &job);
+    int64_t n_tiles = (a->n_out + TILE - 1) / TILE;
+    int64_t n_tasks = (int64_t)di_threadpool_n_threads(pool) * TASKS_PER_THREAD;
+    if (n_tasks > n_tiles) n_tasks = n_tiles;
+    matmul_job job = {k, a, scratch, di_matmul_scratch_floats(a->n_in), (int)n_tasks};
+    di_threadpool_run(pool, n_tasks, matmul_task, &job);
 }
 
 di_status di_matmul_ref(const di_matmul_args *a, di_error *err) {
