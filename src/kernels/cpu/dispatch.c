@@ -1,0 +1,53 @@
+/* Picks a dispatch table from cpuid. The tables are const data; choosing
+ * one has no side effects, so there is no global "current ISA" state. */
+#include "kernels/cpu/kernels.h"
+
+extern const di_cpu_kernels di_cpu_kernels_c;
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+extern const di_cpu_kernels di_cpu_kernels_avx2;
+
+/* AVX2 + FMA + F16C, and the OS saves YMM state (XCR0 bits 1-2). */
+static int cpu_has_avx2_fma_f16c(void) {
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return 0;
+    int fma = (c >> 12) & 1, osxsave = (c >> 27) & 1, f16c = (c >> 29) & 1, avx = (c >> 28) & 1;
+    if (!(fma && osxsave && f16c && avx)) return 0;
+    unsigned xcr0_lo, xcr0_hi;
+    __asm__("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
+    (void)xcr0_hi;
+    if ((xcr0_lo & 6u) != 6u) return 0;
+    if (__get_cpuid_max(0, NULL) < 7) return 0;
+    __cpuid_count(7, 0, a, b, c, d);
+    return (b >> 5) & 1;
+}
+#endif
+
+const di_cpu_kernels *di_cpu_kernels_get(di_cpu_isa isa) {
+    switch (isa) {
+    case DI_CPU_ISA_C:
+        return &di_cpu_kernels_c;
+    case DI_CPU_ISA_AVX2:
+#if defined(__x86_64__) || defined(__i386__)
+        if (cpu_has_avx2_fma_f16c()) return &di_cpu_kernels_avx2;
+#endif
+        return NULL;
+    case DI_CPU_ISA_COUNT:
+        break;
+    }
+    return NULL;
+}
+
+const di_cpu_kernels *di_cpu_kernels_best(void) {
+    for (int isa = DI_CPU_ISA_COUNT - 1; isa > DI_CPU_ISA_C; isa--) {
+        const di_cpu_kernels *k = di_cpu_kernels_get((di_cpu_isa)isa);
+        if (k) return k;
+    }
+    return &di_cpu_kernels_c;
+}
+
+int di_cpu_kernels_supports(const di_cpu_kernels *k, di_dtype dtype) {
+    const di_dtype_traits *tr = di_dtype_traits_of(dtype);
+    if (!tr) return 0;
+    return k->dequant[dtype] != NULL || tr->to_float != NULL;
+}

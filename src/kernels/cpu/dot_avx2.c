@@ -1,0 +1,229 @@
+/* The AVX2 + FMA + F16C dispatch table. Each function carries a target
+ * attribute, so this file builds without -march=native and is only entered
+ * after di_cpu_kernels_get has checked cpuid.
+ *
+ * Canonical order (what makes fused and dequantized paths agree bit for bit):
+ * elements [16j, 16j+8) are FMA'd into accumulator 0 and [16j+8, 16j+16)
+ * into accumulator 1; at the end acc0 + acc1 is reduced by a fixed tree
+ * (hsum), then elements past the last multiple of 16 are added one by one.
+ * Quantized rows have n a multiple of 32, so a block of 32 is two steps. */
+#include "kernels/cpu/kernels.h"
+#include "kernels/cpu/half.h"
+#include "kernels/cpu/quant_blocks.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+
+#include <immintrin.h>
+#include <math.h>
+
+#define AVX2 __attribute__((target("avx2,fma,f16c")))
+
+AVX2 static inline float hsum(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* a (n), b (n): the canonical order */
+AVX2 static float dot_f32_avx2(const float *a, const float *b, int64_t n) {
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    int64_t n16 = n - n % 16, i = 0;
+    for (; i < n16; i += 16) {
+        acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), acc1);
+    }
+    float s = hsum(_mm256_add_ps(acc0, acc1));
+    for (; i < n; i++) s = fmaf(a[i], b[i], s);
+    return s;
+}
+
+/* 4 rows of w against one x: same per-row order as dot_f32_avx2. */
+AVX2 static void dot_f32_x4_avx2(const float *w, int64_t ldw, const float *x, int64_t n, float out[4]) {
+    __m256 a00 = _mm256_setzero_ps(), a01 = _mm256_setzero_ps();
+    __m256 a10 = _mm256_setzero_ps(), a11 = _mm256_setzero_ps();
+    __m256 a20 = _mm256_setzero_ps(), a21 = _mm256_setzero_ps();
+    __m256 a30 = _mm256_setzero_ps(), a31 = _mm256_setzero_ps();
+    const float *w0 = w, *w1 = w + ldw, *w2 = w + 2 * ldw, *w3 = w + 3 * ldw;
+    int64_t n16 = n - n % 16, i = 0;
+    for (; i < n16; i += 16) {
+        __m256 x0 = _mm256_loadu_ps(x + i), x1 = _mm256_loadu_ps(x + i + 8);
+        a00 = _mm256_fmadd_ps(_mm256_loadu_ps(w0 + i), x0, a00);
+        a01 = _mm256_fmadd_ps(_mm256_loadu_ps(w0 + i + 8), x1, a01);
+        a10 = _mm256_fmadd_ps(_mm256_loadu_ps(w1 + i), x0, a10);
+        a11 = _mm256_fmadd_ps(_mm256_loadu_ps(w1 + i + 8), x1, a11);
+        a20 = _mm256_fmadd_ps(_mm256_loadu_ps(w2 + i), x0, a20);
+        a21 = _mm256_fmadd_ps(_mm256_loadu_ps(w2 + i + 8), x1, a21);
+        a30 = _mm256_fmadd_ps(_mm256_loadu_ps(w3 + i), x0, a30);
+        a31 = _mm256_fmadd_ps(_mm256_loadu_ps(w3 + i + 8), x1, a31);
+    }
+    float s0 = hsum(_mm256_add_ps(a00, a01)), s1 = hsum(_mm256_add_ps(a10, a11));
+    float s2 = hsum(_mm256_add_ps(a20, a21)), s3 = hsum(_mm256_add_ps(a30, a31));
+    for (; i < n; i++) {
+        s0 = fmaf(w0[i], x[i], s0);
+        s1 = fmaf(w1[i], x[i], s1);
+        s2 = fmaf(w2[i], x[i], s2);
+        s3 = fmaf(w3[i], x[i], s3);
+    }
+    out[0] = s0;
+    out[1] = s1;
+    out[2] = s2;
+    out[3] = s3;
+}
+
+/* ---- per-dtype dequantizers: each block lands in 4 vectors of 8 ---- */
+
+/* Q4_0/Q4_1 nibbles of one block as 4 float vectors: elements 0-7, 8-15
+ * (low nibbles of qs[0..15]) and 16-23, 24-31 (high nibbles). */
+AVX2 static inline void q4_nibbles(const uint8_t *qs, __m256 v[4]) {
+    __m128i raw = _mm_loadu_si128((const __m128i *)qs);
+    __m128i lo = _mm_and_si128(raw, _mm_set1_epi8(0x0F));
+    __m128i hi = _mm_and_si128(_mm_srli_epi16(raw, 4), _mm_set1_epi8(0x0F));
+    v[0] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(lo));
+    v[1] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(lo, 8)));
+    v[2] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(hi));
+    v[3] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(hi, 8)));
+}
+
+AVX2 static inline void q4_0_vecs(const di_block_q4_0 *b, __m256 v[4]) {
+    __m256 d = _mm256_set1_ps(_cvtsh_ss(b->d));
+    __m256 eight = _mm256_set1_ps(8.0f);
+    q4_nibbles(b->qs, v);
+    for (int k = 0; k < 4; k++) v[k] = _mm256_mul_ps(_mm256_sub_ps(v[k], eight), d);
+}
+
+AVX2 static inline void q4_1_vecs(const di_block_q4_1 *b, __m256 v[4]) {
+    __m256 d = _mm256_set1_ps(_cvtsh_ss(b->d)), m = _mm256_set1_ps(_cvtsh_ss(b->m));
+    q4_nibbles(b->qs, v);
+    for (int k = 0; k < 4; k++) v[k] = _mm256_fmadd_ps(v[k], d, m);
+}
+
+AVX2 static inline void q8_0_vecs(const di_block_q8_0 *b, __m256 v[4]) {
+    __m256 d = _mm256_set1_ps(_cvtsh_ss(b->d));
+    for (int k = 0; k < 4; k++) {
+        __m128i q = _mm_loadl_epi64((const __m128i *)(b->qs + 8 * k));
+        v[k] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), d);
+    }
+}
+
+/* One definition per 32-element block type: dequant stores the 4 vectors,
+ * dot feeds them into the canonical accumulators (0, 1, 0, 1). */
+#define DEFINE_Q32(name, block_t, vecs_fn)                                      \
+    AVX2 static void dequant_##name##_avx2(const void *w, float *dst, int64_t n) { \
+        const block_t *b = w;                                                   \
+        for (int64_t i = 0; i < n / DI_QK; i++) {                               \
+            __m256 v[4];                                                        \
+            vecs_fn(&b[i], v);                                                  \
+            for (int k = 0; k < 4; k++) _mm256_storeu_ps(dst + i * DI_QK + 8 * k, v[k]); \
+        }                                                                       \
+    }                                                                           \
+    AVX2 static float dot_##name##_avx2(const void *w, const float *x, int64_t n) { \
+        const block_t *b = w;                                                   \
+        __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();          \
+        for (int64_t i = 0; i < n / DI_QK; i++) {                               \
+            __m256 v[4];                                                        \
+            vecs_fn(&b[i], v);                                                  \
+            const float *xb = x + i * DI_QK;                                    \
+            acc0 = _mm256_fmadd_ps(v[0], _mm256_loadu_ps(xb), acc0);            \
+            acc1 = _mm256_fmadd_ps(v[1], _mm256_loadu_ps(xb + 8), acc1);        \
+            acc0 = _mm256_fmadd_ps(v[2], _mm256_loadu_ps(xb + 16), acc0);       \
+            acc1 = _mm256_fmadd_ps(v[3], _mm256_loadu_ps(xb + 24), acc1);       \
+        }                                                                       \
+        return hsum(_mm256_add_ps(acc0, acc1));                                 \
+    }
+
+DEFINE_Q32(q4_0, di_block_q4_0, q4_0_vecs)
+DEFINE_Q32(q4_1, di_block_q4_1, q4_1_vecs)
+DEFINE_Q32(q8_0, di_block_q8_0, q8_0_vecs)
+
+/* Q6_K: the block is unpacked by the shared scalar routine (the compiler
+ * vectorizes it), then dotted in the canonical order. */
+AVX2 static void dequant_q6_K_avx2(const void *w, float *dst, int64_t n) {
+    const di_block_q6_K *b = w;
+    for (int64_t i = 0; i < n / DI_QK_K; i++)
+        di_q6_K_block_to_float(&b[i], _cvtsh_ss(b[i].d), dst + i * DI_QK_K);
+}
+
+AVX2 static float dot_q6_K_avx2(const void *w, const float *x, int64_t n) {
+    const di_block_q6_K *b = w;
+    float tmp[DI_QK_K]; /* one dequantized super-block */
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / DI_QK_K; i++) {
+        di_q6_K_block_to_float(&b[i], _cvtsh_ss(b[i].d), tmp);
+        const float *xb = x + i * DI_QK_K;
+        for (int j = 0; j < DI_QK_K; j += 16) {
+            acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(tmp + j), _mm256_loadu_ps(xb + j), acc0);
+            acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(tmp + j + 8), _mm256_loadu_ps(xb + j + 8), acc1);
+        }
+    }
+    return hsum(_mm256_add_ps(acc0, acc1));
+}
+
+AVX2 static void f16_to_f32_avx2(const uint16_t *src, float *dst, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + i))));
+    for (; i < n; i++) dst[i] = di_half_to_float(src[i]);
+}
+
+AVX2 static void f32_to_f16_avx2(const float *src, uint16_t *dst, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)(dst + i),
+                         _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
+    for (; i < n; i++) dst[i] = di_float_to_half(src[i]);
+}
+
+AVX2 static void dequant_f32_avx2(const void *w, float *dst, int64_t n) {
+    const float *src = w;
+    for (int64_t i = 0; i < n; i++) dst[i] = src[i];
+}
+
+AVX2 static void dequant_f16_avx2(const void *w, float *dst, int64_t n) { f16_to_f32_avx2(w, dst, n); }
+
+AVX2 static float dot_f32_row_avx2(const void *w, const float *x, int64_t n) {
+    return dot_f32_avx2(w, x, n);
+}
+
+/* F16 rows in the canonical order; the tail past n16 is converted scalar,
+ * exactly as dequant_f16_avx2 + dot_f32_avx2 would see it. */
+AVX2 static float dot_f16_row_avx2(const void *w, const float *x, int64_t n) {
+    const uint16_t *src = w;
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    int64_t n16 = n - n % 16, i = 0;
+    for (; i < n16; i += 16) {
+        __m256 w0 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + i)));
+        __m256 w1 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + i + 8)));
+        acc0 = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x + i), acc0);
+        acc1 = _mm256_fmadd_ps(w1, _mm256_loadu_ps(x + i + 8), acc1);
+    }
+    float s = hsum(_mm256_add_ps(acc0, acc1));
+    for (; i < n; i++) s = fmaf(di_half_to_float(src[i]), x[i], s);
+    return s;
+}
+
+const di_cpu_kernels di_cpu_kernels_avx2 = {
+    .name = "avx2",
+    .dot_f32 = dot_f32_avx2,
+    .dot_f32_x4 = dot_f32_x4_avx2,
+    .dequant = {
+        [DI_DTYPE_F32] = dequant_f32_avx2,
+        [DI_DTYPE_F16] = dequant_f16_avx2,
+        [DI_DTYPE_Q4_0] = dequant_q4_0_avx2,
+        [DI_DTYPE_Q4_1] = dequant_q4_1_avx2,
+        [DI_DTYPE_Q8_0] = dequant_q8_0_avx2,
+        [DI_DTYPE_Q6_K] = dequant_q6_K_avx2,
+    },
+    .dot = {
+        [DI_DTYPE_F32] = dot_f32_row_avx2,
+        [DI_DTYPE_F16] = dot_f16_row_avx2,
+        [DI_DTYPE_Q4_0] = dot_q4_0_avx2,
+        [DI_DTYPE_Q4_1] = dot_q4_1_avx2,
+        [DI_DTYPE_Q8_0] = dot_q8_0_avx2,
+        [DI_DTYPE_Q6_K] = dot_q6_K_avx2,
+    },
+    .f16_to_f32 = f16_to_f32_avx2,
+    .f32_to_f16 = f32_to_f16_avx2,
+};
+
+#endif

@@ -1,0 +1,143 @@
+/* The portable dispatch table: plain C, no intrinsics. It is the fallback
+ * on CPUs without AVX2 and the second opinion in tests. Every dot keeps 8
+ * running sums (element i goes to sum i % 8) combined in a fixed tree, so a
+ * fused quant dot that dequantizes 32 or 256 elements at a time and feeds the
+ * same sums equals dot_f32 of the dequantized row bit for bit. */
+#include "kernels/cpu/kernels.h"
+#include "kernels/cpu/half.h"
+#include "kernels/cpu/quant_blocks.h"
+
+#define LANES 8
+
+typedef struct acc8 {
+    float s[LANES];
+} acc8;
+
+/* Adds a[i]*b[i] for n (a multiple of LANES) elements. */
+static void acc8_add(acc8 *acc, const float *a, const float *b, int64_t n) {
+    for (int64_t i = 0; i < n; i += LANES)
+        for (int j = 0; j < LANES; j++) acc->s[j] += a[i + j] * b[i + j];
+}
+
+static float acc8_sum(const acc8 *acc) {
+    const float *s = acc->s;
+    return ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
+}
+
+static float dot_f32_c(const float *a, const float *b, int64_t n) {
+    acc8 acc = {{0}};
+    int64_t n8 = n - n % LANES;
+    acc8_add(&acc, a, b, n8);
+    float s = acc8_sum(&acc);
+    for (int64_t i = n8; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
+static void dot_f32_x4_c(const float *w, int64_t ldw, const float *x, int64_t n, float out[4]) {
+    for (int j = 0; j < 4; j++) out[j] = dot_f32_c(w + j * ldw, x, n);
+}
+
+/* ---- dequantizers ---- */
+
+static void dequant_f32(const void *w, float *dst, int64_t n) {
+    const float *src = w;
+    for (int64_t i = 0; i < n; i++) dst[i] = src[i];
+}
+
+static void dequant_f16(const void *w, float *dst, int64_t n) {
+    const uint16_t *src = w;
+    for (int64_t i = 0; i < n; i++) dst[i] = di_half_to_float(src[i]);
+}
+
+static void q4_0_block(const di_block_q4_0 *b, float *y) {
+    float d = di_half_to_float(b->d);
+    for (int j = 0; j < DI_QK / 2; j++) {
+        y[j] = (float)((b->qs[j] & 0xF) - 8) * d;
+        y[j + DI_QK / 2] = (float)((b->qs[j] >> 4) - 8) * d;
+    }
+}
+
+static void q4_1_block(const di_block_q4_1 *b, float *y) {
+    float d = di_half_to_float(b->d), m = di_half_to_float(b->m);
+    for (int j = 0; j < DI_QK / 2; j++) {
+        y[j] = (float)(b->qs[j] & 0xF) * d + m;
+        y[j + DI_QK / 2] = (float)(b->qs[j] >> 4) * d + m;
+    }
+}
+
+static void q8_0_block(const di_block_q8_0 *b, float *y) {
+    float d = di_half_to_float(b->d);
+    for (int j = 0; j < DI_QK; j++) y[j] = (float)b->qs[j] * d;
+}
+
+static void q6_K_block(const di_block_q6_K *b, float *y) {
+    di_q6_K_block_to_float(b, di_half_to_float(b->d), y);
+}
+
+#define DEFINE_BLOCKWISE(name, block_t, QK, block_fn)                          \
+    static void dequant_##name(const void *w, float *dst, int64_t n) {         \
+        const block_t *b = w;                                                  \
+        for (int64_t i = 0; i < n / (QK); i++) block_fn(&b[i], dst + i * (QK)); \
+    }                                                                          \
+    static float dot_##name(const void *w, const float *x, int64_t n) {        \
+        const block_t *b = w;                                                  \
+        float tmp[QK]; /* one dequantized block */                             \
+        acc8 acc = {{0}};                                                      \
+        for (int64_t i = 0; i < n / (QK); i++) {                               \
+            block_fn(&b[i], tmp);                                              \
+            acc8_add(&acc, tmp, x + i * (QK), (QK));                           \
+        }                                                                      \
+        return acc8_sum(&acc);                                                 \
+    }
+
+DEFINE_BLOCKWISE(q4_0, di_block_q4_0, DI_QK, q4_0_block)
+DEFINE_BLOCKWISE(q4_1, di_block_q4_1, DI_QK, q4_1_block)
+DEFINE_BLOCKWISE(q8_0, di_block_q8_0, DI_QK, q8_0_block)
+DEFINE_BLOCKWISE(q6_K, di_block_q6_K, DI_QK_K, q6_K_block)
+
+static float dot_f32_row(const void *w, const float *x, int64_t n) { return dot_f32_c(w, x, n); }
+
+static float dot_f16_row(const void *w, const float *x, int64_t n) {
+    const uint16_t *src = w;
+    float tmp[LANES * 32]; /* dequantized chunk, a multiple of LANES */
+    acc8 acc = {{0}};
+    int64_t n8 = n - n % LANES, i = 0;
+    for (; i < n8; i += (int64_t)(sizeof tmp / sizeof tmp[0])) {
+        int64_t m = n8 - i < (int64_t)(sizeof tmp / sizeof tmp[0]) ? n8 - i : (int64_t)(sizeof tmp / sizeof tmp[0]);
+        dequant_f16(src + i, tmp, m);
+        acc8_add(&acc, tmp, x + i, m);
+    }
+    float s = acc8_sum(&acc);
+    for (i = n8; i < n; i++) s += di_half_to_float(src[i]) * x[i];
+    return s;
+}
+
+static void f16_to_f32_c(const uint16_t *src, float *dst, int64_t n) { dequant_f16(src, dst, n); }
+
+static void f32_to_f16_c(const float *src, uint16_t *dst, int64_t n) {
+    for (int64_t i = 0; i < n; i++) dst[i] = di_float_to_half(src[i]);
+}
+
+const di_cpu_kernels di_cpu_kernels_c = {
+    .name = "c",
+    .dot_f32 = dot_f32_c,
+    .dot_f32_x4 = dot_f32_x4_c,
+    .dequant = {
+        [DI_DTYPE_F32] = dequant_f32,
+        [DI_DTYPE_F16] = dequant_f16,
+        [DI_DTYPE_Q4_0] = dequant_q4_0,
+        [DI_DTYPE_Q4_1] = dequant_q4_1,
+        [DI_DTYPE_Q8_0] = dequant_q8_0,
+        [DI_DTYPE_Q6_K] = dequant_q6_K,
+    },
+    .dot = {
+        [DI_DTYPE_F32] = dot_f32_row,
+        [DI_DTYPE_F16] = dot_f16_row,
+        [DI_DTYPE_Q4_0] = dot_q4_0,
+        [DI_DTYPE_Q4_1] = dot_q4_1,
+        [DI_DTYPE_Q8_0] = dot_q8_0,
+        [DI_DTYPE_Q6_K] = dot_q6_K,
+    },
+    .f16_to_f32 = f16_to_f32_c,
+    .f32_to_f16 = f32_to_f16_c,
+};

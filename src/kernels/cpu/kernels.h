@@ -1,0 +1,144 @@
+/* CPU kernels for the model forwards: matmul over every weight dtype,
+ * RMSNorm, RoPE, SwiGLU, softmax and attention over the paged KV cache.
+ *
+ * Contract (DESIGN.md section 3):
+ *  - Batch-invariant: a row's result depends only on that row's inputs, never
+ *    on the batch size, which other rows are present, or the thread count.
+ *    Work is split over output rows only, and every (output, row) pair is
+ *    computed by one fixed sequence of float operations.
+ *  - Reference beside optimized: di_matmul_ref is the plain C oracle (trait
+ *    to_float + double accumulation); the dispatch tables below are the fast
+ *    paths, chosen once from cpuid (di_cpu_kernels_best) and compared with
+ *    the reference by tests/kernels on random data.
+ *
+ * Matrix convention: W is (n_out, n_in) row-major with rows of
+ * di_dtype_row_bytes(dtype, n_in) bytes (ggml order: ne[0] = n_in). */
+#ifndef DI_KERNELS_CPU_KERNELS_H
+#define DI_KERNELS_CPU_KERNELS_H
+
+#include "base/status.h"
+#include "base/threadpool.h"
+#include "tensor/dtype.h"
+
+#include <stdint.h>
+
+/* ---- dispatch table ---------------------------------------------------- */
+
+/* w: one weight row (n elements of the row's dtype) -> dst (n) floats. */
+typedef void (*di_row_dequant_fn)(const void *w, float *dst, int64_t n);
+/* w: one weight row, x (n) -> dot. MUST equal dot_f32(dequant(w), x, n) bit
+ * for bit: the matmul uses the fused form for few rows and the dequantized
+ * form for many, and batch invariance needs both to agree. */
+typedef float (*di_row_dot_fn)(const void *w, const float *x, int64_t n);
+
+typedef struct di_cpu_kernels {
+    const char *name; /* "c", "avx2" */
+    /* a (n), b (n) -> sum a[i]*b[i] in this table's fixed order */
+    float (*dot_f32)(const float *a, const float *b, int64_t n);
+    /* w (4 rows, stride ldw floats), x (n) -> out[4]; out[j] equals
+     * dot_f32(w + j*ldw, x, n) bit for bit (4 rows share the loads of x). */
+    void (*dot_f32_x4)(const float *w, int64_t ldw, const float *x, int64_t n, float out[4]);
+    /* Per weight dtype; NULL entries fall back to the dtype trait's to_float
+     * followed by dot_f32 (then dot == dot_f32(dequant) trivially). */
+    di_row_dequant_fn dequant[DI_DTYPE_COUNT];
+    di_row_dot_fn dot[DI_DTYPE_COUNT];
+    void (*f16_to_f32)(const uint16_t *src, float *dst, int64_t n);
+    void (*f32_to_f16)(const float *src, uint16_t *dst, int64_t n);
+} di_cpu_kernels;
+
+typedef enum di_cpu_isa {
+    DI_CPU_ISA_C = 0, /* portable C, always available */
+    DI_CPU_ISA_AVX2,  /* AVX2 + FMA + F16C */
+    DI_CPU_ISA_COUNT
+} di_cpu_isa;
+
+/* The table for isa, or NULL when this CPU (or build) cannot run it. */
+const di_cpu_kernels *di_cpu_kernels_get(di_cpu_isa isa);
+/* The fastest table this CPU runs. Never NULL. */
+const di_cpu_kernels *di_cpu_kernels_best(void);
+
+/* True when matmul supports dtype: the table or the dtype trait can
+ * dequantize it. */
+int di_cpu_kernels_supports(const di_cpu_kernels *k, di_dtype dtype);
+
+/* ---- matmul ------------------------------------------------------------ */
+
+/* Scratch floats per pool thread that di_matmul needs (caller allocates
+ * di_threadpool_n_threads(pool) * this). */
+int64_t di_matmul_scratch_floats(int64_t n_in);
+
+typedef struct di_matmul_args {
+    di_dtype dtype;
+    const void *w;      /* (n_out, n_in) rows of row_bytes */
+    uint64_t row_bytes;
+    const float *x;     /* (n_rows, ldx) */
+    int64_t ldx;
+    float *y;           /* (n_rows, ldy) */
+    int64_t ldy;
+    int64_t n_rows, n_in, n_out;
+} di_matmul_args;
+
+/* y[r][o] = sum_i W[o][i] * x[r][i]. Tasks are contiguous ranges of output
+ * rows (di_threadpool_split_aligned); scratch is (n_threads,
+ * di_matmul_scratch_floats(n_in)) floats, indexed by the running thread.
+ * pool NULL runs inline. The dtype must be supported. */
+void di_matmul(const di_cpu_kernels *k, const di_matmul_args *a, float *scratch,
+               di_threadpool *pool);
+
+/* The oracle: trait to_float per row chunk, double accumulation, one thread.
+ * F32 and F16 are read directly. DI_ERR_UNSUPPORTED when dtype has no
+ * to_float. */
+di_status di_matmul_ref(const di_matmul_args *a, di_error *err);
+
+/* ---- elementwise and per-row ops (plain C, fixed order) ------------------ */
+
+/* out[r] = x[r] / sqrt(mean(x[r]^2) + eps) * w; x, out (n_rows, n), w (n).
+ * out may alias x. */
+void di_rmsnorm(const float *x, const float *w, float *out, int64_t n_rows, int64_t n, float eps);
+
+/* Rotary position embedding in place on x (n_rows, n_heads * head_dim), the
+ * first n_rot dims of every head. inv_freq (n_rot / 2): angle of pair i at
+ * position p is p * inv_freq[i].
+ *   neox = 0: pairs (2i, 2i+1)            (llama GGUFs: q/k rows permuted)
+ *   neox = 1: pairs (i, i + n_rot/2)      (HF rotate_half, qwen2 GGUFs) */
+void di_rope(float *x, const int32_t *pos, int64_t n_rows, int32_t n_heads, int32_t head_dim,
+             int32_t n_rot, const float *inv_freq, int neox);
+
+/* gate[i] = silu(gate[i]) * up[i]; gate, up (n). */
+void di_swiglu(float *gate, const float *up, int64_t n);
+
+/* In place softmax over x (n). */
+void di_softmax(float *x, int64_t n);
+
+/* ---- attention over the paged KV cache ----------------------------------- */
+
+typedef struct di_attn_args {
+    /* queries after RoPE: (n_rows, n_heads * head_dim) */
+    const float *q;
+    int32_t n_rows, n_heads, n_kv_heads, head_dim;
+    float scale;                 /* usually 1/sqrt(head_dim) */
+    /* cache of one layer: (n_blocks, block_size, n_kv_heads, head_dim),
+     * f32 or f16 (kv_f16) */
+    const void *k_cache, *v_cache;
+    int kv_f16;
+    int32_t block_size;
+    /* per row: the sequence's block table and the last position to attend */
+    const int32_t *const *row_blocks; /* (n_rows) -> block ids of that row's sequence */
+    const int32_t *pos;          /* (n_rows) attends over positions 0..pos[r] */
+    float *out;                  /* (n_rows, n_heads * head_dim) */
+} di_attn_args;
+
+/* Scratch floats per pool thread for di_attention. */
+int64_t di_attention_scratch_floats(int32_t n_heads, int32_t head_dim, int32_t block_size);
+
+/* Causal attention with an online softmax over KV blocks, GQA (query head h
+ * reads KV head h / (n_heads / n_kv_heads)). Work units are (row, KV head)
+ * pairs, so the heads of a group share one read of K/V; every (row, head)
+ * accumulates over positions 0..pos[r] in order, one block at a time, so
+ * the result depends on that row, the cache contents and block_size only.
+ * The caller has validated every block id. scratch: (n_threads,
+ * di_attention_scratch_floats) floats. */
+void di_attention(const di_cpu_kernels *k, const di_attn_args *a, float *scratch,
+                  di_threadpool *pool);
+
+#endif

@@ -1,0 +1,123 @@
+/* y = W x over a batch of rows, split over output rows only.
+ *
+ * Two shapes share one numeric definition, dot_f32(dequant(W[o]), x[r]):
+ *  - few rows (decode): the table's fused dot reads the quantized row once
+ *    per batch row, never materializing it;
+ *  - many rows (prefill): 4 weight rows are dequantized into the task's
+ *    scratch once and dotted with every batch row by dot_f32_x4, so the
+ *    weights are read once per tile of 4 output rows.
+ * The table guarantees both give identical bits, so which shape runs (it
+ * depends on the batch size) never changes a row's result. */
+#include "kernels/cpu/kernels.h"
+#include "kernels/cpu/half.h"
+
+#include <string.h>
+
+/* Below this many batch rows the fused dot wins: dequantizing into scratch
+ * costs a store and a reload per weight, paid back only when it is reused. */
+#define FUSED_MAX_ROWS 3
+#define TILE 4 /* weight rows per dequantized tile (dot_f32_x4) */
+#define REF_CHUNK 256 /* reference dequant chunk: a multiple of every block size */
+
+int64_t di_matmul_scratch_floats(int64_t n_in) { return TILE * n_in + 16; }
+
+/* Tasks per thread: the pool hands tasks out dynamically, so a few per
+ * thread even out threads that start late or run on a busy core. */
+#define TASKS_PER_THREAD 4
+
+typedef struct matmul_job {
+    const di_cpu_kernels *k;
+    const di_matmul_args *a;
+    float *scratch;           /* (n_threads, scratch_floats) */
+    int64_t scratch_floats;
+    int n_tasks;
+} matmul_job;
+
+/* Dequantizes one weight row through the table, or the trait as fallback. */
+static void dequant_row(const di_cpu_kernels *k, di_dtype t, const void *w, float *dst, int64_t n) {
+    if (k->dequant[t]) {
+        k->dequant[t](w, dst, n);
+        return;
+    }
+    di_dtype_traits_of(t)->to_float(w, dst, n);
+}
+
+static void matmul_task(void *arg, int64_t task, int thread) {
+    const matmul_job *job = arg;
+    const di_cpu_kernels *k = job->k;
+    const di_matmul_args *a = job->a;
+    float *tmp = job->scratch + (int64_t)thread * job->scratch_floats; /* (TILE, n_in) */
+    const uint8_t *w = a->w;
+    int64_t o0, o1;
+    di_threadpool_split_aligned(a->n_out, TILE, job->n_tasks, (int)task, &o0, &o1);
+    di_row_dot_fn dot = k->dot[a->dtype];
+
+    if (a->n_rows <= FUSED_MAX_ROWS) {
+        for (int64_t o = o0; o < o1; o++) {
+            const void *wr = w + (uint64_t)o * a->row_bytes;
+            if (!dot) dequant_row(k, a->dtype, wr, tmp, a->n_in);
+            for (int64_t r = 0; r < a->n_rows; r++) {
+                const float *xr = a->x + r * a->ldx;
+                a->y[r * a->ldy + o] = dot ? dot(wr, xr, a->n_in) : k->dot_f32(tmp, xr, a->n_in);
+            }
+        }
+        return;
+    }
+    for (int64_t o = o0; o < o1; o += TILE) {
+        int64_t nt = o1 - o < TILE ? o1 - o : TILE;
+        for (int64_t j = 0; j < nt; j++)
+            dequant_row(k, a->dtype, w + (uint64_t)(o + j) * a->row_bytes, tmp + j * a->n_in, a->n_in);
+        for (int64_t r = 0; r < a->n_rows; r++) {
+            const float *xr = a->x + r * a->ldx;
+            float *yr = a->y + r * a->ldy + o;
+            if (nt == TILE) {
+                k->dot_f32_x4(tmp, a->n_in, xr, a->n_in, yr);
+            } else {
+                for (int64_t j = 0; j < nt; j++) yr[j] = k->dot_f32(tmp + j * a->n_in, xr, a->n_in);
+            }
+        }
+    }
+}
+
+void di_matmul(const di_cpu_kernels *k, const di_matmul_args *a, float *scratch,
+               di_threadpool *pool) {
+    if (a->n_rows <= 0 || a->n_out <= 0) return;
+    int64_t n_tiles = (a->n_out + TILE - 1) / TILE;
+    int64_t n_tasks = (int64_t)di_threadpool_n_threads(pool) * TASKS_PER_THREAD;
+    if (n_tasks > n_tiles) n_tasks = n_tiles;
+    matmul_job job = {k, a, scratch, di_matmul_scratch_floats(a->n_in), (int)n_tasks};
+    di_threadpool_run(pool, n_tasks, matmul_task, &job);
+}
+
+di_status di_matmul_ref(const di_matmul_args *a, di_error *err) {
+    const di_dtype_traits *tr = di_dtype_traits_of(a->dtype);
+    if (!tr) return di_error_set(err, DI_ERR_INVALID_ARG, "matmul_ref: bad dtype %d", (int)a->dtype);
+    int direct = a->dtype == DI_DTYPE_F32 || a->dtype == DI_DTYPE_F16;
+    if (!direct && !tr->to_float)
+        return di_error_set(err, DI_ERR_UNSUPPORTED, "matmul_ref: dtype %s has no to_float", tr->name);
+    if (a->n_in % tr->block_size != 0)
+        return di_error_set(err, DI_ERR_INVALID_ARG, "matmul_ref: n_in %lld not a multiple of %d",
+                            (long long)a->n_in, (int)tr->block_size);
+    float buf[REF_CHUNK]; /* one dequantized chunk of a weight row */
+    for (int64_t o = 0; o < a->n_out; o++) {
+        const uint8_t *wr = (const uint8_t *)a->w + (uint64_t)o * a->row_bytes;
+        for (int64_t r = 0; r < a->n_rows; r++) {
+            const float *xr = a->x + r * a->ldx;
+            double s = 0.0;
+            for (int64_t i = 0; i < a->n_in; i += REF_CHUNK) {
+                int64_t m = a->n_in - i < REF_CHUNK ? a->n_in - i : REF_CHUNK;
+                if (a->dtype == DI_DTYPE_F32) {
+                    memcpy(buf, (const float *)(const void *)wr + i, (size_t)m * sizeof(float));
+                } else if (a->dtype == DI_DTYPE_F16) {
+                    const uint16_t *h = (const uint16_t *)(const void *)wr + i;
+                    for (int64_t j = 0; j < m; j++) buf[j] = di_half_to_float(h[j]);
+                } else {
+                    tr->to_float(wr + i / tr->block_size * tr->block_bytes, buf, m);
+                }
+                for (int64_t j = 0; j < m; j++) s += (double)buf[j] * (double)xr[i + j];
+            }
+            a->y[r * a->ldy + o] = (float)s;
+        }
+    }
+    return DI_OK;
+}

@@ -1,0 +1,67 @@
+/* Per-row and elementwise ops. Each row is computed from that row alone in a
+ * fixed order, which is all batch invariance asks of them; they are cheap
+ * next to the matmuls, so they stay plain C. */
+#include "kernels/cpu/kernels.h"
+
+#include <math.h>
+
+#define MAX_ROPE_PAIRS 512 /* n_rot / 2 limit; the loader rejects larger heads */
+
+void di_rmsnorm(const float *x, const float *w, float *out, int64_t n_rows, int64_t n, float eps) {
+    for (int64_t r = 0; r < n_rows; r++) {
+        const float *xr = x + r * n;
+        float *yr = out + r * n;
+        /* double sum: the mean square of a few thousand values then carries
+         * no order-dependent rounding worth talking about */
+        double ss = 0.0;
+        for (int64_t i = 0; i < n; i++) ss += (double)xr[i] * (double)xr[i];
+        float scale = 1.0f / sqrtf((float)(ss / (double)n) + eps);
+        for (int64_t i = 0; i < n; i++) yr[i] = (xr[i] * scale) * w[i];
+    }
+}
+
+void di_rope(float *x, const int32_t *pos, int64_t n_rows, int32_t n_heads, int32_t head_dim,
+             int32_t n_rot, const float *inv_freq, int neox) {
+    int32_t n_pairs = n_rot / 2;
+    if (n_pairs > MAX_ROPE_PAIRS) n_pairs = MAX_ROPE_PAIRS; /* unreachable after load checks */
+    float c[MAX_ROPE_PAIRS], s[MAX_ROPE_PAIRS]; /* (n_pairs) of the current row */
+    for (int64_t r = 0; r < n_rows; r++) {
+        /* angle in float like the HF reference: (float)pos * inv_freq */
+        float p = (float)pos[r];
+        for (int32_t i = 0; i < n_pairs; i++) {
+            float ang = p * inv_freq[i];
+            c[i] = cosf(ang);
+            s[i] = sinf(ang);
+        }
+        for (int32_t h = 0; h < n_heads; h++) {
+            float *v = x + (r * n_heads + h) * (int64_t)head_dim;
+            for (int32_t i = 0; i < n_pairs; i++) {
+                int32_t i0 = neox ? i : 2 * i;
+                int32_t i1 = neox ? i + n_pairs : 2 * i + 1;
+                float x0 = v[i0], x1 = v[i1];
+                v[i0] = x0 * c[i] - x1 * s[i];
+                v[i1] = x0 * s[i] + x1 * c[i];
+            }
+        }
+    }
+}
+
+void di_swiglu(float *gate, const float *up, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        float g = gate[i];
+        gate[i] = g / (1.0f + expf(-g)) * up[i];
+    }
+}
+
+void di_softmax(float *x, int64_t n) {
+    if (n <= 0) return;
+    float mx = x[0];
+    for (int64_t i = 1; i < n; i++) mx = x[i] > mx ? x[i] : mx;
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        x[i] = expf(x[i] - mx);
+        sum += x[i];
+    }
+    float inv = (float)(1.0 / sum);
+    for (int64_t i = 0; i < n; i++) x[i] *= inv;
+}

@@ -1,0 +1,65 @@
+/* Byte layouts of the GGUF blocks that the fast paths read directly (the
+ * ggml layouts, as in src/tensor/dtype.c). Static asserts pin the sizes to
+ * the trait table's block_bytes. */
+#ifndef DI_KERNELS_CPU_QUANT_BLOCKS_H
+#define DI_KERNELS_CPU_QUANT_BLOCKS_H
+
+#include <stdint.h>
+
+#define DI_QK 32   /* elements per Q4_0/Q4_1/Q8_0 block */
+#define DI_QK_K 256 /* elements per K-quant super-block */
+
+typedef struct di_block_q4_0 {
+    uint16_t d;           /* f16 scale */
+    uint8_t qs[DI_QK / 2]; /* element j: qs[j] & 15; element j+16: qs[j] >> 4; value (q - 8) * d */
+} di_block_q4_0;
+
+typedef struct di_block_q4_1 {
+    uint16_t d, m;        /* f16 scale and minimum */
+    uint8_t qs[DI_QK / 2]; /* as q4_0; value q * d + m */
+} di_block_q4_1;
+
+typedef struct di_block_q8_0 {
+    uint16_t d;           /* f16 scale */
+    int8_t qs[DI_QK];     /* value q * d */
+} di_block_q8_0;
+
+typedef struct di_block_q6_K {
+    uint8_t ql[DI_QK_K / 2];     /* low 4 bits of the 6-bit quants */
+    uint8_t qh[DI_QK_K / 4];     /* high 2 bits */
+    int8_t scales[DI_QK_K / 16]; /* one scale per 16 elements */
+    uint16_t d;                  /* f16 super-block scale */
+} di_block_q6_K;
+
+_Static_assert(sizeof(di_block_q4_0) == 18, "q4_0 block size");
+_Static_assert(sizeof(di_block_q4_1) == 20, "q4_1 block size");
+_Static_assert(sizeof(di_block_q8_0) == 34, "q8_0 block size");
+_Static_assert(sizeof(di_block_q6_K) == 210, "q6_K block size");
+
+/* Q6_K super-block -> 256 floats, value d * scale * q with q in [-32, 31].
+ * Shared by the C and AVX2 tables (each compiles its own copy). Layout: two
+ * halves of 128; in each, for l in 0..31, ql[l] and ql[l+32] give the low
+ * nibbles and qh[l] the high bit pairs of elements l, l+32, l+64, l+96. */
+static inline void di_q6_K_block_to_float(const di_block_q6_K *b, float d, float *y) {
+    const uint8_t *ql = b->ql, *qh = b->qh;
+    const int8_t *sc = b->scales;
+    for (int half = 0; half < 2; half++) {
+        for (int l = 0; l < 32; l++) {
+            int is = l / 16;
+            int q1 = (int)((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32;
+            int q2 = (int)((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32;
+            int q3 = (int)((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+            int q4 = (int)((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+            y[l] = d * (float)sc[is] * (float)q1;
+            y[l + 32] = d * (float)sc[is + 2] * (float)q2;
+            y[l + 64] = d * (float)sc[is + 4] * (float)q3;
+            y[l + 96] = d * (float)sc[is + 6] * (float)q4;
+        }
+        y += 128;
+        ql += 64;
+        qh += 32;
+        sc += 8;
+    }
+}
+
+#endif

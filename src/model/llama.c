@@ -1,0 +1,523 @@
+/* Llama-family forward. Reads top to bottom like the math:
+ *
+ *   x = embed(tokens)                                        (n_rows, n_embd)
+ *   per layer:
+ *     h = rmsnorm(x) ; q,k,v = h Wq, h Wk, h Wv ; rope(q, k)
+ *     cache[k, v] <- k, v  (every row of the batch first)
+ *     x += attention(q, cache) Wo
+ *     h = rmsnorm(x) ; x += (silu(h Wg) * (h Wu)) Wd
+ *   logits = rmsnorm(x[want]) Wout                          (n_want, n_vocab)
+ *
+ * Weights are pointers into the GGUF mapping (no copies) except norm vectors
+ * stored in a type other than F32, which are widened once at load. */
+#include "model/llama.h"
+
+#include "base/alloc.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_HEAD_DIM 1024   /* di_rope keeps n_rot/2 angles on the stack */
+#define MAX_BATCH_ROWS (1 << 20)
+#define MAX_SEQ_SLOTS (1 << 24)
+
+typedef struct llama_weight {
+    di_dtype dtype;
+    const void *data;   /* (n_out, n_in) rows of row_bytes, in the mapping */
+    uint64_t row_bytes;
+    int64_t n_in, n_out;
+} llama_weight;
+
+typedef struct llama_layer {
+    const float *attn_norm; /* (n_embd) */
+    llama_weight wq;        /* (n_head*head_dim, n_embd) */
+    llama_weight wk, wv;    /* (n_head_kv*head_dim, n_embd) */
+    llama_weight wo;        /* (n_embd, n_head*head_dim) */
+    const float *ffn_norm;  /* (n_embd) */
+    llama_weight w_gate, w_up; /* (n_ff, n_embd) */
+    llama_weight w_down;    /* (n_embd, n_ff) */
+} llama_layer;
+
+struct di_llama_model {
+    di_llama_hparams hp;    /* validated by model/llama_hparams.c */
+    int rope_neox;          /* 0: adjacent pairs (llama GGUF), 1: halves */
+    int tied_output;
+    const di_cpu_kernels *k;
+    llama_weight tok_embd;  /* (n_vocab, n_embd) */
+    const float *output_norm; /* (n_embd) */
+    llama_weight output;    /* (n_vocab, n_embd); == tok_embd when tied */
+    llama_layer *layers;    /* (n_layer) */
+    float *inv_freq;        /* (n_rot/2) rotary frequencies, scaling applied */
+    float **owned;          /* (n_owned) norm vectors widened to f32 */
+    int32_t n_owned;
+};
+
+struct di_llama_kv {
+    int32_t n_layer, n_blocks, block_size, row_elems; /* row_elems = n_head_kv*head_dim */
+    di_dtype dtype;
+    void **k, **v; /* (n_layer) -> (n_blocks, block_size, n_head_kv, head_dim) */
+};
+
+struct di_llama_ctx {
+    const di_llama_model *m;
+    int64_t cap_rows, cap_tasks, cap_seqs, cap_attn_floats;
+    float *x;      /* (rows, n_embd) residual stream */
+    float *h;      /* (rows, max(n_embd, q_dim)) normed input / gathered rows */
+    float *q;      /* (rows, n_head*head_dim) */
+    float *kx, *vx; /* (rows, n_head_kv*head_dim) */
+    float *att;    /* (rows, n_head*head_dim) attention output */
+    float *gate, *up; /* (rows, n_ff) */
+    float *mm_scratch;   /* (tasks, di_matmul_scratch_floats(max n_in)) */
+    float *attn_scratch; /* (tasks, attention scratch floats) */
+    const int32_t **row_blocks; /* (rows) */
+    int32_t *seq_last;   /* (seqs) last position seen per slot during validation */
+};
+
+/* ---- loading ------------------------------------------------------------ */
+
+/* A validated matrix tensor (ne = [n_in, n_out]) as a kernel operand. */
+static di_status bind_weight(const di_llama_model *m, const di_gguf_tensor *t, llama_weight *w,
+                             di_error *err) {
+    const di_dtype_traits *tr = di_dtype_traits_of(t->dtype);
+    if (!tr || !di_cpu_kernels_supports(m->k, t->dtype))
+        return di_error_set(err, DI_ERR_UNSUPPORTED, "tensor '%s': dtype %s not supported by the %s kernels",
+                            t->name, tr ? tr->name : "?", m->k->name);
+    uint64_t rb, total;
+    if (di_dtype_row_bytes(t->dtype, t->ne[0], &rb) != DI_OK ||
+        di_mul_overflow_u64(rb, (uint64_t)t->ne[1], &total) || total > t->n_bytes)
+        return di_error_set(err, DI_ERR_FORMAT, "tensor '%s': %lld x %lld %s does not fit its %llu bytes",
+                            t->name, (long long)t->ne[1], (long long)t->ne[0], tr->name,
+                            (unsigned long long)t->n_bytes);
+    /* block structs hold f16 scales: 2-byte alignment; f32 rows want 4 */
+    if ((uintptr_t)t->data % 4 != 0)
+        return di_error_set(err, DI_ERR_FORMAT, "tensor '%s': data not 4-byte aligned", t->name);
+    w->dtype = t->dtype;
+    w->data = t->data;
+    w->row_bytes = rb;
+    w->n_in = t->ne[0];
+    w->n_out = t->ne[1];
+    return DI_OK;
+}
+
+/* A validated vector as f32: points into the mapping when already F32, else
+ * is widened into a buffer the model owns. */
+static di_status bind_vector(di_llama_model *m, const di_gguf_tensor *t, const float **out, di_error *err) {
+    llama_weight w = {0};
+    di_status s = bind_weight(m, t, &w, err);
+    if (s != DI_OK) return s;
+    if (w.dtype == DI_DTYPE_F32) {
+        *out = w.data;
+        return DI_OK;
+    }
+    int64_t n = w.n_in * w.n_out;
+    float *buf = di_malloc_array((size_t)n, sizeof(float));
+    float **list = buf ? di_realloc_array(m->owned, (size_t)m->n_owned + 1, sizeof *list) : NULL;
+    if (!list) {
+        free(buf);
+        return di_error_set(err, DI_ERR_NOMEM, "tensor '%s': out of memory", t->name);
+    }
+    m->owned = list;
+    m->owned[m->n_owned++] = buf;
+    if (m->k->dequant[w.dtype]) m->k->dequant[w.dtype](w.data, buf, n);
+    else di_dtype_traits_of(w.dtype)->to_float(w.data, buf, n);
+    *out = buf;
+    return DI_OK;
+}
+
+static di_status bind_layer(di_llama_model *m, const di_llama_layer_tensors *t, llama_layer *L,
+                            di_error *err) {
+    di_status s;
+    if ((s = bind_vector(m, t->attn_norm, &L->attn_norm, err)) ||
+        (s = bind_weight(m, t->attn_q, &L->wq, err)) || (s = bind_weight(m, t->attn_k, &L->wk, err)) ||
+        (s = bind_weight(m, t->attn_v, &L->wv, err)) || (s = bind_weight(m, t->attn_output, &L->wo, err)) ||
+        (s = bind_vector(m, t->ffn_norm, &L->ffn_norm, err)) ||
+        (s = bind_weight(m, t->ffn_gate, &L->w_gate, err)) || (s = bind_weight(m, t->ffn_up, &L->w_up, err)) ||
+        (s = bind_weight(m, t->ffn_down, &L->w_down, err)))
+        return s;
+    return DI_OK;
+}
+
+/* inv_freq[i] = freq_scale / theta^(2i/n_rot), divided by the per-pair
+ * factors of a llama-3 style rope_freqs tensor when the file has one.
+ * Computed in double, rounded once to f32 (the reference's f32 table differs
+ * by at most an ulp). */
+static di_status build_rope(di_llama_model *m, const di_gguf_tensor *rope_freqs, di_error *err) {
+    const di_llama_hparams *hp = &m->hp;
+    if (hp->rope_scaling == DI_LLAMA_ROPE_SCALING_YARN)
+        return di_error_set(err, DI_ERR_UNSUPPORTED, "rope scaling 'yarn' is not implemented");
+    float freq_scale = 1.0f;
+    if (hp->rope_scaling == DI_LLAMA_ROPE_SCALING_LINEAR) {
+        if (!(hp->rope_scaling_factor > 0.0f) || !isfinite(hp->rope_scaling_factor))
+            return di_error_set(err, DI_ERR_FORMAT, "rope scaling factor %g invalid",
+                                (double)hp->rope_scaling_factor);
+        freq_scale = 1.0f / hp->rope_scaling_factor;
+    }
+    if (!(hp->rope_freq_base > 0.0f) || !isfinite(hp->rope_freq_base))
+        return di_error_set(err, DI_ERR_FORMAT, "rope freq_base %g invalid", (double)hp->rope_freq_base);
+    uint32_t n_pairs = hp->n_rot / 2;
+    m->inv_freq = di_calloc(n_pairs > 0 ? n_pairs : 1, sizeof(float));
+    if (!m->inv_freq) return di_error_set(err, DI_ERR_NOMEM, "rope table: out of memory");
+    const float *factors = NULL;
+    if (rope_freqs) {
+        di_status s = bind_vector(m, rope_freqs, &factors, err);
+        if (s != DI_OK) return s;
+    }
+    for (uint32_t i = 0; i < n_pairs; i++) {
+        float f = (float)(1.0 / pow((double)hp->rope_freq_base, (double)(2 * i) / (double)hp->n_rot));
+        if (factors) {
+            if (!(factors[i] > 0.0f) || !isfinite(factors[i]))
+                return di_error_set(err, DI_ERR_FORMAT, "rope_freqs[%u] = %g invalid", i, (double)factors[i]);
+            f /= factors[i];
+        }
+        m->inv_freq[i] = f * freq_scale;
+    }
+    return DI_OK;
+}
+
+di_status di_llama_load(const di_gguf *g, const di_cpu_kernels *kernels, di_llama_model **out,
+                        di_error *err) {
+    *out = NULL;
+    di_llama_model *m = di_calloc(1, sizeof *m);
+    if (!m) return di_error_set(err, DI_ERR_NOMEM, "llama: out of memory");
+    m->k = kernels ? kernels : di_cpu_kernels_best();
+    di_llama_tensors t = {0};
+    di_status s = di_llama_hparams_from_gguf(g, &m->hp, err);
+    if (s == DI_OK) s = di_llama_validate_tensors(g, &m->hp, &t, err);
+    if (s != DI_OK) goto done;
+    if (m->hp.head_dim > MAX_HEAD_DIM || m->hp.n_rot > m->hp.head_dim || m->hp.n_rot % 2 != 0) {
+        s = di_error_set(err, DI_ERR_UNSUPPORTED, "head_dim %u / n_rot %u unsupported", m->hp.head_dim,
+                         m->hp.n_rot);
+        goto done;
+    }
+    m->rope_neox = 0; /* llama GGUFs store q/k rows permuted for adjacent pairs */
+    m->tied_output = t.tied_output;
+    if ((s = bind_weight(m, t.token_embd, &m->tok_embd, err)) ||
+        (s = bind_vector(m, t.output_norm, &m->output_norm, err)) ||
+        (s = bind_weight(m, t.output, &m->output, err)))
+        goto done;
+    m->layers = di_calloc(m->hp.n_layers, sizeof *m->layers);
+    if (!m->layers) {
+        s = di_error_set(err, DI_ERR_NOMEM, "llama: out of memory");
+        goto done;
+    }
+    for (uint32_t il = 0; il < m->hp.n_layers; il++)
+        if ((s = bind_layer(m, &t.layers[il], &m->layers[il], err))) goto done;
+    s = build_rope(m, t.rope_freqs, err);
+done:
+    di_llama_tensors_free(&t);
+    if (s != DI_OK) {
+        di_llama_free(m);
+        return s;
+    }
+    *out = m;
+    return DI_OK;
+}
+
+void di_llama_free(di_llama_model *m) {
+    if (!m) return;
+    for (int32_t i = 0; i < m->n_owned; i++) free(m->owned[i]);
+    free(m->owned);
+    free(m->layers);
+    free(m->inv_freq);
+    free(m);
+}
+
+const di_llama_hparams *di_llama_hparams_of(const di_llama_model *m) { return &m->hp; }
+const di_cpu_kernels *di_llama_kernels(const di_llama_model *m) { return m->k; }
+
+/* ---- KV cache ------------------------------------------------------------ */
+
+di_status di_llama_kv_create(const di_llama_model *m, int32_t n_blocks, int32_t block_size,
+                             di_dtype dtype, di_llama_kv **out, di_error *err) {
+    *out = NULL;
+    if (n_blocks < 1 || block_size < 1)
+        return di_error_set(err, DI_ERR_INVALID_ARG, "kv cache: %d blocks of %d tokens", (int)n_blocks,
+                            (int)block_size);
+    if (dtype != DI_DTYPE_F32 && dtype != DI_DTYPE_F16)
+        return di_error_set(err, DI_ERR_UNSUPPORTED, "kv cache: dtype must be f32 or f16");
+    di_llama_kv *kv = di_calloc(1, sizeof *kv);
+    if (!kv) return di_error_set(err, DI_ERR_NOMEM, "kv cache: out of memory");
+    kv->n_layer = (int32_t)m->hp.n_layers;
+    kv->n_blocks = n_blocks;
+    kv->block_size = block_size;
+    kv->row_elems = (int32_t)(m->hp.n_heads_kv * m->hp.head_dim);
+    kv->dtype = dtype;
+    uint64_t elems, bytes;
+    size_t esize = dtype == DI_DTYPE_F32 ? 4 : 2;
+    if (di_mul_overflow_u64((uint64_t)n_blocks * (uint64_t)block_size, (uint64_t)kv->row_elems, &elems) ||
+        di_mul_overflow_u64(elems, esize, &bytes) || bytes > SIZE_MAX / 2) {
+        free(kv);
+        return di_error_set(err, DI_ERR_RANGE, "kv cache: size overflows");
+    }
+    kv->k = di_calloc((size_t)kv->n_layer, sizeof *kv->k);
+    kv->v = di_calloc((size_t)kv->n_layer, sizeof *kv->v);
+    if (!kv->k || !kv->v) goto nomem;
+    for (int32_t il = 0; il < kv->n_layer; il++) {
+        kv->k[il] = di_calloc((size_t)elems, esize);
+        kv->v[il] = di_calloc((size_t)elems, esize);
+        if (!kv->k[il] || !kv->v[il]) goto nomem;
+    }
+    *out = kv;
+    return DI_OK;
+nomem:
+    di_llama_kv_free(kv);
+    return di_error_set(err, DI_ERR_NOMEM, "kv cache: out of memory for %d layers x %llu bytes x 2",
+                        (int)m->hp.n_layers, (unsigned long long)bytes);
+}
+
+void di_llama_kv_free(di_llama_kv *kv) {
+    if (!kv) return;
+    for (int32_t il = 0; il < kv->n_layer; il++) {
+        if (kv->k) free(kv->k[il]);
+        if (kv->v) free(kv->v[il]);
+    }
+    free(kv->k);
+    free(kv->v);
+    free(kv);
+}
+
+int32_t di_llama_kv_n_blocks(const di_llama_kv *kv) { return kv->n_blocks; }
+int32_t di_llama_kv_block_size(const di_llama_kv *kv) { return kv->block_size; }
+
+/* ---- forward context -------------------------------------------------- */
+
+di_status di_llama_ctx_create(const di_llama_model *m, di_llama_ctx **out, di_error *err) {
+    *out = NULL;
+    di_llama_ctx *c = di_calloc(1, sizeof *c);
+    if (!c) return di_error_set(err, DI_ERR_NOMEM, "llama ctx: out of memory");
+    c->m = m;
+    *out = c;
+    return DI_OK;
+}
+
+void di_llama_ctx_free(di_llama_ctx *c) {
+    if (!c) return;
+    free(c->x);
+    free(c->h);
+    free(c->q);
+    free(c->kx);
+    free(c->vx);
+    free(c->att);
+    free(c->gate);
+    free(c->up);
+    free(c->mm_scratch);
+    free(c->attn_scratch);
+    free(c->row_blocks);
+    free(c->seq_last);
+    free(c);
+}
+
+/* Replaces *p by an uninitialized array of n elements of size bytes. */
+static int regrow(void *pp, int64_t n, size_t size) {
+    void **p = pp;
+    void *q = di_malloc_array((size_t)(n > 0 ? n : 1), size);
+    if (!q) return 0;
+    free(*p);
+    *p = q;
+    return 1;
+}
+
+/* Makes every scratch buffer big enough for n_rows rows, n_tasks threads,
+ * n_seqs slots and the cache's block size. */
+static di_status ctx_reserve(di_llama_ctx *c, int64_t n_rows, int64_t n_tasks, int64_t n_seqs,
+                             int32_t block_size, di_error *err) {
+    const di_llama_hparams *hp = &c->m->hp;
+    int64_t q_dim = (int64_t)hp->n_heads * hp->head_dim, kv_dim = (int64_t)hp->n_heads_kv * hp->head_dim;
+    int64_t wide = q_dim > (int64_t)hp->n_embd ? q_dim : (int64_t)hp->n_embd;
+    if (n_rows > c->cap_rows) {
+        int64_t n = n_rows;
+        if (!regrow(&c->x, n * hp->n_embd, sizeof(float)) || !regrow(&c->h, n * wide, sizeof(float)) ||
+            !regrow(&c->q, n * q_dim, sizeof(float)) || !regrow(&c->kx, n * kv_dim, sizeof(float)) ||
+            !regrow(&c->vx, n * kv_dim, sizeof(float)) || !regrow(&c->att, n * q_dim, sizeof(float)) ||
+            !regrow(&c->gate, n * hp->n_ff, sizeof(float)) || !regrow(&c->up, n * hp->n_ff, sizeof(float)) ||
+            !regrow(&c->row_blocks, n, sizeof(*c->row_blocks))) {
+            c->cap_rows = 0; /* some buffers may be smaller now */
+            return di_error_set(err, DI_ERR_NOMEM, "llama ctx: out of memory for %lld rows", (long long)n);
+        }
+        c->cap_rows = n;
+    }
+    if (n_tasks > c->cap_tasks) {
+        int64_t max_in = (int64_t)hp->n_ff > wide ? (int64_t)hp->n_ff : wide;
+        if (!regrow(&c->mm_scratch, n_tasks * di_matmul_scratch_floats(max_in), sizeof(float))) {
+            c->cap_tasks = 0;
+            c->cap_attn_floats = 0;
+            return di_error_set(err, DI_ERR_NOMEM, "llama ctx: out of memory for matmul scratch");
+        }
+        c->cap_tasks = n_tasks;
+        c->cap_attn_floats = 0; /* resize below for the new task count */
+    }
+    int64_t attn = n_tasks * di_attention_scratch_floats((int32_t)hp->n_heads, (int32_t)hp->head_dim, block_size);
+    if (attn > c->cap_attn_floats) {
+        if (!regrow(&c->attn_scratch, attn, sizeof(float)))
+            return di_error_set(err, DI_ERR_NOMEM, "llama ctx: out of memory for attention scratch");
+        c->cap_attn_floats = attn;
+    }
+    if (n_seqs > c->cap_seqs) {
+        if (!regrow(&c->seq_last, n_seqs, sizeof(int32_t)))
+            return di_error_set(err, DI_ERR_NOMEM, "llama ctx: out of memory for %lld slots", (long long)n_seqs);
+        c->cap_seqs = n_seqs;
+    }
+    return DI_OK;
+}
+
+/* ---- forward ----------------------------------------------------------- */
+
+int32_t di_llama_batch_n_logits(const di_batch *b) {
+    int32_t n = 0;
+    if (!b || !b->want_logits || b->n_rows <= 0) return 0;
+    for (int32_t i = 0; i < b->n_rows; i++) n += b->want_logits[i] != 0;
+    return n;
+}
+
+/* Checks everything forward reads or writes through b; uses ctx->seq_last. */
+static di_status validate_batch(di_llama_ctx *c, const di_llama_kv *kv, const di_batch *b, di_error *err) {
+    const di_llama_hparams *hp = &c->m->hp;
+    if (b->n_rows < 0 || b->n_rows > MAX_BATCH_ROWS)
+        return di_error_set(err, DI_ERR_INVALID_ARG, "batch: n_rows %d not in [0, %d]", (int)b->n_rows,
+                            MAX_BATCH_ROWS);
+    if (b->n_rows == 0) return DI_OK;
+    if (!b->token || !b->seq || !b->pos || !b->want_logits || !b->block_tables || !b->n_blocks)
+        return di_error_set(err, DI_ERR_INVALID_ARG, "batch: missing array");
+    if (b->n_seq_slots < 1 || b->n_seq_slots > MAX_SEQ_SLOTS)
+        return di_error_set(err, DI_ERR_INVALID_ARG, "batch: n_seq_slots %d not in [1, %d]",
+                            (int)b->n_seq_slots, MAX_SEQ_SLOTS);
+    if (b->block_size != kv->block_size)
+        return di_error_set(err, DI_ERR_INVALID_ARG, "batch: block_size %d but the cache has %d",
+                            (int)b->block_size, (int)kv->block_size);
+    for (int32_t s = 0; s < b->n_seq_slots; s++) c->seq_last[s] = -1;
+    for (int32_t i = 0; i < b->n_rows; i++) {
+        int32_t tok = b->token[i], s = b->seq[i], p = b->pos[i];
+        if (tok < 0 || (uint32_t)tok >= hp->n_vocab)
+            return di_error_set(err, DI_ERR_RANGE, "batch row %d: token %d not in [0, %d)", (int)i, (int)tok,
+                                (int)hp->n_vocab);
+        if (s < 0 || s >= b->n_seq_slots)
+            return di_error_set(err, DI_ERR_RANGE, "batch row %d: seq %d not in [0, %d)", (int)i, (int)s,
+                                (int)b->n_seq_slots);
+        if (p < 0)
+            return di_error_set(err, DI_ERR_RANGE, "batch row %d: negative position %d", (int)i, (int)p);
+        if (p <= c->seq_last[s])
+            return di_error_set(err, DI_ERR_INVALID_ARG,
+                                "batch row %d: seq %d position %d after position %d (must increase)", (int)i,
+                                (int)s, (int)p, (int)c->seq_last[s]);
+        c->seq_last[s] = p;
+    }
+    /* The last position of each slot needs the most blocks; checking its
+     * table prefix covers every row of that slot. */
+    for (int32_t s = 0; s < b->n_seq_slots; s++) {
+        if (c->seq_last[s] < 0) continue;
+        int32_t need = c->seq_last[s] / b->block_size + 1;
+        if (b->n_blocks[s] < need || !b->block_tables[s])
+            return di_error_set(err, DI_ERR_RANGE, "batch seq %d: position %d needs %d blocks, table has %d",
+                                (int)s, (int)c->seq_last[s], (int)need, (int)b->n_blocks[s]);
+        for (int32_t j = 0; j < need; j++) {
+            int32_t blk = b->block_tables[s][j];
+            if (blk < 0 || blk >= kv->n_blocks)
+                return di_error_set(err, DI_ERR_RANGE, "batch seq %d: block table entry %d = %d not in [0, %d)",
+                                    (int)s, (int)j, (int)blk, (int)kv->n_blocks);
+        }
+    }
+    return DI_OK;
+}
+
+static void matmul(const di_llama_ctx *c, const llama_weight *w, const float *x, int64_t ldx, float *y,
+                   int64_t ldy, int64_t n_rows, di_threadpool *pool) {
+    di_matmul_args a = {w->dtype, w->data, w->row_bytes, x, ldx, y, ldy, n_rows, w->n_in, w->n_out};
+    di_matmul(c->m->k, &a, c->mm_scratch, pool);
+}
+
+/* Writes the rows' k/v (n_rows, row_elems) into the cache slots of layer il. */
+static void kv_store(const di_llama_model *m, di_llama_kv *kv, int32_t il, const di_batch *b,
+                     const float *kx, const float *vx) {
+    int64_t re = kv->row_elems;
+    for (int32_t i = 0; i < b->n_rows; i++) {
+        int32_t blk = b->block_tables[b->seq[i]][b->pos[i] / kv->block_size];
+        int64_t slot = ((int64_t)blk * kv->block_size + b->pos[i] % kv->block_size) * re;
+        if (kv->dtype == DI_DTYPE_F16) {
+            m->k->f32_to_f16(kx + i * re, (uint16_t *)kv->k[il] + slot, re);
+            m->k->f32_to_f16(vx + i * re, (uint16_t *)kv->v[il] + slot, re);
+        } else {
+            memcpy((float *)kv->k[il] + slot, kx + i * re, (size_t)re * sizeof(float));
+            memcpy((float *)kv->v[il] + slot, vx + i * re, (size_t)re * sizeof(float));
+        }
+    }
+}
+
+static void embed(const di_llama_model *m, const di_batch *b, float *x) {
+    const llama_weight *e = &m->tok_embd;
+    for (int32_t i = 0; i < b->n_rows; i++) {
+        const uint8_t *row = (const uint8_t *)e->data + (uint64_t)b->token[i] * e->row_bytes;
+        float *xr = x + (int64_t)i * e->n_in;
+        if (m->k->dequant[e->dtype]) m->k->dequant[e->dtype](row, xr, e->n_in);
+        else di_dtype_traits_of(e->dtype)->to_float(row, xr, e->n_in);
+    }
+}
+
+static void add_rows(float *x, const float *d, int64_t n) {
+    for (int64_t i = 0; i < n; i++) x[i] += d[i];
+}
+
+di_status di_llama_forward(di_llama_ctx *c, di_llama_kv *kv, const di_batch *b, float *logits_out,
+                           di_threadpool *pool, di_error *err) {
+    if (!c || !kv || !b) return di_error_set(err, DI_ERR_INVALID_ARG, "forward: NULL argument");
+    const di_llama_model *m = c->m;
+    const di_llama_hparams *hp = &m->hp;
+    if ((uint32_t)kv->n_layer != hp->n_layers || (uint32_t)kv->row_elems != hp->n_heads_kv * hp->head_dim)
+        return di_error_set(err, DI_ERR_INVALID_ARG, "forward: kv cache was made for another model");
+    if (b->n_rows <= 0) {
+        if (b->n_rows < 0) return di_error_set(err, DI_ERR_INVALID_ARG, "batch: negative n_rows");
+        return DI_OK;
+    }
+    int32_t n_threads = di_threadpool_n_threads(pool);
+    di_status s = ctx_reserve(c, b->n_rows > MAX_BATCH_ROWS ? 1 : b->n_rows, n_threads,
+                              b->n_seq_slots > 0 && b->n_seq_slots <= MAX_SEQ_SLOTS ? b->n_seq_slots : 1,
+                              kv->block_size, err);
+    if (s != DI_OK) return s;
+    if ((s = validate_batch(c, kv, b, err))) return s;
+    int32_t n_want = di_llama_batch_n_logits(b);
+    if (n_want > 0 && !logits_out)
+        return di_error_set(err, DI_ERR_INVALID_ARG, "forward: %d rows want logits but logits_out is NULL",
+                            (int)n_want);
+
+    const int64_t n = b->n_rows, E = hp->n_embd, F = hp->n_ff;
+    const int64_t q_dim = (int64_t)hp->n_heads * hp->head_dim, kv_dim = (int64_t)hp->n_heads_kv * hp->head_dim;
+    for (int32_t i = 0; i < b->n_rows; i++) c->row_blocks[i] = b->block_tables[b->seq[i]];
+
+    embed(m, b, c->x);
+    for (uint32_t il = 0; il < hp->n_layers; il++) {
+        const llama_layer *L = &m->layers[il];
+        /* attention block */
+        di_rmsnorm(c->x, L->attn_norm, c->h, n, E, hp->rms_eps);
+        matmul(c, &L->wq, c->h, E, c->q, q_dim, n, pool);
+        matmul(c, &L->wk, c->h, E, c->kx, kv_dim, n, pool);
+        matmul(c, &L->wv, c->h, E, c->vx, kv_dim, n, pool);
+        di_rope(c->q, b->pos, n, (int32_t)hp->n_heads, (int32_t)hp->head_dim, (int32_t)hp->n_rot, m->inv_freq, m->rope_neox);
+        di_rope(c->kx, b->pos, n, (int32_t)hp->n_heads_kv, (int32_t)hp->head_dim, (int32_t)hp->n_rot, m->inv_freq, m->rope_neox);
+        kv_store(m, kv, il, b, c->kx, c->vx);
+        di_attn_args aa = {
+            .q = c->q, .n_rows = b->n_rows, .n_heads = (int32_t)hp->n_heads, .n_kv_heads = (int32_t)hp->n_heads_kv,
+            .head_dim = (int32_t)hp->head_dim, .scale = 1.0f / sqrtf((float)hp->head_dim),
+            .k_cache = kv->k[il], .v_cache = kv->v[il], .kv_f16 = kv->dtype == DI_DTYPE_F16,
+            .block_size = kv->block_size, .row_blocks = c->row_blocks, .pos = b->pos, .out = c->att,
+        };
+        di_attention(m->k, &aa, c->attn_scratch, pool);
+        matmul(c, &L->wo, c->att, q_dim, c->h, E, n, pool);
+        add_rows(c->x, c->h, n * E);
+        /* feed-forward block */
+        di_rmsnorm(c->x, L->ffn_norm, c->h, n, E, hp->rms_eps);
+        matmul(c, &L->w_gate, c->h, E, c->gate, F, n, pool);
+        matmul(c, &L->w_up, c->h, E, c->up, F, n, pool);
+        di_swiglu(c->gate, c->up, n * F);
+        matmul(c, &L->w_down, c->gate, F, c->h, E, n, pool);
+        add_rows(c->x, c->h, n * E);
+    }
+    if (n_want == 0) return DI_OK;
+    /* gather the rows that want logits, normalize, project */
+    int64_t j = 0;
+    for (int32_t i = 0; i < b->n_rows; i++)
+        if (b->want_logits[i]) memcpy(c->h + j++ * E, c->x + (int64_t)i * E, (size_t)E * sizeof(float));
+    di_rmsnorm(c->h, m->output_norm, c->h, n_want, E, hp->rms_eps);
+    matmul(c, &m->output, c->h, E, logits_out, (int64_t)hp->n_vocab, n_want, pool);
+    return DI_OK;
+}

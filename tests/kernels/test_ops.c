@@ -1,0 +1,246 @@
+/* kernels/cpu per-row ops and attention: half conversion against F16C,
+ * RMSNorm, the two RoPE pairings (and their equivalence under the llama
+ * GGUF q/k row permutation), and paged attention against a naive softmax. */
+#include "test_util.h"
+
+#include "base/threadpool.h"
+#include "kernels/cpu/half.h"
+#include "kernels/cpu/kernels.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t rng_state = 0x243F6A8885A308D3ull;
+static uint32_t rnd(void) {
+    rng_state ^= rng_state >> 12;
+    rng_state ^= rng_state << 25;
+    rng_state ^= rng_state >> 27;
+    return (uint32_t)((rng_state * 0x2545F4914F6CDD1Dull) >> 32);
+}
+static float rndf(void) { return (float)rnd() / 4294967296.0f * 2.0f - 1.0f; }
+
+static void half_round_trips_and_matches_tables(void **state) {
+    (void)state;
+    for (uint32_t h = 0; h < 0x10000u; h++) {
+        float f = di_half_to_float((uint16_t)h);
+        if (isnan(f)) continue;
+        assert_int_equal(di_float_to_half(f), h);
+    }
+    assert_true(di_half_to_float(0x3c00) == 1.0f);
+    assert_true(di_half_to_float(0x0001) == ldexpf(1.0f, -24));
+    assert_int_equal(di_float_to_half(65520.0f), 0x7c00);        /* rounds to inf */
+    assert_int_equal(di_float_to_half(65519.0f), 0x7bff);        /* largest finite */
+    assert_int_equal(di_float_to_half(ldexpf(1.0f, -25)), 0);    /* tie to even: 0 */
+    assert_int_equal(di_float_to_half(ldexpf(1.5f, -25)), 1);
+    /* every table converts like the portable code (F16C rounds to nearest even) */
+    enum { N = 4096 };
+    float src[N], back[N];
+    uint16_t a[N], b[N];
+    for (int i = 0; i < N; i++) {
+        uint32_t bits = rnd();
+        memcpy(&src[i], &bits, 4);
+        if (isnan(src[i])) src[i] = 1.0f;
+        if (i % 2) src[i] = rndf() * 1000.0f; /* plenty of in-range values too */
+    }
+    for (int isa = 0; isa < DI_CPU_ISA_COUNT; isa++) {
+        const di_cpu_kernels *k = di_cpu_kernels_get((di_cpu_isa)isa);
+        if (!k) continue;
+        k->f32_to_f16(src, a, N);
+        for (int i = 0; i < N; i++) b[i] = di_float_to_half(src[i]);
+        assert_memory_equal(a, b, sizeof a);
+        k->f16_to_f32(a, back, N);
+        for (int i = 0; i < N; i++) assert_true(back[i] == di_half_to_float(a[i]));
+    }
+}
+
+static void rmsnorm_scales_to_unit_rms(void **state) {
+    (void)state;
+    float x[2 * 64], w[64], y[2 * 64];
+    for (int i = 0; i < 128; i++) x[i] = rndf() * 3.0f;
+    for (int i = 0; i < 64; i++) w[i] = 1.0f;
+    di_rmsnorm(x, w, y, 2, 64, 1e-6f);
+    for (int r = 0; r < 2; r++) {
+        double ss = 0;
+        for (int i = 0; i < 64; i++) ss += (double)y[r * 64 + i] * y[r * 64 + i];
+        assert_true(fabs(ss / 64 - 1.0) < 1e-4);
+    }
+}
+
+/* llama GGUFs permute q/k rows so that HF's rotate_half pairs (i, i+d/2)
+ * become adjacent pairs (2i, 2i+1). Applying the adjacent-pair rope to the
+ * permuted vector must equal permuting the halves-rope result. */
+static void rope_adjacent_pairs_equal_halves_under_permutation(void **state) {
+    (void)state;
+    enum { HD = 64, HEADS = 3, PAIRS = HD / 2 };
+    float inv_freq[PAIRS];
+    for (int i = 0; i < PAIRS; i++) inv_freq[i] = (float)(1.0 / pow(100000.0, 2.0 * i / HD));
+    float x[HEADS * HD], xp[HEADS * HD];
+    for (int i = 0; i < HEADS * HD; i++) x[i] = rndf();
+    /* permute: halves layout (i, i+32) -> adjacent (2i, 2i+1) */
+    for (int h = 0; h < HEADS; h++)
+        for (int i = 0; i < PAIRS; i++) {
+            xp[h * HD + 2 * i] = x[h * HD + i];
+            xp[h * HD + 2 * i + 1] = x[h * HD + i + PAIRS];
+        }
+    int32_t pos = 1234;
+    di_rope(x, &pos, 1, HEADS, HD, HD, inv_freq, 1);
+    di_rope(xp, &pos, 1, HEADS, HD, HD, inv_freq, 0);
+    for (int h = 0; h < HEADS; h++)
+        for (int i = 0; i < PAIRS; i++) {
+            assert_true(xp[h * HD + 2 * i] == x[h * HD + i]);
+            assert_true(xp[h * HD + 2 * i + 1] == x[h * HD + i + PAIRS]);
+        }
+    /* position 0 is the identity; a rotation keeps each pair's norm */
+    float y[HD], y0[HD];
+    for (int i = 0; i < HD; i++) y[i] = y0[i] = rndf();
+    pos = 0;
+    di_rope(y, &pos, 1, 1, HD, HD, inv_freq, 0);
+    assert_memory_equal(y, y0, sizeof y);
+    pos = 77;
+    di_rope(y, &pos, 1, 1, HD, HD, inv_freq, 0);
+    for (int i = 0; i < PAIRS; i++) {
+        double a = (double)y[2 * i] * y[2 * i] + (double)y[2 * i + 1] * y[2 * i + 1];
+        double b = (double)y0[2 * i] * y0[2 * i] + (double)y0[2 * i + 1] * y0[2 * i + 1];
+        assert_true(fabs(a - b) < 1e-5);
+    }
+    /* partial rotary: dims past n_rot are untouched */
+    for (int i = 0; i < HD; i++) y[i] = y0[i];
+    di_rope(y, &pos, 1, 1, HD, 32, inv_freq, 0);
+    assert_memory_equal(y + 32, y0 + 32, sizeof(float) * 32);
+}
+
+static void swiglu_and_softmax_are_exact_enough(void **state) {
+    (void)state;
+    float g[3] = {0.0f, 2.0f, -3.0f}, u[3] = {5.0f, 1.0f, 2.0f};
+    di_swiglu(g, u, 3);
+    assert_true(g[0] == 0.0f);
+    assert_true(fabsf(g[1] - 2.0f / (1.0f + expf(-2.0f))) < 1e-6f);
+    assert_true(fabsf(g[2] - 2.0f * (-3.0f / (1.0f + expf(3.0f)))) < 1e-6f);
+    float s[4] = {1000.0f, 1000.0f, 0.0f, -INFINITY};
+    di_softmax(s, 4);
+    assert_true(fabsf(s[0] - 0.5f) < 1e-6f && fabsf(s[1] - 0.5f) < 1e-6f && s[3] == 0.0f);
+}
+
+/* ---- attention -------------------------------------------------------- */
+
+enum { HEADS = 6, KV_HEADS = 2, HD = 32, BS = 4, NBLK = 12, ROWS = 7 };
+
+typedef struct attn_case {
+    float q[ROWS][HEADS * HD];
+    float kc[NBLK][BS][KV_HEADS * HD]; /* the f32 cache */
+    float vc[NBLK][BS][KV_HEADS * HD];
+    uint16_t kh[NBLK][BS][KV_HEADS * HD]; /* the same in f16 */
+    uint16_t vh[NBLK][BS][KV_HEADS * HD];
+    int32_t table[2][6];     /* two sequences, 6 blocks each, scattered */
+    const int32_t *row_blocks[ROWS];
+    int32_t pos[ROWS];
+} attn_case;
+
+static void attn_case_init(attn_case *c) {
+    for (int r = 0; r < ROWS; r++)
+        for (int i = 0; i < HEADS * HD; i++) c->q[r][i] = rndf();
+    for (int b = 0; b < NBLK; b++)
+        for (int t = 0; t < BS; t++)
+            for (int i = 0; i < KV_HEADS * HD; i++) {
+                c->kc[b][t][i] = rndf() * 2.0f;
+                c->vc[b][t][i] = rndf();
+                c->kh[b][t][i] = di_float_to_half(c->kc[b][t][i]);
+                c->vh[b][t][i] = di_float_to_half(c->vc[b][t][i]);
+            }
+    for (int j = 0; j < 6; j++) {
+        c->table[0][j] = 11 - 2 * j;
+        c->table[1][j] = 2 * j;
+    }
+    /* rows: seq 0 at 0, 5, 21 (last position of its 6 blocks: 23), seq 1 at 3, 4, 12, 23 */
+    static const int32_t seq[ROWS] = {0, 1, 0, 1, 1, 0, 1};
+    static const int32_t pos[ROWS] = {0, 3, 5, 4, 12, 21, 23};
+    for (int r = 0; r < ROWS; r++) {
+        c->row_blocks[r] = c->table[seq[r]];
+        c->pos[r] = pos[r];
+    }
+}
+
+/* Softmax in double over the cache (read through the block table). */
+static void naive_attention(const attn_case *c, int use_f16, int r, int h, double *out) {
+    int kvh = h / (HEADS / KV_HEADS);
+    double score[64], mx = -INFINITY, sum = 0;
+    for (int p = 0; p <= c->pos[r]; p++) {
+        int b = c->row_blocks[r][p / BS], t = p % BS;
+        double s = 0;
+        for (int i = 0; i < HD; i++) {
+            double k = use_f16 ? di_half_to_float(c->kh[b][t][kvh * HD + i]) : c->kc[b][t][kvh * HD + i];
+            s += (double)c->q[r][h * HD + i] * k;
+        }
+        score[p] = s / sqrt((double)HD);
+        mx = fmax(mx, score[p]);
+    }
+    for (int i = 0; i < HD; i++) out[i] = 0;
+    for (int p = 0; p <= c->pos[r]; p++) {
+        int b = c->row_blocks[r][p / BS], t = p % BS;
+        double e = exp(score[p] - mx);
+        sum += e;
+        for (int i = 0; i < HD; i++)
+            out[i] += e * (use_f16 ? di_half_to_float(c->vh[b][t][kvh * HD + i]) : c->vc[b][t][kvh * HD + i]);
+    }
+    for (int i = 0; i < HD; i++) out[i] /= sum;
+}
+
+static void attention_matches_naive_softmax_and_is_invariant(void **state) {
+    (void)state;
+    static attn_case c;
+    attn_case_init(&c);
+    di_threadpool *pool;
+    di_error err;
+    assert_int_equal(di_threadpool_create(2, &pool, &err), DI_OK);
+    int64_t sf = di_attention_scratch_floats(HEADS, HD, BS);
+    float *scratch = malloc(sizeof(float) * 2 * (size_t)sf);
+    static float out[ROWS][HEADS * HD], one[HEADS * HD];
+    for (int isa = 0; isa < DI_CPU_ISA_COUNT; isa++) {
+        const di_cpu_kernels *k = di_cpu_kernels_get((di_cpu_isa)isa);
+        if (!k) continue;
+        for (int f16 = 0; f16 < 2; f16++) {
+            di_attn_args a = {
+                .q = &c.q[0][0], .n_rows = ROWS, .n_heads = HEADS, .n_kv_heads = KV_HEADS, .head_dim = HD,
+                .scale = 1.0f / sqrtf((float)HD),
+                .k_cache = f16 ? (const void *)c.kh : (const void *)c.kc,
+                .v_cache = f16 ? (const void *)c.vh : (const void *)c.vc, .kv_f16 = f16, .block_size = BS,
+                .row_blocks = c.row_blocks, .pos = c.pos, .out = &out[0][0],
+            };
+            di_attention(k, &a, scratch, pool);
+            for (int r = 0; r < ROWS; r++) {
+                for (int h = 0; h < HEADS; h++) {
+                    double want[HD];
+                    naive_attention(&c, f16, r, h, want);
+                    for (int i = 0; i < HD; i++)
+                        if (fabs(out[r][h * HD + i] - want[i]) > 1e-5)
+                            fail_msg("%s f16=%d row %d head %d [%d]: %.7g vs %.7g", k->name, f16, r, h, i,
+                                     (double)out[r][h * HD + i], want[i]);
+                }
+                /* the row alone, one thread: the same bits */
+                di_attn_args a1 = a;
+                a1.q = c.q[r];
+                a1.n_rows = 1;
+                a1.row_blocks = &c.row_blocks[r];
+                a1.pos = &c.pos[r];
+                a1.out = one;
+                di_attention(k, &a1, scratch, NULL);
+                assert_memory_equal(one, out[r], sizeof one);
+            }
+        }
+    }
+    free(scratch);
+    di_threadpool_free(pool);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(half_round_trips_and_matches_tables),
+        cmocka_unit_test(rmsnorm_scales_to_unit_rms),
+        cmocka_unit_test(rope_adjacent_pairs_equal_halves_under_permutation),
+        cmocka_unit_test(swiglu_and_softmax_are_exact_enough),
+        cmocka_unit_test(attention_matches_naive_softmax_and_is_invariant),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
