@@ -125,8 +125,8 @@ typedef struct di_tok_detok_opts {
 typedef struct di_tok_detok_out {
     const char *text; /* (len) bytes of new text, valid UTF-8 */
     size_t len;
-    int stop_index;   /* >= 0: this stop string was found; text ends before it and
-                         every later push returns nothing. -1 otherwise. */
+    int stop_index;   /* >= 0: this stop string was found; text ends before it, and
+                         later pushes return no text and the same index. -1 otherwise. */
 } di_tok_detok_out;
 
 /* opts may be NULL. t must outlive the detokenizer. */
