@@ -8,6 +8,10 @@
 #ifndef DEEPINFER_H
 #define DEEPINFER_H
 
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -37,6 +41,187 @@ typedef struct di_error {
 
 /* Short fixed name of a status ("invalid format"). Never NULL. */
 const char *di_status_name(di_status s);
+
+/* ---- sampling ------------------------------------------------------------
+ * Per-request sampling parameters; see src/sample/sampler.h for the chain
+ * order and the exact semantics of each field. */
+
+typedef struct di_logit_bias {
+    int32_t token;
+    float bias; /* added to the token's logit; |bias| <= 100 */
+} di_logit_bias;
+
+typedef enum di_logprobs_mode {
+    DI_LOGPROBS_PROCESSED = 0, /* after bias, mask and penalties; before temperature */
+    DI_LOGPROBS_RAW = 1,       /* of the model logits as computed (vLLM v1 default) */
+} di_logprobs_mode;
+
+typedef struct di_sampling_params {
+    float temperature;        /* >= 0, finite; 0 = greedy */
+    int32_t top_k;            /* 0 or -1 = off; >= 1 keeps k tokens */
+    float top_p;              /* (0, 1]; 1 = off */
+    float min_p;              /* [0, 1]; 0 = off */
+    float repetition_penalty; /* > 0, finite; 1 = off */
+    float presence_penalty;   /* [-2, 2]; 0 = off */
+    float frequency_penalty;  /* [-2, 2]; 0 = off */
+    const di_logit_bias *logit_bias; /* (n_logit_bias), borrowed */
+    size_t n_logit_bias;
+    uint64_t seed;            /* keys the request's counter-based RNG */
+    bool logprobs;            /* report the chosen token's logprob */
+    int32_t top_logprobs;     /* 0..20 alternatives per position; needs logprobs */
+    di_logprobs_mode logprobs_mode;
+} di_sampling_params;
+
+/* temperature 1, no truncation, no penalties, no bias, seed 0, no logprobs. */
+di_sampling_params di_sampling_params_default(void);
+
+/* ---- engine ---------------------------------------------------------------
+ * One engine owns one model, its paged KV cache, a scheduler and a thread
+ * pool. Requests are submitted (from any thread), the engine is stepped by
+ * one thread (di_engine_step), and each request's tokens arrive through its
+ * callback on the stepping thread. A single prompt is a batch of one. */
+
+typedef struct di_engine di_engine;
+
+typedef struct di_engine_params {
+    const char *model_path;    /* .gguf file */
+    int32_t n_threads;         /* 0 = one per CPU */
+    int32_t n_ctx;             /* max prompt + completion tokens per request; 0 = model's, capped at 8192 */
+    int32_t kv_tokens;         /* KV cache capacity in tokens; 0 = max(2 * n_ctx, 8192) */
+    int32_t block_size;        /* tokens per KV block; 0 = 16 */
+    int32_t max_batch_tokens;  /* rows per forward (token budget); 0 = 512 */
+    int32_t max_seqs;          /* sequences running at once; 0 = 64 */
+    bool no_prefix_cache;      /* disable reuse of cached prompt blocks */
+    bool kv_f32;               /* keep the KV cache in f32 (default f16) */
+    bool check_integrity;      /* verify KV accounting after every step (tests) */
+} di_engine_params;
+
+di_engine_params di_engine_params_default(void);
+
+di_status di_engine_create(const di_engine_params *p, di_engine **out, di_error *err);
+void di_engine_free(di_engine *e);
+
+typedef struct di_message {
+    const char *role;    /* "system", "user", "assistant", "tool" */
+    const char *content; /* UTF-8 */
+} di_message;
+
+typedef enum di_finish {
+    DI_FINISH_REASON_NONE = 0, /* still generating */
+    DI_FINISH_REASON_STOP,     /* end-of-generation token, stop token or stop string */
+    DI_FINISH_REASON_LENGTH,   /* max_tokens reached */
+    DI_FINISH_REASON_CANCEL,   /* cancelled (di_engine_cancel or callback) */
+    DI_FINISH_REASON_ERROR,    /* the engine failed this request; see message */
+} di_finish;
+
+typedef struct di_token_prob {
+    int32_t token;
+    float logprob;
+} di_token_prob;
+
+/* Per-request timing and counts, complete in the final event. */
+typedef struct di_request_stats {
+    int32_t n_prompt;          /* prompt tokens */
+    int32_t n_generated;       /* completion tokens */
+    int32_t n_cached;          /* prompt tokens served from the prefix cache */
+    int32_t n_preemptions;
+    double t_queued_ms;        /* submit -> first forward that included it */
+    double t_first_token_ms;   /* submit -> first token (TTFT) */
+    double t_total_ms;         /* submit -> finish */
+} di_request_stats;
+
+/* One event of a request: a new token (text may be empty while bytes are
+ * held back for UTF-8 or a possible stop string) and/or its end. */
+typedef struct di_event {
+    int64_t request_id;
+    void *user;
+    int32_t token;             /* the sampled token, -1 in a final event without one */
+    const char *text;          /* (text_len) new UTF-8 text, not NUL-terminated */
+    size_t text_len;
+    float logprob;             /* when requested */
+    int32_t n_top;
+    const di_token_prob *top;  /* (n_top) alternatives, by logprob desc */
+    di_finish finish;          /* != NONE in the request's last event */
+    const char *error;         /* finish == ERROR: why */
+    const int32_t *tokens;     /* final event: (n_tokens) all completion tokens */
+    int32_t n_tokens;
+    di_request_stats stats;    /* final event */
+} di_event;
+
+/* Return non-zero to cancel the request (its final event still follows). */
+typedef int (*di_event_fn)(const di_event *ev);
+
+typedef struct di_request {
+    /* The prompt: exactly one of messages (chat template applied), text
+     * (raw: tokenized as is, BOS per the model), or tokens. */
+    const di_message *messages;
+    size_t n_messages;
+    const char *chat_template;   /* NULL = the model's own ("chatml", "llama3", ...) */
+    const char *text;
+    const int32_t *tokens;
+    size_t n_tokens;
+    int32_t max_tokens;          /* >= 1; 0 = up to the context limit */
+    di_sampling_params sampling;
+    const char *const *stop;     /* (n_stop) stop strings, copied */
+    size_t n_stop;
+    const int32_t *stop_tokens;  /* (n_stop_tokens) extra stop ids, copied */
+    size_t n_stop_tokens;
+    bool ignore_eos;             /* do not stop on end-of-generation tokens */
+    di_event_fn on_event;        /* may be NULL */
+    void *user;
+} di_request;
+
+/* Validates and queues a request; thread-safe. Refused at once (and nothing
+ * else affected) when it can never fit: DI_ERR_RANGE past the context,
+ * DI_ERR_FULL past the KV cache. *id identifies it in events and cancel. */
+di_status di_engine_submit(di_engine *e, const di_request *r, int64_t *id, di_error *err);
+/* Cancels a queued or running request; thread-safe. Its blocks are freed at
+ * the next step, which delivers its final event. DI_ERR_NOT_FOUND if unknown
+ * or already finished. */
+di_status di_engine_cancel(di_engine *e, int64_t id);
+/* Runs one scheduler step (forward + sampling) and delivers events. One
+ * thread steps an engine. A failed forward fails the requests in it (final
+ * event with DI_FINISH_REASON_ERROR) and returns the error. */
+di_status di_engine_step(di_engine *e, di_error *err);
+/* No request queued or running. */
+bool di_engine_idle(di_engine *e);
+/* Steps until idle. */
+di_status di_engine_run(di_engine *e, di_error *err);
+
+typedef struct di_engine_stats {
+    int32_t n_waiting, n_running;
+    int32_t kv_blocks_total, kv_blocks_free, kv_blocks_cached;
+    int64_t n_steps, n_preemptions;
+    int64_t n_prompt_tokens, n_prefix_hit_tokens, n_generated_tokens;
+    int64_t n_requests_finished;
+    double t_forward_ms;       /* time spent in model forwards */
+} di_engine_stats;
+
+void di_engine_get_stats(di_engine *e, di_engine_stats *out);
+/* Checks KV block accounting (all blocks free or cached when idle). */
+di_status di_engine_check_integrity(di_engine *e, di_error *err);
+
+/* ---- model facts and text helpers (thread-safe) ------------------------ */
+
+typedef struct di_model_desc {
+    const char *arch;          /* "llama", ... */
+    int32_t n_vocab, n_ctx_train, n_ctx, n_layers, n_embd;
+    int32_t n_threads;
+    const char *kernels;       /* CPU kernel table in use ("avx2", "c") */
+} di_model_desc;
+
+void di_engine_describe(di_engine *e, di_model_desc *out);
+/* Tokenizes text (special tokens parsed when parse_special; BOS per the
+ * model when add_special). *ids is malloc'd; caller frees. */
+di_status di_engine_tokenize(di_engine *e, const char *text, bool add_special, bool parse_special,
+                             int32_t **ids, size_t *n_ids, di_error *err);
+/* Detokenizes ids into a malloc'd NUL-terminated string; caller frees. */
+di_status di_engine_detokenize(di_engine *e, const int32_t *ids, size_t n_ids, char **text,
+                               di_error *err);
+/* Renders messages with the chat template (NULL = the model's). */
+di_status di_engine_apply_chat(di_engine *e, const char *chat_template, const di_message *msgs,
+                               size_t n_msgs, bool add_generation_prompt, char **text,
+                               di_error *err);
 
 #ifdef __cplusplus
 }

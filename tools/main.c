@@ -6,6 +6,9 @@
 #include <string.h>
 
 static const di_command COMMANDS[] = {
+    {"run", "generate a reply to one prompt, streamed", di_cmd_run},
+    {"chat", "interactive multi-turn chat", di_cmd_chat},
+    {"batch", "offline generation for a JSONL file of requests", di_cmd_batch},
     {"info", "show a model's architecture, tensors and validation result", di_cmd_info},
 };
 

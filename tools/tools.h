@@ -12,5 +12,8 @@ typedef struct di_command {
 } di_command;
 
 int di_cmd_info(int argc, char **argv);
+int di_cmd_run(int argc, char **argv);
+int di_cmd_chat(int argc, char **argv);
+int di_cmd_batch(int argc, char **argv);
 
 #endif

@@ -54,40 +54,10 @@
 /* OpenAI's range for presence_penalty and frequency_penalty. */
 #define DI_SAMPLER_MAX_ABS_PENALTY 2.0f
 
-/* One logit_bias entry: bias is added to token's logit. Entries naming the
- * same token add up. */
-typedef struct di_logit_bias {
-    int32_t token;
-    float bias;
-} di_logit_bias;
-
-typedef enum di_logprobs_mode {
-    DI_LOGPROBS_PROCESSED = 0, /* after bias, mask and penalties; before temperature */
-    DI_LOGPROBS_RAW = 1,       /* of the model logits as passed in (vLLM v1 default) */
-} di_logprobs_mode;
-
-/* Per-request sampling parameters. The server fills this from user input and
- * must call di_sampling_params_validate before the request is queued. */
-typedef struct di_sampling_params {
-    float temperature;        /* >= 0, finite; 0 = greedy */
-    int32_t top_k;            /* 0 or -1 = off; >= 1 keeps k tokens */
-    float top_p;              /* (0, 1]; 1 = off */
-    float min_p;              /* [0, 1]; 0 = off */
-    float repetition_penalty; /* > 0, finite; 1 = off */
-    float presence_penalty;   /* [-2, 2]; 0 = off */
-    float frequency_penalty;  /* [-2, 2]; 0 = off */
-    const di_logit_bias *logit_bias; /* (n_logit_bias), borrowed; may be NULL if 0 */
-    size_t n_logit_bias;
-    uint64_t seed;            /* keys the Philox stream; the engine picks one
-                                 when the user gave none */
-    bool logprobs;            /* fill result logprob and top[] */
-    int32_t top_logprobs;     /* 0..DI_SAMPLER_MAX_TOP_LOGPROBS; needs logprobs */
-    di_logprobs_mode logprobs_mode;
-} di_sampling_params;
-
-/* Parameters that change nothing: temperature 1, no truncation, no
- * penalties, no bias, seed 0, no logprobs. */
-di_sampling_params di_sampling_params_default(void);
+/* di_logit_bias, di_logprobs_mode, di_sampling_params and
+ * di_sampling_params_default are public: see include/deepinfer.h. The server
+ * fills di_sampling_params from user input and must call
+ * di_sampling_params_validate before the request is queued. */
 
 /* Checks every field (ranges, NaN/inf, bias token ids against n_vocab).
  * DI_ERR_INVALID_ARG or DI_ERR_RANGE with a message naming the field. */

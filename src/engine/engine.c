@@ -1,0 +1,611 @@
+/* The engine: one model, its paged KV cache, the scheduler and the sampler,
+ * driven by step() = schedule(); forward(); sample + postprocess()
+ * (nano-vllm's loop). The public contract is in include/deepinfer.h.
+ *
+ * Threads: submit/cancel may come from any thread; one thread steps. A
+ * recursive mutex guards the scheduler and the request list; it is dropped
+ * during the forward so submitters never wait for a whole forward, and it
+ * is recursive so an event callback may call submit or cancel. Cancels are
+ * only flagged by di_engine_cancel and applied by the stepping thread, so
+ * the scheduler never frees blocks that a running forward writes. */
+#include "deepinfer.h"
+
+#include "base/alloc.h"
+#include "base/status.h"
+#include "base/threadpool.h"
+#include "engine/scheduler.h"
+#include "model/model.h"
+#include "sample/sampler.h"
+#include "text/tokenizer.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* Defaults chosen for a laptop-class CPU and the embedded default model. */
+#define DEFAULT_CTX_CAP 8192       /* cap on the model's trained context */
+#define DEFAULT_KV_TOKENS_MIN 8192 /* smallest default KV pool, in tokens */
+#define DEFAULT_BLOCK_SIZE 16      /* tokens per KV block: small = little waste */
+#define DEFAULT_BATCH_TOKENS 512   /* rows per forward: enough to fill the matmuls */
+#define DEFAULT_MAX_SEQS 64
+
+typedef struct request {
+    int64_t id;
+    di_seq *seq;                 /* owned by the scheduler until released */
+    di_sampling_params sampling; /* logit_bias points at bias below */
+    di_logit_bias *bias;
+    int32_t *stop_tokens;
+    size_t n_stop_tokens;
+    bool ignore_eos;
+    di_tok_detok *detok;
+    di_event_fn on_event;
+    void *user;
+    bool cancel_requested;
+    bool started;                /* has been in a forward */
+    int32_t n_cached;            /* prefix-cache hit tokens at first admission */
+    double t_submit, t_start, t_first;
+    char *text_buf;              /* final event: push text + flushed text */
+    size_t text_cap;
+    struct request *prev, *next;
+} request;
+
+struct di_engine {
+    di_engine_params params;
+    di_model *model;
+    di_model_facts facts;
+    const di_tokenizer *tok;
+    di_model_kv *kv;
+    di_model_ctx *ctx;
+    di_threadpool *pool;
+    di_scheduler *sched;
+    di_sampler *sampler;
+    int32_t n_ctx;
+    float *logits;               /* (max_seqs, n_vocab) */
+    int32_t *logit_index;        /* (max_batch_tokens) row -> logits row or -1 */
+    pthread_mutex_t mu;
+    request *reqs;               /* live requests (queued or running) */
+    int64_t next_id;
+    int64_t n_prompt_tokens, n_generated_tokens, n_finished;
+    double t_forward_ms;
+};
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+di_engine_params di_engine_params_default(void) {
+    di_engine_params p;
+    memset(&p, 0, sizeof p);
+    return p;
+}
+
+di_status di_engine_create(const di_engine_params *p, di_engine **out, di_error *err) {
+    *out = NULL;
+    if (!p || !p->model_path) return di_error_set(err, DI_ERR_INVALID_ARG, "engine: no model path");
+    if (p->n_threads < 0 || p->n_ctx < 0 || p->kv_tokens < 0 || p->block_size < 0 ||
+        p->max_batch_tokens < 0 || p->max_seqs < 0)
+        return di_error_set(err, DI_ERR_INVALID_ARG, "engine: negative size parameter");
+    di_engine *e = calloc(1, sizeof *e);
+    if (!e) return di_error_set(err, DI_ERR_NOMEM, "engine: out of memory");
+    e->params = *p;
+    pthread_mutexattr_t attr;
+    pthread_mutexattr_init(&attr);
+    pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);
+    pthread_mutex_init(&e->mu, &attr);
+    pthread_mutexattr_destroy(&attr);
+    e->next_id = 1;
+
+    di_status s = di_model_open(p->model_path, &e->model, err);
+    if (s) goto fail;
+    di_model_get_facts(e->model, &e->facts);
+    e->tok = di_model_tokenizer(e->model);
+
+    int32_t n_ctx = p->n_ctx;
+    if (n_ctx == 0) n_ctx = e->facts.n_ctx_train < DEFAULT_CTX_CAP ? e->facts.n_ctx_train : DEFAULT_CTX_CAP;
+    if (n_ctx < 1) n_ctx = DEFAULT_CTX_CAP;
+    e->n_ctx = n_ctx;
+    int32_t block = p->block_size ? p->block_size : DEFAULT_BLOCK_SIZE;
+    int64_t kv_tokens = p->kv_tokens ? p->kv_tokens
+                                     : (2ll * n_ctx > DEFAULT_KV_TOKENS_MIN ? 2ll * n_ctx : DEFAULT_KV_TOKENS_MIN);
+    int64_t n_blocks = (kv_tokens + block - 1) / block;
+    if (n_blocks > INT32_MAX / 2) {
+        s = di_error_set(err, DI_ERR_RANGE, "engine: KV cache of %lld tokens is too large", (long long)kv_tokens);
+        goto fail;
+    }
+    di_dtype kv_dtype = p->kv_f32 ? DI_DTYPE_F32 : DI_DTYPE_F16;
+    s = di_model_kv_create(e->model, (int32_t)n_blocks, block, kv_dtype, &e->kv, err);
+    if (s) goto fail;
+    s = di_model_ctx_create(e->model, &e->ctx, err);
+    if (s) goto fail;
+    s = di_threadpool_create(p->n_threads, &e->pool, err);
+    if (s) goto fail;
+    di_scheduler_config sc = {
+        .n_blocks = (int32_t)n_blocks,
+        .block_size = block,
+        .max_tokens_per_step = p->max_batch_tokens ? p->max_batch_tokens : DEFAULT_BATCH_TOKENS,
+        .max_running = p->max_seqs ? p->max_seqs : DEFAULT_MAX_SEQS,
+        .max_context = n_ctx,
+        .prefix_cache = !p->no_prefix_cache,
+    };
+    e->params.block_size = block;
+    e->params.max_batch_tokens = sc.max_tokens_per_step;
+    e->params.max_seqs = sc.max_running;
+    e->params.kv_tokens = (int32_t)(n_blocks * block);
+    s = di_scheduler_create(&sc, &e->sched, err);
+    if (s) goto fail;
+    s = di_sampler_create(e->facts.n_vocab, &e->sampler, err);
+    if (s) goto fail;
+    e->logits = di_malloc_array((size_t)sc.max_running * (size_t)e->facts.n_vocab, sizeof(float));
+    e->logit_index = di_malloc_array((size_t)sc.max_tokens_per_step, sizeof(int32_t));
+    if (!e->logits || !e->logit_index) {
+        s = di_error_set(err, DI_ERR_NOMEM, "engine: out of memory for logits");
+        goto fail;
+    }
+    *out = e;
+    return DI_OK;
+fail:
+    di_engine_free(e);
+    return s;
+}
+
+static void request_free(request *r) {
+    if (!r) return;
+    free(r->bias);
+    free(r->stop_tokens);
+    di_tok_detok_free(r->detok);
+    free(r->text_buf);
+    free(r);
+}
+
+void di_engine_free(di_engine *e) {
+    if (!e) return;
+    for (request *r = e->reqs, *n; r; r = n) {
+        n = r->next;
+        request_free(r);
+    }
+    di_sampler_free(e->sampler);
+    di_scheduler_free(e->sched);
+    di_threadpool_free(e->pool);
+    di_model_ctx_free(e->ctx);
+    di_model_kv_free(e->kv);
+    di_model_free(e->model);
+    free(e->logits);
+    free(e->logit_index);
+    pthread_mutex_destroy(&e->mu);
+    free(e);
+}
+
+/* ---- submission ------------------------------------------------------- */
+
+/* Builds the prompt token ids of r into *ids (caller frees). */
+static di_status build_prompt(di_engine *e, const di_request *r, di_tok_ids *ids, di_error *err) {
+    int n_sources = (r->messages != NULL) + (r->text != NULL) + (r->tokens != NULL);
+    if (n_sources != 1)
+        return di_error_set(err, DI_ERR_INVALID_ARG,
+                            "request: give exactly one of messages, text or tokens");
+    if (r->tokens) {
+        int32_t nv = di_tok_vocab_size(e->tok);
+        for (size_t i = 0; i < r->n_tokens; i++)
+            if (r->tokens[i] < 0 || r->tokens[i] >= nv)
+                return di_error_set(err, DI_ERR_RANGE, "request: prompt token %zu (%d) outside the vocabulary of %d",
+                                    i, r->tokens[i], nv);
+        ids->data = di_malloc_array(r->n_tokens ? r->n_tokens : 1, sizeof(int32_t));
+        if (!ids->data) return di_error_set(err, DI_ERR_NOMEM, "request: out of memory");
+        memcpy(ids->data, r->tokens, r->n_tokens * sizeof(int32_t));
+        ids->n = ids->cap = r->n_tokens;
+        return DI_OK;
+    }
+    if (r->text) return di_tok_encode(e->tok, r->text, strlen(r->text), true, true, ids, err);
+    char *text = NULL;
+    di_status s = di_engine_apply_chat(e, r->chat_template, r->messages, r->n_messages, true, &text, err);
+    if (s) return s;
+    s = di_tok_encode(e->tok, text, strlen(text), false, true, ids, err);
+    free(text);
+    return s;
+}
+
+static di_status request_init(di_engine *e, const di_request *r, request *q, di_error *err) {
+    di_status s = di_sampling_params_validate(&r->sampling, e->facts.n_vocab, err);
+    if (s) return s;
+    q->sampling = r->sampling;
+    if (r->sampling.n_logit_bias) {
+        q->bias = di_malloc_array(r->sampling.n_logit_bias, sizeof *q->bias);
+        if (!q->bias) return di_error_set(err, DI_ERR_NOMEM, "request: out of memory");
+        memcpy(q->bias, r->sampling.logit_bias, r->sampling.n_logit_bias * sizeof *q->bias);
+    }
+    q->sampling.logit_bias = q->bias;
+    if (r->n_stop_tokens) {
+        q->stop_tokens = di_malloc_array(r->n_stop_tokens, sizeof(int32_t));
+        if (!q->stop_tokens) return di_error_set(err, DI_ERR_NOMEM, "request: out of memory");
+        memcpy(q->stop_tokens, r->stop_tokens, r->n_stop_tokens * sizeof(int32_t));
+        q->n_stop_tokens = r->n_stop_tokens;
+    }
+    for (size_t i = 0; i < r->n_stop; i++)
+        if (!r->stop[i] || !r->stop[i][0])
+            return di_error_set(err, DI_ERR_INVALID_ARG, "request: stop string %zu is empty", i);
+    di_tok_detok_opts dopts = {.render_special = false, .stops = r->stop, .n_stops = r->n_stop};
+    s = di_tok_detok_create(e->tok, &dopts, &q->detok, err);
+    if (s) return s;
+    q->ignore_eos = r->ignore_eos;
+    q->on_event = r->on_event;
+    q->user = r->user;
+    return DI_OK;
+}
+
+di_status di_engine_submit(di_engine *e, const di_request *r, int64_t *id, di_error *err) {
+    if (!e || !r) return di_error_set(err, DI_ERR_INVALID_ARG, "submit: NULL argument");
+    if (r->max_tokens < 0) return di_error_set(err, DI_ERR_RANGE, "request: max_tokens must be >= 0");
+    di_tok_ids ids = {0};
+    di_status s = build_prompt(e, r, &ids, err);
+    if (s) {
+        di_tok_ids_free(&ids);
+        return s;
+    }
+    if (ids.n == 0) {
+        di_tok_ids_free(&ids);
+        return di_error_set(err, DI_ERR_INVALID_ARG, "request: the prompt is empty");
+    }
+    if (ids.n >= (size_t)e->n_ctx) {
+        size_t n = ids.n;
+        di_tok_ids_free(&ids);
+        return di_error_set(err, DI_ERR_RANGE,
+                            "request: prompt of %zu tokens leaves no room in the context of %d tokens", n,
+                            e->n_ctx);
+    }
+    int32_t max_tokens = r->max_tokens ? r->max_tokens : e->n_ctx - (int32_t)ids.n;
+    request *q = calloc(1, sizeof *q);
+    if (!q) {
+        di_tok_ids_free(&ids);
+        return di_error_set(err, DI_ERR_NOMEM, "request: out of memory");
+    }
+    s = request_init(e, r, q, err);
+    if (!s) {
+        pthread_mutex_lock(&e->mu);
+        s = di_scheduler_add(e->sched, ids.data, (int32_t)ids.n, max_tokens, q, &q->seq, err);
+        if (!s) {
+            q->id = e->next_id++;
+            q->t_submit = now_ms();
+            q->next = e->reqs;
+            if (e->reqs) e->reqs->prev = q;
+            e->reqs = q;
+            if (id) *id = q->id;
+        }
+        pthread_mutex_unlock(&e->mu);
+    }
+    di_tok_ids_free(&ids);
+    if (s) request_free(q);
+    return s;
+}
+
+static request *find_request(di_engine *e, int64_t id) {
+    for (request *r = e->reqs; r; r = r->next)
+        if (r->id == id) return r;
+    return NULL;
+}
+
+di_status di_engine_cancel(di_engine *e, int64_t id) {
+    pthread_mutex_lock(&e->mu);
+    request *r = find_request(e, id);
+    if (r) r->cancel_requested = true;
+    pthread_mutex_unlock(&e->mu);
+    return r ? DI_OK : DI_ERR_NOT_FOUND;
+}
+
+/* ---- events ------------------------------------------------------------ */
+
+static di_finish public_finish(di_finish_reason f) {
+    switch (f) {
+    case DI_FINISH_NONE: return DI_FINISH_REASON_NONE;
+    case DI_FINISH_STOP: return DI_FINISH_REASON_STOP;
+    case DI_FINISH_LENGTH: return DI_FINISH_REASON_LENGTH;
+    case DI_FINISH_CANCEL: return DI_FINISH_REASON_CANCEL;
+    }
+    return DI_FINISH_REASON_ERROR;
+}
+
+static void fill_stats(const request *r, di_request_stats *st) {
+    const di_seq *s = r->seq;
+    double t = now_ms();
+    st->n_prompt = s->n_prompt;
+    st->n_generated = s->n_tokens - s->n_prompt;
+    st->n_cached = r->n_cached;
+    st->n_preemptions = s->n_preemptions;
+    st->t_queued_ms = r->started ? r->t_start - r->t_submit : t - r->t_submit;
+    st->t_first_token_ms = r->t_first > 0 ? r->t_first - r->t_submit : 0;
+    st->t_total_ms = t - r->t_submit;
+}
+
+/* Calls the request's callback; a non-zero answer asks for cancellation. */
+static void emit(request *r, di_event *ev) {
+    ev->request_id = r->id;
+    ev->user = r->user;
+    if (r->on_event && r->on_event(ev) != 0) r->cancel_requested = true;
+}
+
+/* Removes a finished request: final bookkeeping, then the scheduler's seq. */
+static void retire(di_engine *e, request *r) {
+    if (r->prev) r->prev->next = r->next;
+    else e->reqs = r->next;
+    if (r->next) r->next->prev = r->prev;
+    e->n_finished++;
+    di_scheduler_release(e->sched, r->seq, NULL);
+    request_free(r);
+}
+
+static di_status append_text(request *r, size_t *len, const char *text, size_t n) {
+    if (*len + n + 1 > r->text_cap) {
+        size_t cap = (*len + n + 1) * 2;
+        char *p = realloc(r->text_buf, cap);
+        if (!p) return DI_ERR_NOMEM;
+        r->text_buf = p;
+        r->text_cap = cap;
+    }
+    memcpy(r->text_buf + *len, text, n);
+    *len += n;
+    return DI_OK;
+}
+
+/* Final event of r with finish f (and, when tok >= 0, the token that ended it). */
+static void finish_request(di_engine *e, request *r, di_finish f, const char *error) {
+    di_event ev;
+    memset(&ev, 0, sizeof ev);
+    ev.token = -1;
+    ev.finish = f;
+    ev.error = error;
+    size_t len = 0;
+    di_tok_detok_out o;
+    if (f != DI_FINISH_REASON_ERROR && !di_tok_detok_flush(r->detok, &o, NULL) && o.len)
+        append_text(r, &len, o.text, o.len);
+    ev.text = r->text_buf;
+    ev.text_len = len;
+    ev.tokens = r->seq->tokens + r->seq->n_prompt;
+    ev.n_tokens = r->seq->n_tokens - r->seq->n_prompt;
+    fill_stats(r, &ev.stats);
+    emit(r, &ev);
+    retire(e, r);
+}
+
+/* Applies pending cancellations (stepping thread only). */
+static void apply_cancels(di_engine *e) {
+    for (request *r = e->reqs, *n; r; r = n) {
+        n = r->next;
+        if (!r->cancel_requested) continue;
+        di_scheduler_cancel(e->sched, r->seq, NULL);
+        finish_request(e, r, DI_FINISH_REASON_CANCEL, NULL);
+    }
+}
+
+/* ---- the step ------------------------------------------------------------ */
+
+static bool is_stop_token(const di_engine *e, const request *r, int32_t tok) {
+    if (!r->ignore_eos && di_tok_is_eog(e->tok, tok)) return true;
+    for (size_t i = 0; i < r->n_stop_tokens; i++)
+        if (r->stop_tokens[i] == tok) return true;
+    return false;
+}
+
+/* Samples, streams and postprocesses one sequence's new token. */
+static void process_sample(di_engine *e, request *r, const float *logits) {
+    di_seq *seq = r->seq;
+    if (r->t_first == 0) r->t_first = now_ms();
+    di_sample_input in = {
+        .logits = logits,
+        .tokens = seq->tokens,
+        .n_tokens = seq->n_tokens,
+        .n_prompt = seq->n_prompt,
+        .position = (uint64_t)seq->n_tokens,
+        .allowed = NULL,
+    };
+    di_sample_result res;
+    di_error err;
+    if (di_sampler_sample(e->sampler, &r->sampling, &in, &res, &err)) {
+        di_scheduler_cancel(e->sched, seq, NULL);
+        finish_request(e, r, DI_FINISH_REASON_ERROR, err.msg);
+        return;
+    }
+    di_finish_reason why = DI_FINISH_NONE;
+    di_event ev;
+    memset(&ev, 0, sizeof ev);
+    size_t len = 0;
+    if (is_stop_token(e, r, res.token)) {
+        why = DI_FINISH_STOP;
+    } else {
+        di_tok_detok_out o;
+        if (!di_tok_detok_push(r->detok, res.token, &o, NULL)) {
+            if (o.len) append_text(r, &len, o.text, o.len);
+            if (o.stop_index >= 0) why = DI_FINISH_STOP;
+        }
+    }
+    di_finish_reason final = DI_FINISH_NONE;
+    if (di_scheduler_postprocess(e->sched, seq, res.token, why, &final, &err)) {
+        di_scheduler_cancel(e->sched, seq, NULL);
+        finish_request(e, r, DI_FINISH_REASON_ERROR, err.msg);
+        return;
+    }
+    e->n_generated_tokens++;
+    ev.token = res.token;
+    ev.logprob = res.logprob;
+    ev.n_top = res.n_top;
+    di_token_prob top[DI_SAMPLER_MAX_TOP_LOGPROBS];
+    for (int i = 0; i < res.n_top; i++) {
+        top[i].token = res.top[i].token;
+        top[i].logprob = res.top[i].logprob;
+    }
+    ev.top = top;
+    if (final == DI_FINISH_NONE) {
+        ev.text = r->text_buf;
+        ev.text_len = len;
+        emit(r, &ev);
+        return;
+    }
+    /* The last token's text and the held-back text travel in one event
+     * (after a stop string the detokenizer holds nothing back). */
+    di_tok_detok_out o;
+    if (!di_tok_detok_flush(r->detok, &o, NULL) && o.len) append_text(r, &len, o.text, o.len);
+    ev.text = r->text_buf;
+    ev.text_len = len;
+    ev.finish = public_finish(final);
+    ev.tokens = seq->tokens + seq->n_prompt;
+    ev.n_tokens = seq->n_tokens - seq->n_prompt;
+    fill_stats(r, &ev.stats);
+    emit(r, &ev);
+    retire(e, r);
+}
+
+di_status di_engine_step(di_engine *e, di_error *err) {
+    pthread_mutex_lock(&e->mu);
+    apply_cancels(e);
+    di_sched_output out;
+    di_status s = di_scheduler_schedule(e->sched, &out, err);
+    if (s || out.batch.n_rows == 0) {
+        pthread_mutex_unlock(&e->mu);
+        return s;
+    }
+    double t_now = now_ms();
+    for (request *r = e->reqs; r; r = r->next) {
+        if (!r->started && r->seq->status == DI_SEQ_RUNNING) {
+            r->started = true;
+            r->t_start = t_now;
+            r->n_cached = r->seq->n_cached_prefix;
+            e->n_prompt_tokens += r->seq->n_prompt;
+        }
+    }
+    pthread_mutex_unlock(&e->mu);
+
+    /* Map each batch row to its logits row (forward writes them in row order). */
+    int32_t n_logits = 0;
+    for (int32_t i = 0; i < out.batch.n_rows; i++)
+        e->logit_index[i] = out.batch.want_logits[i] ? n_logits++ : -1;
+    double t0 = now_ms();
+    s = di_model_forward(e->ctx, e->kv, &out.batch, e->logits, e->pool, err);
+    e->t_forward_ms += now_ms() - t0;
+
+    pthread_mutex_lock(&e->mu);
+    if (s) {
+        /* The requests of this step cannot make progress: fail them. */
+        di_scheduler_abort_step(e->sched);
+        for (int32_t i = 0; i < out.n_samples; i++) {
+            request *r = out.sample_seqs[i]->user;
+            di_scheduler_cancel(e->sched, r->seq, NULL);
+            finish_request(e, r, DI_FINISH_REASON_ERROR, err ? err->msg : "forward failed");
+        }
+        pthread_mutex_unlock(&e->mu);
+        return s;
+    }
+    for (int32_t i = 0; i < out.n_samples; i++) {
+        request *r = out.sample_seqs[i]->user;
+        if (r->cancel_requested) {
+            di_scheduler_cancel(e->sched, r->seq, NULL);
+            finish_request(e, r, DI_FINISH_REASON_CANCEL, NULL);
+            continue;
+        }
+        int32_t li = e->logit_index[out.sample_rows[i]];
+        process_sample(e, r, e->logits + (size_t)li * (size_t)e->facts.n_vocab);
+    }
+    if (e->params.check_integrity) s = di_scheduler_check_integrity(e->sched, err);
+    pthread_mutex_unlock(&e->mu);
+    return s;
+}
+
+bool di_engine_idle(di_engine *e) {
+    pthread_mutex_lock(&e->mu);
+    bool idle = e->reqs == NULL;
+    pthread_mutex_unlock(&e->mu);
+    return idle;
+}
+
+di_status di_engine_run(di_engine *e, di_error *err) {
+    while (!di_engine_idle(e)) {
+        di_status s = di_engine_step(e, err);
+        if (s) return s;
+    }
+    return DI_OK;
+}
+
+void di_engine_get_stats(di_engine *e, di_engine_stats *out) {
+    memset(out, 0, sizeof *out);
+    pthread_mutex_lock(&e->mu);
+    di_scheduler_stats ss;
+    di_scheduler_get_stats(e->sched, &ss);
+    out->n_waiting = ss.n_waiting;
+    out->n_running = ss.n_running;
+    out->kv_blocks_total = e->params.kv_tokens / e->params.block_size;
+    out->kv_blocks_free = ss.n_blocks_free;
+    out->kv_blocks_cached = ss.n_blocks_cached;
+    out->n_steps = ss.n_steps;
+    out->n_preemptions = ss.n_preemptions;
+    out->n_prompt_tokens = e->n_prompt_tokens;
+    out->n_prefix_hit_tokens = ss.n_prefix_hit_tokens;
+    out->n_generated_tokens = e->n_generated_tokens;
+    out->n_requests_finished = e->n_finished;
+    out->t_forward_ms = e->t_forward_ms;
+    pthread_mutex_unlock(&e->mu);
+}
+
+di_status di_engine_check_integrity(di_engine *e, di_error *err) {
+    pthread_mutex_lock(&e->mu);
+    di_status s = di_scheduler_check_integrity(e->sched, err);
+    pthread_mutex_unlock(&e->mu);
+    return s;
+}
+
+/* ---- model facts and text helpers --------------------------------------- */
+
+void di_engine_describe(di_engine *e, di_model_desc *out) {
+    memset(out, 0, sizeof *out);
+    out->arch = e->facts.arch;
+    out->n_vocab = e->facts.n_vocab;
+    out->n_ctx_train = e->facts.n_ctx_train;
+    out->n_ctx = e->n_ctx;
+    out->n_layers = e->facts.n_layers;
+    out->n_embd = e->facts.n_embd;
+    out->n_threads = di_threadpool_n_threads(e->pool);
+    out->kernels = e->facts.kernels;
+}
+
+di_status di_engine_tokenize(di_engine *e, const char *text, bool add_special, bool parse_special,
+                             int32_t **ids, size_t *n_ids, di_error *err) {
+    di_tok_ids v = {0};
+    di_status s = di_tok_encode(e->tok, text, strlen(text), add_special, parse_special, &v, err);
+    if (s) {
+        di_tok_ids_free(&v);
+        return s;
+    }
+    *ids = v.data;
+    *n_ids = v.n;
+    return DI_OK;
+}
+
+di_status di_engine_detokenize(di_engine *e, const int32_t *ids, size_t n_ids, char **text,
+                               di_error *err) {
+    size_t len;
+    return di_tok_decode(e->tok, ids, n_ids, false, text, &len, err);
+}
+
+di_status di_engine_apply_chat(di_engine *e, const char *chat_template, const di_message *msgs,
+                               size_t n_msgs, bool add_generation_prompt, char **text,
+                               di_error *err) {
+    di_chat_kind kind = DI_CHAT_UNKNOWN;
+    if (chat_template) {
+        kind = di_tok_chat_from_name(chat_template);
+        if (kind == DI_CHAT_UNKNOWN)
+            return di_error_set(err, DI_ERR_INVALID_ARG, "unknown chat template '%s'", chat_template);
+    }
+    di_chat_msg *m = di_malloc_array(n_msgs ? n_msgs : 1, sizeof *m);
+    if (!m) return di_error_set(err, DI_ERR_NOMEM, "chat: out of memory");
+    for (size_t i = 0; i < n_msgs; i++) {
+        if (!msgs[i].role || !msgs[i].content) {
+            free(m);
+            return di_error_set(err, DI_ERR_INVALID_ARG, "chat: message %zu has no role or content", i);
+        }
+        m[i].role = msgs[i].role;
+        m[i].content = msgs[i].content;
+    }
+    size_t len;
+    di_status s = di_tok_chat_apply(e->tok, kind, m, n_msgs, add_generation_prompt, text, &len, err);
+    free(m);
+    return s;
+}

@@ -1,0 +1,55 @@
+/* A loaded model of any supported architecture behind one small interface,
+ * so the engine never switches on the architecture itself.
+ *
+ *   di_model_open(path)            GGUF mapped, architecture detected,
+ *                                  weights bound and validated, tokenizer built
+ *   di_model_kv_create(...)        paged KV storage for the engine's pool
+ *   di_model_ctx_create(...)       forward scratch (one per stepping thread)
+ *   di_model_forward(ctx, kv, batch, logits, pool)
+ *
+ * Ownership: the model owns its file mapping and tokenizer; kv caches and
+ * contexts are owned by the caller and must be freed before the model. */
+#ifndef DI_MODEL_MODEL_H
+#define DI_MODEL_MODEL_H
+
+#include "base/status.h"
+#include "base/threadpool.h"
+#include "engine/batch.h"
+#include "tensor/dtype.h"
+#include "text/tokenizer.h"
+
+#include <stdint.h>
+
+typedef struct di_model di_model;
+typedef struct di_model_kv di_model_kv;
+typedef struct di_model_ctx di_model_ctx;
+
+typedef struct di_model_facts {
+    const char *arch;      /* "llama" */
+    int32_t n_vocab;       /* rows of the logits */
+    int32_t n_ctx_train;   /* context the model was trained for */
+    int32_t n_layers;
+    int32_t n_embd;
+    const char *kernels;   /* name of the CPU kernel table in use */
+} di_model_facts;
+
+di_status di_model_open(const char *path, di_model **out, di_error *err);
+void di_model_free(di_model *m);
+void di_model_get_facts(const di_model *m, di_model_facts *out);
+const di_tokenizer *di_model_tokenizer(const di_model *m);
+
+/* dtype: DI_DTYPE_F16 or DI_DTYPE_F32. */
+di_status di_model_kv_create(const di_model *m, int32_t n_blocks, int32_t block_size, di_dtype dtype,
+                             di_model_kv **out, di_error *err);
+void di_model_kv_free(di_model_kv *kv);
+/* Bytes of KV storage per token (all layers), for sizing the pool. */
+uint64_t di_model_kv_bytes_per_token(const di_model *m, di_dtype dtype);
+
+di_status di_model_ctx_create(const di_model *m, di_model_ctx **out, di_error *err);
+void di_model_ctx_free(di_model_ctx *ctx);
+
+/* logits_out: (rows of b with want_logits, n_vocab), in row order. */
+di_status di_model_forward(di_model_ctx *ctx, di_model_kv *kv, const di_batch *b,
+                           float *logits_out, di_threadpool *pool, di_error *err);
+
+#endif

@@ -1,0 +1,78 @@
+#include "gen_common.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define DEFAULT_MODEL "models/SmolLM2-135M-Instruct.Q4_1.gguf"
+/* SmolLM2's model card suggests a low temperature with nucleus sampling. */
+#define DEFAULT_TEMP 0.2
+#define DEFAULT_TOP_P 0.9
+#define DEFAULT_SEED 42
+#define DEFAULT_MAX_TOKENS 256
+
+void di_gen_opts_defaults(di_gen_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->model = DEFAULT_MODEL;
+    o->temp = DEFAULT_TEMP;
+    o->top_p = DEFAULT_TOP_P;
+    o->seed = DEFAULT_SEED;
+    o->max_tokens = DEFAULT_MAX_TOKENS;
+    o->repeat_penalty = 1.0;
+}
+
+int di_gen_opts_specs(di_gen_opts *o, di_arg *s, int n) {
+    const di_arg add[] = {
+        {"-m", "--model", DI_ARG_STR, &o->model, 0, 0, "model file (.gguf)"},
+        {"-n", "--max-tokens", DI_ARG_INT, &o->max_tokens, 1, 1 << 20, "tokens to generate at most"},
+        {"-t", "--threads", DI_ARG_INT, &o->threads, 0, 1024, "threads (0 = one per CPU)"},
+        {"-c", "--ctx", DI_ARG_INT, &o->ctx, 0, 1 << 20, "context per request (0 = model's, capped)"},
+        {"--kv-tokens", NULL, DI_ARG_INT, &o->kv_tokens, 0, 1 << 26, "KV cache capacity in tokens"},
+        {"--batch-tokens", NULL, DI_ARG_INT, &o->batch_tokens, 0, 1 << 20, "rows per forward"},
+        {"--max-seqs", NULL, DI_ARG_INT, &o->max_seqs, 0, 4096, "sequences running at once"},
+        {"--temp", NULL, DI_ARG_FLOAT, &o->temp, 0, 100, "temperature (0 = greedy)"},
+        {"--top-p", NULL, DI_ARG_FLOAT, &o->top_p, 1e-6, 1, "nucleus sampling mass"},
+        {"--top-k", NULL, DI_ARG_INT, &o->top_k, 0, 1 << 24, "keep the k most likely (0 = off)"},
+        {"--min-p", NULL, DI_ARG_FLOAT, &o->min_p, 0, 1, "min-p truncation"},
+        {"--repeat-penalty", NULL, DI_ARG_FLOAT, &o->repeat_penalty, 1e-3, 100, "repetition penalty"},
+        {"--seed", NULL, DI_ARG_INT, &o->seed, 0, 9.0e15, "sampling seed"},
+        {"--no-prefix-cache", NULL, DI_ARG_FLAG, &o->no_prefix_cache, 0, 0, "do not reuse cached prompts"},
+        {"--kv-f32", NULL, DI_ARG_FLAG, &o->kv_f32, 0, 0, "keep the KV cache in f32"},
+    };
+    for (size_t i = 0; i < sizeof add / sizeof add[0]; i++) s[n++] = add[i];
+    return n;
+}
+
+di_engine_params di_gen_engine_params(const di_gen_opts *o) {
+    di_engine_params p = di_engine_params_default();
+    p.model_path = o->model;
+    p.n_threads = (int32_t)o->threads;
+    p.n_ctx = (int32_t)o->ctx;
+    p.kv_tokens = (int32_t)o->kv_tokens;
+    p.max_batch_tokens = (int32_t)o->batch_tokens;
+    p.max_seqs = (int32_t)o->max_seqs;
+    p.no_prefix_cache = o->no_prefix_cache;
+    p.kv_f32 = o->kv_f32;
+    return p;
+}
+
+di_sampling_params di_gen_sampling(const di_gen_opts *o) {
+    di_sampling_params s = di_sampling_params_default();
+    s.temperature = (float)o->temp;
+    s.top_p = (float)o->top_p;
+    s.top_k = (int32_t)o->top_k;
+    s.min_p = (float)o->min_p;
+    s.repetition_penalty = (float)o->repeat_penalty;
+    s.seed = (uint64_t)o->seed;
+    return s;
+}
+
+di_engine *di_gen_engine_open(const char *cmd, const di_gen_opts *o) {
+    di_engine_params p = di_gen_engine_params(o);
+    di_engine *e = NULL;
+    di_error err;
+    if (di_engine_create(&p, &e, &err)) {
+        fprintf(stderr, "deepinfer %s: %s\n", cmd, err.msg);
+        return NULL;
+    }
+    return e;
+}

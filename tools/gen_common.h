@@ -1,0 +1,26 @@
+/* Options shared by the generating subcommands (run, chat, batch, bench):
+ * the engine's sizing flags and the sampling flags, parsed once. */
+#ifndef DI_TOOLS_GEN_COMMON_H
+#define DI_TOOLS_GEN_COMMON_H
+
+#include "args.h"
+#include "deepinfer.h"
+
+typedef struct di_gen_opts {
+    const char *model;
+    int64_t threads, ctx, kv_tokens, batch_tokens, max_seqs, max_tokens, top_k, seed;
+    double temp, top_p, min_p, repeat_penalty;
+    bool no_prefix_cache, kv_f32;
+} di_gen_opts;
+
+/* Fills defaults: the default model path, greedy-ish sampling tuned for the
+ * small default model. */
+void di_gen_opts_defaults(di_gen_opts *o);
+/* Appends the shared flag specs to specs (returns the new count). */
+int di_gen_opts_specs(di_gen_opts *o, di_arg *specs, int n);
+di_engine_params di_gen_engine_params(const di_gen_opts *o);
+di_sampling_params di_gen_sampling(const di_gen_opts *o);
+/* Creates the engine, printing a one-line reason on failure (returns NULL). */
+di_engine *di_gen_engine_open(const char *cmd, const di_gen_opts *o);
+
+#endif
