@@ -1,0 +1,260 @@
+/* The engine end to end on the real default model: seeded sampling is
+ * independent of batch composition, thread count and prefix-cache hits;
+ * cancellation, admission control, stop strings and KV accounting. */
+#include "test_util.h"
+
+#include "deepinfer.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define N_GEN 12
+#define N_TOP 5
+
+typedef struct trace {
+    int32_t tokens[64];
+    float logprob[64];
+    di_token_prob top[64][N_TOP];
+    int n;
+    di_finish finish;
+    di_request_stats stats;
+    char text[2048];
+    size_t text_len;
+    int cancel_after; /* cancel from the callback after this many tokens (0 = never) */
+} trace;
+
+static int record(const di_event *ev) {
+    trace *t = ev->user;
+    if (ev->token >= 0 && t->n < 64) {
+        t->tokens[t->n] = ev->token;
+        t->logprob[t->n] = ev->logprob;
+        for (int i = 0; i < ev->n_top && i < N_TOP; i++) t->top[t->n][i] = ev->top[i];
+        t->n++;
+    }
+    if (ev->text_len && t->text_len + ev->text_len < sizeof t->text) {
+        memcpy(t->text + t->text_len, ev->text, ev->text_len);
+        t->text_len += ev->text_len;
+    }
+    if (ev->finish) {
+        t->finish = ev->finish;
+        t->stats = ev->stats;
+    }
+    return t->cancel_after && t->n >= t->cancel_after;
+}
+
+static const char *PROMPTS[16] = {
+    "The history of the printing press", "Write a haiku about rain.", "2 + 2 =",
+    "List three fruits:", "Once upon a time", "Explain photosynthesis briefly.",
+    "def fibonacci(n):", "The capital of Japan is", "Translate 'hello' to French:",
+    "What is a prime number?", "Roses are red,", "The best way to learn C is",
+    "import numpy as np\n", "Q: Why is the sky blue?\nA:", "Dear diary,", "In 1969,",
+};
+
+static di_engine *open_engine(int threads, bool prefix_cache) {
+    const char *model = di_test_default_model();
+    if (!model) return NULL;
+    di_engine_params p = di_engine_params_default();
+    p.model_path = model;
+    p.n_threads = threads;
+    p.n_ctx = 512;
+    p.kv_tokens = 4096;
+    p.no_prefix_cache = !prefix_cache;
+    p.check_integrity = true;
+    di_engine *e = NULL;
+    di_error err;
+    assert_int_equal(di_engine_create(&p, &e, &err), DI_OK);
+    return e;
+}
+
+static di_request make_request(const char *prompt, trace *t, uint64_t seed) {
+    di_request r;
+    memset(&r, 0, sizeof r);
+    r.text = prompt;
+    r.max_tokens = N_GEN;
+    r.ignore_eos = true;
+    r.sampling = di_sampling_params_default();
+    r.sampling.temperature = 0.8f;
+    r.sampling.top_p = 0.95f;
+    r.sampling.seed = seed;
+    r.sampling.logprobs = true;
+    r.sampling.top_logprobs = N_TOP;
+    r.on_event = record;
+    r.user = t;
+    return r;
+}
+
+static void assert_same_trace(const trace *a, const trace *b) {
+    assert_int_equal(a->n, b->n);
+    assert_memory_equal(a->tokens, b->tokens, sizeof(int32_t) * (size_t)a->n);
+    /* logprobs are functions of the logits: bit equality here means the
+     * logits rows were identical too */
+    assert_memory_equal(a->logprob, b->logprob, sizeof(float) * (size_t)a->n);
+    assert_memory_equal(a->top, b->top, sizeof(di_token_prob) * N_TOP * (size_t)a->n);
+}
+
+static void run_alone(int threads, int idx, trace *t) {
+    di_engine *e = open_engine(threads, false);
+    di_request r = make_request(PROMPTS[idx], t, 1000 + (uint64_t)idx);
+    di_error err;
+    assert_int_equal(di_engine_submit(e, &r, NULL, &err), DI_OK);
+    assert_int_equal(di_engine_run(e, &err), DI_OK);
+    di_engine_free(e);
+}
+
+static void seeded_output_is_independent_of_batch_and_threads(void **state) {
+    (void)state;
+    if (!di_test_default_model()) skip();
+    static trace alone[16], batched[16], batched1[16];
+    for (int i = 0; i < 16; i += 5) run_alone(2, i, &alone[i]);
+    /* all 16 at once, 2 threads, then 1 thread */
+    for (int pass = 0; pass < 2; pass++) {
+        trace *tr = pass ? batched1 : batched;
+        memset(tr, 0, sizeof(trace) * 16);
+        di_engine *e = open_engine(pass ? 1 : 2, false);
+        di_error err;
+        for (int i = 0; i < 16; i++) {
+            di_request r = make_request(PROMPTS[i], &tr[i], 1000 + (uint64_t)i);
+            assert_int_equal(di_engine_submit(e, &r, NULL, &err), DI_OK);
+        }
+        assert_int_equal(di_engine_run(e, &err), DI_OK);
+        di_engine_stats st;
+        di_engine_get_stats(e, &st);
+        assert_int_equal(st.kv_blocks_free + st.kv_blocks_cached, st.kv_blocks_total);
+        di_engine_free(e);
+    }
+    for (int i = 0; i < 16; i++) {
+        assert_int_equal(batched[i].n, N_GEN);
+        assert_same_trace(&batched[i], &batched1[i]);
+        if (i % 5 == 0) assert_same_trace(&alone[i], &batched[i]);
+    }
+}
+
+static void prefix_cache_hit_gives_identical_output(void **state) {
+    (void)state;
+    if (!di_test_default_model()) skip();
+    /* a long shared prefix spans several full blocks */
+    char prompt[1024];
+    snprintf(prompt, sizeof prompt, "%s",
+             "You are a helpful assistant who answers briefly and precisely. Always think about "
+             "the question before answering, and never invent facts. Question: what is the "
+             "boiling point of water at sea level?");
+    di_engine *e = open_engine(2, true);
+    trace a = {0}, b = {0};
+    di_error err;
+    di_request r = make_request(prompt, &a, 7);
+    assert_int_equal(di_engine_submit(e, &r, NULL, &err), DI_OK);
+    assert_int_equal(di_engine_run(e, &err), DI_OK);
+    r = make_request(prompt, &b, 7);
+    assert_int_equal(di_engine_submit(e, &r, NULL, &err), DI_OK);
+    assert_int_equal(di_engine_run(e, &err), DI_OK);
+    assert_int_equal(a.stats.n_cached, 0);
+    assert_true(b.stats.n_cached >= 16);
+    assert_same_trace(&a, &b);
+    assert_int_equal(di_engine_check_integrity(e, &err), DI_OK);
+    di_engine_free(e);
+}
+
+static void cancel_from_callback_and_by_id(void **state) {
+    (void)state;
+    if (!di_test_default_model()) skip();
+    di_engine *e = open_engine(2, true);
+    trace a = {0}, b = {0}, c = {0};
+    a.cancel_after = 3;
+    di_error err;
+    int64_t id_b;
+    di_request r = make_request(PROMPTS[0], &a, 1);
+    assert_int_equal(di_engine_submit(e, &r, NULL, &err), DI_OK);
+    r = make_request(PROMPTS[1], &b, 2);
+    assert_int_equal(di_engine_submit(e, &r, &id_b, &err), DI_OK);
+    r = make_request(PROMPTS[2], &c, 3);
+    assert_int_equal(di_engine_submit(e, &r, NULL, &err), DI_OK);
+    assert_int_equal(di_engine_step(e, &err), DI_OK);
+    assert_int_equal(di_engine_cancel(e, id_b), DI_OK);
+    assert_int_equal(di_engine_run(e, &err), DI_OK);
+    assert_int_equal(a.finish, DI_FINISH_REASON_CANCEL);
+    assert_int_equal(a.n, 3);
+    assert_int_equal(b.finish, DI_FINISH_REASON_CANCEL);
+    assert_int_equal(c.finish, DI_FINISH_REASON_LENGTH);
+    assert_int_equal(c.n, N_GEN);
+    assert_int_equal(di_engine_cancel(e, id_b), DI_ERR_NOT_FOUND);
+    di_engine_stats st;
+    di_engine_get_stats(e, &st);
+    assert_int_equal(st.kv_blocks_free + st.kv_blocks_cached, st.kv_blocks_total);
+    di_engine_free(e);
+}
+
+static void requests_that_cannot_fit_are_refused_at_submit(void **state) {
+    (void)state;
+    if (!di_test_default_model()) skip();
+    di_engine *e = open_engine(1, true);
+    trace t = {0};
+    di_error err;
+    di_request r = make_request(PROMPTS[0], &t, 1);
+    r.max_tokens = 100000;
+    assert_int_equal(di_engine_submit(e, &r, NULL, &err), DI_ERR_RANGE);
+    assert_non_null(strstr(err.msg, "context"));
+    r.max_tokens = 4;
+    r.sampling.temperature = -1;
+    assert_int_equal(di_engine_submit(e, &r, NULL, &err), DI_ERR_RANGE);
+    r.sampling.temperature = 0;
+    r.text = NULL;
+    assert_int_equal(di_engine_submit(e, &r, NULL, &err), DI_ERR_INVALID_ARG);
+    int32_t bad[2] = {1, 1 << 30};
+    r.tokens = bad;
+    r.n_tokens = 2;
+    assert_int_equal(di_engine_submit(e, &r, NULL, &err), DI_ERR_RANGE);
+    /* the engine is still fine */
+    r = make_request(PROMPTS[3], &t, 1);
+    assert_int_equal(di_engine_submit(e, &r, NULL, &err), DI_OK);
+    assert_int_equal(di_engine_run(e, &err), DI_OK);
+    assert_int_equal(t.n, N_GEN);
+    di_engine_free(e);
+}
+
+static void greedy_chat_answers_and_stops(void **state) {
+    (void)state;
+    if (!di_test_default_model()) skip();
+    di_engine *e = open_engine(2, true);
+    trace t = {0};
+    di_message m[1] = {{"user", "What is the capital of France?"}};
+    di_request r;
+    memset(&r, 0, sizeof r);
+    r.messages = m;
+    r.n_messages = 1;
+    r.max_tokens = 40;
+    r.sampling = di_sampling_params_default();
+    r.sampling.temperature = 0;
+    r.on_event = record;
+    r.user = &t;
+    di_error err;
+    assert_int_equal(di_engine_submit(e, &r, NULL, &err), DI_OK);
+    assert_int_equal(di_engine_run(e, &err), DI_OK);
+    t.text[t.text_len] = 0;
+    assert_non_null(strstr(t.text, "Paris"));
+    assert_int_equal(t.finish, DI_FINISH_REASON_STOP);
+    /* the same with a stop string: output ends before it */
+    trace s = {0};
+    const char *stops[] = {"Paris"};
+    r.stop = stops;
+    r.n_stop = 1;
+    r.user = &s;
+    assert_int_equal(di_engine_submit(e, &r, NULL, &err), DI_OK);
+    assert_int_equal(di_engine_run(e, &err), DI_OK);
+    s.text[s.text_len] = 0;
+    assert_int_equal(s.finish, DI_FINISH_REASON_STOP);
+    assert_null(strstr(s.text, "Paris"));
+    assert_true(strncmp(t.text, s.text, s.text_len) == 0);
+    di_engine_free(e);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(seeded_output_is_independent_of_batch_and_threads),
+        cmocka_unit_test(prefix_cache_hit_gives_identical_output),
+        cmocka_unit_test(cancel_from_callback_and_by_id),
+        cmocka_unit_test(requests_that_cannot_fit_are_refused_at_submit),
+        cmocka_unit_test(greedy_chat_answers_and_stops),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
