@@ -23,8 +23,9 @@ $(BUILD)/Makefile:
 build: deps $(BUILD)/Makefile
 	@cmake --build $(BUILD) -j $(JOBS)
 
+PROMPT ?= What is the capital of France? Answer in one sentence.
 run: build model
-	./$(BUILD)/deepinfer info $(MODEL)
+	./$(BUILD)/deepinfer run -m $(MODEL) -p "$(PROMPT)"
 
 test: build model
 	cd $(BUILD) && ctest $(CTEST_ARGS) -j $(JOBS)
