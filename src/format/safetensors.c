@@ -163,9 +163,6 @@ typedef struct parse_ctx {
     di_error *err;
 } parse_ctx;
 
-#define TENSOR_ERR(ctx, key, ...)                                                            \
-    tensor_error((ctx), (key), __VA_ARGS__)
-
 static di_status tensor_error(const parse_ctx *ctx, const char *key, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
@@ -182,25 +179,25 @@ static di_status tensor_error(const parse_ctx *ctx, const char *key, const char 
 static di_status parse_shape(const parse_ctx *ctx, const char *key, const json_t *shape,
                              di_safetensors_tensor *t) {
     if (!json_is_array(shape))
-        return TENSOR_ERR(ctx, key, "shape: expected an array, got %s", json_kind(shape));
+        return tensor_error(ctx, key, "shape: expected an array, got %s", json_kind(shape));
     size_t n = json_array_size(shape);
     if (n > DI_SAFETENSORS_MAX_DIMS)
-        return TENSOR_ERR(ctx, key, "shape: %zu dimensions, at most %d supported", n,
-                          DI_SAFETENSORS_MAX_DIMS);
+        return tensor_error(ctx, key, "shape: %zu dimensions, at most %d supported", n,
+                            DI_SAFETENSORS_MAX_DIMS);
     uint64_t elems = 1;
     for (size_t d = 0; d < n; d++) {
         const json_t *v = json_array_get(shape, d);
         uint64_t dim;
         if (!json_u64(v, &dim)) {
             if (json_is_integer(v))
-                return TENSOR_ERR(ctx, key, "shape[%zu]: negative dimension %lld", d,
-                                  (long long)json_integer_value(v));
-            return TENSOR_ERR(ctx, key, "shape[%zu]: expected an integer, got %s", d,
-                              json_kind(v));
+                return tensor_error(ctx, key, "shape[%zu]: negative dimension %lld", d,
+                                    (long long)json_integer_value(v));
+            return tensor_error(ctx, key, "shape[%zu]: expected an integer, got %s", d,
+                                json_kind(v));
         }
         if (di_mul_overflow_u64(elems, dim, &elems))
-            return TENSOR_ERR(ctx, key, "shape: element count overflows 64 bits at shape[%zu]",
-                              d);
+            return tensor_error(ctx, key, "shape: element count overflows 64 bits at shape[%zu]",
+                                d);
         t->shape[d] = (int64_t)dim;
     }
     t->n_dims = (int32_t)n;
@@ -212,39 +209,39 @@ static di_status parse_shape(const parse_ctx *ctx, const char *key, const json_t
         return di_error_set(ctx->err, DI_ERR_INTERNAL, "%s: dtype %d is not a plain type",
                             ctx->file, (int)t->dtype);
     if (di_mul_overflow_u64(elems, (uint64_t)tr->block_bytes, &t->n_bytes))
-        return TENSOR_ERR(ctx, key, "shape: byte size (%llu elements x %d bytes) overflows 64 bits",
-                          (unsigned long long)elems, tr->block_bytes);
+        return tensor_error(ctx, key, "shape: byte size (%llu elements x %d bytes) overflows 64 bits",
+                            (unsigned long long)elems, tr->block_bytes);
     return DI_OK;
 }
 
 static di_status parse_offsets(const parse_ctx *ctx, const char *key, const json_t *offs,
                                di_safetensors_tensor *t) {
     if (!json_is_array(offs) || json_array_size(offs) != 2)
-        return TENSOR_ERR(ctx, key, "data_offsets: expected [begin, end], got %s%s",
-                          json_is_array(offs) ? "an array of length " : json_kind(offs),
-                          json_is_array(offs) ? (json_array_size(offs) < 2 ? "< 2" : "> 2") : "");
+        return tensor_error(ctx, key, "data_offsets: expected [begin, end], got %s%s",
+                            json_is_array(offs) ? "an array of length " : json_kind(offs),
+                            json_is_array(offs) ? (json_array_size(offs) < 2 ? "< 2" : "> 2") : "");
     uint64_t begin, end;
     for (int k = 0; k < 2; k++) {
         const json_t *v = json_array_get(offs, (size_t)k);
         if (!json_u64(v, k == 0 ? &begin : &end)) {
             if (json_is_integer(v))
-                return TENSOR_ERR(ctx, key, "data_offsets[%d]: negative offset %lld", k,
-                                  (long long)json_integer_value(v));
-            return TENSOR_ERR(ctx, key, "data_offsets[%d]: expected an integer, got %s", k,
-                              json_kind(v));
+                return tensor_error(ctx, key, "data_offsets[%d]: negative offset %lld", k,
+                                    (long long)json_integer_value(v));
+            return tensor_error(ctx, key, "data_offsets[%d]: expected an integer, got %s", k,
+                                json_kind(v));
         }
     }
     if (begin > end)
-        return TENSOR_ERR(ctx, key, "data_offsets: begin %llu is after end %llu",
-                          (unsigned long long)begin, (unsigned long long)end);
+        return tensor_error(ctx, key, "data_offsets: begin %llu is after end %llu",
+                            (unsigned long long)begin, (unsigned long long)end);
     if (end > ctx->data_size)
-        return TENSOR_ERR(ctx, key, "data_offsets: end %llu is past the data section (%llu bytes)",
-                          (unsigned long long)end, (unsigned long long)ctx->data_size);
+        return tensor_error(ctx, key, "data_offsets: end %llu is past the data section (%llu bytes)",
+                            (unsigned long long)end, (unsigned long long)ctx->data_size);
     if (end - begin != t->n_bytes)
-        return TENSOR_ERR(ctx, key,
-                          "data_offsets: span of %llu bytes does not match shape x dtype "
-                          "(%llu bytes)",
-                          (unsigned long long)(end - begin), (unsigned long long)t->n_bytes);
+        return tensor_error(ctx, key,
+                            "data_offsets: span of %llu bytes does not match shape x dtype "
+                            "(%llu bytes)",
+                            (unsigned long long)(end - begin), (unsigned long long)t->n_bytes);
     t->offset = begin;
     return DI_OK;
 }
@@ -258,29 +255,29 @@ static di_status parse_tensor(const parse_ctx *ctx, const char *key, const json_
         return di_error_set(ctx->err, DI_ERR_FORMAT, "%s: a tensor name is not valid UTF-8",
                             ctx->file);
     if (!json_is_object(entry))
-        return TENSOR_ERR(ctx, key, "expected an object, got %s", json_kind(entry));
+        return tensor_error(ctx, key, "expected an object, got %s", json_kind(entry));
     const char *field;
     const json_t *v;
     json_object_foreach((json_t *)entry, field, v) {
         if (strcmp(field, "dtype") != 0 && strcmp(field, "shape") != 0 &&
             strcmp(field, "data_offsets") != 0) {
             char shown[96];
-            return TENSOR_ERR(ctx, key, "unexpected field '%s'",
-                              di_st_short_name(shown, sizeof shown, field));
+            return tensor_error(ctx, key, "unexpected field '%s'",
+                                di_st_short_name(shown, sizeof shown, field));
         }
     }
     const json_t *dtype = json_object_get(entry, "dtype");
     const json_t *shape = json_object_get(entry, "shape");
     const json_t *offs = json_object_get(entry, "data_offsets");
-    if (!dtype) return TENSOR_ERR(ctx, key, "missing field 'dtype'");
-    if (!shape) return TENSOR_ERR(ctx, key, "missing field 'shape'");
-    if (!offs) return TENSOR_ERR(ctx, key, "missing field 'data_offsets'");
+    if (!dtype) return tensor_error(ctx, key, "missing field 'dtype'");
+    if (!shape) return tensor_error(ctx, key, "missing field 'shape'");
+    if (!offs) return tensor_error(ctx, key, "missing field 'data_offsets'");
     if (!json_is_string(dtype))
-        return TENSOR_ERR(ctx, key, "dtype: expected a string, got %s", json_kind(dtype));
+        return tensor_error(ctx, key, "dtype: expected a string, got %s", json_kind(dtype));
     if (di_dtype_from_safetensors(json_string_value(dtype), &t->dtype) != DI_OK) {
         char shown[96];
-        return TENSOR_ERR(ctx, key, "dtype: unknown or unsupported dtype '%s'",
-                          di_st_short_name(shown, sizeof shown, json_string_value(dtype)));
+        return tensor_error(ctx, key, "dtype: unknown or unsupported dtype '%s'",
+                            di_st_short_name(shown, sizeof shown, json_string_value(dtype)));
     }
     di_status s = parse_shape(ctx, key, shape, t);
     if (s != DI_OK) return s;
