@@ -157,9 +157,8 @@ static di_status read_float_params(const di_gguf *g, di_llama_hparams *hp, di_er
     hp->rope_scaling_factor = 1.0f;
     hp->rope_scaling_orig_ctx = hp->n_ctx_train;
     di_gguf_str type;
-    s = di_gguf_get_str(g, "llama.rope.scaling.type", &type, err);
-    if (s && s != DI_ERR_NOT_FOUND) return s;
-    if (s == DI_OK) {
+    if (di_gguf_find_kv(g, "llama.rope.scaling.type")) {
+        if ((s = di_gguf_get_str(g, "llama.rope.scaling.type", &type, err))) return s;
         if (str_eq(type, "linear")) hp->rope_scaling = DI_LLAMA_ROPE_SCALING_LINEAR;
         else if (str_eq(type, "yarn")) hp->rope_scaling = DI_LLAMA_ROPE_SCALING_YARN;
         else if (!str_eq(type, "none")) {
