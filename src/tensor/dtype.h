@@ -35,7 +35,7 @@ typedef enum di_dtype {
     DI_DTYPE_Q8_K,
     DI_DTYPE_F8_E4M3, /* one byte per element; block scales live in a separate tensor */
     DI_DTYPE_F8_E8M0, /* power-of-two scale byte: value = 2^(b-127), 0xff = NaN */
-    DI_DTYPE_MXFP4,   /* OCP MXFP4 block: 1 e8m0 scale byte + 16 bytes of e2m1 pairs */
+    DI_DTYPE_MXFP4,   /* ggml MXFP4 block: 1 e8m0 byte + 16 bytes of e2m1 pairs (mxfp4.h) */
     DI_DTYPE_COUNT
 } di_dtype;
 
@@ -63,5 +63,13 @@ di_status di_dtype_from_safetensors(const char *name, di_dtype *out);
 /* Bytes of a row of n elements: fails when n is negative or not a multiple
  * of the block size, or the size overflows. */
 di_status di_dtype_row_bytes(di_dtype t, int64_t n, uint64_t *out);
+
+/* Converts n elements of type t at row to float (dst holds n floats).
+ * Fails (with a message in err, which may be NULL) when t is unknown or has
+ * no to_float, or n is negative or not a multiple of the block size. */
+di_status di_dtype_row_to_float(di_dtype t, const void *row, float *dst, int64_t n, di_error *err);
+/* The reverse through the type's reference quantizer (from_float); same
+ * checks. See quant.h for which types have one. */
+di_status di_dtype_row_from_float(di_dtype t, const float *src, void *row, int64_t n, di_error *err);
 
 #endif
