@@ -10,15 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* top-p without top-k looks for the nucleus inside the tokens whose scaled
- * logit is within `window` of the maximum, starting at this window (a
- * probability ratio of e^-4 ~ 1.8%) and doubling it until the window holds
- * top_p of the mass. Each try is one O(V) pass; only the window is sorted. */
-#define TOP_P_FIRST_WINDOW 4.0f
-/* The window test sums mass in index order, the cut sums it in rank order;
- * this relative margin absorbs the rounding difference of the two double
- * sums so the window always contains the whole nucleus. */
-#define TOP_P_WINDOW_MARGIN 1e-9
+/* Below this many undecided candidates the nucleus search sorts the rest
+ * instead of partitioning again. */
+#define NUCLEUS_SORT_BELOW 32
 
 struct di_sampler {
     int32_t n_vocab;
@@ -303,9 +297,63 @@ static int32_t cut_min_p(const struct cand *c, int32_t n, float min_p) {
     return keep;
 }
 
+static inline void cand_swap(struct cand *a, struct cand *b) {
+    struct cand t = *a;
+    *a = *b;
+    *b = t;
+}
+
+static inline int cand_before(const struct cand *a, const struct cand *b) {
+    return ranks_before(a->v, a->id, b->v, b->id);
+}
+
+/* Moves the top-p nucleus of c[0..n) to the front and returns its size:
+ * the tokens whose mass ranked strictly above them is < need. Quickselect
+ * by rank, steered by mass instead of by count, so the expected cost is
+ * O(n) and nothing is sorted but a small remainder; after a bounded number
+ * of partitions (bad pivots) it sorts what is left, so the worst case is
+ * O(n log n). The kept tokens come out in a deterministic order that is not
+ * the rank order, which the draw does not need. */
+static int32_t nucleus_select(struct cand *c, int32_t n, double need) {
+    int32_t lo = 0, hi = n; /* [0, lo) kept, [hi, n) dropped, between: open */
+    double above = 0.0;     /* mass of c[0..lo) */
+    int budget = 8;
+    for (int32_t m = n; m > 1; m >>= 1) budget += 2;
+    while (hi - lo > NUCLEUS_SORT_BELOW && budget-- > 0) {
+        /* Median of three, moved to hi - 1: deterministic, and robust to
+         * logits that arrive sorted. */
+        int32_t mid = lo + (hi - lo) / 2, last = hi - 1;
+        if (cand_before(&c[mid], &c[lo])) cand_swap(&c[mid], &c[lo]);
+        if (cand_before(&c[last], &c[lo])) cand_swap(&c[last], &c[lo]);
+        if (cand_before(&c[mid], &c[last])) cand_swap(&c[mid], &c[last]);
+        const struct cand pivot = c[last];
+        int32_t store = lo;
+        double mass_better = 0.0;
+        for (int32_t i = lo; i < last; i++) {
+            if (cand_before(&c[i], &pivot)) {
+                mass_better += c[i].w;
+                cand_swap(&c[i], &c[store++]);
+            }
+        }
+        cand_swap(&c[store], &c[last]);
+        if (above + mass_better >= need) {
+            hi = store; /* the pivot has too much mass above it: it and all
+                           worse tokens are out */
+        } else {
+            above += mass_better + c[store].w; /* the pivot and all better are in */
+            lo = store + 1;
+        }
+    }
+    qsort(c + lo, (size_t)(hi - lo), sizeof *c, cand_cmp);
+    int32_t keep = lo;
+    while (keep < hi && above < need) above += c[keep++].w;
+    return keep > 0 ? keep : 1;
+}
+
 /* Steps 4-7: fills s->cand[0..n) with the surviving tokens and their
- * weights w = exp((z - zmax) / T); returns n. Order is deterministic (rank
- * order or token order), which is all the draw needs. */
+ * weights w = exp((z - zmax) / T); returns n. The order is deterministic
+ * (a function of the row and the parameters only), which is all the draw
+ * needs. */
 static int32_t truncate_row(di_sampler *s, const di_sampling_params *p,
                             const struct processed *pr) {
     const int32_t V = s->n_vocab;
@@ -330,34 +378,20 @@ static int32_t truncate_row(di_sampler *s, const di_sampling_params *p,
     }
 
     if (top_p_on) {
+        /* The nucleus and the min-p set are both prefixes of the ranking,
+         * so their intersection is the shorter one: collect only tokens that
+         * pass min-p, but measure top-p against the mass of ALL tokens. */
+        int32_t n = 0;
         double total = 0.0;
-        for (int32_t t = 0; t < V; t++)
-            if (z[t] != -INFINITY) total += expf((z[t] - zmax) / T);
-        /* Beyond the min-p cut nothing survives anyway, so the window never
-         * needs to be wider than that. */
-        const float min_p_window = min_p_on ? -logf(p->min_p) : INFINITY;
-        for (float window = TOP_P_FIRST_WINDOW;; window *= 2.0f) {
-            const bool capped = window >= min_p_window;
-            int32_t n = 0;
-            double mass = 0.0;
-            for (int32_t t = 0; t < V; t++) {
-                if (z[t] == -INFINITY) continue;
-                float v = (z[t] - zmax) / T;
-                float w = expf(v);
-                if (capped ? !(w >= p->min_p) : v < -window) continue;
-                c[n++] = (struct cand){.v = v, .w = w, .id = t};
-                mass += w;
-            }
-            bool holds_nucleus = mass >= (double)p->top_p * total * (1.0 + TOP_P_WINDOW_MARGIN);
-            /* Capped: the window is the min-p set; if the nucleus reaches
-             * past it, the cut below keeps the whole window, as it should. */
-            if (holds_nucleus || capped || n == pr->n_finite) {
-                qsort(c, (size_t)n, sizeof *c, cand_cmp);
-                n = cut_top_p(c, n, total, p->top_p);
-                if (min_p_on) n = cut_min_p(c, n, p->min_p);
-                return n;
-            }
+        for (int32_t t = 0; t < V; t++) {
+            if (z[t] == -INFINITY) continue;
+            float v = (z[t] - zmax) / T;
+            float w = expf(v);
+            total += w;
+            if (min_p_on && !(w >= p->min_p)) continue;
+            c[n++] = (struct cand){.v = v, .w = w, .id = t};
         }
+        return nucleus_select(c, n, (double)p->top_p * total);
     }
 
     /* Neither top-k nor top-p: min-p (if on) is a threshold, no ranking. */

@@ -32,9 +32,10 @@
  * vLLM v1 is taken from the model logits before bias and penalties too). That
  * mode is DI_LOGPROBS_RAW. Masked tokens have logprob -inf.
  *
- * Cost: O(V) for the common paths; top-k is a bounded heap, O(V log k);
- * top-p without top-k sorts only the tokens within a growing logit window of
- * the maximum that already holds top_p of the mass. No allocation per call:
+ * Cost: O(V) for the common paths; top-k is a bounded heap, O(V log k) (then
+ * the k survivors are sorted); top-p without top-k finds the nucleus by a
+ * mass-steered quickselect, expected O(V), sorting only a small remainder
+ * (O(V log V) worst case on adversarial pivots). No allocation per call:
  * a di_sampler owns scratch for one row and is used by one thread at a time
  * (one sampler per worker thread). */
 #ifndef DI_SAMPLE_SAMPLER_H

@@ -25,6 +25,7 @@ struct count_ctx {
     atomic_int by_thread[8];
     int n_threads;
     atomic_int bad_thread;
+    atomic_uint sink; /* keeps slow_task's busy loop from being optimized out */
 };
 
 static void count_task(void *arg, int64_t task, int thread) {
@@ -61,6 +62,7 @@ static void slow_task(void *arg, int64_t task, int thread) {
     struct count_ctx *c = arg;
     volatile unsigned x = 0;
     for (int i = 0; i < 2000; i++) x += (unsigned)i;
+    atomic_fetch_add(&c->sink, x);
     count_task(c, task, thread);
 }
 

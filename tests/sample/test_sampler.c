@@ -667,6 +667,41 @@ static int ref_distribution(const float *logits, int V, const di_sampling_params
     return n > 0;
 }
 
+/* Shapes that are hard for a selection algorithm: all logits equal (ties
+ * everywhere, broken by id) and logits already sorted either way. */
+static void top_p_handles_ties_and_sorted_rows(void **state) {
+    (void)state;
+    enum { V = 1000 };
+    float *logits = malloc(V * sizeof *logits), *probs = malloc(V * sizeof *probs);
+    double *want = malloc(V * sizeof *want);
+    di_sampler *s = make_sampler(V);
+    di_sample_input in = row(logits);
+    di_sampling_params p = di_sampling_params_default();
+    /* Equal weights of exactly 1: the mass above token i is exactly i, so
+     * top_p 0.5 keeps ids 0..499 and nothing else. */
+    for (int i = 0; i < V; i++) logits[i] = 1.5f;
+    p.top_p = 0.5f;
+    distribution(s, &p, &in, probs);
+    for (int i = 0; i < V; i++) assert_true(i < 500 ? probs[i] == 1.0f / 500 : probs[i] == 0);
+    const float top_ps[] = {0.3f, 0.77f, 0.95f};
+    for (int dir = 0; dir < 2; dir++) {
+        for (int i = 0; i < V; i++) logits[i] = 0.004f * (float)(dir ? i : V - i);
+        for (size_t k = 0; k < N_ELEMS(top_ps); k++) {
+            p.top_p = top_ps[k];
+            if (!ref_distribution(logits, V, &p, want)) continue;
+            distribution(s, &p, &in, probs);
+            for (int i = 0; i < V; i++) {
+                assert_true((probs[i] > 0) == (want[i] > 0));
+                assert_true(fabs(probs[i] - want[i]) < 1e-6);
+            }
+        }
+    }
+    di_sampler_free(s);
+    free(logits);
+    free(probs);
+    free(want);
+}
+
 static void truncation_matches_full_sort_reference_on_random_rows(void **state) {
     (void)state;
     enum { V = 3000 };
@@ -816,6 +851,7 @@ int main(void) {
         cmocka_unit_test(sampling_frequencies_match_softmax),
         cmocka_unit_test(same_seed_and_position_give_same_token_in_any_order),
         cmocka_unit_test(invalid_params_and_inputs_are_rejected_with_clear_errors),
+        cmocka_unit_test(top_p_handles_ties_and_sorted_rows),
         cmocka_unit_test(truncation_matches_full_sort_reference_on_random_rows),
         cmocka_unit_test(golden_distributions_and_logprobs_match),
     };
