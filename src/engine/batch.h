@@ -21,7 +21,8 @@ typedef struct di_batch {
     int32_t n_seq_slots;
     int32_t block_size;          /* tokens per KV block */
     const int32_t *const *block_tables; /* (n_seq_slots) -> (blocks of that sequence) */
-    const int32_t *n_blocks;     /* (n_seq_slots) valid entries in each block table */
+    const int32_t *n_blocks;     /* (n_seq_slots) valid entries in each block table;
+                                    0 (and a NULL table) for a slot with no sequence */
 } di_batch;
 
 #endif

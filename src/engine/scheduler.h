@@ -1,0 +1,187 @@
+/* Continuous-batching scheduler (nano-vllm's decomposition): sequences move
+ * between a WAITING and a RUNNING queue; each step packs decode tokens and
+ * prefill chunks into one flat batch under a token budget, manages their KV
+ * blocks (block pool + prefix cache), and preempts by recompute when blocks
+ * run out.
+ *
+ * The engine loop, one step:
+ *
+ *   di_scheduler_schedule(s, &out, &err);       // batch + rows to sample
+ *   model forward(&out.batch)                   // writes KV, gives logits
+ *   for i in 0..out.n_samples-1:                // logits of row out.sample_rows[i]
+ *       tok = sample(...);
+ *       di_scheduler_postprocess(s, out.sample_seqs[i], tok, why, &final, &err);
+ *
+ * KV blocks are only allocated in schedule (the one place where running out
+ * can be answered by preemption); postprocess appends the token and, on
+ * finish, caches and frees. The block for a sampled token is taken by the
+ * schedule that feeds that token back.
+ *
+ * Every sampled sequence gets exactly one postprocess before the next
+ * schedule (or is cancelled). The forward must run before the next schedule:
+ * schedule counts the batch's tokens as computed, and caches their full
+ * blocks for other sequences at the next schedule.
+ *
+ * Sequence lifecycle and ownership:
+ *   di_scheduler_add      -> WAITING; the scheduler owns the di_seq and copies
+ *                            the prompt. Refused (DI_ERR_FULL / RANGE) when
+ *                            prompt + max_tokens can never fit the pool or
+ *                            the context; nothing else is affected.
+ *   schedule              -> admitted to RUNNING (slot + blocks), possibly
+ *                            preempted back to the front of WAITING (blocks
+ *                            freed; its prompt + generated tokens will be
+ *                            recomputed, often from the prefix cache).
+ *   postprocess(finish)   -> FINISHED: full blocks go to the prefix cache,
+ *                            all the sequence's block references are dropped.
+ *   (forward failed)      -> di_scheduler_abort_step, then schedule again.
+ *   di_scheduler_cancel   -> FINISHED (DI_FINISH_CANCEL) at once, from WAITING
+ *                            or RUNNING; blocks dropped, nothing cached.
+ *   di_scheduler_release  -> the FINISHED di_seq is freed (the caller reads
+ *                            its tokens first). di_scheduler_free frees all.
+ * A di_seq pointer stays valid from add until release or scheduler free.
+ *
+ * Not thread-safe: one engine thread drives one scheduler. */
+#ifndef DI_ENGINE_SCHEDULER_H
+#define DI_ENGINE_SCHEDULER_H
+
+#include "base/status.h"
+#include "engine/batch.h"
+#include "kv/block_pool.h"
+#include "kv/prefix_cache.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef enum di_seq_status {
+    DI_SEQ_WAITING = 0,
+    DI_SEQ_RUNNING,
+    DI_SEQ_FINISHED,
+} di_seq_status;
+
+typedef enum di_finish_reason {
+    DI_FINISH_NONE = 0, /* still generating */
+    DI_FINISH_STOP,     /* stop token or stop string (the engine decides) */
+    DI_FINISH_LENGTH,   /* max_tokens reached (the scheduler also detects it) */
+    DI_FINISH_CANCEL,   /* cancelled by the caller */
+} di_finish_reason;
+
+/* One request's state. Read-only outside the scheduler. Generated tokens are
+ * tokens[n_prompt .. n_tokens). */
+typedef struct di_seq {
+    int64_t id;                 /* 1, 2, ... in order of add */
+    void *user;                 /* the caller's pointer, never touched */
+    di_seq_status status;
+    di_finish_reason finish;
+    int32_t n_prompt;
+    int32_t max_tokens;         /* generated tokens allowed, >= 1 */
+    int32_t n_tokens;           /* prompt + generated so far */
+    int32_t *tokens;            /* (n_prompt + max_tokens) capacity */
+    int32_t n_computed;         /* tokens whose KV is written (or in the batch
+                                   just scheduled); 0 while WAITING */
+    int32_t n_cached_prefix;    /* tokens taken from the prefix cache at the
+                                   last admission (not computed) */
+    int32_t n_blocks;           /* valid entries of block_table */
+    int32_t *block_table;       /* (max blocks of this sequence) block ids */
+    int32_t slot;               /* batch sequence slot while RUNNING, else -1 */
+    int32_t n_preemptions;
+    /* Private to the scheduler: */
+    int64_t admit_order;        /* larger = admitted later (preempted first) */
+    int32_t n_blocks_cap;
+    int32_t n_blocks_offered;   /* full blocks already offered to the cache */
+    bool awaiting_sample;       /* a sampled row was scheduled; postprocess due */
+    bool in_step;               /* has rows in the batch being built */
+    int32_t n_computed_before_step; /* for di_scheduler_abort_step */
+    struct di_seq *all_prev, *all_next; /* every seq not yet released */
+} di_seq;
+
+typedef struct di_scheduler_config {
+    int32_t n_blocks;             /* KV blocks in the pool */
+    int32_t block_size;           /* tokens per block */
+    int32_t max_tokens_per_step;  /* token budget: batch rows per step */
+    int32_t max_running;          /* RUNNING sequences at once = batch slots */
+    int32_t max_context;          /* prompt + max_tokens limit (model context) */
+    bool prefix_cache;            /* reuse full blocks across sequences */
+} di_scheduler_config;
+
+/* What one step runs. Arrays are owned by the scheduler and stay valid until
+ * the next schedule / free; batch.block_tables point into live di_seqs. */
+typedef struct di_sched_output {
+    di_batch batch;
+    int32_t n_samples;
+    const int32_t *sample_rows;       /* (n_samples) batch row whose logits to sample */
+    di_seq *const *sample_seqs;       /* (n_samples) the sequence of that row */
+    int32_t n_decode_tokens;          /* one-token rows of sequences with all else computed */
+    int32_t n_prefill_tokens;         /* the other rows (prompt chunks, recompute) */
+    int32_t n_preempted;              /* sequences preempted by this step */
+} di_sched_output;
+
+typedef struct di_scheduler_stats {
+    int32_t n_waiting, n_running;
+    int32_t n_blocks_free;            /* in the pool's free list */
+    int32_t n_blocks_cached;          /* held by the prefix cache */
+    int32_t n_blocks_evictable;       /* cached and referenced by no sequence */
+    int64_t n_steps;
+    int64_t n_preemptions;
+    int64_t n_prefix_hit_tokens;      /* prompt tokens skipped thanks to the cache */
+    int64_t n_computed_tokens;        /* batch rows scheduled so far */
+} di_scheduler_stats;
+
+typedef struct di_scheduler di_scheduler;
+
+/* Validates cfg (every count >= 1) and builds the pool and cache. */
+di_status di_scheduler_create(const di_scheduler_config *cfg, di_scheduler **out, di_error *err);
+/* Frees every di_seq (live or finished), the cache and the pool. */
+void di_scheduler_free(di_scheduler *s);
+
+/* Queues a request at the back of WAITING. prompt: n_prompt >= 1 token ids
+ * (>= 0), copied. Refuses with DI_ERR_RANGE when n_prompt + max_tokens exceeds
+ * max_context, DI_ERR_FULL when its KV could never fit the whole pool; the
+ * message says by how much. *out is the new sequence. */
+di_status di_scheduler_add(di_scheduler *s, const int32_t *prompt, int32_t n_prompt,
+                           int32_t max_tokens, void *user, di_seq **out, di_error *err);
+
+/* Plans one step into *out: first one decode token per RUNNING sequence (in
+ * admission order), then the next chunks of RUNNING sequences still
+ * prefilling, then admits WAITING sequences (prefix-cache hit first) while
+ * budget and slots remain. A sequence whose chunk reaches its last token gets
+ * a sampled row. When blocks run out the newest RUNNING sequence not in this
+ * batch is preempted (possibly the one asking). n_rows is 0 when idle.
+ * DI_ERR_INVALID_ARG when the last step's samples were not all postprocessed. */
+di_status di_scheduler_schedule(di_scheduler *s, di_sched_output *out, di_error *err);
+
+/* Appends the token sampled for seq. finish is the engine's verdict
+ * (NONE / STOP / LENGTH / CANCEL); the scheduler turns NONE into LENGTH when
+ * max_tokens is reached. When the result is not NONE the sequence finishes:
+ * its full blocks are offered to the prefix cache and its references
+ * dropped. *final_out (may be NULL) gets the resulting finish reason. */
+di_status di_scheduler_postprocess(di_scheduler *s, di_seq *seq, int32_t token,
+                                   di_finish_reason finish, di_finish_reason *final_out,
+                                   di_error *err);
+
+/* Undoes the last schedule() when its forward failed: the batch's tokens
+ * count as not computed again and its pending samples are dropped, so the
+ * next schedule() plans them again. Blocks already given stay with their
+ * sequences; preemptions of that step stand (they lost nothing). Call before
+ * any postprocess of that step. */
+void di_scheduler_abort_step(di_scheduler *s);
+
+/* Finishes a WAITING or RUNNING sequence with DI_FINISH_CANCEL and drops its
+ * blocks at once (nothing is cached: its last batch may not have run). A
+ * pending sample of it is dropped too. No-op on a FINISHED sequence. */
+di_status di_scheduler_cancel(di_scheduler *s, di_seq *seq, di_error *err);
+
+/* Frees a FINISHED sequence; DI_ERR_INVALID_ARG (and nothing freed) otherwise. */
+di_status di_scheduler_release(di_scheduler *s, di_seq *seq, di_error *err);
+
+/* No WAITING or RUNNING sequence. */
+bool di_scheduler_is_idle(const di_scheduler *s);
+
+/* Checks every block's reference count against the block tables of RUNNING
+ * sequences and the prefix cache (see di_prefix_cache_check_integrity), and
+ * each sequence's own invariants. When idle this proves every block is free
+ * or cached. Meant for tests and debug builds; O(blocks + sequences). */
+di_status di_scheduler_check_integrity(const di_scheduler *s, di_error *err);
+
+void di_scheduler_get_stats(const di_scheduler *s, di_scheduler_stats *out);
+
+#endif
