@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -28,7 +29,9 @@ static void usage(FILE *f) {
             "  --pieces            print each id with its text, one per line\n"
             "  --chat              wrap the text as a user message in the chat template\n"
             "  --chat-template N   template by name (chatml, llama3, deepseek3, phi3)\n"
-            "  --system S          with --chat: a system message first\n");
+            "  --system S          with --chat: a system message first\n"
+            "  --bench N           encode N times; print the token count and median MB/s\n"
+            "  --chunk BYTES       with --bench: encode as documents of about BYTES each\n");
 }
 
 static char *read_all(const char *path, size_t *len) {
@@ -64,6 +67,52 @@ static int print_ids(const di_tokenizer *t, const di_tok_ids *ids, bool pieces) 
         printf("%6d  '%.*s'\n", ids->data[i], (int)n, s);
     }
     if (!pieces) printf("\n");
+    return 0;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Times encode only (the tokenizer is already loaded), median of runs. With
+ * chunk > 0 the text is encoded as separate documents, each cut at the first
+ * newline after chunk bytes (how a server sees prompts). */
+static int bench(const di_tokenizer *t, const char *text, size_t len, bool parse_special, int runs, size_t chunk) {
+    double *secs = calloc((size_t)runs, sizeof *secs);
+    if (!secs) return 1;
+    di_tok_ids ids = {0};
+    di_error err = {0};
+    for (int r = 0; r < runs; r++) {
+        ids.n = 0;
+        double t0 = now_s();
+        for (size_t off = 0; off < len;) {
+            size_t n = len - off;
+            if (chunk && n > chunk) {
+                const char *nl = memchr(text + off + chunk, '\n', len - off - chunk);
+                n = nl ? (size_t)(nl - (text + off)) + 1 : len - off;
+            }
+            if (di_tok_encode(t, text + off, n, false, parse_special, &ids, &err)) {
+                fprintf(stderr, "deepinfer tokenize: %s\n", err.msg);
+                free(secs);
+                di_tok_ids_free(&ids);
+                return 1;
+            }
+            off += n;
+        }
+        secs[r] = now_s() - t0;
+    }
+    qsort(secs, (size_t)runs, sizeof *secs, cmp_double);
+    double med = secs[runs / 2];
+    printf("bytes %zu tokens %zu median_s %.6f MB/s %.2f\n", len, ids.n, med, len / med / 1e6);
+    free(secs);
+    di_tok_ids_free(&ids);
     return 0;
 }
 
@@ -112,6 +161,8 @@ static int decode(const di_tokenizer *t, const char *in, bool render_special) {
 
 int di_cmd_tokenize(int argc, char **argv) {
     const char *model = NULL, *file = NULL, *text = NULL, *tmpl = NULL, *system = NULL;
+    int bench_runs = 0;
+    long bench_chunk = 0;
     bool do_decode = false, parse_special = false, bos = false, render_special = false, pieces = false, chat = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -120,6 +171,14 @@ int di_cmd_tokenize(int argc, char **argv) {
         else if ((!strcmp(a, "-f") || !strcmp(a, "--file")) && has_next) file = argv[++i];
         else if (!strcmp(a, "--chat-template") && has_next) tmpl = argv[++i];
         else if (!strcmp(a, "--system") && has_next) system = argv[++i];
+        else if (!strcmp(a, "--chunk") && has_next) bench_chunk = atol(argv[++i]);
+        else if (!strcmp(a, "--bench") && has_next) {
+            bench_runs = atoi(argv[++i]);
+            if (bench_runs < 1 || bench_runs > 1000) {
+                fprintf(stderr, "deepinfer tokenize: --bench takes 1..1000\n");
+                return 2;
+            }
+        }
         else if (!strcmp(a, "--decode")) do_decode = true;
         else if (!strcmp(a, "--no-special")) parse_special = false;
         else if (!strcmp(a, "--parse-special")) parse_special = true;
@@ -169,7 +228,9 @@ int di_cmd_tokenize(int argc, char **argv) {
         return 1;
     }
     int rc;
-    if (do_decode) {
+    if (bench_runs) {
+        rc = bench(t, text, len, parse_special, bench_runs, bench_chunk > 0 ? (size_t)bench_chunk : 0);
+    } else if (do_decode) {
         rc = decode(t, text, render_special);
     } else {
         char *prompt = NULL;
