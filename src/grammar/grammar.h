@@ -41,21 +41,26 @@ typedef enum di_grammar_ws {
 
 #define DI_GRAMMAR_MAX_WS 20
 
+/* Which JSON Schema draft a schema without "$schema" follows. The drafts
+ * differ in `items` (array = tuple in draft 7; prefixItems in 2020-12) and
+ * in whether keywords beside `$ref` apply (ignored in draft 7). */
+typedef enum di_grammar_draft {
+    DI_GRAMMAR_DRAFT_2020_12 = 0,
+    DI_GRAMMAR_DRAFT_7 = 1,
+} di_grammar_draft;
+
 typedef struct di_grammar_options {
     di_grammar_ws whitespace;
     /* Lenient: unsupported JSON Schema keywords are ignored (the output may
      * then violate them) instead of failing the compile. */
     bool lenient;
-    /* Maximum nesting of schemas / regex groups / EBNF parentheses; 0 means
+    /* Maximum nesting of schemas / regex groups; 0 means
      * DI_GRAMMAR_DEFAULT_MAX_DEPTH. */
     uint32_t max_depth;
-    /* In JSON-object mode and for schemas without a type: the nesting
-     * depth of generic JSON values (objects/arrays); 0 means the default. */
-    uint32_t max_json_depth;
+    di_grammar_draft draft;
 } di_grammar_options;
 
 #define DI_GRAMMAR_DEFAULT_MAX_DEPTH 128
-#define DI_GRAMMAR_DEFAULT_JSON_DEPTH 32
 
 /* Default options: compact whitespace, strict keywords, default limits. */
 di_grammar_options di_grammar_options_default(void);
@@ -78,7 +83,7 @@ di_status di_grammar_compile_json_schema(const char *schema, size_t len,
                                          const di_grammar_options *opt, di_grammar **out,
                                          di_error *err);
 
-/* JSON-object mode: any JSON object (values nested up to max_json_depth). */
+/* JSON-object mode: any JSON object (values of any type and nesting). */
 di_status di_grammar_compile_json_object(const di_grammar_options *opt, di_grammar **out,
                                          di_error *err);
 
