@@ -12,5 +12,6 @@ typedef struct di_command {
 } di_command;
 
 int di_cmd_info(int argc, char **argv);
+int di_cmd_grammar(int argc, char **argv);
 
 #endif

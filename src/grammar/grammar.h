@@ -117,6 +117,13 @@ di_status di_grammar_vocab_create(uint32_t n_tokens, const uint8_t *const *bytes
 di_status di_grammar_vocab_from_hf_json(const char *path, const char *eos_token,
                                         di_grammar_vocab **out, di_error *err);
 
+/* Greedy longest-match tokenization of bytes into normal tokens: a valid
+ * (not the tokenizer's) segmentation, for tests and tools that need token
+ * sequences before a real tokenizer is wired in. Writes at most cap ids;
+ * returns the number needed, or -1 when some byte has no token. */
+int64_t di_grammar_vocab_greedy_tokenize(const di_grammar_vocab *v, const uint8_t *bytes, size_t n,
+                                         uint32_t *ids, size_t cap);
+
 void di_grammar_vocab_free(di_grammar_vocab *v);
 uint32_t di_grammar_vocab_size(const di_grammar_vocab *v);
 /* Bytes of token id (NULL when out of range); *len receives the length. */

@@ -189,6 +189,32 @@ const uint8_t *di_grammar_vocab_token(const di_grammar_vocab *v, uint32_t id, ui
     return v->data + v->off[id];
 }
 
+int64_t di_grammar_vocab_greedy_tokenize(const di_grammar_vocab *v, const uint8_t *bytes, size_t n,
+                                         uint32_t *ids, size_t cap) {
+    size_t pos = 0, count = 0;
+    while (pos < n) {
+        /* walk the trie from the root along bytes[pos..]; siblings of a
+         * node are reached through skip[] */
+        uint32_t node = 0, best_tok = UINT32_MAX;
+        size_t best_len = 0, depth = 0;
+        uint32_t end = v->n_nodes;
+        while (pos + depth < n && node < end) {
+            uint8_t c = bytes[pos + depth];
+            while (node < end && v->byte[node] != c) node = v->skip[node];
+            if (node >= end) break;
+            if (v->tok_start[node] < v->tok_start[node + 1]) best_tok = v->trie_tok[v->tok_start[node]], best_len = depth + 1;
+            end = v->skip[node];
+            node++;
+            depth++;
+        }
+        if (best_tok == UINT32_MAX) return -1;
+        if (count < cap) ids[count] = best_tok;
+        count++;
+        pos += best_len;
+    }
+    return (int64_t)count;
+}
+
 /* ---- Hugging Face tokenizer.json (byte-level BPE) ---------------------- */
 
 /* GPT-2's byte-to-unicode table: printable bytes map to themselves, the
@@ -266,8 +292,11 @@ di_status di_grammar_vocab_from_hf_json(const char *path, const char *eos_token,
     }
     int16_t inv[512];
     byte_decoder(inv);
+    /* added tokens may also sit in model.vocab under their raw text */
+    json_array_foreach(added, ai, val) flags[json_integer_value(json_object_get(val, "id"))] = DI_GRAMMAR_TOKEN_SPECIAL;
     json_object_foreach(vocab, key, val) {
         uint32_t id = (uint32_t)json_integer_value(val);
+        if (flags[id] != DI_GRAMMAR_TOKEN_NORMAL) continue;
         size_t kl = strlen(key);
         uint8_t *b = malloc(kl + 1);
         if (!b) { st = di_error_set(err, DI_ERR_NOMEM, "out of memory"); goto done; }
