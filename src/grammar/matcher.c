@@ -103,6 +103,7 @@ static void advance_waiting(di_grammar_matcher *m, uint32_t set_begin, mt_item w
  * new item appears, then files each item as scanning or waiting. */
 static bool close_set(di_grammar_matcher *m, uint32_t k, uint32_t set_begin) {
     const di_grammar *g = m->g;
+    uint32_t escaped = 0;
     for (uint32_t i = set_begin; i < m->n_items && !m->oom; i++) {
         mt_item it = m->items[i];
         uint32_t s = g->syms[it.pos], v = SYM_VAL(s);
@@ -127,6 +128,7 @@ static bool close_set(di_grammar_matcher *m, uint32_t k, uint32_t set_begin) {
         }
         case SYM_END: {
             if (it.origin == k) break; /* empty derivation: handled by nullable */
+            if (it.origin == 0 && m->local) escaped = 1;
             const mt_set *o = &m->sets[it.origin];
             /* set origin+1 may be the one under construction: its waits
              * are not filed yet, so the end of origin's waits is n_waits */
@@ -147,6 +149,7 @@ static bool close_set(di_grammar_matcher *m, uint32_t k, uint32_t set_begin) {
     cur->scan_start = m->n_scans;
     cur->wait_start = m->n_waits;
     cur->accept = 0;
+    cur->escaped = escaped;
     uint32_t n = m->n_items - set_begin;
     if (!grow_arr((void **)&m->scans, &m->cap_scans, m->n_scans + n, sizeof(uint32_t)) ||
         !grow_arr((void **)&m->waits, &m->cap_waits, m->n_waits + n, sizeof(uint32_t)))
@@ -158,7 +161,7 @@ static bool close_set(di_grammar_matcher *m, uint32_t k, uint32_t set_begin) {
         else if (kind != SYM_END) m->waits[m->n_waits++] = i;
         else if (it->pos == g->accept_pos && it->origin == 0) cur->accept = 1;
     }
-    m->sets[k + 1] = (mt_set){m->n_items, m->n_scans, m->n_waits, 0};
+    m->sets[k + 1] = (mt_set){m->n_items, m->n_scans, m->n_waits, 0, 0};
     return true;
 }
 
@@ -180,7 +183,8 @@ void mt_truncate(di_grammar_matcher *m, uint32_t n_sets) {
     m->n_scans = e->scan_start;
     m->n_waits = e->wait_start;
     m->n_sets = n_sets;
-    m->sets[n_sets] = (mt_set){m->n_items, m->n_scans, m->n_waits, 0};
+    m->sets[n_sets] = (mt_set){m->n_items, m->n_scans, m->n_waits, 0, 0};
+    if (m->n_sid_valid > n_sets) m->n_sid_valid = n_sets;
 }
 
 bool mt_push_byte(di_grammar_matcher *m, uint8_t byte) {
@@ -196,12 +200,12 @@ bool mt_push_byte(di_grammar_matcher *m, uint8_t byte) {
     }
     if (m->n_items == begin || m->oom) {
         m->n_items = begin;
-        m->sets[k] = (mt_set){m->n_items, m->n_scans, m->n_waits, 0};
+        m->sets[k] = (mt_set){m->n_items, m->n_scans, m->n_waits, 0, 0};
         return false;
     }
     if (!close_set(m, k, begin)) {
         m->n_items = begin;
-        m->sets[k] = (mt_set){m->n_items, m->n_scans, m->n_waits, 0};
+        m->sets[k] = (mt_set){m->n_items, m->n_scans, m->n_waits, 0, 0};
         return false;
     }
     m->n_sets = k + 1;
@@ -211,6 +215,7 @@ bool mt_push_byte(di_grammar_matcher *m, uint8_t byte) {
 /* Builds set 0: the prediction of $start. */
 static bool init_state(di_grammar_matcher *m) {
     m->n_items = m->n_scans = m->n_waits = m->n_sets = m->n_toks = 0;
+    m->n_sid_valid = 0;
     m->eos_done = false;
     m->oom = false;
     if (!begin_set(m)) return false;
@@ -248,6 +253,7 @@ void di_grammar_matcher_free(di_grammar_matcher *m) {
     free(m->ht_gen);
     free(m->tok_sets);
     free(m->tok_eos);
+    free(m->sids);
     free(m);
 }
 

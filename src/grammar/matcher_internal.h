@@ -30,6 +30,7 @@ typedef struct mt_set {
     uint32_t scan_start; /* first index into scans (items before a TERM) */
     uint32_t wait_start; /* first index into waits (items before a RULE/REP) */
     uint32_t accept;     /* the set contains the accepting item */
+    uint32_t escaped;    /* local parses: an item with origin 0 completed */
 } mt_set;
 
 /* Vocabulary with a byte trie laid out in preorder: node i's subtree is
@@ -71,7 +72,10 @@ struct di_grammar_matcher {
     uint8_t *tok_eos;
     uint32_t n_toks, cap_toks;
     bool eos_done;
-    bool oom; /* a limit or allocation failed during the last advance */
+    bool oom;   /* a limit or allocation failed during the last advance */
+    bool local; /* a local parser of token_mask.c: set 0 stands for "outside" */
+    /* content ids of the first n_sid_valid sets (token_mask.c) */
+    uint32_t *sids, n_sid_valid, cap_sids;
     mt_mask_cache *cache;
 };
 
