@@ -50,6 +50,7 @@ struct di_grammar_vocab {
     uint32_t *skip;     /* (n_nodes) */
     uint32_t *tok_start; /* (n_nodes + 1) */
     uint32_t *trie_tok; /* normal tokens in trie order */
+    gb_bits *sub;       /* (n_nodes) bytes occurring in node i's subtree, i included */
     uint32_t max_len;   /* longest token in bytes */
 };
 

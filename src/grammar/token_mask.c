@@ -28,8 +28,10 @@
 
 #include "base/alloc.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define KEY_SELF 0xFFFFFFFFu   /* origin == the set itself */
 #define KEY_ACCEPT 0xFFFFFFFEu /* marker triple for the accepting flag */
@@ -55,7 +57,31 @@ typedef struct local_entry {
     uint32_t n_unc;
 } local_entry;
 
+/* Lazily built DFA over local parser sets (content ids as for whole
+ * states; set 0, the outside, has id 0). rows[id * 256 + byte]: 0 unknown,
+ * 1 dead, otherwise (next id + 2) | ESC_BIT when that step tried to
+ * complete into the outside. loop[id]: bytes that lead back to id, known
+ * once the state was hot (then whole trie subtrees made of those bytes are
+ * accepted without visiting them). */
+#define ROW_UNKNOWN 0u
+#define ROW_DEAD 1u
+#define ROW_ESC 0x80000000u
+#define DFA_MAX_STATES (1u << 16)
+#define LOOP_HOT_VISITS 32
+
+typedef struct ldfa {
+    key_table states;
+    uint32_t *rows;
+    gb_bits *loop;
+    uint32_t *visits;
+    uint8_t *loop_known;
+    uint32_t cap;
+} ldfa;
+
 struct mt_mask_cache {
+    ldfa dfa;
+    uint32_t *path_sid; /* scratch per depth */
+    uint8_t *path_byte;
     key_table states;
     uint32_t *mask_of;   /* per state id: index into masks + 1, 0 = none */
     uint32_t cap_mask_of;
@@ -157,9 +183,17 @@ static void flush_locals(mt_mask_cache *c) {
     c->local_bytes = 0;
 }
 
+static void dfa_free(ldfa *d) {
+    kt_free(&d->states);
+    free(d->rows), free(d->loop), free(d->visits), free(d->loop_known);
+    memset(d, 0, sizeof *d);
+}
+
 void mt_mask_cache_free(mt_mask_cache *c) {
     if (!c) return;
     flush_locals(c);
+    dfa_free(&c->dfa);
+    free(c->path_sid), free(c->path_byte);
     kt_free(&c->states);
     free(c->lents);
     free(c->mask_of);
@@ -361,39 +395,164 @@ static bool push_u32(uint32_t **v, uint32_t *n, uint32_t *cap, uint32_t x) {
     return true;
 }
 
-/* Walks the whole trie with the seeded local parser. */
+/* Interns the content of local set k (origins as ids; 0 = outside) and
+ * makes sure its DFA row exists. UINT32_MAX on no memory. */
+static uint32_t local_sid(mt_mask_cache *c, di_grammar_matcher *L, uint32_t k) {
+    ldfa *d = &c->dfa;
+    const mt_set *s = &L->sets[k], *e = &L->sets[k + 1];
+    uint32_t n = (e->scan_start - s->scan_start) + (e->wait_start - s->wait_start);
+    if (!ensure_key(c, 3 * n + 3)) return UINT32_MAX;
+    uint32_t q = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        const uint32_t *idx = pass ? L->waits : L->scans;
+        uint32_t a = pass ? s->wait_start : s->scan_start, z = pass ? e->wait_start : e->scan_start;
+        for (uint32_t i = a; i < z; i++) {
+            const mt_item *it = &L->items[idx[i]];
+            c->key[q++] = it->pos;
+            c->key[q++] = it->origin == k ? KEY_SELF : L->sids[it->origin];
+            c->key[q++] = canon_aux(L->g, L->vocab, it);
+        }
+    }
+    n = sort_triples(c->key, q / 3);
+    bool added;
+    uint32_t id = kt_intern(&d->states, c->key, 3 * n, &added);
+    if (id == UINT32_MAX || !added) return id;
+    if (id >= d->cap) {
+        uint32_t nc = d->cap ? d->cap * 2 : 256;
+        uint32_t *r = di_realloc_array(d->rows, (size_t)nc * 256, sizeof *r);
+        if (!r) return UINT32_MAX;
+        d->rows = r;
+        gb_bits *lp = di_realloc_array(d->loop, nc, sizeof *lp);
+        if (!lp) return UINT32_MAX;
+        d->loop = lp;
+        uint32_t *vi = di_realloc_array(d->visits, nc, sizeof *vi);
+        if (!vi) return UINT32_MAX;
+        d->visits = vi;
+        uint8_t *lk = realloc(d->loop_known, nc);
+        if (!lk) return UINT32_MAX;
+        d->loop_known = lk, d->cap = nc;
+    }
+    memset(d->rows + (size_t)id * 256, 0, 256 * sizeof *d->rows);
+    d->visits[id] = 0, d->loop_known[id] = 0;
+    return id;
+}
+
+/* Materializes the local parser along the current walk path up to depth
+ * `depth` (replaying the recorded bytes); *md is the depth materialized. */
+static bool materialize(mt_mask_cache *c, di_grammar_matcher *L, uint32_t *md, uint32_t depth) {
+    while (*md < depth) {
+        if (!mt_push_byte(L, c->path_byte[*md])) return false; /* cannot happen: the path is alive */
+        L->sids[L->n_sets - 1] = c->path_sid[*md + 1];
+        (*md)++;
+    }
+    return true;
+}
+
+/* One DFA step from the state at depth d (materialized) on byte b. */
+static uint32_t step(mt_mask_cache *c, di_grammar_matcher *L, uint32_t b) {
+    if (!mt_push_byte(L, (uint8_t)b)) return L->oom ? UINT32_MAX : ROW_DEAD;
+    uint32_t k = L->n_sets - 1;
+    uint32_t id = local_sid(c, L, k);
+    if (id == UINT32_MAX) return UINT32_MAX;
+    L->sids[k] = id;
+    return (id + 2) | (L->sets[k].escaped ? ROW_ESC : 0);
+}
+
+/* Walks the whole trie with the seeded local parser, through the DFA. */
 static bool classify(di_grammar_matcher *m, local_entry *le) {
     mt_mask_cache *c = m->cache;
     const di_grammar_vocab *v = m->vocab;
     di_grammar_matcher *L = c->lp;
+    ldfa *d = &c->dfa;
     size_t words = di_grammar_vocab_mask_words(v);
     le->acc = calloc(words, sizeof(uint32_t));
     if (!le->acc) return false;
-    if (!c->esc && !(c->esc = malloc((size_t)v->max_len + 2))) return false;
-    uint32_t cap_unc = 0;
-    const uint32_t base = L->n_sets;
+    size_t depth_cap = (size_t)v->max_len + 2;
+    if (!c->esc && !(c->esc = malloc(depth_cap))) return false;
+    if (!c->path_sid && !(c->path_sid = di_malloc_array(depth_cap, sizeof(uint32_t)))) return false;
+    if (!c->path_byte && !(c->path_byte = malloc(depth_cap))) return false;
+    if (L->cap_sids < depth_cap + 2) {
+        uint32_t *x = di_realloc_array(L->sids, depth_cap + 2, sizeof *x);
+        if (!x) return false;
+        L->sids = x, L->cap_sids = (uint32_t)depth_cap + 2;
+    }
+    if (d->states.n_ids > DFA_MAX_STATES) dfa_free(d);
+    if (d->states.n_ids == 0) { /* id 0: the outside */
+        uint32_t outside[3] = {KEY_ACCEPT, KEY_ACCEPT, KEY_ACCEPT};
+        bool added;
+        if (kt_intern(&d->states, outside, 3, &added) != 0) return false;
+    }
+    L->sids[0] = 0;
+    uint32_t seed = local_sid(c, L, 1);
+    if (seed == UINT32_MAX) return false;
+    L->sids[1] = seed;
+    c->path_sid[0] = seed;
     c->esc[0] = 0;
+    uint32_t md = 0; /* materialized depth: L->n_sets == 2 + md */
+    uint32_t cap_unc = 0;
     for (uint32_t i = 0; i < v->n_nodes;) {
-        uint32_t d = v->depth[i];
-        mt_truncate(L, base + d);
-        if (mt_push_byte(L, v->byte[i])) {
-            c->esc[d + 1] = c->esc[d] | (L->sets[L->n_sets - 1].escaped != 0);
-            for (uint32_t q = v->tok_start[i]; q < v->tok_start[i + 1]; q++) {
-                uint32_t t = v->trie_tok[q];
-                le->acc[t >> 5] |= 1u << (t & 31);
+        uint32_t dep = v->depth[i], b = v->byte[i];
+        if (md > dep) mt_truncate(L, 2 + dep), md = dep;
+        uint32_t S = c->path_sid[dep];
+        if (d->loop_known[S]) {
+            const gb_bits *sb = &v->sub[i], *lp = &d->loop[S];
+            if (!((sb->w[0] & ~lp->w[0]) | (sb->w[1] & ~lp->w[1]) | (sb->w[2] & ~lp->w[2]) | (sb->w[3] & ~lp->w[3]))) {
+                /* every path in this subtree loops in S: all accepted */
+                for (uint32_t q = v->tok_start[i]; q < v->tok_start[v->skip[i]]; q++) {
+                    uint32_t t = v->trie_tok[q];
+                    le->acc[t >> 5] |= 1u << (t & 31);
+                }
+                i = v->skip[i];
+                continue;
             }
-            i++;
+        }
+        uint32_t e = d->rows[(size_t)S * 256 + b];
+        if (e == ROW_UNKNOWN) {
+            if (!materialize(c, L, &md, dep)) return false;
+            e = step(c, L, b);
+            if (e == UINT32_MAX) return false;
+            if (e != ROW_DEAD) md = dep + 1;
+            d->rows[(size_t)S * 256 + b] = e;
+        }
+        if (e == ROW_DEAD) {
+            if (c->esc[dep]) {
+                /* the real parse may go on through the outside */
+                for (uint32_t q = v->tok_start[i]; q < v->tok_start[v->skip[i]]; q++)
+                    if (!push_u32(&le->unc, &le->n_unc, &cap_unc, v->trie_tok[q])) return false;
+            }
+            i = v->skip[i];
             continue;
         }
-        if (c->esc[d] || L->oom) {
-            /* the real parse may go on through the outside (or the local
-             * one hit a limit): the whole subtree is uncertain */
-            for (uint32_t q = v->tok_start[i]; q < v->tok_start[v->skip[i]]; q++)
-                if (!push_u32(&le->unc, &le->n_unc, &cap_unc, v->trie_tok[q])) return false;
+        uint32_t next = (e & ~ROW_ESC) - 2;
+        c->path_sid[dep + 1] = next;
+        c->path_byte[dep] = (uint8_t)b;
+        c->esc[dep + 1] = c->esc[dep] | ((e & ROW_ESC) != 0);
+        for (uint32_t q = v->tok_start[i]; q < v->tok_start[i + 1]; q++) {
+            uint32_t t = v->trie_tok[q];
+            le->acc[t >> 5] |= 1u << (t & 31);
         }
-        i = v->skip[i];
+        /* a hot state learns its self-loop bytes (all 256 steps, once) */
+        if (++d->visits[S] == LOOP_HOT_VISITS && !d->loop_known[S]) {
+            if (md > dep) mt_truncate(L, 2 + dep), md = dep;
+            if (!materialize(c, L, &md, dep)) return false;
+            gb_bits lp = {{0}};
+            for (uint32_t x = 0; x < 256; x++) {
+                uint32_t *r = &d->rows[(size_t)S * 256 + x];
+                if (*r == ROW_UNKNOWN) {
+                    uint32_t ex = step(c, L, x);
+                    if (ex == UINT32_MAX) return false;
+                    r = &d->rows[(size_t)S * 256 + x]; /* rows may have moved */
+                    *r = ex;
+                    mt_truncate(L, 2 + dep);
+                }
+                if (*r != ROW_DEAD && (*r & ~ROW_ESC) - 2 == S) gb_bits_set(&lp, (uint8_t)x);
+            }
+            d->loop[S] = lp;
+            d->loop_known[S] = 1;
+        }
+        i++;
     }
-    mt_truncate(L, base);
+    mt_truncate(L, 2);
     c->local_bytes += words * sizeof(uint32_t) + (size_t)le->n_unc * sizeof(uint32_t);
     return true;
 }
@@ -416,7 +575,12 @@ static local_entry *local_entry_for(di_grammar_matcher *m) {
     local_entry *le = &c->lents[id];
     if (added) {
         memset(le, 0, sizeof *le);
-        if (!seed_local(m) || !classify(m, le)) {
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        bool okc = seed_local(m) && classify(m, le);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        if (getenv("DI_MASK_TRACE")) fprintf(stderr, "classify key %u words: %.1f us, n_unc %u, seed items %u\n", n, (t1.tv_sec - t0.tv_sec) * 1e6 + (t1.tv_nsec - t0.tv_nsec) / 1e3, le->n_unc, c->lp->n_items);
+        if (!okc) {
             /* leave a consistent entry: nothing accepted, all uncertain is
              * not representable cheaply, so drop the whole local cache */
             free(le->acc), free(le->unc);

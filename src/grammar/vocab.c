@@ -107,6 +107,17 @@ static di_status build_trie(di_grammar_vocab *v, di_error *err) {
     for (uint32_t t = 0; t < n; t++) v->tok_start[end_node[t] + 1]++;
     for (uint32_t i = 0; i < nn; i++) v->tok_start[i + 1] += v->tok_start[i];
     v->trie_tok = ids; /* end_node is nondecreasing in t, so ids is in node order */
+    /* subtree byte sets, children before parents (reverse preorder); the
+     * children of i are i+1, skip[i+1], ... below skip[i] */
+    v->sub = di_malloc_array(nn ? nn : 1, sizeof(gb_bits));
+    if (!v->sub) { free(end_node); free(stack); return di_error_set(err, DI_ERR_NOMEM, "out of memory"); }
+    for (uint32_t i = nn; i-- > 0;) {
+        gb_bits b = {{0}};
+        gb_bits_set(&b, v->byte[i]);
+        for (uint32_t ch = i + 1; ch < v->skip[i]; ch = v->skip[ch])
+            for (int w = 0; w < 4; w++) b.w[w] |= v->sub[ch].w[w];
+        v->sub[i] = b;
+    }
     free(end_node);
     free(stack);
     return DI_OK;
@@ -123,6 +134,7 @@ void di_grammar_vocab_free(di_grammar_vocab *v) {
     free(v->skip);
     free(v->tok_start);
     free(v->trie_tok);
+    free(v->sub);
     free(v);
 }
 
