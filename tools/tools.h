@@ -12,6 +12,7 @@ typedef struct di_command {
 } di_command;
 
 int di_cmd_info(int argc, char **argv);
+int di_cmd_tokenize(int argc, char **argv);
 int di_cmd_grammar(int argc, char **argv);
 
 #endif

@@ -75,6 +75,8 @@ uint32_t di_gguf_version(const di_gguf *g);
 uint64_t di_gguf_alignment(const di_gguf *g);
 uint64_t di_gguf_file_size(const di_gguf *g);
 const char *di_gguf_name(const di_gguf *g); /* path or memory name */
+/* Byte offset of the data section (tensor offsets are relative to it). */
+uint64_t di_gguf_data_offset(const di_gguf *g);
 
 uint64_t di_gguf_kv_count(const di_gguf *g);
 const di_gguf_kv *di_gguf_kv_at(const di_gguf *g, uint64_t i);
@@ -99,6 +101,8 @@ di_status di_gguf_get_str(const di_gguf *g, const char *key, di_gguf_str *out, d
 /* Array element access (i < arr_len, checked). Numeric elements are widened. */
 di_status di_gguf_arr_get_i64(const di_gguf_kv *kv, uint64_t i, int64_t *out);
 di_status di_gguf_arr_get_f64(const di_gguf_kv *kv, uint64_t i, double *out);
+/* String element i of an ARRAY of STRING (points into the mapping). */
+di_status di_gguf_arr_get_str(const di_gguf_kv *kv, uint64_t i, di_gguf_str *out);
 
 const char *di_gguf_type_name(di_gguf_type t);
 

@@ -1,0 +1,466 @@
+/* llama hyper-parameters and tensor validation (see llama_hparams.h).
+ * Key names follow the GGUF spec / llama.cpp conventions ("llama.<key>"). */
+#include "model/llama_hparams.h"
+
+#include "base/alloc.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ROPE_FREQ_BASE_DEFAULT 10000.0f
+#define KEY_MAX 96
+
+/* ---- key helpers: the file name and key appear in every message -------- */
+
+static const char *gname(const di_gguf *g) { return di_gguf_name(g); }
+
+/* A required integer key: absent is a format error, not "not found". */
+static di_status req_u32(const di_gguf *g, const char *key, uint32_t *out, di_error *err) {
+    di_status s = di_gguf_get_u32(g, key, out, err);
+    if (s == DI_ERR_NOT_FOUND)
+        return di_error_set(err, DI_ERR_FORMAT, "%s: required kv '%s' is missing", gname(g), key);
+    return s;
+}
+
+/* An optional integer key: *out keeps def when absent. */
+static di_status opt_u32(const di_gguf *g, const char *key, uint32_t def, uint32_t *out,
+                         di_error *err) {
+    *out = def;
+    if (!di_gguf_find_kv(g, key)) return DI_OK;
+    return di_gguf_get_u32(g, key, out, err);
+}
+
+static di_status opt_f32(const di_gguf *g, const char *key, float def, float *out, di_error *err) {
+    *out = def;
+    if (!di_gguf_find_kv(g, key)) return DI_OK;
+    return di_gguf_get_f32(g, key, out, err);
+}
+
+static di_status in_range(const di_gguf *g, const char *key, uint64_t v, uint64_t lo, uint64_t hi,
+                          di_error *err) {
+    if (v < lo || v > hi)
+        return di_error_set(err, DI_ERR_RANGE, "%s: kv '%s' is %" PRIu64 ", expected %" PRIu64
+                            "..%" PRIu64, gname(g), key, v, lo, hi);
+    return DI_OK;
+}
+
+static bool str_eq(di_gguf_str s, const char *lit) {
+    size_t n = strlen(lit);
+    return s.len == n && memcmp(s.ptr, lit, n) == 0;
+}
+
+/* ---- hyper-parameters --------------------------------------------------- */
+
+static di_status read_arch(const di_gguf *g, di_error *err) {
+    di_gguf_str arch;
+    di_status s = di_gguf_get_str(g, "general.architecture", &arch, err);
+    if (s == DI_ERR_NOT_FOUND)
+        return di_error_set(err, DI_ERR_FORMAT, "%s: required kv 'general.architecture' is missing",
+                            gname(g));
+    if (s) return s;
+    if (!str_eq(arch, "llama")) {
+        int n = arch.len > 64 ? 64 : (int)arch.len;
+        return di_error_set(err, DI_ERR_UNSUPPORTED,
+                            "%s: kv 'general.architecture' is '%.*s', only 'llama' is supported",
+                            gname(g), n, arch.ptr);
+    }
+    uint32_t experts;
+    if ((s = opt_u32(g, "llama.expert_count", 0, &experts, err))) return s;
+    if (experts > 0)
+        return di_error_set(err, DI_ERR_UNSUPPORTED,
+                            "%s: kv 'llama.expert_count' is %" PRIu32
+                            ": mixture-of-experts llama models are not supported",
+                            gname(g), experts);
+    return DI_OK;
+}
+
+static di_status read_shape_params(const di_gguf *g, di_llama_hparams *hp, di_error *err) {
+    di_status s;
+    if ((s = req_u32(g, "llama.block_count", &hp->n_layers, err)) ||
+        (s = in_range(g, "llama.block_count", hp->n_layers, 1, DI_LLAMA_MAX_LAYERS, err)) ||
+        (s = req_u32(g, "llama.embedding_length", &hp->n_embd, err)) ||
+        (s = in_range(g, "llama.embedding_length", hp->n_embd, 1, DI_LLAMA_MAX_EMBD, err)) ||
+        (s = req_u32(g, "llama.attention.head_count", &hp->n_heads, err)) ||
+        (s = in_range(g, "llama.attention.head_count", hp->n_heads, 1, DI_LLAMA_MAX_HEADS, err)) ||
+        (s = opt_u32(g, "llama.attention.head_count_kv", hp->n_heads, &hp->n_heads_kv, err)) ||
+        (s = in_range(g, "llama.attention.head_count_kv", hp->n_heads_kv, 1, hp->n_heads, err)) ||
+        (s = req_u32(g, "llama.feed_forward_length", &hp->n_ff, err)) ||
+        (s = in_range(g, "llama.feed_forward_length", hp->n_ff, 1, DI_LLAMA_MAX_FF, err)) ||
+        (s = req_u32(g, "llama.context_length", &hp->n_ctx_train, err)) ||
+        (s = in_range(g, "llama.context_length", hp->n_ctx_train, 1, DI_LLAMA_MAX_CTX, err)))
+        return s;
+    if (hp->n_heads % hp->n_heads_kv != 0)
+        return di_error_set(err, DI_ERR_RANGE,
+                            "%s: kv 'llama.attention.head_count_kv' (%" PRIu32
+                            ") does not divide head_count (%" PRIu32 ")",
+                            gname(g), hp->n_heads_kv, hp->n_heads);
+
+    /* Head width: explicit key_length (then value_length must match; the
+     * attention kernels assume one width), else hidden / heads. */
+    if (di_gguf_find_kv(g, "llama.attention.key_length")) {
+        uint32_t vlen;
+        if ((s = req_u32(g, "llama.attention.key_length", &hp->head_dim, err)) ||
+            (s = opt_u32(g, "llama.attention.value_length", hp->head_dim, &vlen, err)))
+            return s;
+        if (vlen != hp->head_dim)
+            return di_error_set(err, DI_ERR_UNSUPPORTED,
+                                "%s: kv 'llama.attention.value_length' (%" PRIu32
+                                ") differs from key_length (%" PRIu32 ")",
+                                gname(g), vlen, hp->head_dim);
+    } else {
+        if (hp->n_embd % hp->n_heads != 0)
+            return di_error_set(err, DI_ERR_RANGE,
+                                "%s: kv 'llama.attention.head_count' (%" PRIu32
+                                ") does not divide embedding_length (%" PRIu32 ")",
+                                gname(g), hp->n_heads, hp->n_embd);
+        hp->head_dim = hp->n_embd / hp->n_heads;
+    }
+    if (hp->head_dim == 0 || hp->head_dim > DI_LLAMA_MAX_HEAD_DIM || hp->head_dim % 2 != 0)
+        return di_error_set(err, DI_ERR_RANGE,
+                            "%s: head dimension is %" PRIu32 ", expected an even number in 2..%u "
+                            "(rotary pairs)",
+                            gname(g), hp->head_dim, DI_LLAMA_MAX_HEAD_DIM);
+    if ((s = opt_u32(g, "llama.rope.dimension_count", hp->head_dim, &hp->n_rot, err))) return s;
+    if (hp->n_rot == 0 || hp->n_rot > hp->head_dim || hp->n_rot % 2 != 0)
+        return di_error_set(err, DI_ERR_RANGE,
+                            "%s: kv 'llama.rope.dimension_count' is %" PRIu32
+                            ", expected an even number in 2..%" PRIu32 " (head dimension)",
+                            gname(g), hp->n_rot, hp->head_dim);
+    return DI_OK;
+}
+
+static di_status read_float_params(const di_gguf *g, di_llama_hparams *hp, di_error *err) {
+    di_status s = di_gguf_get_f32(g, "llama.attention.layer_norm_rms_epsilon", &hp->rms_eps, err);
+    if (s == DI_ERR_NOT_FOUND)
+        return di_error_set(err, DI_ERR_FORMAT,
+                            "%s: required kv 'llama.attention.layer_norm_rms_epsilon' is missing",
+                            gname(g));
+    if (s) return s;
+    /* eps must keep 1/sqrt(mean + eps) finite and must not swamp the mean. */
+    if (!(hp->rms_eps > 0.0f && hp->rms_eps < 1.0f))
+        return di_error_set(err, DI_ERR_RANGE,
+                            "%s: kv 'llama.attention.layer_norm_rms_epsilon' is %g, expected "
+                            "0 < eps < 1",
+                            gname(g), (double)hp->rms_eps);
+    if ((s = opt_f32(g, "llama.rope.freq_base", ROPE_FREQ_BASE_DEFAULT, &hp->rope_freq_base, err)))
+        return s;
+    if (!(hp->rope_freq_base > 1.0f && isfinite(hp->rope_freq_base)))
+        return di_error_set(err, DI_ERR_RANGE,
+                            "%s: kv 'llama.rope.freq_base' is %g, expected a finite value > 1",
+                            gname(g), (double)hp->rope_freq_base);
+
+    /* Rope scaling: the current keys, or the older scale_linear. */
+    hp->rope_scaling = DI_LLAMA_ROPE_SCALING_NONE;
+    hp->rope_scaling_factor = 1.0f;
+    hp->rope_scaling_orig_ctx = hp->n_ctx_train;
+    di_gguf_str type;
+    if (di_gguf_find_kv(g, "llama.rope.scaling.type")) {
+        if ((s = di_gguf_get_str(g, "llama.rope.scaling.type", &type, err))) return s;
+        if (str_eq(type, "linear")) hp->rope_scaling = DI_LLAMA_ROPE_SCALING_LINEAR;
+        else if (str_eq(type, "yarn")) hp->rope_scaling = DI_LLAMA_ROPE_SCALING_YARN;
+        else if (!str_eq(type, "none")) {
+            int n = type.len > 32 ? 32 : (int)type.len;
+            return di_error_set(err, DI_ERR_UNSUPPORTED,
+                                "%s: kv 'llama.rope.scaling.type' is '%.*s', supported: none, "
+                                "linear, yarn",
+                                gname(g), n, type.ptr);
+        }
+        if ((s = opt_f32(g, "llama.rope.scaling.factor", 1.0f, &hp->rope_scaling_factor, err)))
+            return s;
+    } else if (di_gguf_find_kv(g, "llama.rope.scale_linear")) {
+        hp->rope_scaling = DI_LLAMA_ROPE_SCALING_LINEAR;
+        if ((s = di_gguf_get_f32(g, "llama.rope.scale_linear", &hp->rope_scaling_factor, err)))
+            return s;
+    }
+    if (!(hp->rope_scaling_factor >= 1.0f && hp->rope_scaling_factor <= 1024.0f))
+        return di_error_set(err, DI_ERR_RANGE,
+                            "%s: rope scaling factor is %g, expected 1..1024", gname(g),
+                            (double)hp->rope_scaling_factor);
+    if ((s = opt_u32(g, "llama.rope.scaling.original_context_length", hp->n_ctx_train,
+                     &hp->rope_scaling_orig_ctx, err)) ||
+        (s = in_range(g, "llama.rope.scaling.original_context_length", hp->rope_scaling_orig_ctx,
+                      1, DI_LLAMA_MAX_CTX, err)))
+        return s;
+    return DI_OK;
+}
+
+/* Array kv that, when present, must hold n elements of the given type. */
+static di_status check_token_array(const di_gguf *g, const char *key, int want_type, uint64_t n,
+                                   di_error *err) {
+    const di_gguf_kv *kv = di_gguf_find_kv(g, key);
+    if (!kv) return DI_OK;
+    if (kv->type != DI_GGUF_ARRAY || (want_type >= 0 && kv->arr_type != (di_gguf_type)want_type))
+        return di_error_set(err, DI_ERR_FORMAT, "%s: kv '%s' is not an array of %s", gname(g), key,
+                            want_type >= 0 ? di_gguf_type_name((di_gguf_type)want_type) : "values");
+    if (n != UINT64_MAX && kv->arr_len != n)
+        return di_error_set(err, DI_ERR_FORMAT,
+                            "%s: kv '%s' has %" PRIu64 " entries, tokenizer.ggml.tokens has %" PRIu64,
+                            gname(g), key, kv->arr_len, n);
+    return DI_OK;
+}
+
+static di_status read_vocab(const di_gguf *g, di_llama_hparams *hp, di_error *err) {
+    di_status s;
+    const di_gguf_kv *tokens = di_gguf_find_kv(g, "tokenizer.ggml.tokens");
+    hp->n_tokens = 0;
+    if (tokens) {
+        if ((s = check_token_array(g, "tokenizer.ggml.tokens", DI_GGUF_STRING, UINT64_MAX, err)))
+            return s;
+        if ((s = in_range(g, "tokenizer.ggml.tokens (length)", tokens->arr_len, 1,
+                          DI_LLAMA_MAX_VOCAB, err)))
+            return s;
+        hp->n_tokens = (uint32_t)tokens->arr_len;
+        if ((s = check_token_array(g, "tokenizer.ggml.token_type", -1, hp->n_tokens, err)) ||
+            (s = check_token_array(g, "tokenizer.ggml.scores", -1, hp->n_tokens, err)) ||
+            (s = check_token_array(g, "tokenizer.ggml.merges", DI_GGUF_STRING, UINT64_MAX, err)))
+            return s;
+    }
+    if (di_gguf_find_kv(g, "llama.vocab_size")) {
+        if ((s = di_gguf_get_u32(g, "llama.vocab_size", &hp->n_vocab, err)) ||
+            (s = in_range(g, "llama.vocab_size", hp->n_vocab, 1, DI_LLAMA_MAX_VOCAB, err)))
+            return s;
+        /* The embedding may be padded past the token list, never shorter. */
+        if (hp->n_tokens > hp->n_vocab)
+            return di_error_set(err, DI_ERR_RANGE,
+                                "%s: tokenizer.ggml.tokens has %" PRIu32
+                                " entries, more than llama.vocab_size (%" PRIu32 ")",
+                                gname(g), hp->n_tokens, hp->n_vocab);
+    } else if (hp->n_tokens > 0) {
+        hp->n_vocab = hp->n_tokens;
+    } else {
+        return di_error_set(err, DI_ERR_FORMAT,
+                            "%s: no vocabulary size: neither 'tokenizer.ggml.tokens' nor "
+                            "'llama.vocab_size' is present",
+                            gname(g));
+    }
+    return DI_OK;
+}
+
+/* Reads one special token id. Every tokenizer.ggml.*_token_id key is range
+ * checked by check_all_token_ids; this only stores the named ones. */
+static di_status read_token_id(const di_gguf *g, const char *key, int32_t *out, di_error *err) {
+    *out = -1;
+    if (!di_gguf_find_kv(g, key)) return DI_OK;
+    int64_t v;
+    di_status s = di_gguf_get_i64(g, key, &v, err);
+    if (s) return s;
+    *out = (int32_t)v; /* in range: checked before */
+    return DI_OK;
+}
+
+static bool ends_with(const char *s, const char *suffix) {
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+static di_status check_all_token_ids(const di_gguf *g, const di_llama_hparams *hp, di_error *err) {
+    uint64_t limit = hp->n_tokens ? hp->n_tokens : hp->n_vocab;
+    for (uint64_t i = 0; i < di_gguf_kv_count(g); i++) {
+        const char *key = di_gguf_kv_at(g, i)->key;
+        if (strncmp(key, "tokenizer.ggml.", 15) != 0 || !ends_with(key, "_token_id")) continue;
+        int64_t v;
+        di_status s = di_gguf_get_i64(g, key, &v, err);
+        if (s) return s;
+        if (v < 0 || (uint64_t)v >= limit)
+            return di_error_set(err, DI_ERR_RANGE,
+                                "%s: kv '%s' is %" PRId64 ", outside the vocabulary (0..%" PRIu64 ")",
+                                gname(g), key, v, limit - 1);
+    }
+    return DI_OK;
+}
+
+static di_status read_special_tokens(const di_gguf *g, di_llama_hparams *hp, di_error *err) {
+    di_status s = check_all_token_ids(g, hp, err);
+    if (s) return s;
+    di_llama_special_tokens *t = &hp->tok;
+    int32_t sep2;
+    if ((s = read_token_id(g, "tokenizer.ggml.bos_token_id", &t->bos, err)) ||
+        (s = read_token_id(g, "tokenizer.ggml.eos_token_id", &t->eos, err)) ||
+        (s = read_token_id(g, "tokenizer.ggml.unknown_token_id", &t->unk, err)) ||
+        (s = read_token_id(g, "tokenizer.ggml.padding_token_id", &t->pad, err)) ||
+        /* llama.cpp writes the misspelled key; accept both. */
+        (s = read_token_id(g, "tokenizer.ggml.seperator_token_id", &t->sep, err)) ||
+        (s = read_token_id(g, "tokenizer.ggml.separator_token_id", &sep2, err)) ||
+        (s = read_token_id(g, "tokenizer.ggml.eot_token_id", &t->eot, err)) ||
+        (s = read_token_id(g, "tokenizer.ggml.eom_token_id", &t->eom, err)))
+        return s;
+    if (t->sep < 0) t->sep = sep2;
+    return DI_OK;
+}
+
+di_status di_llama_hparams_from_gguf(const di_gguf *g, di_llama_hparams *out, di_error *err) {
+    di_llama_hparams hp;
+    memset(&hp, 0, sizeof hp);
+    di_status s;
+    if ((s = read_arch(g, err)) || (s = read_shape_params(g, &hp, err)) ||
+        (s = read_float_params(g, &hp, err)) || (s = read_vocab(g, &hp, err)) ||
+        (s = read_special_tokens(g, &hp, err)))
+        return s;
+    *out = hp;
+    return DI_OK;
+}
+
+const char *di_llama_rope_scaling_name(di_llama_rope_scaling s) {
+    switch (s) {
+    case DI_LLAMA_ROPE_SCALING_NONE: return "none";
+    case DI_LLAMA_ROPE_SCALING_LINEAR: return "linear";
+    case DI_LLAMA_ROPE_SCALING_YARN: return "yarn";
+    }
+    return "unknown";
+}
+
+/* ---- tensors ------------------------------------------------------------ */
+
+/* Per-layer tensor names in the order of di_llama_layer_tensors. */
+static const char *const LAYER_PARTS[] = {
+    "attn_norm", "attn_q", "attn_k", "attn_v", "attn_output",
+    "ffn_norm", "ffn_gate", "ffn_up", "ffn_down",
+};
+#define N_LAYER_PARTS (sizeof LAYER_PARTS / sizeof LAYER_PARTS[0])
+
+static const di_gguf_tensor **layer_slot(di_llama_layer_tensors *l, size_t part) {
+    const di_gguf_tensor **slots[N_LAYER_PARTS] = {
+        &l->attn_norm, &l->attn_q, &l->attn_k, &l->attn_v, &l->attn_output,
+        &l->ffn_norm, &l->ffn_gate, &l->ffn_up, &l->ffn_down,
+    };
+    return slots[part];
+}
+
+/* Parses "blk.<N>.<part>.weight" (N decimal without leading zeros).
+ * Returns false when name has another form. */
+static bool parse_layer_name(const char *name, uint64_t *layer, size_t *part) {
+    if (strncmp(name, "blk.", 4) != 0) return false;
+    const char *p = name + 4;
+    if (*p < '0' || *p > '9' || (*p == '0' && p[1] >= '0' && p[1] <= '9')) return false;
+    uint64_t n = 0;
+    while (*p >= '0' && *p <= '9') {
+        if (n > UINT32_MAX) return false;
+        n = n * 10 + (uint64_t)(*p++ - '0');
+    }
+    if (*p++ != '.') return false;
+    for (size_t k = 0; k < N_LAYER_PARTS; k++) {
+        size_t len = strlen(LAYER_PARTS[k]);
+        if (strncmp(p, LAYER_PARTS[k], len) == 0 && strcmp(p + len, ".weight") == 0) {
+            *layer = n;
+            *part = k;
+            return true;
+        }
+    }
+    return false;
+}
+
+static bool is_float_dtype(di_dtype d) {
+    return d == DI_DTYPE_F32 || d == DI_DTYPE_F16 || d == DI_DTYPE_BF16;
+}
+
+/* ne must be [d0, d1, 1, 1]; a 1-D tensor passes d1 = 1. Norms must be a
+ * float type; matrices any float or quantized type (not integers). */
+static di_status check_tensor(const di_gguf *g, const char *name, const di_gguf_tensor *t,
+                              int64_t d0, int64_t d1, bool is_norm, di_error *err) {
+    if (!t)
+        return di_error_set(err, DI_ERR_FORMAT, "%s: required tensor '%s' is missing", gname(g),
+                            name);
+    if (t->ne[0] != d0 || t->ne[1] != d1 || t->ne[2] != 1 || t->ne[3] != 1)
+        return di_error_set(err, DI_ERR_FORMAT,
+                            "%s: tensor '%s' has shape [%" PRId64 ", %" PRId64 ", %" PRId64
+                            ", %" PRId64 "], expected [%" PRId64 ", %" PRId64 "]",
+                            gname(g), name, t->ne[0], t->ne[1], t->ne[2], t->ne[3], d0, d1);
+    const di_dtype_traits *tr = di_dtype_traits_of(t->dtype);
+    bool ok = is_norm ? is_float_dtype(t->dtype) : (is_float_dtype(t->dtype) || tr->is_quantized);
+    if (!ok)
+        return di_error_set(err, DI_ERR_UNSUPPORTED, "%s: tensor '%s' has dtype %s, expected %s",
+                            gname(g), name, tr->name,
+                            is_norm ? "f32, f16 or bf16" : "a float or quantized type");
+    return DI_OK;
+}
+
+/* Assigns every tensor in the file to its slot; unknown names fail. */
+static di_status classify_tensors(const di_gguf *g, const di_llama_hparams *hp,
+                                  di_llama_tensors *out, di_error *err) {
+    for (uint64_t i = 0; i < di_gguf_tensor_count(g); i++) {
+        const di_gguf_tensor *t = di_gguf_tensor_at(g, i);
+        uint64_t layer;
+        size_t part;
+        if (!strcmp(t->name, "token_embd.weight")) out->token_embd = t;
+        else if (!strcmp(t->name, "output_norm.weight")) out->output_norm = t;
+        else if (!strcmp(t->name, "output.weight")) out->output = t;
+        else if (!strcmp(t->name, "rope_freqs.weight")) out->rope_freqs = t;
+        else if (parse_layer_name(t->name, &layer, &part)) {
+            if (layer >= hp->n_layers)
+                return di_error_set(err, DI_ERR_FORMAT,
+                                    "%s: tensor '%s' belongs to layer %" PRIu64
+                                    " but llama.block_count is %" PRIu32,
+                                    gname(g), t->name, layer, hp->n_layers);
+            *layer_slot(&out->layers[layer], part) = t;
+        } else {
+            return di_error_set(err, DI_ERR_UNSUPPORTED,
+                                "%s: tensor '%s' is not part of the llama architecture as "
+                                "supported here",
+                                gname(g), t->name);
+        }
+    }
+    return DI_OK;
+}
+
+static di_status check_layer(const di_gguf *g, const di_llama_hparams *hp, uint32_t il,
+                             di_llama_layer_tensors *l, di_error *err) {
+    const int64_t embd = hp->n_embd, ff = hp->n_ff;
+    const int64_t q_dim = (int64_t)hp->n_heads * hp->head_dim;
+    const int64_t kv_dim = (int64_t)hp->n_heads_kv * hp->head_dim;
+    /* (d0, d1, norm) per part, in LAYER_PARTS order. */
+    const struct { int64_t d0, d1; bool norm; } want[N_LAYER_PARTS] = {
+        {embd, 1, true}, {embd, q_dim, false}, {embd, kv_dim, false}, {embd, kv_dim, false},
+        {q_dim, embd, false}, {embd, 1, true}, {embd, ff, false}, {embd, ff, false},
+        {ff, embd, false},
+    };
+    for (size_t k = 0; k < N_LAYER_PARTS; k++) {
+        char name[KEY_MAX];
+        snprintf(name, sizeof name, "blk.%" PRIu32 ".%s.weight", il, LAYER_PARTS[k]);
+        di_status s = check_tensor(g, name, *layer_slot(l, k), want[k].d0, want[k].d1,
+                                   want[k].norm, err);
+        if (s) return s;
+    }
+    return DI_OK;
+}
+
+di_status di_llama_validate_tensors(const di_gguf *g, const di_llama_hparams *hp,
+                                    di_llama_tensors *out, di_error *err) {
+    memset(out, 0, sizeof *out);
+    if (hp->n_layers == 0 || hp->n_layers > DI_LLAMA_MAX_LAYERS)
+        return di_error_set(err, DI_ERR_INVALID_ARG, "%s: hyper-parameters not validated",
+                            gname(g));
+    out->layers = di_calloc(hp->n_layers, sizeof *out->layers);
+    if (!out->layers) return di_error_set(err, DI_ERR_NOMEM, "%s: out of memory", gname(g));
+    out->n_layers = hp->n_layers;
+    di_status s = classify_tensors(g, hp, out, err);
+    if (s) return s;
+    if ((s = check_tensor(g, "token_embd.weight", out->token_embd, hp->n_embd, hp->n_vocab, false,
+                          err)) ||
+        (s = check_tensor(g, "output_norm.weight", out->output_norm, hp->n_embd, 1, true, err)))
+        return s;
+    out->tied_output = out->output == NULL;
+    if (out->tied_output) out->output = out->token_embd;
+    else if ((s = check_tensor(g, "output.weight", out->output, hp->n_embd, hp->n_vocab, false,
+                               err)))
+        return s;
+    if (out->rope_freqs) {
+        if ((s = check_tensor(g, "rope_freqs.weight", out->rope_freqs, hp->n_rot / 2, 1, true,
+                              err)))
+            return s;
+        if (out->rope_freqs->dtype != DI_DTYPE_F32)
+            return di_error_set(err, DI_ERR_UNSUPPORTED,
+                                "%s: tensor 'rope_freqs.weight' must be f32", gname(g));
+    }
+    for (uint32_t il = 0; il < hp->n_layers; il++)
+        if ((s = check_layer(g, hp, il, &out->layers[il], err))) return s;
+    return DI_OK;
+}
+
+void di_llama_tensors_free(di_llama_tensors *t) {
+    if (!t) return;
+    free(t->layers);
+    memset(t, 0, sizeof *t);
+}

@@ -1,0 +1,104 @@
+/* llama architecture: hyper-parameters and weight validation from a GGUF.
+ *
+ * Two steps, both pure validation over an open di_gguf (nothing is copied):
+ *   1. di_llama_hparams_from_gguf reads and range-checks the hyper-parameters
+ *      (`general.architecture` must be "llama").
+ *   2. di_llama_validate_tensors checks that every tensor the architecture
+ *      needs is present with the shape the hyper-parameters imply, that no
+ *      unknown tensor is present, and fills a di_llama_tensors with pointers
+ *      into the GGUF. After it succeeds the forward pass can trust every
+ *      shape and bind weights straight from the struct.
+ *
+ * Shapes are in ggml order: ne[0] is the contiguous (input) dimension, so a
+ * matrix mapping d_in -> d_out has ne = [d_in, d_out] (d_out rows of d_in).
+ * The tensors point into the di_gguf; it must outlive them. */
+#ifndef DI_MODEL_LLAMA_HPARAMS_H
+#define DI_MODEL_LLAMA_HPARAMS_H
+
+#include "base/status.h"
+#include "format/gguf.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* Upper bounds that no real llama model reaches; beyond them a value is a
+ * corrupt or hostile file, and capping keeps derived sizes far from overflow. */
+#define DI_LLAMA_MAX_LAYERS 1024u
+#define DI_LLAMA_MAX_EMBD (1u << 16)      /* hidden size */
+#define DI_LLAMA_MAX_HEADS 1024u
+#define DI_LLAMA_MAX_HEAD_DIM 1024u
+#define DI_LLAMA_MAX_FF (1u << 18)        /* feed-forward width */
+#define DI_LLAMA_MAX_VOCAB (1u << 24)
+#define DI_LLAMA_MAX_CTX (1u << 24)
+
+typedef enum di_llama_rope_scaling {
+    DI_LLAMA_ROPE_SCALING_NONE = 0,
+    DI_LLAMA_ROPE_SCALING_LINEAR,
+    DI_LLAMA_ROPE_SCALING_YARN,
+} di_llama_rope_scaling;
+
+/* Special token ids; -1 when the file does not set one. All ids that are set
+ * lie in [0, n_tokens) (or [0, n_vocab) when the file has no token list). */
+typedef struct di_llama_special_tokens {
+    int32_t bos, eos, unk, pad, sep, eot, eom;
+} di_llama_special_tokens;
+
+typedef struct di_llama_hparams {
+    uint32_t n_layers;     /* llama.block_count */
+    uint32_t n_embd;       /* llama.embedding_length (hidden size) */
+    uint32_t n_heads;      /* llama.attention.head_count */
+    uint32_t n_heads_kv;   /* llama.attention.head_count_kv (default n_heads) */
+    uint32_t head_dim;     /* llama.attention.key_length, default n_embd / n_heads */
+    uint32_t n_ff;         /* llama.feed_forward_length */
+    uint32_t n_ctx_train;  /* llama.context_length */
+    uint32_t n_vocab;      /* rows of token_embd: llama.vocab_size, else n_tokens */
+    uint32_t n_tokens;     /* length of tokenizer.ggml.tokens; 0 when absent */
+    uint32_t n_rot;        /* llama.rope.dimension_count (default head_dim), even */
+    float rope_freq_base;  /* llama.rope.freq_base (default 10000) */
+    float rms_eps;         /* llama.attention.layer_norm_rms_epsilon */
+    di_llama_rope_scaling rope_scaling;  /* llama.rope.scaling.type */
+    float rope_scaling_factor;           /* llama.rope.scaling.factor (1 when none) */
+    uint32_t rope_scaling_orig_ctx;      /* llama.rope.scaling.original_context_length */
+    di_llama_special_tokens tok;
+} di_llama_hparams;
+
+/* Weights of one transformer block. */
+typedef struct di_llama_layer_tensors {
+    const di_gguf_tensor *attn_norm;   /* (n_embd) */
+    const di_gguf_tensor *attn_q;      /* ne [n_embd, n_heads * head_dim] */
+    const di_gguf_tensor *attn_k;      /* ne [n_embd, n_heads_kv * head_dim] */
+    const di_gguf_tensor *attn_v;      /* ne [n_embd, n_heads_kv * head_dim] */
+    const di_gguf_tensor *attn_output; /* ne [n_heads * head_dim, n_embd] */
+    const di_gguf_tensor *ffn_norm;    /* (n_embd) */
+    const di_gguf_tensor *ffn_gate;    /* ne [n_embd, n_ff] */
+    const di_gguf_tensor *ffn_up;      /* ne [n_embd, n_ff] */
+    const di_gguf_tensor *ffn_down;    /* ne [n_ff, n_embd] */
+} di_llama_layer_tensors;
+
+typedef struct di_llama_tensors {
+    const di_gguf_tensor *token_embd;  /* ne [n_embd, n_vocab] */
+    const di_gguf_tensor *output_norm; /* (n_embd) */
+    const di_gguf_tensor *output;      /* ne [n_embd, n_vocab]; == token_embd when tied */
+    bool tied_output;                  /* output.weight absent: reuse token_embd */
+    const di_gguf_tensor *rope_freqs;  /* (n_rot / 2) per-dim frequency factors, or NULL */
+    uint32_t n_layers;
+    di_llama_layer_tensors *layers;    /* (n_layers) owned; di_llama_tensors_free */
+} di_llama_tensors;
+
+/* Reads and range-checks the hyper-parameters. DI_ERR_UNSUPPORTED when the
+ * architecture is not llama or uses a feature we do not run (MoE, rope
+ * scaling kinds other than none/linear/yarn); DI_ERR_FORMAT for missing or
+ * mistyped keys; DI_ERR_RANGE for values out of range. */
+di_status di_llama_hparams_from_gguf(const di_gguf *g, di_llama_hparams *out, di_error *err);
+
+/* Checks presence, shape and dtype of every tensor against hp and fills out
+ * (caller frees with di_llama_tensors_free, also after failure). Norm weights
+ * must be F32/F16/BF16. Unknown tensor names are DI_ERR_UNSUPPORTED: a weight
+ * we would silently ignore means wrong output. */
+di_status di_llama_validate_tensors(const di_gguf *g, const di_llama_hparams *hp,
+                                    di_llama_tensors *out, di_error *err);
+void di_llama_tensors_free(di_llama_tensors *t);
+
+const char *di_llama_rope_scaling_name(di_llama_rope_scaling s);
+
+#endif

@@ -1,0 +1,208 @@
+/* Chat templates: messages -> prompt text.
+ *
+ * We do not run Jinja. A model ships its template as Jinja text (GGUF
+ * tokenizer.chat_template, tokenizer_config.json chat_template); we recognize
+ * the family by markers that only that family uses and render it with a
+ * small C function that reproduces what the Jinja text produces for
+ * system/user/assistant/tool messages with plain string content:
+ *
+ *   ChatML     "<|im_start|>"                       SmolLM2, Qwen2, many fine-tunes
+ *   Llama-3    "<|start_header_id|>"                Llama-3.x
+ *   DeepSeek   "<｜User｜>" and "<｜Assistant｜>"    DeepSeek V3 / R1 / V4
+ *   Phi-3      "<|user|>" and "<|end|>"             Phi-3
+ *
+ * ChatML templates that insert a default system prompt when the first
+ * message is not a system message (SmolLM2: "You are a helpful AI assistant
+ * named SmolLM, ...", Qwen2.5) keep that behaviour: the default text is
+ * lifted from the template itself.
+ *
+ * Unknown templates: di_tok_chat_kind() reports DI_CHAT_UNKNOWN and
+ * di_tok_chat_apply(DI_CHAT_UNKNOWN) renders ChatML, the most widely used
+ * format and the one instruction-tuned models without a template of their
+ * own are usually trained on; callers that know better pick a kind by name
+ * (deepinfer --chat-template NAME). Tool calls inside assistant messages
+ * (structured tool_calls) are not rendered; tool results are. */
+#include "text/tok_internal.h"
+
+#include "base/alloc.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+di_chat_kind di_tok_chat_detect(const char *tmpl) {
+    if (!tmpl) return DI_CHAT_UNKNOWN;
+    if (strstr(tmpl, "<|im_start|>")) return DI_CHAT_CHATML;
+    if (strstr(tmpl, "<|start_header_id|>") && strstr(tmpl, "<|end_header_id|>")) return DI_CHAT_LLAMA3;
+    if (strstr(tmpl, "<｜User｜>") && strstr(tmpl, "<｜Assistant｜>")) return DI_CHAT_DEEPSEEK3;
+    if (strstr(tmpl, "<|user|>") && strstr(tmpl, "<|end|>") && strstr(tmpl, "<|assistant|>")) return DI_CHAT_PHI3;
+    return DI_CHAT_UNKNOWN;
+}
+
+static const struct {
+    const char *name;
+    di_chat_kind kind;
+} NAMES[] = {
+    {"chatml", DI_CHAT_CHATML},       {"smollm", DI_CHAT_CHATML},         {"qwen2", DI_CHAT_CHATML},
+    {"llama3", DI_CHAT_LLAMA3},       {"llama-3", DI_CHAT_LLAMA3},        {"deepseek3", DI_CHAT_DEEPSEEK3},
+    {"deepseek-v3", DI_CHAT_DEEPSEEK3}, {"deepseek-v4", DI_CHAT_DEEPSEEK3}, {"deepseek", DI_CHAT_DEEPSEEK3},
+    {"phi3", DI_CHAT_PHI3},           {"phi-3", DI_CHAT_PHI3},
+};
+
+di_chat_kind di_tok_chat_from_name(const char *name) {
+    if (!name) return DI_CHAT_UNKNOWN;
+    for (size_t i = 0; i < sizeof NAMES / sizeof NAMES[0]; i++)
+        if (!strcmp(name, NAMES[i].name)) return NAMES[i].kind;
+    return DI_CHAT_UNKNOWN;
+}
+
+const char *di_tok_chat_name(di_chat_kind k) {
+    switch (k) {
+    case DI_CHAT_CHATML: return "chatml";
+    case DI_CHAT_LLAMA3: return "llama3";
+    case DI_CHAT_DEEPSEEK3: return "deepseek3";
+    case DI_CHAT_PHI3: return "phi3";
+    default: return "unknown";
+    }
+}
+
+di_chat_kind di_tok_chat_kind(const di_tokenizer *t) { return t->chat_kind; }
+const char *di_tok_chat_template(const di_tokenizer *t) { return t->chat_template; }
+
+static bool put(tok_buf *b, const char *s) { return tok_buf_append(b, s, strlen(s)); }
+
+/* Appends the text of token id (e.g. BOS) when it exists. */
+static bool put_token(tok_buf *b, const di_tokenizer *t, int32_t id) {
+    if (id < 0) return true;
+    size_t n;
+    const char *s = di_tok_text(t, id, &n);
+    return tok_buf_append(b, s, n);
+}
+
+/* The default system prompt a ChatML template inserts, copied into *out
+ * (unescaping \n), or false when the template has none. Recognized shape:
+ * a string literal "<|im_start|>system\n<text><|im_end|>" whose <text> has no
+ * Jinja expressions or quotes in it. */
+static bool chatml_default_system(const char *tmpl, tok_buf *out) {
+    static const char *const HEADS[] = {"<|im_start|>system\n", "<|im_start|>system\\n"};
+    for (size_t h = 0; h < 2 && tmpl; h++) {
+        for (const char *p = strstr(tmpl, HEADS[h]); p; p = strstr(p + 1, HEADS[h])) {
+            const char *text = p + strlen(HEADS[h]);
+            const char *end = strstr(text, "<|im_end|>");
+            if (!end || end == text) continue;
+            bool plain = true;
+            for (const char *q = text; q < end && plain; q++) plain = *q != '\'' && *q != '"' && *q != '{' && *q != '}';
+            if (!plain) continue;
+            for (const char *q = text; q < end; q++) {
+                if (q[0] == '\\' && q + 1 < end && q[1] == 'n') {
+                    if (!tok_buf_append(out, "\n", 1)) return false;
+                    q++;
+                } else if (!tok_buf_append(out, q, 1)) {
+                    return false;
+                }
+            }
+            return true;
+        }
+    }
+    return false;
+}
+
+static bool render_chatml(const di_tokenizer *t, const di_chat_msg *m, size_t n, bool gen, tok_buf *b) {
+    tok_buf dflt = {0};
+    bool ok = true;
+    if ((n == 0 || strcmp(m[0].role, "system")) && t && t->chat_kind == DI_CHAT_CHATML &&
+        chatml_default_system(t->chat_template, &dflt) && n > 0) {
+        ok = put(b, "<|im_start|>system\n") && tok_buf_append(b, dflt.data, dflt.len) && put(b, "<|im_end|>\n");
+    }
+    tok_buf_free(&dflt);
+    for (size_t i = 0; i < n && ok; i++)
+        ok = put(b, "<|im_start|>") && put(b, m[i].role) && put(b, "\n") && put(b, m[i].content) &&
+             put(b, "<|im_end|>\n");
+    if (ok && gen) ok = put(b, "<|im_start|>assistant\n");
+    return ok;
+}
+
+/* Jinja's |trim: strips Python whitespace from both ends. */
+static bool put_trimmed(tok_buf *b, const char *s) {
+    size_t n = strlen(s), i = 0;
+    while (i < n && (s[i] == ' ' || (s[i] >= '\t' && s[i] <= '\r'))) i++;
+    while (n > i && (s[n - 1] == ' ' || (s[n - 1] >= '\t' && s[n - 1] <= '\r'))) n--;
+    return tok_buf_append(b, s + i, n - i);
+}
+
+static bool render_llama3(const di_tokenizer *t, const di_chat_msg *m, size_t n, bool gen, tok_buf *b) {
+    bool ok = true;
+    for (size_t i = 0; i < n && ok; i++) {
+        if (i == 0 && t) ok = put_token(b, t, t->bos);
+        ok = ok && put(b, "<|start_header_id|>") && put(b, m[i].role) && put(b, "<|end_header_id|>\n\n") &&
+             put_trimmed(b, m[i].content) && put(b, "<|eot_id|>");
+    }
+    if (ok && gen) ok = put(b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
+    return ok;
+}
+
+/* The template of ../shared/data/tokenizer/deepseek-v3/tokenizer_config.json,
+ * step by step (system prompts are joined by blank lines and go first). */
+static bool render_deepseek(const di_tokenizer *t, const di_chat_msg *m, size_t n, bool gen, tok_buf *b) {
+    bool ok = t ? put_token(b, t, t->bos) : true;
+    bool first_sys = true, is_tool = false, output_first = true;
+    for (size_t i = 0; i < n && ok; i++) {
+        if (strcmp(m[i].role, "system")) continue;
+        if (!first_sys) ok = put(b, "\n\n");
+        ok = ok && put(b, m[i].content);
+        first_sys = false;
+    }
+    for (size_t i = 0; i < n && ok; i++) {
+        const char *r = m[i].role, *c = m[i].content;
+        if (!strcmp(r, "user")) {
+            is_tool = false;
+            ok = put(b, "<｜User｜>") && put(b, c);
+        } else if (!strcmp(r, "assistant")) {
+            ok = put(b, is_tool ? "<｜tool▁outputs▁end｜>" : "<｜Assistant｜>") && put(b, c) &&
+                 put(b, "<｜end▁of▁sentence｜>");
+            is_tool = false;
+        } else if (!strcmp(r, "tool")) {
+            is_tool = true;
+            ok = put(b, output_first ? "<｜tool▁outputs▁begin｜><｜tool▁output▁begin｜>" : "\n<｜tool▁output▁begin｜>") &&
+                 put(b, c) && put(b, "<｜tool▁output▁end｜>");
+            output_first = false;
+        }
+    }
+    if (ok && is_tool) ok = put(b, "<｜tool▁outputs▁end｜>");
+    if (ok && gen && !is_tool) ok = put(b, "<｜Assistant｜>");
+    return ok;
+}
+
+static bool render_phi3(const di_tokenizer *t, const di_chat_msg *m, size_t n, bool gen, tok_buf *b) {
+    bool ok = t ? put_token(b, t, t->bos) : true;
+    for (size_t i = 0; i < n && ok; i++)
+        ok = put(b, "<|") && put(b, m[i].role) && put(b, "|>\n") && put(b, m[i].content) && put(b, "<|end|>\n");
+    if (ok && gen) ok = put(b, "<|assistant|>\n");
+    return ok;
+}
+
+di_status di_tok_chat_apply(const di_tokenizer *t, di_chat_kind kind, const di_chat_msg *msgs,
+                            size_t n_msgs, bool add_generation_prompt, char **out, size_t *out_len,
+                            di_error *err) {
+    if (!out || (!msgs && n_msgs)) return di_error_set(err, DI_ERR_INVALID_ARG, "chat_apply: NULL argument");
+    for (size_t i = 0; i < n_msgs; i++)
+        if (!msgs[i].role || !msgs[i].content)
+            return di_error_set(err, DI_ERR_INVALID_ARG, "chat_apply: message %zu has no role or content", i);
+    if (kind == DI_CHAT_UNKNOWN && t) kind = t->chat_kind;
+    if (kind == DI_CHAT_UNKNOWN) kind = DI_CHAT_CHATML;
+    tok_buf b = {0};
+    bool ok;
+    switch (kind) {
+    case DI_CHAT_LLAMA3: ok = render_llama3(t, msgs, n_msgs, add_generation_prompt, &b); break;
+    case DI_CHAT_DEEPSEEK3: ok = render_deepseek(t, msgs, n_msgs, add_generation_prompt, &b); break;
+    case DI_CHAT_PHI3: ok = render_phi3(t, msgs, n_msgs, add_generation_prompt, &b); break;
+    default: ok = render_chatml(t, msgs, n_msgs, add_generation_prompt, &b); break;
+    }
+    if (ok && !b.data) ok = tok_buf_reserve(&b, 0);
+    if (!ok) {
+        tok_buf_free(&b);
+        return di_error_set(err, DI_ERR_NOMEM, "chat_apply: out of memory");
+    }
+    *out = b.data;
+    if (out_len) *out_len = b.len;
+    return DI_OK;
+}

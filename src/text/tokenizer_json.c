@@ -1,0 +1,435 @@
+/* Tokenizer from HF tokenizer.json (+ tokenizer_config.json), via jansson.
+ *
+ * Supported: model BPE (byte-level when a ByteLevel pre-tokenizer/decoder is
+ * present, else over characters with optional byte_fallback), merges as
+ * "a b" strings or ["a", "b"] pairs, ignore_merges; added_tokens with
+ * special/lstrip/rstrip; normalizers NFC, NFD, NFKC, NFKD, Lowercase,
+ * Replace, Prepend, Strip, Sequence; pre-tokenizers Split, ByteLevel,
+ * Digits, Metaspace, Whitespace, WhitespaceSplit, Punctuation, Sequence;
+ * TemplateProcessing post-processors for BOS/EOS. Anything else is reported
+ * as DI_ERR_UNSUPPORTED naming the component, rather than tokenizing wrongly.
+ * tokenizer_config.json (next to tokenizer.json) supplies bos/eos tokens,
+ * add_bos_token/add_eos_token and chat_template when present. */
+#include "text/tok_internal.h"
+
+#include "base/alloc.h"
+
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/* HF ByteLevel's own regex: GPT-2's plus a final \s+ alternative. */
+static const char RE_BYTELEVEL[] =
+    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
+
+static const char *jstr(const json_t *o, const char *key) {
+    const json_t *v = json_object_get(o, key);
+    return json_is_string(v) ? json_string_value(v) : NULL;
+}
+
+static bool jbool(const json_t *o, const char *key, bool dflt) {
+    const json_t *v = json_object_get(o, key);
+    return json_is_boolean(v) ? json_is_true(v) : dflt;
+}
+
+/* A regex that matches s literally. */
+static di_status literal_regex(const char *s, size_t n, pcre2_code **out, di_error *err) {
+    tok_buf b = {0};
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        bool meta = (c >= 0x20 && c < 0x7F) && !((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == ' ');
+        if ((meta && !tok_buf_append(&b, "\\", 1)) || !tok_buf_append(&b, &c, 1)) {
+            tok_buf_free(&b);
+            return di_error_set(err, DI_ERR_NOMEM, "tokenizer: out of memory");
+        }
+    }
+    di_status s2 = tok_compile_regex(b.data ? b.data : "", b.len, out, err);
+    tok_buf_free(&b);
+    return s2;
+}
+
+/* pattern: {"String": "..."} or {"Regex": "..."}. */
+static di_status pattern_regex(const json_t *pat, pcre2_code **out, char **literal, size_t *literal_len,
+                               di_error *err) {
+    const char *s;
+    if ((s = jstr(pat, "Regex"))) return tok_compile_regex(s, strlen(s), out, err);
+    if ((s = jstr(pat, "String"))) {
+        if (literal) {
+            *literal = di_strdup(s);
+            *literal_len = strlen(s);
+            return *literal ? DI_OK : di_error_set(err, DI_ERR_NOMEM, "tokenizer: out of memory");
+        }
+        return literal_regex(s, strlen(s), out, err);
+    }
+    return di_error_set(err, DI_ERR_FORMAT, "pattern is neither String nor Regex");
+}
+
+static di_status parse_behavior(const char *b, tok_split_behavior *out, di_error *err) {
+    if (!b || !strcmp(b, "Isolated")) *out = TOK_SPLIT_ISOLATED;
+    else if (!strcmp(b, "Removed")) *out = TOK_SPLIT_REMOVED;
+    else if (!strcmp(b, "MergedWithPrevious")) *out = TOK_SPLIT_MERGED_PREV;
+    else if (!strcmp(b, "MergedWithNext")) *out = TOK_SPLIT_MERGED_NEXT;
+    else if (!strcmp(b, "Contiguous")) *out = TOK_SPLIT_CONTIGUOUS;
+    else return di_error_set(err, DI_ERR_UNSUPPORTED, "split behavior '%s' not supported", b);
+    return DI_OK;
+}
+
+/* ---- normalizers ------------------------------------------------------------ */
+
+static di_status add_norm(di_tokenizer *t, const json_t *n, di_error *err) {
+    if (!n || json_is_null(n)) return DI_OK;
+    const char *type = jstr(n, "type");
+    if (!type) return di_error_set(err, DI_ERR_FORMAT, "normalizer without type");
+    if (!strcmp(type, "Sequence")) {
+        const json_t *arr = json_object_get(n, "normalizers");
+        size_t i;
+        json_t *v;
+        json_array_foreach(arr, i, v) {
+            di_status s = add_norm(t, v, err);
+            if (s) return s;
+        }
+        return DI_OK;
+    }
+    tok_norm_step st = {0};
+    di_status s = DI_OK;
+    if (!strcmp(type, "NFC")) st.kind = TOK_NORM_NFC;
+    else if (!strcmp(type, "NFD")) st.kind = TOK_NORM_NFD;
+    else if (!strcmp(type, "NFKC")) st.kind = TOK_NORM_NFKC;
+    else if (!strcmp(type, "NFKD")) st.kind = TOK_NORM_NFKD;
+    else if (!strcmp(type, "Lowercase")) st.kind = TOK_NORM_LOWERCASE;
+    else if (!strcmp(type, "Strip")) {
+        st.kind = TOK_NORM_STRIP;
+        st.strip_left = jbool(n, "strip_left", true);
+        st.strip_right = jbool(n, "strip_right", true);
+    } else if (!strcmp(type, "Prepend") || !strcmp(type, "Replace")) {
+        const char *c = jstr(n, !strcmp(type, "Prepend") ? "prepend" : "content");
+        if (!c) return di_error_set(err, DI_ERR_FORMAT, "normalizer %s without text", type);
+        st.kind = !strcmp(type, "Prepend") ? TOK_NORM_PREPEND : TOK_NORM_REPLACE;
+        st.content = di_strdup(c);
+        st.content_len = strlen(c);
+        if (!st.content) return di_error_set(err, DI_ERR_NOMEM, "tokenizer: out of memory");
+        if (st.kind == TOK_NORM_REPLACE)
+            s = pattern_regex(json_object_get(n, "pattern"), &st.re, &st.pattern, &st.pattern_len, err);
+    } else {
+        return di_error_set(err, DI_ERR_UNSUPPORTED, "normalizer '%s' not supported", type);
+    }
+    tok_norm_step *p = s ? NULL : di_realloc_array(t->norm, t->n_norm + 1, sizeof *p);
+    if (!p) {
+        pcre2_code_free(st.re);
+        free(st.pattern);
+        free(st.content);
+        return s ? s : di_error_set(err, DI_ERR_NOMEM, "tokenizer: out of memory");
+    }
+    t->norm = p;
+    t->norm[t->n_norm++] = st;
+    return DI_OK;
+}
+
+/* ---- pre-tokenizers ----------------------------------------------------------- */
+
+static di_status add_pre(di_tokenizer *t, const json_t *n, bool *byte_level, di_error *err) {
+    if (!n || json_is_null(n)) return DI_OK;
+    const char *type = jstr(n, "type");
+    if (!type) return di_error_set(err, DI_ERR_FORMAT, "pre_tokenizer without type");
+    if (!strcmp(type, "Sequence")) {
+        const json_t *arr = json_object_get(n, "pretokenizers");
+        size_t i;
+        json_t *v;
+        json_array_foreach(arr, i, v) {
+            di_status s = add_pre(t, v, byte_level, err);
+            if (s) return s;
+        }
+        return DI_OK;
+    }
+    tok_pre_step st = {0};
+    st.behavior = TOK_SPLIT_ISOLATED;
+    di_status s = DI_OK;
+    if (!strcmp(type, "Split")) {
+        st.kind = TOK_PRE_SPLIT;
+        st.invert = jbool(n, "invert", false);
+        if (!(s = parse_behavior(jstr(n, "behavior"), &st.behavior, err)))
+            s = pattern_regex(json_object_get(n, "pattern"), &st.re, NULL, NULL, err);
+    } else if (!strcmp(type, "ByteLevel")) {
+        st.kind = TOK_PRE_BYTELEVEL;
+        st.add_prefix_space = jbool(n, "add_prefix_space", true);
+        *byte_level = true;
+        if (jbool(n, "use_regex", true)) s = tok_compile_regex(RE_BYTELEVEL, strlen(RE_BYTELEVEL), &st.re, err);
+    } else if (!strcmp(type, "Digits")) {
+        st.kind = TOK_PRE_DIGITS;
+        const char *re = jbool(n, "individual_digits", false) ? "\\p{N}" : "\\p{N}+";
+        s = tok_compile_regex(re, strlen(re), &st.re, err);
+    } else if (!strcmp(type, "Metaspace")) {
+        st.kind = TOK_PRE_METASPACE;
+        const char *r = jstr(n, "replacement");
+        if (!r) r = "\xE2\x96\x81";
+        st.replacement_len = strlen(r);
+        if (st.replacement_len == 0 || st.replacement_len >= sizeof st.replacement)
+            return di_error_set(err, DI_ERR_FORMAT, "Metaspace replacement must be one character");
+        memcpy(st.replacement, r, st.replacement_len);
+        const char *ps = jstr(n, "prepend_scheme");
+        if (ps) st.prepend = !strcmp(ps, "first") ? TOK_PREPEND_FIRST : !strcmp(ps, "never") ? TOK_PREPEND_NEVER
+                                                                                              : TOK_PREPEND_ALWAYS;
+        else st.prepend = jbool(n, "add_prefix_space", true) ? TOK_PREPEND_ALWAYS : TOK_PREPEND_NEVER;
+        st.split = jbool(n, "split", true);
+        if (st.split) {
+            st.behavior = TOK_SPLIT_MERGED_NEXT;
+            s = literal_regex(st.replacement, st.replacement_len, &st.re, err);
+        }
+    } else if (!strcmp(type, "Whitespace")) {
+        st.kind = TOK_PRE_WHITESPACE;
+        st.behavior = TOK_SPLIT_REMOVED;
+        st.invert = true;
+        s = tok_compile_regex("\\w+|[^\\w\\s]+", 14, &st.re, err);
+    } else if (!strcmp(type, "WhitespaceSplit")) {
+        st.kind = TOK_PRE_WHITESPACE_SPLIT;
+        st.behavior = TOK_SPLIT_REMOVED;
+        s = tok_compile_regex("\\s+", 3, &st.re, err);
+    } else if (!strcmp(type, "Punctuation")) {
+        st.kind = TOK_PRE_PUNCTUATION;
+        static const char RE[] = "[\\p{P}\\x21-\\x2F\\x3A-\\x40\\x5B-\\x60\\x7B-\\x7E]";
+        if (!(s = parse_behavior(jstr(n, "behavior"), &st.behavior, err)))
+            s = tok_compile_regex(RE, strlen(RE), &st.re, err);
+    } else {
+        return di_error_set(err, DI_ERR_UNSUPPORTED, "pre_tokenizer '%s' not supported", type);
+    }
+    tok_pre_step *p = s ? NULL : di_realloc_array(t->pre, t->n_pre + 1, sizeof *p);
+    if (!p) {
+        pcre2_code_free(st.re);
+        return s ? s : di_error_set(err, DI_ERR_NOMEM, "tokenizer: out of memory");
+    }
+    t->pre = p;
+    t->pre[t->n_pre++] = st;
+    return DI_OK;
+}
+
+/* Decoder facts we need: byte-level or not, and whether the first space goes. */
+static void scan_decoder(const json_t *d, bool *byte_level, bool *strip_first) {
+    if (!d || json_is_null(d)) return;
+    const char *type = jstr(d, "type");
+    if (!type) return;
+    if (!strcmp(type, "Sequence")) {
+        size_t i;
+        json_t *v;
+        json_array_foreach(json_object_get(d, "decoders"), i, v) scan_decoder(v, byte_level, strip_first);
+    } else if (!strcmp(type, "ByteLevel")) {
+        *byte_level = true;
+    } else if (!strcmp(type, "Metaspace")) {
+        const char *ps = jstr(d, "prepend_scheme");
+        *strip_first = ps ? strcmp(ps, "never") != 0 : jbool(d, "add_prefix_space", true);
+    } else if (!strcmp(type, "Strip")) {
+        const json_t *st = json_object_get(d, "start");
+        if (json_is_integer(st) && json_integer_value(st) >= 1) *strip_first = true;
+    }
+}
+
+/* ---- the model ---------------------------------------------------------------- */
+
+static di_status max_id(const json_t *vocab, const json_t *added, int32_t *out, di_error *err) {
+    int64_t m = -1;
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)vocab, k, v) {
+        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) >= TOK_MAX_VOCAB)
+            return di_error_set(err, DI_ERR_FORMAT, "model.vocab: bad id for '%s'", k);
+        if (json_integer_value(v) > m) m = json_integer_value(v);
+    }
+    size_t i;
+    json_array_foreach(added, i, v) {
+        json_t *id = json_object_get(v, "id");
+        if (!json_is_integer(id) || json_integer_value(id) < 0 || json_integer_value(id) >= TOK_MAX_VOCAB)
+            return di_error_set(err, DI_ERR_FORMAT, "added_tokens[%zu]: bad id", i);
+        if (json_integer_value(id) > m) m = json_integer_value(id);
+    }
+    if (m < 0) return di_error_set(err, DI_ERR_FORMAT, "empty vocabulary");
+    *out = (int32_t)(m + 1);
+    return DI_OK;
+}
+
+/* "bos_token": "..." or {"content": "..."} in tokenizer_config.json. */
+static const char *config_token(const json_t *cfg, const char *key) {
+    const json_t *v = json_object_get(cfg, key);
+    if (json_is_string(v)) return json_string_value(v);
+    if (json_is_object(v)) return jstr(v, "content");
+    return NULL;
+}
+
+static di_status load_config(di_tokenizer *t, const char *cfg_path, di_error *err) {
+    struct stat st;
+    if (stat(cfg_path, &st) != 0) return DI_OK; /* optional */
+    json_error_t je;
+    json_t *cfg = json_load_file(cfg_path, 0, &je);
+    if (!cfg) return di_error_set(err, DI_ERR_FORMAT, "%s:%d: %s", cfg_path, je.line, je.text);
+    const char *b = config_token(cfg, "bos_token"), *e = config_token(cfg, "eos_token");
+    if (b) t->bos = di_tok_find(t, b, strlen(b));
+    if (e) t->eos = di_tok_find(t, e, strlen(e));
+    t->add_bos = jbool(cfg, "add_bos_token", t->add_bos);
+    t->add_eos = jbool(cfg, "add_eos_token", t->add_eos);
+    const json_t *ct = json_object_get(cfg, "chat_template");
+    const char *tmpl = json_is_string(ct) ? json_string_value(ct) : NULL;
+    if (json_is_array(ct)) { /* [{"name": "default", "template": "..."}, ...] */
+        size_t i;
+        json_t *v;
+        json_array_foreach(ct, i, v) {
+            const char *name = jstr(v, "name");
+            if (!tmpl || (name && !strcmp(name, "default"))) tmpl = jstr(v, "template");
+        }
+    }
+    di_status s = DI_OK;
+    if (tmpl) {
+        free(t->chat_template);
+        t->chat_template = di_strdup(tmpl);
+        if (!t->chat_template) s = di_error_set(err, DI_ERR_NOMEM, "tokenizer: out of memory");
+        t->chat_kind = di_tok_chat_detect(t->chat_template);
+    }
+    json_decref(cfg);
+    return s;
+}
+
+/* BOS/EOS from a TemplateProcessing post-processor ("single" template). */
+static void scan_post(di_tokenizer *t, const json_t *pp) {
+    if (!pp || json_is_null(pp)) return;
+    const char *type = jstr(pp, "type");
+    if (type && !strcmp(type, "Sequence")) {
+        size_t i;
+        json_t *v;
+        json_array_foreach(json_object_get(pp, "processors"), i, v) scan_post(t, v);
+        return;
+    }
+    if (!type || strcmp(type, "TemplateProcessing")) return;
+    const json_t *single = json_object_get(pp, "single");
+    size_t n = json_array_size(single);
+    for (size_t i = 0; i < n; i++) {
+        const json_t *sp = json_object_get(json_array_get(single, i), "SpecialToken");
+        const char *id = sp ? jstr(sp, "id") : NULL;
+        if (!id) continue;
+        int32_t tid = di_tok_find(t, id, strlen(id));
+        if (i == 0) t->bos = tid, t->add_bos = tid >= 0;
+        else if (i == n - 1) t->eos = tid, t->add_eos = tid >= 0;
+    }
+}
+
+static di_status build(const json_t *root, const char *cfg_path, di_tokenizer **out, di_error *err) {
+    const json_t *model = json_object_get(root, "model");
+    const char *mtype = jstr(model, "type");
+    if (!model || (mtype && strcmp(mtype, "BPE")))
+        return di_error_set(err, DI_ERR_UNSUPPORTED, "model type '%s' not supported (BPE only)", mtype ? mtype : "?");
+    const json_t *vocab = json_object_get(model, "vocab"), *merges = json_object_get(model, "merges");
+    const json_t *added = json_object_get(root, "added_tokens");
+    if (!json_is_object(vocab) || !json_is_array(merges))
+        return di_error_set(err, DI_ERR_FORMAT, "model.vocab / model.merges missing");
+    if (added && !json_is_array(added)) return di_error_set(err, DI_ERR_FORMAT, "added_tokens is not an array");
+    if (jstr(model, "continuing_subword_prefix") || jstr(model, "end_of_word_suffix"))
+        return di_error_set(err, DI_ERR_UNSUPPORTED, "BPE subword prefix/suffix not supported");
+    int32_t n_vocab = 0;
+    di_status s = max_id(vocab, added, &n_vocab, err);
+    if (s) return s;
+    di_tokenizer *t;
+    if ((s = tok_alloc(n_vocab, &t, err))) return s;
+    bool byte_level = false, strip_first = false;
+    if ((s = add_norm(t, json_object_get(root, "normalizer"), err))) goto fail;
+    if ((s = add_pre(t, json_object_get(root, "pre_tokenizer"), &byte_level, err))) goto fail;
+    scan_decoder(json_object_get(root, "decoder"), &byte_level, &strip_first);
+    t->model = TOK_MODEL_BPE;
+    t->byte_level = byte_level;
+    t->byte_fallback = jbool(model, "byte_fallback", false);
+    t->ignore_merges = jbool(model, "ignore_merges", false);
+    t->strip_first_space = strip_first && !byte_level;
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)vocab, k, v) {
+        int32_t id = (int32_t)json_integer_value(v);
+        if (t->tokens[id].type != DI_TOK_TYPE_UNDEFINED) continue; /* duplicate id: first wins */
+        if ((s = tok_set_token(t, id, k, strlen(k), DI_TOK_TYPE_NORMAL, 0, err))) goto fail;
+    }
+    size_t i;
+    json_array_foreach(added, i, v) {
+        int32_t id = (int32_t)json_integer_value(json_object_get(v, "id"));
+        const char *content = jstr(v, "content");
+        if (!content) {
+            s = di_error_set(err, DI_ERR_FORMAT, "added_tokens[%zu]: no content", i);
+            goto fail;
+        }
+        bool special = jbool(v, "special", false);
+        tok_entry *e = &t->tokens[id];
+        if (e->type == DI_TOK_TYPE_UNDEFINED || e->text_len != strlen(content) ||
+            memcmp(t->strings.data + e->text_off, content, e->text_len)) {
+            if ((s = tok_set_token(t, id, content, strlen(content), DI_TOK_TYPE_NORMAL, 0, err))) goto fail;
+        }
+        e->type = special ? DI_TOK_TYPE_CONTROL : DI_TOK_TYPE_USER_DEFINED;
+        e->attr = TOK_ATTR_MATCH | (special ? TOK_ATTR_SPECIAL : 0) | (jbool(v, "lstrip", false) ? TOK_ATTR_LSTRIP : 0) |
+                  (jbool(v, "rstrip", false) ? TOK_ATTR_RSTRIP : 0);
+    }
+    if ((s = tok_finish(t, t->byte_level ? "tokenizer.json" : "tokenizer.json/chars", err))) goto fail;
+    const char *unk = jstr(model, "unk_token");
+    if (unk) t->unk = tok_find_key(t, unk, strlen(unk));
+    if (!tok_pair_map_init(&t->merges, json_array_size(merges))) {
+        s = di_error_set(err, DI_ERR_NOMEM, "tokenizer: out of memory");
+        goto fail;
+    }
+    json_array_foreach(merges, i, v) {
+        const char *l = NULL, *r = NULL;
+        size_t ll = 0, rl = 0;
+        if (json_is_string(v)) {
+            const char *m = json_string_value(v);
+            size_t ml = json_string_length(v);
+            const char *sp = ml > 1 ? memchr(m + 1, ' ', ml - 1) : NULL;
+            if (!sp) continue;
+            l = m, ll = (size_t)(sp - m), r = sp + 1, rl = ml - ll - 1;
+        } else if (json_is_array(v) && json_array_size(v) == 2 && json_is_string(json_array_get(v, 0)) &&
+                   json_is_string(json_array_get(v, 1))) {
+            l = json_string_value(json_array_get(v, 0)), ll = json_string_length(json_array_get(v, 0));
+            r = json_string_value(json_array_get(v, 1)), rl = json_string_length(json_array_get(v, 1));
+        } else {
+            s = di_error_set(err, DI_ERR_FORMAT, "model.merges[%zu]: not a merge", i);
+            goto fail;
+        }
+        if (i > INT32_MAX) break;
+        if ((s = tok_add_merge(t, l, ll, r, rl, (int32_t)i, err))) goto fail;
+    }
+    scan_post(t, json_object_get(root, "post_processor"));
+    if (cfg_path && (s = load_config(t, cfg_path, err))) goto fail;
+    /* tok_finish ran before BOS/EOS were known: mark them now */
+    if (t->eos >= 0) t->eog[t->eos] = 1;
+    if (t->eot >= 0) t->eog[t->eot] = 1;
+    *out = t;
+    return DI_OK;
+fail:
+    di_tok_free(t);
+    return s;
+}
+
+di_status di_tok_load_json(const char *path, di_tokenizer **out, di_error *err) {
+    if (!path || !out) return di_error_set(err, DI_ERR_INVALID_ARG, "tok_load_json: NULL argument");
+    struct stat st;
+    if (stat(path, &st) != 0) return di_error_set(err, DI_ERR_IO, "%s: cannot open", path);
+    size_t n = strlen(path);
+    char *json_path = malloc(n + 32), *cfg_path = malloc(n + 32);
+    if (!json_path || !cfg_path) {
+        free(json_path);
+        free(cfg_path);
+        return di_error_set(err, DI_ERR_NOMEM, "out of memory");
+    }
+    if (S_ISDIR(st.st_mode)) {
+        snprintf(json_path, n + 32, "%s/tokenizer.json", path);
+        snprintf(cfg_path, n + 32, "%s/tokenizer_config.json", path);
+    } else {
+        snprintf(json_path, n + 32, "%s", path);
+        const char *slash = strrchr(path, '/');
+        size_t dl = slash ? (size_t)(slash - path) + 1 : 0;
+        snprintf(cfg_path, n + 32, "%.*stokenizer_config.json", (int)dl, path);
+    }
+    json_error_t je;
+    json_t *root = json_load_file(json_path, JSON_REJECT_DUPLICATES, &je);
+    di_status s;
+    if (!root) {
+        s = di_error_set(err, DI_ERR_FORMAT, "%s:%d: %s", json_path, je.line, je.text);
+    } else {
+        s = build(root, cfg_path, out, err);
+        if (s) di_error_prefix(err, "%s: ", json_path);
+        json_decref(root);
+    }
+    free(json_path);
+    free(cfg_path);
+    return s;
+}
