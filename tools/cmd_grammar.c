@@ -2,14 +2,14 @@
  * through the token matcher (--check) or benchmark a folder of schemas
  * (--bench).
  *
- * --tokenizer takes a Hugging Face tokenizer.json (byte-level BPE). The
- * instance is split into tokens by greedy longest match over that
- * vocabulary until the tokenizer module is wired in; any segmentation is a
- * valid walk for the matcher, so accept/reject does not depend on it. */
+ * --tokenizer MODEL is anything the text module loads: a tokenizer.json, a
+ * folder holding one, or a (vocab-only) GGUF. --check encodes the instance
+ * with that tokenizer (no special tokens) and walks it token by token: mask,
+ * bit check, advance; at the end the matcher must accept. */
 #include "tools.h"
 
 #include "base/status.h"
-#include "grammar/grammar.h"
+#include "grammar/grammar_tok.h"
 
 #include <dirent.h>
 #include <stdio.h>
@@ -20,7 +20,7 @@
 #define BENCH_MAX_TOKENS 256 /* tokens generated per schema in --bench */
 
 typedef struct opts {
-    const char *tokenizer, *schema, *regex, *ebnf, *check, *bench, *eos;
+    const char *tokenizer, *schema, *regex, *ebnf, *check, *bench;
     bool json_object;
     di_grammar_options gopt;
     uint32_t limit;
@@ -93,7 +93,7 @@ static di_status compile(const opts *o, const char *schema_path, di_grammar **g,
 }
 
 /* --check: tokenize, then per token: mask, check the bit, advance. */
-static int run_check(const opts *o, const di_grammar_vocab *v) {
+static int run_check(const opts *o, const di_tokenizer *tok, const di_grammar_vocab *v) {
     di_error err = {0};
     di_grammar *g = NULL;
     double t0 = now_us();
@@ -109,8 +109,18 @@ static int run_check(const opts *o, const di_grammar_vocab *v) {
         di_grammar_free(g);
         return 2;
     }
-    uint32_t *ids = malloc((n + 1) * sizeof *ids);
-    int64_t nt = ids ? di_grammar_vocab_greedy_tokenize(v, (const uint8_t *)inst, n, ids, n + 1) : -1;
+    di_tok_ids enc = {0};
+    if (di_tok_encode(tok, inst, n, false, false, &enc, &err)) {
+        fprintf(stderr, "deepinfer grammar: cannot tokenize %s: %s\n", o->check, err.msg);
+        free(inst);
+        di_grammar_free(g);
+        return 2;
+    }
+    int64_t nt = (int64_t)enc.n;
+    uint32_t *ids = malloc((enc.n + 1) * sizeof *ids);
+    for (size_t i = 0; ids && i < enc.n; i++) ids[i] = (uint32_t)enc.data[i];
+    di_tok_ids_free(&enc);
+    if (!ids) nt = -1;
     di_grammar_matcher *m = NULL;
     size_t words = di_grammar_vocab_mask_words(v);
     uint32_t *mask = malloc(words * sizeof *mask);
@@ -229,17 +239,17 @@ static int run_bench(const opts *o, const di_grammar_vocab *v) {
 }
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: deepinfer grammar --tokenizer TOKENIZER_JSON\n"
+    fprintf(f, "usage: deepinfer grammar --tokenizer MODEL\n"
                "         (--schema F.json | --regex R | --ebnf F | --json-object) --check INSTANCE_FILE\n"
-               "       deepinfer grammar --tokenizer TOKENIZER_JSON --bench DIR [--limit N]\n"
-               "options: --ws compact|flexible  --lenient  --draft7  --eos TOKEN_TEXT  --seed N\n"
+               "       deepinfer grammar --tokenizer MODEL --bench DIR [--limit N]\n"
+               "MODEL: tokenizer.json, a folder with one, or a GGUF file\n"
+               "options: --ws compact|flexible  --lenient  --draft7  --seed N\n"
                "exit: 0 accept, 1 reject, 2 usage error or schema that does not compile\n");
 }
 
 int di_cmd_grammar(int argc, char **argv) {
     opts o = {0};
     o.gopt = di_grammar_options_default();
-    o.eos = "<｜end▁of▁sentence｜>";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *val = i + 1 < argc ? argv[i + 1] : NULL;
@@ -255,7 +265,6 @@ int di_cmd_grammar(int argc, char **argv) {
         else if (!strcmp(a, "--ebnf")) o.ebnf = val;
         else if (!strcmp(a, "--check")) o.check = val;
         else if (!strcmp(a, "--bench")) o.bench = val;
-        else if (!strcmp(a, "--eos")) o.eos = val;
         else if (!strcmp(a, "--limit")) o.limit = (uint32_t)strtoul(val, NULL, 10);
         else if (!strcmp(a, "--seed")) o.seed = (uint32_t)strtoul(val, NULL, 10);
         else if (!strcmp(a, "--ws")) o.gopt.whitespace = !strcmp(val, "flexible") ? DI_GRAMMAR_WS_FLEXIBLE : DI_GRAMMAR_WS_COMPACT;
@@ -266,13 +275,16 @@ int di_cmd_grammar(int argc, char **argv) {
         usage(stderr);
         return 2;
     }
+    di_tokenizer *tok = NULL;
     di_grammar_vocab *v = NULL;
     di_error err = {0};
-    if (di_grammar_vocab_from_hf_json(o.tokenizer, o.eos, &v, &err)) {
+    if (di_tok_load(o.tokenizer, &tok, &err) || di_grammar_vocab_from_tokenizer(tok, &v, &err)) {
         fprintf(stderr, "deepinfer grammar: %s\n", err.msg);
+        di_tok_free(tok);
         return 2;
     }
-    int rc = o.check ? run_check(&o, v) : run_bench(&o, v);
+    int rc = o.check ? run_check(&o, tok, v) : run_bench(&o, v);
     di_grammar_vocab_free(v);
+    di_tok_free(tok);
     return rc;
 }

@@ -6,6 +6,8 @@
  * steps. */
 #include "grammar_test_util.h"
 
+#include "grammar/grammar_tok.h"
+
 static di_grammar_vocab *g_vocab;
 static const uint32_t EOS_ID = 1; /* <｜end▁of▁sentence｜> */
 
@@ -137,11 +139,54 @@ static void rollback_then_mask_matches_fresh_state(void **state) {
     di_grammar_free(g);
 }
 
+/* The real tokenizer (text module) through the adapter: its encoding of
+ * an instance walks through the mask, and its EOS ends the walk. */
+static void tokenizer_encoding_walks_through_the_mask(void **state) {
+    (void)state;
+    char path[1024];
+    di_test_shared_data(path, sizeof path, "tokenizer/deepseek-v3");
+    di_tokenizer *tok = NULL;
+    di_error err;
+    if (di_tok_load(path, &tok, &err)) skip();
+    di_grammar_vocab *v = NULL;
+    assert_int_equal(di_grammar_vocab_from_tokenizer(tok, &v, &err), DI_OK);
+    const char *schema = "{\"type\":\"array\",\"items\":{\"type\":\"object\",\"properties\":{"
+                         "\"id\":{\"type\":\"string\",\"format\":\"uuid\"},\"ok\":{\"type\":\"boolean\"}},"
+                         "\"required\":[\"id\"]},\"minItems\":1}";
+    const char *inst = "[{\"id\":\"123e4567-e89b-12d3-a456-426614174000\",\"ok\":true},"
+                       "{\"id\":\"00000000-0000-0000-0000-00000000abcd\"}]";
+    di_grammar *g;
+    assert_int_equal(di_grammar_compile_json_schema(schema, strlen(schema), NULL, &g, &err), DI_OK);
+    di_grammar_matcher *m;
+    assert_int_equal(di_grammar_matcher_create(g, v, &m, &err), DI_OK);
+    di_tok_ids ids = {0};
+    assert_int_equal(di_tok_encode(tok, inst, strlen(inst), false, false, &ids, &err), DI_OK);
+    size_t words = di_grammar_vocab_mask_words(v);
+    uint32_t *mask = malloc(words * 4);
+    for (size_t i = 0; i < ids.n; i++) {
+        assert_int_equal(di_grammar_matcher_fill_mask(m, mask, words, &err), DI_OK);
+        if (!gt_bit(mask, (uint32_t)ids.data[i])) fail_msg("token %zu (id %d) not allowed", i, ids.data[i]);
+        assert_true(di_grammar_matcher_advance_token(m, (uint32_t)ids.data[i]));
+    }
+    assert_int_equal(di_grammar_matcher_fill_mask(m, mask, words, &err), DI_OK);
+    int32_t eos = di_tok_eos(tok);
+    assert_true(gt_bit(mask, (uint32_t)eos));
+    assert_true(di_grammar_matcher_advance_token(m, (uint32_t)eos));
+    assert_true(di_grammar_matcher_is_terminated(m));
+    free(mask);
+    di_tok_ids_free(&ids);
+    di_grammar_matcher_free(m);
+    di_grammar_free(g);
+    di_grammar_vocab_free(v);
+    di_tok_free(tok);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(instances_walk_through_the_mask_token_by_token),
         cmocka_unit_test(fast_mask_equals_reference_in_json_object_mode),
         cmocka_unit_test(rollback_then_mask_matches_fresh_state),
+        cmocka_unit_test(tokenizer_encoding_walks_through_the_mask),
     };
     return cmocka_run_group_tests(tests, load_vocab, free_vocab);
 }
