@@ -204,6 +204,7 @@ static int run_bench(const opts *o, const di_grammar_vocab *v) {
             char *t = names[j];
             names[j] = names[j - 1], names[j - 1] = t;
         }
+    size_t n_all = n;
     if (o->limit && o->limit < n) n = o->limit;
     size_t words = di_grammar_vocab_mask_words(v);
     uint32_t *mask = malloc(words * sizeof *mask), *allowed = malloc(words * 32 * sizeof *allowed);
@@ -233,7 +234,8 @@ static int run_bench(const opts *o, const di_grammar_vocab *v) {
     printf("compile p50 %.1f us, p99 %.1f us\n", pct(compile_t.v, compile_t.n, 0.5), pct(compile_t.v, compile_t.n, 0.99));
     printf("mask %zu masks, p50 %.1f us, p99 %.1f us, max %.1f us\n", mask_t.n, pct(mask_t.v, mask_t.n, 0.5),
            pct(mask_t.v, mask_t.n, 0.99), pct(mask_t.v, mask_t.n, 1.0));
-    free(names); /* the strings leak into process exit; n may have been cut by --limit */
+    for (size_t i = 0; i < n_all; i++) free(names[i]);
+    free(names);
     free(mask), free(allowed), free(compile_t.v), free(mask_t.v);
     return 0;
 }

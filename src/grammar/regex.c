@@ -56,7 +56,7 @@ static int cmp_pair(const void *x, const void *y) {
 /* Sorts and merges in place; complements when negate. */
 static bool normalize(gb *b, pairs *p, bool negate) {
     uint32_t n = p->n / 2;
-    qsort(p->v, n, 2 * sizeof(uint32_t), cmp_pair);
+    if (n > 1) qsort(p->v, n, 2 * sizeof(uint32_t), cmp_pair);
     uint32_t m = 0;
     for (uint32_t i = 0; i < n; i++) {
         uint32_t lo = p->v[2 * i], hi = p->v[2 * i + 1] > CP_MAX ? CP_MAX : p->v[2 * i + 1];
