@@ -136,7 +136,7 @@ static uint32_t kt_intern(key_table *t, const uint32_t *k, uint32_t n, bool *add
     uint32_t h = hash_words(k, n), i = h & (t->cap - 1);
     while (t->slot[i]) {
         uint32_t id = t->slot[i] - 1;
-        if (t->hash[id] == h && t->off[id + 1] - t->off[id] == n && !memcmp(t->data + t->off[id], k, n * sizeof *k))
+        if (t->hash[id] == h && t->off[id + 1] - t->off[id] == n && (!n || !memcmp(t->data + t->off[id], k, n * sizeof *k)))
             return id;
         i = (i + 1) & (t->cap - 1);
     }
@@ -157,7 +157,7 @@ static uint32_t kt_intern(key_table *t, const uint32_t *k, uint32_t n, bool *add
         t->data = d, t->cap_data = nc;
     }
     if (t->n_ids == 0) t->off[0] = 0;
-    memcpy(t->data + t->n_data, k, n * sizeof *k);
+    if (n) memcpy(t->data + t->n_data, k, n * sizeof *k); /* empty keys are valid (a finished state) */
     t->n_data += n;
     uint32_t id = t->n_ids++;
     t->off[id + 1] = t->n_data;
