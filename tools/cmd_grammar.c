@@ -17,7 +17,7 @@
 #include <string.h>
 #include <time.h>
 
-#define BENCH_MAX_TOKENS 256 /* tokens generated per schema in --bench */
+#define BENCH_DEFAULT_TOKENS 256 /* tokens generated per schema in --bench */
 
 typedef struct opts {
     const char *tokenizer, *schema, *regex, *ebnf, *check, *bench;
@@ -25,6 +25,7 @@ typedef struct opts {
     di_grammar_options gopt;
     uint32_t limit;
     uint32_t seed;
+    uint32_t tokens; /* --bench walk length; 0: compile only */
 } opts;
 
 static double now_us(void) {
@@ -151,13 +152,13 @@ static uint64_t rng(uint64_t *s) {
     return *s;
 }
 
-/* Generates up to BENCH_MAX_TOKENS tokens by sampling allowed tokens (with
+/* Generates up to max_tokens tokens by sampling allowed tokens (with
  * a bias towards tokens that close strings, so walks move through the
  * structure instead of staying in one string), timing every mask. */
 static void bench_walk(di_grammar_matcher *m, const di_grammar_vocab *v, uint32_t *mask, size_t words, uint64_t *seed,
-                       dvec *times, uint32_t *allowed) {
+                       dvec *times, uint32_t *allowed, uint32_t max_tokens) {
     di_error err;
-    for (uint32_t step = 0; step < BENCH_MAX_TOKENS; step++) {
+    for (uint32_t step = 0; step < max_tokens; step++) {
         double a = now_us();
         if (di_grammar_matcher_fill_mask(m, mask, words, &err)) return;
         dpush(times, now_us() - a);
@@ -226,7 +227,7 @@ static int run_bench(const opts *o, const di_grammar_vocab *v) {
         compiled++;
         dpush(&compile_t, c_us);
         di_grammar_matcher *m = NULL;
-        if (di_grammar_matcher_create(g, v, &m, &err) == DI_OK) bench_walk(m, v, mask, words, &seed, &mask_t, allowed);
+        if (di_grammar_matcher_create(g, v, &m, &err) == DI_OK) bench_walk(m, v, mask, words, &seed, &mask_t, allowed, o->tokens);
         di_grammar_matcher_free(m);
         di_grammar_free(g);
     }
@@ -243,7 +244,7 @@ static int run_bench(const opts *o, const di_grammar_vocab *v) {
 static void usage(FILE *f) {
     fprintf(f, "usage: deepinfer grammar --tokenizer MODEL\n"
                "         (--schema F.json | --regex R | --ebnf F | --json-object) --check INSTANCE_FILE\n"
-               "       deepinfer grammar --tokenizer MODEL --bench DIR [--limit N]\n"
+               "       deepinfer grammar --tokenizer MODEL --bench DIR [--limit N] [--tokens N (0: compile only)]\n"
                "MODEL: tokenizer.json, a folder with one, or a GGUF file\n"
                "options: --ws compact|flexible  --lenient  --draft7  --seed N\n"
                "exit: 0 accept, 1 reject, 2 usage error or schema that does not compile\n");
@@ -252,6 +253,7 @@ static void usage(FILE *f) {
 int di_cmd_grammar(int argc, char **argv) {
     opts o = {0};
     o.gopt = di_grammar_options_default();
+    o.tokens = BENCH_DEFAULT_TOKENS;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *val = i + 1 < argc ? argv[i + 1] : NULL;
@@ -269,6 +271,7 @@ int di_cmd_grammar(int argc, char **argv) {
         else if (!strcmp(a, "--bench")) o.bench = val;
         else if (!strcmp(a, "--limit")) o.limit = (uint32_t)strtoul(val, NULL, 10);
         else if (!strcmp(a, "--seed")) o.seed = (uint32_t)strtoul(val, NULL, 10);
+        else if (!strcmp(a, "--tokens")) o.tokens = (uint32_t)strtoul(val, NULL, 10);
         else if (!strcmp(a, "--ws")) o.gopt.whitespace = !strcmp(val, "flexible") ? DI_GRAMMAR_WS_FLEXIBLE : DI_GRAMMAR_WS_COMPACT;
         else { usage(stderr); return 2; }
     }

@@ -23,6 +23,7 @@
 #include "base/alloc.h"
 
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,8 +56,8 @@ static const char *const ANNOTATIONS[] = {
  * JSON Schema keywords we know and do not implement. */
 static const char *const UNSUPPORTED[] = {
     "not", "if", "then", "else", "dependentRequired", "dependentSchemas", "dependencies",
-    "patternProperties", "propertyNames", "minProperties", "maxProperties", "uniqueItems", "contains",
-    "minContains", "maxContains", "multipleOf", "unevaluatedProperties", "unevaluatedItems",
+    "patternProperties", "propertyNames", "uniqueItems", "contains",
+    "minContains", "maxContains", "unevaluatedProperties", "unevaluatedItems",
     "$dynamicRef", "$dynamicAnchor", "$recursiveRef", "$recursiveAnchor", NULL};
 
 static bool in_list(const char *const *list, const char *k) {
@@ -461,41 +462,121 @@ static bool get_count(jsc *c, json_t *s, const char *k, uint32_t *out) {
     return true;
 }
 
+/* Length range, in characters, of the strings a plain-mode regex node
+ * matches (hi GB_INF: unbounded). Regex nodes hold no rule references. */
+static void node_len(const gb *b, uint32_t node, uint32_t depth, uint64_t *lo, uint64_t *hi) {
+    const gb_node *nd = &b->nodes[node];
+    *lo = 0, *hi = GB_INF;
+    if (depth > 1000) return; /* unknown: widest range */
+    switch (nd->kind) {
+    case GN_EMPTY: *hi = 0; return;
+    case GN_NOTHING: *lo = GB_INF, *hi = 0; return;
+    case GN_BYTES: {
+        uint64_t n = 0;
+        for (uint32_t i = 0; i < nd->b; i++) n += (b->bytes[nd->a + i] & 0xC0) != 0x80;
+        *lo = *hi = n;
+        return;
+    }
+    case GN_CLASS: case GN_UCLASS: *lo = *hi = 1; return;
+    case GN_SEQ: case GN_ALT: {
+        bool seq = nd->kind == GN_SEQ;
+        uint64_t l = seq ? 0 : GB_INF, h = 0;
+        for (uint32_t i = 0; i < nd->b; i++) {
+            uint64_t kl, kh;
+            node_len(b, b->kids[nd->a + i], depth + 1, &kl, &kh);
+            if (seq) {
+                l = l + kl > GB_INF ? GB_INF : l + kl;
+                h = h == GB_INF || kh == GB_INF || h + kh >= GB_INF ? GB_INF : h + kh;
+            } else {
+                if (kl < l) l = kl;
+                if (kh > h) h = kh;
+            }
+        }
+        *lo = l, *hi = h;
+        return;
+    }
+    case GN_REPEAT: {
+        uint64_t kl, kh;
+        node_len(b, nd->a, depth + 1, &kl, &kh);
+        *lo = kl * nd->c >= GB_INF ? GB_INF : kl * nd->c;
+        *hi = nd->d == GB_INF || kh == GB_INF ? (kh == 0 ? 0 : GB_INF) : (kh * nd->d >= GB_INF ? GB_INF : kh * nd->d);
+        return;
+    }
+    default: return;
+    }
+}
+
+/* A regex with minLength/maxLength. Exact in two cases: the regex's own
+ * length range already lies within the bounds, or the regex is one
+ * repeated character (^[a-z]+$), whose repeat count takes the bounds. NIL
+ * with *fits false otherwise (error left to the caller). */
+static uint32_t pattern_with_length(jsc *c, const char *re, bool search, uint32_t lo, uint32_t hi, bool *fits) {
+    gb *b = c->b;
+    *fits = true;
+    uint32_t plain = rx_translate(b, re, strlen(re), search, false, c->opt.max_depth);
+    if (plain == GB_NIL) return GB_NIL;
+    uint64_t pl, ph;
+    node_len(b, plain, 0, &pl, &ph);
+    uint32_t json = rx_translate(b, re, strlen(re), search, true, c->opt.max_depth);
+    if (json == GB_NIL) return GB_NIL;
+    if (pl >= lo && (hi == GB_INF || (ph != GB_INF && ph <= hi))) return json;
+    const gb_node *p = &b->nodes[plain], *j = &b->nodes[json];
+    if (p->kind == GN_REPEAT && j->kind == GN_REPEAT) {
+        uint64_t kl, kh;
+        node_len(b, p->a, 0, &kl, &kh);
+        if (kl == 1 && kh == 1) {
+            uint32_t nlo = p->c > lo ? p->c : lo, nhi = p->d < hi ? p->d : hi;
+            return gb_repeat(b, j->a, nlo, nhi);
+        }
+    }
+    *fits = false;
+    return GB_NIL;
+}
+
 static uint32_t string_node(jsc *c, json_t *s) {
     gb *b = c->b;
     uint32_t lo = 0, hi = GB_INF;
     if (!get_count(c, s, "minLength", &lo) || !get_count(c, s, "maxLength", &hi)) return GB_NIL;
+    if (hi != GB_INF && lo > hi) return gb_nothing(b);
     bool has_len = lo > 0 || hi != GB_INF;
     json_t *pat = json_object_get(s, "pattern"), *fmt = json_object_get(s, "format");
+    /* `format` is an annotation in the specification; we enforce the
+     * formats we know (generation wants them) and treat the others as the
+     * annotations they are. */
     const char *fre = NULL;
     if (fmt) {
         const char *f = json_string_value(fmt);
         if (!f) return jfail(c, DI_ERR_FORMAT, "%s", "'format' is not a string");
         for (size_t i = 0; i < sizeof FORMATS / sizeof FORMATS[0]; i++)
             if (!strcmp(f, FORMATS[i].name)) fre = FORMATS[i].re;
-        if (!fre && !c->opt.lenient) return jfail(c, DI_ERR_UNSUPPORTED, "format '%s' is not supported", f);
     }
-    const char *re = NULL;
-    bool search = false;
     if (pat) {
-        re = json_string_value(pat);
+        /* a pattern is an assertion: it wins over the format annotation */
+        const char *re = json_string_value(pat);
         if (!re) return jfail(c, DI_ERR_FORMAT, "%s", "'pattern' is not a string");
-        search = true;
-        if (fre && !c->opt.lenient) return jfail(c, DI_ERR_UNSUPPORTED, "%s", "'pattern' together with 'format'");
-    } else if (fre) {
-        re = fre;
-    }
-    if (re) {
-        if (has_len && !c->opt.lenient)
-            return jfail(c, DI_ERR_UNSUPPORTED, "%s", "'pattern'/'format' together with minLength/maxLength");
-        size_t n = path_push(c, pat ? "pattern" : "format");
-        uint32_t body = rx_translate(b, re, strlen(re), search, true, c->opt.max_depth);
-        if (body == GB_NIL) di_error_prefix(b->err, "json schema at %s: ", c->path);
+        size_t n = path_push(c, "pattern");
+        bool fits = true;
+        uint32_t body = has_len ? pattern_with_length(c, re, true, lo, hi, &fits)
+                                : rx_translate(b, re, strlen(re), true, true, c->opt.max_depth);
+        if (body == GB_NIL && gb_ok(b) && !fits) {
+            if (c->opt.lenient) body = rx_translate(b, re, strlen(re), true, true, c->opt.max_depth);
+            else jfail(c, DI_ERR_UNSUPPORTED, "%s", "'pattern' together with minLength/maxLength");
+        } else if (body == GB_NIL) {
+            di_error_prefix(b->err, "json schema at %s: ", c->path);
+        }
         path_pop(c, n);
-        return quoted(c, body);
+        return body == GB_NIL ? GB_NIL : quoted(c, body);
+    }
+    if (fre) {
+        bool fits = true;
+        uint32_t body = has_len ? pattern_with_length(c, fre, false, lo, hi, &fits)
+                                : rx_translate(b, fre, strlen(fre), false, true, c->opt.max_depth);
+        if (body != GB_NIL) return quoted(c, body);
+        if (!gb_ok(b)) return GB_NIL;
+        /* the format cannot take the length bounds: keep the bounds (the
+         * assertion) and drop the format (the annotation) */
     }
     if (!has_len) return any_string(c);
-    if (hi != GB_INF && lo > hi) return gb_nothing(b);
     return quoted(c, gb_repeat(b, string_char(c), lo, hi));
 }
 
@@ -540,6 +621,28 @@ static uint32_t number_node(jsc *c, json_t *s, bool integer) {
     bool hi_strict = json_is_true(json_object_get(s, "exclusiveMaximum")) && hhi;
     if (helo && (!hlo || dec_order(&elo, &lo) >= 0)) lo = elo, hlo = true, lo_strict = true;
     if (hehi && (!hhi || dec_order(&ehi, &hi) <= 0)) hi = ehi, hhi = true, hi_strict = true;
+    /* multipleOf: 1 means integers; 10^-k (0.01 for money) means at most
+     * k fraction digits, supported without bounds */
+    json_t *mo = json_object_get(s, "multipleOf");
+    uint32_t frac_digits = UINT32_MAX;
+    if (mo) {
+        double q = json_number_value(mo);
+        if (!json_is_number(mo) || !(q > 0)) return jfail(c, DI_ERR_FORMAT, "%s", "'multipleOf' is not a positive number");
+        uint32_t k = 0;
+        while (k < 9 && fabs(q * pow(10, k) - 1) > 1e-9) k++;
+        if (q == 1) integer = true;
+        else if (k < 9 && !integer && !hlo && !hhi) frac_digits = k;
+        else if (!integer && !c->opt.lenient)
+            return jfail(c, DI_ERR_UNSUPPORTED, "%s", "'multipleOf' other than 1 or 10^-k (without bounds)");
+        else if (integer && !(q < 1 && k < 9) && !c->opt.lenient)
+            return jfail(c, DI_ERR_UNSUPPORTED, "%s", "'multipleOf' on integers other than 1");
+    }
+    if (frac_digits != UINT32_MAX) {
+        gb *b = c->b;
+        uint32_t ip = gb_alt2(b, gb_str(b, "0"), gb_seq2(b, gb_byte_range(b, '1', '9'), gb_star(b, gb_byte_range(b, '0', '9'))));
+        uint32_t frac = gb_opt(b, gb_seq2(b, gb_str(b, "."), gb_repeat(b, gb_byte_range(b, '0', '9'), 1, frac_digits)));
+        return gb_seq3(b, gb_opt(b, gb_str(b, "-")), ip, frac);
+    }
     if (!hlo && !hhi) {
         if (integer) return jn_number(c->b, true, NULL, false, NULL, false);
         return any_number(c);
@@ -670,6 +773,25 @@ static uint32_t object_node(jsc *c, json_t *s) {
         if (!found) m[n++] = (member){name, ap ? ap : json_true(), true};
     }
     bool extra = !json_is_false(ap);
+    /* minProperties / maxProperties: the cases a member chain expresses
+     * exactly (bounds implied by the required / listed members, or "at
+     * least one member") */
+    uint32_t n_required = 0, min_props = 0, max_props = GB_INF;
+    for (uint32_t j = 0; j < n; j++) n_required += m[j].required;
+    if (!get_count(c, s, "minProperties", &min_props) || !get_count(c, s, "maxProperties", &max_props)) {
+        free(m);
+        return GB_NIL;
+    }
+    bool need_one = min_props > n_required && min_props == 1;
+    if (min_props > n_required && min_props > 1 && !c->opt.lenient) {
+        free(m);
+        return jfail(c, DI_ERR_UNSUPPORTED, "%s", "'minProperties' above the required count (other than 1)");
+    }
+    if (max_props != GB_INF && (extra || n > max_props) && !c->opt.lenient) {
+        if (max_props < n_required) { free(m); return gb_nothing(b); }
+        free(m);
+        return jfail(c, DI_ERR_UNSUPPORTED, "%s", "'maxProperties' below the possible member count");
+    }
     /* member nodes: "name" ws ":" ws value */
     uint32_t *mem = di_malloc_array(n + 1, sizeof(uint32_t));
     if (!mem) { free(m); return gb_fail(b, DI_ERR_NOMEM, "out of memory"), GB_NIL; }
@@ -704,10 +826,11 @@ static uint32_t object_node(jsc *c, json_t *s) {
     if (extra_member != GB_NIL) {
         uint32_t more = gb_star(b, gb_seq2(b, sep, gb_ref(b, extra_member)));
         b_next = gb_rule_of(b, NULL, more);
-        a_next = gb_rule_of(b, NULL, gb_opt(b, gb_seq2(b, gb_ref(b, extra_member), gb_ref(b, b_next))));
+        uint32_t some = gb_seq2(b, gb_ref(b, extra_member), gb_ref(b, b_next));
+        a_next = gb_rule_of(b, NULL, need_one ? some : gb_opt(b, some));
     } else {
         b_next = gb_rule_of(b, NULL, gb_empty(b));
-        a_next = gb_rule_of(b, NULL, gb_empty(b));
+        a_next = gb_rule_of(b, NULL, need_one ? gb_nothing(b) : gb_empty(b));
     }
     for (uint32_t j = n; j-- > 0 && gb_ok(b);) {
         uint32_t with_b = gb_seq3(b, sep, mem[j], gb_ref(b, b_next));
@@ -792,7 +915,6 @@ static uint32_t schema_body(jsc *c, json_t *s) {
         if (in_list(UNSUPPORTED, k) && !c->opt.lenient) {
             /* keywords whose given value is no constraint */
             if (!strcmp(k, "uniqueItems") && json_is_false(v)) continue;
-            if (!strcmp(k, "minProperties") && json_number_value(v) == 0) continue;
             if ((!strcmp(k, "then") || !strcmp(k, "else")) && !json_object_get(s, "if")) continue;
             return jfail(c, DI_ERR_UNSUPPORTED, "keyword '%s' is not supported", k);
         }

@@ -108,8 +108,8 @@ static void recursive_refs_and_defs(void **state) {
 
 static void unsupported_keywords_name_the_keyword_unless_lenient(void **state) {
     (void)state;
-    const char *kws[] = {"not", "if", "patternProperties", "uniqueItems", "contains", "multipleOf", "propertyNames"};
-    const char *vals[] = {"{}", "{}", "{}", "true", "{}", "2", "{}"};
+    const char *kws[] = {"not", "if", "patternProperties", "uniqueItems", "contains", "dependentRequired", "propertyNames"};
+    const char *vals[] = {"{}", "{}", "{}", "true", "{}", "{}", "{}"};
     for (size_t i = 0; i < sizeof kws / sizeof *kws; i++) {
         char s[128];
         snprintf(s, sizeof s, "{\"type\":\"object\",\"%s\":%s}", kws[i], vals[i]);
@@ -124,6 +124,18 @@ static void unsupported_keywords_name_the_keyword_unless_lenient(void **state) {
         assert_int_equal(di_grammar_compile_json_schema(s, strlen(s), &opt, &g, &err), DI_OK);
         di_grammar_free(g);
     }
+    /* value-dependent support names the keyword too */
+    const char *mo = "{\"type\":\"number\",\"multipleOf\":3}";
+    di_grammar *g0 = NULL;
+    di_error e0 = {0};
+    assert_int_equal(di_grammar_compile_json_schema(mo, strlen(mo), NULL, &g0, &e0), DI_ERR_UNSUPPORTED);
+    assert_non_null(strstr(e0.msg, "'multipleOf'"));
+    /* multipleOf 0.01: at most two fraction digits */
+    const char *money = "{\"type\":\"number\",\"multipleOf\":0.01}";
+    assert_int_equal(di_grammar_compile_json_schema(money, strlen(money), NULL, &g0, &e0), DI_OK);
+    assert_true(gt_accepts_str(g0, "12.34"));
+    assert_false(gt_accepts_str(g0, "12.345"));
+    di_grammar_free(g0);
     /* unknown (non-standard) keywords are annotations */
     di_grammar *g = schema("{\"type\":\"integer\",\"x-custom\":{\"a\":1}}");
     di_grammar_free(g);
