@@ -5,8 +5,12 @@
  * items, prefixItems, additionalItems (draft 7), minItems, maxItems,
  * minLength, maxLength, minimum, maximum, exclusiveMinimum,
  * exclusiveMaximum, pattern, format (date, time, date-time, email, uuid, uri,
- * ipv4, hostname), anyOf, oneOf (as anyOf: see below), allOf (merged into one
- * schema where the keywords combine), local $ref with $defs / definitions.
+ * ipv4, hostname; other formats are annotations), anyOf, oneOf (as anyOf: see
+ * below), allOf (merged into one schema where the keywords combine), local
+ * $ref with $defs / definitions; in the forms a grammar expresses exactly:
+ * multipleOf (1, 10^-k), minProperties / maxProperties (implied by the
+ * members, or minProperties 1), patternProperties (one pattern; see
+ * object_node).
  * Annotations (title, description, default, ...) are ignored; other JSON
  * Schema keywords are an error naming them unless the caller is lenient.
  *
@@ -24,6 +28,8 @@
 
 #include <jansson.h>
 #include <math.h>
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,7 +62,7 @@ static const char *const ANNOTATIONS[] = {
  * JSON Schema keywords we know and do not implement. */
 static const char *const UNSUPPORTED[] = {
     "not", "if", "then", "else", "dependentRequired", "dependentSchemas", "dependencies",
-    "patternProperties", "propertyNames", "uniqueItems", "contains",
+    "propertyNames", "uniqueItems", "contains",
     "minContains", "maxContains", "unevaluatedProperties", "unevaluatedItems",
     "$dynamicRef", "$dynamicAnchor", "$recursiveRef", "$recursiveAnchor", NULL};
 
@@ -268,6 +274,9 @@ static bool merge_into(jsc *c, json_t *dst, json_t *src) {
      * merged schema would change its meaning unless the key sets agree. */
     json_t *dap = json_object_get(dst, "additionalProperties"), *sap = json_object_get(src, "additionalProperties");
     json_t *dpr = json_object_get(dst, "properties"), *spr = json_object_get(src, "properties");
+    json_t *dpp = json_object_get(dst, "patternProperties"), *spp = json_object_get(src, "patternProperties");
+    if ((dap || sap || dpp || spp) && !json_equal(dpp, spp) && (dpp || spp) && (dap || sap || (dpr && spr)))
+        return jfail(c, DI_ERR_UNSUPPORTED, "%s", "allOf with patternProperties and additionalProperties in different schemas"), false;
     if (((dap && !json_is_true(dap)) && spr && !json_equal(dpr, spr)) ||
         ((sap && !json_is_true(sap)) && dpr && !json_equal(dpr, spr)))
         return jfail(c, DI_ERR_UNSUPPORTED, "%s", "allOf with additionalProperties over different properties"), false;
@@ -773,6 +782,40 @@ static uint32_t object_node(jsc *c, json_t *s) {
         if (!found) m[n++] = (member){name, ap ? ap : json_true(), true};
     }
     bool extra = !json_is_false(ap);
+    /* patternProperties: keys matching the pattern take its schema. The
+     * keys that match no pattern would need the pattern's complement, which
+     * a grammar cannot build from a regex cheaply, so with patternProperties
+     * only pattern keys are generated as extra members (a subset of the
+     * valid objects). Exact support needs: one pattern, no listed name
+     * matching it (it would have to satisfy both schemas), and no separate
+     * additionalProperties schema. */
+    json_t *pp = json_object_get(s, "patternProperties");
+    const char *pp_re = NULL;
+    json_t *pp_schema = NULL;
+    if (pp && json_object_size(pp)) {
+        if (!json_is_object(pp)) { free(m); return jfail(c, DI_ERR_FORMAT, "%s", "'patternProperties' is not an object"); }
+        const char *pk;
+        json_t *pv;
+        json_object_foreach(pp, pk, pv) if (!pp_re) pp_re = pk, pp_schema = pv;
+        const char *why = NULL;
+        if (json_object_size(pp) > 1) why = "'patternProperties' with more than one pattern";
+        else if (ap && !json_is_boolean(ap)) why = "'patternProperties' together with an additionalProperties schema";
+        else {
+            int ec;
+            PCRE2_SIZE eo;
+            pcre2_code *re = pcre2_compile((PCRE2_SPTR)pp_re, PCRE2_ZERO_TERMINATED, PCRE2_UTF, &ec, &eo, NULL);
+            if (!re) why = "'patternProperties' pattern not understood";
+            for (uint32_t j = 0; re && j < n && !why; j++) {
+                pcre2_match_data *md = pcre2_match_data_create_from_pattern(re, NULL);
+                if (md && pcre2_match(re, (PCRE2_SPTR)m[j].name, strlen(m[j].name), 0, 0, md, NULL) >= 0)
+                    why = "'patternProperties' pattern matching a listed property";
+                pcre2_match_data_free(md);
+            }
+            pcre2_code_free(re);
+        }
+        if (why && !c->opt.lenient) { free(m); return jfail(c, DI_ERR_UNSUPPORTED, "%s", why); }
+        extra = true; /* pattern keys are allowed even under additionalProperties: false */
+    }
     /* minProperties / maxProperties: the cases a member chain expresses
      * exactly (bounds implied by the required / listed members, or "at
      * least one member") */
@@ -812,11 +855,19 @@ static uint32_t object_node(jsc *c, json_t *s) {
         uint32_t *idx = di_malloc_array(n + 1, sizeof(uint32_t));
         if (!idx) { free(m); free(mem); return gb_fail(b, DI_ERR_NOMEM, "out of memory"), GB_NIL; }
         for (uint32_t j = 0; j < n; j++) idx[j] = j;
-        uint32_t key = n ? gb_seq2(b, gb_str(b, "\""), key_not_in(c, m, 0, idx, n)) : any_string(c);
+        uint32_t key, val;
+        if (pp_re) {
+            size_t pn = path_push(c, "patternProperties");
+            key = quoted(c, rx_translate(b, pp_re, strlen(pp_re), true, true, c->opt.max_depth));
+            val = schema_node(c, pp_schema);
+            path_pop(c, pn);
+        } else {
+            key = n ? gb_seq2(b, gb_str(b, "\""), key_not_in(c, m, 0, idx, n)) : any_string(c);
+            size_t pn = path_push(c, "additionalProperties");
+            val = ap ? schema_node(c, ap) : any_value(c);
+            path_pop(c, pn);
+        }
         free(idx);
-        size_t pn = path_push(c, "additionalProperties");
-        uint32_t val = ap ? schema_node(c, ap) : any_value(c);
-        path_pop(c, pn);
         extra_member = gb_rule_of(b, NULL, gb_seq3(b, key, colon, val));
     }
     /* A[j]: members j.. when none was written yet; B[j]: after one was

@@ -37,6 +37,21 @@ static void additional_properties_exclude_listed_names(void **state) {
     di_grammar_free(g);
 }
 
+static void pattern_properties_generate_matching_keys(void **state) {
+    (void)state;
+    di_grammar *g = schema("{\"properties\":{\"id\":{\"type\":\"integer\"}},"
+                           "\"patternProperties\":{\"^x-\":{\"type\":\"string\"}},\"additionalProperties\":false}");
+    assert_true(gt_accepts_str(g, "{\"id\":1,\"x-a\":\"s\",\"x-\":\"t\"}"));
+    assert_false(gt_accepts_str(g, "{\"id\":1,\"x-a\":1}"));
+    assert_false(gt_accepts_str(g, "{\"id\":1,\"y\":\"s\"}"));
+    di_grammar_free(g);
+    /* a listed name matching the pattern would need both schemas */
+    const char *both = "{\"properties\":{\"x-id\":{}},\"patternProperties\":{\"^x-\":{}}}";
+    di_error err = {0};
+    assert_int_equal(di_grammar_compile_json_schema(both, strlen(both), NULL, &g, &err), DI_ERR_UNSUPPORTED);
+    assert_non_null(strstr(err.msg, "'patternProperties'"));
+}
+
 static void flexible_whitespace_is_bounded(void **state) {
     (void)state;
     di_grammar_options opt = di_grammar_options_default();
@@ -108,7 +123,7 @@ static void recursive_refs_and_defs(void **state) {
 
 static void unsupported_keywords_name_the_keyword_unless_lenient(void **state) {
     (void)state;
-    const char *kws[] = {"not", "if", "patternProperties", "uniqueItems", "contains", "dependentRequired", "propertyNames"};
+    const char *kws[] = {"not", "if", "dependentSchemas", "uniqueItems", "contains", "dependentRequired", "propertyNames"};
     const char *vals[] = {"{}", "{}", "{}", "true", "{}", "{}", "{}"};
     for (size_t i = 0; i < sizeof kws / sizeof *kws; i++) {
         char s[128];
@@ -248,6 +263,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(properties_follow_schema_order_and_required),
         cmocka_unit_test(additional_properties_exclude_listed_names),
+        cmocka_unit_test(pattern_properties_generate_matching_keys),
         cmocka_unit_test(flexible_whitespace_is_bounded),
         cmocka_unit_test(numbers_respect_bounds_exactly),
         cmocka_unit_test(strings_lengths_formats_and_patterns),
