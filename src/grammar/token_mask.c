@@ -28,10 +28,8 @@
 
 #include "base/alloc.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #define KEY_SELF 0xFFFFFFFFu   /* origin == the set itself */
 #define KEY_ACCEPT 0xFFFFFFFEu /* marker triple for the accepting flag */
@@ -575,12 +573,7 @@ static local_entry *local_entry_for(di_grammar_matcher *m) {
     local_entry *le = &c->lents[id];
     if (added) {
         memset(le, 0, sizeof *le);
-        struct timespec t0, t1;
-        clock_gettime(CLOCK_MONOTONIC, &t0);
-        bool okc = seed_local(m) && classify(m, le);
-        clock_gettime(CLOCK_MONOTONIC, &t1);
-        if (getenv("DI_MASK_TRACE")) fprintf(stderr, "classify key %u words: %.1f us, n_unc %u, seed items %u\n", n, (t1.tv_sec - t0.tv_sec) * 1e6 + (t1.tv_nsec - t0.tv_nsec) / 1e3, le->n_unc, c->lp->n_items);
-        if (!okc) {
+        if (!seed_local(m) || !classify(m, le)) {
             /* leave a consistent entry: nothing accepted, all uncertain is
              * not representable cheaply, so drop the whole local cache */
             free(le->acc), free(le->unc);
