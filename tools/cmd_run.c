@@ -53,11 +53,13 @@ static const char *finish_name(di_finish f) {
 
 static void print_summary(const stream_state *st) {
     const di_request_stats *s = &st->stats;
+    if (st->len && st->reply[st->len - 1] != '\n') putchar('\n'); /* end the streamed line */
+    fflush(stdout);
     double prefill_ms = s->t_first_token_ms - s->t_queued_ms;
     double decode_ms = s->t_total_ms - s->t_first_token_ms;
     int n_computed = s->n_prompt - s->n_cached;
     fprintf(stderr,
-            "\n[prompt %d tok (%d cached), generated %d tok | prefill %.1f tok/s | decode %.1f tok/s | "
+            "[prompt %d tok (%d cached), generated %d tok | prefill %.1f tok/s | decode %.1f tok/s | "
             "finish %s]\n",
             s->n_prompt, s->n_cached, s->n_generated,
             prefill_ms > 0 ? n_computed / (prefill_ms / 1e3) : 0.0,
@@ -83,17 +85,69 @@ static int generate(const char *cmd, di_engine *e, di_request *r, stream_state *
     return st->finish == DI_FINISH_REASON_ERROR;
 }
 
+/* Reads a whole file into a malloc'd NUL-terminated string; NULL on failure. */
+static char *slurp(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *buf = NULL;
+    size_t len = 0, cap = 0, n;
+    char chunk[4096];
+    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) {
+        if (len + n + 1 > cap) {
+            cap = (len + n + 1) * 2;
+            char *p = realloc(buf, cap);
+            if (!p) {
+                free(buf);
+                fclose(f);
+                return NULL;
+            }
+            buf = p;
+        }
+        memcpy(buf + len, chunk, n);
+        len += n;
+    }
+    fclose(f);
+    if (!buf) buf = calloc(1, 1);
+    else buf[len] = '\0';
+    return buf;
+}
+
+/* Fills c from the --json-schema / --json / --regex / --grammar flags. */
+static int parse_constraint(const char *schema_file, bool json, const char *regex,
+                            const char *ebnf_file, di_constraint *c, char **owned) {
+    int n = (schema_file != NULL) + json + (regex != NULL) + (ebnf_file != NULL);
+    if (n > 1) {
+        fprintf(stderr, "deepinfer run: give at most one of --json-schema, --json, --regex, --grammar\n");
+        return 2;
+    }
+    const char *file = schema_file ? schema_file : ebnf_file;
+    if (file && !(*owned = slurp(file))) {
+        fprintf(stderr, "deepinfer run: cannot read %s\n", file);
+        return 1;
+    }
+    if (schema_file) *c = (di_constraint){DI_CONSTRAINT_JSON_SCHEMA, *owned, false, false};
+    if (ebnf_file) *c = (di_constraint){DI_CONSTRAINT_EBNF, *owned, false, false};
+    if (json) *c = (di_constraint){DI_CONSTRAINT_JSON_OBJECT, NULL, false, false};
+    if (regex) *c = (di_constraint){DI_CONSTRAINT_REGEX, regex, false, false};
+    return 0;
+}
+
 int di_cmd_run(int argc, char **argv) {
     di_gen_opts o;
     di_gen_opts_defaults(&o);
     const char *prompt = NULL, *system = NULL, *tmpl = NULL;
-    bool raw = false;
+    const char *schema_file = NULL, *regex = NULL, *ebnf_file = NULL;
+    bool raw = false, json = false;
     di_arg specs[32];
     int n = di_gen_opts_specs(&o, specs, 0);
     specs[n++] = (di_arg){"-p", "--prompt", DI_ARG_STR, &prompt, 0, 0, "the prompt"};
     specs[n++] = (di_arg){"--system", NULL, DI_ARG_STR, &system, 0, 0, "system message"};
     specs[n++] = (di_arg){"--raw", NULL, DI_ARG_FLAG, &raw, 0, 0, "do not apply the chat template"};
     specs[n++] = (di_arg){"--chat-template", NULL, DI_ARG_STR, &tmpl, 0, 0, "chatml, llama3, deepseek3, phi3"};
+    specs[n++] = (di_arg){"--json-schema", NULL, DI_ARG_STR, &schema_file, 0, 0, "constrain output to this JSON Schema file"};
+    specs[n++] = (di_arg){"--json", NULL, DI_ARG_FLAG, &json, 0, 0, "constrain output to a JSON object"};
+    specs[n++] = (di_arg){"--regex", NULL, DI_ARG_STR, &regex, 0, 0, "constrain output to match this regex"};
+    specs[n++] = (di_arg){"--grammar", NULL, DI_ARG_STR, &ebnf_file, 0, 0, "constrain output to this GBNF grammar file"};
     const char *pos[1];
     int npos = 0;
     int rc = di_args_parse("run", "-m MODEL -p PROMPT [options]", specs, n, argc, argv, pos, 1, &npos);
@@ -103,10 +157,16 @@ int di_cmd_run(int argc, char **argv) {
         fprintf(stderr, "deepinfer run: no prompt (-p)\n");
         return 2;
     }
-    di_engine *e = di_gen_engine_open("run", &o);
-    if (!e) return 1;
     di_request r;
     memset(&r, 0, sizeof r);
+    char *grammar_text = NULL;
+    rc = parse_constraint(schema_file, json, regex, ebnf_file, &r.constraint, &grammar_text);
+    if (rc) return rc;
+    di_engine *e = di_gen_engine_open("run", &o);
+    if (!e) {
+        free(grammar_text);
+        return 1;
+    }
     di_message msgs[2];
     size_t nm = 0;
     if (raw) {
@@ -123,6 +183,7 @@ int di_cmd_run(int argc, char **argv) {
     stream_state st = {0};
     rc = generate("run", e, &r, &st);
     free(st.reply);
+    free(grammar_text);
     di_engine_free(e);
     return rc;
 }
