@@ -41,6 +41,12 @@ want=$(python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).readline(
 got=$("$BIN" run -m "$MODEL" --raw -p "The quick brown fox" -n 8 --temp 0 -t 2 2>/dev/null)
 [ "$got" = "$want" ] || fail "run --raw gave '$got', batch gave '$want'"
 
+# Prompt as ids, output as ids: the same greedy tokens as the text path.
+ids=$("$BIN" run -m "$MODEL" --prompt-ids "504 2365 6354 16438" -n 8 --temp 0 -t 2 --print-ids 2>/dev/null)
+want_ids=$(python3 -c 'import json,sys; print(" ".join(map(str, json.loads(open(sys.argv[1]).readline())["token_ids"])))' "$tmp/out.jsonl")
+[ "$ids" = "$want_ids" ] || fail "--print-ids gave '$ids', batch gave '$want_ids'"
+if "$BIN" run -m "$MODEL" --prompt-ids "1 x" 2>/dev/null; then fail "bad --prompt-ids accepted"; fi
+
 # Bad flags are usage errors.
 if "$BIN" batch -m "$MODEL" --in "$tmp/in.jsonl" 2>/dev/null; then fail "missing --out accepted"; fi
 if "$BIN" run -m "$MODEL" -p x -n abc 2>/dev/null; then fail "bad -n accepted"; fi
