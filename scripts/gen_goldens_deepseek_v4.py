@@ -401,6 +401,35 @@ def greedy(model, ids, steps):
     return new, margins
 
 
+def write_tokenizer(d, vocab_size):
+    """A byte-level BPE tokenizer.json with one token per byte and no merges,
+    so `deepinfer run` can take text and print text for the tiny models
+    (the real DeepSeek tokenizer has 128K tokens, more than their vocab).
+    Built with HF `tokenizers`, the tokenization oracle."""
+    import tokenizers
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from tokenizers.pre_tokenizers import ByteLevel
+    alphabet = sorted(ByteLevel.alphabet(), key=lambda ch: bytes_of(ch))
+    assert len(alphabet) == 256 == vocab_size
+    tok = Tokenizer(models.BPE(vocab={ch: i for i, ch in enumerate(alphabet)}, merges=[]))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    tok.decoder = decoders.ByteLevel()
+    tok.save(os.path.join(d, "tokenizer.json"))
+
+
+def bytes_of(ch):
+    """The byte GPT-2's byte-to-unicode table maps to ch (its sort key)."""
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("\u00a1"), ord("\u00ac") + 1)) + \
+        list(range(ord("\u00ae"), ord("\u00ff") + 1))
+    cs, n = bs[:], 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return dict(zip((chr(c) for c in cs), bs))[ch]
+
+
 def sha256(path):
     h = hashlib.sha256()
     with open(path, "rb") as f:
@@ -432,6 +461,7 @@ def build_seed(name, spec, probe, seed):
         os.remove(os.path.join(d, f))
     save_file(tensors, os.path.join(d, "model.safetensors"), metadata={"format": "pt"})
     write_config(os.path.join(d, "config.json"), spec, cfg)
+    write_tokenizer(d, cfg.vocab_size)
 
     rng = np.random.default_rng(seed)
     prompts = [[int(x) for x in rng.integers(2, cfg.vocab_size, size=n)] for n in PROMPT_LENS]
@@ -498,6 +528,10 @@ def build_seed(name, spec, probe, seed):
 def main():
     torch.set_num_threads(2)
     probe = IndexerProbe()
+    if sys.argv[1:] == ["--tokenizer-only"]:
+        for name, spec in MODELS.items():
+            write_tokenizer(os.path.join(OUT, name), spec["cfg"]["vocab_size"])
+        return
     names = sys.argv[1:] or list(MODELS)
     for name in names:
         build(name, MODELS[name], probe)

@@ -4,11 +4,13 @@
 #include "gen_common.h"
 #include "tools.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 typedef struct stream_state {
+    bool print_ids;     /* print the generated ids at the end instead of text */
     di_request_stats stats;
     di_finish finish;
     char *reply;        /* accumulated text (chat keeps it as history) */
@@ -18,6 +20,16 @@ typedef struct stream_state {
 
 static int on_event(const di_event *ev) {
     stream_state *st = ev->user;
+    if (st->print_ids) {
+        if (ev->finish != DI_FINISH_REASON_NONE) {
+            for (int32_t i = 0; i < ev->n_tokens; i++) printf("%s%d", i ? " " : "", (int)ev->tokens[i]);
+            printf("\n");
+            st->finish = ev->finish;
+            st->stats = ev->stats;
+            st->error = ev->error;
+        }
+        return 0;
+    }
     if (ev->text_len) {
         fwrite(ev->text, 1, ev->text_len, stdout);
         fflush(stdout);
@@ -83,33 +95,81 @@ static int generate(const char *cmd, di_engine *e, di_request *r, stream_state *
     return st->finish == DI_FINISH_REASON_ERROR;
 }
 
+/* "0 15 27" (spaces or commas) -> ids; 0 ok, else prints why. */
+static int parse_ids(const char *text, int32_t **out, size_t *n_out) {
+    size_t cap = 16, n = 0;
+    int32_t *ids = malloc(cap * sizeof *ids);
+    const char *p = text;
+    while (ids) {
+        while (*p == ' ' || *p == ',' || *p == '\t') p++;
+        if (!*p) break;
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p || v < 0 || v > INT32_MAX) {
+            fprintf(stderr, "deepinfer run: --prompt-ids: bad id at '%.16s'\n", p);
+            free(ids);
+            return 1;
+        }
+        if (n == cap) {
+            int32_t *g = realloc(ids, 2 * cap * sizeof *ids);
+            if (!g) break;
+            ids = g;
+            cap *= 2;
+        }
+        ids[n++] = (int32_t)v;
+        p = end;
+    }
+    if (!ids || !n) {
+        fprintf(stderr, "deepinfer run: --prompt-ids: %s\n", ids ? "no ids" : "out of memory");
+        free(ids);
+        return 1;
+    }
+    *out = ids;
+    *n_out = n;
+    return 0;
+}
+
 int di_cmd_run(int argc, char **argv) {
     di_gen_opts o;
     di_gen_opts_defaults(&o);
     const char *prompt = NULL, *system = NULL, *tmpl = NULL;
-    bool raw = false;
+    const char *prompt_ids = NULL;
+    bool raw = false, print_ids = false;
     di_arg specs[32];
     int n = di_gen_opts_specs(&o, specs, 0);
     specs[n++] = (di_arg){"-p", "--prompt", DI_ARG_STR, &prompt, 0, 0, "the prompt"};
     specs[n++] = (di_arg){"--system", NULL, DI_ARG_STR, &system, 0, 0, "system message"};
     specs[n++] = (di_arg){"--raw", NULL, DI_ARG_FLAG, &raw, 0, 0, "do not apply the chat template"};
     specs[n++] = (di_arg){"--chat-template", NULL, DI_ARG_STR, &tmpl, 0, 0, "chatml, llama3, deepseek3, phi3"};
+    specs[n++] = (di_arg){"--prompt-ids", NULL, DI_ARG_STR, &prompt_ids, 0, 0,
+                          "the prompt as token ids (\"0 15 27\"), no template"};
+    specs[n++] = (di_arg){"--print-ids", NULL, DI_ARG_FLAG, &print_ids, 0, 0,
+                          "print the generated token ids on one line instead of text"};
     const char *pos[1];
     int npos = 0;
     int rc = di_args_parse("run", "-m MODEL -p PROMPT [options]", specs, n, argc, argv, pos, 1, &npos);
     if (rc) return rc == 1 ? 0 : 2;
     if (!prompt && npos) prompt = pos[0];
-    if (!prompt) {
-        fprintf(stderr, "deepinfer run: no prompt (-p)\n");
+    if (!prompt && !prompt_ids) {
+        fprintf(stderr, "deepinfer run: no prompt (-p or --prompt-ids)\n");
         return 2;
     }
+    int32_t *ids = NULL;
+    size_t n_ids = 0;
+    if (prompt_ids && parse_ids(prompt_ids, &ids, &n_ids)) return 2;
     di_engine *e = di_gen_engine_open("run", &o);
-    if (!e) return 1;
+    if (!e) {
+        free(ids);
+        return 1;
+    }
     di_request r;
     memset(&r, 0, sizeof r);
     di_message msgs[2];
     size_t nm = 0;
-    if (raw) {
+    if (ids) {
+        r.tokens = ids;
+        r.n_tokens = n_ids;
+    } else if (raw) {
         r.text = prompt;
     } else {
         if (system) msgs[nm++] = (di_message){"system", system};
@@ -120,9 +180,10 @@ int di_cmd_run(int argc, char **argv) {
     }
     r.max_tokens = (int32_t)o.max_tokens;
     r.sampling = di_gen_sampling(&o);
-    stream_state st = {0};
+    stream_state st = {.print_ids = print_ids};
     rc = generate("run", e, &r, &st);
     free(st.reply);
+    free(ids);
     di_engine_free(e);
     return rc;
 }
