@@ -214,7 +214,7 @@ static void attend_row(void *arg, int64_t row, int thread) {
 /* ---- the layer ------------------------------------------------------------- */
 
 /* Raw compressor projections of every row into its slot (gate + ape). */
-static void store_raw(const di_dsv4_model *m, di_dsv4_kv *kv, int32_t il, const di_batch *b,
+static void store_raw(di_dsv4_kv *kv, int32_t il, const di_batch *b,
                       const dsv4_compressor *cp, int32_t ratio, const float *rkv, float *rg, int32_t off_kv,
                       int32_t off_gate) {
     const int32_t w = cp->coff * cp->dim;
@@ -226,7 +226,6 @@ static void store_raw(const di_dsv4_model *m, di_dsv4_kv *kv, int32_t il, const 
         kv_put(kv, il, sl, off_kv, rkv + (int64_t)i * w, w);
         kv_put(kv, il, sl, off_gate, g, w);
     }
-    (void)m;
 }
 
 void dsv4_attention(di_dsv4_ctx *c, di_dsv4_kv *kv, int32_t il, const di_batch *b, di_threadpool *pool) {
@@ -256,14 +255,14 @@ void dsv4_attention(di_dsv4_ctx *c, di_dsv4_kv *kv, int32_t il, const di_batch *
         int64_t w = (int64_t)cp->coff * cp->dim;
         dsv4_linear_apply(k, &cp->wkv, c->h, D, c->ckv, w, n, mm, pool);
         dsv4_linear_apply(k, &cp->wgate, c->h, D, c->cg, w, n, mm, pool);
-        store_raw(m, kv, il, b, cp, L->ratio, c->ckv, c->cg, lay->off_raw_kv, lay->off_raw_gate);
+        store_raw(kv, il, b, cp, L->ratio, c->ckv, c->cg, lay->off_raw_kv, lay->off_raw_gate);
     }
     if (L->kind == DI_DSV4_ATTN_CSA) {
         const dsv4_compressor *cp = &L->icomp;
         int64_t w = 2 * (int64_t)cp->dim, IH = hp->index_heads, ihd = hp->index_dim;
         dsv4_linear_apply(k, &cp->wkv, c->h, D, c->ikv, w, n, mm, pool);
         dsv4_linear_apply(k, &cp->wgate, c->h, D, c->ig, w, n, mm, pool);
-        store_raw(m, kv, il, b, cp, L->ratio, c->ikv, c->ig, lay->off_iraw_kv, lay->off_iraw_gate);
+        store_raw(kv, il, b, cp, L->ratio, c->ikv, c->ig, lay->off_iraw_kv, lay->off_iraw_gate);
         dsv4_linear_apply(k, &L->idx_wq_b, c->qr, hp->q_lora, c->iq, IH * ihd, n, mm, pool);
         dsv4_linear_apply(k, &L->idx_wproj, c->h, D, c->iw, IH, n, mm, pool);
         const float wscale = 1.0f / sqrtf((float)IH);

@@ -15,6 +15,7 @@
  * pair, mask, pooling slot or routing choice moves logits by > 1e-2. */
 #include "test_util.h"
 
+#include "deepinfer.h"
 #include "base/threadpool.h"
 #include "format/safetensors.h"
 #include "model/deepseek_v4.h"
@@ -373,6 +374,86 @@ static void test_bad_batches_rejected(void **state) {
     runner_free(&r);
 }
 
+/* ---- through the engine ------------------------------------------------------ */
+
+typedef struct engine_out {
+    int32_t ids[64];
+    int32_t n;
+    int done;
+} engine_out;
+
+static int on_engine_event(const di_event *ev) {
+    engine_out *o = ev->user;
+    if (ev->finish != DI_FINISH_REASON_NONE) {
+        for (int32_t i = 0; i < ev->n_tokens && i < 64; i++) o->ids[i] = ev->tokens[i];
+        o->n = ev->n_tokens;
+        o->done = 1;
+    }
+    return 0;
+}
+
+/* The greedy cases submitted together, twice (the second round hits the
+ * prefix cache), on an f32 cache small enough to preempt: every request
+ * must still produce generate()'s ids. Prefix hits are exact because all
+ * per-sequence state (window rows, raw compressor rows, pooled entries,
+ * index keys) lives in the position's own cache slot. */
+static void test_engine_greedy_with_prefix_cache_and_preemption(void **state) {
+    fixture *f = *state;
+    for (int i = 0; i < N_MODELS; i++) {
+        const golden *g = &f->g[i];
+        char dir[4096];
+        model_dir(dir, sizeof dir, MODELS[i]);
+        di_engine_params p = di_engine_params_default();
+        p.model_path = dir;
+        p.n_threads = 2;
+        p.block_size = 4;
+        p.kv_tokens = 160; /* less than 3 requests of ~40 + 32 tokens */
+        p.max_batch_tokens = 24;
+        p.kv_f32 = true;
+        p.check_integrity = true;
+        di_engine *e;
+        di_error err;
+        assert_int_equal(di_engine_create(&p, &e, &err), DI_OK);
+        gcase cs[8];
+        engine_out outs[16];
+        int n = 0;
+        for (size_t k = 0; k < n_cases(g); k++) {
+            get_case(g, k, &cs[n]);
+            if (cs[n].greedy) n++;
+        }
+        memset(outs, 0, sizeof outs);
+        for (int round = 0; round < 2; round++) {
+            for (int j = 0; j < n; j++) {
+                di_request r;
+                memset(&r, 0, sizeof r);
+                r.tokens = cs[j].ids;
+                r.n_tokens = (size_t)cs[j].n;
+                r.max_tokens = (int32_t)json_array_size(cs[j].greedy);
+                r.sampling = di_sampling_params_default();
+                r.sampling.temperature = 0;
+                r.ignore_eos = true;
+                r.on_event = on_engine_event;
+                r.user = &outs[round * n + j];
+                assert_int_equal(di_engine_submit(e, &r, NULL, &err), DI_OK);
+            }
+            assert_int_equal(di_engine_run(e, &err), DI_OK);
+        }
+        di_engine_stats st;
+        di_engine_get_stats(e, &st);
+        printf("%s engine: %lld prefix-hit tokens, %lld preemptions\n", MODELS[i], (long long)st.n_prefix_hit_tokens,
+               (long long)st.n_preemptions);
+        assert_true(st.n_prefix_hit_tokens > 0);
+        for (int j = 0; j < 2 * n; j++) {
+            const gcase *c = &cs[j % n];
+            assert_true(outs[j].done);
+            assert_int_equal(outs[j].n, (int32_t)json_array_size(c->greedy));
+            for (int32_t t = 0; t < outs[j].n; t++)
+                assert_int_equal(outs[j].ids[t], (int32_t)json_integer_value(json_array_get(c->greedy, (size_t)t)));
+        }
+        di_engine_free(e);
+    }
+}
+
 /* ---- malformed checkpoints ---------------------------------------------------- */
 
 /* A temp folder with `config` as config.json and `st` (or the tiny_bf16
@@ -536,6 +617,7 @@ int main(void) {
         cmocka_unit_test(test_batch_and_thread_invariance),
         cmocka_unit_test(test_f16_cache_close),
         cmocka_unit_test(test_bad_batches_rejected),
+        cmocka_unit_test(test_engine_greedy_with_prefix_cache_and_preemption),
         cmocka_unit_test(test_malformed_configs_rejected),
         cmocka_unit_test(test_malformed_tensors_rejected),
     };
