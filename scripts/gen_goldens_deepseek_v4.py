@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# venv: deepseek
 """Golden logits for the DeepSeek-V4 forward, from an oracle we did not write.
 
 Oracle: HF transformers 5.24 `models/deepseek_v4` (DeepseekV4ForCausalLM),

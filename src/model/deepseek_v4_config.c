@@ -201,9 +201,11 @@ di_status dsv4_hparams_from_config(const char *path, di_dsv4_hparams *hp, di_err
     di_status s = di_hf_config_open(path, &root, err);
     if (s) return s;
     if ((s = di_hf_config_text_section(root, &c, err))) goto done;
-    const char *mt;
+    const char *mt, *root_mt = "";
+    if ((s = di_hf_config_get_string_or(root, "model_type", "", &root_mt, err))) goto done;
     if ((s = di_hf_config_get_string(c, "model_type", &mt, err))) goto done;
-    if (!strcmp(mt, "deepseek_v41")) {
+    /* V4.1 keeps its text model under text_config; either spelling counts */
+    if (!strncmp(mt, "deepseek_v41", 12) || !strncmp(root_mt, "deepseek_v41", 12)) {
         s = di_error_set(err, DI_ERR_UNSUPPORTED,
                          "%s: DeepSeek-V4.1 (deepseek_v41) is not implemented: no reference implementation "
                          "to verify it against yet", di_hf_config_name(c));
