@@ -132,14 +132,11 @@ static int info_gguf(const char *path) {
 int di_cmd_info(int argc, char **argv) {
     if (argc != 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
         fprintf(argc == 2 ? stdout : stderr, "usage: deepinfer info MODEL\n"
-                "  MODEL: a .gguf file (HF checkpoint folders: later)\n");
+                "  MODEL: a .gguf file or an HF checkpoint folder (DeepSeek-V4)\n");
         return argc == 2 ? 0 : 2;
     }
     const char *path = argv[1];
     struct stat st;
-    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
-        fprintf(stderr, "deepinfer info: %s: HF checkpoint folders are not supported yet\n", path);
-        return 1;
-    }
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) return di_info_hf(path);
     return info_gguf(path);
 }

@@ -22,7 +22,7 @@ void di_gen_opts_defaults(di_gen_opts *o) {
 
 int di_gen_opts_specs(di_gen_opts *o, di_arg *s, int n) {
     const di_arg add[] = {
-        {"-m", "--model", DI_ARG_STR, &o->model, 0, 0, "model file (.gguf)"},
+        {"-m", "--model", DI_ARG_STR, &o->model, 0, 0, "model: a .gguf file or an HF checkpoint folder"},
         {"-n", "--max-tokens", DI_ARG_INT, &o->max_tokens, 1, 1 << 20, "tokens to generate at most"},
         {"-t", "--threads", DI_ARG_INT, &o->threads, 0, 1024, "threads (0 = one per CPU)"},
         {"-c", "--ctx", DI_ARG_INT, &o->ctx, 0, 1 << 20, "context per request (0 = model's, capped)"},

@@ -1,89 +1,173 @@
+/* The architecture-agnostic model: a GGUF file (llama family) or an HF
+ * checkpoint folder (DeepSeek-V4) behind one table of operations per
+ * architecture, so the engine never switches on the architecture and adding
+ * one is a table, not a new branch in every function. */
 #include "model/model.h"
 
 #include "base/alloc.h"
 #include "format/gguf.h"
+#include "model/deepseek_v4.h"
 #include "model/llama.h"
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
-typedef enum { ARCH_LLAMA } arch_kind;
+/* One architecture. impl/kv/ctx are that architecture's own handles. */
+typedef struct arch_ops {
+    const char *name;
+    void (*free)(void *impl);
+    void (*facts)(const void *impl, di_model_facts *out);
+    uint64_t (*kv_bytes_per_token)(const void *impl, di_dtype dtype);
+    di_status (*kv_create)(const void *impl, int32_t n_blocks, int32_t block_size, di_dtype dtype, void **out,
+                           di_error *err);
+    void (*kv_free)(void *kv);
+    di_status (*ctx_create)(const void *impl, void **out, di_error *err);
+    void (*ctx_free)(void *ctx);
+    di_status (*forward)(void *ctx, void *kv, const di_batch *b, float *logits, di_threadpool *pool,
+                         di_error *err);
+} arch_ops;
 
 struct di_model {
-    arch_kind arch;
-    di_gguf *gguf;
+    const arch_ops *ops;
+    void *impl;
+    di_gguf *gguf; /* llama: the mapping the weights point into */
     di_tokenizer *tok;
-    di_llama_model *llama;
 };
 
 struct di_model_kv {
-    arch_kind arch;
-    di_llama_kv *llama;
+    const arch_ops *ops;
+    void *impl;
 };
 
 struct di_model_ctx {
-    arch_kind arch;
-    di_llama_ctx *llama;
+    const arch_ops *ops;
+    void *impl;
 };
+
+/* ---- llama (GGUF) ---------------------------------------------------------- */
+
+static void llama_free_(void *m) { di_llama_free(m); }
+static void llama_facts(const void *impl, di_model_facts *out) {
+    const di_llama_hparams *hp = di_llama_hparams_of(impl);
+    out->arch = "llama";
+    out->n_vocab = (int32_t)hp->n_vocab;
+    out->n_ctx_train = (int32_t)hp->n_ctx_train;
+    out->n_layers = (int32_t)hp->n_layers;
+    out->n_embd = (int32_t)hp->n_embd;
+    out->kernels = di_llama_kernels(impl)->name;
+}
+static uint64_t llama_kv_bytes(const void *impl, di_dtype dtype) {
+    const di_llama_hparams *hp = di_llama_hparams_of(impl);
+    uint64_t elem = dtype == DI_DTYPE_F32 ? 4 : 2;
+    return 2ull * hp->n_layers * hp->n_heads_kv * hp->head_dim * elem;
+}
+static di_status llama_kv_create_(const void *impl, int32_t nb, int32_t bs, di_dtype dt, void **out, di_error *err) {
+    return di_llama_kv_create(impl, nb, bs, dt, (di_llama_kv **)out, err);
+}
+static void llama_kv_free_(void *kv) { di_llama_kv_free(kv); }
+static di_status llama_ctx_create_(const void *impl, void **out, di_error *err) {
+    return di_llama_ctx_create(impl, (di_llama_ctx **)out, err);
+}
+static void llama_ctx_free_(void *c) { di_llama_ctx_free(c); }
+static di_status llama_forward_(void *c, void *kv, const di_batch *b, float *lg, di_threadpool *p, di_error *err) {
+    return di_llama_forward(c, kv, b, lg, p, err);
+}
+static const arch_ops LLAMA_OPS = {"llama", llama_free_, llama_facts, llama_kv_bytes, llama_kv_create_,
+                                   llama_kv_free_, llama_ctx_create_, llama_ctx_free_, llama_forward_};
+
+/* ---- DeepSeek-V4 (HF folder) --------------------------------------------------- */
+
+static void dsv4_free_(void *m) { di_dsv4_free(m); }
+static void dsv4_facts(const void *impl, di_model_facts *out) {
+    const di_dsv4_hparams *hp = di_dsv4_hparams_of(impl);
+    out->arch = "deepseek_v4";
+    out->n_vocab = hp->n_vocab;
+    out->n_ctx_train = hp->n_ctx_train;
+    out->n_layers = hp->n_layers;
+    out->n_embd = hp->n_embd;
+    out->kernels = di_dsv4_kernels(impl)->name;
+}
+static uint64_t dsv4_kv_bytes(const void *impl, di_dtype dtype) { return di_dsv4_kv_bytes_per_token(impl, dtype); }
+static di_status dsv4_kv_create_(const void *impl, int32_t nb, int32_t bs, di_dtype dt, void **out, di_error *err) {
+    return di_dsv4_kv_create(impl, nb, bs, dt, (di_dsv4_kv **)out, err);
+}
+static void dsv4_kv_free_(void *kv) { di_dsv4_kv_free(kv); }
+static di_status dsv4_ctx_create_(const void *impl, void **out, di_error *err) {
+    return di_dsv4_ctx_create(impl, (di_dsv4_ctx **)out, err);
+}
+static void dsv4_ctx_free_(void *c) { di_dsv4_ctx_free(c); }
+static di_status dsv4_forward_(void *c, void *kv, const di_batch *b, float *lg, di_threadpool *p, di_error *err) {
+    return di_dsv4_forward(c, kv, b, lg, p, err);
+}
+static const arch_ops DSV4_OPS = {"deepseek_v4", dsv4_free_, dsv4_facts, dsv4_kv_bytes, dsv4_kv_create_,
+                                  dsv4_kv_free_, dsv4_ctx_create_, dsv4_ctx_free_, dsv4_forward_};
+
+/* ---- opening ------------------------------------------------------------------- */
+
+static di_status open_gguf(di_model *m, const char *path, di_error *err) {
+    di_status s = di_gguf_open(path, &m->gguf, err);
+    if (s) return s;
+    di_gguf_str arch;
+    if ((s = di_gguf_get_str(m->gguf, "general.architecture", &arch, err))) return s;
+    if (!(arch.len == 5 && !memcmp(arch.ptr, "llama", 5)))
+        return di_error_set(err, DI_ERR_UNSUPPORTED, "architecture '%.*s' is not supported in GGUF (llama only)",
+                            (int)(arch.len > 64 ? 64 : arch.len), arch.ptr);
+    m->ops = &LLAMA_OPS;
+    if ((s = di_llama_load(m->gguf, NULL, (di_llama_model **)&m->impl, err))) return s;
+    return di_tok_load_gguf(m->gguf, &m->tok, err);
+}
+
+/* An HF checkpoint folder: config.json says the architecture (only
+ * deepseek_v4 so far; V4.1 is refused by its config reader), tokenizer.json
+ * next to it. */
+static di_status open_folder(di_model *m, const char *dir, di_error *err) {
+    m->ops = &DSV4_OPS;
+    di_status s = di_dsv4_load(dir, NULL, (di_dsv4_model **)&m->impl, err);
+    if (s) return s;
+    return di_tok_load_json(dir, &m->tok, err);
+}
 
 di_status di_model_open(const char *path, di_model **out, di_error *err) {
     *out = NULL;
     di_model *m = calloc(1, sizeof *m);
     if (!m) return di_error_set(err, DI_ERR_NOMEM, "%s: out of memory", path);
-    di_status s = di_gguf_open(path, &m->gguf, err);
-    if (s) goto fail;
-    di_gguf_str arch;
-    s = di_gguf_get_str(m->gguf, "general.architecture", &arch, err);
-    if (s) goto fail_prefix;
-    if (arch.len == 5 && !memcmp(arch.ptr, "llama", 5)) {
-        m->arch = ARCH_LLAMA;
-        s = di_llama_load(m->gguf, NULL, &m->llama, err);
-    } else {
-        s = di_error_set(err, DI_ERR_UNSUPPORTED, "architecture '%.*s' is not supported (llama only)",
-                         (int)(arch.len > 64 ? 64 : arch.len), arch.ptr);
+    struct stat st;
+    int is_dir = stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+    di_status s = is_dir ? open_folder(m, path, err) : open_gguf(m, path, err);
+    di_model_facts f;
+    if (s == DI_OK) {
+        di_model_get_facts(m, &f);
+        if (di_tok_vocab_size(m->tok) > f.n_vocab)
+            s = di_error_set(err, DI_ERR_FORMAT, "tokenizer has %d tokens but the model only %d logits",
+                             di_tok_vocab_size(m->tok), f.n_vocab);
     }
-    if (s) goto fail_prefix;
-    s = di_tok_load_gguf(m->gguf, &m->tok, err);
-    if (s) goto fail_prefix;
-    if (di_tok_vocab_size(m->tok) > (int32_t)di_llama_hparams_of(m->llama)->n_vocab) {
-        s = di_error_set(err, DI_ERR_FORMAT, "tokenizer has %d tokens but the model only %u logits",
-                         di_tok_vocab_size(m->tok), di_llama_hparams_of(m->llama)->n_vocab);
-        goto fail_prefix;
+    if (s) {
+        if (!strstr(err->msg, path)) di_error_prefix(err, "%s: ", path);
+        di_model_free(m);
+        return s;
     }
     *out = m;
     return DI_OK;
-fail_prefix:
-    di_error_prefix(err, "%s: ", path);
-fail:
-    di_model_free(m);
-    return s;
 }
 
 void di_model_free(di_model *m) {
     if (!m) return;
     di_tok_free(m->tok);
-    di_llama_free(m->llama);
+    if (m->impl) m->ops->free(m->impl);
     di_gguf_close(m->gguf);
     free(m);
 }
 
 void di_model_get_facts(const di_model *m, di_model_facts *out) {
     memset(out, 0, sizeof *out);
-    const di_llama_hparams *hp = di_llama_hparams_of(m->llama);
-    out->arch = "llama";
-    out->n_vocab = (int32_t)hp->n_vocab;
-    out->n_ctx_train = (int32_t)hp->n_ctx_train;
-    out->n_layers = (int32_t)hp->n_layers;
-    out->n_embd = (int32_t)hp->n_embd;
-    out->kernels = di_llama_kernels(m->llama)->name;
+    m->ops->facts(m->impl, out);
 }
 
 const di_tokenizer *di_model_tokenizer(const di_model *m) { return m->tok; }
 
 uint64_t di_model_kv_bytes_per_token(const di_model *m, di_dtype dtype) {
-    const di_llama_hparams *hp = di_llama_hparams_of(m->llama);
-    uint64_t elem = dtype == DI_DTYPE_F32 ? 4 : 2;
-    return 2ull * hp->n_layers * hp->n_heads_kv * hp->head_dim * elem;
+    return m->ops->kv_bytes_per_token(m->impl, dtype);
 }
 
 di_status di_model_kv_create(const di_model *m, int32_t n_blocks, int32_t block_size, di_dtype dtype,
@@ -91,8 +175,8 @@ di_status di_model_kv_create(const di_model *m, int32_t n_blocks, int32_t block_
     *out = NULL;
     di_model_kv *kv = calloc(1, sizeof *kv);
     if (!kv) return di_error_set(err, DI_ERR_NOMEM, "KV cache: out of memory");
-    kv->arch = m->arch;
-    di_status s = di_llama_kv_create(m->llama, n_blocks, block_size, dtype, &kv->llama, err);
+    kv->ops = m->ops;
+    di_status s = m->ops->kv_create(m->impl, n_blocks, block_size, dtype, &kv->impl, err);
     if (s) {
         free(kv);
         return s;
@@ -103,7 +187,7 @@ di_status di_model_kv_create(const di_model *m, int32_t n_blocks, int32_t block_
 
 void di_model_kv_free(di_model_kv *kv) {
     if (!kv) return;
-    di_llama_kv_free(kv->llama);
+    kv->ops->kv_free(kv->impl);
     free(kv);
 }
 
@@ -111,8 +195,8 @@ di_status di_model_ctx_create(const di_model *m, di_model_ctx **out, di_error *e
     *out = NULL;
     di_model_ctx *c = calloc(1, sizeof *c);
     if (!c) return di_error_set(err, DI_ERR_NOMEM, "forward context: out of memory");
-    c->arch = m->arch;
-    di_status s = di_llama_ctx_create(m->llama, &c->llama, err);
+    c->ops = m->ops;
+    di_status s = m->ops->ctx_create(m->impl, &c->impl, err);
     if (s) {
         free(c);
         return s;
@@ -123,11 +207,13 @@ di_status di_model_ctx_create(const di_model *m, di_model_ctx **out, di_error *e
 
 void di_model_ctx_free(di_model_ctx *ctx) {
     if (!ctx) return;
-    di_llama_ctx_free(ctx->llama);
+    ctx->ops->ctx_free(ctx->impl);
     free(ctx);
 }
 
-di_status di_model_forward(di_model_ctx *ctx, di_model_kv *kv, const di_batch *b,
-                           float *logits_out, di_threadpool *pool, di_error *err) {
-    return di_llama_forward(ctx->llama, kv->llama, b, logits_out, pool, err);
+di_status di_model_forward(di_model_ctx *ctx, di_model_kv *kv, const di_batch *b, float *logits_out,
+                           di_threadpool *pool, di_error *err) {
+    if (ctx->ops != kv->ops)
+        return di_error_set(err, DI_ERR_INVALID_ARG, "forward: kv cache and context are of different models");
+    return ctx->ops->forward(ctx->impl, kv->impl, b, logits_out, pool, err);
 }

@@ -1,7 +1,8 @@
 /* A loaded model of any supported architecture behind one small interface,
  * so the engine never switches on the architecture itself.
  *
- *   di_model_open(path)            GGUF mapped, architecture detected,
+ *   di_model_open(path)            a GGUF file (llama) or an HF checkpoint
+ *                                  folder (deepseek_v4); architecture detected,
  *                                  weights bound and validated, tokenizer built
  *   di_model_kv_create(...)        paged KV storage for the engine's pool
  *   di_model_ctx_create(...)       forward scratch (one per stepping thread)
@@ -25,7 +26,7 @@ typedef struct di_model_kv di_model_kv;
 typedef struct di_model_ctx di_model_ctx;
 
 typedef struct di_model_facts {
-    const char *arch;      /* "llama" */
+    const char *arch;      /* "llama", "deepseek_v4" */
     int32_t n_vocab;       /* rows of the logits */
     int32_t n_ctx_train;   /* context the model was trained for */
     int32_t n_layers;

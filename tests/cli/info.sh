@@ -34,10 +34,28 @@ done
 grep -q "blk.1.ffn_down.weight" <("$BIN" info tests/data/malformed/gguf/llama_missing_ffn_down.gguf 2>&1 || true) \
   || fail "missing tensor not named"
 
-# A directory (HF checkpoint): not supported yet, one line.
+# HF checkpoint folders (DeepSeek-V4 tiny goldens): shape and validation.
+D=tests/data/golden/deepseek_v4
+"$BIN" info $D/tiny_fp8 >"$tmp/out" 2>"$tmp/err" || fail "tiny_fp8 rejected: $(cat "$tmp/err")"
+for want in "architecture: +deepseek_v4" "layers: +5" "hidden: +128" "compression: +csa 4, hca 32" \
+            "quantization: +fp8 e4m3, 128x128" "f8_e4m3 " "validation: +ok" \
+            "1  compressed_sparse_attention +hash_moe"; do
+  grep -Eq "^ *$want" "$tmp/out" || fail "tiny_fp8 info lacks '$want'"
+done
+"$BIN" info $D/tiny_bf16 >"$tmp/out" 2>"$tmp/err" || fail "tiny_bf16 rejected: $(cat "$tmp/err")"
+grep -Eq "rope theta: +main 10000, compressed 160000 \(yarn\)" "$tmp/out" || fail "tiny_bf16 rope"
+# An empty directory: one line naming the missing config.json.
 mkdir "$tmp/hf"
 if "$BIN" info "$tmp/hf" >/dev/null 2>"$tmp/err"; then fail "directory: exit 0"; fi
-grep -q "not supported yet" "$tmp/err" || fail "directory message: $(cat "$tmp/err")"
+[ "$(wc -l <"$tmp/err")" -eq 1 ] || fail "directory: stderr is not one line"
+grep -q "config.json" "$tmp/err" || fail "directory message: $(cat "$tmp/err")"
+# A folder whose config disagrees with its tensors: validation fails, one line.
+mkdir "$tmp/bad"
+sed 's/"hidden_size": 128/"hidden_size": 96/' $D/tiny_fp8/config.json >"$tmp/bad/config.json"
+ln -s "$PWD/$D/tiny_fp8/model.safetensors" "$tmp/bad/model.safetensors"
+if "$BIN" info "$tmp/bad" >"$tmp/out" 2>"$tmp/err"; then fail "bad folder: exit 0"; fi
+grep -q "validation: *FAILED" "$tmp/out" || fail "bad folder: no FAILED line"
+grep -q "embed.weight" "$tmp/err" || fail "bad folder message: $(cat "$tmp/err")"
 
 # Usage errors.
 if "$BIN" info >/dev/null 2>&1; then fail "no argument: exit 0"; fi

@@ -1,0 +1,312 @@
+/* DeepSeek-V4 forward over a flat ragged batch. Reads like the reference:
+ *
+ *   X = embed(tokens) copied hc_mult times                   (n, N, D)
+ *   per layer:
+ *     h = attn_norm(mHC collapse of X) ; y = attention(h)    (n, D)
+ *     X = post * y + comb^T X
+ *     h = ffn_norm(mHC collapse of X)  ; y = moe(h, tokens)
+ *     X = post * y + comb^T X
+ *   logits = head(norm(hc_head collapse of X[want]))         (n_want, vocab)
+ *
+ * The KV cache holds per position and layer (deepseek_v4.h says why):
+ *   [0, hd)                      window K=V row (normed, rotated)
+ *   compressed layers:           raw kv (coff*hd), raw gate + ape (coff*hd),
+ *                                pooled entry (hd; valid at a group's last
+ *                                position)
+ *   CSA layers also:             the indexer's raw kv (2*ihd), gate (2*ihd),
+ *                                pooled key (ihd)
+ * in f32 or f16. */
+#include "model/deepseek_v4_internal.h"
+
+#include "base/alloc.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_BATCH_ROWS (1 << 20)
+#define MAX_SEQ_SLOTS (1 << 24)
+
+/* ---- model ------------------------------------------------------------------ */
+
+di_status di_dsv4_load(const char *dir, const di_cpu_kernels *kernels, di_dsv4_model **out, di_error *err) {
+    *out = NULL;
+    di_dsv4_model *m = di_calloc(1, sizeof *m);
+    if (!m) return di_error_set(err, DI_ERR_NOMEM, "deepseek_v4: out of memory");
+    m->k = kernels ? kernels : di_cpu_kernels_best();
+    di_status s = di_dsv4_read_config(dir, &m->hp, err);
+    if (s == DI_OK) s = di_safetensors_checkpoint_open(dir, &m->ck, err);
+    if (s == DI_OK && (s = dsv4_bind_weights(m, err)) != DI_OK) di_error_prefix(err, "%s: ", dir);
+    if (s != DI_OK) {
+        di_dsv4_free(m);
+        return s;
+    }
+    *out = m;
+    return DI_OK;
+}
+
+void di_dsv4_free(di_dsv4_model *m) {
+    if (!m) return;
+    for (int32_t i = 0; i < m->n_owned; i++) free(m->owned[i]);
+    free(m->owned);
+    free(m->layers);
+    di_safetensors_checkpoint_close(m->ck);
+    free(m);
+}
+
+const di_dsv4_hparams *di_dsv4_hparams_of(const di_dsv4_model *m) { return &m->hp; }
+const di_cpu_kernels *di_dsv4_kernels(const di_dsv4_model *m) { return m->k; }
+
+/* ---- KV cache ----------------------------------------------------------------- */
+
+static dsv4_kv_layout layout_of(const di_dsv4_hparams *hp, int32_t il) {
+    dsv4_kv_layout l = {.row = hp->head_dim, .off_raw_kv = -1, .off_raw_gate = -1, .off_comp = -1,
+                        .off_iraw_kv = -1, .off_iraw_gate = -1, .off_icomp = -1};
+    if (hp->attn_kind[il] == DI_DSV4_ATTN_WINDOW) return l;
+    int32_t coff = hp->attn_kind[il] == DI_DSV4_ATTN_CSA ? 2 : 1;
+    l.off_raw_kv = l.row;
+    l.off_raw_gate = l.off_raw_kv + coff * hp->head_dim;
+    l.off_comp = l.off_raw_gate + coff * hp->head_dim;
+    l.row = l.off_comp + hp->head_dim;
+    if (hp->attn_kind[il] == DI_DSV4_ATTN_CSA) {
+        l.off_iraw_kv = l.row;
+        l.off_iraw_gate = l.off_iraw_kv + 2 * hp->index_dim;
+        l.off_icomp = l.off_iraw_gate + 2 * hp->index_dim;
+        l.row = l.off_icomp + hp->index_dim;
+    }
+    return l;
+}
+
+uint64_t di_dsv4_kv_bytes_per_token(const di_dsv4_model *m, di_dtype dtype) {
+    uint64_t elems = 0;
+    for (int32_t il = 0; il < m->hp.n_layers; il++) elems += (uint64_t)layout_of(&m->hp, il).row;
+    return elems * (dtype == DI_DTYPE_F32 ? 4 : 2);
+}
+
+di_status di_dsv4_kv_create(const di_dsv4_model *m, int32_t n_blocks, int32_t block_size, di_dtype dtype,
+                            di_dsv4_kv **out, di_error *err) {
+    *out = NULL;
+    if (n_blocks < 1 || block_size < 1)
+        return di_error_set(err, DI_ERR_INVALID_ARG, "kv cache: %d blocks of %d tokens", (int)n_blocks, (int)block_size);
+    if (dtype != DI_DTYPE_F32 && dtype != DI_DTYPE_F16)
+        return di_error_set(err, DI_ERR_UNSUPPORTED, "kv cache: dtype must be f32 or f16");
+    di_dsv4_kv *kv = di_calloc(1, sizeof *kv);
+    if (!kv) return di_error_set(err, DI_ERR_NOMEM, "kv cache: out of memory");
+    kv->n_layers = m->hp.n_layers;
+    kv->n_blocks = n_blocks;
+    kv->block_size = block_size;
+    kv->dtype = dtype;
+    kv->lay = di_calloc((size_t)kv->n_layers, sizeof *kv->lay);
+    kv->data = di_calloc((size_t)kv->n_layers, sizeof *kv->data);
+    if (!kv->lay || !kv->data) goto nomem;
+    for (int32_t il = 0; il < kv->n_layers; il++) {
+        kv->lay[il] = layout_of(&m->hp, il);
+        uint64_t elems;
+        if (di_mul_overflow_u64((uint64_t)n_blocks * (uint64_t)block_size, (uint64_t)kv->lay[il].row, &elems) ||
+            elems > SIZE_MAX / 8) {
+            di_dsv4_kv_free(kv);
+            return di_error_set(err, DI_ERR_RANGE, "kv cache: size overflows");
+        }
+        kv->data[il] = di_calloc((size_t)elems, dtype == DI_DTYPE_F32 ? 4 : 2);
+        if (!kv->data[il]) goto nomem;
+    }
+    *out = kv;
+    return DI_OK;
+nomem:
+    di_dsv4_kv_free(kv);
+    return di_error_set(err, DI_ERR_NOMEM, "kv cache: out of memory");
+}
+
+void di_dsv4_kv_free(di_dsv4_kv *kv) {
+    if (!kv) return;
+    for (int32_t il = 0; kv->data && il < kv->n_layers; il++) free(kv->data[il]);
+    free(kv->data);
+    free(kv->lay);
+    free(kv);
+}
+
+/* ---- context ------------------------------------------------------------------ */
+
+di_status di_dsv4_ctx_create(const di_dsv4_model *m, di_dsv4_ctx **out, di_error *err) {
+    *out = NULL;
+    di_dsv4_ctx *c = di_calloc(1, sizeof *c);
+    if (!c) return di_error_set(err, DI_ERR_NOMEM, "deepseek_v4 ctx: out of memory");
+    c->m = m;
+    const di_dsv4_hparams *hp = &m->hp;
+    int32_t rmax = hp->ratio_csa > hp->ratio_hca ? hp->ratio_csa : hp->ratio_hca;
+    int32_t dmax = hp->head_dim > hp->index_dim ? hp->head_dim : hp->index_dim;
+    c->pool_tmp = di_malloc_array((size_t)4 * rmax * dmax, sizeof(float));
+    if (!c->pool_tmp) {
+        free(c);
+        return di_error_set(err, DI_ERR_NOMEM, "deepseek_v4 ctx: out of memory");
+    }
+    *out = c;
+    return DI_OK;
+}
+
+void di_dsv4_ctx_free(di_dsv4_ctx *c) {
+    if (!c) return;
+    float **fs[] = {&c->X, &c->Xn, &c->flat, &c->mix, &c->post, &c->comb, &c->h, &c->y, &c->qr, &c->q,
+                    &c->kvr, &c->ckv, &c->cg, &c->ikv, &c->ig, &c->iq, &c->iw, &c->att, &c->oa, &c->logit,
+                    &c->selw, &c->ysel, &c->xg, &c->g1, &c->g3, &c->yg, &c->pool_tmp, &c->mm_scratch,
+                    &c->attn_scratch};
+    for (size_t i = 0; i < sizeof fs / sizeof *fs; i++) free(*fs[i]);
+    free(c->sel);
+    free(c->grow);
+    free(c->seq_last);
+    free(c);
+}
+
+static int regrow(void *pp, int64_t n, size_t size) {
+    void **p = pp;
+    void *q = di_malloc_array((size_t)(n > 0 ? n : 1), size);
+    if (!q) return 0;
+    free(*p);
+    *p = q;
+    return 1;
+}
+
+static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
+
+static di_status ctx_reserve(di_dsv4_ctx *c, int64_t n, int64_t n_tasks, int64_t n_seqs, int32_t max_pos,
+                             di_error *err) {
+    const di_dsv4_hparams *hp = &c->m->hp;
+    const int64_t D = hp->n_embd, N = hp->hc_mult, M = (2 + N) * N, HD = (int64_t)hp->n_heads * hp->head_dim;
+    const int64_t K = hp->n_experts_used, F = hp->moe_ff, IHD = (int64_t)hp->index_heads * hp->index_dim;
+    if (n > c->cap_rows) {
+        c->cap_rows = 0;
+        if (!regrow(&c->X, n * N * D, 4) || !regrow(&c->Xn, n * N * D, 4) || !regrow(&c->flat, n * N * D, 4) ||
+            !regrow(&c->mix, n * M, 4) || !regrow(&c->post, n * N, 4) || !regrow(&c->comb, n * N * N, 4) ||
+            !regrow(&c->h, n * D, 4) || !regrow(&c->y, n * D, 4) || !regrow(&c->qr, n * hp->q_lora, 4) ||
+            !regrow(&c->q, n * HD, 4) || !regrow(&c->kvr, n * hp->head_dim, 4) ||
+            !regrow(&c->ckv, n * 2 * hp->head_dim, 4) || !regrow(&c->cg, n * 2 * hp->head_dim, 4) ||
+            !regrow(&c->ikv, n * 2 * hp->index_dim, 4) || !regrow(&c->ig, n * 2 * hp->index_dim, 4) ||
+            !regrow(&c->iq, n * IHD, 4) || !regrow(&c->iw, n * hp->index_heads, 4) || !regrow(&c->att, n * HD, 4) ||
+            !regrow(&c->oa, n * hp->o_groups * hp->o_lora, 4) || !regrow(&c->logit, n * hp->n_experts, 4) ||
+            !regrow(&c->sel, n * K, 4) || !regrow(&c->selw, n * K, 4) || !regrow(&c->ysel, n * K * D, 4) ||
+            !regrow(&c->grow, n * K, 4) || !regrow(&c->xg, n * K * D, 4) || !regrow(&c->g1, n * K * F, 4) ||
+            !regrow(&c->g3, n * K * F, 4) || !regrow(&c->yg, n * K * D, 4))
+            return di_error_set(err, DI_ERR_NOMEM, "deepseek_v4 ctx: out of memory for %lld rows", (long long)n);
+        c->cap_rows = n;
+    }
+    if (n_tasks > c->cap_tasks) {
+        int64_t max_in = max64(max64(N * D, HD), max64(max64(hp->q_lora, F), (int64_t)hp->o_groups * hp->o_lora));
+        max_in = max64(max_in, D);
+        if (!regrow(&c->mm_scratch, n_tasks * dsv4_linear_scratch_floats(max_in), 4)) {
+            c->cap_tasks = 0;
+            return di_error_set(err, DI_ERR_NOMEM, "deepseek_v4 ctx: out of memory for matmul scratch");
+        }
+        c->cap_tasks = n_tasks;
+    }
+    c->attn_floats = dsv4_attention_scratch_floats(c->m, max_pos);
+    if (n_tasks * c->attn_floats > c->cap_attn_floats) {
+        c->cap_attn_floats = 0;
+        if (!regrow(&c->attn_scratch, n_tasks * c->attn_floats, 4))
+            return di_error_set(err, DI_ERR_NOMEM, "deepseek_v4 ctx: out of memory for attention scratch");
+        c->cap_attn_floats = n_tasks * c->attn_floats;
+    }
+    if (n_seqs > c->cap_seqs) {
+        if (!regrow(&c->seq_last, n_seqs, sizeof(int32_t)))
+            return di_error_set(err, DI_ERR_NOMEM, "deepseek_v4 ctx: out of memory for %lld slots", (long long)n_seqs);
+        c->cap_seqs = n_seqs;
+    }
+    return DI_OK;
+}
+
+/* ---- forward ------------------------------------------------------------------- */
+
+/* Everything forward reads or writes through b (as di_llama_forward). */
+static di_status validate_batch(di_dsv4_ctx *c, const di_dsv4_kv *kv, const di_batch *b, di_error *err) {
+    const di_dsv4_hparams *hp = &c->m->hp;
+    if (!b->token || !b->seq || !b->pos || !b->want_logits || !b->block_tables || !b->n_blocks)
+        return di_error_set(err, DI_ERR_INVALID_ARG, "batch: missing array");
+    if (b->block_size != kv->block_size)
+        return di_error_set(err, DI_ERR_INVALID_ARG, "batch: block_size %d but the cache has %d", (int)b->block_size,
+                            (int)kv->block_size);
+    for (int32_t s = 0; s < b->n_seq_slots; s++) c->seq_last[s] = -1;
+    for (int32_t i = 0; i < b->n_rows; i++) {
+        int32_t tok = b->token[i], s = b->seq[i], p = b->pos[i];
+        if (tok < 0 || tok >= hp->n_vocab)
+            return di_error_set(err, DI_ERR_RANGE, "batch row %d: token %d not in [0, %d)", (int)i, (int)tok,
+                                (int)hp->n_vocab);
+        if (s < 0 || s >= b->n_seq_slots)
+            return di_error_set(err, DI_ERR_RANGE, "batch row %d: seq %d not in [0, %d)", (int)i, (int)s,
+                                (int)b->n_seq_slots);
+        if (p < 0 || p == INT32_MAX)
+            return di_error_set(err, DI_ERR_RANGE, "batch row %d: position %d out of range", (int)i, (int)p);
+        if (p <= c->seq_last[s])
+            return di_error_set(err, DI_ERR_INVALID_ARG,
+                                "batch row %d: seq %d position %d after position %d (must increase)", (int)i, (int)s,
+                                (int)p, (int)c->seq_last[s]);
+        c->seq_last[s] = p;
+    }
+    for (int32_t s = 0; s < b->n_seq_slots; s++) {
+        if (c->seq_last[s] < 0) continue;
+        int32_t need = c->seq_last[s] / b->block_size + 1;
+        if (b->n_blocks[s] < need || !b->block_tables[s])
+            return di_error_set(err, DI_ERR_RANGE, "batch seq %d: position %d needs %d blocks, table has %d", (int)s,
+                                (int)c->seq_last[s], (int)need, (int)b->n_blocks[s]);
+        for (int32_t j = 0; j < need; j++) {
+            int32_t blk = b->block_tables[s][j];
+            if (blk < 0 || blk >= kv->n_blocks)
+                return di_error_set(err, DI_ERR_RANGE, "batch seq %d: block table entry %d = %d not in [0, %d)",
+                                    (int)s, (int)j, (int)blk, (int)kv->n_blocks);
+        }
+    }
+    return DI_OK;
+}
+
+di_status di_dsv4_forward(di_dsv4_ctx *c, di_dsv4_kv *kv, const di_batch *b, float *logits_out,
+                          di_threadpool *pool, di_error *err) {
+    if (!c || !kv || !b) return di_error_set(err, DI_ERR_INVALID_ARG, "forward: NULL argument");
+    const di_dsv4_model *m = c->m;
+    const di_dsv4_hparams *hp = &m->hp;
+    if (kv->n_layers != hp->n_layers || kv->lay[0].row != layout_of(hp, 0).row)
+        return di_error_set(err, DI_ERR_INVALID_ARG, "forward: kv cache was made for another model");
+    if (b->n_rows < 0 || b->n_rows > MAX_BATCH_ROWS)
+        return di_error_set(err, DI_ERR_INVALID_ARG, "batch: n_rows %d not in [0, %d]", (int)b->n_rows, MAX_BATCH_ROWS);
+    if (b->n_rows == 0) return DI_OK;
+    if (b->n_seq_slots < 1 || b->n_seq_slots > MAX_SEQ_SLOTS)
+        return di_error_set(err, DI_ERR_INVALID_ARG, "batch: n_seq_slots %d not in [1, %d]", (int)b->n_seq_slots,
+                            MAX_SEQ_SLOTS);
+    int32_t max_pos = 0;
+    if (b->pos)
+        for (int32_t i = 0; i < b->n_rows; i++) max_pos = b->pos[i] > max_pos ? b->pos[i] : max_pos;
+    int32_t n_threads = di_threadpool_n_threads(pool);
+    di_status s = ctx_reserve(c, b->n_rows, n_threads, b->n_seq_slots, max_pos, err);
+    if (s || (s = validate_batch(c, kv, b, err))) return s;
+    int32_t n_want = 0;
+    for (int32_t i = 0; i < b->n_rows; i++) n_want += b->want_logits[i] != 0;
+    if (n_want > 0 && !logits_out)
+        return di_error_set(err, DI_ERR_INVALID_ARG, "forward: %d rows want logits but logits_out is NULL", (int)n_want);
+
+    const int64_t n = b->n_rows, D = hp->n_embd, N = hp->hc_mult;
+    for (int64_t i = 0; i < n; i++) {
+        float *x = c->X + i * N * D;
+        dsv4_linear_row(&m->embed, b->token[i], x);
+        for (int64_t j = 1; j < N; j++) memcpy(x + j * D, x, (size_t)D * sizeof(float));
+    }
+    for (int32_t il = 0; il < hp->n_layers; il++) {
+        const dsv4_layer *L = &m->layers[il];
+        dsv4_hc_pre(c, &L->hc_attn_fn, L->hc_attn_base, L->hc_attn_scale, n, pool);
+        for (int64_t i = 0; i < n; i++) dsv4_rmsnorm(c->h + i * D, L->attn_norm, c->h + i * D, D, hp->rms_eps);
+        dsv4_attention(c, kv, il, b, pool);
+        dsv4_hc_post(c, n);
+        dsv4_hc_pre(c, &L->hc_ffn_fn, L->hc_ffn_base, L->hc_ffn_scale, n, pool);
+        for (int64_t i = 0; i < n; i++) dsv4_rmsnorm(c->h + i * D, L->ffn_norm, c->h + i * D, D, hp->rms_eps);
+        dsv4_moe(c, L, b->token, n, pool);
+        dsv4_hc_post(c, n);
+    }
+    if (n_want == 0) return DI_OK;
+    /* collapse only the rows that want logits: move them to the front */
+    int64_t j = 0;
+    for (int32_t i = 0; i < b->n_rows; i++)
+        if (b->want_logits[i]) {
+            if (j != i) memmove(c->X + j * N * D, c->X + (int64_t)i * N * D, (size_t)(N * D) * sizeof(float));
+            j++;
+        }
+    dsv4_hc_head(c, n_want, pool);
+    for (int64_t i = 0; i < n_want; i++) dsv4_rmsnorm(c->h + i * D, m->norm, c->h + i * D, D, hp->rms_eps);
+    dsv4_linear_apply(m->k, &m->head, c->h, D, logits_out, hp->n_vocab, n_want, c->mm_scratch, pool);
+    return DI_OK;
+}

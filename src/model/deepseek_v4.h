@@ -1,0 +1,116 @@
+/* DeepSeek-V4 (`deepseek_v4`, V4-Flash) forward over an HF checkpoint folder.
+ *
+ *   m   = di_dsv4_load(dir)          config.json + safetensors, validated;
+ *                                    weights stay in checkpoint dtype, mmapped
+ *   kv  = di_dsv4_kv_create(...)     paged per-position state, owned by caller
+ *   ctx = di_dsv4_ctx_create(m)      forward scratch, grown on demand
+ *   di_dsv4_forward(ctx, kv, batch, logits, pool)
+ *
+ * The math is transformers' models/deepseek_v4 (the oracle of
+ * scripts/gen_goldens_deepseek_v4.py): low-rank Q with per-head RMS norm,
+ * one shared 512-wide K=V head with a trailing interleaved-rotary slice,
+ * per-head attention sink, inverse rotary on the output, grouped low-rank
+ * output projection; per layer a sliding window plus, for CSA layers,
+ * overlapping ratio-4 compression scored by a lightning indexer (top-k), or
+ * for HCA layers non-overlapping compression attended in full; mHC residual
+ * copies mixed by a Sinkhorn-normalized matrix; MoE with sqrt-softplus
+ * scores, selection-only bias, hash-routed first layers, clamped SwiGLU and
+ * a shared expert.
+ *
+ * KV state (why it is all paged): every piece of per-sequence state is a
+ * function of one position, so it is stored in that position's slot of the
+ * engine's paged cache (block table addressing as for llama):
+ *   - the window K=V row of every layer (attention reads positions
+ *     pos-window+1..pos: a ring is just the last window of this);
+ *   - a compressed layer's raw compressor projections (kv, gate + position
+ *     bias) of the position; a group's pooled row is computed when the
+ *     group's last position is processed and stored in that position's
+ *     slot, so partial groups need no separate state;
+ *   - the CSA indexer's raw projections and pooled keys likewise.
+ * So prefill chunks, decode, preemption by recompute and prefix-cache hits
+ * all work unchanged, and a row's result depends only on its own
+ * sequence's cache. The price is memory: raw projections are kept for every
+ * position, not only for open groups (a later optimization).
+ *
+ * DeepSeek-V4.1 (`deepseek_v41`) configs are recognized and refused with
+ * DI_ERR_UNSUPPORTED: there is no reference implementation to test against.
+ *
+ * Ownership: the model owns its mapping; kv caches and contexts must be freed
+ * before the model. One ctx per concurrent caller. */
+#ifndef DI_MODEL_DEEPSEEK_V4_H
+#define DI_MODEL_DEEPSEEK_V4_H
+
+#include "base/status.h"
+#include "base/threadpool.h"
+#include "engine/batch.h"
+#include "kernels/cpu/kernels.h"
+#include "tensor/dtype.h"
+
+#include <stdint.h>
+
+#define DI_DSV4_MAX_LAYERS 256
+
+typedef enum di_dsv4_attn_kind {
+    DI_DSV4_ATTN_WINDOW = 0, /* sliding_attention */
+    DI_DSV4_ATTN_CSA,        /* compressed_sparse_attention */
+    DI_DSV4_ATTN_HCA,        /* heavily_compressed_attention */
+} di_dsv4_attn_kind;
+
+/* Hyper-parameters, all validated (ranges, divisibility, per-layer lists). */
+typedef struct di_dsv4_hparams {
+    int32_t n_vocab, n_embd, n_layers;
+    int32_t n_heads, head_dim, n_rot;   /* n_rot: trailing rotary dims per head */
+    int32_t q_lora, o_groups, o_lora;
+    int32_t n_experts, n_experts_used, moe_ff;
+    int32_t hc_mult, hc_iters;
+    float hc_eps;
+    int32_t window;                     /* sliding_window */
+    int32_t ratio_csa, ratio_hca;       /* compress_rates */
+    int32_t index_heads, index_dim, index_topk;
+    float rms_eps, swiglu_limit, routed_scale;
+    int32_t n_ctx_train;                /* max_position_embeddings (capped to int32) */
+    int32_t bos, eos;                   /* -1 when absent */
+    double rope_theta, compress_rope_theta;
+    int yarn;                           /* compressed layers use YaRN */
+    double yarn_factor, yarn_orig_ctx, yarn_beta_fast, yarn_beta_slow;
+    int tied;                           /* tie_word_embeddings */
+    int32_t fp8_block;                  /* quantization_config block edge, 0 = none */
+    uint8_t attn_kind[DI_DSV4_MAX_LAYERS]; /* di_dsv4_attn_kind per layer */
+    uint8_t hash_moe[DI_DSV4_MAX_LAYERS];  /* 1: layer routes by tid2eid */
+} di_dsv4_hparams;
+
+typedef struct di_dsv4_model di_dsv4_model;
+typedef struct di_dsv4_kv di_dsv4_kv;
+typedef struct di_dsv4_ctx di_dsv4_ctx;
+
+/* Reads only dir/config.json: fills *hp when it is a valid V4 config.
+ * DI_ERR_UNSUPPORTED for V4.1 or features not implemented. */
+di_status di_dsv4_read_config(const char *dir, di_dsv4_hparams *hp, di_error *err);
+
+/* Opens an HF checkpoint folder (config.json + model.safetensors or a
+ * sharded index). kernels NULL picks di_cpu_kernels_best(). */
+di_status di_dsv4_load(const char *dir, const di_cpu_kernels *kernels, di_dsv4_model **out,
+                       di_error *err);
+void di_dsv4_free(di_dsv4_model *m);
+const di_dsv4_hparams *di_dsv4_hparams_of(const di_dsv4_model *m);
+const di_cpu_kernels *di_dsv4_kernels(const di_dsv4_model *m);
+const char *di_dsv4_attn_kind_name(di_dsv4_attn_kind k);
+
+/* Paged state for every layer (see above), dtype F32 or F16, zeroed. */
+di_status di_dsv4_kv_create(const di_dsv4_model *m, int32_t n_blocks, int32_t block_size,
+                            di_dtype dtype, di_dsv4_kv **out, di_error *err);
+void di_dsv4_kv_free(di_dsv4_kv *kv);
+uint64_t di_dsv4_kv_bytes_per_token(const di_dsv4_model *m, di_dtype dtype);
+
+di_status di_dsv4_ctx_create(const di_dsv4_model *m, di_dsv4_ctx **out, di_error *err);
+void di_dsv4_ctx_free(di_dsv4_ctx *ctx);
+
+/* Runs the batch like di_llama_forward (same validation and contract):
+ * every row's state is written to kv, and for each row with want_logits (in
+ * row order) n_vocab logits go to logits_out. Batch invariant: a row's
+ * logits depend only on its sequence's tokens, not on the other rows, the
+ * chunking or the thread count. */
+di_status di_dsv4_forward(di_dsv4_ctx *ctx, di_dsv4_kv *kv, const di_batch *b, float *logits_out,
+                          di_threadpool *pool, di_error *err);
+
+#endif

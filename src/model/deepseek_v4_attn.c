@@ -1,0 +1,298 @@
+/* V4 attention of one layer over a batch (transformers' DeepseekV4Attention,
+ * its HCA/CSA compressors and the lightning indexer).
+ *
+ *   qr  = q_norm(h Wq_a)                                  (n, q_lora)
+ *   q   = rms(qr Wq_b) per head, rotary on its tail       (n, H, hd)
+ *   kv  = kv_norm(h Wkv), rotary                          (n, hd)  K = V
+ *   state of each row -> its position's slot of the paged cache:
+ *     window kv; compressor raw kv and gate + ape[pos % r]; the indexer's
+ *   rows that close a group (pos % r == r-1) pool it:
+ *     entry[d] = sum_j softmax_j(gate[j][d]) kv[j][d] over the group's r
+ *     slots (CSA: plus the previous group's first-half "Ca" series: 2r
+ *     slots), then norm and rotary at position w*r -> that row's slot
+ *   each row p attends over
+ *     window   positions p-window+1 .. p
+ *     HCA      every entry w < (p+1)/r
+ *     CSA      the top index_topk entries w < (p+1)/r by the indexer score
+ *              sum_h wts_h * relu(iq_h . ik_w) / sqrt(ihd)
+ *   with a per-head sink logit in the softmax denominator; the output's
+ *   rotary tail is rotated back by -p, then
+ *   y = concat_g(att_g Wo_a_g) Wo_b.
+ * Causality is by position alone (an entry is visible once its group has
+ * closed), so a row's result depends only on its own sequence's cache. */
+#include "model/deepseek_v4_internal.h"
+
+#include "kernels/cpu/half.h"
+
+#include <math.h>
+#include <string.h>
+
+/* ---- paged state access --------------------------------------------------- */
+
+static int64_t slot_of(const di_batch *b, int32_t seq, int32_t pos) {
+    return (int64_t)b->block_tables[seq][pos / b->block_size] * b->block_size + pos % b->block_size;
+}
+
+static void kv_put(di_dsv4_kv *kv, int32_t il, int64_t slot, int32_t off, const float *src, int32_t n) {
+    int64_t at = slot * kv->lay[il].row + off;
+    if (kv->dtype == DI_DTYPE_F16) {
+        uint16_t *d = (uint16_t *)kv->data[il] + at;
+        for (int32_t i = 0; i < n; i++) d[i] = di_float_to_half(src[i]);
+    } else {
+        memcpy((float *)kv->data[il] + at, src, (size_t)n * sizeof(float));
+    }
+}
+
+static void kv_get(const di_dsv4_kv *kv, int32_t il, int64_t slot, int32_t off, float *dst, int32_t n) {
+    int64_t at = slot * kv->lay[il].row + off;
+    if (kv->dtype == DI_DTYPE_F16) {
+        const uint16_t *s = (const uint16_t *)kv->data[il] + at;
+        for (int32_t i = 0; i < n; i++) dst[i] = di_half_to_float(s[i]);
+    } else {
+        memcpy(dst, (const float *)kv->data[il] + at, (size_t)n * sizeof(float));
+    }
+}
+
+/* ---- compressor group pooling --------------------------------------------- */
+
+/* Pools group w of sequence seq (its last position is w*r + r - 1) with
+ * compressor cp whose raw rows live at off_kv / off_gate, and stores the
+ * entry at off_out of the group's last slot. tmp: 4 * r * dim floats. */
+static void pool_group(const di_dsv4_model *m, di_dsv4_kv *kv, int32_t il, const di_batch *b, int32_t seq,
+                       int32_t w, int32_t r, const dsv4_compressor *cp, int32_t off_kv, int32_t off_gate,
+                       int32_t off_out, float *tmp) {
+    const int32_t dim = cp->dim, coff = cp->coff;
+    float *K = tmp, *G = tmp + 2 * r * dim; /* (slots, dim) each */
+    int32_t ns = 0;
+    if (coff == 2 && w > 0) /* previous group's "Ca" series: first half */
+        for (int32_t j = 0; j < r; j++, ns++) {
+            int64_t sl = slot_of(b, seq, (w - 1) * r + j);
+            kv_get(kv, il, sl, off_kv, K + ns * dim, dim);
+            kv_get(kv, il, sl, off_gate, G + ns * dim, dim);
+        }
+    for (int32_t j = 0; j < r; j++, ns++) { /* this group's "Cb" (or only) series */
+        int64_t sl = slot_of(b, seq, w * r + j);
+        kv_get(kv, il, sl, off_kv + (coff - 1) * dim, K + ns * dim, dim);
+        kv_get(kv, il, sl, off_gate + (coff - 1) * dim, G + ns * dim, dim);
+    }
+    float out[4096]; /* dim <= MAX_HEAD_DIM (config check) */
+    for (int32_t d = 0; d < dim; d++) {
+        float mx = -INFINITY;
+        for (int32_t j = 0; j < ns; j++) mx = G[j * dim + d] > mx ? G[j * dim + d] : mx;
+        float sum = 0.0f;
+        for (int32_t j = 0; j < ns; j++) sum += G[j * dim + d] = expf(G[j * dim + d] - mx);
+        float acc = 0.0f;
+        for (int32_t j = 0; j < ns; j++) acc += K[j * dim + d] * (G[j * dim + d] / sum);
+        out[d] = acc;
+    }
+    dsv4_rmsnorm(out, cp->norm, out, dim, m->hp.rms_eps);
+    dsv4_rope(out, 1, dim, m->hp.n_rot, m->inv_freq_compress, w * r, 1.0f);
+    kv_put(kv, il, slot_of(b, seq, w * r + r - 1), off_out, out, dim);
+}
+
+/* ---- per-row attention ----------------------------------------------------- */
+
+int64_t dsv4_attention_scratch_floats(const di_dsv4_model *m, int32_t max_pos) {
+    const di_dsv4_hparams *hp = &m->hp;
+    int32_t min_ratio = 0;
+    for (int32_t il = 0; il < hp->n_layers; il++) {
+        int32_t r = m->layers[il].ratio;
+        if (r && (!min_ratio || r < min_ratio)) min_ratio = r;
+    }
+    int64_t n_comp = min_ratio ? ((int64_t)max_pos + 1) / min_ratio : 0;
+    int64_t n_win = hp->window < (int64_t)max_pos + 1 ? hp->window : (int64_t)max_pos + 1;
+    int64_t n_keys = n_win + n_comp;
+    /* keys (n_keys, hd), logits (n_keys), index scores and picks (n_comp each),
+     * an index key (ihd) */
+    return n_keys * hp->head_dim + n_keys + 2 * n_comp + hp->index_dim + 16;
+}
+
+typedef struct attn_job {
+    di_dsv4_ctx *c;
+    const di_dsv4_kv *kv;
+    int32_t il;
+    const di_batch *b;
+} attn_job;
+
+/* Indexer picks for a CSA row: the top min(topk, n_valid) entries by score
+ * (ties to the lower index, which a near-tie-free golden never tests), in
+ * ascending order. Returns the count. */
+static int32_t index_select(const di_dsv4_ctx *c, const di_dsv4_kv *kv, int32_t il, const di_batch *b,
+                            int64_t row, int32_t n_valid, float *score, int32_t *pick, float *ik) {
+    const di_dsv4_model *m = c->m;
+    const di_dsv4_hparams *hp = &m->hp;
+    const dsv4_kv_layout *lay = &kv->lay[il];
+    const int32_t IH = hp->index_heads, ihd = hp->index_dim, r = m->layers[il].ratio;
+    const float *iq = c->iq + row * IH * ihd, *iw = c->iw + row * IH;
+    const float softmax_scale = 1.0f / sqrtf((float)ihd);
+    for (int32_t w = 0; w < n_valid; w++) {
+        kv_get(kv, il, slot_of(b, b->seq[row], w * r + r - 1), lay->off_icomp, ik, ihd);
+        float s = 0.0f;
+        for (int32_t h = 0; h < IH; h++) {
+            float d = m->k->dot_f32(iq + (int64_t)h * ihd, ik, ihd);
+            s += (d > 0.0f ? d : 0.0f) * softmax_scale * iw[h];
+        }
+        score[w] = s;
+    }
+    int32_t k = hp->index_topk < n_valid ? hp->index_topk : n_valid;
+    if (k == n_valid) {
+        for (int32_t w = 0; w < n_valid; w++) pick[w] = w;
+        return k;
+    }
+    for (int32_t j = 0; j < k; j++) { /* selection: k is small next to n_valid */
+        int32_t best = -1;
+        for (int32_t w = 0; w < n_valid; w++)
+            if (score[w] != -INFINITY && (best < 0 || score[w] > score[best])) best = w;
+        pick[j] = best;
+        score[best] = -INFINITY;
+    }
+    for (int32_t j = 1; j < k; j++) /* ascending: the order keys are visited */
+        for (int32_t i = j; i > 0 && pick[i - 1] > pick[i]; i--) {
+            int32_t t = pick[i];
+            pick[i] = pick[i - 1];
+            pick[i - 1] = t;
+        }
+    return k;
+}
+
+static void attend_row(void *arg, int64_t row, int thread) {
+    const attn_job *j = arg;
+    di_dsv4_ctx *c = j->c;
+    const di_dsv4_model *m = c->m;
+    const di_dsv4_hparams *hp = &m->hp;
+    const dsv4_layer *L = &m->layers[j->il];
+    const dsv4_kv_layout *lay = &j->kv->lay[j->il];
+    const di_batch *b = j->b;
+    const int32_t hd = hp->head_dim, H = hp->n_heads, p = b->pos[row], seq = b->seq[row];
+    float *scr = c->attn_scratch + (int64_t)thread * c->attn_floats;
+
+    int32_t n_win = hp->window < p + 1 ? hp->window : p + 1;
+    int32_t n_valid = L->ratio ? (p + 1) / L->ratio : 0;
+    float *keys = scr;                          /* (n_keys, hd) */
+    float *logits = keys + (int64_t)(n_win + n_valid) * hd; /* (n_keys) */
+    float *score = logits + n_win + n_valid;    /* (n_valid) */
+    int32_t *pick = (int32_t *)(score + n_valid); /* (n_valid) */
+    float *ik = (float *)(pick + n_valid);      /* (ihd) */
+
+    int32_t n_keys = 0;
+    for (int32_t t = p - n_win + 1; t <= p; t++, n_keys++)
+        kv_get(j->kv, j->il, slot_of(b, seq, t), 0, keys + (int64_t)n_keys * hd, hd);
+    if (L->kind == DI_DSV4_ATTN_HCA) {
+        for (int32_t w = 0; w < n_valid; w++, n_keys++)
+            kv_get(j->kv, j->il, slot_of(b, seq, w * L->ratio + L->ratio - 1), lay->off_comp,
+                   keys + (int64_t)n_keys * hd, hd);
+    } else if (L->kind == DI_DSV4_ATTN_CSA && n_valid > 0) {
+        int32_t n_pick = index_select(c, j->kv, j->il, b, row, n_valid, score, pick, ik);
+        for (int32_t i = 0; i < n_pick; i++, n_keys++)
+            kv_get(j->kv, j->il, slot_of(b, seq, pick[i] * L->ratio + L->ratio - 1), lay->off_comp,
+                   keys + (int64_t)n_keys * hd, hd);
+    }
+
+    const float scale = 1.0f / sqrtf((float)hd);
+    for (int32_t h = 0; h < H; h++) {
+        const float *q = c->q + (row * H + h) * (int64_t)hd;
+        float *out = c->att + (row * H + h) * (int64_t)hd;
+        float mx = L->sink[h];
+        for (int32_t t = 0; t < n_keys; t++) {
+            logits[t] = m->k->dot_f32(q, keys + (int64_t)t * hd, hd) * scale;
+            mx = logits[t] > mx ? logits[t] : mx;
+        }
+        float sum = expf(L->sink[h] - mx); /* the sink takes mass, gives no value */
+        for (int32_t t = 0; t < n_keys; t++) sum += logits[t] = expf(logits[t] - mx);
+        memset(out, 0, (size_t)hd * sizeof(float));
+        for (int32_t t = 0; t < n_keys; t++) {
+            float pr = logits[t] / sum;
+            const float *v = keys + (int64_t)t * hd;
+            for (int32_t d = 0; d < hd; d++) out[d] += pr * v[d];
+        }
+    }
+    /* K = V carried the key's rotation: undo it at the query position */
+    dsv4_rope(c->att + row * H * (int64_t)hd, H, hd, hp->n_rot,
+              L->kind == DI_DSV4_ATTN_WINDOW ? m->inv_freq_main : m->inv_freq_compress, p, -1.0f);
+}
+
+/* ---- the layer ------------------------------------------------------------- */
+
+/* Raw compressor projections of every row into its slot (gate + ape). */
+static void store_raw(di_dsv4_kv *kv, int32_t il, const di_batch *b,
+                      const dsv4_compressor *cp, int32_t ratio, const float *rkv, float *rg, int32_t off_kv,
+                      int32_t off_gate) {
+    const int32_t w = cp->coff * cp->dim;
+    for (int32_t i = 0; i < b->n_rows; i++) {
+        float *g = rg + (int64_t)i * w;
+        const float *ape = cp->ape + (int64_t)(b->pos[i] % ratio) * w;
+        for (int32_t d = 0; d < w; d++) g[d] += ape[d];
+        int64_t sl = slot_of(b, b->seq[i], b->pos[i]);
+        kv_put(kv, il, sl, off_kv, rkv + (int64_t)i * w, w);
+        kv_put(kv, il, sl, off_gate, g, w);
+    }
+}
+
+void dsv4_attention(di_dsv4_ctx *c, di_dsv4_kv *kv, int32_t il, const di_batch *b, di_threadpool *pool) {
+    const di_dsv4_model *m = c->m;
+    const di_dsv4_hparams *hp = &m->hp;
+    const dsv4_layer *L = &m->layers[il];
+    const dsv4_kv_layout *lay = &kv->lay[il];
+    const int64_t n = b->n_rows, D = hp->n_embd, hd = hp->head_dim, H = hp->n_heads;
+    const float *inv_freq = L->kind == DI_DSV4_ATTN_WINDOW ? m->inv_freq_main : m->inv_freq_compress;
+    const di_cpu_kernels *k = m->k;
+    float *mm = c->mm_scratch;
+
+    dsv4_linear_apply(k, &L->wq_a, c->h, D, c->qr, hp->q_lora, n, mm, pool);
+    for (int64_t i = 0; i < n; i++) dsv4_rmsnorm(c->qr + i * hp->q_lora, L->q_norm, c->qr + i * hp->q_lora, hp->q_lora, hp->rms_eps);
+    dsv4_linear_apply(k, &L->wq_b, c->qr, hp->q_lora, c->q, H * hd, n, mm, pool);
+    dsv4_linear_apply(k, &L->wkv, c->h, D, c->kvr, hd, n, mm, pool);
+    for (int64_t i = 0; i < n; i++) {
+        float *q = c->q + i * H * hd, *kvr = c->kvr + i * hd;
+        for (int64_t h = 0; h < H; h++) dsv4_rmsnorm(q + h * hd, NULL, q + h * hd, hd, hp->rms_eps);
+        dsv4_rope(q, (int32_t)H, (int32_t)hd, hp->n_rot, inv_freq, b->pos[i], 1.0f);
+        dsv4_rmsnorm(kvr, L->kv_norm, kvr, hd, hp->rms_eps);
+        dsv4_rope(kvr, 1, (int32_t)hd, hp->n_rot, inv_freq, b->pos[i], 1.0f);
+        kv_put(kv, il, slot_of(b, b->seq[i], b->pos[i]), 0, kvr, (int32_t)hd);
+    }
+    if (L->kind != DI_DSV4_ATTN_WINDOW) {
+        const dsv4_compressor *cp = &L->comp;
+        int64_t w = (int64_t)cp->coff * cp->dim;
+        dsv4_linear_apply(k, &cp->wkv, c->h, D, c->ckv, w, n, mm, pool);
+        dsv4_linear_apply(k, &cp->wgate, c->h, D, c->cg, w, n, mm, pool);
+        store_raw(kv, il, b, cp, L->ratio, c->ckv, c->cg, lay->off_raw_kv, lay->off_raw_gate);
+    }
+    if (L->kind == DI_DSV4_ATTN_CSA) {
+        const dsv4_compressor *cp = &L->icomp;
+        int64_t w = 2 * (int64_t)cp->dim, IH = hp->index_heads, ihd = hp->index_dim;
+        dsv4_linear_apply(k, &cp->wkv, c->h, D, c->ikv, w, n, mm, pool);
+        dsv4_linear_apply(k, &cp->wgate, c->h, D, c->ig, w, n, mm, pool);
+        store_raw(kv, il, b, cp, L->ratio, c->ikv, c->ig, lay->off_iraw_kv, lay->off_iraw_gate);
+        dsv4_linear_apply(k, &L->idx_wq_b, c->qr, hp->q_lora, c->iq, IH * ihd, n, mm, pool);
+        dsv4_linear_apply(k, &L->idx_wproj, c->h, D, c->iw, IH, n, mm, pool);
+        const float wscale = 1.0f / sqrtf((float)IH);
+        for (int64_t i = 0; i < n; i++) {
+            dsv4_rope(c->iq + i * IH * ihd, (int32_t)IH, (int32_t)ihd, hp->n_rot, m->inv_freq_compress, b->pos[i], 1.0f);
+            for (int64_t h = 0; h < IH; h++) c->iw[i * IH + h] *= wscale;
+        }
+    }
+    /* every row's raw state is stored: pool the groups this batch closes */
+    if (L->ratio)
+        for (int32_t i = 0; i < b->n_rows; i++) {
+            if (b->pos[i] % L->ratio != L->ratio - 1) continue;
+            int32_t w = b->pos[i] / L->ratio;
+            pool_group(m, kv, il, b, b->seq[i], w, L->ratio, &L->comp, lay->off_raw_kv, lay->off_raw_gate,
+                       lay->off_comp, c->pool_tmp);
+            if (L->kind == DI_DSV4_ATTN_CSA)
+                pool_group(m, kv, il, b, b->seq[i], w, L->ratio, &L->icomp, lay->off_iraw_kv, lay->off_iraw_gate,
+                           lay->off_icomp, c->pool_tmp);
+        }
+    attn_job job = {c, kv, il, b};
+    di_threadpool_run(pool, n, attend_row, &job);
+    /* grouped output projection: group g reads heads [g*H/G, (g+1)*H/G) */
+    const int64_t G = hp->o_groups, gin = H * hd / G, olr = hp->o_lora;
+    for (int64_t g = 0; g < G; g++) {
+        dsv4_linear wg = L->wo_a;
+        wg.n_out = olr;
+        wg.data = (const uint8_t *)L->wo_a.data + (uint64_t)(g * olr) * L->wo_a.row_bytes;
+        if (wg.kind == DSV4_W_FP8) wg.row_off = L->wo_a.row_off + g * olr;
+        if (wg.kind == DSV4_W_MXFP4) wg.mx_scale += (uint64_t)(g * olr) * (uint64_t)(wg.n_in / 32);
+        dsv4_linear_apply(k, &wg, c->att + g * gin, H * hd, c->oa + g * olr, G * olr, n, mm, pool);
+    }
+    dsv4_linear_apply(k, &L->wo_b, c->oa, G * olr, c->y, D, n, mm, pool);
+}

@@ -1,0 +1,194 @@
+/* DeepSeek-V4 internals shared by the deepseek_v4*.c files (not a public
+ * header). The pieces:
+ *
+ *   deepseek_v4_config.c  config.json -> di_dsv4_hparams, every value checked
+ *   deepseek_v4_load.c    tensors bound by name, shapes and dtypes checked
+ *   deepseek_v4_linear.c  y = W x for BF16/F16/F32, FP8 block-scaled, MXFP4
+ *   deepseek_v4_attn.c    attention: window, compressor, indexer, sink
+ *   deepseek_v4_moe.c     router (sqrt-softplus, bias, hash) and experts
+ *   deepseek_v4_mhc.c     manifold-constrained hyper-connections
+ *   deepseek_v4.c         KV cache, contexts, the forward over a batch
+ */
+#ifndef DI_MODEL_DEEPSEEK_V4_INTERNAL_H
+#define DI_MODEL_DEEPSEEK_V4_INTERNAL_H
+
+#include "format/safetensors.h"
+#include "kernels/cpu/kernels.h"
+#include "model/deepseek_v4.h"
+
+#include <stdint.h>
+
+#define DSV4_MAX_ROPE_PAIRS 256  /* n_rot / 2 limit (the real model has 32) */
+
+/* One linear layer W (n_out, n_in) as the checkpoint stores it. */
+typedef enum dsv4_wkind {
+    DSV4_W_PLAIN = 0, /* F32 / F16 / BF16 rows read by di_matmul */
+    DSV4_W_FP8,       /* e4m3 bytes, scale[o / B][i / B] (floats owned by the model) */
+    DSV4_W_MXFP4,     /* HF split layout: (n_out, n_in/2) e2m1 pairs, (n_out, n_in/32) e8m0 */
+} dsv4_wkind;
+
+typedef struct dsv4_linear {
+    dsv4_wkind kind;
+    di_dtype dtype;       /* PLAIN: the row dtype */
+    const void *data;     /* (n_out, n_in) in the mapping or an owned aligned copy */
+    uint64_t row_bytes;
+    int64_t n_in, n_out;
+    const float *scale;   /* FP8: (ceil(n_out/B), scale_cols) as f32 */
+    int64_t scale_cols;
+    int32_t block;        /* FP8 block edge B */
+    int64_t row_off;      /* FP8: this view starts at row row_off of its scale grid */
+    const uint8_t *mx_scale; /* MXFP4: (n_out, n_in / 32) e8m0 bytes */
+} dsv4_linear;
+
+/* A compressor (the attention's, or the indexer's at index_head_dim). */
+typedef struct dsv4_compressor {
+    int32_t dim;          /* output width: head_dim or index_head_dim */
+    int32_t coff;         /* 2 with overlap (CSA: series Ca and Cb), 1 without (HCA) */
+    dsv4_linear wkv, wgate; /* (coff*dim, n_embd) */
+    const float *ape;     /* (ratio, coff*dim) position bias added to the gate */
+    const float *norm;    /* (dim) RMSNorm weight of the pooled row */
+} dsv4_compressor;
+
+typedef struct dsv4_layer {
+    di_dsv4_attn_kind kind;
+    int32_t ratio;        /* compression ratio; 0 for window-only */
+    int hash_moe;         /* routes by tid2eid */
+    /* mHC of the two sublayers: fn ((2+N)*N, N*n_embd), base ((2+N)*N), scale (3) */
+    dsv4_linear hc_attn_fn, hc_ffn_fn;
+    const float *hc_attn_base, *hc_attn_scale, *hc_ffn_base, *hc_ffn_scale;
+    const float *attn_norm, *ffn_norm; /* (n_embd) */
+    /* attention */
+    dsv4_linear wq_a;     /* (q_lora, n_embd) */
+    const float *q_norm;  /* (q_lora) */
+    dsv4_linear wq_b;     /* (n_heads*head_dim, q_lora) */
+    dsv4_linear wkv;      /* (head_dim, n_embd) */
+    const float *kv_norm; /* (head_dim) */
+    dsv4_linear wo_a;     /* (o_groups*o_lora, n_heads*head_dim/o_groups) */
+    dsv4_linear wo_b;     /* (n_embd, o_groups*o_lora) */
+    const float *sink;    /* (n_heads) */
+    dsv4_compressor comp; /* CSA/HCA */
+    dsv4_compressor icomp;/* CSA: the indexer's compressor */
+    dsv4_linear idx_wq_b; /* CSA: (index_heads*index_dim, q_lora) */
+    dsv4_linear idx_wproj;/* CSA: (index_heads, n_embd) */
+    /* MoE */
+    dsv4_linear gate;     /* (n_experts, n_embd) router */
+    const float *gate_bias; /* (n_experts) selection-only bias; NULL on hash layers */
+    int32_t *tid2eid;     /* (n_vocab, n_experts_used) owned, validated; hash layers */
+    dsv4_linear *w1, *w2, *w3; /* (n_experts) each; w1/w3 (moe_ff, n_embd), w2 (n_embd, moe_ff) */
+    dsv4_linear sh_w1, sh_w2, sh_w3; /* shared expert */
+} dsv4_layer;
+
+struct di_dsv4_model {
+    di_dsv4_hparams hp;
+    const di_cpu_kernels *k;
+    di_safetensors_checkpoint *ck; /* owned */
+    dsv4_linear embed;    /* (n_vocab, n_embd) */
+    dsv4_linear head;     /* (n_vocab, n_embd) */
+    const float *norm;    /* (n_embd) */
+    dsv4_linear hc_head_fn; /* (N, N*n_embd) */
+    const float *hc_head_base, *hc_head_scale; /* (N), (1) */
+    dsv4_layer *layers;   /* (n_layers) */
+    float inv_freq_main[DSV4_MAX_ROPE_PAIRS];     /* (n_rot/2) window-only layers */
+    float inv_freq_compress[DSV4_MAX_ROPE_PAIRS]; /* (n_rot/2) compressed layers */
+    void **owned;         /* (n_owned) buffers freed with the model */
+    int32_t n_owned;
+    int32_t n_skipped_mtp; /* mtp.* tensors present but not used */
+};
+
+/* Per-layer row of the KV cache, in elements (see deepseek_v4.c). */
+typedef struct dsv4_kv_layout {
+    int32_t row;          /* elements per position */
+    int32_t off_raw_kv, off_raw_gate, off_comp;    /* attention compressor; -1 if none */
+    int32_t off_iraw_kv, off_iraw_gate, off_icomp; /* indexer; -1 if none */
+} dsv4_kv_layout;
+
+struct di_dsv4_kv {
+    int32_t n_layers, n_blocks, block_size;
+    di_dtype dtype;       /* F32 or F16 */
+    dsv4_kv_layout *lay;  /* (n_layers) */
+    void **data;          /* (n_layers) -> (n_blocks*block_size, lay.row) */
+};
+
+/* Forward scratch, grown to the largest batch seen (deepseek_v4.c). */
+struct di_dsv4_ctx {
+    const di_dsv4_model *m;
+    int64_t cap_rows, cap_tasks, cap_attn_floats, cap_seqs;
+    float *X, *Xn;        /* (rows, N, D) residual copies, current and next */
+    float *flat;          /* (rows, N*D) normalized copies (mHC input) */
+    float *mix;           /* (rows, (2+N)*N) mHC projections */
+    float *post, *comb;   /* (rows, N), (rows, N, N) */
+    float *h, *y;         /* (rows, D) sublayer input / output */
+    float *qr;            /* (rows, q_lora) */
+    float *q;             /* (rows, H*hd) */
+    float *kvr;           /* (rows, hd) */
+    float *ckv, *cg;      /* (rows, 2*hd) compressor projections */
+    float *ikv, *ig;      /* (rows, 2*ihd) indexer compressor projections */
+    float *iq;            /* (rows, IH*ihd) indexer queries */
+    float *iw;            /* (rows, IH) indexer head weights */
+    float *att;           /* (rows, H*hd) attention output */
+    float *oa;            /* (rows, G*o_lora) grouped projection output */
+    float *logit;         /* (rows, E) router logits */
+    int32_t *sel;         /* (rows, K) chosen experts, ascending */
+    float *selw;          /* (rows, K) their weights */
+    float *ysel;          /* (rows*K, D) expert outputs */
+    int32_t *grow;        /* (rows*K) gathered (row*K + k) of one expert */
+    float *xg, *g1, *g3, *yg; /* (rows*K, D), (rows*K, ff) x2, (rows*K, D) */
+    float *pool_tmp;      /* (2*ratio_max*2*hd*2) compressor group scratch */
+    float *mm_scratch;    /* (tasks, dsv4_linear_scratch_floats(max n_in)) */
+    float *attn_scratch;  /* (tasks, cap_attn_floats / tasks) */
+    int64_t attn_floats;  /* per task, for this forward */
+    int32_t *seq_last;    /* (seqs) */
+};
+
+/* ---- config and load ---------------------------------------------------- */
+
+di_status dsv4_hparams_from_config(const char *path, di_dsv4_hparams *hp, di_error *err);
+di_status dsv4_bind_weights(di_dsv4_model *m, di_error *err);
+/* Keeps p until the model is freed; frees p and fails on no memory. */
+di_status dsv4_own(di_dsv4_model *m, void *p, di_error *err);
+
+/* ---- linear ------------------------------------------------------------- */
+
+/* Scratch floats per pool thread for dsv4_linear_apply with this n_in. */
+int64_t dsv4_linear_scratch_floats(int64_t n_in);
+/* y (n_rows, ldy) = x (n_rows, ldx) W^T. Batch invariant: each y[r][o] is
+ * dot_f32(dequant(W[o]), x[r]) in one fixed order. */
+void dsv4_linear_apply(const di_cpu_kernels *k, const dsv4_linear *w, const float *x, int64_t ldx,
+                       float *y, int64_t ldy, int64_t n_rows, float *scratch, di_threadpool *pool);
+/* Row o of W as floats (n_in). */
+void dsv4_linear_row(const dsv4_linear *w, int64_t o, float *dst);
+
+/* ---- rope --------------------------------------------------------------- */
+
+/* Rotates the trailing n_rot dims of each of n_heads vectors of width dim
+ * (interleaved pairs (2i, 2i+1), the V4 layout) by angle pos * inv_freq[i];
+ * sign -1 applies the inverse rotation. */
+void dsv4_rope(float *x, int32_t n_heads, int32_t dim, int32_t n_rot, const float *inv_freq,
+               int32_t pos, float sign);
+
+/* ---- blocks (each over the rows of one batch) ---------------------------- */
+
+/* mHC before a sublayer: from X (n, N, D) computes post (n, N), comb
+ * (n, N, N) and the collapsed input h (n, D). fn/base/scale as in dsv4_layer. */
+void dsv4_hc_pre(di_dsv4_ctx *c, const dsv4_linear *fn, const float *base, const float *scale, int64_t n,
+                 di_threadpool *pool);
+/* After it: Xn = post * y + comb^T X, then X <- Xn. */
+void dsv4_hc_post(di_dsv4_ctx *c, int64_t n);
+/* Final collapse of X into h (n, D) (before the norm and head). */
+void dsv4_hc_head(di_dsv4_ctx *c, int64_t n, di_threadpool *pool);
+
+/* MoE on h (n, D) -> y (n, D); tokens for hash routing. */
+void dsv4_moe(di_dsv4_ctx *c, const dsv4_layer *L, const int32_t *tokens, int64_t n, di_threadpool *pool);
+
+/* Attention of layer il on h (n, D) -> y (n, D); writes this layer's state
+ * of every row into kv first. The batch was validated. */
+void dsv4_attention(di_dsv4_ctx *c, di_dsv4_kv *kv, int32_t il, const di_batch *b, di_threadpool *pool);
+/* Scratch floats per task that dsv4_attention needs for positions < max_pos+1. */
+int64_t dsv4_attention_scratch_floats(const di_dsv4_model *m, int32_t max_pos);
+
+/* ---- small math --------------------------------------------------------- */
+
+/* out = x / sqrt(mean(x^2) + eps) (* w when w != NULL), n elements. */
+void dsv4_rmsnorm(const float *x, const float *w, float *out, int64_t n, float eps);
+
+#endif

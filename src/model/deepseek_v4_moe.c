@@ -1,0 +1,111 @@
+/* V4 mixture of experts, per token:
+ *   s_e = sqrt(softplus(router_e . h))                      all experts
+ *   chosen = top-K of s_e + bias_e   (bias picks, never weighs)
+ *            or tid2eid[token] on hash-routed layers
+ *   w_k = s_chosen_k / (sum_k s_chosen_k + 1e-20) * routed_scaling_factor
+ *   y = sum_k w_k * E_k(h) + S(h)
+ * with E and S the clamped SwiGLU experts: gate clamped above at `limit`, up
+ * clamped to [-limit, limit], silu(gate) * up, then down.
+ *
+ * Experts run on the rows that chose them (gathered), and each (row, expert)
+ * output is stored on its own, then summed per row in ascending expert order
+ * (the reference's loop order), so a row's result never depends on what the
+ * other rows chose. */
+#include "model/deepseek_v4_internal.h"
+
+#include <math.h>
+#include <string.h>
+
+static float sqrt_softplus(float x) {
+    /* torch softplus: beta 1, threshold 20 (linear above it) */
+    float sp = x > 20.0f ? x : log1pf(expf(x));
+    return sqrtf(sp);
+}
+
+/* gate (n, F) <- silu(min(gate, limit)) * clamp(up, -limit, limit) */
+static void clamped_swiglu(float *gate, const float *up, int64_t n, float limit) {
+    for (int64_t i = 0; i < n; i++) {
+        float g = gate[i] < limit ? gate[i] : limit;
+        float u = up[i] < -limit ? -limit : up[i] > limit ? limit : up[i];
+        gate[i] = g / (1.0f + expf(-g)) * u;
+    }
+}
+
+/* Chooses each row's experts and weights into c->sel / c->selw, sorted by
+ * expert id (ties between equal ids keep their order). */
+static void route(di_dsv4_ctx *c, const dsv4_layer *L, const int32_t *tokens, int64_t n) {
+    const di_dsv4_hparams *hp = &c->m->hp;
+    const int32_t E = hp->n_experts, K = hp->n_experts_used;
+    for (int64_t r = 0; r < n; r++) {
+        float *lg = c->logit + r * E; /* becomes the scores in place */
+        int32_t *sel = c->sel + r * K;
+        float *w = c->selw + r * K;
+        for (int32_t e = 0; e < E; e++) lg[e] = sqrt_softplus(lg[e]);
+        if (L->hash_moe) {
+            memcpy(sel, L->tid2eid + (int64_t)tokens[r] * K, (size_t)K * sizeof *sel);
+        } else {
+            /* top-K of score + bias; ties go to the lower expert id */
+            for (int32_t k = 0; k < K; k++) {
+                int32_t best = -1;
+                float bv = 0.0f;
+                for (int32_t e = 0; e < E; e++) {
+                    int taken = 0;
+                    for (int32_t j = 0; j < k; j++) taken |= sel[j] == e;
+                    if (taken) continue;
+                    float v = lg[e] + L->gate_bias[e];
+                    if (best < 0 || v > bv) {
+                        best = e;
+                        bv = v;
+                    }
+                }
+                sel[k] = best;
+            }
+        }
+        for (int32_t k = 1; k < K; k++) /* insertion sort by id */
+            for (int32_t j = k; j > 0 && sel[j - 1] > sel[j]; j--) {
+                int32_t t = sel[j];
+                sel[j] = sel[j - 1];
+                sel[j - 1] = t;
+            }
+        float sum = 0.0f;
+        for (int32_t k = 0; k < K; k++) sum += w[k] = lg[sel[k]];
+        for (int32_t k = 0; k < K; k++) w[k] = w[k] / (sum + 1e-20f) * hp->routed_scale;
+    }
+}
+
+void dsv4_moe(di_dsv4_ctx *c, const dsv4_layer *L, const int32_t *tokens, int64_t n, di_threadpool *pool) {
+    const di_dsv4_model *m = c->m;
+    const di_dsv4_hparams *hp = &m->hp;
+    const int32_t E = hp->n_experts, K = hp->n_experts_used, D = hp->n_embd, F = hp->moe_ff;
+    dsv4_linear_apply(m->k, &L->gate, c->h, D, c->logit, E, n, c->mm_scratch, pool);
+    route(c, L, tokens, n);
+    for (int32_t e = 0; e < E; e++) {
+        int64_t cnt = 0;
+        for (int64_t i = 0; i < n * K; i++)
+            if (c->sel[i] == e) {
+                c->grow[cnt] = (int32_t)i;
+                memcpy(c->xg + cnt * D, c->h + (i / K) * D, (size_t)D * sizeof(float));
+                cnt++;
+            }
+        if (!cnt) continue;
+        dsv4_linear_apply(m->k, &L->w1[e], c->xg, D, c->g1, F, cnt, c->mm_scratch, pool);
+        dsv4_linear_apply(m->k, &L->w3[e], c->xg, D, c->g3, F, cnt, c->mm_scratch, pool);
+        clamped_swiglu(c->g1, c->g3, cnt * F, hp->swiglu_limit);
+        dsv4_linear_apply(m->k, &L->w2[e], c->g1, F, c->yg, D, cnt, c->mm_scratch, pool);
+        for (int64_t j = 0; j < cnt; j++)
+            memcpy(c->ysel + (int64_t)c->grow[j] * D, c->yg + j * D, (size_t)D * sizeof(float));
+    }
+    /* shared expert into y, then the routed sum in front of it */
+    dsv4_linear_apply(m->k, &L->sh_w1, c->h, D, c->g1, F, n, c->mm_scratch, pool);
+    dsv4_linear_apply(m->k, &L->sh_w3, c->h, D, c->g3, F, n, c->mm_scratch, pool);
+    clamped_swiglu(c->g1, c->g3, n * F, hp->swiglu_limit);
+    dsv4_linear_apply(m->k, &L->sh_w2, c->g1, F, c->yg, D, n, c->mm_scratch, pool);
+    for (int64_t r = 0; r < n; r++) {
+        float *y = c->y + r * D;
+        for (int32_t d = 0; d < D; d++) {
+            float s = 0.0f;
+            for (int32_t k = 0; k < K; k++) s += c->ysel[(r * K + k) * D + d] * c->selw[r * K + k];
+            y[d] = s + c->yg[r * D + d];
+        }
+    }
+}
