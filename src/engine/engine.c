@@ -52,6 +52,15 @@ typedef struct request {
     struct request *prev, *next;
 } request;
 
+/* One row to sample in the parallel phase of a step. */
+typedef struct sample_job {
+    request *r;
+    const float *logits;       /* (n_vocab) */
+    di_sample_result res;
+    di_status status;
+    di_error err;
+} sample_job;
+
 struct di_engine {
     di_engine_params params;
     di_model *model;
@@ -61,12 +70,16 @@ struct di_engine {
     di_model_ctx *ctx;
     di_threadpool *pool;
     di_scheduler *sched;
-    di_sampler *sampler;
+    di_sampler **samplers;       /* (n_threads) one per pool thread: samplers keep scratch */
+    int32_t n_threads;
+    sample_job *jobs;            /* (max_seqs) */
+    int32_t n_jobs;
     int32_t n_ctx;
     float *logits;               /* (max_seqs, n_vocab) */
     int32_t *logit_index;        /* (max_batch_tokens) row -> logits row or -1 */
     di_constraint_cache *constraints;
-    uint32_t *mask;              /* (mask words) allowed tokens of the row being sampled */
+    uint32_t *masks;             /* (n_threads, mask words) grammar masks being filled */
+    size_t mask_words;
     pthread_mutex_t mu;
     request *reqs;               /* live requests (queued or running) */
     int64_t next_id;
@@ -140,14 +153,23 @@ di_status di_engine_create(const di_engine_params *p, di_engine **out, di_error 
     e->params.kv_tokens = (int32_t)(n_blocks * block);
     s = di_scheduler_create(&sc, &e->sched, err);
     if (s) goto fail;
-    s = di_sampler_create(e->facts.n_vocab, &e->sampler, err);
+    e->n_threads = di_threadpool_n_threads(e->pool);
+    e->samplers = calloc((size_t)e->n_threads, sizeof *e->samplers);
+    e->jobs = calloc((size_t)sc.max_running, sizeof *e->jobs);
+    if (!e->samplers || !e->jobs) {
+        s = di_error_set(err, DI_ERR_NOMEM, "engine: out of memory");
+        goto fail;
+    }
+    for (int32_t i = 0; i < e->n_threads && !s; i++)
+        s = di_sampler_create(e->facts.n_vocab, &e->samplers[i], err);
     if (s) goto fail;
     s = di_constraint_cache_create(e->tok, e->facts.n_vocab, &e->constraints, err);
     if (s) goto fail;
-    e->mask = di_malloc_array(di_constraint_mask_words(e->constraints), sizeof(uint32_t));
+    e->mask_words = di_constraint_mask_words(e->constraints);
+    e->masks = di_malloc_array((size_t)e->n_threads * e->mask_words, sizeof(uint32_t));
     e->logits = di_malloc_array((size_t)sc.max_running * (size_t)e->facts.n_vocab, sizeof(float));
     e->logit_index = di_malloc_array((size_t)sc.max_tokens_per_step, sizeof(int32_t));
-    if (!e->logits || !e->logit_index || !e->mask) {
+    if (!e->logits || !e->logit_index || !e->masks) {
         s = di_error_set(err, DI_ERR_NOMEM, "engine: out of memory for logits");
         goto fail;
     }
@@ -175,8 +197,10 @@ void di_engine_free(di_engine *e) {
         request_free(e, r);
     }
     di_constraint_cache_free(e->constraints);
-    free(e->mask);
-    di_sampler_free(e->sampler);
+    free(e->masks);
+    for (int32_t i = 0; e->samplers && i < e->n_threads; i++) di_sampler_free(e->samplers[i]);
+    free(e->samplers);
+    free(e->jobs);
     di_scheduler_free(e->sched);
     di_threadpool_free(e->pool);
     di_model_ctx_free(e->ctx);
@@ -399,29 +423,41 @@ static bool is_stop_token(const di_engine *e, const request *r, int32_t tok) {
     return false;
 }
 
-/* Samples, streams and postprocesses one sequence's new token. */
-static void process_sample(di_engine *e, request *r, const float *logits) {
+/* Parallel phase: masks and samples one row on pool thread `thread`. Rows
+ * of different requests are independent (own matcher, own RNG stream), and
+ * each thread has its own sampler scratch, so the result never depends on
+ * which thread ran it. */
+static void sample_task(void *ctx, int64_t task, int thread) {
+    di_engine *e = ctx;
+    sample_job *j = &e->jobs[task];
+    request *r = j->r;
     di_seq *seq = r->seq;
-    if (r->t_first == 0) r->t_first = now_ms();
     di_sample_input in = {
-        .logits = logits,
+        .logits = j->logits,
         .tokens = seq->tokens,
         .n_tokens = seq->n_tokens,
         .n_prompt = seq->n_prompt,
         .position = (uint64_t)seq->n_tokens,
         .allowed = NULL,
     };
-    di_sample_result res;
-    di_error err;
     if (r->constraint.matcher) {
-        if (di_constraint_fill_mask(e->constraints, &r->constraint, e->mask, &err)) {
-            di_scheduler_cancel(e->sched, seq, NULL);
-            finish_request(e, r, DI_FINISH_REASON_ERROR, err.msg);
-            return;
-        }
-        in.allowed = e->mask;
+        uint32_t *mask = e->masks + (size_t)thread * e->mask_words;
+        j->status = di_constraint_fill_mask(e->constraints, &r->constraint, mask, &j->err);
+        if (j->status) return;
+        in.allowed = mask;
     }
-    if (di_sampler_sample(e->sampler, &r->sampling, &in, &res, &err) ||
+    j->status = di_sampler_sample(e->samplers[thread], &r->sampling, &in, &j->res, &j->err);
+}
+
+/* Sequential phase: advances the grammar, streams and postprocesses one
+ * sequence's new token. */
+static void process_sample(di_engine *e, sample_job *j) {
+    request *r = j->r;
+    di_seq *seq = r->seq;
+    if (r->t_first == 0) r->t_first = now_ms();
+    di_sample_result res = j->res;
+    di_error err = j->err;
+    if (j->status ||
         (r->constraint.matcher &&
          !di_grammar_matcher_advance_token(r->constraint.matcher, (uint32_t)res.token) &&
          di_error_set(&err, DI_ERR_INTERNAL, "sampled token %d is not allowed by the grammar",
@@ -522,6 +558,7 @@ di_status di_engine_step(di_engine *e, di_error *err) {
         pthread_mutex_unlock(&e->mu);
         return s;
     }
+    e->n_jobs = 0;
     for (int32_t i = 0; i < out.n_samples; i++) {
         request *r = out.sample_seqs[i]->user;
         if (r->cancel_requested) {
@@ -530,8 +567,15 @@ di_status di_engine_step(di_engine *e, di_error *err) {
             continue;
         }
         int32_t li = e->logit_index[out.sample_rows[i]];
-        process_sample(e, r, e->logits + (size_t)li * (size_t)e->facts.n_vocab);
+        e->jobs[e->n_jobs++] = (sample_job){
+            .r = r, .logits = e->logits + (size_t)li * (size_t)e->facts.n_vocab};
     }
+    /* Sampling needs no lock: only this thread touches the jobs' requests,
+     * and submitters only add new requests. */
+    pthread_mutex_unlock(&e->mu);
+    di_threadpool_run(e->pool, e->n_jobs, sample_task, e);
+    pthread_mutex_lock(&e->mu);
+    for (int32_t i = 0; i < e->n_jobs; i++) process_sample(e, &e->jobs[i]);
     if (e->params.check_integrity) s = di_scheduler_check_integrity(e->sched, err);
     pthread_mutex_unlock(&e->mu);
     return s;
