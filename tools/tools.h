@@ -15,5 +15,6 @@ int di_cmd_info(int argc, char **argv);
 int di_cmd_run(int argc, char **argv);
 int di_cmd_chat(int argc, char **argv);
 int di_cmd_batch(int argc, char **argv);
+int di_cmd_serve(int argc, char **argv);
 
 #endif
