@@ -1,10 +1,18 @@
 #!/usr/bin/env bash
-# Creates (once) the Python virtual environment for tool scripts in .venv and
-# installs scripts/requirements-tools.txt into it. Prints the python path.
+# Creates (once) a Python virtual environment and installs a requirements
+# file into it; prints the python path.
+#   scripts/venv.sh        .venv      <- scripts/requirements-tools.txt
+#                          (golden generators, benchmarks: heavy)
+#   scripts/venv.sh test   .venv-test <- scripts/requirements-test.txt
+#                          (the server's pytest suite: small)
+# Reinstalls when the requirements file changes (sha256 stamp).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-VENV=$ROOT/.venv
-REQ=$ROOT/scripts/requirements-tools.txt
+case "${1:-tools}" in
+  tools) VENV=$ROOT/.venv; REQ=$ROOT/scripts/requirements-tools.txt ;;
+  test)  VENV=$ROOT/.venv-test; REQ=$ROOT/scripts/requirements-test.txt ;;
+  *) echo "venv.sh: unknown set '$1' (tools or test)" >&2; exit 2 ;;
+esac
 STAMP=$VENV/.req-sha256
 want=$(sha256sum "$REQ" | cut -d' ' -f1)
 if [ ! -x "$VENV/bin/python" ]; then

@@ -920,6 +920,12 @@ static void generate(di_server *s, const srv_http_req *q, srv_reply *r, req_kind
                         n_choices, s->p.max_n);
         goto out;
     }
+    if (n_choices > (size_t)s->p.max_queue) {
+        /* It could never be admitted: a 503 would invite endless retries. */
+        srv_reply_error(r, 400, "invalid_request_error", "n", "invalid_value",
+                        "%zu choices exceed this server's queue of %d.", n_choices, s->p.max_queue);
+        goto out;
+    }
     srv_admit_result ar = srv_job_create(s, n_choices, q->fd, &j);
     if (ar == SRV_ADMIT_STOPPING) {
         srv_reply_error(r, 503, "server_error", NULL, "shutting_down", "The server is shutting down.");
