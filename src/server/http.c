@@ -35,6 +35,7 @@ typedef struct conn_ctx {
     srv_buf body;
     bool too_large;
     bool answered;              /* a response was queued before the body */
+    bool counted;               /* counted in srv->n_answering */
 } conn_ctx;
 
 typedef struct route {
@@ -310,6 +311,9 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
         .fd = ci ? ci->connect_fd : -1,
     };
     srv_reply r = {.status = MHD_HTTP_OK};
+    /* Shutdown waits for this answer to be sent (on_completed). */
+    srv_answering_begin(s);
+    cc->counted = true;
     cc->route->fn(s, &q, &r);
     cc->answered = true;
     return send_reply(s, conn, cc->route->id, &r);
@@ -317,11 +321,12 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe) {
-    (void)cls;
     (void)conn;
     (void)toe;
+    di_server *s = cls;
     conn_ctx *cc = *con_cls;
     if (!cc) return;
+    if (cc->counted) srv_answering_end(s);
     srv_buf_free(&cc->body);
     free(cc);
     *con_cls = NULL;
@@ -366,7 +371,6 @@ di_status srv_http_start(di_server *s, di_error *err) {
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)s->p.idle_timeout_s,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
         MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
-        MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1,
         MHD_OPTION_END);
     freeaddrinfo(ai);
     if (!s->mhd)

@@ -186,6 +186,18 @@ static void release_slots(di_server *s, int32_t n) {
     pthread_mutex_unlock(&s->mu);
 }
 
+void srv_answering_begin(di_server *s) {
+    pthread_mutex_lock(&s->mu);
+    s->n_answering++;
+    pthread_mutex_unlock(&s->mu);
+}
+
+void srv_answering_end(di_server *s) {
+    pthread_mutex_lock(&s->mu);
+    if (--s->n_answering == 0) pthread_cond_broadcast(&s->drained_cv);
+    pthread_mutex_unlock(&s->mu);
+}
+
 srv_admit_result srv_job_create(di_server *s, size_t n, int fd, srv_job **out) {
     *out = NULL;
     pthread_mutex_lock(&s->mu);
@@ -512,17 +524,19 @@ uint16_t di_server_port(const di_server *s) {
     return s->port;
 }
 
-/* Waits until no slot is held or the deadline passes; true when drained. */
+/* Waits until no engine request is in flight and every dispatched request
+ * has its answer sent (a stream's last chunks are written after its engine
+ * request ends), or the deadline passes; true when drained. */
 static bool wait_drained(di_server *s, int64_t ms) {
     int64_t until = now_ms() + ms;
     pthread_mutex_lock(&s->mu);
-    while (s->in_flight > 0) {
+    while (s->in_flight > 0 || s->n_answering > 0) {
         int64_t left = until - now_ms();
         if (left <= 0) break;
         struct timespec ts = deadline_in(left < 100 ? left : 100);
         pthread_cond_timedwait(&s->drained_cv, &s->mu, &ts);
     }
-    bool drained = s->in_flight == 0;
+    bool drained = s->in_flight == 0 && s->n_answering == 0;
     pthread_mutex_unlock(&s->mu);
     return drained;
 }

@@ -174,6 +174,7 @@ struct di_server {
     bool engine_started, engine_stop, stopping, shut_down;
     int32_t in_flight;          /* max_queue slots held */
     int32_t n_connections;
+    int32_t n_answering;        /* requests dispatched whose answer is not sent yet */
     srv_job *jobs;              /* live jobs */
     uint64_t seed_state, id_state;
 
@@ -221,6 +222,9 @@ di_status srv_http_start(di_server *s, di_error *err);
 void srv_http_quiesce(di_server *s);
 /* Closes every connection and joins their threads. */
 void srv_http_stop(di_server *s);
+/* A request is being answered / its answer is sent (or abandoned). */
+void srv_answering_begin(di_server *s);
+void srv_answering_end(di_server *s);
 
 /* Copies s[0..n) into a new jansson string, replacing invalid UTF-8 with
  * U+FFFD (json_stringn refuses invalid UTF-8). */

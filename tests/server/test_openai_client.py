@@ -104,11 +104,11 @@ def test_n_choices_stream(client):
 
 
 def test_seed_reproducible_and_seeds_differ(client):
-    kw = dict(model=model_id(client), prompt="Once upon a time", max_tokens=12, temperature=1.0)
+    kw = dict(model=model_id(client), prompt="Once upon a time", max_tokens=6, temperature=1.0)
     a = client.completions.create(seed=42, **kw).choices[0].text
     b = client.completions.create(seed=42, **kw).choices[0].text
     assert a == b
-    others = {client.completions.create(seed=s, **kw).choices[0].text for s in (1, 2, 3)}
+    others = {client.completions.create(seed=s, **kw).choices[0].text for s in (1, 2)}
     assert len(others | {a}) > 1
 
 
