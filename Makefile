@@ -7,7 +7,7 @@ JOBS        ?= $(shell nproc)
 MODEL       ?= models/SmolLM2-135M-Instruct.Q4_1.gguf
 CTEST_ARGS  ?= --output-on-failure
 
-.PHONY: all deps model build run test test-sanitize fuzz goldens clean
+.PHONY: all deps model build build-clang run test test-sanitize fuzz goldens clean
 
 all: build
 
@@ -23,8 +23,9 @@ $(BUILD)/Makefile:
 build: deps $(BUILD)/Makefile
 	@cmake --build $(BUILD) -j $(JOBS)
 
+PROMPT ?= What is the capital of France? Answer in one sentence.
 run: build model
-	./$(BUILD)/deepinfer info $(MODEL)
+	./$(BUILD)/deepinfer run -m $(MODEL) -p "$(PROMPT)"
 
 test: build model
 	cd $(BUILD) && ctest $(CTEST_ARGS) -j $(JOBS)
@@ -36,6 +37,12 @@ test-sanitize: deps model $(BUILD_ASAN)/Makefile
 	@cmake --build $(BUILD_ASAN) -j $(JOBS)
 	cd $(BUILD_ASAN) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest $(CTEST_ARGS) -j $(JOBS)
+
+# The same tree built with clang, -Werror: CI checks both compilers.
+BUILD_CLANG ?= build-clang
+build-clang: deps
+	CC=clang cmake -S . -B $(BUILD_CLANG) -DCMAKE_BUILD_TYPE=Release >/dev/null
+	@cmake --build $(BUILD_CLANG) -j $(JOBS)
 
 $(BUILD_FUZZ)/Makefile:
 	CC=clang cmake -S . -B $(BUILD_FUZZ) -DCMAKE_BUILD_TYPE=Debug -DDI_FUZZ=ON -DDI_NATIVE=OFF
@@ -50,4 +57,4 @@ goldens:
 	@bash scripts/make-goldens.sh
 
 clean:
-	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_FUZZ)
+	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_FUZZ) $(BUILD_CLANG)

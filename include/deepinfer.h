@@ -151,6 +151,25 @@ typedef struct di_event {
 /* Return non-zero to cancel the request (its final event still follows). */
 typedef int (*di_event_fn)(const di_event *ev);
 
+/* Structured output: the completion must match a grammar (see
+ * src/grammar/grammar.h). Tokens the grammar forbids are masked before
+ * sampling; the request stops when the grammar is complete and nothing can
+ * follow, or at an end-of-generation token the grammar accepts. */
+typedef enum di_constraint_kind {
+    DI_CONSTRAINT_NONE = 0,
+    DI_CONSTRAINT_JSON_SCHEMA, /* text: a JSON Schema (draft 2020-12 / 7) */
+    DI_CONSTRAINT_JSON_OBJECT, /* any JSON object; text unused */
+    DI_CONSTRAINT_REGEX,       /* text: a regex (JSON Schema pattern dialect), full match */
+    DI_CONSTRAINT_EBNF,        /* text: GBNF grammar with a `root` rule */
+} di_constraint_kind;
+
+typedef struct di_constraint {
+    di_constraint_kind kind;
+    const char *text;          /* NUL-terminated; copied/compiled at submit */
+    bool flexible_whitespace;  /* JSON: allow whitespace between tokens */
+    bool lenient;              /* JSON Schema: ignore unsupported keywords */
+} di_constraint;
+
 typedef struct di_request {
     /* The prompt: exactly one of messages (chat template applied), text
      * (raw: tokenized as is, BOS per the model), or tokens. */
@@ -167,13 +186,15 @@ typedef struct di_request {
     const int32_t *stop_tokens;  /* (n_stop_tokens) extra stop ids, copied */
     size_t n_stop_tokens;
     bool ignore_eos;             /* do not stop on end-of-generation tokens */
+    di_constraint constraint;    /* structured output; kind NONE = free text */
     di_event_fn on_event;        /* may be NULL */
     void *user;
 } di_request;
 
 /* Validates and queues a request; thread-safe. Refused at once (and nothing
  * else affected) when it can never fit: DI_ERR_RANGE past the context,
- * DI_ERR_FULL past the KV cache. *id identifies it in events and cancel. */
+ * DI_ERR_FULL past the KV cache; a constraint that does not compile is
+ * DI_ERR_FORMAT / DI_ERR_UNSUPPORTED with the compiler's message. *id identifies it in events and cancel. */
 di_status di_engine_submit(di_engine *e, const di_request *r, int64_t *id, di_error *err);
 /* Cancels a queued or running request; thread-safe. Its blocks are freed at
  * the next step, which delivers its final event. DI_ERR_NOT_FOUND if unknown

@@ -1,18 +1,28 @@
 #!/usr/bin/env bash
-# Creates (once) a Python virtual environment and installs a requirements
-# file into it; prints the python path.
-#   scripts/venv.sh        .venv      <- scripts/requirements-tools.txt
-#                          (golden generators, benchmarks: heavy)
-#   scripts/venv.sh test   .venv-test <- scripts/requirements-test.txt
-#                          (the server's pytest suite: small)
-# Reinstalls when the requirements file changes (sha256 stamp).
+# Creates (once) a Python virtual environment for tool scripts and installs its
+# pinned requirements into it. Prints the python path.
+#
+#   scripts/venv.sh            .venv          from scripts/requirements-tools.txt
+#   scripts/venv.sh NAME       .venv-NAME     from scripts/requirements-NAME.txt
+#
+# Named venvs exist because oracles pin different transformers versions: the
+# llama goldens need 4.55 (GGUF loading), DeepSeek-V4 needs 5.24.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-case "${1:-tools}" in
-  tools) VENV=$ROOT/.venv; REQ=$ROOT/scripts/requirements-tools.txt ;;
-  test)  VENV=$ROOT/.venv-test; REQ=$ROOT/scripts/requirements-test.txt ;;
-  *) echo "venv.sh: unknown set '$1' (tools or test)" >&2; exit 2 ;;
-esac
+if [ $# -eq 0 ]; then
+  VENV=$ROOT/.venv
+  REQ=$ROOT/scripts/requirements-tools.txt
+else
+  case "$1" in
+    *[!a-z0-9_-]*|'') echo "venv.sh: bad venv name '$1'" >&2; exit 2 ;;
+  esac
+  VENV=$ROOT/.venv-$1
+  REQ=$ROOT/scripts/requirements-$1.txt
+  if [ ! -f "$REQ" ]; then
+    echo "venv.sh: no $REQ" >&2
+    exit 2
+  fi
+fi
 STAMP=$VENV/.req-sha256
 want=$(sha256sum "$REQ" | cut -d' ' -f1)
 if [ ! -x "$VENV/bin/python" ]; then

@@ -4,11 +4,14 @@
 #include "gen_common.h"
 #include "tools.h"
 
+#include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 typedef struct stream_state {
+    bool print_ids;     /* print generated ids instead of text */
     di_request_stats stats;
     di_finish finish;
     char *reply;        /* accumulated text (chat keeps it as history) */
@@ -18,7 +21,13 @@ typedef struct stream_state {
 
 static int on_event(const di_event *ev) {
     stream_state *st = ev->user;
-    if (ev->text_len) {
+    if (st->print_ids) {
+        /* the last event carries every id: print them once, on one line */
+        if (ev->finish != DI_FINISH_REASON_NONE) {
+            for (int32_t i = 0; i < ev->n_tokens; i++) printf(i ? " %d" : "%d", ev->tokens[i]);
+            printf("\n");
+        }
+    } else if (ev->text_len) {
         fwrite(ev->text, 1, ev->text_len, stdout);
         fflush(stdout);
         if (st->len + ev->text_len + 1 > st->cap) {
@@ -53,11 +62,14 @@ static const char *finish_name(di_finish f) {
 
 static void print_summary(const stream_state *st) {
     const di_request_stats *s = &st->stats;
+    if (!st->print_ids && st->len && st->reply[st->len - 1] != '\n')
+        putchar('\n'); /* end the streamed line */
+    fflush(stdout);
     double prefill_ms = s->t_first_token_ms - s->t_queued_ms;
     double decode_ms = s->t_total_ms - s->t_first_token_ms;
     int n_computed = s->n_prompt - s->n_cached;
     fprintf(stderr,
-            "\n[prompt %d tok (%d cached), generated %d tok | prefill %.1f tok/s | decode %.1f tok/s | "
+            "[prompt %d tok (%d cached), generated %d tok | prefill %.1f tok/s | decode %.1f tok/s | "
             "finish %s]\n",
             s->n_prompt, s->n_cached, s->n_generated,
             prefill_ms > 0 ? n_computed / (prefill_ms / 1e3) : 0.0,
@@ -83,33 +95,134 @@ static int generate(const char *cmd, di_engine *e, di_request *r, stream_state *
     return st->finish == DI_FINISH_REASON_ERROR;
 }
 
+/* Reads a whole file into a malloc'd NUL-terminated string; NULL on failure. */
+static char *slurp(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *buf = NULL;
+    size_t len = 0, cap = 0, n;
+    char chunk[4096];
+    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) {
+        if (len + n + 1 > cap) {
+            cap = (len + n + 1) * 2;
+            char *p = realloc(buf, cap);
+            if (!p) {
+                free(buf);
+                fclose(f);
+                return NULL;
+            }
+            buf = p;
+        }
+        memcpy(buf + len, chunk, n);
+        len += n;
+    }
+    fclose(f);
+    if (!buf) buf = calloc(1, 1);
+    else buf[len] = '\0';
+    return buf;
+}
+
+/* Parses "0 15 27" (spaces or commas) into a malloc'd id array. */
+static int parse_ids(const char *text, int32_t **ids, size_t *n) {
+    size_t cap = 16;
+    *n = 0;
+    *ids = malloc(cap * sizeof **ids);
+    if (!*ids) return 1;
+    const char *p = text;
+    for (;;) {
+        while (*p == ' ' || *p == ',' || *p == '\t' || *p == '\n') p++;
+        if (!*p) break;
+        char *end;
+        errno = 0;
+        long v = strtol(p, &end, 10);
+        if (end == p || errno || v < 0 || v > INT32_MAX) {
+            fprintf(stderr, "deepinfer run: --prompt-ids: bad token id near '%.16s'\n", p);
+            return 2;
+        }
+        if (*n == cap) {
+            int32_t *q = realloc(*ids, (cap *= 2) * sizeof **ids);
+            if (!q) return 1;
+            *ids = q;
+        }
+        (*ids)[(*n)++] = (int32_t)v;
+        p = end;
+    }
+    if (*n == 0) {
+        fprintf(stderr, "deepinfer run: --prompt-ids: no ids\n");
+        return 2;
+    }
+    return 0;
+}
+
+/* Fills c from the --json-schema / --json / --regex / --grammar flags. */
+static int parse_constraint(const char *schema_file, bool json, const char *regex,
+                            const char *ebnf_file, di_constraint *c, char **owned) {
+    int n = (schema_file != NULL) + json + (regex != NULL) + (ebnf_file != NULL);
+    if (n > 1) {
+        fprintf(stderr, "deepinfer run: give at most one of --json-schema, --json, --regex, --grammar\n");
+        return 2;
+    }
+    const char *file = schema_file ? schema_file : ebnf_file;
+    if (file && !(*owned = slurp(file))) {
+        fprintf(stderr, "deepinfer run: cannot read %s\n", file);
+        return 1;
+    }
+    if (schema_file) *c = (di_constraint){DI_CONSTRAINT_JSON_SCHEMA, *owned, false, false};
+    if (ebnf_file) *c = (di_constraint){DI_CONSTRAINT_EBNF, *owned, false, false};
+    if (json) *c = (di_constraint){DI_CONSTRAINT_JSON_OBJECT, NULL, false, false};
+    if (regex) *c = (di_constraint){DI_CONSTRAINT_REGEX, regex, false, false};
+    return 0;
+}
+
 int di_cmd_run(int argc, char **argv) {
     di_gen_opts o;
     di_gen_opts_defaults(&o);
     const char *prompt = NULL, *system = NULL, *tmpl = NULL;
-    bool raw = false;
+    const char *schema_file = NULL, *regex = NULL, *ebnf_file = NULL, *prompt_ids = NULL;
+    bool raw = false, json = false, print_ids = false;
     di_arg specs[32];
     int n = di_gen_opts_specs(&o, specs, 0);
     specs[n++] = (di_arg){"-p", "--prompt", DI_ARG_STR, &prompt, 0, 0, "the prompt"};
     specs[n++] = (di_arg){"--system", NULL, DI_ARG_STR, &system, 0, 0, "system message"};
     specs[n++] = (di_arg){"--raw", NULL, DI_ARG_FLAG, &raw, 0, 0, "do not apply the chat template"};
     specs[n++] = (di_arg){"--chat-template", NULL, DI_ARG_STR, &tmpl, 0, 0, "chatml, llama3, deepseek3, phi3"};
+    specs[n++] = (di_arg){"--prompt-ids", NULL, DI_ARG_STR, &prompt_ids, 0, 0, "prompt as token ids (\"0 15 27\")"};
+    specs[n++] = (di_arg){"--print-ids", NULL, DI_ARG_FLAG, &print_ids, 0, 0, "print generated token ids, not text"};
+    specs[n++] = (di_arg){"--json-schema", NULL, DI_ARG_STR, &schema_file, 0, 0, "constrain output to this JSON Schema file"};
+    specs[n++] = (di_arg){"--json", NULL, DI_ARG_FLAG, &json, 0, 0, "constrain output to a JSON object"};
+    specs[n++] = (di_arg){"--regex", NULL, DI_ARG_STR, &regex, 0, 0, "constrain output to match this regex"};
+    specs[n++] = (di_arg){"--grammar", NULL, DI_ARG_STR, &ebnf_file, 0, 0, "constrain output to this GBNF grammar file"};
     const char *pos[1];
     int npos = 0;
     int rc = di_args_parse("run", "-m MODEL -p PROMPT [options]", specs, n, argc, argv, pos, 1, &npos);
     if (rc) return rc == 1 ? 0 : 2;
     if (!prompt && npos) prompt = pos[0];
-    if (!prompt) {
-        fprintf(stderr, "deepinfer run: no prompt (-p)\n");
+    if (!prompt == !prompt_ids) {
+        fprintf(stderr, "deepinfer run: give one of -p PROMPT or --prompt-ids IDS\n");
         return 2;
     }
-    di_engine *e = di_gen_engine_open("run", &o);
-    if (!e) return 1;
+    int32_t *ids = NULL;
+    size_t n_ids = 0;
+    if (prompt_ids && (rc = parse_ids(prompt_ids, &ids, &n_ids))) {
+        free(ids);
+        return rc;
+    }
     di_request r;
     memset(&r, 0, sizeof r);
+    char *grammar_text = NULL;
+    rc = parse_constraint(schema_file, json, regex, ebnf_file, &r.constraint, &grammar_text);
+    di_engine *e = rc ? NULL : di_gen_engine_open("run", &o);
+    if (!e) {
+        free(grammar_text);
+        free(ids);
+        return rc ? rc : 1;
+    }
     di_message msgs[2];
     size_t nm = 0;
-    if (raw) {
+    if (ids) {
+        r.tokens = ids;
+        r.n_tokens = n_ids;
+    } else if (raw) {
         r.text = prompt;
     } else {
         if (system) msgs[nm++] = (di_message){"system", system};
@@ -120,9 +233,11 @@ int di_cmd_run(int argc, char **argv) {
     }
     r.max_tokens = (int32_t)o.max_tokens;
     r.sampling = di_gen_sampling(&o);
-    stream_state st = {0};
+    stream_state st = {.print_ids = print_ids};
     rc = generate("run", e, &r, &st);
     free(st.reply);
+    free(grammar_text);
+    free(ids);
     di_engine_free(e);
     return rc;
 }

@@ -13,6 +13,7 @@
 #include "base/alloc.h"
 #include "base/status.h"
 #include "base/threadpool.h"
+#include "engine/constraint.h"
 #include "engine/scheduler.h"
 #include "model/model.h"
 #include "sample/sampler.h"
@@ -39,6 +40,7 @@ typedef struct request {
     size_t n_stop_tokens;
     bool ignore_eos;
     di_tok_detok *detok;
+    di_constraint_state constraint; /* grammar matcher, when constrained */
     di_event_fn on_event;
     void *user;
     bool cancel_requested;
@@ -63,6 +65,8 @@ struct di_engine {
     int32_t n_ctx;
     float *logits;               /* (max_seqs, n_vocab) */
     int32_t *logit_index;        /* (max_batch_tokens) row -> logits row or -1 */
+    di_constraint_cache *constraints;
+    uint32_t *mask;              /* (mask words) allowed tokens of the row being sampled */
     pthread_mutex_t mu;
     request *reqs;               /* live requests (queued or running) */
     int64_t next_id;
@@ -138,9 +142,12 @@ di_status di_engine_create(const di_engine_params *p, di_engine **out, di_error 
     if (s) goto fail;
     s = di_sampler_create(e->facts.n_vocab, &e->sampler, err);
     if (s) goto fail;
+    s = di_constraint_cache_create(e->tok, e->facts.n_vocab, &e->constraints, err);
+    if (s) goto fail;
+    e->mask = di_malloc_array(di_constraint_mask_words(e->constraints), sizeof(uint32_t));
     e->logits = di_malloc_array((size_t)sc.max_running * (size_t)e->facts.n_vocab, sizeof(float));
     e->logit_index = di_malloc_array((size_t)sc.max_tokens_per_step, sizeof(int32_t));
-    if (!e->logits || !e->logit_index) {
+    if (!e->logits || !e->logit_index || !e->mask) {
         s = di_error_set(err, DI_ERR_NOMEM, "engine: out of memory for logits");
         goto fail;
     }
@@ -151,8 +158,9 @@ fail:
     return s;
 }
 
-static void request_free(request *r) {
+static void request_free(di_engine *e, request *r) {
     if (!r) return;
+    di_constraint_end(e->constraints, &r->constraint);
     free(r->bias);
     free(r->stop_tokens);
     di_tok_detok_free(r->detok);
@@ -164,8 +172,10 @@ void di_engine_free(di_engine *e) {
     if (!e) return;
     for (request *r = e->reqs, *n; r; r = n) {
         n = r->next;
-        request_free(r);
+        request_free(e, r);
     }
+    di_constraint_cache_free(e->constraints);
+    free(e->mask);
     di_sampler_free(e->sampler);
     di_scheduler_free(e->sched);
     di_threadpool_free(e->pool);
@@ -229,6 +239,8 @@ static di_status request_init(di_engine *e, const di_request *r, request *q, di_
     di_tok_detok_opts dopts = {.render_special = false, .stops = r->stop, .n_stops = r->n_stop};
     s = di_tok_detok_create(e->tok, &dopts, &q->detok, err);
     if (s) return s;
+    s = di_constraint_begin(e->constraints, &r->constraint, &q->constraint, err);
+    if (s) return s;
     q->ignore_eos = r->ignore_eos;
     q->on_event = r->on_event;
     q->user = r->user;
@@ -276,7 +288,7 @@ di_status di_engine_submit(di_engine *e, const di_request *r, int64_t *id, di_er
         pthread_mutex_unlock(&e->mu);
     }
     di_tok_ids_free(&ids);
-    if (s) request_free(q);
+    if (s) request_free(e, q);
     return s;
 }
 
@@ -332,7 +344,7 @@ static void retire(di_engine *e, request *r) {
     if (r->next) r->next->prev = r->prev;
     e->n_finished++;
     di_scheduler_release(e->sched, r->seq, NULL);
-    request_free(r);
+    request_free(e, r);
 }
 
 static di_status append_text(request *r, size_t *len, const char *text, size_t n) {
@@ -401,7 +413,19 @@ static void process_sample(di_engine *e, request *r, const float *logits) {
     };
     di_sample_result res;
     di_error err;
-    if (di_sampler_sample(e->sampler, &r->sampling, &in, &res, &err)) {
+    if (r->constraint.matcher) {
+        if (di_constraint_fill_mask(e->constraints, &r->constraint, e->mask, &err)) {
+            di_scheduler_cancel(e->sched, seq, NULL);
+            finish_request(e, r, DI_FINISH_REASON_ERROR, err.msg);
+            return;
+        }
+        in.allowed = e->mask;
+    }
+    if (di_sampler_sample(e->sampler, &r->sampling, &in, &res, &err) ||
+        (r->constraint.matcher &&
+         !di_grammar_matcher_advance_token(r->constraint.matcher, (uint32_t)res.token) &&
+         di_error_set(&err, DI_ERR_INTERNAL, "sampled token %d is not allowed by the grammar",
+                      res.token))) {
         di_scheduler_cancel(e->sched, seq, NULL);
         finish_request(e, r, DI_FINISH_REASON_ERROR, err.msg);
         return;
@@ -418,6 +442,9 @@ static void process_sample(di_engine *e, request *r, const float *logits) {
             if (o.len) append_text(r, &len, o.text, o.len);
             if (o.stop_index >= 0) why = DI_FINISH_STOP;
         }
+        /* a complete grammar that nothing can extend ends the output */
+        if (r->constraint.matcher && di_grammar_matcher_is_terminated(r->constraint.matcher))
+            why = DI_FINISH_STOP;
     }
     di_finish_reason final = DI_FINISH_NONE;
     if (di_scheduler_postprocess(e->sched, seq, res.token, why, &final, &err)) {

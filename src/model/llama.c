@@ -20,8 +20,8 @@
 #include <string.h>
 
 #define MAX_HEAD_DIM 1024   /* di_rope keeps n_rot/2 angles on the stack */
-#define MAX_BATCH_ROWS (1 << 20)
-#define MAX_SEQ_SLOTS (1 << 24)
+#define MAX_BATCH_ROWS (1 << 20) /* rows per forward; beyond is a caller bug */
+#define MAX_SEQ_SLOTS (1 << 20)  /* sequence slots; seq_last costs 4 bytes each */
 
 typedef struct llama_weight {
     di_dtype dtype;
@@ -469,12 +469,14 @@ di_status di_llama_forward(di_llama_ctx *c, di_llama_kv *kv, const di_batch *b, 
         if (b->n_rows < 0) return di_error_set(err, DI_ERR_INVALID_ARG, "batch: negative n_rows");
         return DI_OK;
     }
+    /* Validation needs only the per-slot table; the row-sized buffers are
+     * grown after it, so a hostile n_rows cannot trigger a huge allocation. */
     int32_t n_threads = di_threadpool_n_threads(pool);
-    di_status s = ctx_reserve(c, b->n_rows > MAX_BATCH_ROWS ? 1 : b->n_rows, n_threads,
-                              b->n_seq_slots > 0 && b->n_seq_slots <= MAX_SEQ_SLOTS ? b->n_seq_slots : 1,
+    di_status s = ctx_reserve(c, 0, 0, b->n_seq_slots > 0 && b->n_seq_slots <= MAX_SEQ_SLOTS ? b->n_seq_slots : 1,
                               kv->block_size, err);
     if (s != DI_OK) return s;
     if ((s = validate_batch(c, kv, b, err))) return s;
+    if ((s = ctx_reserve(c, b->n_rows, n_threads, 0, kv->block_size, err))) return s;
     int32_t n_want = di_llama_batch_n_logits(b);
     if (n_want > 0 && !logits_out)
         return di_error_set(err, DI_ERR_INVALID_ARG, "forward: %d rows want logits but logits_out is NULL",

@@ -26,43 +26,7 @@ static bool cand_less(const bpe_cand *a, const bpe_cand *b) {
     return a->rank < b->rank || (a->rank == b->rank && a->pos < b->pos);
 }
 
-static bool heap_push(tok_scratch *s, bpe_cand c) {
-    if (s->heap_n == s->heap_cap) {
-        size_t cap = s->heap_cap ? s->heap_cap * 2 : 64;
-        void *p = di_realloc_array(s->heap, cap, TOK_HEAP_ELEM_BYTES);
-        if (!p) return false;
-        s->heap = p;
-        s->heap_cap = cap;
-    }
-    bpe_cand *h = s->heap;
-    size_t i = s->heap_n++;
-    while (i > 0) {
-        size_t parent = (i - 1) / 2;
-        if (!cand_less(&c, &h[parent])) break;
-        h[i] = h[parent];
-        i = parent;
-    }
-    h[i] = c;
-    return true;
-}
-
-static bpe_cand heap_pop(tok_scratch *s) {
-    bpe_cand *h = s->heap;
-    bpe_cand top = h[0], last = h[--s->heap_n];
-    size_t i = 0, n = s->heap_n;
-    for (;;) {
-        size_t l = 2 * i + 1, r = l + 1, m = i;
-        const bpe_cand *best = &last;
-        if (l < n && cand_less(&h[l], best)) m = l, best = &h[l];
-        if (r < n && cand_less(&h[r], best)) m = r;
-        if (m == i) break;
-        h[i] = h[m];
-        i = m;
-    }
-    if (n) h[i] = last;
-    return top;
-}
-
+static bool cmp_cand(const void *a, const void *b) { return cand_less(a, b); }
 
 static bool try_pair(const di_tokenizer *t, tok_scratch *s, int32_t l, int32_t r) {
     if (l < 0 || r < 0) return true;
@@ -70,7 +34,7 @@ static bool try_pair(const di_tokenizer *t, tok_scratch *s, int32_t l, int32_t r
     if (a < 0 || b < 0) return true;
     if (!tok_pair_map_get(&t->merges, a, b, &rank, &merged)) return true;
     bpe_cand c = {rank, (uint32_t)l, a, b};
-    return heap_push(s, c);
+    return tok_heap_push(s, &c, cmp_cand);
 }
 
 di_status tok_bpe_word(const di_tokenizer *t, const char *w, size_t n, tok_scratch *s,
@@ -111,7 +75,8 @@ di_status tok_bpe_word(const di_tokenizer *t, const char *w, size_t n, tok_scrat
     for (size_t i = 0; i + 1 < ns; i++)
         if (!try_pair(t, s, (int32_t)i, (int32_t)i + 1)) goto nomem;
     while (s->heap_n) {
-        bpe_cand c = heap_pop(s);
+        bpe_cand c;
+        tok_heap_pop(s, &c, cmp_cand);
         int32_t l = (int32_t)c.pos, r = s->next[l];
         if (r < 0 || s->sym_id[l] != c.left || s->sym_id[r] != c.right) continue; /* stale */
         int32_t rank = 0, merged = -1;

@@ -172,8 +172,8 @@ static bool render_deepseek(const di_tokenizer *t, const di_chat_msg *m, size_t 
     return ok;
 }
 
-static bool render_phi3(const di_chat_msg *m, size_t n, bool gen, tok_buf *b) {
-    bool ok = true;
+static bool render_phi3(const di_tokenizer *t, const di_chat_msg *m, size_t n, bool gen, tok_buf *b) {
+    bool ok = t ? put_token(b, t, t->bos) : true;
     for (size_t i = 0; i < n && ok; i++)
         ok = put(b, "<|") && put(b, m[i].role) && put(b, "|>\n") && put(b, m[i].content) && put(b, "<|end|>\n");
     if (ok && gen) ok = put(b, "<|assistant|>\n");
@@ -194,7 +194,7 @@ di_status di_tok_chat_apply(const di_tokenizer *t, di_chat_kind kind, const di_c
     switch (kind) {
     case DI_CHAT_LLAMA3: ok = render_llama3(t, msgs, n_msgs, add_generation_prompt, &b); break;
     case DI_CHAT_DEEPSEEK3: ok = render_deepseek(t, msgs, n_msgs, add_generation_prompt, &b); break;
-    case DI_CHAT_PHI3: ok = render_phi3(msgs, n_msgs, add_generation_prompt, &b); break;
+    case DI_CHAT_PHI3: ok = render_phi3(t, msgs, n_msgs, add_generation_prompt, &b); break;
     default: ok = render_chatml(t, msgs, n_msgs, add_generation_prompt, &b); break;
     }
     if (ok && !b.data) ok = tok_buf_reserve(&b, 0);

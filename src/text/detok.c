@@ -119,7 +119,7 @@ static bool drain_pending(di_tok_detok *d, bool at_end) {
             i = at_end && utf8_incomplete(p + i, n - i) ? n : i + 1;
         }
     }
-    memmove(d->pend.data, d->pend.data + i, n - i);
+    if (i && n > i) memmove(d->pend.data, d->pend.data + i, n - i);
     d->pend.len = n - i;
     return true;
 }
@@ -153,7 +153,7 @@ static bool release(di_tok_detok *d, bool at_end) {
         }
     }
     if (!tok_buf_append(&d->outb, d->hold.data, n - keep)) return false;
-    memmove(d->hold.data, d->hold.data + n - keep, keep);
+    if (keep && n > keep) memmove(d->hold.data, d->hold.data + n - keep, keep);
     d->hold.len = keep;
     return true;
 }

@@ -25,43 +25,7 @@ static bool cand_before(const spm_cand *a, const spm_cand *b) {
     return a->score > b->score || (a->score == b->score && a->left < b->left);
 }
 
-static bool heap_push(tok_scratch *s, spm_cand c) {
-    if (s->heap_n == s->heap_cap) {
-        size_t cap = s->heap_cap ? s->heap_cap * 2 : 64;
-        /* heap storage is shared with bpe.c; size it for the larger element */
-        void *p = di_realloc_array(s->heap, cap, TOK_HEAP_ELEM_BYTES);
-        if (!p) return false;
-        s->heap = p;
-        s->heap_cap = cap;
-    }
-    spm_cand *h = s->heap;
-    size_t i = s->heap_n++;
-    while (i > 0) {
-        size_t parent = (i - 1) / 2;
-        if (!cand_before(&c, &h[parent])) break;
-        h[i] = h[parent];
-        i = parent;
-    }
-    h[i] = c;
-    return true;
-}
-
-static spm_cand heap_pop(tok_scratch *s) {
-    spm_cand *h = s->heap;
-    spm_cand top = h[0], last = h[--s->heap_n];
-    size_t i = 0, n = s->heap_n;
-    for (;;) {
-        size_t l = 2 * i + 1, r = l + 1, m = i;
-        const spm_cand *best = &last;
-        if (l < n && cand_before(&h[l], best)) m = l, best = &h[l];
-        if (r < n && cand_before(&h[r], best)) m = r;
-        if (m == i) break;
-        h[i] = h[m];
-        i = m;
-    }
-    if (n) h[i] = last;
-    return top;
-}
+static bool cmp_cand(const void *a, const void *b) { return cand_before(a, b); }
 
 static bool try_pair(const di_tokenizer *t, tok_scratch *s, int32_t l, int32_t r) {
     if (l < 0 || r < 0) return true;
@@ -70,7 +34,7 @@ static bool try_pair(const di_tokenizer *t, tok_scratch *s, int32_t l, int32_t r
     int32_t id = tok_find_key(t, w + off, size);
     if (id < 0) return true;
     spm_cand c = {t->tokens[id].score, (uint32_t)l, (uint32_t)r, size};
-    return heap_push(s, c);
+    return tok_heap_push(s, &c, cmp_cand);
 }
 
 
@@ -101,7 +65,8 @@ di_status tok_spm_text(const di_tokenizer *t, const char *w, size_t n, bool add_
     for (size_t i = 1; i < ns; i++)
         if (!try_pair(t, s, (int32_t)i - 1, (int32_t)i)) goto nomem;
     while (s->heap_n) {
-        spm_cand c = heap_pop(s);
+        spm_cand c;
+        tok_heap_pop(s, &c, cmp_cand);
         uint32_t l = c.left, r = c.right;
         if (s->sym_len[l] == 0 || s->sym_len[r] == 0 || s->next[l] != (int32_t)r ||
             s->sym_len[l] + s->sym_len[r] != c.size)

@@ -270,6 +270,12 @@ bool tok_scratch_symbols(tok_scratch *s, size_t n);
 /* bpe.c and spm.c share s->heap; both candidate structs are this size. */
 #define TOK_HEAP_ELEM_BYTES 16
 
+/* Binary min-heap over s->heap of TOK_HEAP_ELEM_BYTES elements, ordered by
+ * less (tok_heap.c). Push fails only when out of memory; pop needs heap_n > 0. */
+typedef bool (*tok_heap_less_fn)(const void *a, const void *b);
+bool tok_heap_push(tok_scratch *s, const void *elem, tok_heap_less_fn less);
+void tok_heap_pop(tok_scratch *s, void *top, tok_heap_less_fn less);
+
 /* Runs normalizers on text into s->norm. */
 di_status tok_normalize(const di_tokenizer *t, const char *text, size_t len, tok_scratch *s,
                         di_error *err);

@@ -158,7 +158,7 @@ di_status di_tok_load(const char *path, di_tokenizer **out, di_error *err) {
     size_t n = strlen(path);
     if (n >= 5 && !strcmp(path + n - 5, ".gguf")) {
         di_gguf *g = NULL;
-        di_status s = di_gguf_open(path, &g, err);
+        di_status s = di_gguf_open(path, &g, err); /* its messages name the file */
         if (s) return s;
         s = di_tok_load_gguf(g, out, err);
         di_gguf_close(g);

@@ -358,14 +358,12 @@ static di_status derive_keys_and_pieces(di_tokenizer *t, di_error *err) {
         if (t->byte_level) {
             /* Normal tokens are byte-level text; added ones are plain text. */
             if (e->type == DI_TOK_TYPE_NORMAL || e->type == DI_TOK_TYPE_USER_DEFINED) {
-                /* copy first: strings.data may move while we append */
-                if (!tok_buf_append(&tmp, t->strings.data + e->text_off, e->text_len)) goto nomem;
-                size_t n0 = tmp.len;
-                if (tok_bytelevel_decode(tmp.data, n0, &tmp)) {
+                /* decode into tmp first: strings.data may move when we store */
+                if (tok_bytelevel_decode(t->strings.data + e->text_off, e->text_len, &tmp)) {
                     uint32_t off;
-                    if (!store(t, tmp.data + n0, tmp.len - n0, &off)) goto nomem;
+                    if (!store(t, tmp.data, tmp.len, &off)) goto nomem;
                     e->key_off = off;
-                    e->key_len = (uint32_t)(tmp.len - n0);
+                    e->key_len = (uint32_t)tmp.len;
                     if (!(e->attr & TOK_ATTR_MATCH)) {
                         e->piece_off = off;
                         e->piece_len = e->key_len;

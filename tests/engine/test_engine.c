@@ -248,6 +248,67 @@ static void greedy_chat_answers_and_stops(void **state) {
     di_engine_free(e);
 }
 
+/* Runs one greedy constrained request; returns its text in t. */
+static di_status run_constrained(di_engine *e, const char *prompt, di_constraint c, int max_tokens,
+                                 trace *t) {
+    di_message m[1] = {{"user", prompt}};
+    di_request r;
+    memset(&r, 0, sizeof r);
+    r.messages = m;
+    r.n_messages = 1;
+    r.max_tokens = max_tokens;
+    r.sampling = di_sampling_params_default();
+    r.sampling.temperature = 0.7f;
+    r.sampling.seed = 11;
+    r.constraint = c;
+    r.on_event = record;
+    r.user = t;
+    di_error err;
+    di_status s = di_engine_submit(e, &r, NULL, &err);
+    if (s) return s;
+    assert_int_equal(di_engine_run(e, &err), DI_OK);
+    t->text[t->text_len] = 0;
+    return DI_OK;
+}
+
+static void constrained_output_follows_the_grammar(void **state) {
+    (void)state;
+    if (!di_test_default_model()) skip();
+    di_engine *e = open_engine(2, true);
+    /* regex: the whole output matches, and generation stops when complete */
+    trace t = {0};
+    di_constraint re = {DI_CONSTRAINT_REGEX, "[0-9]{3}-[0-9]{4}", false, false};
+    assert_int_equal(run_constrained(e, "Give me a phone number.", re, 40, &t), DI_OK);
+    assert_int_equal(t.finish, DI_FINISH_REASON_STOP);
+    assert_int_equal(strlen(t.text), 8);
+    for (int i = 0; i < 8; i++) assert_true(i == 3 ? t.text[i] == '-' : (t.text[i] >= '0' && t.text[i] <= '9'));
+    /* EBNF with a closed set of answers */
+    trace y = {0};
+    di_constraint yn = {DI_CONSTRAINT_EBNF, "root ::= (\"yes\" | \"no\") \".\"", false, false};
+    assert_int_equal(run_constrained(e, "Is water wet?", yn, 10, &y), DI_OK);
+    assert_true(!strcmp(y.text, "yes.") || !strcmp(y.text, "no."));
+    /* JSON schema with a closed object: exactly the keys, in order */
+    trace j = {0};
+    di_constraint js = {DI_CONSTRAINT_JSON_SCHEMA,
+                        "{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\",\"maxLength\":12},"
+                        "\"population\":{\"type\":\"integer\"}},\"required\":[\"city\",\"population\"],"
+                        "\"additionalProperties\":false}",
+                        false, false};
+    assert_int_equal(run_constrained(e, "Describe Paris as JSON.", js, 60, &j), DI_OK);
+    assert_int_equal(j.finish, DI_FINISH_REASON_STOP);
+    assert_true(strncmp(j.text, "{\"city\":\"", 9) == 0);
+    assert_non_null(strstr(j.text, "\"population\":"));
+    assert_int_equal(j.text[j.text_len - 1], '}');
+    /* a bad schema is refused at submit with the compiler's message */
+    trace b = {0};
+    di_constraint bad = {DI_CONSTRAINT_JSON_SCHEMA, "{\"type\": \"objec", false, false};
+    assert_int_not_equal(run_constrained(e, "x", bad, 4, &b), DI_OK);
+    di_constraint unsup = {DI_CONSTRAINT_JSON_SCHEMA, "{\"not\": {}}", false, false};
+    assert_int_not_equal(run_constrained(e, "x", unsup, 4, &b), DI_OK);
+    assert_int_equal(di_engine_check_integrity(e, NULL), DI_OK);
+    di_engine_free(e);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(seeded_output_is_independent_of_batch_and_threads),
@@ -255,6 +316,7 @@ int main(void) {
         cmocka_unit_test(cancel_from_callback_and_by_id),
         cmocka_unit_test(requests_that_cannot_fit_are_refused_at_submit),
         cmocka_unit_test(greedy_chat_answers_and_stops),
+        cmocka_unit_test(constrained_output_follows_the_grammar),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -260,12 +260,65 @@ static void matmul_is_batch_and_thread_invariant(void **state) {
     di_threadpool_free(pool);
 }
 
+/* Dtypes without a fast path go through the trait's to_float + dot_f32 in
+ * both matmul shapes: check them against the reference, on weights made by
+ * the dtype library's reference quantizer, and check the shapes agree. */
+static void generic_path_matches_reference_for_other_dtypes(void **state) {
+    (void)state;
+    const int64_t n_in = 512, n_out = 9, n_rows = 6;
+    int n_checked = 0;
+    for (int t = 0; t < DI_DTYPE_COUNT; t++) {
+        const di_dtype_traits *tr = di_dtype_traits_of((di_dtype)t);
+        if (!tr->to_float || !tr->from_float || n_in % tr->block_size != 0) continue;
+        uint64_t rb;
+        assert_int_equal(di_dtype_row_bytes((di_dtype)t, n_in, &rb), DI_OK);
+        float *src = random_floats(n_in * n_out), *x = random_floats(n_rows * n_in);
+        uint8_t *w = malloc((size_t)(rb * (uint64_t)n_out));
+        for (int64_t o = 0; o < n_out; o++) tr->from_float(src + o * n_in, w + o * rb, n_in);
+        float *deq = malloc(sizeof(float) * (size_t)(n_in * n_out));
+        for (int64_t o = 0; o < n_out; o++) tr->to_float(w + o * rb, deq + o * n_in, n_in);
+        float *yref = malloc(sizeof(float) * (size_t)(n_rows * n_out));
+        float *y = malloc(sizeof(float) * (size_t)(n_rows * n_out)), *y1 = malloc(sizeof(float) * (size_t)n_out);
+        float *scratch = malloc(sizeof(float) * (size_t)di_matmul_scratch_floats(n_in));
+        di_matmul_args a = {(di_dtype)t, w, rb, x, n_in, yref, n_out, n_rows, n_in, n_out};
+        di_error err;
+        assert_int_equal(di_matmul_ref(&a, &err), DI_OK);
+        for (int ti = 0; ti < n_tables; ti++) {
+            assert_true(di_cpu_kernels_supports(tables[ti], (di_dtype)t));
+            a.y = y;
+            di_matmul(tables[ti], &a, scratch, NULL);
+            for (int64_t r = 0; r < n_rows; r++) {
+                di_matmul_args one = {(di_dtype)t, w, rb, x + r * n_in, n_in, y1, n_out, 1, n_in, n_out};
+                di_matmul(tables[ti], &one, scratch, NULL);
+                assert_memory_equal(y1, y + r * n_out, sizeof(float) * (size_t)n_out);
+                for (int64_t o = 0; o < n_out; o++) {
+                    double tol = dot_tolerance(deq + o * n_in, x + r * n_in, n_in);
+                    if (fabs((double)y[r * n_out + o] - yref[r * n_out + o]) > tol)
+                        fail_msg("%s %s [%lld,%lld]: %.9g vs ref %.9g", tables[ti]->name, tr->name, (long long)r,
+                                 (long long)o, (double)y[r * n_out + o], (double)yref[r * n_out + o]);
+                }
+            }
+        }
+        n_checked++;
+        free(src);
+        free(x);
+        free(w);
+        free(deq);
+        free(yref);
+        free(y);
+        free(y1);
+        free(scratch);
+    }
+    assert_true(n_checked >= 10);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(fused_dot_equals_dequantized_dot_bitwise),
         cmocka_unit_test(matmul_matches_reference_on_random_data),
         cmocka_unit_test(tables_agree_on_dequantization),
         cmocka_unit_test(matmul_is_batch_and_thread_invariant),
+        cmocka_unit_test(generic_path_matches_reference_for_other_dtypes),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

@@ -230,8 +230,10 @@ static void logits_match_transformers_goldens(void **state) {
     di_llama_kv_free(kv);
 }
 
-/* Runs the first golden prompt (slot 0 gets `prompt`) through several
- * schedules and checks that every position's logits are the same bits. */
+/* Runs one golden prompt (A) through several schedules: alone, 1 thread,
+ * chunked prefill, token by token, mixed with other sequences' prefill and
+ * decode rows, and after a prefix-cache hit (shared blocks); every
+ * position's logits must be the same bits as alone. */
 static void logits_are_batch_invariant(void **state) {
     fixture *f = *state;
     NEED_MODEL(f);
@@ -252,7 +254,7 @@ static void logits_are_batch_invariant(void **state) {
     assert_non_null(got);
     assert_non_null(tmp);
 
-    for (int schedule = 0; schedule < 5; schedule++) {
+    for (int schedule = 0; schedule < 6; schedule++) {
         di_llama_kv *kv;
         di_llama_ctx *ctx;
         assert_int_equal(di_llama_kv_create(f->m, N_BLOCKS, BLOCK_SIZE, DI_DTYPE_F32, &kv, &err), DI_OK);
@@ -280,6 +282,25 @@ static void logits_are_batch_invariant(void **state) {
                 di_batch b = make_batch(&r, &pg);
                 assert_int_equal(di_llama_forward(ctx, kv, &b, got + (size_t)t * V, pool, &err), DI_OK);
             }
+        } else if (schedule == 5) {
+            /* prefix-cache hit: slot 0 holds A; slot 1's table starts with
+             * slot 0's first two (full) blocks and prefills only the rest */
+            rows r = {0};
+            for (int32_t t = 0; t < Ta; t++) rows_add(&r, a[t], 0, t, 0);
+            di_batch b = make_batch(&r, &pg);
+            assert_int_equal(di_llama_forward(ctx, kv, &b, NULL, pool, &err), DI_OK);
+            const int32_t shared = 2;
+            assert_true(Ta > shared * BLOCK_SIZE);
+            pager hit = pg;
+            for (int32_t j = 0; j < shared; j++) hit.table[1][j] = pg.table[0][j];
+            for (int s = 0; s < MAX_SLOTS; s++) hit.tables[s] = hit.table[s];
+            rows rest = {0};
+            for (int32_t t = shared * BLOCK_SIZE; t < Ta; t++) rows_add(&rest, a[t], 1, t, 1);
+            b = make_batch(&rest, &hit);
+            assert_int_equal(di_llama_forward(ctx, kv, &b, tmp, pool, &err), DI_OK);
+            /* positions before the hit are the reference's own rows */
+            memcpy(got, ref, sizeof(float) * (size_t)(shared * BLOCK_SIZE) * V);
+            memcpy(got + (size_t)(shared * BLOCK_SIZE) * V, tmp, sizeof(float) * (size_t)(Ta - shared * BLOCK_SIZE) * V);
         } else {
             /* mixed: B prefilled first in slot 1; then one batch holds B's
              * decode rows, C's prefill in slot 3 and A's prefill in slot 2,

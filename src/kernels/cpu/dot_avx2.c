@@ -106,6 +106,12 @@ AVX2 static inline void q8_0_vecs(const di_block_q8_0 *b, __m256 v[4]) {
     }
 }
 
+/* How far ahead the fused dots prefetch weights. Decode streams every
+ * weight once from memory; measured here (VM, shared cores) a software
+ * prefetch ~1 KiB ahead lifts the Q4_1 dot from ~1.3 to ~2.5 GB/s, since
+ * the hardware prefetcher alone leaves the core waiting. */
+#define PREFETCH_BYTES 1024
+
 /* One definition per 32-element block type: dequant stores the 4 vectors,
  * dot feeds them into the canonical accumulators (0, 1, 0, 1). */
 #define DEFINE_Q32(name, block_t, vecs_fn)                                      \
@@ -122,6 +128,7 @@ AVX2 static inline void q8_0_vecs(const di_block_q8_0 *b, __m256 v[4]) {
         __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();          \
         for (int64_t i = 0; i < n / DI_QK; i++) {                               \
             __m256 v[4];                                                        \
+            _mm_prefetch((const char *)(b + i) + PREFETCH_BYTES, _MM_HINT_T0);  \
             vecs_fn(&b[i], v);                                                  \
             const float *xb = x + i * DI_QK;                                    \
             acc0 = _mm256_fmadd_ps(v[0], _mm256_loadu_ps(xb), acc0);            \

@@ -1,0 +1,564 @@
+/* Regex front end: the ECMA-262 subset used by JSON Schema `pattern`.
+ *
+ * Supported: alternation, groups ((...), (?:...), (?<name>...)), greedy and
+ * lazy quantifiers (* + ? {n} {n,} {n,m}; laziness does not change the
+ * language), ., classes with ranges and negation, \d \D \w \W \s \S, the
+ * character escapes (\t \n \r \v \f \0 \xHH \uHHHH \u{H..} \cX and identity
+ * escapes), and ^ / $ at the ends of top-level alternatives.
+ * Not supported (an error naming it): lookaround, backreferences, \b \B,
+ * \p{..} property classes, anchors elsewhere. A regex recognizes a regular
+ * language, so everything supported maps directly onto grammar nodes. */
+#include "grammar/frontend.h"
+
+#include "base/alloc.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CP_MAX 0x10FFFFu
+
+typedef struct rx {
+    gb *b;
+    const char *s, *start, *end;
+    uint32_t depth, max_depth;
+    bool json;   /* match the JSON-string encoding */
+    bool search; /* unanchored ends match anything */
+} rx;
+
+typedef struct pairs {
+    uint32_t *v; /* lo,hi,lo,hi,... */
+    uint32_t n, cap; /* n counts uint32s */
+} pairs;
+
+static uint32_t rfail(rx *r, di_status code, const char *what) {
+    gb_fail(r->b, code, "regex at offset %u: %s", (unsigned)(r->s - r->start), what);
+    return GB_NIL;
+}
+
+static bool padd(gb *b, pairs *p, uint32_t lo, uint32_t hi) {
+    if (p->n + 2 > p->cap) {
+        uint32_t nc = p->cap ? p->cap * 2 : 16;
+        uint32_t *t = di_realloc_array(p->v, nc, sizeof(uint32_t));
+        if (!t) return gb_fail(b, DI_ERR_NOMEM, "out of memory"), false;
+        p->v = t, p->cap = nc;
+    }
+    p->v[p->n++] = lo;
+    p->v[p->n++] = hi;
+    return true;
+}
+
+static int cmp_pair(const void *x, const void *y) {
+    const uint32_t *a = x, *c = y;
+    return a[0] < c[0] ? -1 : a[0] > c[0];
+}
+
+/* Sorts and merges in place; complements when negate. */
+static bool normalize(gb *b, pairs *p, bool negate) {
+    uint32_t n = p->n / 2;
+    if (n > 1) qsort(p->v, n, 2 * sizeof(uint32_t), cmp_pair);
+    uint32_t m = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t lo = p->v[2 * i], hi = p->v[2 * i + 1] > CP_MAX ? CP_MAX : p->v[2 * i + 1];
+        if (lo > hi) continue;
+        if (m && lo <= p->v[2 * m - 1] + 1) {
+            if (hi > p->v[2 * m - 1]) p->v[2 * m - 1] = hi;
+        } else {
+            p->v[2 * m] = lo, p->v[2 * m + 1] = hi, m++;
+        }
+    }
+    p->n = 2 * m;
+    if (!negate) return true;
+    pairs q = {0};
+    uint32_t next = 0;
+    for (uint32_t i = 0; i < m; i++) {
+        if (p->v[2 * i] > next && !padd(b, &q, next, p->v[2 * i] - 1)) return free(q.v), false;
+        next = p->v[2 * i + 1] + 1;
+    }
+    if (next <= CP_MAX && !padd(b, &q, next, CP_MAX)) return free(q.v), false;
+    free(p->v);
+    *p = q;
+    return true;
+}
+
+static bool pairs_has(const pairs *p, uint32_t cp) {
+    for (uint32_t i = 0; i < p->n; i += 2)
+        if (cp >= p->v[i] && cp <= p->v[i + 1]) return true;
+    return false;
+}
+
+/* \uXXXX for a code point below 0x10000, hex digits in either case. */
+static uint32_t u_escape(gb *b, uint32_t cp) {
+    uint32_t parts[6];
+    parts[0] = gb_str(b, "\\u");
+    for (int i = 0; i < 4; i++) {
+        uint32_t d = (cp >> (12 - 4 * i)) & 15;
+        gb_bits bits = {{0}};
+        gb_bits_set(&bits, (uint8_t)"0123456789ABCDEF"[d]);
+        gb_bits_set(&bits, (uint8_t)"0123456789abcdef"[d]);
+        parts[1 + i] = gb_class(b, &bits);
+    }
+    return gb_seq(b, parts, 5);
+}
+
+uint32_t rx_cpset(gb *b, const uint32_t *in, uint32_t n_pairs, bool negate, bool json_string) {
+    if (!json_string) return gb_uclass(b, in, n_pairs, negate);
+    pairs p = {0};
+    for (uint32_t i = 0; i < n_pairs; i++)
+        if (!padd(b, &p, in[2 * i], in[2 * i + 1])) return free(p.v), GB_NIL;
+    if (!normalize(b, &p, negate)) return free(p.v), GB_NIL;
+    /* Printable part: the set minus controls, '"' and '\'. */
+    pairs plain = {0};
+    for (uint32_t i = 0; i < p.n; i += 2) {
+        uint32_t lo = p.v[i] < 0x20 ? 0x20 : p.v[i], hi = p.v[i + 1];
+        const uint32_t cut[2] = {'"', '\\'};
+        for (int c = 0; c < 2 && lo <= hi; c++) {
+            if (cut[c] >= lo && cut[c] <= hi) {
+                if (cut[c] > lo && !padd(b, &plain, lo, cut[c] - 1)) goto oom;
+                lo = cut[c] + 1;
+            }
+        }
+        if (lo <= hi && !padd(b, &plain, lo, hi)) goto oom;
+    }
+    uint32_t alts[48], n = 0; /* 1 + 8 short escapes + 34 \\u forms at most */
+    alts[n++] = gb_uclass(b, plain.v, plain.n / 2, false);
+    static const char short_esc[][2] = {{'"', '"'}, {'\\', '\\'}, {'/', '/'}, {'\b', 'b'},
+                                        {'\f', 'f'}, {'\n', 'n'}, {'\r', 'r'}, {'\t', 't'}};
+    for (size_t i = 0; i < sizeof short_esc / sizeof short_esc[0]; i++) {
+        if (!pairs_has(&p, (uint8_t)short_esc[i][0])) continue;
+        char e[3] = {'\\', short_esc[i][1], 0};
+        alts[n++] = gb_str(b, e);
+    }
+    /* Controls, '"' and '\' also as \uXXXX; other code points could be
+     * too, but one canonical form keeps the grammar small. */
+    uint32_t ctl[2 * 34], nc = 0;
+    for (uint32_t cp = 0; cp < 0x20; cp++)
+        if (pairs_has(&p, cp)) ctl[nc++] = cp;
+    if (pairs_has(&p, '"')) ctl[nc++] = '"';
+    if (pairs_has(&p, '\\')) ctl[nc++] = '\\';
+    if (nc == 34) {
+        /* every control: \u00[01][0-9a-fA-F] and the two others */
+        uint32_t k[4] = {gb_str(b, "\\u00"), gb_byte_range(b, '0', '1'), 0, 0};
+        gb_bits hex = {{0}};
+        for (const char *h = "0123456789abcdefABCDEF"; *h; h++) gb_bits_set(&hex, (uint8_t)*h);
+        k[2] = gb_class(b, &hex);
+        alts[n++] = gb_seq(b, k, 3);
+        alts[n++] = u_escape(b, '"');
+        alts[n++] = u_escape(b, '\\');
+    } else {
+        for (uint32_t i = 0; i < nc; i++) alts[n++] = u_escape(b, ctl[i]);
+    }
+    free(p.v);
+    free(plain.v);
+    return gb_alt(b, alts, n);
+oom:
+    free(p.v);
+    free(plain.v);
+    return gb_fail(b, DI_ERR_NOMEM, "out of memory"), GB_NIL;
+}
+
+uint32_t json_string_char(gb *b) {
+    /* printable: U+0020.. minus '"' (0x22) and '\' (0x5C) */
+    uint32_t pr[6] = {0x20, 0x21, 0x23, 0x5B, 0x5D, 0x10FFFF};
+    uint32_t plain = gb_uclass(b, pr, 3, false);
+    gb_bits esc = {{0}};
+    for (const char *e = "\"\\/bfnrt"; *e; e++) gb_bits_set(&esc, (uint8_t)*e);
+    uint32_t short_esc = gb_seq2(b, gb_str(b, "\\"), gb_class(b, &esc));
+    gb_bits hex = {{0}};
+    for (const char *h = "0123456789abcdefABCDEF"; *h; h++) gb_bits_set(&hex, (uint8_t)*h);
+    /* \uXXXX outside the surrogates, or a high+low surrogate pair. Hex digit
+     * classes: D800-DFFF is "d" then [89ab] / [c-f]. */
+    gb_bits d = {{0}}, notd = hex, hi_s = {{0}}, lo_s = {{0}}, not_s = hex;
+    gb_bits_set(&d, 'd'), gb_bits_set(&d, 'D');
+    notd.w[('d') >> 6] &= ~(1ull << ('d' & 63));
+    notd.w[('D') >> 6] &= ~(1ull << ('D' & 63));
+    for (const char *h = "89abAB"; *h; h++) gb_bits_set(&hi_s, (uint8_t)*h);
+    for (const char *h = "cdefCDEF"; *h; h++) gb_bits_set(&lo_s, (uint8_t)*h);
+    for (const char *h = "89abcdefABCDEF"; *h; h++) not_s.w[(uint8_t)*h >> 6] &= ~(1ull << ((uint8_t)*h & 63));
+    uint32_t H = gb_class(b, &hex);
+    uint32_t u = gb_str(b, "\\u");
+    uint32_t bmp1[5] = {u, gb_class(b, &notd), H, H, H};
+    uint32_t bmp2[5] = {u, gb_class(b, &d), gb_class(b, &not_s), H, H};
+    uint32_t pair[10] = {u, gb_class(b, &d), gb_class(b, &hi_s), H, H, gb_str(b, "\\u"), gb_class(b, &d),
+                         gb_class(b, &lo_s), H, H};
+    uint32_t alts[5] = {plain, short_esc, gb_seq(b, bmp1, 5), gb_seq(b, bmp2, 5), gb_seq(b, pair, 10)};
+    return gb_alt(b, alts, 5);
+}
+
+/* ---- parser ------------------------------------------------------------ */
+
+static bool at_end(const rx *r) { return r->s >= r->end; }
+
+static bool next_cp(rx *r, uint32_t *cp) {
+    const unsigned char *s = (const unsigned char *)r->s;
+    unsigned char c = s[0];
+    int len = c < 0x80 ? 1 : c >= 0xF0 && c < 0xF8 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 && c < 0xE0 ? 2 : 0;
+    if (!len || r->end - r->s < len) return rfail(r, DI_ERR_FORMAT, "invalid UTF-8"), false;
+    uint32_t v = len == 1 ? c : c & (0x3F >> (len - 1));
+    for (int i = 1; i < len; i++) {
+        if ((s[i] & 0xC0) != 0x80) return rfail(r, DI_ERR_FORMAT, "invalid UTF-8"), false;
+        v = v << 6 | (s[i] & 0x3F);
+    }
+    r->s += len;
+    *cp = v;
+    return true;
+}
+
+static int hexv(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+static bool read_hex(rx *r, int n, uint32_t *v) {
+    *v = 0;
+    for (int i = 0; i < n; i++) {
+        int h = at_end(r) ? -1 : hexv(*r->s);
+        if (h < 0) return rfail(r, DI_ERR_FORMAT, "bad hex escape"), false;
+        *v = *v << 4 | (uint32_t)h;
+        r->s++;
+    }
+    return true;
+}
+
+/* Class escapes \d \w \s and their negations append to p; returns 1 when
+ * handled, 0 when not a class escape, -1 on error. */
+static int class_escape(rx *r, char e, pairs *p) {
+    static const uint32_t digit[] = {'0', '9'};
+    static const uint32_t word[] = {'0', '9', 'A', 'Z', '_', '_', 'a', 'z'};
+    static const uint32_t space[] = {9, 13, 32, 32, 0xA0, 0xA0, 0x1680, 0x1680, 0x2000, 0x200A,
+                                     0x2028, 0x2029, 0x202F, 0x202F, 0x205F, 0x205F, 0x3000, 0x3000, 0xFEFF, 0xFEFF};
+    const uint32_t *set;
+    uint32_t n;
+    switch (e) {
+    case 'd': case 'D': set = digit, n = 1; break;
+    case 'w': case 'W': set = word, n = 4; break;
+    case 's': case 'S': set = space, n = 10; break;
+    default: return 0;
+    }
+    pairs tmp = {0};
+    for (uint32_t i = 0; i < n; i++)
+        if (!padd(r->b, &tmp, set[2 * i], set[2 * i + 1])) return free(tmp.v), -1;
+    bool neg = e == 'D' || e == 'W' || e == 'S';
+    if (!normalize(r->b, &tmp, neg)) return free(tmp.v), -1;
+    for (uint32_t i = 0; i < tmp.n; i += 2)
+        if (!padd(r->b, p, tmp.v[i], tmp.v[i + 1])) return free(tmp.v), -1;
+    free(tmp.v);
+    return 1;
+}
+
+/* A character escape (after the backslash, not a class escape): one code
+ * point, or false on error. */
+static bool char_escape(rx *r, bool in_class, uint32_t *cp) {
+    if (at_end(r)) return rfail(r, DI_ERR_FORMAT, "trailing backslash"), false;
+    char e = *r->s++;
+    switch (e) {
+    case 't': *cp = '\t'; return true;
+    case 'n': *cp = '\n'; return true;
+    case 'r': *cp = '\r'; return true;
+    case 'v': *cp = '\v'; return true;
+    case 'f': *cp = '\f'; return true;
+    case '0': *cp = 0; return true;
+    case 'x': return read_hex(r, 2, cp);
+    case 'u':
+        if (!at_end(r) && *r->s == '{') {
+            r->s++;
+            uint32_t v = 0;
+            int n = 0;
+            while (!at_end(r) && *r->s != '}') {
+                int h = hexv(*r->s);
+                if (h < 0 || ++n > 6) return rfail(r, DI_ERR_FORMAT, "bad \\u{...} escape"), false;
+                v = v << 4 | (uint32_t)h;
+                r->s++;
+            }
+            if (at_end(r) || n == 0 || v > CP_MAX) return rfail(r, DI_ERR_FORMAT, "bad \\u{...} escape"), false;
+            r->s++;
+            *cp = v;
+            return true;
+        }
+        if (!read_hex(r, 4, cp)) return false;
+        /* a surrogate pair written as two escapes is one code point */
+        if (*cp >= 0xD800 && *cp < 0xDC00 && r->end - r->s >= 6 && r->s[0] == '\\' && r->s[1] == 'u') {
+            const char *save = r->s;
+            uint32_t lo;
+            r->s += 2;
+            if (read_hex(r, 4, &lo) && lo >= 0xDC00 && lo < 0xE000) {
+                *cp = 0x10000 + ((*cp - 0xD800) << 10) + (lo - 0xDC00);
+                return true;
+            }
+            if (!gb_ok(r->b)) return false;
+            r->s = save;
+        }
+        return true;
+    case 'c':
+        if (!at_end(r) && ((*r->s >= 'a' && *r->s <= 'z') || (*r->s >= 'A' && *r->s <= 'Z'))) {
+            *cp = (uint32_t)(*r->s++ % 32);
+            return true;
+        }
+        return rfail(r, DI_ERR_FORMAT, "bad \\c escape"), false;
+    case 'b':
+        if (in_class) { *cp = '\b'; return true; }
+        return rfail(r, DI_ERR_UNSUPPORTED, "word boundary \\b is not supported"), false;
+    case 'B': return rfail(r, DI_ERR_UNSUPPORTED, "\\B is not supported"), false;
+    case 'p': case 'P': return rfail(r, DI_ERR_UNSUPPORTED, "Unicode property escapes \\p{...} are not supported"), false;
+    case 'k': return rfail(r, DI_ERR_UNSUPPORTED, "named backreferences are not supported"), false;
+    default:
+        if (e >= '1' && e <= '9') return rfail(r, DI_ERR_UNSUPPORTED, "backreferences are not supported"), false;
+        r->s--;
+        return next_cp(r, cp); /* identity escape */
+    }
+}
+
+static uint32_t parse_class(rx *r) {
+    r->s++; /* '[' */
+    bool neg = false;
+    if (!at_end(r) && *r->s == '^') neg = true, r->s++;
+    pairs p = {0};
+    while (!at_end(r) && *r->s != ']') {
+        uint32_t lo;
+        if (*r->s == '\\') {
+            r->s++;
+            if (at_end(r)) { free(p.v); return rfail(r, DI_ERR_FORMAT, "trailing backslash"); }
+            int k = class_escape(r, *r->s, &p);
+            if (k < 0) { free(p.v); return GB_NIL; }
+            if (k > 0) { r->s++; continue; }
+            if (!char_escape(r, true, &lo)) { free(p.v); return GB_NIL; }
+        } else if (!next_cp(r, &lo)) {
+            free(p.v);
+            return GB_NIL;
+        }
+        uint32_t hi = lo;
+        if (r->end - r->s >= 2 && r->s[0] == '-' && r->s[1] != ']') {
+            r->s++;
+            if (*r->s == '\\') {
+                r->s++;
+                if (!at_end(r) && (*r->s == 'd' || *r->s == 'w' || *r->s == 's' || *r->s == 'D' || *r->s == 'W' || *r->s == 'S')) {
+                    /* [a-\d]: '-' is literal in Annex B; keep it simple */
+                    free(p.v);
+                    return rfail(r, DI_ERR_UNSUPPORTED, "class escape as a range end");
+                }
+                if (!char_escape(r, true, &hi)) { free(p.v); return GB_NIL; }
+            } else if (!next_cp(r, &hi)) {
+                free(p.v);
+                return GB_NIL;
+            }
+            if (hi < lo) { free(p.v); return rfail(r, DI_ERR_FORMAT, "character range out of order"); }
+        }
+        if (!padd(r->b, &p, lo, hi)) { free(p.v); return GB_NIL; }
+    }
+    if (at_end(r)) { free(p.v); return rfail(r, DI_ERR_FORMAT, "unterminated character class"); }
+    r->s++;
+    uint32_t node = rx_cpset(r->b, p.v, p.n / 2, neg, r->json);
+    free(p.v);
+    return node;
+}
+
+static uint32_t cp_node(rx *r, uint32_t cp) {
+    uint32_t pr[2] = {cp, cp};
+    return rx_cpset(r->b, pr, 1, false, r->json);
+}
+
+static uint32_t any_char(rx *r) {
+    /* '.': anything but line terminators */
+    uint32_t pr[6] = {'\n', '\n', '\r', '\r', 0x2028, 0x2029};
+    return rx_cpset(r->b, pr, 3, true, r->json);
+}
+
+static uint32_t parse_alts(rx *r, bool top);
+
+/* Any code point (for search-mode padding). */
+static uint32_t any_cp(rx *r) { return rx_cpset(r->b, NULL, 0, true, r->json); }
+
+static bool parse_bound(rx *r, uint32_t *out) {
+    uint64_t v = 0;
+    if (at_end(r) || *r->s < '0' || *r->s > '9') return false;
+    while (!at_end(r) && *r->s >= '0' && *r->s <= '9') {
+        v = v * 10 + (uint64_t)(*r->s++ - '0');
+        if (v > GB_MAX_REPEAT) v = GB_MAX_REPEAT + 1;
+    }
+    *out = (uint32_t)v;
+    return true;
+}
+
+/* Tries to read {n}, {n,}, {n,m} at r->s; false (r->s unchanged) when it is
+ * not a quantifier (then '{' is a literal, as in Annex B). */
+static bool parse_braces(rx *r, uint32_t *lo, uint32_t *hi) {
+    const char *save = r->s;
+    r->s++;
+    if (!parse_bound(r, lo)) { r->s = save; return false; }
+    *hi = *lo;
+    if (!at_end(r) && *r->s == ',') {
+        r->s++;
+        if (!at_end(r) && *r->s == '}') *hi = GB_INF;
+        else if (!parse_bound(r, hi)) { r->s = save; return false; }
+    }
+    if (at_end(r) || *r->s != '}') { r->s = save; return false; }
+    r->s++;
+    return true;
+}
+
+static uint32_t parse_atom(rx *r) {
+    char c = *r->s;
+    switch (c) {
+    case '(': {
+        if (++r->depth > r->max_depth) return rfail(r, DI_ERR_RANGE, "groups nested too deeply");
+        r->s++;
+        if (!at_end(r) && *r->s == '?') {
+            r->s++;
+            if (!at_end(r) && *r->s == ':') r->s++;
+            else if (!at_end(r) && *r->s == '<' && r->s + 1 < r->end && r->s[1] != '=' && r->s[1] != '!') {
+                while (!at_end(r) && *r->s != '>') r->s++;
+                if (at_end(r)) return rfail(r, DI_ERR_FORMAT, "unterminated group name");
+                r->s++;
+            } else return rfail(r, DI_ERR_UNSUPPORTED, "lookaround assertions are not supported");
+        }
+        uint32_t node = parse_alts(r, false);
+        if (node == GB_NIL) return GB_NIL;
+        if (at_end(r) || *r->s != ')') return rfail(r, DI_ERR_FORMAT, "missing ')'");
+        r->s++;
+        r->depth--;
+        return node;
+    }
+    case '[': return parse_class(r);
+    case '.': r->s++; return any_char(r);
+    case '\\': {
+        r->s++;
+        if (at_end(r)) return rfail(r, DI_ERR_FORMAT, "trailing backslash");
+        pairs p = {0};
+        int k = class_escape(r, *r->s, &p);
+        if (k < 0) { free(p.v); return GB_NIL; }
+        if (k > 0) {
+            r->s++;
+            uint32_t node = rx_cpset(r->b, p.v, p.n / 2, false, r->json);
+            free(p.v);
+            return node;
+        }
+        uint32_t cp;
+        if (!char_escape(r, false, &cp)) return GB_NIL;
+        return cp_node(r, cp);
+    }
+    case '*': case '+': case '?': return rfail(r, DI_ERR_FORMAT, "nothing to repeat");
+    case ')': return rfail(r, DI_ERR_FORMAT, "unmatched ')'");
+    default: {
+        if (c == '{') {
+            uint32_t lo, hi;
+            if (parse_braces(r, &lo, &hi)) return rfail(r, DI_ERR_FORMAT, "nothing to repeat");
+        }
+        uint32_t cp;
+        if (!next_cp(r, &cp)) return GB_NIL;
+        return cp_node(r, cp);
+    }
+    }
+}
+
+/* seq := (atom quantifier*)*; top-level sequences may start with ^ and end
+ * with $, reported through the flags. */
+static uint32_t parse_seq(rx *r, bool top, bool *anch_start, bool *anch_end) {
+    uint32_t *items = NULL, n = 0, cap = 0;
+    *anch_start = *anch_end = false;
+    bool first = true;
+    while (!at_end(r) && *r->s != '|' && *r->s != ')') {
+        if (*r->s == '^') {
+            if (!top || !first) { free(items); return rfail(r, DI_ERR_UNSUPPORTED, "'^' not at the start of the pattern"); }
+            *anch_start = true;
+            r->s++;
+            first = false;
+            continue;
+        }
+        if (*r->s == '$') {
+            r->s++;
+            if (!top || (!at_end(r) && *r->s != '|')) { free(items); return rfail(r, DI_ERR_UNSUPPORTED, "'$' not at the end of the pattern"); }
+            *anch_end = true;
+            break;
+        }
+        first = false;
+        uint32_t node = parse_atom(r);
+        if (node != GB_NIL && !at_end(r)) {
+            uint32_t lo = 1, hi = 1;
+            char q = *r->s;
+            bool quant = true;
+            if (q == '*') r->s++, lo = 0, hi = GB_INF;
+            else if (q == '+') r->s++, lo = 1, hi = GB_INF;
+            else if (q == '?') r->s++, lo = 0, hi = 1;
+            else if (!(q == '{' && parse_braces(r, &lo, &hi))) quant = false;
+            if (quant) {
+                if (hi < lo) node = rfail(r, DI_ERR_FORMAT, "numbers out of order in {} quantifier");
+                else {
+                    if (!at_end(r) && *r->s == '?') r->s++; /* lazy: same language */
+                    node = gb_repeat(r->b, node, lo, hi);
+                    /* ECMA-262 has no quantified quantifier (a** or a{2}{3}) */
+                    uint32_t l2, h2;
+                    if (node != GB_NIL && !at_end(r) &&
+                        (*r->s == '*' || *r->s == '+' || *r->s == '?' || (*r->s == '{' && parse_braces(r, &l2, &h2))))
+                        node = rfail(r, DI_ERR_FORMAT, "nothing to repeat");
+                }
+            }
+        }
+        if (node == GB_NIL) { free(items); return GB_NIL; }
+        if (n == cap) {
+            cap = cap ? cap * 2 : 8;
+            uint32_t *t = di_realloc_array(items, cap, sizeof(uint32_t));
+            if (!t) { free(items); return rfail(r, DI_ERR_NOMEM, "out of memory"); }
+            items = t;
+        }
+        items[n++] = node;
+    }
+    uint32_t node = gb_seq(r->b, items, n);
+    free(items);
+    return node;
+}
+
+/* In search mode an unanchored end may be preceded/followed by anything. */
+static uint32_t wrap_search(rx *r, uint32_t node, bool anch_start, bool anch_end) {
+    if (!r->search) return node;
+    uint32_t pre = anch_start ? gb_empty(r->b) : gb_star(r->b, any_cp(r));
+    uint32_t post = anch_end ? gb_empty(r->b) : gb_star(r->b, any_cp(r));
+    return gb_seq3(r->b, pre, node, post);
+}
+
+static uint32_t parse_alts(rx *r, bool top) {
+    uint32_t *alts = NULL, n = 0, cap = 0;
+    for (;;) {
+        bool as, ae;
+        uint32_t s = parse_seq(r, top, &as, &ae);
+        if (s == GB_NIL) { free(alts); return GB_NIL; }
+        if (top) {
+            s = wrap_search(r, s, as, ae);
+            if (s == GB_NIL) { free(alts); return GB_NIL; }
+        }
+        if (n == cap) {
+            cap = cap ? cap * 2 : 4;
+            uint32_t *t = di_realloc_array(alts, cap, sizeof(uint32_t));
+            if (!t) { free(alts); return rfail(r, DI_ERR_NOMEM, "out of memory"); }
+            alts = t;
+        }
+        alts[n++] = s;
+        if (at_end(r) || *r->s != '|') break;
+        r->s++;
+    }
+    uint32_t node = gb_alt(r->b, alts, n);
+    free(alts);
+    return node;
+}
+
+uint32_t rx_translate(gb *b, const char *re, size_t len, bool search, bool json_string, uint32_t max_depth) {
+    rx r = {b, re, re, re + len, 0, max_depth ? max_depth : DI_GRAMMAR_DEFAULT_MAX_DEPTH, json_string, search};
+    uint32_t node = parse_alts(&r, true);
+    if (node == GB_NIL) return GB_NIL;
+    if (!at_end(&r)) return rfail(&r, DI_ERR_FORMAT, "unmatched ')'");
+    return node;
+}
+
+di_status di_grammar_compile_regex(const char *re, size_t len, di_grammar **out, di_error *err) {
+    *out = NULL;
+    if (!re) return di_error_set(err, DI_ERR_INVALID_ARG, "regex is NULL");
+    if (len > GB_MAX_NODES) return di_error_set(err, DI_ERR_RANGE, "regex too long (%zu bytes)", len);
+    gb b;
+    gb_init(&b, err);
+    uint32_t node = rx_translate(&b, re, len, false, false, 0);
+    uint32_t root = gb_rule_of(&b, "root", node);
+    di_status s = gb_ok(&b) ? gb_finish(&b, root, out) : b.status;
+    gb_free(&b);
+    return s;
+}

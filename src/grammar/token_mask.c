@@ -1,0 +1,723 @@
+/* Allowed-token masks.
+ *
+ * The reference (fill_mask_slow) feeds each token through the parser. The
+ * fast path has three levels, each a cache in front of the next:
+ *
+ * 1. Whole-state cache. Every Earley set gets a content id: its scanning and
+ *    waiting items, with each origin replaced by the content id of the origin
+ *    set. Equal ids have the same future, so the mask is a pure function of
+ *    the id (inside a long string every token lands in the same state).
+ *
+ * 2. Local classification (the idea behind XGrammar's context-independent
+ *    tokens, phrased for Earley). A parse that starts in set B and never
+ *    completes an item whose origin lies before B only reads set B's own
+ *    items, so whether a token can be consumed that way depends only on
+ *    B's items with origins reduced to "here" / "outside" (the local key).
+ *    Per local key we walk the vocabulary trie once with a local parser in
+ *    which set 0 stands for "outside": a token consumed entirely is allowed
+ *    in every state with that key; a token that dies without ever trying to
+ *    complete into "outside" is rejected; the rest (few: those that close
+ *    the enclosing structure and go on) are "uncertain".
+ *
+ * 3. Uncertain tokens are checked against the real state, in trie order so
+ *    that consecutive tokens share the parse of their common prefix.
+ *
+ * Caches are bounded; when one fills up it is emptied (ids are then
+ * recomputed lazily). */
+#include "grammar/matcher_internal.h"
+
+#include "base/alloc.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define KEY_SELF 0xFFFFFFFFu   /* origin == the set itself */
+#define KEY_ACCEPT 0xFFFFFFFEu /* marker triple for the accepting flag */
+#define CACHE_MAX_STATES (1u << 20)
+#define CACHE_MAX_KEY_WORDS (1u << 24)       /* 64 MiB of interned keys */
+#define CACHE_MAX_MASK_BYTES (64u << 20)     /* whole-state masks */
+#define CACHE_MAX_LOCAL_BYTES (128u << 20)   /* local classifications */
+
+/* Interning of uint32 arrays: key -> dense id. */
+typedef struct key_table {
+    uint32_t *slot; /* cap entries: id + 1, 0 = empty */
+    uint32_t cap;
+    uint32_t *data;
+    size_t n_data, cap_data;
+    size_t *off; /* (n_ids + 1) */
+    uint32_t *hash;
+    uint32_t n_ids, cap_ids;
+} key_table;
+
+typedef struct local_entry {
+    uint32_t *acc;   /* bitset of tokens allowed in every state with this key */
+    uint32_t *unc;   /* uncertain tokens, trie order */
+    uint32_t n_unc;
+} local_entry;
+
+/* Lazily built DFA over local parser sets (content ids as for whole
+ * states; set 0, the outside, has id 0). rows[id * 256 + byte]: 0 unknown,
+ * 1 dead, otherwise (next id + 2) | ESC_BIT when that step tried to
+ * complete into the outside. loop[id]: bytes that lead back to id, known
+ * once the state was hot (then whole trie subtrees made of those bytes are
+ * accepted without visiting them). */
+#define ROW_UNKNOWN 0u
+#define ROW_DEAD 1u
+#define ROW_ESC 0x80000000u
+#define DFA_MAX_STATES (1u << 16)
+#define LOOP_HOT_VISITS 32
+
+typedef struct ldfa {
+    key_table states;
+    uint32_t *rows;
+    gb_bits *loop;
+    uint32_t *visits;
+    uint8_t *loop_known;
+    uint32_t cap;
+} ldfa;
+
+struct mt_mask_cache {
+    ldfa dfa;
+    uint32_t *path_sid; /* scratch per depth */
+    uint8_t *path_byte;
+    key_table states;
+    uint32_t *mask_of;   /* per state id: index into masks + 1, 0 = none */
+    uint32_t cap_mask_of;
+    uint32_t *masks;     /* n_masks * words */
+    uint32_t n_masks, cap_masks;
+    key_table locals;
+    local_entry *lents;
+    uint32_t cap_lents;
+    size_t local_bytes;
+    di_grammar_matcher *lp; /* local parser */
+    uint32_t *key, cap_key;  /* scratch */
+    uint8_t *esc;            /* scratch: escape seen along the walk, per depth */
+    uint32_t *lmap;          /* scratch: dedup of local seed items */
+    uint32_t cap_lmap;
+};
+
+/* ---- key table ---------------------------------------------------------- */
+
+static uint32_t hash_words(const uint32_t *k, uint32_t n) {
+    uint64_t h = 0x9E3779B97F4A7C15ull ^ n;
+    for (uint32_t i = 0; i < n; i++) {
+        h ^= k[i];
+        h *= 0xff51afd7ed558ccdull;
+        h ^= h >> 32;
+    }
+    return (uint32_t)h;
+}
+
+static void kt_free(key_table *t) {
+    free(t->slot), free(t->data), free(t->off), free(t->hash);
+    memset(t, 0, sizeof *t);
+}
+
+static bool kt_rehash(key_table *t, uint32_t nc) {
+    uint32_t *s = calloc(nc, sizeof *s);
+    if (!s) return false;
+    for (uint32_t id = 0; id < t->n_ids; id++) {
+        uint32_t h = t->hash[id] & (nc - 1);
+        while (s[h]) h = (h + 1) & (nc - 1);
+        s[h] = id + 1;
+    }
+    free(t->slot);
+    t->slot = s, t->cap = nc;
+    return true;
+}
+
+/* Returns the id of key (adding it when absent; *added tells), or
+ * UINT32_MAX when out of memory. */
+static uint32_t kt_intern(key_table *t, const uint32_t *k, uint32_t n, bool *added) {
+    *added = false;
+    if ((t->n_ids + 1) * 2 > t->cap && !kt_rehash(t, t->cap ? t->cap * 2 : 1024)) return UINT32_MAX;
+    uint32_t h = hash_words(k, n), i = h & (t->cap - 1);
+    while (t->slot[i]) {
+        uint32_t id = t->slot[i] - 1;
+        if (t->hash[id] == h && t->off[id + 1] - t->off[id] == n && (!n || !memcmp(t->data + t->off[id], k, n * sizeof *k)))
+            return id;
+        i = (i + 1) & (t->cap - 1);
+    }
+    if (t->n_ids + 2 > t->cap_ids) {
+        uint32_t nc = t->cap_ids ? t->cap_ids * 2 : 1024;
+        size_t *o = di_realloc_array(t->off, (size_t)nc + 1, sizeof *o);
+        if (!o) return UINT32_MAX;
+        t->off = o;
+        uint32_t *hh = di_realloc_array(t->hash, nc, sizeof *hh);
+        if (!hh) return UINT32_MAX;
+        t->hash = hh, t->cap_ids = nc;
+    }
+    if (t->n_data + n > t->cap_data) {
+        size_t nc = t->cap_data ? t->cap_data * 2 : 4096;
+        while (nc < t->n_data + n) nc *= 2;
+        uint32_t *d = di_realloc_array(t->data, nc, sizeof *d);
+        if (!d) return UINT32_MAX;
+        t->data = d, t->cap_data = nc;
+    }
+    if (t->n_ids == 0) t->off[0] = 0;
+    if (n) memcpy(t->data + t->n_data, k, n * sizeof *k); /* empty keys are valid (a finished state) */
+    t->n_data += n;
+    uint32_t id = t->n_ids++;
+    t->off[id + 1] = t->n_data;
+    t->hash[id] = h;
+    t->slot[i] = id + 1;
+    *added = true;
+    return id;
+}
+
+/* ---- cache lifetime ------------------------------------------------------ */
+
+static void flush_states(di_grammar_matcher *m) {
+    mt_mask_cache *c = m->cache;
+    kt_free(&c->states);
+    free(c->mask_of), c->mask_of = NULL, c->cap_mask_of = 0;
+    c->n_masks = 0;
+    m->n_sid_valid = 0;
+}
+
+static void flush_locals(mt_mask_cache *c) {
+    for (uint32_t i = 0; i < c->locals.n_ids; i++) free(c->lents[i].acc), free(c->lents[i].unc);
+    kt_free(&c->locals);
+    c->local_bytes = 0;
+}
+
+static void dfa_free(ldfa *d) {
+    kt_free(&d->states);
+    free(d->rows), free(d->loop), free(d->visits), free(d->loop_known);
+    memset(d, 0, sizeof *d);
+}
+
+void mt_mask_cache_free(mt_mask_cache *c) {
+    if (!c) return;
+    flush_locals(c);
+    dfa_free(&c->dfa);
+    free(c->path_sid), free(c->path_byte);
+    kt_free(&c->states);
+    free(c->lents);
+    free(c->mask_of);
+    free(c->masks);
+    di_grammar_matcher_free(c->lp);
+    free(c->key);
+    free(c->esc);
+    free(c->lmap);
+    free(c);
+}
+
+static bool ensure_key(mt_mask_cache *c, uint32_t n) {
+    if (n <= c->cap_key) return true;
+    uint32_t nc = c->cap_key ? c->cap_key : 256;
+    while (nc < n) nc *= 2;
+    uint32_t *k = di_realloc_array(c->key, nc, sizeof *k);
+    if (!k) return false;
+    c->key = k, c->cap_key = nc;
+    return true;
+}
+
+/* Sorts (a, b, c) triples and drops duplicates; returns the new count. */
+static uint32_t sort_triples(uint32_t *k, uint32_t n) {
+    for (uint32_t i = 1; i < n; i++) { /* insertion sort: sets are small */
+        uint32_t a = k[3 * i], b = k[3 * i + 1], d = k[3 * i + 2], j = i;
+        while (j > 0) {
+            uint32_t *p = k + 3 * (j - 1);
+            if (p[0] < a || (p[0] == a && (p[1] < b || (p[1] == b && p[2] <= d)))) break;
+            memcpy(k + 3 * j, p, 3 * sizeof *k);
+            j--;
+        }
+        k[3 * j] = a, k[3 * j + 1] = b, k[3 * j + 2] = d;
+    }
+    uint32_t m = 0;
+    for (uint32_t i = 0; i < n; i++)
+        if (!m || memcmp(k + 3 * (m - 1), k + 3 * i, 3 * sizeof *k)) memmove(k + 3 * m, k + 3 * i, 3 * sizeof *k), m++;
+    return m;
+}
+
+/* ---- whole-state ids ---------------------------------------------------- */
+
+/* Content id of set k (all lower sets have ids); UINT32_MAX on no memory. */
+static uint32_t state_id(di_grammar_matcher *m, uint32_t k) {
+    mt_mask_cache *c = m->cache;
+    const mt_set *s = &m->sets[k], *e = &m->sets[k + 1];
+    uint32_t n = (e->scan_start - s->scan_start) + (e->wait_start - s->wait_start) + 1;
+    if (!ensure_key(c, 3 * n)) return UINT32_MAX;
+    uint32_t q = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        const uint32_t *idx = pass ? m->waits : m->scans;
+        uint32_t a = pass ? s->wait_start : s->scan_start, z = pass ? e->wait_start : e->scan_start;
+        for (uint32_t i = a; i < z; i++) {
+            const mt_item *it = &m->items[idx[i]];
+            c->key[q++] = it->pos;
+            c->key[q++] = it->origin == k ? KEY_SELF : m->sids[it->origin];
+            c->key[q++] = it->aux;
+        }
+    }
+    c->key[q++] = KEY_ACCEPT, c->key[q++] = s->accept, c->key[q++] = 0;
+    n = sort_triples(c->key, q / 3);
+    bool added;
+    return kt_intern(&c->states, c->key, 3 * n, &added);
+}
+
+/* Ids for all sets of the real parse; false on no memory. */
+static bool update_sids(di_grammar_matcher *m) {
+    mt_mask_cache *c = m->cache;
+    if (c->states.n_ids > CACHE_MAX_STATES || c->states.n_data > CACHE_MAX_KEY_WORDS) flush_states(m);
+    if (m->n_sets > m->cap_sids) {
+        uint32_t nc = m->cap_sids ? m->cap_sids : 256;
+        while (nc < m->n_sets) nc *= 2;
+        uint32_t *s = di_realloc_array(m->sids, nc, sizeof *s);
+        if (!s) return false;
+        m->sids = s, m->cap_sids = nc;
+    }
+    for (uint32_t k = m->n_sid_valid; k < m->n_sets; k++) {
+        uint32_t id = state_id(m, k);
+        if (id == UINT32_MAX) return false;
+        m->sids[k] = id;
+        m->n_sid_valid = k + 1;
+    }
+    return true;
+}
+
+/* ---- local classification ---------------------------------------------- */
+
+/* Repetition counts in a local key keep only what a token (at most max_len
+ * bytes, each repetition at least one byte) can observe: the distance to
+ * min and to max, clamped. */
+static uint32_t canon_aux(const di_grammar *g, const di_grammar_vocab *v, const mt_item *it) {
+    uint32_t s = g->syms[it->pos];
+    if (SYM_KIND(s) != SYM_REP) return it->aux;
+    const gb_rep *rp = &g->reps[SYM_VAL(s)];
+    uint32_t lim = v->max_len + 2 < 0xFFFF ? v->max_len + 2 : 0xFFFF;
+    uint32_t to_min = it->aux >= rp->min ? 0 : rp->min - it->aux;
+    uint32_t to_max = rp->max == GB_INF ? lim : rp->max - it->aux;
+    if (to_min > lim) to_min = lim;
+    if (to_max > lim) to_max = lim;
+    return to_min << 16 | to_max;
+}
+
+/* Builds the local key of the current set into c->key; returns its length
+ * in words (triples pos, here?, canon aux). */
+static uint32_t local_key(di_grammar_matcher *m) {
+    mt_mask_cache *c = m->cache;
+    uint32_t k = m->n_sets - 1;
+    const mt_set *s = &m->sets[k], *e = &m->sets[k + 1];
+    uint32_t n = (e->scan_start - s->scan_start) + (e->wait_start - s->wait_start);
+    if (!ensure_key(c, 3 * n + 3)) return UINT32_MAX;
+    uint32_t q = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        const uint32_t *idx = pass ? m->waits : m->scans;
+        uint32_t a = pass ? s->wait_start : s->scan_start, z = pass ? e->wait_start : e->scan_start;
+        for (uint32_t i = a; i < z; i++) {
+            const mt_item *it = &m->items[idx[i]];
+            c->key[q++] = it->pos;
+            c->key[q++] = it->origin == k;
+            c->key[q++] = canon_aux(m->g, m->vocab, it);
+        }
+    }
+    return 3 * sort_triples(c->key, q / 3);
+}
+
+/* Seeds the local parser with the current set's items: origin "here" -> 1,
+ * anything earlier -> 0 (the outside). One representative per key triple
+ * (items that differ only in which outside set they came from behave the
+ * same until they try to complete, which is exactly the escape). */
+static bool seed_local(di_grammar_matcher *m) {
+    mt_mask_cache *c = m->cache;
+    if (!c->lp) {
+        di_error err;
+        if (di_grammar_matcher_create(m->g, m->vocab, &c->lp, &err)) return false;
+        c->lp->local = true;
+    }
+    di_grammar_matcher *L = c->lp;
+    uint32_t k = m->n_sets - 1;
+    const mt_set *s = &m->sets[k], *e = &m->sets[k + 1];
+    uint32_t n = (e->scan_start - s->scan_start) + (e->wait_start - s->wait_start);
+    mt_truncate(L, 1);
+    L->eos_done = false;
+    /* set 0 of the local parser: empty (the outside) */
+    L->n_items = L->n_scans = L->n_waits = 0;
+    L->sets[0] = (mt_set){0, 0, 0, 0, 0};
+    if (n > L->cap_items) {
+        mt_item *it = di_realloc_array(L->items, n, sizeof *it);
+        if (!it) return false;
+        L->items = it, L->cap_items = n;
+    }
+    if (n > L->cap_scans) {
+        uint32_t *x = di_realloc_array(L->scans, n, sizeof *x);
+        if (!x) return false;
+        L->scans = x, L->cap_scans = n;
+    }
+    if (n > L->cap_waits) {
+        uint32_t *x = di_realloc_array(L->waits, n, sizeof *x);
+        if (!x) return false;
+        L->waits = x, L->cap_waits = n;
+    }
+    if (L->cap_sets < 3) {
+        mt_set *x = di_realloc_array(L->sets, 16, sizeof *x);
+        if (!x) return false;
+        L->sets = x, L->cap_sets = 16;
+    }
+    /* scans first, then waits, deduplicated by (pos, origin class, aux) */
+    for (int pass = 0; pass < 2; pass++) {
+        const uint32_t *idx = pass ? m->waits : m->scans;
+        uint32_t a = pass ? s->wait_start : s->scan_start, z = pass ? e->wait_start : e->scan_start;
+        for (uint32_t i = a; i < z; i++) {
+            mt_item it = m->items[idx[i]];
+            it.origin = it.origin == k ? 1 : 0;
+            bool dup = false;
+            for (uint32_t j = 0; j < L->n_items && !dup; j++) {
+                const mt_item *o = &L->items[j];
+                dup = o->pos == it.pos && o->origin == it.origin &&
+                      canon_aux(m->g, m->vocab, o) == canon_aux(m->g, m->vocab, &it);
+            }
+            if (dup) continue;
+            L->items[L->n_items] = it;
+            if (pass) L->waits[L->n_waits++] = L->n_items;
+            else L->scans[L->n_scans++] = L->n_items;
+            L->n_items++;
+        }
+    }
+    L->sets[1] = (mt_set){0, 0, 0, 0, 0};
+    L->sets[2] = (mt_set){L->n_items, L->n_scans, L->n_waits, 0, 0};
+    L->n_sets = 2;
+    L->n_sid_valid = 0;
+    return true;
+}
+
+static bool push_u32(uint32_t **v, uint32_t *n, uint32_t *cap, uint32_t x) {
+    if (*n == *cap) {
+        uint32_t nc = *cap ? *cap * 2 : 256;
+        uint32_t *t = di_realloc_array(*v, nc, sizeof *t);
+        if (!t) return false;
+        *v = t, *cap = nc;
+    }
+    (*v)[(*n)++] = x;
+    return true;
+}
+
+/* Interns the content of local set k (origins as ids; 0 = outside) and
+ * makes sure its DFA row exists. UINT32_MAX on no memory. */
+static uint32_t local_sid(mt_mask_cache *c, di_grammar_matcher *L, uint32_t k) {
+    ldfa *d = &c->dfa;
+    const mt_set *s = &L->sets[k], *e = &L->sets[k + 1];
+    uint32_t n = (e->scan_start - s->scan_start) + (e->wait_start - s->wait_start);
+    if (!ensure_key(c, 3 * n + 3)) return UINT32_MAX;
+    uint32_t q = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        const uint32_t *idx = pass ? L->waits : L->scans;
+        uint32_t a = pass ? s->wait_start : s->scan_start, z = pass ? e->wait_start : e->scan_start;
+        for (uint32_t i = a; i < z; i++) {
+            const mt_item *it = &L->items[idx[i]];
+            c->key[q++] = it->pos;
+            c->key[q++] = it->origin == k ? KEY_SELF : L->sids[it->origin];
+            c->key[q++] = canon_aux(L->g, L->vocab, it);
+        }
+    }
+    n = sort_triples(c->key, q / 3);
+    bool added;
+    uint32_t id = kt_intern(&d->states, c->key, 3 * n, &added);
+    if (id == UINT32_MAX || !added) return id;
+    if (id >= d->cap) {
+        uint32_t nc = d->cap ? d->cap * 2 : 256;
+        uint32_t *r = di_realloc_array(d->rows, (size_t)nc * 256, sizeof *r);
+        if (!r) return UINT32_MAX;
+        d->rows = r;
+        gb_bits *lp = di_realloc_array(d->loop, nc, sizeof *lp);
+        if (!lp) return UINT32_MAX;
+        d->loop = lp;
+        uint32_t *vi = di_realloc_array(d->visits, nc, sizeof *vi);
+        if (!vi) return UINT32_MAX;
+        d->visits = vi;
+        uint8_t *lk = realloc(d->loop_known, nc);
+        if (!lk) return UINT32_MAX;
+        d->loop_known = lk, d->cap = nc;
+    }
+    memset(d->rows + (size_t)id * 256, 0, 256 * sizeof *d->rows);
+    d->visits[id] = 0, d->loop_known[id] = 0;
+    return id;
+}
+
+/* Materializes the local parser along the current walk path up to depth
+ * `depth` (replaying the recorded bytes); *md is the depth materialized. */
+static bool materialize(mt_mask_cache *c, di_grammar_matcher *L, uint32_t *md, uint32_t depth) {
+    while (*md < depth) {
+        if (!mt_push_byte(L, c->path_byte[*md])) return false; /* cannot happen: the path is alive */
+        L->sids[L->n_sets - 1] = c->path_sid[*md + 1];
+        (*md)++;
+    }
+    return true;
+}
+
+/* One DFA step from the state at depth d (materialized) on byte b. */
+static uint32_t step(mt_mask_cache *c, di_grammar_matcher *L, uint32_t b) {
+    if (!mt_push_byte(L, (uint8_t)b)) return L->oom ? UINT32_MAX : ROW_DEAD;
+    uint32_t k = L->n_sets - 1;
+    uint32_t id = local_sid(c, L, k);
+    if (id == UINT32_MAX) return UINT32_MAX;
+    L->sids[k] = id;
+    return (id + 2) | (L->sets[k].escaped ? ROW_ESC : 0);
+}
+
+/* Walks the whole trie with the seeded local parser, through the DFA. */
+static bool classify(di_grammar_matcher *m, local_entry *le) {
+    mt_mask_cache *c = m->cache;
+    const di_grammar_vocab *v = m->vocab;
+    di_grammar_matcher *L = c->lp;
+    ldfa *d = &c->dfa;
+    size_t words = di_grammar_vocab_mask_words(v);
+    le->acc = calloc(words, sizeof(uint32_t));
+    if (!le->acc) return false;
+    size_t depth_cap = (size_t)v->max_len + 2;
+    if (!c->esc && !(c->esc = malloc(depth_cap))) return false;
+    if (!c->path_sid && !(c->path_sid = di_malloc_array(depth_cap, sizeof(uint32_t)))) return false;
+    if (!c->path_byte && !(c->path_byte = malloc(depth_cap))) return false;
+    if (L->cap_sids < depth_cap + 2) {
+        uint32_t *x = di_realloc_array(L->sids, depth_cap + 2, sizeof *x);
+        if (!x) return false;
+        L->sids = x, L->cap_sids = (uint32_t)depth_cap + 2;
+    }
+    if (d->states.n_ids > DFA_MAX_STATES) dfa_free(d);
+    if (d->states.n_ids == 0) { /* id 0: the outside */
+        uint32_t outside[3] = {KEY_ACCEPT, KEY_ACCEPT, KEY_ACCEPT};
+        bool added;
+        if (kt_intern(&d->states, outside, 3, &added) != 0) return false;
+    }
+    L->sids[0] = 0;
+    uint32_t seed = local_sid(c, L, 1);
+    if (seed == UINT32_MAX) return false;
+    L->sids[1] = seed;
+    c->path_sid[0] = seed;
+    c->esc[0] = 0;
+    uint32_t md = 0; /* materialized depth: L->n_sets == 2 + md */
+    uint32_t cap_unc = 0;
+    for (uint32_t i = 0; i < v->n_nodes;) {
+        uint32_t dep = v->depth[i], b = v->byte[i];
+        if (md > dep) mt_truncate(L, 2 + dep), md = dep;
+        uint32_t S = c->path_sid[dep];
+        if (d->loop_known[S]) {
+            const gb_bits *sb = &v->sub[i], *lp = &d->loop[S];
+            if (!((sb->w[0] & ~lp->w[0]) | (sb->w[1] & ~lp->w[1]) | (sb->w[2] & ~lp->w[2]) | (sb->w[3] & ~lp->w[3]))) {
+                /* every path in this subtree loops in S: all accepted */
+                for (uint32_t q = v->tok_start[i]; q < v->tok_start[v->skip[i]]; q++) {
+                    uint32_t t = v->trie_tok[q];
+                    le->acc[t >> 5] |= 1u << (t & 31);
+                }
+                i = v->skip[i];
+                continue;
+            }
+        }
+        uint32_t e = d->rows[(size_t)S * 256 + b];
+        if (e == ROW_UNKNOWN) {
+            if (!materialize(c, L, &md, dep)) return false;
+            e = step(c, L, b);
+            if (e == UINT32_MAX) return false;
+            if (e != ROW_DEAD) md = dep + 1;
+            d->rows[(size_t)S * 256 + b] = e;
+        }
+        if (e == ROW_DEAD) {
+            if (c->esc[dep]) {
+                /* the real parse may go on through the outside */
+                for (uint32_t q = v->tok_start[i]; q < v->tok_start[v->skip[i]]; q++)
+                    if (!push_u32(&le->unc, &le->n_unc, &cap_unc, v->trie_tok[q])) return false;
+            }
+            i = v->skip[i];
+            continue;
+        }
+        uint32_t next = (e & ~ROW_ESC) - 2;
+        c->path_sid[dep + 1] = next;
+        c->path_byte[dep] = (uint8_t)b;
+        c->esc[dep + 1] = c->esc[dep] | ((e & ROW_ESC) != 0);
+        for (uint32_t q = v->tok_start[i]; q < v->tok_start[i + 1]; q++) {
+            uint32_t t = v->trie_tok[q];
+            le->acc[t >> 5] |= 1u << (t & 31);
+        }
+        /* a hot state learns its self-loop bytes (all 256 steps, once) */
+        if (++d->visits[S] == LOOP_HOT_VISITS && !d->loop_known[S]) {
+            if (md > dep) mt_truncate(L, 2 + dep), md = dep;
+            if (!materialize(c, L, &md, dep)) return false;
+            gb_bits lp = {{0}};
+            for (uint32_t x = 0; x < 256; x++) {
+                uint32_t *r = &d->rows[(size_t)S * 256 + x];
+                if (*r == ROW_UNKNOWN) {
+                    uint32_t ex = step(c, L, x);
+                    if (ex == UINT32_MAX) return false;
+                    r = &d->rows[(size_t)S * 256 + x]; /* rows may have moved */
+                    *r = ex;
+                    mt_truncate(L, 2 + dep);
+                }
+                if (*r != ROW_DEAD && (*r & ~ROW_ESC) - 2 == S) gb_bits_set(&lp, (uint8_t)x);
+            }
+            d->loop[S] = lp;
+            d->loop_known[S] = 1;
+        }
+        i++;
+    }
+    mt_truncate(L, 2);
+    c->local_bytes += words * sizeof(uint32_t) + (size_t)le->n_unc * sizeof(uint32_t);
+    return true;
+}
+
+static local_entry *local_entry_for(di_grammar_matcher *m) {
+    mt_mask_cache *c = m->cache;
+    if (c->local_bytes > CACHE_MAX_LOCAL_BYTES) flush_locals(c);
+    uint32_t n = local_key(m);
+    if (n == UINT32_MAX) return NULL;
+    bool added;
+    uint32_t id = kt_intern(&c->locals, c->key, n, &added);
+    if (id == UINT32_MAX) return NULL;
+    if (id >= c->cap_lents) {
+        uint32_t nc = c->cap_lents ? c->cap_lents * 2 : 64;
+        while (nc <= id) nc *= 2;
+        local_entry *x = di_realloc_array(c->lents, nc, sizeof *x);
+        if (!x) return NULL;
+        c->lents = x, c->cap_lents = nc;
+    }
+    local_entry *le = &c->lents[id];
+    if (added) {
+        memset(le, 0, sizeof *le);
+        if (!seed_local(m) || !classify(m, le)) {
+            /* leave a consistent entry: nothing accepted, all uncertain is
+             * not representable cheaply, so drop the whole local cache */
+            free(le->acc), free(le->unc);
+            memset(le, 0, sizeof *le);
+            flush_locals(c);
+            return NULL;
+        }
+    }
+    return le;
+}
+
+/* Checks the uncertain tokens against the real state, sharing prefixes
+ * between neighbours in trie order. */
+static void check_uncertain(di_grammar_matcher *m, const local_entry *le, uint32_t *mask) {
+    const di_grammar_vocab *v = m->vocab;
+    const uint32_t base = m->n_sets;
+    const uint8_t *prev = NULL;
+    uint32_t prev_len = 0, ok_len = 0; /* bytes of prev pushed successfully */
+    uint32_t fail_at = UINT32_MAX;     /* prev failed at this byte */
+    for (uint32_t u = 0; u < le->n_unc; u++) {
+        uint32_t t = le->unc[u];
+        const uint8_t *b = v->data + v->off[t];
+        uint32_t len = (uint32_t)(v->off[t + 1] - v->off[t]);
+        uint32_t lcp = 0;
+        if (prev)
+            while (lcp < len && lcp < prev_len && b[lcp] == prev[lcp]) lcp++;
+        if (fail_at != UINT32_MAX && lcp > fail_at) continue; /* same failing prefix */
+        uint32_t from = lcp < ok_len ? lcp : ok_len;
+        mt_truncate(m, base + from);
+        uint32_t j = from;
+        while (j < len && mt_push_byte(m, b[j])) j++;
+        prev = b, prev_len = len, ok_len = j;
+        fail_at = j < len ? j : UINT32_MAX;
+        if (j == len) mask[t >> 5] |= 1u << (t & 31);
+    }
+    mt_truncate(m, base);
+}
+
+/* ---- entry points -------------------------------------------------------- */
+
+static di_status check_args(di_grammar_matcher *m, uint32_t *mask, size_t n_words, di_error *err) {
+    if (!m->vocab) return di_error_set(err, DI_ERR_INVALID_ARG, "matcher has no vocabulary");
+    if (!mask || n_words < di_grammar_vocab_mask_words(m->vocab))
+        return di_error_set(err, DI_ERR_INVALID_ARG, "mask has %zu words, need %zu", n_words,
+                            di_grammar_vocab_mask_words(m->vocab));
+    memset(mask, 0, n_words * sizeof(uint32_t));
+    return DI_OK;
+}
+
+static void set_eos(const di_grammar_matcher *m, uint32_t *mask) {
+    if (m->eos_done || !mt_cur(m)->accept) return;
+    for (uint32_t i = 0; i < m->vocab->n_eos; i++) mask[m->vocab->eos[i] >> 5] |= 1u << (m->vocab->eos[i] & 31);
+}
+
+di_status di_grammar_matcher_fill_mask_slow(di_grammar_matcher *m, uint32_t *mask, size_t n_words,
+                                            di_error *err) {
+    di_status s = check_args(m, mask, n_words, err);
+    if (s) return s;
+    const di_grammar_vocab *v = m->vocab;
+    if (m->eos_done) return DI_OK;
+    uint32_t base = m->n_sets;
+    for (uint32_t t = 0; t < v->n_tokens; t++) {
+        if (v->flags[t] != DI_GRAMMAR_TOKEN_NORMAL || v->off[t + 1] == v->off[t]) continue;
+        if (di_grammar_matcher_advance_bytes(m, v->data + v->off[t], (size_t)(v->off[t + 1] - v->off[t]))) {
+            mask[t >> 5] |= 1u << (t & 31);
+            mt_truncate(m, base);
+        }
+    }
+    set_eos(m, mask);
+    return DI_OK;
+}
+
+/* Plain trie walk with the real parser: the fallback when a cache cannot
+ * be built (no memory). */
+static void trie_walk(di_grammar_matcher *m, uint32_t *mask) {
+    const di_grammar_vocab *v = m->vocab;
+    uint32_t base = m->n_sets;
+    for (uint32_t i = 0; i < v->n_nodes;) {
+        mt_truncate(m, base + v->depth[i]);
+        if (!mt_push_byte(m, v->byte[i])) {
+            i = v->skip[i];
+            continue;
+        }
+        for (uint32_t k = v->tok_start[i]; k < v->tok_start[i + 1]; k++) {
+            uint32_t t = v->trie_tok[k];
+            mask[t >> 5] |= 1u << (t & 31);
+        }
+        i++;
+    }
+    mt_truncate(m, base);
+}
+
+di_status di_grammar_matcher_fill_mask(di_grammar_matcher *m, uint32_t *mask, size_t n_words, di_error *err) {
+    di_status s = check_args(m, mask, n_words, err);
+    if (s) return s;
+    if (m->eos_done) return DI_OK;
+    const di_grammar_vocab *v = m->vocab;
+    size_t words = di_grammar_vocab_mask_words(v);
+    if (!m->cache && !(m->cache = calloc(1, sizeof *m->cache))) {
+        trie_walk(m, mask);
+        set_eos(m, mask);
+        return DI_OK;
+    }
+    mt_mask_cache *c = m->cache;
+    /* 1. whole-state cache */
+    uint32_t sid = UINT32_MAX;
+    if (update_sids(m)) {
+        sid = m->sids[m->n_sets - 1];
+        if (sid < c->cap_mask_of && c->mask_of[sid]) {
+            memcpy(mask, c->masks + (size_t)(c->mask_of[sid] - 1) * words, words * sizeof(uint32_t));
+            return DI_OK;
+        }
+    }
+    /* 2 + 3. local classification, then the uncertain tokens */
+    const local_entry *le = local_entry_for(m);
+    if (le) {
+        memcpy(mask, le->acc, words * sizeof(uint32_t));
+        check_uncertain(m, le, mask);
+    } else {
+        trie_walk(m, mask);
+    }
+    set_eos(m, mask);
+    /* remember the mask for this state */
+    if (sid != UINT32_MAX) {
+        if ((size_t)(c->n_masks + 1) * words * sizeof(uint32_t) > CACHE_MAX_MASK_BYTES) {
+            free(c->mask_of), c->mask_of = NULL, c->cap_mask_of = 0;
+            c->n_masks = 0;
+        }
+        if (sid >= c->cap_mask_of) {
+            uint32_t nc = c->cap_mask_of ? c->cap_mask_of : 1024;
+            while (nc <= sid) nc *= 2;
+            uint32_t *x = di_realloc_array(c->mask_of, nc, sizeof *x);
+            if (!x) return DI_OK;
+            memset(x + c->cap_mask_of, 0, (nc - c->cap_mask_of) * sizeof *x);
+            c->mask_of = x, c->cap_mask_of = nc;
+        }
+        if (c->n_masks == c->cap_masks) {
+            uint32_t nc = c->cap_masks ? c->cap_masks * 2 : 16;
+            uint32_t *x = di_realloc_array(c->masks, (size_t)nc * words, sizeof *x);
+            if (!x) return DI_OK;
+            c->masks = x, c->cap_masks = nc;
+        }
+        memcpy(c->masks + (size_t)c->n_masks * words, mask, words * sizeof(uint32_t));
+        c->mask_of[sid] = ++c->n_masks;
+    }
+    return DI_OK;
+}

@@ -1,0 +1,353 @@
+/* Vocabulary for token masks: token byte strings, flags, and a byte trie in
+ * preorder (see matcher_internal.h). The trie lets a mask computation share
+ * the parser work of common prefixes and skip a whole subtree when a prefix
+ * is rejected. */
+#include "grammar/matcher_internal.h"
+
+#include "base/alloc.h"
+
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define VOCAB_MAX_TOKENS (1u << 24)
+#define VOCAB_MAX_TOKEN_BYTES 65535u /* depth is stored in 16 bits */
+
+typedef struct sort_ctx {
+    const uint8_t *data;
+    const uint64_t *off;
+} sort_ctx;
+
+/* qsort has no context argument in C11; a merge sort with one keeps the
+ * code reentrant (no hidden globals). */
+static int tok_cmp(const sort_ctx *c, uint32_t a, uint32_t b) {
+    uint64_t la = c->off[a + 1] - c->off[a], lb = c->off[b + 1] - c->off[b];
+    uint64_t n = la < lb ? la : lb;
+    int r = memcmp(c->data + c->off[a], c->data + c->off[b], (size_t)n);
+    if (r) return r;
+    if (la != lb) return la < lb ? -1 : 1;
+    return a < b ? -1 : a > b;
+}
+
+static void merge_sort(const sort_ctx *c, uint32_t *v, uint32_t *tmp, uint32_t n) {
+    for (uint32_t w = 1; w < n; w *= 2) {
+        for (uint32_t lo = 0; lo < n; lo += 2 * w) {
+            uint32_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
+            uint32_t i = lo, j = mid, k = lo;
+            while (i < mid && j < hi) tmp[k++] = tok_cmp(c, v[i], v[j]) <= 0 ? v[i++] : v[j++];
+            while (i < mid) tmp[k++] = v[i++];
+            while (j < hi) tmp[k++] = v[j++];
+        }
+        memcpy(v, tmp, n * sizeof(uint32_t));
+        if (w > UINT32_MAX / 2) break;
+    }
+}
+
+static di_status build_trie(di_grammar_vocab *v, di_error *err) {
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < v->n_tokens; i++)
+        if (v->flags[i] == DI_GRAMMAR_TOKEN_NORMAL && v->off[i + 1] > v->off[i]) n++;
+    uint32_t *ids = di_malloc_array(n + 1, sizeof(uint32_t));
+    uint32_t *tmp = di_malloc_array(n + 1, sizeof(uint32_t));
+    if (!ids || !tmp) { free(ids); free(tmp); return di_error_set(err, DI_ERR_NOMEM, "out of memory"); }
+    n = 0;
+    uint64_t total = 0;
+    for (uint32_t i = 0; i < v->n_tokens; i++)
+        if (v->flags[i] == DI_GRAMMAR_TOKEN_NORMAL && v->off[i + 1] > v->off[i]) {
+            ids[n++] = i;
+            total += v->off[i + 1] - v->off[i];
+        }
+    sort_ctx c = {v->data, v->off};
+    merge_sort(&c, ids, tmp, n);
+    free(tmp);
+    /* Node count is at most the total token bytes. */
+    if (total > UINT32_MAX - 1) { free(ids); return di_error_set(err, DI_ERR_RANGE, "vocabulary too large"); }
+    uint32_t cap = (uint32_t)total;
+    v->byte = malloc(cap ? cap : 1);
+    v->depth = di_malloc_array(cap, sizeof(uint16_t));
+    v->skip = di_malloc_array(cap, sizeof(uint32_t));
+    v->tok_start = di_malloc_array((size_t)cap + 1, sizeof(uint32_t));
+    uint32_t *stack = di_malloc_array(VOCAB_MAX_TOKEN_BYTES + 1, sizeof(uint32_t));
+    if (!v->byte || !v->depth || !v->skip || !v->tok_start || !stack) {
+        free(ids); free(stack);
+        return di_error_set(err, DI_ERR_NOMEM, "out of memory");
+    }
+    uint32_t nn = 0, prev = UINT32_MAX, last_node = 0;
+    /* tok_start[i] counts tokens ending at nodes < i; filled by counting. */
+    uint32_t *end_node = di_malloc_array(n + 1, sizeof(uint32_t));
+    if (!end_node) { free(ids); free(stack); return di_error_set(err, DI_ERR_NOMEM, "out of memory"); }
+    for (uint32_t t = 0; t < n; t++) {
+        uint32_t id = ids[t];
+        const uint8_t *s = v->data + v->off[id];
+        uint32_t len = (uint32_t)(v->off[id + 1] - v->off[id]);
+        uint32_t lcp = 0;
+        if (prev != UINT32_MAX) {
+            const uint8_t *p = v->data + v->off[prev];
+            uint32_t pl = (uint32_t)(v->off[prev + 1] - v->off[prev]);
+            while (lcp < len && lcp < pl && p[lcp] == s[lcp]) lcp++;
+        }
+        for (uint32_t d = lcp; d < len; d++) {
+            v->byte[nn] = s[d];
+            v->depth[nn] = (uint16_t)d;
+            nn++;
+        }
+        last_node = lcp == len ? last_node : nn - 1; /* duplicate bytes share the node */
+        end_node[t] = last_node;
+        prev = id;
+    }
+    v->n_nodes = nn;
+    /* skip[i]: first node after i's subtree = next node with depth <= depth[i]. */
+    uint32_t sp = 0;
+    for (uint32_t i = 0; i < nn; i++) {
+        while (sp && v->depth[stack[sp - 1]] >= v->depth[i]) v->skip[stack[--sp]] = i;
+        stack[sp++] = i;
+    }
+    while (sp) v->skip[stack[--sp]] = nn;
+    memset(v->tok_start, 0, ((size_t)nn + 1) * sizeof(uint32_t));
+    for (uint32_t t = 0; t < n; t++) v->tok_start[end_node[t] + 1]++;
+    for (uint32_t i = 0; i < nn; i++) v->tok_start[i + 1] += v->tok_start[i];
+    v->trie_tok = ids; /* end_node is nondecreasing in t, so ids is in node order */
+    /* subtree byte sets, children before parents (reverse preorder); the
+     * children of i are i+1, skip[i+1], ... below skip[i] */
+    v->sub = di_malloc_array(nn ? nn : 1, sizeof(gb_bits));
+    if (!v->sub) { free(end_node); free(stack); return di_error_set(err, DI_ERR_NOMEM, "out of memory"); }
+    for (uint32_t i = nn; i-- > 0;) {
+        gb_bits b = {{0}};
+        gb_bits_set(&b, v->byte[i]);
+        for (uint32_t ch = i + 1; ch < v->skip[i]; ch = v->skip[ch])
+            for (int w = 0; w < 4; w++) b.w[w] |= v->sub[ch].w[w];
+        v->sub[i] = b;
+    }
+    free(end_node);
+    free(stack);
+    return DI_OK;
+}
+
+void di_grammar_vocab_free(di_grammar_vocab *v) {
+    if (!v) return;
+    free(v->data);
+    free(v->off);
+    free(v->flags);
+    free(v->eos);
+    free(v->byte);
+    free(v->depth);
+    free(v->skip);
+    free(v->tok_start);
+    free(v->trie_tok);
+    free(v->sub);
+    free(v);
+}
+
+di_status di_grammar_vocab_create(uint32_t n_tokens, const uint8_t *const *bytes, const uint32_t *lens,
+                                  const uint8_t *flags, di_grammar_vocab **out, di_error *err) {
+    *out = NULL;
+    if (n_tokens == 0 || n_tokens > VOCAB_MAX_TOKENS)
+        return di_error_set(err, DI_ERR_RANGE, "vocabulary size %u out of range (1..%u)", n_tokens, VOCAB_MAX_TOKENS);
+    if (!bytes || !lens) return di_error_set(err, DI_ERR_INVALID_ARG, "token arrays are NULL");
+    di_grammar_vocab *v = calloc(1, sizeof *v);
+    if (!v) return di_error_set(err, DI_ERR_NOMEM, "out of memory");
+    v->n_tokens = n_tokens;
+    uint64_t total = 0;
+    for (uint32_t i = 0; i < n_tokens; i++) {
+        if (lens[i] > VOCAB_MAX_TOKEN_BYTES) {
+            di_grammar_vocab_free(v);
+            return di_error_set(err, DI_ERR_RANGE, "token %u is %u bytes (limit %u)", i, lens[i], VOCAB_MAX_TOKEN_BYTES);
+        }
+        if (lens[i] && !bytes[i]) {
+            di_grammar_vocab_free(v);
+            return di_error_set(err, DI_ERR_INVALID_ARG, "token %u has no bytes", i);
+        }
+        total += lens[i];
+    }
+    v->data = malloc(total ? (size_t)total : 1);
+    v->off = di_malloc_array((size_t)n_tokens + 1, sizeof(uint64_t));
+    v->flags = calloc(n_tokens, 1);
+    v->eos = di_malloc_array(n_tokens, sizeof(uint32_t));
+    if (!v->data || !v->off || !v->flags || !v->eos) {
+        di_grammar_vocab_free(v);
+        return di_error_set(err, DI_ERR_NOMEM, "out of memory");
+    }
+    uint64_t o = 0;
+    for (uint32_t i = 0; i < n_tokens; i++) {
+        v->off[i] = o;
+        if (lens[i]) memcpy(v->data + o, bytes[i], lens[i]);
+        o += lens[i];
+        uint8_t f = flags ? flags[i] : DI_GRAMMAR_TOKEN_NORMAL;
+        if (f > DI_GRAMMAR_TOKEN_EOS) {
+            di_grammar_vocab_free(v);
+            return di_error_set(err, DI_ERR_INVALID_ARG, "token %u has unknown flag %u", i, f);
+        }
+        v->flags[i] = f;
+        if (f == DI_GRAMMAR_TOKEN_EOS) v->eos[v->n_eos++] = i;
+        if (lens[i] > v->max_len) v->max_len = lens[i];
+    }
+    v->off[n_tokens] = o;
+    di_status s = build_trie(v, err);
+    if (s) {
+        di_grammar_vocab_free(v);
+        return s;
+    }
+    *out = v;
+    return DI_OK;
+}
+
+uint32_t di_grammar_vocab_size(const di_grammar_vocab *v) { return v->n_tokens; }
+
+size_t di_grammar_vocab_mask_words(const di_grammar_vocab *v) { return ((size_t)v->n_tokens + 31) / 32; }
+
+const uint8_t *di_grammar_vocab_token(const di_grammar_vocab *v, uint32_t id, uint32_t *len) {
+    if (id >= v->n_tokens) return NULL;
+    *len = (uint32_t)(v->off[id + 1] - v->off[id]);
+    return v->data + v->off[id];
+}
+
+int64_t di_grammar_vocab_greedy_tokenize(const di_grammar_vocab *v, const uint8_t *bytes, size_t n,
+                                         uint32_t *ids, size_t cap) {
+    size_t pos = 0, count = 0;
+    while (pos < n) {
+        /* walk the trie from the root along bytes[pos..]; siblings of a
+         * node are reached through skip[] */
+        uint32_t node = 0, best_tok = UINT32_MAX;
+        size_t best_len = 0, depth = 0;
+        uint32_t end = v->n_nodes;
+        while (pos + depth < n && node < end) {
+            uint8_t c = bytes[pos + depth];
+            while (node < end && v->byte[node] != c) node = v->skip[node];
+            if (node >= end) break;
+            if (v->tok_start[node] < v->tok_start[node + 1]) best_tok = v->trie_tok[v->tok_start[node]], best_len = depth + 1;
+            end = v->skip[node];
+            node++;
+            depth++;
+        }
+        if (best_tok == UINT32_MAX) return -1;
+        if (count < cap) ids[count] = best_tok;
+        count++;
+        pos += best_len;
+    }
+    return (int64_t)count;
+}
+
+/* ---- Hugging Face tokenizer.json (byte-level BPE) ---------------------- */
+
+/* GPT-2's byte-to-unicode table: printable bytes map to themselves, the
+ * other 68 bytes to U+0100.. in byte order. Returns the inverse as an array
+ * indexed by code point (-1 = not a byte). */
+static void byte_decoder(int16_t *inv /* (512) */) {
+    for (int i = 0; i < 512; i++) inv[i] = -1;
+    int n = 0;
+    for (int b = 0; b < 256; b++) {
+        bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
+        if (printable) inv[b] = (int16_t)b;
+        else inv[256 + n++] = (int16_t)b;
+    }
+}
+
+/* Decodes one UTF-8 code point; returns its length or 0 when invalid. */
+static int utf8_decode(const uint8_t *s, size_t n, uint32_t *cp) {
+    if (n == 0) return 0;
+    uint8_t c = s[0];
+    if (c < 0x80) { *cp = c; return 1; }
+    int len = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 0;
+    if (!len || (size_t)len > n) return 0;
+    uint32_t v = c & (0x3F >> (len - 1));
+    for (int i = 1; i < len; i++) {
+        if ((s[i] & 0xC0) != 0x80) return 0;
+        v = v << 6 | (s[i] & 0x3F);
+    }
+    *cp = v;
+    return len;
+}
+
+di_status di_grammar_vocab_from_hf_json(const char *path, const char *eos_token, di_grammar_vocab **out,
+                                        di_error *err) {
+    *out = NULL;
+    json_error_t je;
+    json_t *root = json_load_file(path, 0, &je);
+    if (!root) return di_error_set(err, DI_ERR_FORMAT, "%s: %s (line %d)", path, je.text, je.line);
+    di_status st = DI_OK;
+    json_t *vocab = json_object_get(json_object_get(root, "model"), "vocab");
+    json_t *added = json_object_get(root, "added_tokens");
+    uint8_t **bytes = NULL;
+    uint32_t *lens = NULL;
+    uint8_t *flags = NULL;
+    uint32_t n = 0;
+    if (!json_is_object(vocab)) {
+        st = di_error_set(err, DI_ERR_FORMAT, "%s: model.vocab is not an object", path);
+        goto done;
+    }
+    /* Size = largest id + 1 over the vocab and the added tokens. */
+    const char *key;
+    json_t *val;
+    json_object_foreach(vocab, key, val) {
+        json_int_t id = json_integer_value(val);
+        if (!json_is_integer(val) || id < 0 || id >= (json_int_t)VOCAB_MAX_TOKENS) {
+            st = di_error_set(err, DI_ERR_FORMAT, "%s: bad id for token '%s'", path, key);
+            goto done;
+        }
+        if ((uint32_t)id + 1 > n) n = (uint32_t)id + 1;
+    }
+    size_t ai;
+    json_array_foreach(added, ai, val) {
+        json_int_t id = json_integer_value(json_object_get(val, "id"));
+        if (id < 0 || id >= (json_int_t)VOCAB_MAX_TOKENS) {
+            st = di_error_set(err, DI_ERR_FORMAT, "%s: bad added token id", path);
+            goto done;
+        }
+        if ((uint32_t)id + 1 > n) n = (uint32_t)id + 1;
+    }
+    bytes = di_calloc(n, sizeof(uint8_t *));
+    lens = di_calloc(n, sizeof(uint32_t));
+    flags = di_calloc(n, 1);
+    if (!bytes || !lens || !flags) {
+        st = di_error_set(err, DI_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    int16_t inv[512];
+    byte_decoder(inv);
+    /* added tokens may also sit in model.vocab under their raw text */
+    json_array_foreach(added, ai, val) flags[json_integer_value(json_object_get(val, "id"))] = DI_GRAMMAR_TOKEN_SPECIAL;
+    json_object_foreach(vocab, key, val) {
+        uint32_t id = (uint32_t)json_integer_value(val);
+        if (flags[id] != DI_GRAMMAR_TOKEN_NORMAL) continue;
+        size_t kl = strlen(key);
+        uint8_t *b = malloc(kl + 1);
+        if (!b) { st = di_error_set(err, DI_ERR_NOMEM, "out of memory"); goto done; }
+        free(bytes[id]);
+        bytes[id] = b;
+        uint32_t bl = 0;
+        for (size_t i = 0; i < kl;) {
+            uint32_t cp;
+            int l = utf8_decode((const uint8_t *)key + i, kl - i, &cp);
+            if (!l || cp >= 512 || inv[cp] < 0) {
+                st = di_error_set(err, DI_ERR_FORMAT, "%s: token '%s' is not byte-level BPE", path, key);
+                goto done;
+            }
+            b[bl++] = (uint8_t)inv[cp];
+            i += (size_t)l;
+        }
+        lens[id] = bl;
+    }
+    /* Added tokens are control tokens here (chat markers, FIM, ...): a
+     * grammar never produces them; their text is kept as written. */
+    json_array_foreach(added, ai, val) {
+        uint32_t id = (uint32_t)json_integer_value(json_object_get(val, "id"));
+        const char *content = json_string_value(json_object_get(val, "content"));
+        if (!content) continue;
+        size_t cl = strlen(content);
+        free(bytes[id]);
+        bytes[id] = (uint8_t *)di_strdup(content);
+        if (!bytes[id]) { st = di_error_set(err, DI_ERR_NOMEM, "out of memory"); goto done; }
+        lens[id] = (uint32_t)cl;
+        flags[id] = eos_token && !strcmp(content, eos_token) ? DI_GRAMMAR_TOKEN_EOS : DI_GRAMMAR_TOKEN_SPECIAL;
+    }
+    st = di_grammar_vocab_create(n, (const uint8_t *const *)bytes, lens, flags, out, err);
+    if (st) di_error_prefix(err, "%s: ", path);
+done:
+    if (bytes)
+        for (uint32_t i = 0; i < n; i++) free(bytes[i]);
+    free(bytes);
+    free(lens);
+    free(flags);
+    json_decref(root);
+    return st;
+}

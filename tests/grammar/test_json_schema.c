@@ -1,0 +1,278 @@
+/* grammar: JSON Schema front end (unit cases the official suite does not
+ * pin down: property order, whitespace modes, errors naming keywords,
+ * lenient mode, recursion, number bounds) and hostile inputs (deep
+ * nesting, random mutations of schemas and grammars: must never crash). */
+#include "grammar_test_util.h"
+
+static di_grammar *schema_opt(const char *s, const di_grammar_options *opt) {
+    di_grammar *g = NULL;
+    di_error err = {0};
+    if (di_grammar_compile_json_schema(s, strlen(s), opt, &g, &err)) fail_msg("schema failed: %s\n%s", err.msg, s);
+    return g;
+}
+
+static di_grammar *schema(const char *s) { return schema_opt(s, NULL); }
+
+static void properties_follow_schema_order_and_required(void **state) {
+    (void)state;
+    di_grammar *g = schema("{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},\"b\":{\"type\":\"string\"},"
+                           "\"c\":{\"type\":\"boolean\"}},\"required\":[\"b\"],\"additionalProperties\":false}");
+    assert_true(gt_accepts_str(g, "{\"b\":\"x\"}"));
+    assert_true(gt_accepts_str(g, "{\"a\":1,\"b\":\"x\",\"c\":true}"));
+    assert_true(gt_accepts_str(g, "{\"b\":\"\",\"c\":false}"));
+    assert_false(gt_accepts_str(g, "{\"b\":\"x\",\"a\":1}")); /* order */
+    assert_false(gt_accepts_str(g, "{\"a\":1}"));             /* required */
+    assert_false(gt_accepts_str(g, "{\"b\":\"x\",}"));
+    assert_false(gt_accepts_str(g, "{\"b\":\"x\",\"d\":1}"));
+    di_grammar_free(g);
+}
+
+static void additional_properties_exclude_listed_names(void **state) {
+    (void)state;
+    di_grammar *g = schema("{\"properties\":{\"foo\":{\"type\":\"integer\"}},\"additionalProperties\":{\"type\":\"string\"}}");
+    assert_true(gt_accepts_str(g, "{\"foo\":1,\"bar\":\"x\",\"fo\":\"y\",\"fooo\":\"z\"}"));
+    assert_true(gt_accepts_str(g, "{\"bar\":\"x\"}"));
+    assert_false(gt_accepts_str(g, "{\"foo\":\"x\"}")); /* not as an extra */
+    assert_false(gt_accepts_str(g, "{\"bar\":1}"));
+    di_grammar_free(g);
+}
+
+static void pattern_properties_generate_matching_keys(void **state) {
+    (void)state;
+    di_grammar *g = schema("{\"properties\":{\"id\":{\"type\":\"integer\"}},"
+                           "\"patternProperties\":{\"^x-\":{\"type\":\"string\"}},\"additionalProperties\":false}");
+    assert_true(gt_accepts_str(g, "{\"id\":1,\"x-a\":\"s\",\"x-\":\"t\"}"));
+    assert_false(gt_accepts_str(g, "{\"id\":1,\"x-a\":1}"));
+    assert_false(gt_accepts_str(g, "{\"id\":1,\"y\":\"s\"}"));
+    di_grammar_free(g);
+    /* a listed name matching the pattern would need both schemas */
+    const char *both = "{\"properties\":{\"x-id\":{}},\"patternProperties\":{\"^x-\":{}}}";
+    di_error err = {0};
+    assert_int_equal(di_grammar_compile_json_schema(both, strlen(both), NULL, &g, &err), DI_ERR_UNSUPPORTED);
+    assert_non_null(strstr(err.msg, "'patternProperties'"));
+}
+
+static void flexible_whitespace_is_bounded(void **state) {
+    (void)state;
+    di_grammar_options opt = di_grammar_options_default();
+    opt.whitespace = DI_GRAMMAR_WS_FLEXIBLE;
+    di_grammar *g = schema_opt("{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"array\",\"items\":{\"type\":\"integer\"}}}}", &opt);
+    assert_true(gt_accepts_str(g, "{ \"a\" :\n [ 1 ,\t2 ] }"));
+    assert_true(gt_accepts_str(g, "{\"a\":[1,2]}"));
+    char big[128];
+    snprintf(big, sizeof big, "{%*s\"a\":[]}", DI_GRAMMAR_MAX_WS + 1, "");
+    assert_false(gt_accepts_str(g, big));
+    di_grammar_free(g);
+    g = schema("{\"type\":\"object\"}");
+    assert_false(gt_accepts_str(g, "{ }"));
+    di_grammar_free(g);
+}
+
+static void numbers_respect_bounds_exactly(void **state) {
+    (void)state;
+    di_grammar *g = schema("{\"type\":\"number\",\"minimum\":-2.5,\"exclusiveMaximum\":10}");
+    const char *yes[] = {"-2.5", "-2.49", "-2", "0", "9.999", "3", "-0.1", "9"};
+    const char *no[] = {"-2.51", "-3", "10", "10.0", "11", "1e2", "-2.500001"};
+    for (size_t i = 0; i < sizeof yes / sizeof *yes; i++) if (!gt_accepts_str(g, yes[i])) fail_msg("rejected %s", yes[i]);
+    for (size_t i = 0; i < sizeof no / sizeof *no; i++) if (gt_accepts_str(g, no[i])) fail_msg("accepted %s", no[i]);
+    di_grammar_free(g);
+    g = schema("{\"type\":\"integer\",\"minimum\":-120,\"maximum\":1234}");
+    for (int x = -130; x <= 1300; x++) {
+        char t[16];
+        snprintf(t, sizeof t, "%d", x);
+        if (gt_accepts_str(g, t) != (x >= -120 && x <= 1234)) fail_msg("integer %d", x);
+    }
+    assert_true(gt_accepts_str(g, "12.0"));
+    assert_false(gt_accepts_str(g, "12.5"));
+    assert_false(gt_accepts_str(g, "007"));
+    di_grammar_free(g);
+}
+
+static void strings_lengths_formats_and_patterns(void **state) {
+    (void)state;
+    di_grammar *g = schema("{\"type\":\"string\",\"minLength\":2,\"maxLength\":3}");
+    assert_true(gt_accepts_str(g, "\"ab\""));
+    assert_true(gt_accepts_str(g, "\"a\\u00e9\\n\""));
+    assert_true(gt_accepts_str(g, "\"é😀\""));
+    assert_false(gt_accepts_str(g, "\"a\""));
+    assert_false(gt_accepts_str(g, "\"abcd\""));
+    di_grammar_free(g);
+    g = schema("{\"type\":\"string\",\"pattern\":\"^[a-z]+-\\\\d{2}$\"}");
+    assert_true(gt_accepts_str(g, "\"ab-12\""));
+    assert_false(gt_accepts_str(g, "\"ab-123\""));
+    di_grammar_free(g);
+    g = schema("{\"type\":\"string\",\"pattern\":\"x\\\"y\"}"); /* unanchored, with a quote */
+    assert_true(gt_accepts_str(g, "\"--x\\\"y--\""));
+    assert_false(gt_accepts_str(g, "\"xy\""));
+    di_grammar_free(g);
+    g = schema("{\"type\":\"string\",\"format\":\"date\"}");
+    assert_true(gt_accepts_str(g, "\"2024-02-29\""));
+    assert_false(gt_accepts_str(g, "\"2024-13-01\""));
+    di_grammar_free(g);
+}
+
+static void recursive_refs_and_defs(void **state) {
+    (void)state;
+    di_grammar *g = schema("{\"$defs\":{\"node\":{\"type\":\"object\",\"properties\":{\"v\":{\"type\":\"integer\"},"
+                           "\"next\":{\"$ref\":\"#/$defs/node\"}},\"required\":[\"v\"],\"additionalProperties\":false}},"
+                           "\"$ref\":\"#/$defs/node\"}");
+    assert_true(gt_accepts_str(g, "{\"v\":1,\"next\":{\"v\":2,\"next\":{\"v\":3}}}"));
+    assert_false(gt_accepts_str(g, "{\"v\":1,\"next\":{}}"));
+    di_grammar_free(g);
+}
+
+static void unsupported_keywords_name_the_keyword_unless_lenient(void **state) {
+    (void)state;
+    const char *kws[] = {"not", "if", "dependentSchemas", "uniqueItems", "contains", "dependentRequired", "propertyNames"};
+    const char *vals[] = {"{}", "{}", "{}", "true", "{}", "{}", "{}"};
+    for (size_t i = 0; i < sizeof kws / sizeof *kws; i++) {
+        char s[128];
+        snprintf(s, sizeof s, "{\"type\":\"object\",\"%s\":%s}", kws[i], vals[i]);
+        di_grammar *g = NULL;
+        di_error err = {0};
+        assert_int_equal(di_grammar_compile_json_schema(s, strlen(s), NULL, &g, &err), DI_ERR_UNSUPPORTED);
+        char quoted[64];
+        snprintf(quoted, sizeof quoted, "'%s'", kws[i]);
+        if (!strstr(err.msg, quoted)) fail_msg("message '%s' does not name %s", err.msg, kws[i]);
+        di_grammar_options opt = di_grammar_options_default();
+        opt.lenient = true;
+        assert_int_equal(di_grammar_compile_json_schema(s, strlen(s), &opt, &g, &err), DI_OK);
+        di_grammar_free(g);
+    }
+    /* value-dependent support names the keyword too */
+    const char *mo = "{\"type\":\"number\",\"multipleOf\":3}";
+    di_grammar *g0 = NULL;
+    di_error e0 = {0};
+    assert_int_equal(di_grammar_compile_json_schema(mo, strlen(mo), NULL, &g0, &e0), DI_ERR_UNSUPPORTED);
+    assert_non_null(strstr(e0.msg, "'multipleOf'"));
+    /* multipleOf 0.01: at most two fraction digits */
+    const char *money = "{\"type\":\"number\",\"multipleOf\":0.01}";
+    assert_int_equal(di_grammar_compile_json_schema(money, strlen(money), NULL, &g0, &e0), DI_OK);
+    assert_true(gt_accepts_str(g0, "12.34"));
+    assert_false(gt_accepts_str(g0, "12.345"));
+    di_grammar_free(g0);
+    /* unknown (non-standard) keywords are annotations */
+    di_grammar *g = schema("{\"type\":\"integer\",\"x-custom\":{\"a\":1}}");
+    di_grammar_free(g);
+}
+
+static void json_object_mode_accepts_any_object(void **state) {
+    (void)state;
+    di_grammar *g = NULL;
+    di_error err;
+    assert_int_equal(di_grammar_compile_json_object(NULL, &g, &err), DI_OK);
+    assert_true(gt_accepts_str(g, "{}"));
+    assert_true(gt_accepts_str(g, "{\"a\":[1,{\"b\":null}],\"c\":\"\\ud83d\\ude00\"}"));
+    assert_false(gt_accepts_str(g, "[]"));
+    assert_false(gt_accepts_str(g, "{\"a\":\"\\ud83d\"}")); /* lone surrogate escape */
+    di_grammar_free(g);
+}
+
+static void deep_schema_nesting_hits_the_limit(void **state) {
+    (void)state;
+    size_t depth = 5000;
+    size_t cap = depth * 20 + 64, n = 0;
+    char *s = malloc(cap);
+    for (size_t i = 0; i < depth; i++) n += (size_t)sprintf(s + n, "{\"items\":");
+    n += (size_t)sprintf(s + n, "true");
+    for (size_t i = 0; i < depth; i++) s[n++] = '}';
+    di_grammar *g = NULL;
+    di_error err = {0};
+    di_status st = di_grammar_compile_json_schema(s, n, NULL, &g, &err);
+    assert_int_not_equal(st, DI_OK); /* RANGE from us, or FORMAT from jansson's own depth limit */
+    assert_null(g);
+    free(s);
+    /* a $ref cycle without a base case compiles (grammar recursion) */
+    const char *loop = "{\"$defs\":{\"a\":{\"$ref\":\"#/$defs/b\"},\"b\":{\"$ref\":\"#/$defs/a\"}},\"$ref\":\"#/$defs/a\"}";
+    st = di_grammar_compile_json_schema(loop, strlen(loop), NULL, &g, &err);
+    if (st == DI_OK) {
+        assert_false(gt_accepts_str(g, "1"));
+        di_grammar_free(g);
+    }
+}
+
+static uint64_t rng(uint64_t *s) {
+    *s ^= *s << 13, *s ^= *s >> 7, *s ^= *s << 17;
+    return *s;
+}
+
+/* Random byte edits of valid inputs: every result must compile or fail
+ * with a message, and compiled grammars must run. */
+static void random_mutations_never_crash(void **state) {
+    (void)state;
+    const char *schemas[] = {
+        "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\",\"pattern\":\"^(ab|c)*[x-z]{2,}$\"},"
+        "\"b\":{\"anyOf\":[{\"type\":\"integer\",\"minimum\":3},{\"enum\":[1,\"x\",null]}]}},\"required\":[\"a\"]}",
+        "{\"$defs\":{\"t\":{\"type\":\"array\",\"prefixItems\":[{\"$ref\":\"#/$defs/t\"}],\"maxItems\":2}},\"allOf\":[{\"$ref\":\"#/$defs/t\"},{\"minItems\":1}]}",
+    };
+    const char *ebnf = "root ::= a+ (\"x\" | [^a-c\\n]{1,3})? b\na ::= \"(\" root? \")\" | [0-9]\nb ::= \"\" | \"!\" b\n";
+    const char *alphabet = "{}[]\":,\\()*+?|^$-.0123456789abcxyz \n";
+    uint64_t seed = 0x1234567887654321ull;
+    char buf[512];
+    for (int iter = 0; iter < 3000; iter++) {
+        int kind = iter % 3;
+        const char *src = kind == 2 ? ebnf : schemas[kind];
+        size_t n = strlen(src);
+        memcpy(buf, src, n);
+        int edits = 1 + (int)(rng(&seed) % 4);
+        for (int e = 0; e < edits; e++) {
+            size_t at = rng(&seed) % n;
+            char ch = alphabet[rng(&seed) % strlen(alphabet)];
+            switch (rng(&seed) % 3) {
+            case 0: buf[at] = ch; break;
+            case 1: if (n + 1 < sizeof buf) { memmove(buf + at + 1, buf + at, n - at); buf[at] = ch; n++; } break;
+            default: if (n > 1) { memmove(buf + at, buf + at + 1, n - at - 1); n--; } break;
+            }
+        }
+        di_grammar *g = NULL;
+        di_error err = {0};
+        di_status st = kind == 2 ? di_grammar_compile_ebnf(buf, n, NULL, &g, &err)
+                                 : di_grammar_compile_json_schema(buf, n, NULL, &g, &err);
+        if (st != DI_OK) {
+            assert_null(g);
+            assert_true(err.msg[0] != 0);
+            continue;
+        }
+        di_grammar_matcher *m;
+        assert_int_equal(di_grammar_matcher_create(g, NULL, &m, &err), DI_OK);
+        for (int k = 0; k < 64; k++) {
+            uint8_t c = (uint8_t)alphabet[rng(&seed) % strlen(alphabet)];
+            if (!di_grammar_matcher_advance_bytes(m, &c, 1) && (rng(&seed) & 3) == 0) di_grammar_matcher_reset(m);
+        }
+        di_grammar_matcher_free(m);
+        di_grammar_free(g);
+    }
+}
+
+/* A hostile grammar (exponentially ambiguous) runs into the parser's item
+ * limits and is rejected, not a crash or a hang. */
+static void ambiguous_grammar_is_bounded(void **state) {
+    (void)state;
+    di_grammar *g = gt_ebnf("root ::= s\ns ::= s s | s s s | \"a\" | \"\"\n");
+    char text[300];
+    memset(text, 'a', sizeof text);
+    di_grammar_matcher *m;
+    di_error err;
+    assert_int_equal(di_grammar_matcher_create(g, NULL, &m, &err), DI_OK);
+    (void)di_grammar_matcher_advance_bytes(m, (const uint8_t *)text, sizeof text);
+    di_grammar_matcher_free(m);
+    di_grammar_free(g);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(properties_follow_schema_order_and_required),
+        cmocka_unit_test(additional_properties_exclude_listed_names),
+        cmocka_unit_test(pattern_properties_generate_matching_keys),
+        cmocka_unit_test(flexible_whitespace_is_bounded),
+        cmocka_unit_test(numbers_respect_bounds_exactly),
+        cmocka_unit_test(strings_lengths_formats_and_patterns),
+        cmocka_unit_test(recursive_refs_and_defs),
+        cmocka_unit_test(unsupported_keywords_name_the_keyword_unless_lenient),
+        cmocka_unit_test(json_object_mode_accepts_any_object),
+        cmocka_unit_test(deep_schema_nesting_hits_the_limit),
+        cmocka_unit_test(random_mutations_never_crash),
+        cmocka_unit_test(ambiguous_grammar_is_bounded),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

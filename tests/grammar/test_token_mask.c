@@ -1,0 +1,192 @@
+/* grammar: token masks over the DeepSeek-V3 vocabulary (128k byte-level BPE
+ * tokens read from ../shared/data). Each instance is tokenized (greedy
+ * longest match: any segmentation is a valid walk), then walked token by
+ * token: the token must be allowed by the mask, then advanced. The cached
+ * fast mask is compared with the per-token reference on a sample of
+ * steps. */
+#include "grammar_test_util.h"
+
+#include "grammar/grammar_tok.h"
+
+static di_grammar_vocab *g_vocab;
+static const uint32_t EOS_ID = 1; /* <｜end▁of▁sentence｜> */
+
+static int load_vocab(void **state) {
+    (void)state;
+    char path[1024];
+    di_test_shared_data(path, sizeof path, "tokenizer/deepseek-v3/tokenizer.json");
+    di_error err;
+    if (di_grammar_vocab_from_hf_json(path, "<｜end▁of▁sentence｜>", &g_vocab, &err)) {
+        printf("skipping: %s\n", err.msg);
+        g_vocab = NULL;
+    }
+    return 0;
+}
+
+static int free_vocab(void **state) {
+    (void)state;
+    di_grammar_vocab_free(g_vocab);
+    return 0;
+}
+
+/* Walks text through m; compares fast and slow masks every `every` steps
+ * (0: never). Returns true when every token was allowed and the end is
+ * accepting (and EOS allowed there). */
+static bool walk(di_grammar_matcher *m, const char *text, uint32_t every) {
+    size_t n = strlen(text), words = di_grammar_vocab_mask_words(g_vocab);
+    uint32_t *ids = malloc((n + 1) * sizeof *ids);
+    int64_t nt = di_grammar_vocab_greedy_tokenize(g_vocab, (const uint8_t *)text, n, ids, n + 1);
+    assert_true(nt > 0);
+    uint32_t *fast = malloc(words * 4), *slow = malloc(words * 4);
+    di_error err;
+    bool ok = true;
+    for (int64_t i = 0; i <= nt && ok; i++) {
+        assert_int_equal(di_grammar_matcher_fill_mask(m, fast, words, &err), DI_OK);
+        if (every && i % every == 0) {
+            assert_int_equal(di_grammar_matcher_fill_mask_slow(m, slow, words, &err), DI_OK);
+            for (size_t w = 0; w < words; w++)
+                if (fast[w] != slow[w])
+                    fail_msg("step %lld of %s: mask word %zu fast %08x slow %08x", (long long)i, text, w, fast[w], slow[w]);
+        }
+        if (i == nt) {
+            ok = di_grammar_matcher_is_accepting(m) && gt_bit(fast, EOS_ID);
+            break;
+        }
+        ok = gt_bit(fast, ids[i]) && di_grammar_matcher_advance_token(m, ids[i]);
+    }
+    free(ids), free(fast), free(slow);
+    return ok;
+}
+
+static void instances_walk_through_the_mask_token_by_token(void **state) {
+    (void)state;
+    if (!g_vocab) skip();
+    const char *schema =
+        "{\"type\":\"object\",\"properties\":{"
+        "\"name\":{\"type\":\"string\",\"maxLength\":40},"
+        "\"age\":{\"type\":\"integer\",\"minimum\":0,\"maximum\":150},"
+        "\"tags\":{\"type\":\"array\",\"items\":{\"type\":\"string\"},\"maxItems\":4},"
+        "\"kind\":{\"enum\":[\"cat\",\"dog\",null]},"
+        "\"score\":{\"type\":\"number\",\"exclusiveMinimum\":-1.5},"
+        "\"when\":{\"type\":\"string\",\"format\":\"date-time\"}},"
+        "\"required\":[\"name\",\"age\"],\"additionalProperties\":false}";
+    di_grammar *g;
+    di_error err;
+    assert_int_equal(di_grammar_compile_json_schema(schema, strlen(schema), NULL, &g, &err), DI_OK);
+    di_grammar_matcher *m;
+    assert_int_equal(di_grammar_matcher_create(g, g_vocab, &m, &err), DI_OK);
+    const char *good[] = {
+        "{\"name\":\"Ada Lovelace\",\"age\":36}",
+        "{\"name\":\"\\\"quoted\\\" \\u00e9 ünïcödé 🦙\",\"age\":150,\"tags\":[\"a\",\"b c\"],\"kind\":null}",
+        "{\"name\":\"x\",\"age\":0,\"score\":-1.25,\"when\":\"2024-02-29T12:30:00Z\"}",
+        "{\"name\":\"Ada Lovelace\",\"age\":36,\"kind\":\"dog\"}",
+    };
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        di_grammar_matcher_reset(m);
+        if (!walk(m, good[i], i == 1 ? 3 : 0)) fail_msg("rejected %s", good[i]);
+    }
+    const char *bad[] = {
+        "{\"age\":36}", "{\"name\":\"x\",\"age\":151}", "{\"name\":\"x\",\"age\":1,\"extra\":1}",
+        "{\"name\":\"x\",\"age\":1,\"score\":-1.5}", "{\"name\":\"x\",\"age\":1,\"tags\":[\"1\",\"2\",\"3\",\"4\",\"5\"]}",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        di_grammar_matcher_reset(m);
+        if (walk(m, bad[i], 0)) fail_msg("accepted %s", bad[i]);
+    }
+    di_grammar_matcher_free(m);
+    di_grammar_free(g);
+}
+
+static void fast_mask_equals_reference_in_json_object_mode(void **state) {
+    (void)state;
+    if (!g_vocab) skip();
+    di_grammar_options opt = di_grammar_options_default();
+    opt.whitespace = DI_GRAMMAR_WS_FLEXIBLE;
+    di_grammar *g;
+    di_error err;
+    assert_int_equal(di_grammar_compile_json_object(&opt, &g, &err), DI_OK);
+    di_grammar_matcher *m;
+    assert_int_equal(di_grammar_matcher_create(g, g_vocab, &m, &err), DI_OK);
+    assert_true(walk(m, "{\"a\": [1, 2.5e-3, {\"b\": \"c\\n\"}],\n  \"d\": true}", 2));
+    di_grammar_matcher_free(m);
+    di_grammar_free(g);
+}
+
+static void rollback_then_mask_matches_fresh_state(void **state) {
+    (void)state;
+    if (!g_vocab) skip();
+    const char *re = "(ab|cd)+[0-9]{2,5}";
+    di_grammar *g;
+    di_error err;
+    assert_int_equal(di_grammar_compile_regex(re, strlen(re), &g, &err), DI_OK);
+    di_grammar_matcher *m, *fresh;
+    assert_int_equal(di_grammar_matcher_create(g, g_vocab, &m, &err), DI_OK);
+    assert_int_equal(di_grammar_matcher_create(g, g_vocab, &fresh, &err), DI_OK);
+    uint32_t ids[32];
+    int64_t n = di_grammar_vocab_greedy_tokenize(g_vocab, (const uint8_t *)"abcdab1234", 10, ids, 32);
+    assert_true(n > 2);
+    for (int64_t i = 0; i < n; i++) assert_true(di_grammar_matcher_advance_token(m, ids[i]));
+    assert_int_equal(di_grammar_matcher_rollback(m, 2), DI_OK);
+    for (int64_t i = 0; i < n - 2; i++) assert_true(di_grammar_matcher_advance_token(fresh, ids[i]));
+    size_t words = di_grammar_vocab_mask_words(g_vocab);
+    uint32_t *a = malloc(words * 4), *b = malloc(words * 4);
+    assert_int_equal(di_grammar_matcher_fill_mask(m, a, words, &err), DI_OK);
+    assert_int_equal(di_grammar_matcher_fill_mask_slow(fresh, b, words, &err), DI_OK);
+    assert_memory_equal(a, b, words * 4);
+    free(a), free(b);
+    di_grammar_matcher_free(m);
+    di_grammar_matcher_free(fresh);
+    di_grammar_free(g);
+}
+
+/* The real tokenizer (text module) through the adapter: its encoding of
+ * an instance walks through the mask, and its EOS ends the walk. */
+static void tokenizer_encoding_walks_through_the_mask(void **state) {
+    (void)state;
+    char path[1024];
+    di_test_shared_data(path, sizeof path, "tokenizer/deepseek-v3");
+    di_tokenizer *tok = NULL;
+    di_error err;
+    if (di_tok_load(path, &tok, &err)) skip();
+    di_grammar_vocab *v = NULL;
+    assert_int_equal(di_grammar_vocab_from_tokenizer(tok, &v, &err), DI_OK);
+    const char *schema = "{\"type\":\"array\",\"items\":{\"type\":\"object\",\"properties\":{"
+                         "\"id\":{\"type\":\"string\",\"format\":\"uuid\"},\"ok\":{\"type\":\"boolean\"}},"
+                         "\"required\":[\"id\"]},\"minItems\":1}";
+    const char *inst = "[{\"id\":\"123e4567-e89b-12d3-a456-426614174000\",\"ok\":true},"
+                       "{\"id\":\"00000000-0000-0000-0000-00000000abcd\"}]";
+    di_grammar *g;
+    assert_int_equal(di_grammar_compile_json_schema(schema, strlen(schema), NULL, &g, &err), DI_OK);
+    di_grammar_matcher *m;
+    assert_int_equal(di_grammar_matcher_create(g, v, &m, &err), DI_OK);
+    di_tok_ids ids = {0};
+    assert_int_equal(di_tok_encode(tok, inst, strlen(inst), false, false, &ids, &err), DI_OK);
+    size_t words = di_grammar_vocab_mask_words(v);
+    uint32_t *mask = malloc(words * 4);
+    for (size_t i = 0; i < ids.n; i++) {
+        assert_int_equal(di_grammar_matcher_fill_mask(m, mask, words, &err), DI_OK);
+        if (!gt_bit(mask, (uint32_t)ids.data[i])) fail_msg("token %zu (id %d) not allowed", i, ids.data[i]);
+        assert_true(di_grammar_matcher_advance_token(m, (uint32_t)ids.data[i]));
+    }
+    assert_int_equal(di_grammar_matcher_fill_mask(m, mask, words, &err), DI_OK);
+    int32_t eos = di_tok_eos(tok);
+    assert_true(gt_bit(mask, (uint32_t)eos));
+    assert_true(di_grammar_matcher_advance_token(m, (uint32_t)eos));
+    assert_true(di_grammar_matcher_is_terminated(m));
+    free(mask);
+    di_tok_ids_free(&ids);
+    di_grammar_matcher_free(m);
+    di_grammar_free(g);
+    di_grammar_vocab_free(v);
+    di_tok_free(tok);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(instances_walk_through_the_mask_token_by_token),
+        cmocka_unit_test(fast_mask_equals_reference_in_json_object_mode),
+        cmocka_unit_test(rollback_then_mask_matches_fresh_state),
+        cmocka_unit_test(tokenizer_encoding_walks_through_the_mask),
+    };
+    return cmocka_run_group_tests(tests, load_vocab, free_vocab);
+}

@@ -1,0 +1,295 @@
+/* deepinfer grammar: compile a JSON Schema / regex / EBNF, walk an instance
+ * through the token matcher (--check) or benchmark a folder of schemas
+ * (--bench).
+ *
+ * --tokenizer MODEL is anything the text module loads: a tokenizer.json, a
+ * folder holding one, or a (vocab-only) GGUF. --check encodes the instance
+ * with that tokenizer (no special tokens) and walks it token by token: mask,
+ * bit check, advance; at the end the matcher must accept. */
+#include "tools.h"
+
+#include "base/status.h"
+#include "grammar/grammar_tok.h"
+
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define BENCH_DEFAULT_TOKENS 256 /* tokens generated per schema in --bench */
+
+typedef struct opts {
+    const char *tokenizer, *schema, *regex, *ebnf, *check, *bench;
+    bool json_object;
+    di_grammar_options gopt;
+    uint32_t limit;
+    uint32_t seed;
+    uint32_t tokens; /* --bench walk length; 0: compile only */
+} opts;
+
+static double now_us(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e6 + (double)t.tv_nsec / 1e3;
+}
+
+static char *read_all(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 1 << 16, len = 0;
+    char *buf = malloc(cap + 1);
+    size_t k;
+    while (buf && (k = fread(buf + len, 1, cap - len, f)) > 0) {
+        len += k;
+        if (len == cap) {
+            char *t = realloc(buf, 2 * cap + 1);
+            if (!t) { free(buf); buf = NULL; break; }
+            buf = t, cap *= 2;
+        }
+    }
+    fclose(f);
+    if (buf) buf[len] = 0, *n = len;
+    return buf;
+}
+
+static int cmp_dbl(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double pct(double *v, size_t n, double p) {
+    if (!n) return 0;
+    qsort(v, n, sizeof *v, cmp_dbl);
+    size_t i = (size_t)(p * (double)(n - 1) + 0.5);
+    return v[i];
+}
+
+typedef struct dvec {
+    double *v;
+    size_t n, cap;
+} dvec;
+
+static void dpush(dvec *d, double x) {
+    if (d->n == d->cap) {
+        size_t nc = d->cap ? d->cap * 2 : 1024;
+        double *t = realloc(d->v, nc * sizeof *t);
+        if (!t) return;
+        d->v = t, d->cap = nc;
+    }
+    d->v[d->n++] = x;
+}
+
+static di_status compile(const opts *o, const char *schema_path, di_grammar **g, di_error *err) {
+    if (o->json_object) return di_grammar_compile_json_object(&o->gopt, g, err);
+    if (o->regex) return di_grammar_compile_regex(o->regex, strlen(o->regex), g, err);
+    const char *path = schema_path ? schema_path : o->schema ? o->schema : o->ebnf;
+    size_t n;
+    char *text = read_all(path, &n);
+    if (!text) return di_error_set(err, DI_ERR_IO, "cannot read %s", path);
+    di_status s = o->ebnf && !schema_path ? di_grammar_compile_ebnf(text, n, NULL, g, err)
+                                          : di_grammar_compile_json_schema(text, n, &o->gopt, g, err);
+    free(text);
+    return s;
+}
+
+/* --check: tokenize, then per token: mask, check the bit, advance. */
+static int run_check(const opts *o, const di_tokenizer *tok, const di_grammar_vocab *v) {
+    di_error err = {0};
+    di_grammar *g = NULL;
+    double t0 = now_us();
+    if (compile(o, NULL, &g, &err)) {
+        fprintf(stderr, "deepinfer grammar: cannot compile: %s\n", err.msg);
+        return 2;
+    }
+    double compile_us = now_us() - t0;
+    size_t n;
+    char *inst = read_all(o->check, &n);
+    if (!inst) {
+        fprintf(stderr, "deepinfer grammar: cannot read %s\n", o->check);
+        di_grammar_free(g);
+        return 2;
+    }
+    di_tok_ids enc = {0};
+    if (di_tok_encode(tok, inst, n, false, false, &enc, &err)) {
+        fprintf(stderr, "deepinfer grammar: cannot tokenize %s: %s\n", o->check, err.msg);
+        free(inst);
+        di_grammar_free(g);
+        return 2;
+    }
+    int64_t nt = (int64_t)enc.n;
+    uint32_t *ids = malloc((enc.n + 1) * sizeof *ids);
+    for (size_t i = 0; ids && i < enc.n; i++) ids[i] = (uint32_t)enc.data[i];
+    di_tok_ids_free(&enc);
+    if (!ids) nt = -1;
+    di_grammar_matcher *m = NULL;
+    size_t words = di_grammar_vocab_mask_words(v);
+    uint32_t *mask = malloc(words * sizeof *mask);
+    dvec times = {0};
+    bool ok = nt >= 0 && mask && di_grammar_matcher_create(g, v, &m, &err) == DI_OK;
+    for (int64_t i = 0; ok && i < nt; i++) {
+        double a = now_us();
+        if (di_grammar_matcher_fill_mask(m, mask, words, &err)) ok = false;
+        dpush(&times, now_us() - a);
+        uint32_t t = ids[i];
+        if (!ok || !((mask[t >> 5] >> (t & 31)) & 1) || !di_grammar_matcher_advance_token(m, t)) ok = false;
+    }
+    if (ok) ok = di_grammar_matcher_is_accepting(m);
+    printf("%s\n", ok ? "accept" : "reject");
+    printf("compile %.1f us, %lld tokens, mask p50 %.1f us, p99 %.1f us\n", compile_us, (long long)nt,
+           pct(times.v, times.n, 0.5), pct(times.v, times.n, 0.99));
+    free(times.v);
+    free(mask);
+    free(ids);
+    free(inst);
+    di_grammar_matcher_free(m);
+    di_grammar_free(g);
+    return ok ? 0 : 1;
+}
+
+static uint64_t rng(uint64_t *s) {
+    *s ^= *s << 13, *s ^= *s >> 7, *s ^= *s << 17;
+    return *s;
+}
+
+/* Generates up to max_tokens tokens by sampling allowed tokens (with
+ * a bias towards tokens that close strings, so walks move through the
+ * structure instead of staying in one string), timing every mask. */
+static void bench_walk(di_grammar_matcher *m, const di_grammar_vocab *v, uint32_t *mask, size_t words, uint64_t *seed,
+                       dvec *times, uint32_t *allowed, uint32_t max_tokens) {
+    di_error err;
+    for (uint32_t step = 0; step < max_tokens; step++) {
+        double a = now_us();
+        if (di_grammar_matcher_fill_mask(m, mask, words, &err)) return;
+        dpush(times, now_us() - a);
+        uint32_t n = 0, n_struct = 0;
+        for (size_t w = 0; w < words; w++)
+            for (uint32_t bits = mask[w]; bits; bits &= bits - 1) allowed[n++] = (uint32_t)(w * 32 + (uint32_t)__builtin_ctz(bits));
+        if (!n) return;
+        /* prefer structural tokens half of the time */
+        uint32_t pick = allowed[rng(seed) % n];
+        if (rng(seed) & 1) {
+            for (uint32_t i = 0; i < n; i++) {
+                uint32_t len;
+                const uint8_t *b = di_grammar_vocab_token(v, allowed[i], &len);
+                if (b && len && memchr(b, '"', len)) allowed[n_struct++] = allowed[i];
+            }
+            if (n_struct) pick = allowed[rng(seed) % n_struct];
+        }
+        if (!di_grammar_matcher_advance_token(m, pick)) return;
+        if (di_grammar_matcher_is_terminated(m)) return;
+    }
+}
+
+static int run_bench(const opts *o, const di_grammar_vocab *v) {
+    DIR *d = opendir(o->bench);
+    if (!d) {
+        fprintf(stderr, "deepinfer grammar: cannot open %s\n", o->bench);
+        return 2;
+    }
+    char **names = NULL;
+    size_t n = 0, cap = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        size_t l = strlen(e->d_name);
+        if (l < 6 || strcmp(e->d_name + l - 5, ".json")) continue;
+        if (n == cap) {
+            cap = cap ? cap * 2 : 256;
+            names = realloc(names, cap * sizeof *names);
+        }
+        names[n++] = strdup(e->d_name);
+    }
+    closedir(d);
+    for (size_t i = 1; i < n; i++) /* sorted: reproducible subsets */
+        for (size_t j = i; j > 0 && strcmp(names[j - 1], names[j]) > 0; j--) {
+            char *t = names[j];
+            names[j] = names[j - 1], names[j - 1] = t;
+        }
+    size_t n_all = n;
+    if (o->limit && o->limit < n) n = o->limit;
+    size_t words = di_grammar_vocab_mask_words(v);
+    uint32_t *mask = malloc(words * sizeof *mask), *allowed = malloc(words * 32 * sizeof *allowed);
+    dvec compile_t = {0}, mask_t = {0};
+    size_t compiled = 0;
+    uint64_t seed = 0x2545F4914F6CDD1Dull ^ o->seed;
+    for (size_t i = 0; i < n; i++) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", o->bench, names[i]);
+        di_grammar *g = NULL;
+        di_error err = {0};
+        double a = now_us();
+        di_status s = compile(o, path, &g, &err);
+        double c_us = now_us() - a;
+        if (s) {
+            if (getenv("DI_BENCH_VERBOSE")) printf("  %s: %s\n", names[i], err.msg);
+            continue;
+        }
+        compiled++;
+        dpush(&compile_t, c_us);
+        di_grammar_matcher *m = NULL;
+        if (di_grammar_matcher_create(g, v, &m, &err) == DI_OK) bench_walk(m, v, mask, words, &seed, &mask_t, allowed, o->tokens);
+        di_grammar_matcher_free(m);
+        di_grammar_free(g);
+    }
+    printf("schemas %zu, compiled %zu (%.1f%%)\n", n, compiled, n ? 100.0 * (double)compiled / (double)n : 0);
+    printf("compile p50 %.1f us, p99 %.1f us\n", pct(compile_t.v, compile_t.n, 0.5), pct(compile_t.v, compile_t.n, 0.99));
+    printf("mask %zu masks, p50 %.1f us, p99 %.1f us, max %.1f us\n", mask_t.n, pct(mask_t.v, mask_t.n, 0.5),
+           pct(mask_t.v, mask_t.n, 0.99), pct(mask_t.v, mask_t.n, 1.0));
+    for (size_t i = 0; i < n_all; i++) free(names[i]);
+    free(names);
+    free(mask), free(allowed), free(compile_t.v), free(mask_t.v);
+    return 0;
+}
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: deepinfer grammar --tokenizer MODEL\n"
+               "         (--schema F.json | --regex R | --ebnf F | --json-object) --check INSTANCE_FILE\n"
+               "       deepinfer grammar --tokenizer MODEL --bench DIR [--limit N] [--tokens N (0: compile only)]\n"
+               "MODEL: tokenizer.json, a folder with one, or a GGUF file\n"
+               "options: --ws compact|flexible  --lenient  --draft7  --seed N\n"
+               "exit: 0 accept, 1 reject, 2 usage error or schema that does not compile\n");
+}
+
+int di_cmd_grammar(int argc, char **argv) {
+    opts o = {0};
+    o.gopt = di_grammar_options_default();
+    o.tokens = BENCH_DEFAULT_TOKENS;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *val = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
+        if (!strcmp(a, "--json-object")) { o.json_object = true; continue; }
+        if (!strcmp(a, "--lenient")) { o.gopt.lenient = true; continue; }
+        if (!strcmp(a, "--draft7")) { o.gopt.draft = DI_GRAMMAR_DRAFT_7; continue; }
+        if (!val) { usage(stderr); return 2; }
+        i++;
+        if (!strcmp(a, "--tokenizer")) o.tokenizer = val;
+        else if (!strcmp(a, "--schema")) o.schema = val;
+        else if (!strcmp(a, "--regex")) o.regex = val;
+        else if (!strcmp(a, "--ebnf")) o.ebnf = val;
+        else if (!strcmp(a, "--check")) o.check = val;
+        else if (!strcmp(a, "--bench")) o.bench = val;
+        else if (!strcmp(a, "--limit")) o.limit = (uint32_t)strtoul(val, NULL, 10);
+        else if (!strcmp(a, "--seed")) o.seed = (uint32_t)strtoul(val, NULL, 10);
+        else if (!strcmp(a, "--tokens")) o.tokens = (uint32_t)strtoul(val, NULL, 10);
+        else if (!strcmp(a, "--ws")) o.gopt.whitespace = !strcmp(val, "flexible") ? DI_GRAMMAR_WS_FLEXIBLE : DI_GRAMMAR_WS_COMPACT;
+        else { usage(stderr); return 2; }
+    }
+    int n_src = !!o.schema + !!o.regex + !!o.ebnf + o.json_object;
+    if (!o.tokenizer || (o.check && n_src != 1) || (!o.check && !o.bench)) {
+        usage(stderr);
+        return 2;
+    }
+    di_tokenizer *tok = NULL;
+    di_grammar_vocab *v = NULL;
+    di_error err = {0};
+    if (di_tok_load(o.tokenizer, &tok, &err) || di_grammar_vocab_from_tokenizer(tok, &v, &err)) {
+        fprintf(stderr, "deepinfer grammar: %s\n", err.msg);
+        di_tok_free(tok);
+        return 2;
+    }
+    int rc = o.check ? run_check(&o, tok, v) : run_bench(&o, v);
+    di_grammar_vocab_free(v);
+    di_tok_free(tok);
+    return rc;
+}
