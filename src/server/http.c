@@ -86,6 +86,7 @@ typedef struct sse_ctx {
     srv_buf out;                /* formatted bytes not yet handed to MHD */
     size_t pos;
     bool complete;
+    bool gone;                  /* the client hung up (counted, cancelled) */
 } sse_ctx;
 
 static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
@@ -95,7 +96,8 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
         if (x->complete) return MHD_CONTENT_READER_END_OF_STREAM;
         x->out.len = 0;
         x->pos = 0;
-        if (!srv_job_wait(x->job)) {
+        if (!srv_job_wait(x->job, true)) {
+            x->gone = true;
             srv_metrics_disconnect(&x->srv->metrics);
             srv_job_cancel(x->job);
             return MHD_CONTENT_READER_END_WITH_ERROR;
@@ -113,7 +115,11 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
  * because the client went away (then the job is still running). */
 static void sse_free(void *cls) {
     sse_ctx *x = cls;
-    if (!x->complete) srv_job_cancel(x->job);
+    if (!x->complete && !x->gone) {
+        /* MHD failed to write: the client is gone. */
+        srv_metrics_disconnect(&x->srv->metrics);
+        srv_job_cancel(x->job);
+    }
     srv_job_release(x->job);
     srv_buf_free(&x->out);
     free(x);
@@ -314,19 +320,29 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
     /* Shutdown waits for this answer to be sent (on_completed). */
     srv_answering_begin(s);
     cc->counted = true;
+    /* The idle timeout is for silent clients, not for us: a long prefill or
+     * queue wait would otherwise get the connection closed under a client
+     * that is waiting politely. A vanished client is caught by polling its
+     * socket instead; on_completed restores the timeout for keep-alive. */
+    MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
     cc->route->fn(s, &q, &r);
     cc->answered = true;
+    if (s->p.verbose)
+        fprintf(stderr, "deepinfer serve: %s %s %zu bytes -> %u%s\n", method, url, cc->body.len, r.status,
+                r.hang_up ? " (client gone)" : r.stream ? " (stream)" : "");
     return send_reply(s, conn, cc->route->id, &r);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe) {
-    (void)conn;
     (void)toe;
     di_server *s = cls;
     conn_ctx *cc = *con_cls;
     if (!cc) return;
-    if (cc->counted) srv_answering_end(s);
+    if (cc->counted) {
+        MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned)s->p.idle_timeout_s);
+        srv_answering_end(s);
+    }
     srv_buf_free(&cc->body);
     free(cc);
     *con_cls = NULL;

@@ -4,9 +4,10 @@
  *
  * Validation follows OpenAI's API: a field of the wrong type or out of its
  * range is a 400 naming the field (param); unknown fields are ignored;
- * known features we do not have (echo, suffix, tools, response_format other
- * than text, non-text content parts) are a 400 rather than being silently
- * dropped, so a client never gets an answer to a question it did not ask.
+ * known features we do not have (echo, suffix, tools, non-text content
+ * parts) are a 400 rather than being silently dropped, so a client never
+ * gets an answer to a question it did not ask. response_format json_object
+ * and json_schema become engine constraints (structured output).
  *
  * Seeds: the engine's RNG is counter-based and keyed by (seed, position),
  * so a seeded request reproduces exactly whatever else is running. With
@@ -53,6 +54,8 @@ typedef struct gen_req {
     bool stream, include_usage, ignore_eos;
     bool logprobs;
     int32_t top_logprobs;
+    di_constraint constraint;  /* from response_format */
+    char *constraint_text;     /* owned JSON Schema text */
 } gen_req;
 
 /* Per-job formatting state, freed with the job. */
@@ -88,6 +91,7 @@ static void gen_req_free(gen_req *g) {
     free(g->prompts);
     free(g->prompt_lens);
     free(g->bias);
+    free(g->constraint_text);
 }
 
 /* ---- field readers: absent or null keeps the default ----------------------- */
@@ -474,20 +478,54 @@ static bool refuse_unsupported(json_t *root, req_kind kind, srv_reply *r) {
     else if ((v = json_object_get(root, "tools")) && !json_is_null(v) &&
              !(json_is_array(v) && json_array_size(v) == 0))
         what = "tools", param = "tools";
-    else if ((v = json_object_get(root, "response_format")) && !json_is_null(v)) {
-        json_t *t = json_object_get(v, "type");
-        if (!json_is_object(v) || !json_is_string(t)) {
-            bad_type(r, "response_format", "an object with a string 'type'");
-            return false;
-        }
-        if (strcmp(json_string_value(t), "text")) what = "response_format other than text", param = "response_format";
-    }
     (void)kind;
     if (what) {
         srv_reply_error(r, 400, "invalid_request_error", param, "unsupported_parameter", "'%s' is not supported by this server.",
                         what);
         return false;
     }
+    return true;
+}
+
+/* response_format: "text" (free), "json_object" (any JSON object) or
+ * "json_schema" ({"json_schema": {"schema": {...}, "strict": bool}}).
+ * Non-strict schemas compile leniently (unsupported keywords ignored, as
+ * OpenAI does outside strict mode); strict ones must compile exactly. */
+static bool parse_response_format(json_t *root, gen_req *g, srv_reply *r) {
+    json_t *v = json_object_get(root, "response_format");
+    if (!v || json_is_null(v)) return true;
+    json_t *t = json_object_get(v, "type");
+    if (!json_is_object(v) || !json_is_string(t)) {
+        bad_type(r, "response_format", "an object with a string 'type'");
+        return false;
+    }
+    const char *type = json_string_value(t);
+    if (!strcmp(type, "text")) return true;
+    if (!strcmp(type, "json_object")) {
+        g->constraint.kind = DI_CONSTRAINT_JSON_OBJECT;
+        return true;
+    }
+    if (strcmp(type, "json_schema")) {
+        srv_reply_error(r, 400, "invalid_request_error", "response_format.type", "invalid_value",
+                        "Unknown response_format type '%.40s' (text, json_object or json_schema).", type);
+        return false;
+    }
+    json_t *js = json_object_get(v, "json_schema");
+    json_t *schema = json_object_get(js, "schema");
+    if (!json_is_object(js) || !json_is_object(schema)) {
+        bad_type(r, "response_format.json_schema", "an object with a 'schema' object");
+        return false;
+    }
+    bool strict = false;
+    if (!get_bool(js, "strict", &strict, r)) return false;
+    g->constraint_text = json_dumps(schema, JSON_COMPACT);
+    if (!g->constraint_text) {
+        srv_reply_error(r, 503, "server_error", NULL, NULL, "Out of memory.");
+        return false;
+    }
+    g->constraint.kind = DI_CONSTRAINT_JSON_SCHEMA;
+    g->constraint.text = g->constraint_text;
+    g->constraint.lenient = !strict;
     return true;
 }
 
@@ -514,7 +552,7 @@ static bool parse_gen(di_server *s, json_t *root, req_kind kind, gen_req *g, srv
         !get_int(root, "max_completion_tokens", 1, INT32_MAX, &max_completion, r) ||
         !get_int(root, "seed", INT64_MIN, INT64_MAX, &seed, r) || !get_bool(root, "stream", &g->stream, r) ||
         !get_bool(root, "ignore_eos", &g->ignore_eos, r) || !parse_stop(root, g, r) ||
-        !parse_logit_bias(s, root, g, r))
+        !parse_logit_bias(s, root, g, r) || !parse_response_format(root, g, r))
         return false;
     json_t *best_of = json_object_get(root, "best_of");
     if (best_of && !json_is_null(best_of)) {
@@ -870,8 +908,13 @@ static void submit_error(srv_reply *r, di_status st, const di_error *err, req_ki
                         "The request can never fit this server's KV cache: %s", err->msg);
         break;
     case DI_ERR_INVALID_ARG:
-    case DI_ERR_FORMAT:
         srv_reply_error(r, 400, "invalid_request_error", NULL, NULL, "%s", err->msg);
+        break;
+    case DI_ERR_FORMAT:
+    case DI_ERR_UNSUPPORTED:
+        /* Only a response_format schema the grammar compiler refused gets
+         * here: our own checks ran on everything else. */
+        srv_reply_error(r, 400, "invalid_request_error", "response_format", "invalid_schema", "%s", err->msg);
         break;
     case DI_ERR_NOMEM:
         srv_reply_error(r, 503, "server_error", NULL, NULL, "Out of memory: %s", err->msg);
@@ -943,7 +986,7 @@ static void generate(di_server *s, const srv_http_req *q, srv_reply *r, req_kind
     }
     j->route = rs;
     j->route_free = route_state_free;
-    uint64_t seed = g.seed_given ? g.seed : srv_random_seed(s);
+    uint64_t seed = g.seed_given ? g.seed : s->p.has_default_seed ? s->p.default_seed : srv_random_seed(s);
     for (size_t i = 0; i < n_choices; i++) {
         size_t p = i / (size_t)g.n;
         di_request dr;
@@ -956,6 +999,7 @@ static void generate(di_server *s, const srv_http_req *q, srv_reply *r, req_kind
         dr.stop = g.stops;
         dr.n_stop = g.n_stops;
         dr.ignore_eos = g.ignore_eos;
+        dr.constraint = g.constraint;
         di_error err;
         di_status st = srv_job_submit(j, i, &dr, &err);
         if (st) {
@@ -973,7 +1017,7 @@ static void generate(di_server *s, const srv_http_req *q, srv_reply *r, req_kind
         goto out;
     }
     while (!srv_job_all_done(j)) {
-        if (!srv_job_wait(j)) {
+        if (!srv_job_wait(j, false)) {
             srv_job_cancel(j);
             r->hang_up = true;
             goto out;

@@ -364,18 +364,29 @@ static bool client_gone(int fd) {
     return n > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL));
 }
 
-bool srv_job_wait(srv_job *j) {
+/* Checks for a hang-up at most every HANGUP_POLL_MS, whatever woke us:
+ * a steady token stream must not hide a vanished client. Connection thread
+ * only (last_hangup_check_ms is its own). */
+static bool hung_up(srv_job *j) {
+    int64_t t = now_ms();
+    if (t - j->last_hangup_check_ms < HANGUP_POLL_MS) return false;
+    j->last_hangup_check_ms = t;
+    return client_gone(j->fd);
+}
+
+bool srv_job_wait(srv_job *j, bool for_output) {
     pthread_mutex_lock(&j->mu);
-    while (!j->dirty && j->n_done < j->n_choices) {
+    for (;;) {
+        bool ready = j->n_done == j->n_choices || (for_output && j->dirty);
+        pthread_mutex_unlock(&j->mu);
+        if (hung_up(j)) return false;
+        if (ready) return true;
+        pthread_mutex_lock(&j->mu);
+        ready = j->n_done == j->n_choices || (for_output && j->dirty);
+        if (ready) continue;
         struct timespec ts = deadline_in(HANGUP_POLL_MS);
-        int rc = pthread_cond_timedwait(&j->cv, &j->mu, &ts);
-        if (rc == ETIMEDOUT && client_gone(j->fd)) {
-            pthread_mutex_unlock(&j->mu);
-            return false;
-        }
+        pthread_cond_timedwait(&j->cv, &j->mu, &ts);
     }
-    pthread_mutex_unlock(&j->mu);
-    return true;
 }
 
 void srv_job_take(srv_job *j, size_t i, srv_taken *t) {

@@ -112,6 +112,7 @@ typedef struct srv_job {
     size_t n_choices, n_done;
     srv_choice *choices;        /* (n_choices) */
     int fd;                     /* client socket for hang-up checks; -1 = none */
+    int64_t last_hangup_check_ms; /* connection thread only */
     struct srv_job *prev, *next;/* srv->jobs (srv->mu) */
     void *route;                /* the route's request state, freed with route_free */
     void (*route_free)(void *);
@@ -136,9 +137,9 @@ srv_admit_result srv_job_create(di_server *s, size_t n, int fd, srv_job **out);
 /* Submits choice i (r's callback and user are set here). On failure the
  * choice counts as done. */
 di_status srv_job_submit(srv_job *j, size_t i, di_request *r, di_error *err);
-/* Waits until the job has new output or every choice is done. false when
- * the client hung up meanwhile (the caller then cancels). */
-bool srv_job_wait(srv_job *j);
+/* Waits until every choice is done or, with for_output, until the job has
+ * new output. false when the client hung up (the caller then cancels). */
+bool srv_job_wait(srv_job *j, bool for_output);
 /* Moves choice i's pending output into *t. *t's finished is set once, on
  * the take that hands over the final state. */
 void srv_job_take(srv_job *j, size_t i, srv_taken *t);

@@ -1,6 +1,7 @@
 """The server through the official `openai` Python client: chat and
 completions, streaming and not, n > 1, stop strings, seeds, logprobs,
 usage, and errors surfacing as the client's exception classes."""
+import json
 import math
 
 import openai
@@ -237,7 +238,28 @@ def test_unsupported_features_are_refused(client):
         client.completions.create(model=model_id(client), prompt="x", max_tokens=2, echo=True)
     with pytest.raises(openai.BadRequestError):
         client.chat.completions.create(model=model_id(client), messages=CHAT, max_tokens=2,
-                                       response_format={"type": "json_object"})
+                                       tools=[{"type": "function", "function": {"name": "f"}}])
+    with pytest.raises(openai.BadRequestError) as e:
+        client.chat.completions.create(model=model_id(client), messages=CHAT, max_tokens=2,
+                                       response_format={"type": "yaml"})
+    assert e.value.param == "response_format.type"
+
+
+def test_response_format_json_schema(client):
+    schema = {"type": "object", "properties": {"sunny": {"type": "boolean"}}, "required": ["sunny"],
+              "additionalProperties": False}
+    r = client.chat.completions.create(
+        model=model_id(client), max_tokens=24, temperature=0,
+        messages=[{"role": "user", "content": "Is the sky blue on a clear day? Answer in JSON."}],
+        response_format={"type": "json_schema", "json_schema": {"name": "a", "schema": schema, "strict": True}})
+    obj = json.loads(r.choices[0].message.content)
+    assert set(obj) == {"sunny"} and isinstance(obj["sunny"], bool)
+    assert r.choices[0].finish_reason == "stop"
+    with pytest.raises(openai.BadRequestError) as e:
+        client.chat.completions.create(
+            model=model_id(client), messages=CHAT, max_tokens=2,
+            response_format={"type": "json_schema", "json_schema": {"name": "a", "schema": {"type": "nonsense"}}})
+    assert e.value.param and e.value.param.startswith("response_format")
 
 
 def test_tokenize_detokenize_round_trip(server):
