@@ -23,6 +23,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 /* Bytes of per-connection memory beyond the header limit: MHD's read and
  * write buffers come from the same pool. */

@@ -10,11 +10,12 @@
  * (n x prompts). The engine thread appends each choice's output to the job
  * (its event callback); the connection thread takes it out and formats it.
  *
- * Locks, always taken in this order, never while calling into the engine
- * with another held except as noted: srv->mu -> job->mu. The engine calls
- * our callback holding its own mutex, and the callback takes job->mu, then
- * (not nested) srv->mu; so nobody may call di_engine_submit/cancel while
- * holding srv->mu or job->mu. */
+ * Locks: srv->mu -> job->mu is the one nesting among ours. The engine
+ * calls our callback holding its own mutex, and the callback takes job->mu,
+ * then (not nested) srv->mu; so no thread may call into the engine while
+ * holding job->mu, and only the engine thread may while holding srv->mu
+ * (its di_engine_idle check: the engine thread is the only one that takes
+ * srv->mu under the engine's mutex, so that cannot deadlock). */
 #ifndef DI_SERVER_INTERNAL_H
 #define DI_SERVER_INTERNAL_H
 
