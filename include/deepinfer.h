@@ -239,6 +239,11 @@ di_status di_engine_tokenize(di_engine *e, const char *text, bool add_special, b
 /* Detokenizes ids into a malloc'd NUL-terminated string; caller frees. */
 di_status di_engine_detokenize(di_engine *e, const int32_t *ids, size_t n_ids, char **text,
                                di_error *err);
+/* The exact bytes token id decodes to on its own (control tokens give their
+ * text), for per-token reports such as logprobs. Like snprintf: returns the
+ * bytes written or needed, never writes past size, adds no NUL; negative
+ * when id is outside the vocabulary. */
+int64_t di_engine_token_piece(di_engine *e, int32_t id, char *buf, size_t size);
 /* Renders messages with the chat template (NULL = the model's). */
 di_status di_engine_apply_chat(di_engine *e, const char *chat_template, const di_message *msgs,
                                size_t n_msgs, bool add_generation_prompt, char **text,

@@ -656,6 +656,11 @@ di_status di_engine_detokenize(di_engine *e, const int32_t *ids, size_t n_ids, c
     return di_tok_decode(e->tok, ids, n_ids, false, text, &len, err);
 }
 
+int64_t di_engine_token_piece(di_engine *e, int32_t id, char *buf, size_t size) {
+    /* The vocabulary is read-only after load, so no lock is needed. */
+    return di_tok_piece(e->tok, id, true, buf, size);
+}
+
 di_status di_engine_apply_chat(di_engine *e, const char *chat_template, const di_message *msgs,
                                size_t n_msgs, bool add_generation_prompt, char **text,
                                di_error *err) {

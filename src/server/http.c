@@ -1,0 +1,411 @@
+/* libmicrohttpd glue: the daemon, per-connection limits, routing, request
+ * bodies, API-key checks and the SSE pump.
+ *
+ * Why libmicrohttpd: it is packaged by Debian (libmicrohttpd-dev), fuzzed
+ * upstream (OSS-Fuzz), parses HTTP/1.1 incl. chunked bodies for us, and has
+ * the limits we need (connections, per-connection memory = header size,
+ * idle timeout) as daemon options.
+ *
+ * Threading: one thread per connection (MHD_USE_THREAD_PER_CONNECTION).
+ * That lets a connection thread block while its engine requests run (the
+ * non-streaming answer is built at the end; a stream's reader callback
+ * waits for the next tokens) and poll its own socket for a hang-up, which
+ * is how a vanished client cancels its engine requests promptly. Threads
+ * are bounded by --max-connections. */
+#include "server/server_internal.h"
+
+#include "base/status.h"
+
+#include <microhttpd.h>
+#include <netdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+/* Bytes of per-connection memory beyond the header limit: MHD's read and
+ * write buffers come from the same pool. */
+#define CONN_POOL_EXTRA (16u << 10)
+/* Bytes the SSE reader hands MHD at a time. */
+#define SSE_BLOCK_BYTES (16u << 10)
+
+typedef struct conn_ctx {
+    const struct route *route;
+    srv_buf body;
+    bool too_large;
+    bool answered;              /* a response was queued before the body */
+    bool counted;               /* counted in srv->n_answering */
+} conn_ctx;
+
+typedef struct route {
+    const char *path;
+    bool prefix;                /* path is a prefix ("/v1/models/<id>") */
+    const char *method;
+    int id;                     /* SRV_ROUTE_* for metrics */
+    bool needs_key;
+    void (*fn)(di_server *, const srv_http_req *, srv_reply *);
+} route;
+
+static const route ROUTES[] = {
+    {"/v1/chat/completions", false, "POST", SRV_ROUTE_CHAT, true, srv_route_chat},
+    {"/v1/completions", false, "POST", SRV_ROUTE_COMPLETIONS, true, srv_route_completions},
+    {"/v1/models", false, "GET", SRV_ROUTE_MODELS, true, srv_route_models},
+    {"/v1/models/", true, "GET", SRV_ROUTE_MODELS, true, srv_route_models},
+    {"/health", false, "GET", SRV_ROUTE_HEALTH, false, srv_route_health},
+    {"/metrics", false, "GET", SRV_ROUTE_METRICS, false, srv_route_metrics},
+    {"/tokenize", false, "POST", SRV_ROUTE_TOKENIZE, true, srv_route_tokenize},
+    {"/detokenize", false, "POST", SRV_ROUTE_DETOKENIZE, true, srv_route_detokenize},
+};
+#define N_ROUTES (sizeof ROUTES / sizeof ROUTES[0])
+
+void srv_reply_error(srv_reply *r, unsigned status, const char *type, const char *param,
+                     const char *code, const char *fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    json_decref(r->json);
+    r->status = status;
+    json_t *e = json_object();
+    json_object_set_new(e, "message", srv_json_string(msg, strlen(msg)));
+    json_object_set_new(e, "type", json_string(type));
+    json_object_set_new(e, "param", param ? srv_json_string(param, strlen(param)) : json_null());
+    json_object_set_new(e, "code", code ? json_string(code) : json_null());
+    r->json = json_object();
+    json_object_set_new(r->json, "error", e);
+}
+
+/* ---- the SSE pump ------------------------------------------------------------ */
+
+typedef struct sse_ctx {
+    di_server *srv;
+    srv_job *job;
+    srv_sse_fn fn;
+    srv_buf out;                /* formatted bytes not yet handed to MHD */
+    size_t pos;
+    bool complete;
+    bool gone;                  /* the client hung up (counted, cancelled) */
+} sse_ctx;
+
+static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
+    (void)pos;
+    sse_ctx *x = cls;
+    while (x->pos == x->out.len) {
+        if (x->complete) return MHD_CONTENT_READER_END_OF_STREAM;
+        x->out.len = 0;
+        x->pos = 0;
+        if (!srv_job_wait(x->job, true)) {
+            x->gone = true;
+            srv_metrics_disconnect(&x->srv->metrics);
+            srv_job_cancel(x->job);
+            return MHD_CONTENT_READER_END_WITH_ERROR;
+        }
+        x->complete = x->fn(x->job, &x->out);
+    }
+    size_t n = x->out.len - x->pos;
+    if (n > max) n = max;
+    memcpy(buf, x->out.data + x->pos, n);
+    x->pos += n;
+    return (ssize_t)n;
+}
+
+/* MHD drops the response: after the last byte, or when a write failed
+ * because the client went away (then the job is still running). */
+static void sse_free(void *cls) {
+    sse_ctx *x = cls;
+    if (!x->complete && !x->gone) {
+        /* MHD failed to write: the client is gone. */
+        srv_metrics_disconnect(&x->srv->metrics);
+        srv_job_cancel(x->job);
+    }
+    srv_job_release(x->job);
+    srv_buf_free(&x->out);
+    free(x);
+}
+
+/* ---- answering ------------------------------------------------------------------ */
+
+static enum MHD_Result queue(struct MHD_Connection *conn, unsigned status, struct MHD_Response *resp) {
+    if (!resp) return MHD_NO;
+    enum MHD_Result ret = MHD_queue_response(conn, status, resp);
+    MHD_destroy_response(resp);
+    return ret;
+}
+
+static enum MHD_Result send_reply(di_server *s, struct MHD_Connection *conn, int route_id,
+                                  srv_reply *r) {
+    if (r->hang_up) {
+        json_decref(r->json);
+        free(r->text);
+        srv_metrics_disconnect(&s->metrics);
+        return MHD_NO; /* closes the connection */
+    }
+    srv_metrics_http(&s->metrics, route_id, r->status);
+    struct MHD_Response *resp = NULL;
+    if (r->stream) {
+        sse_ctx *x = calloc(1, sizeof *x);
+        if (x) {
+            x->srv = s;
+            x->job = r->stream;
+            x->fn = r->sse;
+            resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, SSE_BLOCK_BYTES, sse_read, x,
+                                                     sse_free);
+            if (!resp) free(x);
+        }
+        if (!resp) {
+            srv_job_cancel(r->stream);
+            srv_job_release(r->stream);
+            return MHD_NO;
+        }
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+        /* Proxies (nginx) must not buffer a token stream. */
+        MHD_add_response_header(resp, "X-Accel-Buffering", "no");
+        return queue(conn, r->status, resp);
+    }
+    char *body;
+    size_t len;
+    const char *ctype;
+    if (r->json) {
+        body = json_dumps(r->json, JSON_COMPACT);
+        json_decref(r->json);
+        r->json = NULL;
+        if (!body) return MHD_NO;
+        len = strlen(body);
+        ctype = "application/json";
+    } else {
+        body = r->text ? r->text : calloc(1, 1);
+        if (!body) return MHD_NO;
+        len = r->text ? r->text_len : 0;
+        ctype = r->content_type ? r->content_type : "text/plain; charset=utf-8";
+    }
+    resp = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
+    if (!resp) {
+        free(body);
+        return MHD_NO;
+    }
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
+    return queue(conn, r->status, resp);
+}
+
+/* Answers an error before the body was read (MHD then closes the
+ * connection rather than read a body nobody wants). */
+static enum MHD_Result early_error(di_server *s, struct MHD_Connection *conn, conn_ctx *cc,
+                                   int route_id, unsigned status, const char *type,
+                                   const char *code, const char *msg) {
+    srv_reply r = {0};
+    srv_reply_error(&r, status, type, NULL, code, "%s", msg);
+    cc->answered = true;
+    return send_reply(s, conn, route_id, &r);
+}
+
+static const route *find_route(const char *path, const char *method, bool *path_known) {
+    *path_known = false;
+    for (size_t i = 0; i < N_ROUTES; i++) {
+        const route *rt = &ROUTES[i];
+        bool match = rt->prefix ? !strncmp(path, rt->path, strlen(rt->path)) && path[strlen(rt->path)]
+                                : !strcmp(path, rt->path);
+        if (!match) continue;
+        *path_known = true;
+        if (!strcmp(method, rt->method)) return rt;
+    }
+    return NULL;
+}
+
+/* Constant-time comparison: the key check must not leak a prefix match
+ * through timing. */
+static bool key_matches(const char *got, const char *want) {
+    size_t gl = strlen(got), wl = strlen(want);
+    unsigned char diff = gl != wl;
+    for (size_t i = 0; i < wl; i++) diff |= (unsigned char)(want[i] ^ (i < gl ? got[i] : 0));
+    return diff == 0;
+}
+
+static bool authorized(di_server *s, struct MHD_Connection *conn) {
+    if (!s->api_key) return true;
+    const char *h = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    if (!h || strncasecmp(h, "Bearer ", 7)) return false;
+    h += 7;
+    while (*h == ' ') h++;
+    return key_matches(h, s->api_key);
+}
+
+/* First call for a request: headers are in, no body yet. Cheap refusals
+ * (unknown route, wrong method, no key, declared body too large) happen
+ * here, before a byte of the body is read. */
+static enum MHD_Result on_headers(di_server *s, struct MHD_Connection *conn, conn_ctx *cc,
+                                  const char *url, const char *method) {
+    bool known;
+    cc->route = find_route(url, method, &known);
+    if (!cc->route) {
+        if (known)
+            return early_error(s, conn, cc, SRV_ROUTE_OTHER, MHD_HTTP_METHOD_NOT_ALLOWED,
+                               "invalid_request_error", "method_not_allowed",
+                               "Method not allowed for this route.");
+        char msg[160];
+        snprintf(msg, sizeof msg, "Unknown route %s %.100s", method, url);
+        return early_error(s, conn, cc, SRV_ROUTE_OTHER, MHD_HTTP_NOT_FOUND,
+                           "invalid_request_error", "not_found", msg);
+    }
+    if (cc->route->needs_key && !authorized(s, conn))
+        return early_error(s, conn, cc, cc->route->id, MHD_HTTP_UNAUTHORIZED,
+                           "invalid_request_error", "invalid_api_key",
+                           "Incorrect API key provided.");
+    const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (cl) {
+        char *end;
+        unsigned long long n = strtoull(cl, &end, 10);
+        if (end != cl && n > s->p.max_body_bytes) {
+            char msg[160];
+            snprintf(msg, sizeof msg, "Request body of %llu bytes exceeds the limit of %zu bytes.", n,
+                     s->p.max_body_bytes);
+            return early_error(s, conn, cc, cc->route->id, MHD_HTTP_CONTENT_TOO_LARGE,
+                               "invalid_request_error", "request_too_large", msg);
+        }
+    }
+    return MHD_YES;
+}
+
+static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const char *url,
+                                 const char *method, const char *version,
+                                 const char *upload_data, size_t *upload_data_size,
+                                 void **con_cls) {
+    (void)version;
+    di_server *s = cls;
+    conn_ctx *cc = *con_cls;
+    if (!cc) {
+        cc = calloc(1, sizeof *cc);
+        if (!cc) return MHD_NO;
+        *con_cls = cc;
+        return on_headers(s, conn, cc, url, method);
+    }
+    if (cc->answered) {
+        /* MHD keeps feeding a body we already refused: drop it. */
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+    if (*upload_data_size) {
+        size_t n = *upload_data_size;
+        *upload_data_size = 0;
+        if (cc->too_large) return MHD_YES;
+        if (cc->body.len + n > s->p.max_body_bytes) {
+            /* A chunked body with no Content-Length grew past the limit:
+             * stop buffering, answer 413 once it ends (or the idle timeout
+             * closes a client that never ends it). */
+            cc->too_large = true;
+            srv_buf_free(&cc->body);
+            return MHD_YES;
+        }
+        if (!srv_buf_append(&cc->body, upload_data, n)) return MHD_NO;
+        return MHD_YES;
+    }
+    /* The whole request is in. */
+    if (cc->too_large) {
+        char msg[128];
+        snprintf(msg, sizeof msg, "Request body exceeds the limit of %zu bytes.", s->p.max_body_bytes);
+        return early_error(s, conn, cc, cc->route->id, MHD_HTTP_CONTENT_TOO_LARGE,
+                           "invalid_request_error", "request_too_large", msg);
+    }
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    srv_http_req q = {
+        .method = method,
+        .path = url,
+        .body = cc->body.data,
+        .body_len = cc->body.len,
+        .fd = ci ? ci->connect_fd : -1,
+    };
+    srv_reply r = {.status = MHD_HTTP_OK};
+    /* Shutdown waits for this answer to be sent (on_completed). */
+    srv_answering_begin(s);
+    cc->counted = true;
+    /* The idle timeout is for silent clients, not for us: a long prefill or
+     * queue wait would otherwise get the connection closed under a client
+     * that is waiting politely. A vanished client is caught by polling its
+     * socket instead; on_completed restores the timeout for keep-alive. */
+    MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
+    cc->route->fn(s, &q, &r);
+    cc->answered = true;
+    if (s->p.verbose)
+        fprintf(stderr, "deepinfer serve: %s %s %zu bytes -> %u%s\n", method, url, cc->body.len, r.status,
+                r.hang_up ? " (client gone)" : r.stream ? " (stream)" : "");
+    return send_reply(s, conn, cc->route->id, &r);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode toe) {
+    (void)toe;
+    di_server *s = cls;
+    conn_ctx *cc = *con_cls;
+    if (!cc) return;
+    if (cc->counted) {
+        MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned)s->p.idle_timeout_s);
+        srv_answering_end(s);
+    }
+    srv_buf_free(&cc->body);
+    free(cc);
+    *con_cls = NULL;
+}
+
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe) {
+    (void)conn;
+    (void)socket_context;
+    di_server *s = cls;
+    pthread_mutex_lock(&s->mu);
+    s->n_connections += toe == MHD_CONNECTION_NOTIFY_STARTED ? 1 : -1;
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* MHD's own messages (malformed requests, limits hit) go to stderr with
+ * our prefix. */
+static void on_log(void *cls, const char *fmt, va_list ap) {
+    (void)cls;
+    fputs("deepinfer serve: http: ", stderr);
+    vfprintf(stderr, fmt, ap);
+}
+
+di_status srv_http_start(di_server *s, di_error *err) {
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE};
+    struct addrinfo *ai = NULL;
+    char port[8];
+    snprintf(port, sizeof port, "%u", (unsigned)s->p.port);
+    int rc = getaddrinfo(s->host, port, &hints, &ai);
+    if (rc || !ai)
+        return di_error_set(err, DI_ERR_INVALID_ARG, "serve: cannot resolve host '%s': %s", s->host,
+                            gai_strerror(rc));
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ITC |
+                     MHD_USE_ERROR_LOG;
+    if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
+    s->mhd = MHD_start_daemon(
+        flags, s->p.port, NULL, NULL, on_access, s,
+        MHD_OPTION_EXTERNAL_LOGGER, on_log, s, /* first, or MHD logs to stderr itself */
+        MHD_OPTION_SOCK_ADDR, ai->ai_addr,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)s->p.max_connections,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(s->p.max_header_bytes + CONN_POOL_EXTRA),
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)s->p.idle_timeout_s,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+        MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
+        MHD_OPTION_END);
+    freeaddrinfo(ai);
+    if (!s->mhd)
+        return di_error_set(err, DI_ERR_IO, "serve: cannot listen on %s:%u (in use, or not an address of this machine)",
+                            s->host, (unsigned)s->p.port);
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->mhd, MHD_DAEMON_INFO_BIND_PORT);
+    s->port = di && di->port ? di->port : s->p.port;
+    return DI_OK;
+}
+
+void srv_http_quiesce(di_server *s) {
+    if (!s->mhd) return;
+    MHD_socket fd = MHD_quiesce_daemon(s->mhd);
+    if (fd != MHD_INVALID_SOCKET) close(fd);
+}
+
+void srv_http_stop(di_server *s) {
+    if (!s->mhd) return;
+    MHD_stop_daemon(s->mhd);
+    s->mhd = NULL;
+}
