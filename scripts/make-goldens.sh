@@ -1,13 +1,12 @@
 #!/usr/bin/env bash
 # Regenerates every committed golden: runs each scripts/gen_goldens_*.py with
-# the tool venv's python (scripts/venv.sh pins the oracle packages). Each
+# the tool venv's python (scripts/venv.sh pins the oracle packages), or with
+# a named venv when the script says so in a line `# venv: NAME` (oracles that
+# pin another transformers, e.g. deepseek -> .venv-deepseek). Each
 # generator writes under tests/data/golden/<name>/ with a manifest naming its
 # oracle and versions; commit what changes. `make test` never runs this.
-# A generator whose second line is "# venv: NAME" runs in .venv-NAME instead
-# (scripts/requirements-NAME.txt), e.g. llama-cpp-python for the llama.cpp peer.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-PY=$(bash "$ROOT/scripts/venv.sh")
 shopt -s nullglob
 gens=("$ROOT"/scripts/gen_goldens_*.py)
 if [ ${#gens[@]} -eq 0 ]; then
@@ -15,11 +14,8 @@ if [ ${#gens[@]} -eq 0 ]; then
   exit 1
 fi
 for g in "${gens[@]}"; do
-  echo "make-goldens: $(basename "$g")" >&2
-  venv=$(sed -n '2s/^# venv: \([a-z0-9_-]*\)$/\1/p' "$g")
-  if [ -n "$venv" ]; then
-    (cd "$ROOT" && "$(bash "$ROOT/scripts/venv.sh" "$venv")" "$g")
-  else
-    (cd "$ROOT" && "$PY" "$g")
-  fi
+  name=$(sed -n 's/^# venv: *\([a-z0-9_-]*\) *$/\1/p' "$g" | head -1)
+  if [ -n "$name" ]; then PY=$(bash "$ROOT/scripts/venv.sh" "$name"); else PY=$(bash "$ROOT/scripts/venv.sh"); fi
+  echo "make-goldens: $(basename "$g") ($PY)" >&2
+  (cd "$ROOT" && "$PY" "$g")
 done
