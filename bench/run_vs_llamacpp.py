@@ -12,6 +12,11 @@ create_completion(stream=True, temperature=0) timed from Python the same way
 eval time, without Python's sampling overhead) next to them.
 EOS is not banned on either side; each side's rate uses its own token count.
 
+llama.cpp's CPU backend uses OpenMP; on an oversubscribed machine its
+spinning barriers collapse, so the environment's OMP_WAIT_POLICY (printed) is
+part of the result: compare with OMP_WAIT_POLICY=PASSIVE when the load
+average exceeds the core count.
+
 Reports medians over --reps runs (absolute numbers on shared CPUs are noisy:
 read the ratios). No assertions.
 
@@ -59,7 +64,10 @@ def run_llamacpp(llm, llama_cpp, args, prompt):
     t0 = time.perf_counter()
     t_first = None
     n_gen = 0
-    for _ in llm.create_completion(prompt, max_tokens=args.n, temperature=0.0, top_k=1, stream=True):
+    for chunk in llm.create_completion(prompt, max_tokens=args.n, temperature=0.0, top_k=1, stream=True):
+        c = chunk["choices"][0]
+        if not c["text"] and c["finish_reason"] is not None:
+            continue  # the closing chunk carries no token
         if t_first is None:
             t_first = time.perf_counter()
         n_gen += 1  # one streamed chunk per token (text held back for UTF-8 is rare here)
@@ -133,7 +141,8 @@ def main():
     print(f"model {os.path.basename(args.model)}, {args.threads} threads, prompt "
           f"{ours[0]['prompt']} tok (llama.cpp {theirs[0]['prompt']}), generate <= {args.n} greedy, "
           f"median of {args.reps}; llama-cpp-python {llama_cpp.__version__}, "
-          f"extra buffer types {'on' if extra else 'off'}")
+          f"extra buffer types {'on' if extra else 'off'}, OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', '(unset)')}, "
+          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     print(f"{'engine':<34} {'gen tok':>8} {'prefill tok/s':>14} {'decode tok/s':>13}")
     print(f"{'deepinfer run':<34} {med(ours, 'gen'):>8.0f} {med(ours, 'prefill'):>14.1f} "
           f"{med(ours, 'decode'):>13.1f}")
