@@ -146,6 +146,12 @@ typedef struct di_event {
     const int32_t *tokens;     /* final event: (n_tokens) all completion tokens */
     int32_t n_tokens;
     di_request_stats stats;    /* final event */
+    /* Final event of a request with prompt_logprobs: entry i is about prompt
+     * token i + 1 (the first token has no prediction). NULL / 0 otherwise. */
+    const float *prompt_logprobs;  /* (n_prompt_logprobs) log p(prompt[i+1] | prompt[0..i]) */
+    const int32_t *prompt_argmax;  /* (n_prompt_logprobs) argmax of the logits there
+                                      (the lowest id on ties) */
+    int32_t n_prompt_logprobs;     /* n_prompt - 1 */
 } di_event;
 
 /* Return non-zero to cancel the request (its final event still follows). */
@@ -187,6 +193,14 @@ typedef struct di_request {
     size_t n_stop_tokens;
     bool ignore_eos;             /* do not stop on end-of-generation tokens */
     di_constraint constraint;    /* structured output; kind NONE = free text */
+    /* Teacher forcing (vLLM's prompt_logprobs): score every prompt token
+     * after the first against the model's raw logits (log-softmax in double,
+     * no bias, penalties or temperature) and report the argmax there; both
+     * arrive in the final event. Every prompt row is then computed (no
+     * prefix-cache reuse) and carries logits, which costs the output
+     * projection per prompt token and up to max_batch_tokens * n_vocab
+     * floats of logits memory. Generation proceeds as usual after the prompt. */
+    bool prompt_logprobs;
     di_event_fn on_event;        /* may be NULL */
     void *user;
 } di_request;

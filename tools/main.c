@@ -13,6 +13,7 @@ static const di_command COMMANDS[] = {
     {"info", "show a model's architecture, tensors and validation result", di_cmd_info},
     {"tokenize", "encode text to token ids, or --decode ids to text", di_cmd_tokenize},
     {"grammar", "check or benchmark JSON Schema / regex / EBNF token masks", di_cmd_grammar},
+    {"perplexity", "teacher-forced perplexity of a text, llama-perplexity style", di_cmd_perplexity},
 };
 
 static void usage(FILE *f) {

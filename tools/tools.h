@@ -20,5 +20,6 @@ int di_cmd_tokenize(int argc, char **argv);
 int di_cmd_grammar(int argc, char **argv);
 /* deepinfer info on an HF checkpoint folder (cmd_info_hf.c). */
 int di_info_hf(const char *dir);
+int di_cmd_perplexity(int argc, char **argv);
 
 #endif

@@ -19,6 +19,7 @@
 #include "sample/sampler.h"
 #include "text/tokenizer.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +40,8 @@ typedef struct request {
     int32_t *stop_tokens;
     size_t n_stop_tokens;
     bool ignore_eos;
+    float *prompt_lp;            /* (n_prompt - 1) prompt_logprobs, or NULL */
+    int32_t *prompt_argmax;      /* (n_prompt - 1) */
     di_tok_detok *detok;
     di_constraint_state constraint; /* grammar matcher, when constrained */
     di_event_fn on_event;
@@ -75,11 +78,14 @@ struct di_engine {
     sample_job *jobs;            /* (max_seqs) */
     int32_t n_jobs;
     int32_t n_ctx;
-    float *logits;               /* (max_seqs, n_vocab) */
+    float *logits;               /* (logits_rows, n_vocab) */
+    size_t logits_rows;          /* max_seqs; grows (up to max_batch_tokens) when
+                                    prompt_logprobs requests want every prompt row */
     int32_t *logit_index;        /* (max_batch_tokens) row -> logits row or -1 */
     di_constraint_cache *constraints;
     uint32_t *masks;             /* (n_threads, mask words) grammar masks being filled */
     size_t mask_words;
+    request **slot_req;          /* (max_seqs) scratch: prompt_logprobs request per slot */
     pthread_mutex_t mu;
     request *reqs;               /* live requests (queued or running) */
     int64_t next_id;
@@ -167,9 +173,11 @@ di_status di_engine_create(const di_engine_params *p, di_engine **out, di_error 
     if (s) goto fail;
     e->mask_words = di_constraint_mask_words(e->constraints);
     e->masks = di_malloc_array((size_t)e->n_threads * e->mask_words, sizeof(uint32_t));
-    e->logits = di_malloc_array((size_t)sc.max_running * (size_t)e->facts.n_vocab, sizeof(float));
+    e->logits_rows = (size_t)sc.max_running;
+    e->logits = di_malloc_array(e->logits_rows * (size_t)e->facts.n_vocab, sizeof(float));
     e->logit_index = di_malloc_array((size_t)sc.max_tokens_per_step, sizeof(int32_t));
-    if (!e->logits || !e->logit_index || !e->masks) {
+    e->slot_req = di_calloc((size_t)sc.max_running, sizeof *e->slot_req);
+    if (!e->logits || !e->logit_index || !e->masks || !e->slot_req) {
         s = di_error_set(err, DI_ERR_NOMEM, "engine: out of memory for logits");
         goto fail;
     }
@@ -185,6 +193,8 @@ static void request_free(di_engine *e, request *r) {
     di_constraint_end(e->constraints, &r->constraint);
     free(r->bias);
     free(r->stop_tokens);
+    free(r->prompt_lp);
+    free(r->prompt_argmax);
     di_tok_detok_free(r->detok);
     free(r->text_buf);
     free(r);
@@ -208,6 +218,7 @@ void di_engine_free(di_engine *e) {
     di_model_free(e->model);
     free(e->logits);
     free(e->logit_index);
+    free(e->slot_req);
     pthread_mutex_destroy(&e->mu);
     free(e);
 }
@@ -298,9 +309,23 @@ di_status di_engine_submit(di_engine *e, const di_request *r, int64_t *id, di_er
         return di_error_set(err, DI_ERR_NOMEM, "request: out of memory");
     }
     s = request_init(e, r, q, err);
+    if (!s && r->prompt_logprobs) {
+        size_t n = ids.n > 1 ? ids.n - 1 : 1;
+        q->prompt_lp = di_malloc_array(n, sizeof *q->prompt_lp);
+        q->prompt_argmax = di_malloc_array(n, sizeof *q->prompt_argmax);
+        if (!q->prompt_lp || !q->prompt_argmax)
+            s = di_error_set(err, DI_ERR_NOMEM, "request: out of memory for prompt logprobs");
+    }
     if (!s) {
         pthread_mutex_lock(&e->mu);
         s = di_scheduler_add(e->sched, ids.data, (int32_t)ids.n, max_tokens, q, &q->seq, err);
+        if (!s && q->prompt_lp) s = di_scheduler_want_prompt_logits(e->sched, q->seq, err);
+        if (s && q->seq) {
+            /* Added but not wanted: take it back out before anyone steps. */
+            di_scheduler_cancel(e->sched, q->seq, NULL);
+            di_scheduler_release(e->sched, q->seq, NULL);
+            q->seq = NULL;
+        }
         if (!s) {
             q->id = e->next_id++;
             q->t_submit = now_ms();
@@ -514,8 +539,55 @@ static void process_sample(di_engine *e, sample_job *j) {
     ev.tokens = seq->tokens + seq->n_prompt;
     ev.n_tokens = seq->n_tokens - seq->n_prompt;
     fill_stats(r, &ev.stats);
+    if (r->prompt_lp) {
+        /* Every prompt row has run by the time a token is sampled. */
+        ev.prompt_logprobs = r->prompt_lp;
+        ev.prompt_argmax = r->prompt_argmax;
+        ev.n_prompt_logprobs = seq->n_prompt - 1;
+    }
     emit(r, &ev);
     retire(e, r);
+}
+
+/* log_softmax(logits)[target] (accumulated in double) and the argmax (the
+ * lowest id on ties) of one row of raw logits. */
+static void score_row(const float *logits, int32_t n_vocab, int32_t target, float *logprob,
+                      int32_t *argmax) {
+    int32_t best = 0;
+    for (int32_t v = 1; v < n_vocab; v++)
+        if (logits[v] > logits[best]) best = v;
+    double mx = logits[best], sum = 0.0;
+    for (int32_t v = 0; v < n_vocab; v++) sum += exp((double)logits[v] - mx);
+    *logprob = (float)((double)logits[target] - mx - log(sum));
+    *argmax = best;
+}
+
+/* Teacher-forced scoring of this step's prompt rows for prompt_logprobs
+ * requests: the row at position p predicts prompt token p + 1. A recompute
+ * after preemption rewrites the same entries with the same values. Called
+ * under the lock after the forward; slots are those of this step's batch. */
+static void score_prompt_rows(di_engine *e, const di_batch *b) {
+    bool any = false;
+    for (request *r = e->reqs; r; r = r->next) {
+        const di_seq *q = r->seq;
+        if (!r->prompt_lp || q->status != DI_SEQ_RUNNING || q->slot < 0 || q->slot >= b->n_seq_slots)
+            continue;
+        e->slot_req[q->slot] = r;
+        any = true;
+    }
+    if (!any) return;
+    for (int32_t i = 0; i < b->n_rows; i++) {
+        int32_t li = e->logit_index[i];
+        if (li < 0) continue;
+        request *r = e->slot_req[b->seq[i]];
+        if (!r) continue;
+        const di_seq *q = r->seq;
+        int32_t p = b->pos[i];
+        if (p < 0 || p >= q->n_prompt - 1) continue;
+        score_row(e->logits + (size_t)li * (size_t)e->facts.n_vocab, e->facts.n_vocab, q->tokens[p + 1],
+                  &r->prompt_lp[p], &r->prompt_argmax[p]);
+    }
+    for (int32_t i = 0; i < b->n_seq_slots; i++) e->slot_req[i] = NULL;
 }
 
 di_status di_engine_step(di_engine *e, di_error *err) {
@@ -542,8 +614,18 @@ di_status di_engine_step(di_engine *e, di_error *err) {
     int32_t n_logits = 0;
     for (int32_t i = 0; i < out.batch.n_rows; i++)
         e->logit_index[i] = out.batch.want_logits[i] ? n_logits++ : -1;
+    if ((size_t)n_logits > e->logits_rows) {
+        /* prompt_logprobs rows: only the stepping thread touches e->logits. */
+        float *l = di_realloc_array(e->logits, (size_t)n_logits * (size_t)e->facts.n_vocab, sizeof(float));
+        if (l) {
+            e->logits = l;
+            e->logits_rows = (size_t)n_logits;
+        } else {
+            s = di_error_set(err, DI_ERR_NOMEM, "engine: out of memory for %d rows of logits", n_logits);
+        }
+    }
     double t0 = now_ms();
-    s = di_model_forward(e->ctx, e->kv, &out.batch, e->logits, e->pool, err);
+    if (!s) s = di_model_forward(e->ctx, e->kv, &out.batch, e->logits, e->pool, err);
     e->t_forward_ms += now_ms() - t0;
 
     pthread_mutex_lock(&e->mu);
@@ -558,6 +640,7 @@ di_status di_engine_step(di_engine *e, di_error *err) {
         pthread_mutex_unlock(&e->mu);
         return s;
     }
+    score_prompt_rows(e, &out.batch);
     e->n_jobs = 0;
     for (int32_t i = 0; i < out.n_samples; i++) {
         request *r = out.sample_seqs[i]->user;

@@ -263,8 +263,9 @@ static void emit_rows(di_scheduler *s, di_seq *seq, int32_t k, bool decode) {
         s->row_token[r] = seq->tokens[pos];
         s->row_seq[r] = seq->slot;
         s->row_pos[r] = pos;
-        s->row_logits[r] = pos == seq->n_tokens - 1;
-        if (s->row_logits[r]) {
+        bool sampled = pos == seq->n_tokens - 1;
+        s->row_logits[r] = sampled || (seq->prompt_logits && pos < seq->n_prompt);
+        if (sampled) {
             s->sample_rows[s->n_samples] = r;
             s->sample_seqs[s->n_samples] = seq;
             s->n_samples++;
@@ -314,7 +315,7 @@ static di_status admit(di_scheduler *s, di_seq *seq, bool *admitted, di_error *e
     int32_t slot = free_slot(s);
     if (slot < 0) return DI_OK;
     int32_t m = 0;
-    if (s->cfg.prefix_cache) {
+    if (s->cfg.prefix_cache && !seq->prompt_logits) {
         m = di_prefix_cache_match(s->cache, seq->tokens, seq->n_tokens - 1, seq->block_table,
                                   seq->n_blocks_cap);
         /* Lock before anything can evict: the matched blocks may be on the
@@ -493,6 +494,16 @@ di_status di_scheduler_add(di_scheduler *s, const int32_t *prompt, int32_t n_pro
     s->all = q;
     s->waiting[s->n_waiting++] = q;
     *out = q;
+    return DI_OK;
+}
+
+di_status di_scheduler_want_prompt_logits(di_scheduler *s, di_seq *seq, di_error *err) {
+    (void)s;
+    if (!seq || seq->status != DI_SEQ_WAITING || seq->n_preemptions != 0)
+        return di_error_set(err, DI_ERR_INVALID_ARG,
+                            "scheduler: prompt logits asked for seq %lld after it was admitted",
+                            seq ? (long long)seq->id : -1LL);
+    seq->prompt_logits = true;
     return DI_OK;
 }
 

@@ -84,6 +84,8 @@ typedef struct di_seq {
     int32_t *block_table;       /* (max blocks of this sequence) block ids */
     int32_t slot;               /* batch sequence slot while RUNNING, else -1 */
     int32_t n_preemptions;
+    bool prompt_logits;         /* logits at every prompt row (see
+                                   di_scheduler_want_prompt_logits) */
     /* Private to the scheduler: */
     int64_t admit_order;        /* larger = admitted later (preempted first) */
     int32_t n_blocks_cap;
@@ -139,6 +141,14 @@ void di_scheduler_free(di_scheduler *s);
  * message says by how much. *out is the new sequence. */
 di_status di_scheduler_add(di_scheduler *s, const int32_t *prompt, int32_t n_prompt,
                            int32_t max_tokens, void *user, di_seq **out, di_error *err);
+
+/* Teacher-forced scoring: asks for logits at every prompt row of seq, not
+ * only at the sampled row (batch.want_logits marks them; they are not sampled
+ * rows), and turns off prefix-cache reuse for seq so every prompt row is
+ * computed. A recompute after preemption produces those rows again, with the
+ * same values. Call while seq is WAITING and was never admitted (right after
+ * di_scheduler_add); DI_ERR_INVALID_ARG otherwise. */
+di_status di_scheduler_want_prompt_logits(di_scheduler *s, di_seq *seq, di_error *err);
 
 /* Plans one step into *out: first one decode token per RUNNING sequence (in
  * admission order), then the next chunks of RUNNING sequences still

@@ -1,6 +1,7 @@
 /* The engine end to end on the real default model: seeded sampling is
  * independent of batch composition, thread count and prefix-cache hits;
- * cancellation, admission control, stop strings and KV accounting. */
+ * cancellation, admission control, stop strings and KV accounting;
+ * teacher-forced prompt logprobs. */
 #include "test_util.h"
 
 #include "deepinfer.h"
@@ -309,6 +310,135 @@ static void constrained_output_follows_the_grammar(void **state) {
     di_engine_free(e);
 }
 
+/* prompt_logprobs (teacher forcing) */
+
+#define PLP_MAX 96
+
+typedef struct plp_trace {
+    float lp[PLP_MAX];
+    int32_t argmax[PLP_MAX];
+    int32_t n;
+    di_finish finish;
+    di_request_stats stats;
+} plp_trace;
+
+static int record_plp(const di_event *ev) {
+    plp_trace *t = ev->user;
+    if (!ev->finish) return 0;
+    t->finish = ev->finish;
+    t->stats = ev->stats;
+    t->n = ev->n_prompt_logprobs;
+    if (t->n > 0 && t->n <= PLP_MAX) {
+        memcpy(t->lp, ev->prompt_logprobs, sizeof(float) * (size_t)t->n);
+        memcpy(t->argmax, ev->prompt_argmax, sizeof(int32_t) * (size_t)t->n);
+    }
+    return 0;
+}
+
+static di_engine *open_engine_budget(int threads, int32_t batch_tokens) {
+    di_engine_params p = di_engine_params_default();
+    p.model_path = di_test_default_model();
+    p.n_threads = threads;
+    p.n_ctx = 512;
+    p.kv_tokens = 4096;
+    p.max_batch_tokens = batch_tokens;
+    p.check_integrity = true;
+    di_engine *e = NULL;
+    di_error err;
+    assert_int_equal(di_engine_create(&p, &e, &err), DI_OK);
+    return e;
+}
+
+static di_request plp_request(const int32_t *toks, size_t n, plp_trace *t) {
+    di_request r;
+    memset(&r, 0, sizeof r);
+    r.tokens = toks;
+    r.n_tokens = n;
+    r.max_tokens = 1;
+    r.sampling = di_sampling_params_default();
+    r.sampling.temperature = 0;
+    r.prompt_logprobs = true;
+    r.on_event = record_plp;
+    r.user = t;
+    return r;
+}
+
+/* Teacher-forced logprobs agree with what sampling sees at each prefix
+ * (greedy token = argmax, raw logprob of the true next token), and are
+ * bit-identical alone, chunked inside a batch of generating requests with
+ * 1 thread, and after the prompt's blocks were cached (no cache reuse). */
+static void prompt_logprobs_are_consistent_and_batch_invariant(void **state) {
+    (void)state;
+    if (!di_test_default_model()) skip();
+    const char *text = "The history of the printing press begins in East Asia, where woodblock "
+                       "printing was used for centuries before movable type reached Europe.";
+    di_engine *e = open_engine_budget(2, 0);
+    di_error err;
+    int32_t *toks = NULL;
+    size_t n = 0;
+    assert_int_equal(di_engine_tokenize(e, text, true, false, &toks, &n, &err), DI_OK);
+    assert_true(n > 16 && n <= PLP_MAX);
+    plp_trace alone = {0};
+    di_request r = plp_request(toks, n, &alone);
+    assert_int_equal(di_engine_submit(e, &r, NULL, &err), DI_OK);
+    assert_int_equal(di_engine_run(e, &err), DI_OK);
+    assert_int_equal(alone.finish, DI_FINISH_REASON_LENGTH);
+    assert_int_equal(alone.n, (int)n - 1);
+    for (int32_t i = 0; i < alone.n; i++) assert_true(alone.lp[i] <= 0.0f && alone.lp[i] > -100.0f);
+
+    /* Against the sampler at a few prefixes: greedy token and raw top logprobs. */
+    for (size_t k = 2; k < n; k += 7) { /* prefix toks[0..k) predicts toks[k]: entry k - 1 */
+        trace g = {0};
+        di_request q;
+        memset(&q, 0, sizeof q);
+        q.tokens = toks;
+        q.n_tokens = k;
+        q.max_tokens = 1;
+        q.ignore_eos = true;
+        q.sampling = di_sampling_params_default();
+        q.sampling.temperature = 0;
+        q.sampling.logprobs = true;
+        q.sampling.top_logprobs = N_TOP;
+        q.sampling.logprobs_mode = DI_LOGPROBS_RAW;
+        q.on_event = record;
+        q.user = &g;
+        assert_int_equal(di_engine_submit(e, &q, NULL, &err), DI_OK);
+        assert_int_equal(di_engine_run(e, &err), DI_OK);
+        assert_int_equal(g.n, 1);
+        assert_int_equal(g.tokens[0], alone.argmax[k - 1]);
+        for (int i = 0; i < N_TOP; i++)
+            if (g.top[0][i].token == toks[k]) assert_float_equal(g.top[0][i].logprob, alone.lp[k - 1], 1e-4);
+    }
+    /* The prompt is cached now; a second scoring request must not reuse it. */
+    plp_trace again = {0};
+    r = plp_request(toks, n, &again);
+    assert_int_equal(di_engine_submit(e, &r, NULL, &err), DI_OK);
+    assert_int_equal(di_engine_run(e, &err), DI_OK);
+    assert_int_equal(again.stats.n_cached, 0);
+    assert_memory_equal(alone.lp, again.lp, sizeof(float) * (size_t)alone.n);
+    assert_memory_equal(alone.argmax, again.argmax, sizeof(int32_t) * (size_t)alone.n);
+    di_engine_free(e);
+
+    /* Chunked (8 rows a step) among generating requests, 1 thread. */
+    e = open_engine_budget(1, 8);
+    static trace others[4];
+    memset(others, 0, sizeof others);
+    for (int i = 0; i < 4; i++) {
+        di_request o = make_request(PROMPTS[i], &others[i], 50 + (uint64_t)i);
+        assert_int_equal(di_engine_submit(e, &o, NULL, &err), DI_OK);
+    }
+    plp_trace batched = {0};
+    r = plp_request(toks, n, &batched);
+    assert_int_equal(di_engine_submit(e, &r, NULL, &err), DI_OK);
+    assert_int_equal(di_engine_run(e, &err), DI_OK);
+    assert_int_equal(batched.n, alone.n);
+    assert_memory_equal(alone.lp, batched.lp, sizeof(float) * (size_t)alone.n);
+    assert_memory_equal(alone.argmax, batched.argmax, sizeof(int32_t) * (size_t)alone.n);
+    for (int i = 0; i < 4; i++) assert_int_equal(others[i].n, N_GEN);
+    di_engine_free(e);
+    free(toks);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(seeded_output_is_independent_of_batch_and_threads),
@@ -317,6 +447,7 @@ int main(void) {
         cmocka_unit_test(requests_that_cannot_fit_are_refused_at_submit),
         cmocka_unit_test(greedy_chat_answers_and_stops),
         cmocka_unit_test(constrained_output_follows_the_grammar),
+        cmocka_unit_test(prompt_logprobs_are_consistent_and_batch_invariant),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
