@@ -138,7 +138,23 @@ struct di_dsv4_ctx {
     float *attn_scratch;  /* (tasks, cap_attn_floats / tasks) */
     int64_t attn_floats;  /* per task, for this forward */
     int32_t *seq_last;    /* (seqs) */
+    /* per-block timers (di_dsv4_ctx_set_profile); prof_on 0 costs a branch */
+    int prof_on;
+    di_dsv4_profile prof;
+    double *prof_thread;  /* (cap_tasks, DSV4_PROF_THREAD_SLOTS) per pool thread: indexer
+                             seconds, row seconds, core flops, core cache bytes */
 };
+
+/* ---- per-block timers ---------------------------------------------------- */
+
+#define DSV4_PROF_THREAD_SLOTS 4
+
+/* Seconds on a monotonic clock when c profiles, else 0 (no clock read). */
+double dsv4_prof_now(const di_dsv4_ctx *c);
+/* Adds now - t0 to block blk when c profiles. */
+void dsv4_prof_add(di_dsv4_ctx *c, di_dsv4_block blk, double t0);
+/* Weight bytes one dsv4_linear_apply reads (data and scales). */
+double dsv4_linear_bytes(const dsv4_linear *w);
 
 /* ---- config and load ---------------------------------------------------- */
 
@@ -156,7 +172,7 @@ int64_t dsv4_linear_scratch_floats(int64_t n_in);
 void dsv4_linear_apply(const di_cpu_kernels *k, const dsv4_linear *w, const float *x, int64_t ldx,
                        float *y, int64_t ldy, int64_t n_rows, float *scratch, di_threadpool *pool);
 /* Row o of W as floats (n_in). */
-void dsv4_linear_row(const dsv4_linear *w, int64_t o, float *dst);
+void dsv4_linear_row(const di_cpu_kernels *k, const dsv4_linear *w, int64_t o, float *dst);
 
 /* ---- rope --------------------------------------------------------------- */
 

@@ -6,6 +6,9 @@
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/half.h"
 #include "kernels/cpu/quant_blocks.h"
+#include "tensor/fp8.h"
+
+#include <math.h>
 
 #define LANES 8
 
@@ -118,6 +121,23 @@ static void f32_to_f16_c(const float *src, uint16_t *dst, int64_t n) {
     for (int64_t i = 0; i < n; i++) dst[i] = di_float_to_half(src[i]);
 }
 
+/* ---- DeepSeek FP8 block and MXFP4 rows (exact; see kernels.h) ---- */
+
+static void fp8_row_c(const uint8_t *w, const float *scale, int32_t block, float *dst, int64_t n) {
+    for (int64_t i = 0; i < n; i++) dst[i] = di_e4m3_to_f32(w[i]) * scale[i / block];
+}
+
+static void mxfp4_row_c(const uint8_t *w, const uint8_t *e8m0, float *dst, int64_t n) {
+    for (int64_t g = 0; g < n / 32; g++) {
+        float scale = ldexpf(1.0f, (int)e8m0[g] - 127); /* e8m0 < 255: exact */
+        for (int j = 0; j < 16; j++) {
+            uint8_t b = w[g * 16 + j];
+            dst[g * 32 + 2 * j] = di_e2m1_to_f32(b & 15) * scale;
+            dst[g * 32 + 2 * j + 1] = di_e2m1_to_f32(b >> 4) * scale;
+        }
+    }
+}
+
 const di_cpu_kernels di_cpu_kernels_c = {
     .name = "c",
     .dot_f32 = dot_f32_c,
@@ -139,5 +159,7 @@ const di_cpu_kernels di_cpu_kernels_c = {
         [DI_DTYPE_Q6_K] = dot_q6_K,
     },
     .f16_to_f32 = f16_to_f32_c,
+    .fp8_row = fp8_row_c,
+    .mxfp4_row = mxfp4_row_c,
     .f32_to_f16 = f32_to_f16_c,
 };
