@@ -49,6 +49,8 @@
 #include <stdint.h>
 
 #define DI_DSV4_MAX_LAYERS 256
+#define DI_DSV4_MAX_MTP 8           /* num_nextn_predict_layers limit */
+#define DI_DSV4_KIND_UNKNOWN 0xff   /* mtp_attn_kind not given by the config */
 
 typedef enum di_dsv4_attn_kind {
     DI_DSV4_ATTN_WINDOW = 0, /* sliding_attention */
@@ -77,6 +79,10 @@ typedef struct di_dsv4_hparams {
     int32_t fp8_block;                  /* quantization_config block edge, 0 = none */
     uint8_t attn_kind[DI_DSV4_MAX_LAYERS]; /* di_dsv4_attn_kind per layer */
     uint8_t hash_moe[DI_DSV4_MAX_LAYERS];  /* 1: layer routes by tid2eid */
+    int32_t n_mtp;                      /* num_nextn_predict_layers (MTP modules) */
+    /* attention kind of MTP module i from legacy compress_ratios entries
+     * past n_layers, else DI_DSV4_KIND_UNKNOWN (then the tensors decide) */
+    uint8_t mtp_attn_kind[DI_DSV4_MAX_MTP];
 } di_dsv4_hparams;
 
 typedef struct di_dsv4_model di_dsv4_model;
@@ -95,6 +101,11 @@ void di_dsv4_free(di_dsv4_model *m);
 const di_dsv4_hparams *di_dsv4_hparams_of(const di_dsv4_model *m);
 const di_cpu_kernels *di_dsv4_kernels(const di_dsv4_model *m);
 const char *di_dsv4_attn_kind_name(di_dsv4_attn_kind k);
+/* MTP modules whose weights were found and validated at load: 0 when the
+ * checkpoint has no mtp.* tensors (transformers-saved folders drop them),
+ * else num_nextn_predict_layers. They are not run yet (drafting is a later
+ * issue). */
+int32_t di_dsv4_mtp_modules(const di_dsv4_model *m);
 
 /* Paged state for every layer (see above), dtype F32 or F16, zeroed. */
 di_status di_dsv4_kv_create(const di_dsv4_model *m, int32_t n_blocks, int32_t block_size,

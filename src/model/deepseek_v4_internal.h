@@ -78,6 +78,20 @@ typedef struct dsv4_layer {
     dsv4_linear sh_w1, sh_w2, sh_w3; /* shared expert */
 } dsv4_layer;
 
+/* One V3-style MTP module of the V4 base release (`mtp.<i>.` in the
+ * checkpoint; DeepSeek's inference MTPBlock): a full block (attention of its
+ * own kind, MoE, mHC) fed by e_proj(enorm(embed(token))) + h_proj(hnorm(h))
+ * of the main model's last hidden copies, with its own mHC head collapse
+ * and final norm before the shared vocabulary head. Loaded and validated;
+ * not run yet. */
+typedef struct dsv4_mtp {
+    dsv4_layer block;
+    dsv4_linear e_proj, h_proj;       /* (n_embd, n_embd) */
+    const float *enorm, *hnorm, *norm; /* (n_embd) */
+    dsv4_linear hc_head_fn;           /* (N, N*n_embd) */
+    const float *hc_head_base, *hc_head_scale; /* (N), (1) */
+} dsv4_mtp;
+
 struct di_dsv4_model {
     di_dsv4_hparams hp;
     const di_cpu_kernels *k;
@@ -92,7 +106,12 @@ struct di_dsv4_model {
     float inv_freq_compress[DSV4_MAX_ROPE_PAIRS]; /* (n_rot/2) compressed layers */
     void **owned;         /* (n_owned) buffers freed with the model */
     int32_t n_owned;
-    int32_t n_skipped_mtp; /* mtp.* tensors present but not used */
+    dsv4_mtp *mtp;        /* (n_mtp) when the checkpoint has mtp.* tensors, else NULL */
+    int32_t n_mtp;
+    /* load-time bookkeeping: every mtp.* tensor bound, so leftovers
+     * (unknown names) are reported */
+    const void **mtp_bound; /* (mtp_bound_cap) tensor addresses */
+    int64_t n_mtp_bound, mtp_bound_cap;
 };
 
 /* Per-layer row of the KV cache, in elements (see deepseek_v4.c). */
