@@ -333,7 +333,7 @@ di_status di_dsv4_forward(di_dsv4_ctx *c, di_dsv4_kv *kv, const di_batch *b, flo
         dsv4_prof_add(c, DI_DSV4_BLK_NORM, t0);
         dsv4_attention(c, kv, il, b, pool);
         t0 = dsv4_prof_now(c);
-        dsv4_hc_post(c, n);
+        dsv4_hc_post(c, n, pool);
         dsv4_hc_pre(c, &L->hc_ffn_fn, L->hc_ffn_base, L->hc_ffn_scale, n, pool);
         dsv4_prof_add(c, DI_DSV4_BLK_MHC, t0);
         t0 = dsv4_prof_now(c);
@@ -341,7 +341,7 @@ di_status di_dsv4_forward(di_dsv4_ctx *c, di_dsv4_kv *kv, const di_batch *b, flo
         dsv4_prof_add(c, DI_DSV4_BLK_NORM, t0);
         dsv4_moe(c, L, b->token, n, pool);
         t0 = dsv4_prof_now(c);
-        dsv4_hc_post(c, n);
+        dsv4_hc_post(c, n, pool);
         dsv4_prof_add(c, DI_DSV4_BLK_MHC, t0);
     }
     if (n_want == 0) return DI_OK;

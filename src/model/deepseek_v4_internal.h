@@ -208,7 +208,7 @@ void dsv4_rope(float *x, int32_t n_heads, int32_t dim, int32_t n_rot, const floa
 void dsv4_hc_pre(di_dsv4_ctx *c, const dsv4_linear *fn, const float *base, const float *scale, int64_t n,
                  di_threadpool *pool);
 /* After it: Xn = post * y + comb^T X, then X <- Xn. */
-void dsv4_hc_post(di_dsv4_ctx *c, int64_t n);
+void dsv4_hc_post(di_dsv4_ctx *c, int64_t n, di_threadpool *pool);
 /* Final collapse of X into h (n, D) (before the norm and head). */
 void dsv4_hc_head(di_dsv4_ctx *c, int64_t n, di_threadpool *pool);
 

@@ -21,6 +21,13 @@
 /* Up to this many batch rows each output row is dotted on its own: the
  * tile only pays when the x rows are reused across its 4 weight rows. */
 #define ROWWISE_MAX_ROWS 3
+/* Below this many multiply-adds the caller runs the product alone: handing
+ * work to a pool thread costs microseconds when it is spinning and a
+ * scheduler wake-up (far more on a busy machine) when it sleeps, and decode
+ * issues hundreds of such small products per token (mHC projections, the
+ * router, per-expert products of one row). Results do not change: no
+ * output's arithmetic depends on how the rows were split. */
+#define INLINE_MAX_MACS (1 << 18)
 
 int64_t dsv4_linear_scratch_floats(int64_t n_in) {
     int64_t mm = di_matmul_scratch_floats(n_in);
@@ -88,6 +95,7 @@ static void lin_task(void *arg, int64_t task, int thread) {
 void dsv4_linear_apply(const di_cpu_kernels *k, const dsv4_linear *w, const float *x, int64_t ldx,
                        float *y, int64_t ldy, int64_t n_rows, float *scratch, di_threadpool *pool) {
     if (n_rows <= 0) return;
+    if ((double)n_rows * (double)w->n_in * (double)w->n_out < INLINE_MAX_MACS) pool = NULL;
     if (w->kind == DSV4_W_PLAIN) {
         di_matmul_args a = {w->dtype, w->data, w->row_bytes, x, ldx, y, ldy, n_rows, w->n_in, w->n_out};
         di_matmul(k, &a, scratch, pool);

@@ -8,6 +8,7 @@
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/quant_blocks.h"
 #include "tensor/fp8.h"
+#include "tensor/half.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -23,7 +24,7 @@ static uint32_t rnd(void) { /* xorshift64*: deterministic test data */
 }
 static float rndf(void) { return (float)rnd() / 4294967296.0f * 2.0f - 1.0f; } /* [-1, 1) */
 
-static const di_dtype FAST_TYPES[] = {DI_DTYPE_F32, DI_DTYPE_F16, DI_DTYPE_Q4_0,
+static const di_dtype FAST_TYPES[] = {DI_DTYPE_F32, DI_DTYPE_F16, DI_DTYPE_BF16, DI_DTYPE_Q4_0,
                                       DI_DTYPE_Q4_1, DI_DTYPE_Q8_0, DI_DTYPE_Q6_K};
 
 /* Random but well-formed weights: finite f16 scales of realistic size and
@@ -41,6 +42,9 @@ static uint8_t *random_weights(di_dtype t, int64_t n_out, int64_t n_in, uint64_t
         break;
     case DI_DTYPE_F16:
         for (int64_t i = 0; i < n; i++) ((uint16_t *)(void *)w)[i] = di_float_to_half(rndf());
+        break;
+    case DI_DTYPE_BF16:
+        for (int64_t i = 0; i < n; i++) ((uint16_t *)(void *)w)[i] = di_f32_to_bf16(rndf());
         break;
     case DI_DTYPE_Q4_0:
         for (int64_t b = 0; b < n / DI_QK; b++) ((di_block_q4_0 *)(void *)w)[b].d = di_float_to_half(0.1f * rndf());

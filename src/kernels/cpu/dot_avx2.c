@@ -11,6 +11,7 @@
 #include "kernels/cpu/half.h"
 #include "kernels/cpu/quant_blocks.h"
 #include "tensor/fp8.h"
+#include "tensor/half.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 
@@ -260,6 +261,33 @@ AVX2 static void mxfp4_row_avx2(const uint8_t *w, const uint8_t *e8m0, float *ds
     }
 }
 
+/* BF16 is the top half of an f32: widen and shift, exact. */
+AVX2 static inline __m256 bf16x8(const uint16_t *p) {
+    __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)p));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+}
+
+AVX2 static void dequant_bf16_avx2(const void *w, float *dst, int64_t n) {
+    const uint16_t *src = w;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, bf16x8(src + i));
+    for (; i < n; i++) dst[i] = di_bf16_to_f32(src[i]);
+}
+
+/* BF16 rows in the canonical order (as dot_f16_row_avx2). */
+AVX2 static float dot_bf16_row_avx2(const void *w, const float *x, int64_t n) {
+    const uint16_t *src = w;
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    int64_t n16 = n - n % 16, i = 0;
+    for (; i < n16; i += 16) {
+        acc0 = _mm256_fmadd_ps(bf16x8(src + i), _mm256_loadu_ps(x + i), acc0);
+        acc1 = _mm256_fmadd_ps(bf16x8(src + i + 8), _mm256_loadu_ps(x + i + 8), acc1);
+    }
+    float s = hsum(_mm256_add_ps(acc0, acc1));
+    for (; i < n; i++) s = fmaf(di_bf16_to_f32(src[i]), x[i], s);
+    return s;
+}
+
 const di_cpu_kernels di_cpu_kernels_avx2 = {
     .name = "avx2",
     .dot_f32 = dot_f32_avx2,
@@ -267,6 +295,7 @@ const di_cpu_kernels di_cpu_kernels_avx2 = {
     .dequant = {
         [DI_DTYPE_F32] = dequant_f32_avx2,
         [DI_DTYPE_F16] = dequant_f16_avx2,
+        [DI_DTYPE_BF16] = dequant_bf16_avx2,
         [DI_DTYPE_Q4_0] = dequant_q4_0_avx2,
         [DI_DTYPE_Q4_1] = dequant_q4_1_avx2,
         [DI_DTYPE_Q8_0] = dequant_q8_0_avx2,
@@ -275,6 +304,7 @@ const di_cpu_kernels di_cpu_kernels_avx2 = {
     .dot = {
         [DI_DTYPE_F32] = dot_f32_row_avx2,
         [DI_DTYPE_F16] = dot_f16_row_avx2,
+        [DI_DTYPE_BF16] = dot_bf16_row_avx2,
         [DI_DTYPE_Q4_0] = dot_q4_0_avx2,
         [DI_DTYPE_Q4_1] = dot_q4_1_avx2,
         [DI_DTYPE_Q8_0] = dot_q8_0_avx2,
