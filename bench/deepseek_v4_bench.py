@@ -181,6 +181,9 @@ def main():
     ap.add_argument("-n", type=int, default=32)
     ap.add_argument("-r", type=int, default=3)
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--baseline", help="another bench_deepseek binary (e.g. built from an older commit) "
+                    "to time in the same run; --baseline-label names it")
+    ap.add_argument("--baseline-label", default="baseline")
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "deepseek_v4.md"))
     a = ap.parse_args()
     torch.set_num_threads(THREADS)
@@ -194,6 +197,9 @@ def main():
     logits_path = os.path.join(CACHE, "bench_last_logits.f32")
     ours = run_json([os.path.join(a.build, "bench_deepseek"), "-m", d, "-t", str(THREADS), "-p", str(a.p),
                      "-n", str(a.n), "-r", str(a.r), "--profile", "-o", logits_path])
+    base = None
+    if a.baseline:
+        base = run_json([a.baseline, "-m", d, "-t", str(THREADS), "-p", str(a.p), "-n", str(a.n), "-r", str(a.r)])
     load1 = load()
     t_pp, t_tg, t_last = bench_transformers(d, ids, a.n, a.r)
     load2 = load()
@@ -223,6 +229,13 @@ def main():
         f"{tpp:.1f} ({min(t_pp):.1f}-{max(t_pp):.1f}) | {ours['pp_tok_s'] / tpp:.2f}x |",
         f"| decode tg{a.n} (after pp{a.p}) | {ours['tg_tok_s']:.2f} ({ours['tg_min']:.2f}-{ours['tg_max']:.2f}) | "
         f"{ttg:.2f} ({min(t_tg):.2f}-{max(t_tg):.2f}) | {ours['tg_tok_s'] / ttg:.2f}x |",
+        *([] if not base else [
+            f"| prefill pp{a.p}, deepinfer {a.baseline_label} | {base['pp_tok_s']:.1f} "
+            f"({base['pp_min']:.1f}-{base['pp_max']:.1f}) | | {base['pp_tok_s'] / tpp:.2f}x "
+            f"(this build: {ours['pp_tok_s'] / base['pp_tok_s']:.2f}x of it) |",
+            f"| decode tg{a.n}, deepinfer {a.baseline_label} | {base['tg_tok_s']:.2f} "
+            f"({base['tg_min']:.2f}-{base['tg_max']:.2f}) | | {base['tg_tok_s'] / ttg:.2f}x "
+            f"(this build: {ours['tg_tok_s'] / base['tg_tok_s']:.2f}x of it) |"]),
         "",
         "## deepinfer time per block kind (one profiled run, di_dsv4_ctx_set_profile)",
         "",
@@ -255,7 +268,7 @@ def main():
     ]
     text = "\n".join(lines)
     print(text)
-    raw = {"deepinfer": ours, "transformers": {"pp": t_pp, "tg": t_tg}, "peak": peak,
+    raw = {"deepinfer": ours, "deepinfer_baseline": base, "transformers": {"pp": t_pp, "tg": t_tg}, "peak": peak,
            "load": [load0, load1, load2], "logits_max_abs_diff": diff}
     os.makedirs(os.path.dirname(a.out), exist_ok=True)
     with open(a.out, "w") as f:
