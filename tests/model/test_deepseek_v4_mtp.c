@@ -1,7 +1,7 @@
 /* DeepSeek-V4 MTP module weights (mtp.0.*): validated at load, never run.
  *
  * The fixture tests/data/golden/deepseek_v4/tiny_mtp comes from
- * scripts/gen_mtp_fixture_deepseek_v4.py: tiny_bf16's weights (shard 1, a
+ * scripts/gen_goldens_deepseek_v4_mtp.py: tiny_bf16's weights (shard 1, a
  * symlink) plus an MTP module written with safetensors in the layout of the
  * V4 base release (shard 2). transformers has no MTP module, so there is no
  * oracle for MTP logits; what is checked is that the folder loads, that the

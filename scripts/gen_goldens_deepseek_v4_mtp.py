@@ -28,7 +28,7 @@ tiny_bf16's weights, shard 2 = the mtp.0.* tensors (~0.2 MB). MTP is not
 run, so there are no logits to record: the test checks that the folder
 loads, that the main model's logits are unchanged, and the errors.
 
-Usage: .venv-deepseek/bin/python scripts/gen_mtp_fixture_deepseek_v4.py
+Usage: .venv-deepseek/bin/python scripts/gen_goldens_deepseek_v4_mtp.py
 """
 import json
 import os
@@ -93,7 +93,7 @@ def main():
     wmap = {n: SHARD1 for n in main_names}
     wmap.update({n: SHARD2 for n in mtp})
     with open(os.path.join(OUT, "model.safetensors.index.json"), "w") as f:
-        json.dump({"metadata": {"source": "scripts/gen_mtp_fixture_deepseek_v4.py"},
+        json.dump({"metadata": {"source": "scripts/gen_goldens_deepseek_v4_mtp.py"},
                    "weight_map": dict(sorted(wmap.items()))}, f, indent=1)
         f.write("\n")
     cfg["num_nextn_predict_layers"] = 1
