@@ -85,11 +85,16 @@ int di_info_hf(const char *dir) {
     printf("tokenizer:       %s\n", access(tok, R_OK) == 0 ? "tokenizer.json" : "- (none: use --prompt-ids)");
     di_dsv4_model *m = NULL;
     s = di_dsv4_load(dir, NULL, &m, &err);
-    di_dsv4_free(m);
     if (s) {
         printf("validation:      FAILED (%s)\n", di_status_name(s));
         return fail(&err);
     }
+    int32_t n_mtp = di_dsv4_mtp_modules(m);
+    di_dsv4_free(m);
+    if (n_mtp)
+        printf("mtp:             %d module(s) validated (not run: drafting is not implemented)\n", (int)n_mtp);
+    else
+        printf("mtp:             none in the checkpoint (num_nextn_predict_layers %d)\n", (int)hp.n_mtp);
     printf("validation:      ok\n");
     return 0;
 }

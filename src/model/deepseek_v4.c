@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define MAX_BATCH_ROWS (1 << 20)
 #define MAX_SEQ_SLOTS (1 << 24)
@@ -151,6 +152,7 @@ void di_dsv4_ctx_free(di_dsv4_ctx *c) {
                     &c->selw, &c->ysel, &c->xg, &c->g1, &c->g3, &c->yg, &c->pool_tmp, &c->mm_scratch,
                     &c->attn_scratch};
     for (size_t i = 0; i < sizeof fs / sizeof *fs; i++) free(*fs[i]);
+    free(c->prof_thread);
     free(c->sel);
     free(c->grow);
     free(c->seq_last);
@@ -192,7 +194,8 @@ static di_status ctx_reserve(di_dsv4_ctx *c, int64_t n, int64_t n_tasks, int64_t
     if (n_tasks > c->cap_tasks) {
         int64_t max_in = max64(max64(N * D, HD), max64(max64(hp->q_lora, F), (int64_t)hp->o_groups * hp->o_lora));
         max_in = max64(max_in, D);
-        if (!regrow(&c->mm_scratch, n_tasks * dsv4_linear_scratch_floats(max_in), 4)) {
+        if (!regrow(&c->mm_scratch, n_tasks * dsv4_linear_scratch_floats(max_in), 4) ||
+            !regrow(&c->prof_thread, n_tasks * DSV4_PROF_THREAD_SLOTS, sizeof(double))) {
             c->cap_tasks = 0;
             return di_error_set(err, DI_ERR_NOMEM, "deepseek_v4 ctx: out of memory for matmul scratch");
         }
@@ -211,6 +214,34 @@ static di_status ctx_reserve(di_dsv4_ctx *c, int64_t n, int64_t n_tasks, int64_t
         c->cap_seqs = n_seqs;
     }
     return DI_OK;
+}
+
+/* ---- per-block timers ------------------------------------------------------------ */
+
+static const char *const BLOCK_NAMES[DI_DSV4_BLK_COUNT] = {
+    "embed", "mhc", "norm", "attn_proj", "attn_core", "compressor", "indexer",
+    "moe_router", "moe_routed", "moe_shared", "head"};
+
+const char *di_dsv4_block_name(di_dsv4_block b) {
+    return b >= 0 && b < DI_DSV4_BLK_COUNT ? BLOCK_NAMES[b] : "?";
+}
+
+void di_dsv4_ctx_set_profile(di_dsv4_ctx *c, int on) {
+    c->prof_on = on != 0;
+    if (on) memset(&c->prof, 0, sizeof c->prof);
+}
+
+void di_dsv4_ctx_get_profile(const di_dsv4_ctx *c, di_dsv4_profile *out) { *out = c->prof; }
+
+double dsv4_prof_now(const di_dsv4_ctx *c) {
+    if (!c->prof_on) return 0.0;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void dsv4_prof_add(di_dsv4_ctx *c, di_dsv4_block blk, double t0) {
+    if (c->prof_on) c->prof.seconds[blk] += dsv4_prof_now(c) - t0;
 }
 
 /* ---- forward ------------------------------------------------------------------- */
@@ -281,23 +312,40 @@ di_status di_dsv4_forward(di_dsv4_ctx *c, di_dsv4_kv *kv, const di_batch *b, flo
         return di_error_set(err, DI_ERR_INVALID_ARG, "forward: %d rows want logits but logits_out is NULL", (int)n_want);
 
     const int64_t n = b->n_rows, D = hp->n_embd, N = hp->hc_mult;
+    if (c->prof_on) {
+        c->prof.n_forward++;
+        c->prof.n_rows += n;
+    }
+    double t0 = dsv4_prof_now(c);
     for (int64_t i = 0; i < n; i++) {
         float *x = c->X + i * N * D;
-        dsv4_linear_row(&m->embed, b->token[i], x);
+        dsv4_linear_row(m->k, &m->embed, b->token[i], x);
         for (int64_t j = 1; j < N; j++) memcpy(x + j * D, x, (size_t)D * sizeof(float));
     }
+    dsv4_prof_add(c, DI_DSV4_BLK_EMBED, t0);
     for (int32_t il = 0; il < hp->n_layers; il++) {
         const dsv4_layer *L = &m->layers[il];
+        t0 = dsv4_prof_now(c);
         dsv4_hc_pre(c, &L->hc_attn_fn, L->hc_attn_base, L->hc_attn_scale, n, pool);
+        dsv4_prof_add(c, DI_DSV4_BLK_MHC, t0);
+        t0 = dsv4_prof_now(c);
         for (int64_t i = 0; i < n; i++) dsv4_rmsnorm(c->h + i * D, L->attn_norm, c->h + i * D, D, hp->rms_eps);
+        dsv4_prof_add(c, DI_DSV4_BLK_NORM, t0);
         dsv4_attention(c, kv, il, b, pool);
-        dsv4_hc_post(c, n);
+        t0 = dsv4_prof_now(c);
+        dsv4_hc_post(c, n, pool);
         dsv4_hc_pre(c, &L->hc_ffn_fn, L->hc_ffn_base, L->hc_ffn_scale, n, pool);
+        dsv4_prof_add(c, DI_DSV4_BLK_MHC, t0);
+        t0 = dsv4_prof_now(c);
         for (int64_t i = 0; i < n; i++) dsv4_rmsnorm(c->h + i * D, L->ffn_norm, c->h + i * D, D, hp->rms_eps);
+        dsv4_prof_add(c, DI_DSV4_BLK_NORM, t0);
         dsv4_moe(c, L, b->token, n, pool);
-        dsv4_hc_post(c, n);
+        t0 = dsv4_prof_now(c);
+        dsv4_hc_post(c, n, pool);
+        dsv4_prof_add(c, DI_DSV4_BLK_MHC, t0);
     }
     if (n_want == 0) return DI_OK;
+    t0 = dsv4_prof_now(c);
     /* collapse only the rows that want logits: move them to the front */
     int64_t j = 0;
     for (int32_t i = 0; i < b->n_rows; i++)
@@ -306,7 +354,14 @@ di_status di_dsv4_forward(di_dsv4_ctx *c, di_dsv4_kv *kv, const di_batch *b, flo
             j++;
         }
     dsv4_hc_head(c, n_want, pool);
+    dsv4_prof_add(c, DI_DSV4_BLK_MHC, t0);
+    t0 = dsv4_prof_now(c);
     for (int64_t i = 0; i < n_want; i++) dsv4_rmsnorm(c->h + i * D, m->norm, c->h + i * D, D, hp->rms_eps);
     dsv4_linear_apply(m->k, &m->head, c->h, D, logits_out, hp->n_vocab, n_want, c->mm_scratch, pool);
+    dsv4_prof_add(c, DI_DSV4_BLK_HEAD, t0);
+    if (c->prof_on) {
+        c->prof.flops[DI_DSV4_BLK_HEAD] += 2.0 * (double)n_want * (double)hp->n_vocab * (double)D;
+        c->prof.bytes[DI_DSV4_BLK_HEAD] += dsv4_linear_bytes(&m->head);
+    }
     return DI_OK;
 }

@@ -49,6 +49,8 @@
 #include <stdint.h>
 
 #define DI_DSV4_MAX_LAYERS 256
+#define DI_DSV4_MAX_MTP 8           /* num_nextn_predict_layers limit */
+#define DI_DSV4_KIND_UNKNOWN 0xff   /* mtp_attn_kind not given by the config */
 
 typedef enum di_dsv4_attn_kind {
     DI_DSV4_ATTN_WINDOW = 0, /* sliding_attention */
@@ -77,6 +79,10 @@ typedef struct di_dsv4_hparams {
     int32_t fp8_block;                  /* quantization_config block edge, 0 = none */
     uint8_t attn_kind[DI_DSV4_MAX_LAYERS]; /* di_dsv4_attn_kind per layer */
     uint8_t hash_moe[DI_DSV4_MAX_LAYERS];  /* 1: layer routes by tid2eid */
+    int32_t n_mtp;                      /* num_nextn_predict_layers (MTP modules) */
+    /* attention kind of MTP module i from legacy compress_ratios entries
+     * past n_layers, else DI_DSV4_KIND_UNKNOWN (then the tensors decide) */
+    uint8_t mtp_attn_kind[DI_DSV4_MAX_MTP];
 } di_dsv4_hparams;
 
 typedef struct di_dsv4_model di_dsv4_model;
@@ -95,6 +101,11 @@ void di_dsv4_free(di_dsv4_model *m);
 const di_dsv4_hparams *di_dsv4_hparams_of(const di_dsv4_model *m);
 const di_cpu_kernels *di_dsv4_kernels(const di_dsv4_model *m);
 const char *di_dsv4_attn_kind_name(di_dsv4_attn_kind k);
+/* MTP modules whose weights were found and validated at load: 0 when the
+ * checkpoint has no mtp.* tensors (transformers-saved folders drop them),
+ * else num_nextn_predict_layers. They are not run yet (drafting is a later
+ * issue). */
+int32_t di_dsv4_mtp_modules(const di_dsv4_model *m);
 
 /* Paged state for every layer (see above), dtype F32 or F16, zeroed. */
 di_status di_dsv4_kv_create(const di_dsv4_model *m, int32_t n_blocks, int32_t block_size,
@@ -104,6 +115,42 @@ uint64_t di_dsv4_kv_bytes_per_token(const di_dsv4_model *m, di_dtype dtype);
 
 di_status di_dsv4_ctx_create(const di_dsv4_model *m, di_dsv4_ctx **out, di_error *err);
 void di_dsv4_ctx_free(di_dsv4_ctx *ctx);
+
+/* Optional per-block timers, off by default. When on, every forward adds
+ * the wall time of each block kind (and, for the heavy kernels, their
+ * floating-point operations and weight/KV bytes read) into the context's
+ * totals; when off the forward pays one predictable branch per block.
+ * Timers read CLOCK_MONOTONIC around blocks that run on the pool, so the
+ * times are wall time of the whole pool. The indexer's scoring runs inside
+ * the attention rows (per thread): its share of that phase is measured per
+ * thread and the phase's wall time split in that proportion. */
+typedef enum di_dsv4_block {
+    DI_DSV4_BLK_EMBED = 0,   /* embedding rows, copies */
+    DI_DSV4_BLK_MHC,         /* hc_pre / hc_post of both sublayers, hc_head */
+    DI_DSV4_BLK_NORM,        /* attn_norm / ffn_norm RMSNorms */
+    DI_DSV4_BLK_ATTN_PROJ,   /* wq_a, q_norm, wq_b, wkv, norms, rotary, wo_a, wo_b */
+    DI_DSV4_BLK_ATTN_CORE,   /* softmax attention over window + compressed keys */
+    DI_DSV4_BLK_COMPRESS,    /* compressor projections, raw state, group pooling */
+    DI_DSV4_BLK_INDEXER,     /* indexer projections, its pooling, top-k scoring */
+    DI_DSV4_BLK_MOE_ROUTER,  /* router logits and top-k / hash routing */
+    DI_DSV4_BLK_MOE_ROUTED,  /* routed experts incl. gather and weighted sum */
+    DI_DSV4_BLK_MOE_SHARED,  /* the shared expert */
+    DI_DSV4_BLK_HEAD,        /* final norm and vocabulary projection */
+    DI_DSV4_BLK_COUNT
+} di_dsv4_block;
+
+typedef struct di_dsv4_profile {
+    double seconds[DI_DSV4_BLK_COUNT];
+    double flops[DI_DSV4_BLK_COUNT]; /* multiply-adds count 2; only where noted */
+    double bytes[DI_DSV4_BLK_COUNT]; /* weight bytes (MoE), cache bytes (attention) */
+    int64_t n_forward, n_rows;
+} di_dsv4_profile;
+
+/* on != 0 enables the timers and clears the totals; 0 disables them. */
+void di_dsv4_ctx_set_profile(di_dsv4_ctx *ctx, int on);
+/* Copies the totals since the last di_dsv4_ctx_set_profile(ctx, 1). */
+void di_dsv4_ctx_get_profile(const di_dsv4_ctx *ctx, di_dsv4_profile *out);
+const char *di_dsv4_block_name(di_dsv4_block b);
 
 /* Runs the batch like di_llama_forward (same validation and contract):
  * every row's state is written to kv, and for each row with want_logits (in

@@ -165,6 +165,7 @@ static void attend_row(void *arg, int64_t row, int thread) {
     const di_batch *b = j->b;
     const int32_t hd = hp->head_dim, H = hp->n_heads, p = b->pos[row], seq = b->seq[row];
     float *scr = c->attn_scratch + (int64_t)thread * c->attn_floats;
+    double t_row = dsv4_prof_now(c), t_idx = 0.0;
 
     int32_t n_win = hp->window < p + 1 ? hp->window : p + 1;
     int32_t n_valid = L->ratio ? (p + 1) / L->ratio : 0;
@@ -182,7 +183,9 @@ static void attend_row(void *arg, int64_t row, int thread) {
             kv_get(j->kv, j->il, slot_of(b, seq, w * L->ratio + L->ratio - 1), lay->off_comp,
                    keys + (int64_t)n_keys * hd, hd);
     } else if (L->kind == DI_DSV4_ATTN_CSA && n_valid > 0) {
+        double t0 = dsv4_prof_now(c);
         int32_t n_pick = index_select(c, j->kv, j->il, b, row, n_valid, score, pick, ik);
+        t_idx = dsv4_prof_now(c) - t0;
         for (int32_t i = 0; i < n_pick; i++, n_keys++)
             kv_get(j->kv, j->il, slot_of(b, seq, pick[i] * L->ratio + L->ratio - 1), lay->off_comp,
                    keys + (int64_t)n_keys * hd, hd);
@@ -209,6 +212,13 @@ static void attend_row(void *arg, int64_t row, int thread) {
     /* K = V carried the key's rotation: undo it at the query position */
     dsv4_rope(c->att + row * H * (int64_t)hd, H, hd, hp->n_rot,
               L->kind == DI_DSV4_ATTN_WINDOW ? m->inv_freq_main : m->inv_freq_compress, p, -1.0f);
+    if (c->prof_on) {
+        double *pt = c->prof_thread + (int64_t)thread * DSV4_PROF_THREAD_SLOTS;
+        pt[0] += t_idx;
+        pt[1] += dsv4_prof_now(c) - t_row;
+        pt[2] += 4.0 * (double)n_keys * (double)H * (double)hd; /* q.k and p*v */
+        pt[3] += (double)n_keys * (double)hd * (j->kv->dtype == DI_DTYPE_F16 ? 2.0 : 4.0);
+    }
 }
 
 /* ---- the layer ------------------------------------------------------------- */
@@ -238,6 +248,7 @@ void dsv4_attention(di_dsv4_ctx *c, di_dsv4_kv *kv, int32_t il, const di_batch *
     const di_cpu_kernels *k = m->k;
     float *mm = c->mm_scratch;
 
+    double t0 = dsv4_prof_now(c);
     dsv4_linear_apply(k, &L->wq_a, c->h, D, c->qr, hp->q_lora, n, mm, pool);
     for (int64_t i = 0; i < n; i++) dsv4_rmsnorm(c->qr + i * hp->q_lora, L->q_norm, c->qr + i * hp->q_lora, hp->q_lora, hp->rms_eps);
     dsv4_linear_apply(k, &L->wq_b, c->qr, hp->q_lora, c->q, H * hd, n, mm, pool);
@@ -250,6 +261,8 @@ void dsv4_attention(di_dsv4_ctx *c, di_dsv4_kv *kv, int32_t il, const di_batch *
         dsv4_rope(kvr, 1, (int32_t)hd, hp->n_rot, inv_freq, b->pos[i], 1.0f);
         kv_put(kv, il, slot_of(b, b->seq[i], b->pos[i]), 0, kvr, (int32_t)hd);
     }
+    dsv4_prof_add(c, DI_DSV4_BLK_ATTN_PROJ, t0);
+    t0 = dsv4_prof_now(c);
     if (L->kind != DI_DSV4_ATTN_WINDOW) {
         const dsv4_compressor *cp = &L->comp;
         int64_t w = (int64_t)cp->coff * cp->dim;
@@ -257,6 +270,8 @@ void dsv4_attention(di_dsv4_ctx *c, di_dsv4_kv *kv, int32_t il, const di_batch *
         dsv4_linear_apply(k, &cp->wgate, c->h, D, c->cg, w, n, mm, pool);
         store_raw(kv, il, b, cp, L->ratio, c->ckv, c->cg, lay->off_raw_kv, lay->off_raw_gate);
     }
+    dsv4_prof_add(c, DI_DSV4_BLK_COMPRESS, t0);
+    t0 = dsv4_prof_now(c);
     if (L->kind == DI_DSV4_ATTN_CSA) {
         const dsv4_compressor *cp = &L->icomp;
         int64_t w = 2 * (int64_t)cp->dim, IH = hp->index_heads, ihd = hp->index_dim;
@@ -271,19 +286,42 @@ void dsv4_attention(di_dsv4_ctx *c, di_dsv4_kv *kv, int32_t il, const di_batch *
             for (int64_t h = 0; h < IH; h++) c->iw[i * IH + h] *= wscale;
         }
     }
+    dsv4_prof_add(c, DI_DSV4_BLK_INDEXER, t0);
     /* every row's raw state is stored: pool the groups this batch closes */
     if (L->ratio)
         for (int32_t i = 0; i < b->n_rows; i++) {
             if (b->pos[i] % L->ratio != L->ratio - 1) continue;
             int32_t w = b->pos[i] / L->ratio;
+            t0 = dsv4_prof_now(c);
             pool_group(m, kv, il, b, b->seq[i], w, L->ratio, &L->comp, lay->off_raw_kv, lay->off_raw_gate,
                        lay->off_comp, c->pool_tmp);
+            dsv4_prof_add(c, DI_DSV4_BLK_COMPRESS, t0);
+            t0 = dsv4_prof_now(c);
             if (L->kind == DI_DSV4_ATTN_CSA)
                 pool_group(m, kv, il, b, b->seq[i], w, L->ratio, &L->icomp, lay->off_iraw_kv, lay->off_iraw_gate,
                            lay->off_icomp, c->pool_tmp);
+            dsv4_prof_add(c, DI_DSV4_BLK_INDEXER, t0);
         }
     attn_job job = {c, kv, il, b};
+    int n_threads = di_threadpool_n_threads(pool);
+    if (c->prof_on) memset(c->prof_thread, 0, (size_t)n_threads * DSV4_PROF_THREAD_SLOTS * sizeof(double));
+    t0 = dsv4_prof_now(c);
     di_threadpool_run(pool, n, attend_row, &job);
+    if (c->prof_on) {
+        /* split the phase's wall time by the threads' indexer share */
+        double wall = dsv4_prof_now(c) - t0, idx = 0.0, rows = 0.0;
+        for (int t = 0; t < n_threads; t++) {
+            const double *pt = c->prof_thread + (int64_t)t * DSV4_PROF_THREAD_SLOTS;
+            idx += pt[0];
+            rows += pt[1];
+            c->prof.flops[DI_DSV4_BLK_ATTN_CORE] += pt[2];
+            c->prof.bytes[DI_DSV4_BLK_ATTN_CORE] += pt[3];
+        }
+        double share = rows > 0.0 ? idx / rows : 0.0;
+        c->prof.seconds[DI_DSV4_BLK_INDEXER] += wall * share;
+        c->prof.seconds[DI_DSV4_BLK_ATTN_CORE] += wall * (1.0 - share);
+    }
+    t0 = dsv4_prof_now(c);
     /* grouped output projection: group g reads heads [g*H/G, (g+1)*H/G) */
     const int64_t G = hp->o_groups, gin = H * hd / G, olr = hp->o_lora;
     for (int64_t g = 0; g < G; g++) {
@@ -295,4 +333,5 @@ void dsv4_attention(di_dsv4_ctx *c, di_dsv4_kv *kv, int32_t il, const di_batch *
         dsv4_linear_apply(k, &wg, c->att + g * gin, H * hd, c->oa + g * olr, G * olr, n, mm, pool);
     }
     dsv4_linear_apply(k, &L->wo_b, c->oa, G * olr, c->y, D, n, mm, pool);
+    dsv4_prof_add(c, DI_DSV4_BLK_ATTN_PROJ, t0);
 }

@@ -81,11 +81,17 @@ static di_status read_layer_types(const di_hf_config *c, di_dsv4_hparams *hp, di
         if ((int32_t)len < n)
             return di_error_set(err, DI_ERR_FORMAT, "%s: compress_ratios has %zu entries for %d layers",
                                 di_hf_config_name(c), len, (int)n);
-        for (int32_t i = 0; i < n; i++) {
+        if ((int32_t)len > n + hp->n_mtp)
+            return di_error_set(err, DI_ERR_FORMAT,
+                                "%s: compress_ratios has %zu entries for %d layers + %d MTP modules",
+                                di_hf_config_name(c), len, (int)n, (int)hp->n_mtp);
+        /* entries past the main layers belong to the MTP modules, in order */
+        for (int32_t i = 0; i < (int32_t)len; i++) {
+            uint8_t *kind = i < n ? &hp->attn_kind[i] : &hp->mtp_attn_kind[i - n];
             /* transformers maps exactly these three values to layer types */
-            if (r[i] == 0) hp->attn_kind[i] = DI_DSV4_ATTN_WINDOW;
-            else if (r[i] == 4) hp->attn_kind[i] = DI_DSV4_ATTN_CSA;
-            else if (r[i] == 128) hp->attn_kind[i] = DI_DSV4_ATTN_HCA;
+            if (r[i] == 0) *kind = DI_DSV4_ATTN_WINDOW;
+            else if (r[i] == 4) *kind = DI_DSV4_ATTN_CSA;
+            else if (r[i] == 128) *kind = DI_DSV4_ATTN_HCA;
             else
                 return di_error_set(err, DI_ERR_FORMAT, "%s: compress_ratios[%d] = %lld (must be 0, 4 or 128)",
                                     di_hf_config_name(c), (int)i, (long long)r[i]);
@@ -218,6 +224,9 @@ di_status dsv4_hparams_from_config(const char *path, di_dsv4_hparams *hp, di_err
     GET_INT("vocab_size", 1, MAX_VOCAB, 129280, hp->n_vocab);
     GET_INT("hidden_size", 1, MAX_EMBD, 4096, hp->n_embd);
     GET_INT("num_hidden_layers", 1, DI_DSV4_MAX_LAYERS, 43, hp->n_layers);
+    /* transformers' default is 1 (the V4 base release ships one MTP module) */
+    GET_INT("num_nextn_predict_layers", 0, DI_DSV4_MAX_MTP, 1, hp->n_mtp);
+    memset(hp->mtp_attn_kind, DI_DSV4_KIND_UNKNOWN, sizeof hp->mtp_attn_kind);
     GET_INT("num_attention_heads", 1, MAX_HEADS, 64, hp->n_heads);
     int32_t n_kv;
     GET_INT("num_key_value_heads", 1, 1, 1, n_kv);

@@ -78,6 +78,20 @@ typedef struct dsv4_layer {
     dsv4_linear sh_w1, sh_w2, sh_w3; /* shared expert */
 } dsv4_layer;
 
+/* One V3-style MTP module of the V4 base release (`mtp.<i>.` in the
+ * checkpoint; DeepSeek's inference MTPBlock): a full block (attention of its
+ * own kind, MoE, mHC) fed by e_proj(enorm(embed(token))) + h_proj(hnorm(h))
+ * of the main model's last hidden copies, with its own mHC head collapse
+ * and final norm before the shared vocabulary head. Loaded and validated;
+ * not run yet. */
+typedef struct dsv4_mtp {
+    dsv4_layer block;
+    dsv4_linear e_proj, h_proj;       /* (n_embd, n_embd) */
+    const float *enorm, *hnorm, *norm; /* (n_embd) */
+    dsv4_linear hc_head_fn;           /* (N, N*n_embd) */
+    const float *hc_head_base, *hc_head_scale; /* (N), (1) */
+} dsv4_mtp;
+
 struct di_dsv4_model {
     di_dsv4_hparams hp;
     const di_cpu_kernels *k;
@@ -92,7 +106,12 @@ struct di_dsv4_model {
     float inv_freq_compress[DSV4_MAX_ROPE_PAIRS]; /* (n_rot/2) compressed layers */
     void **owned;         /* (n_owned) buffers freed with the model */
     int32_t n_owned;
-    int32_t n_skipped_mtp; /* mtp.* tensors present but not used */
+    dsv4_mtp *mtp;        /* (n_mtp) when the checkpoint has mtp.* tensors, else NULL */
+    int32_t n_mtp;
+    /* load-time bookkeeping: every mtp.* tensor bound, so leftovers
+     * (unknown names) are reported */
+    const void **mtp_bound; /* (mtp_bound_cap) tensor addresses */
+    int64_t n_mtp_bound, mtp_bound_cap;
 };
 
 /* Per-layer row of the KV cache, in elements (see deepseek_v4.c). */
@@ -138,7 +157,23 @@ struct di_dsv4_ctx {
     float *attn_scratch;  /* (tasks, cap_attn_floats / tasks) */
     int64_t attn_floats;  /* per task, for this forward */
     int32_t *seq_last;    /* (seqs) */
+    /* per-block timers (di_dsv4_ctx_set_profile); prof_on 0 costs a branch */
+    int prof_on;
+    di_dsv4_profile prof;
+    double *prof_thread;  /* (cap_tasks, DSV4_PROF_THREAD_SLOTS) per pool thread: indexer
+                             seconds, row seconds, core flops, core cache bytes */
 };
+
+/* ---- per-block timers ---------------------------------------------------- */
+
+#define DSV4_PROF_THREAD_SLOTS 4
+
+/* Seconds on a monotonic clock when c profiles, else 0 (no clock read). */
+double dsv4_prof_now(const di_dsv4_ctx *c);
+/* Adds now - t0 to block blk when c profiles. */
+void dsv4_prof_add(di_dsv4_ctx *c, di_dsv4_block blk, double t0);
+/* Weight bytes one dsv4_linear_apply reads (data and scales). */
+double dsv4_linear_bytes(const dsv4_linear *w);
 
 /* ---- config and load ---------------------------------------------------- */
 
@@ -156,7 +191,7 @@ int64_t dsv4_linear_scratch_floats(int64_t n_in);
 void dsv4_linear_apply(const di_cpu_kernels *k, const dsv4_linear *w, const float *x, int64_t ldx,
                        float *y, int64_t ldy, int64_t n_rows, float *scratch, di_threadpool *pool);
 /* Row o of W as floats (n_in). */
-void dsv4_linear_row(const dsv4_linear *w, int64_t o, float *dst);
+void dsv4_linear_row(const di_cpu_kernels *k, const dsv4_linear *w, int64_t o, float *dst);
 
 /* ---- rope --------------------------------------------------------------- */
 
@@ -173,7 +208,7 @@ void dsv4_rope(float *x, int32_t n_heads, int32_t dim, int32_t n_rot, const floa
 void dsv4_hc_pre(di_dsv4_ctx *c, const dsv4_linear *fn, const float *base, const float *scale, int64_t n,
                  di_threadpool *pool);
 /* After it: Xn = post * y + comb^T X, then X <- Xn. */
-void dsv4_hc_post(di_dsv4_ctx *c, int64_t n);
+void dsv4_hc_post(di_dsv4_ctx *c, int64_t n, di_threadpool *pool);
 /* Final collapse of X into h (n, D) (before the norm and head). */
 void dsv4_hc_head(di_dsv4_ctx *c, int64_t n, di_threadpool *pool);
 

@@ -2,47 +2,49 @@
  * per-vector helpers (RMSNorm, interleaved rotary) the V4 files share.
  *
  * PLAIN weights (F32/F16/BF16) go through di_matmul. FP8 block-scaled and
- * MXFP4 weights are dequantized one output row at a time into the task's
- * scratch (value = e4m3 * block scale, or e2m1 * 2^(e-127): one exact f32
- * product) and dotted with every batch row by dot_f32. Either way every
- * y[r][o] is the same fixed sequence of float operations whatever the batch
- * size or thread count, which is what batch invariance needs. */
+ * MXFP4 weights are dequantized by the kernel table (fp8_row / mxfp4_row:
+ * value = e4m3 * block scale, or e2m1 * 2^(e-127), one exact f32 product)
+ * into the task's scratch, once per step for every batch row:
+ *  - few rows (decode): one output row at a time, dot_f32 with each x row;
+ *  - more rows (prefill, or an expert's gathered tokens): 4 output rows are
+ *    dequantized together and dot_f32_x4 shares each x row's loads between
+ *    them (the table guarantees it equals dot_f32 bit for bit).
+ * Either way every y[r][o] is dot_f32(dequant(W[o]), x[r]) -- the same fixed
+ * sequence of float operations whatever the batch size or thread count,
+ * which is what batch invariance needs. */
 #include "model/deepseek_v4_internal.h"
-
-#include "tensor/fp8.h"
-#include "tensor/mxfp4.h"
 
 #include <math.h>
 
 #define TASKS_PER_THREAD 4
+#define TILE 4          /* output rows per dequantized tile (dot_f32_x4) */
+/* Up to this many batch rows each output row is dotted on its own: the
+ * tile only pays when the x rows are reused across its 4 weight rows. */
+#define ROWWISE_MAX_ROWS 3
+/* Below this many multiply-adds the caller runs the product alone: handing
+ * work to a pool thread costs microseconds when it is spinning and a
+ * scheduler wake-up (far more on a busy machine) when it sleeps, and decode
+ * issues hundreds of such small products per token (mHC projections, the
+ * router, per-expert products of one row). Results do not change: no
+ * output's arithmetic depends on how the rows were split. */
+#define INLINE_MAX_MACS (1 << 18)
 
 int64_t dsv4_linear_scratch_floats(int64_t n_in) {
     int64_t mm = di_matmul_scratch_floats(n_in);
-    return mm > n_in + 16 ? mm : n_in + 16;
+    int64_t tile = TILE * n_in + 16;
+    return mm > tile ? mm : tile;
 }
 
-static const float E2M1[16] = {0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.0f,
-                               -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
-
-void dsv4_linear_row(const dsv4_linear *w, int64_t o, float *dst) {
+void dsv4_linear_row(const di_cpu_kernels *k, const dsv4_linear *w, int64_t o, float *dst) {
     if (w->kind == DSV4_W_FP8) {
         const uint8_t *row = (const uint8_t *)w->data + (uint64_t)o * w->row_bytes;
         const float *sc = w->scale + ((o + w->row_off) / w->block) * w->scale_cols;
-        for (int64_t i = 0; i < w->n_in; i++) dst[i] = di_e4m3_to_f32(row[i]) * sc[i / w->block];
+        k->fp8_row(row, sc, w->block, dst, w->n_in);
         return;
     }
     if (w->kind == DSV4_W_MXFP4) {
         const uint8_t *row = (const uint8_t *)w->data + (uint64_t)o * w->row_bytes;
-        const uint8_t *sc = w->mx_scale + (uint64_t)o * (uint64_t)(w->n_in / 32);
-        for (int64_t g = 0; g < w->n_in / 32; g++) {
-            /* e = 255 is NaN in OCP; the loader rejects it, so ldexpf is exact */
-            float scale = ldexpf(1.0f, (int)sc[g] - 127);
-            for (int j = 0; j < 16; j++) {
-                uint8_t b = row[g * 16 + j];
-                dst[g * 32 + 2 * j] = E2M1[b & 15] * scale;
-                dst[g * 32 + 2 * j + 1] = E2M1[b >> 4] * scale;
-            }
-        }
+        k->mxfp4_row(row, w->mx_scale + (uint64_t)o * (uint64_t)(w->n_in / 32), dst, w->n_in);
         return;
     }
     const uint8_t *row = (const uint8_t *)w->data + (uint64_t)o * w->row_bytes;
@@ -63,28 +65,54 @@ typedef struct lin_job {
 
 static void lin_task(void *arg, int64_t task, int thread) {
     const lin_job *j = arg;
-    float *tmp = j->scratch + (int64_t)thread * j->scratch_floats; /* (n_in) */
+    const int64_t n_in = j->w->n_in;
+    float *tmp = j->scratch + (int64_t)thread * j->scratch_floats; /* (TILE, n_in) */
     int64_t o0, o1;
-    di_threadpool_split(j->w->n_out, j->n_tasks, (int)task, &o0, &o1);
-    for (int64_t o = o0; o < o1; o++) {
-        dsv4_linear_row(j->w, o, tmp);
-        for (int64_t r = 0; r < j->n_rows; r++)
-            j->y[r * j->ldy + o] = j->k->dot_f32(tmp, j->x + r * j->ldx, j->w->n_in);
+    di_threadpool_split_aligned(j->w->n_out, TILE, j->n_tasks, (int)task, &o0, &o1);
+    if (j->n_rows <= ROWWISE_MAX_ROWS) {
+        for (int64_t o = o0; o < o1; o++) {
+            dsv4_linear_row(j->k, j->w, o, tmp);
+            for (int64_t r = 0; r < j->n_rows; r++)
+                j->y[r * j->ldy + o] = j->k->dot_f32(tmp, j->x + r * j->ldx, n_in);
+        }
+        return;
+    }
+    for (int64_t o = o0; o < o1; o += TILE) {
+        int64_t nt = o1 - o < TILE ? o1 - o : TILE;
+        for (int64_t t = 0; t < nt; t++) dsv4_linear_row(j->k, j->w, o + t, tmp + t * n_in);
+        for (int64_t r = 0; r < j->n_rows; r++) {
+            const float *xr = j->x + r * j->ldx;
+            float *yr = j->y + r * j->ldy + o;
+            if (nt == TILE) {
+                j->k->dot_f32_x4(tmp, n_in, xr, n_in, yr);
+            } else {
+                for (int64_t t = 0; t < nt; t++) yr[t] = j->k->dot_f32(tmp + t * n_in, xr, n_in);
+            }
+        }
     }
 }
 
 void dsv4_linear_apply(const di_cpu_kernels *k, const dsv4_linear *w, const float *x, int64_t ldx,
                        float *y, int64_t ldy, int64_t n_rows, float *scratch, di_threadpool *pool) {
     if (n_rows <= 0) return;
+    if ((double)n_rows * (double)w->n_in * (double)w->n_out < INLINE_MAX_MACS) pool = NULL;
     if (w->kind == DSV4_W_PLAIN) {
         di_matmul_args a = {w->dtype, w->data, w->row_bytes, x, ldx, y, ldy, n_rows, w->n_in, w->n_out};
         di_matmul(k, &a, scratch, pool);
         return;
     }
+    int64_t n_tiles = (w->n_out + TILE - 1) / TILE;
     int64_t n_tasks = (int64_t)di_threadpool_n_threads(pool) * TASKS_PER_THREAD;
-    if (n_tasks > w->n_out) n_tasks = w->n_out;
+    if (n_tasks > n_tiles) n_tasks = n_tiles;
     lin_job j = {k, w, x, ldx, y, ldy, n_rows, scratch, dsv4_linear_scratch_floats(w->n_in), (int)n_tasks};
     di_threadpool_run(pool, n_tasks, lin_task, &j);
+}
+
+double dsv4_linear_bytes(const dsv4_linear *w) {
+    double b = (double)w->row_bytes * (double)w->n_out;
+    if (w->kind == DSV4_W_MXFP4) b += (double)w->n_out * (double)(w->n_in / 32);
+    /* FP8 scales: (n_out/B) x (n_in/B) floats, negligible next to the bytes */
+    return b;
 }
 
 void dsv4_rmsnorm(const float *x, const float *w, float *out, int64_t n, float eps) {

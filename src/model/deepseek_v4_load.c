@@ -13,8 +13,23 @@
  *
  * Weights stay in the mapping; only scales, vectors that are not F32, and
  * weights whose data is misaligned for their element type (safetensors does
- * not align tensors) are copied. `mtp.*` tensors (the next-token-prediction
- * module) are counted and skipped. */
+ * not align tensors) are copied.
+ *
+ * MTP modules (`mtp.<i>.`, the V4 base release's next-token predictor, the
+ * MTPBlock of DeepSeek's inference code; transformers ignores them): when
+ * any mtp.* tensor is present, every module i < num_nextn_predict_layers
+ * must be complete --
+ *   a full block under mtp.<i>. with the names and shapes of layers.<N>.
+ *     (attention kind from compress_ratios[n_layers + i] when the config
+ *     lists it, else from the tensors: an indexer means CSA, a compressor
+ *     HCA, neither window-only; hash routing when ffn.gate.tid2eid exists)
+ *   e_proj, h_proj  linear [n_embd, n_embd] (FP8 in the release)
+ *   enorm, hnorm, norm  .weight [n_embd]
+ *   hc_head_fn [hc_mult, hc_mult*n_embd], hc_head_base [hc_mult],
+ *   hc_head_scale [1]
+ * -- and no other mtp.* tensor may exist (an unknown name or a module index
+ * past the config is an error, not silently ignored). No mtp.* tensors at
+ * all is fine: checkpoints re-saved by transformers drop them. */
 #include "model/deepseek_v4_internal.h"
 
 #include "base/alloc.h"
@@ -38,8 +53,15 @@ di_status dsv4_own(di_dsv4_model *m, void *p, di_error *err) {
     return DI_OK;
 }
 
-static const di_safetensors_tensor *find(const di_dsv4_model *m, const char *name) {
-    return di_safetensors_checkpoint_find(m->ck, name);
+/* Looks a tensor up; mtp.* hits are remembered (see check_mtp_leftovers). */
+static const di_safetensors_tensor *find(di_dsv4_model *m, const char *name) {
+    const di_safetensors_tensor *t = di_safetensors_checkpoint_find(m->ck, name);
+    if (t && !strncmp(name, "mtp.", 4) && m->n_mtp_bound < m->mtp_bound_cap) {
+        for (int64_t j = 0; j < m->n_mtp_bound; j++)
+            if (m->mtp_bound[j] == (const void *)t) return t;
+        m->mtp_bound[m->n_mtp_bound++] = t;
+    }
+    return t;
 }
 
 static di_status missing(const char *name, di_error *err) {
@@ -91,7 +113,7 @@ static di_status bind_vec(di_dsv4_model *m, const char *name, int64_t n, const f
 /* The scale tensor next to weight `base`.weight: `base`.scale (the released
  * checkpoints), or the transformers spellings `base`.weight_scale_inv and
  * `base`.scale_inv. */
-static const di_safetensors_tensor *find_scale(const di_dsv4_model *m, const char *base) {
+static const di_safetensors_tensor *find_scale(di_dsv4_model *m, const char *base) {
     static const char *const suffix[] = {".scale", ".weight_scale_inv", ".scale_inv"};
     char name[NAME_MAX_LEN];
     for (int i = 0; i < 3; i++) {
@@ -251,15 +273,17 @@ static di_status bind_compressor(di_dsv4_model *m, const char *base, int32_t dim
     return bind_vec(m, name, dim, &c->norm, err);
 }
 
-static di_status bind_layer(di_dsv4_model *m, int32_t il, dsv4_layer *L, di_error *err) {
+/* One block (attention + MoE + its mHC) under prefix p ("layers.3",
+ * "mtp.0"). */
+static di_status bind_block(di_dsv4_model *m, const char *p, di_dsv4_attn_kind kind, int hash_moe, dsv4_layer *L,
+                            di_error *err) {
     const di_dsv4_hparams *hp = &m->hp;
     const int64_t D = hp->n_embd, N = hp->hc_mult, M = (2 + N) * N, HD = (int64_t)hp->n_heads * hp->head_dim;
-    char p[64], name[NAME_MAX_LEN];
+    char name[NAME_MAX_LEN];
     di_status s;
-    snprintf(p, sizeof p, "layers.%d", (int)il);
-    L->kind = (di_dsv4_attn_kind)hp->attn_kind[il];
+    L->kind = kind;
     L->ratio = L->kind == DI_DSV4_ATTN_CSA ? hp->ratio_csa : L->kind == DI_DSV4_ATTN_HCA ? hp->ratio_hca : 0;
-    L->hash_moe = hp->hash_moe[il];
+    L->hash_moe = hash_moe;
 
 #define LIN(suffix, o, i, mx, dst)                                                        \
     do {                                                                                  \
@@ -333,6 +357,95 @@ static di_status bind_layer(di_dsv4_model *m, int32_t il, dsv4_layer *L, di_erro
     return DI_OK;
 }
 
+static di_status bind_layer(di_dsv4_model *m, int32_t il, dsv4_layer *L, di_error *err) {
+    char p[64];
+    snprintf(p, sizeof p, "layers.%d", (int)il);
+    return bind_block(m, p, (di_dsv4_attn_kind)m->hp.attn_kind[il], m->hp.hash_moe[il], L, err);
+}
+
+/* ---- MTP modules -------------------------------------------------------------- */
+
+static int has_tensor(const di_dsv4_model *m, const char *name) {
+    return di_safetensors_checkpoint_find(m->ck, name) != NULL;
+}
+
+static di_status bind_mtp(di_dsv4_model *m, int32_t i, dsv4_mtp *t, di_error *err) {
+    const di_dsv4_hparams *hp = &m->hp;
+    const int64_t D = hp->n_embd, N = hp->hc_mult;
+    char p[32], name[NAME_MAX_LEN];
+    di_status s;
+    snprintf(p, sizeof p, "mtp.%d", (int)i);
+    di_dsv4_attn_kind kind = (di_dsv4_attn_kind)hp->mtp_attn_kind[i];
+    if (hp->mtp_attn_kind[i] == DI_DSV4_KIND_UNKNOWN) {
+        snprintf(name, sizeof name, "%s.attn.indexer.wq_b.weight", p);
+        int csa = has_tensor(m, name);
+        snprintf(name, sizeof name, "%s.attn.compressor.wkv.weight", p);
+        kind = csa ? DI_DSV4_ATTN_CSA : has_tensor(m, name) ? DI_DSV4_ATTN_HCA : DI_DSV4_ATTN_WINDOW;
+    }
+    snprintf(name, sizeof name, "%s.ffn.gate.tid2eid", p);
+    if ((s = bind_block(m, p, kind, has_tensor(m, name), &t->block, err))) return s;
+#define MTP_NAME(suffix) snprintf(name, sizeof name, "%s.%s", p, suffix)
+    MTP_NAME("e_proj");
+    if ((s = bind_linear(m, name, D, D, 0, &t->e_proj, err))) return s;
+    MTP_NAME("h_proj");
+    if ((s = bind_linear(m, name, D, D, 0, &t->h_proj, err))) return s;
+    MTP_NAME("enorm.weight");
+    if ((s = bind_vec(m, name, D, &t->enorm, err))) return s;
+    MTP_NAME("hnorm.weight");
+    if ((s = bind_vec(m, name, D, &t->hnorm, err))) return s;
+    MTP_NAME("norm.weight");
+    if ((s = bind_vec(m, name, D, &t->norm, err))) return s;
+    MTP_NAME("hc_head_fn");
+    if ((s = bind_float_matrix(m, name, N, N * D, &t->hc_head_fn, err))) return s;
+    MTP_NAME("hc_head_base");
+    if ((s = bind_vec(m, name, N, &t->hc_head_base, err))) return s;
+    MTP_NAME("hc_head_scale");
+    if ((s = bind_vec(m, name, 1, &t->hc_head_scale, err))) return s;
+#undef MTP_NAME
+    return DI_OK;
+}
+
+/* Validates the mtp.* tensors (see the top of this file). */
+static di_status bind_mtp_modules(di_dsv4_model *m, di_error *err) {
+    const di_dsv4_hparams *hp = &m->hp;
+    uint64_t n_tensors = di_safetensors_checkpoint_tensor_count(m->ck), n_mtp_tensors = 0;
+    for (uint64_t i = 0; i < n_tensors; i++) {
+        const char *name = di_safetensors_checkpoint_tensor_at(m->ck, i)->name;
+        if (strncmp(name, "mtp.", 4)) continue;
+        n_mtp_tensors++;
+        /* the module index first: a name past the config is the likely mistake */
+        char *end;
+        long idx = strtol(name + 4, &end, 10);
+        if (end == name + 4 || *end != '.' || idx < 0)
+            return di_error_set(err, DI_ERR_FORMAT, "unexpected tensor '%.200s' (mtp.<module>.<name> expected)", name);
+        if (idx >= hp->n_mtp)
+            return di_error_set(err, DI_ERR_FORMAT,
+                                "tensor '%.200s': MTP module %ld but num_nextn_predict_layers is %d", name, idx,
+                                (int)hp->n_mtp);
+    }
+    if (n_mtp_tensors == 0) return DI_OK; /* a checkpoint without MTP weights */
+    m->mtp_bound = di_calloc((size_t)n_mtp_tensors, sizeof *m->mtp_bound);
+    m->mtp = di_calloc((size_t)hp->n_mtp, sizeof *m->mtp);
+    di_status s = dsv4_own(m, (void *)m->mtp_bound, err);
+    if (s || (s = dsv4_own(m, m->mtp, err))) return s;
+    m->mtp_bound_cap = (int64_t)n_mtp_tensors;
+    for (int32_t i = 0; i < hp->n_mtp; i++)
+        if ((s = bind_mtp(m, i, &m->mtp[i], err))) return s;
+    m->n_mtp = hp->n_mtp;
+    if ((uint64_t)m->n_mtp_bound == n_mtp_tensors) return DI_OK;
+    /* some mtp.* tensor was never asked for: name the first one */
+    for (uint64_t i = 0; i < n_tensors; i++) {
+        const di_safetensors_tensor *t = di_safetensors_checkpoint_tensor_at(m->ck, i);
+        if (strncmp(t->name, "mtp.", 4)) continue;
+        int seen = 0;
+        for (int64_t j = 0; j < m->n_mtp_bound && !seen; j++) seen = m->mtp_bound[j] == (const void *)t;
+        if (!seen) return di_error_set(err, DI_ERR_FORMAT, "unexpected tensor '%.200s' in an MTP module", t->name);
+    }
+    return di_error_set(err, DI_ERR_FORMAT, "MTP tensor bookkeeping is inconsistent"); /* not reached */
+}
+
+int32_t di_dsv4_mtp_modules(const di_dsv4_model *m) { return m->n_mtp; }
+
 /* inv_freq in float32 the way transformers computes it:
  * 1 / base^(float(2i)/dim), and for YaRN the ramp between the interpolated
  * (divided by factor) and extrapolated frequencies over the correction
@@ -383,8 +496,7 @@ di_status dsv4_bind_weights(di_dsv4_model *m, di_error *err) {
     if (!m->layers) return di_error_set(err, DI_ERR_NOMEM, "deepseek_v4: out of memory");
     for (int32_t il = 0; il < hp->n_layers; il++)
         if ((s = bind_layer(m, il, &m->layers[il], err))) return s;
-    for (uint64_t i = 0; i < di_safetensors_checkpoint_tensor_count(m->ck); i++)
-        if (!strncmp(di_safetensors_checkpoint_tensor_at(m->ck, i)->name, "mtp.", 4)) m->n_skipped_mtp++;
+    if ((s = bind_mtp_modules(m, err))) return s;
     build_inv_freq(hp, hp->rope_theta, 0, m->inv_freq_main);
     build_inv_freq(hp, hp->compress_rope_theta, hp->yarn, m->inv_freq_compress);
     return DI_OK;

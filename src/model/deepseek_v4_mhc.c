@@ -10,7 +10,9 @@
  *            then columns (Sinkhorn-Knopp), each with +eps in the divisor
  * the sublayer sees h = sum_i pre_i X_i, and afterwards
  *   X'_k = post_k * out + sum_j comb[j][k] X_j.
- * Everything is per token, in f32, in the reference's order of operations. */
+ * Everything is per token, in f32, in the reference's order of operations;
+ * the per-token work is split over row ranges on the pool (a row's numbers
+ * never depend on the split). */
 #include "model/deepseek_v4_internal.h"
 
 #include <math.h>
@@ -18,21 +20,31 @@
 
 static float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
 
-/* flat (n, N*D) = X / rms(X) over all N*D values of a token. */
-static void normalize_copies(di_dsv4_ctx *c, int64_t n) {
-    const di_dsv4_hparams *hp = &c->m->hp;
-    int64_t w = (int64_t)hp->hc_mult * hp->n_embd;
-    for (int64_t r = 0; r < n; r++) dsv4_rmsnorm(c->X + r * w, NULL, c->flat + r * w, w, hp->rms_eps);
+#define TASKS_PER_THREAD 4
+
+typedef struct rows_job {
+    di_dsv4_ctx *c;
+    const float *base, *scale;
+    int64_t n;
+    int n_tasks;
+} rows_job;
+
+static int rows_tasks(int64_t n, di_threadpool *pool) {
+    int64_t t = (int64_t)di_threadpool_n_threads(pool) * TASKS_PER_THREAD;
+    return (int)(t < n ? t : n);
 }
 
-void dsv4_hc_pre(di_dsv4_ctx *c, const dsv4_linear *fn, const float *base, const float *scale, int64_t n,
-                 di_threadpool *pool) {
+/* Rows [r0, r1) of hc_pre after the projection: weights, Sinkhorn, collapse. */
+static void hc_pre_rows(void *arg, int64_t task, int thread) {
+    (void)thread;
+    const rows_job *j = arg;
+    di_dsv4_ctx *c = j->c;
     const di_dsv4_hparams *hp = &c->m->hp;
     const int32_t N = hp->hc_mult, D = hp->n_embd, M = (2 + N) * N;
-    const float eps = hp->hc_eps;
-    normalize_copies(c, n);
-    dsv4_linear_apply(c->m->k, fn, c->flat, (int64_t)N * D, c->mix, M, n, c->mm_scratch, pool);
-    for (int64_t r = 0; r < n; r++) {
+    const float eps = hp->hc_eps, *base = j->base, *scale = j->scale;
+    int64_t r0, r1;
+    di_threadpool_split(j->n, j->n_tasks, (int)task, &r0, &r1);
+    for (int64_t r = r0; r < r1; r++) {
         const float *mx = c->mix + r * M;
         const float *X = c->X + r * N * D;
         float *post = c->post + r * N, *comb = c->comb + r * N * N, *h = c->h + r * D;
@@ -44,48 +56,84 @@ void dsv4_hc_pre(di_dsv4_ctx *c, const dsv4_linear *fn, const float *base, const
         for (int32_t i = 0; i < N; i++) { /* row softmax */
             float *row = comb + i * N;
             float mxv = -INFINITY;
-            for (int32_t j = 0; j < N; j++) {
-                row[j] = mx[2 * N + i * N + j] * scale[2] + base[2 * N + i * N + j];
-                mxv = row[j] > mxv ? row[j] : mxv;
+            for (int32_t jj = 0; jj < N; jj++) {
+                row[jj] = mx[2 * N + i * N + jj] * scale[2] + base[2 * N + i * N + jj];
+                mxv = row[jj] > mxv ? row[jj] : mxv;
             }
             float sum = 0.0f;
-            for (int32_t j = 0; j < N; j++) sum += row[j] = expf(row[j] - mxv);
-            for (int32_t j = 0; j < N; j++) row[j] = row[j] / sum + eps;
+            for (int32_t jj = 0; jj < N; jj++) sum += row[jj] = expf(row[jj] - mxv);
+            for (int32_t jj = 0; jj < N; jj++) row[jj] = row[jj] / sum + eps;
         }
         for (int32_t it = 0; it < hp->hc_iters; it++) {
             if (it > 0) /* the first pass normalizes columns only */
                 for (int32_t i = 0; i < N; i++) {
-                    float s = 0.0f;
-                    for (int32_t j = 0; j < N; j++) s += comb[i * N + j];
-                    for (int32_t j = 0; j < N; j++) comb[i * N + j] /= s + eps;
+                    float sm = 0.0f;
+                    for (int32_t jj = 0; jj < N; jj++) sm += comb[i * N + jj];
+                    for (int32_t jj = 0; jj < N; jj++) comb[i * N + jj] /= sm + eps;
                 }
-            for (int32_t j = 0; j < N; j++) {
-                float s = 0.0f;
-                for (int32_t i = 0; i < N; i++) s += comb[i * N + j];
-                for (int32_t i = 0; i < N; i++) comb[i * N + j] /= s + eps;
+            for (int32_t jj = 0; jj < N; jj++) {
+                float sm = 0.0f;
+                for (int32_t i = 0; i < N; i++) sm += comb[i * N + jj];
+                for (int32_t i = 0; i < N; i++) comb[i * N + jj] /= sm + eps;
             }
         }
         for (int32_t d = 0; d < D; d++) {
-            float s = 0.0f;
-            for (int32_t i = 0; i < N; i++) s += pre[i] * X[(int64_t)i * D + d];
-            h[d] = s;
+            float sm = 0.0f;
+            for (int32_t i = 0; i < N; i++) sm += pre[i] * X[(int64_t)i * D + d];
+            h[d] = sm;
         }
     }
 }
 
-void dsv4_hc_post(di_dsv4_ctx *c, int64_t n) {
+/* flat (n, N*D) = X / rms(X) over all N*D values of a token, rows
+ * [r0, r1) of the task. */
+static void normalize_rows(void *arg, int64_t task, int thread) {
+    (void)thread;
+    const rows_job *j = arg;
+    const di_dsv4_hparams *hp = &j->c->m->hp;
+    int64_t w = (int64_t)hp->hc_mult * hp->n_embd, r0, r1;
+    di_threadpool_split(j->n, j->n_tasks, (int)task, &r0, &r1);
+    for (int64_t r = r0; r < r1; r++) dsv4_rmsnorm(j->c->X + r * w, NULL, j->c->flat + r * w, w, hp->rms_eps);
+}
+
+static void normalize_copies(di_dsv4_ctx *c, int64_t n, di_threadpool *pool) {
+    rows_job j = {c, NULL, NULL, n, rows_tasks(n, pool)};
+    di_threadpool_run(pool, j.n_tasks, normalize_rows, &j);
+}
+
+void dsv4_hc_pre(di_dsv4_ctx *c, const dsv4_linear *fn, const float *base, const float *scale, int64_t n,
+                 di_threadpool *pool) {
+    const di_dsv4_hparams *hp = &c->m->hp;
+    const int32_t N = hp->hc_mult, D = hp->n_embd, M = (2 + N) * N;
+    normalize_copies(c, n, pool);
+    dsv4_linear_apply(c->m->k, fn, c->flat, (int64_t)N * D, c->mix, M, n, c->mm_scratch, pool);
+    rows_job j = {c, base, scale, n, rows_tasks(n, pool)};
+    di_threadpool_run(pool, j.n_tasks, hc_pre_rows, &j);
+}
+
+static void hc_post_rows(void *arg, int64_t task, int thread) {
+    (void)thread;
+    const rows_job *j = arg;
+    di_dsv4_ctx *c = j->c;
     const int32_t N = c->m->hp.hc_mult, D = c->m->hp.n_embd;
-    for (int64_t r = 0; r < n; r++) {
+    int64_t r0, r1;
+    di_threadpool_split(j->n, j->n_tasks, (int)task, &r0, &r1);
+    for (int64_t r = r0; r < r1; r++) {
         const float *X = c->X + r * N * D, *y = c->y + r * D;
         const float *post = c->post + r * N, *comb = c->comb + r * N * N;
         float *Xn = c->Xn + r * N * D;
         for (int32_t k = 0; k < N; k++)
             for (int32_t d = 0; d < D; d++) {
-                float s = 0.0f;
-                for (int32_t j = 0; j < N; j++) s += comb[j * N + k] * X[(int64_t)j * D + d];
-                Xn[(int64_t)k * D + d] = post[k] * y[d] + s;
+                float sm = 0.0f;
+                for (int32_t jj = 0; jj < N; jj++) sm += comb[jj * N + k] * X[(int64_t)jj * D + d];
+                Xn[(int64_t)k * D + d] = post[k] * y[d] + sm;
             }
     }
+}
+
+void dsv4_hc_post(di_dsv4_ctx *c, int64_t n, di_threadpool *pool) {
+    rows_job j = {c, NULL, NULL, n, rows_tasks(n, pool)};
+    di_threadpool_run(pool, j.n_tasks, hc_post_rows, &j);
     float *t = c->X;
     c->X = c->Xn;
     c->Xn = t;
@@ -94,7 +142,7 @@ void dsv4_hc_post(di_dsv4_ctx *c, int64_t n) {
 void dsv4_hc_head(di_dsv4_ctx *c, int64_t n, di_threadpool *pool) {
     const di_dsv4_model *m = c->m;
     const int32_t N = m->hp.hc_mult, D = m->hp.n_embd;
-    normalize_copies(c, n);
+    normalize_copies(c, n, pool);
     dsv4_linear_apply(m->k, &m->hc_head_fn, c->flat, (int64_t)N * D, c->mix, N, n, c->mm_scratch, pool);
     for (int64_t r = 0; r < n; r++) {
         const float *X = c->X + r * N * D;

@@ -77,8 +77,13 @@ void dsv4_moe(di_dsv4_ctx *c, const dsv4_layer *L, const int32_t *tokens, int64_
     const di_dsv4_model *m = c->m;
     const di_dsv4_hparams *hp = &m->hp;
     const int32_t E = hp->n_experts, K = hp->n_experts_used, D = hp->n_embd, F = hp->moe_ff;
+    double t0 = dsv4_prof_now(c);
     dsv4_linear_apply(m->k, &L->gate, c->h, D, c->logit, E, n, c->mm_scratch, pool);
     route(c, L, tokens, n);
+    dsv4_prof_add(c, DI_DSV4_BLK_MOE_ROUTER, t0);
+    t0 = dsv4_prof_now(c);
+    /* one pass per expert over its gathered rows: each expert's weights are
+     * read once per step however many rows chose it */
     for (int32_t e = 0; e < E; e++) {
         int64_t cnt = 0;
         for (int64_t i = 0; i < n * K; i++)
@@ -94,12 +99,27 @@ void dsv4_moe(di_dsv4_ctx *c, const dsv4_layer *L, const int32_t *tokens, int64_
         dsv4_linear_apply(m->k, &L->w2[e], c->g1, F, c->yg, D, cnt, c->mm_scratch, pool);
         for (int64_t j = 0; j < cnt; j++)
             memcpy(c->ysel + (int64_t)c->grow[j] * D, c->yg + j * D, (size_t)D * sizeof(float));
+        if (c->prof_on) {
+            c->prof.flops[DI_DSV4_BLK_MOE_ROUTED] += 6.0 * (double)cnt * (double)D * (double)F;
+            c->prof.bytes[DI_DSV4_BLK_MOE_ROUTED] +=
+                dsv4_linear_bytes(&L->w1[e]) + dsv4_linear_bytes(&L->w2[e]) + dsv4_linear_bytes(&L->w3[e]);
+        }
     }
-    /* shared expert into y, then the routed sum in front of it */
+    dsv4_prof_add(c, DI_DSV4_BLK_MOE_ROUTED, t0);
+    /* shared expert into yg */
+    t0 = dsv4_prof_now(c);
     dsv4_linear_apply(m->k, &L->sh_w1, c->h, D, c->g1, F, n, c->mm_scratch, pool);
     dsv4_linear_apply(m->k, &L->sh_w3, c->h, D, c->g3, F, n, c->mm_scratch, pool);
     clamped_swiglu(c->g1, c->g3, n * F, hp->swiglu_limit);
     dsv4_linear_apply(m->k, &L->sh_w2, c->g1, F, c->yg, D, n, c->mm_scratch, pool);
+    dsv4_prof_add(c, DI_DSV4_BLK_MOE_SHARED, t0);
+    if (c->prof_on) {
+        c->prof.flops[DI_DSV4_BLK_MOE_SHARED] += 6.0 * (double)n * (double)D * (double)F;
+        c->prof.bytes[DI_DSV4_BLK_MOE_SHARED] +=
+            dsv4_linear_bytes(&L->sh_w1) + dsv4_linear_bytes(&L->sh_w2) + dsv4_linear_bytes(&L->sh_w3);
+    }
+    /* the routed sum in ascending expert order, then the shared output */
+    t0 = dsv4_prof_now(c);
     for (int64_t r = 0; r < n; r++) {
         float *y = c->y + r * D;
         for (int32_t d = 0; d < D; d++) {
@@ -108,4 +128,5 @@ void dsv4_moe(di_dsv4_ctx *c, const dsv4_layer *L, const int32_t *tokens, int64_
             y[d] = s + c->yg[r * D + d];
         }
     }
+    dsv4_prof_add(c, DI_DSV4_BLK_MOE_ROUTED, t0);
 }

@@ -7,6 +7,8 @@
 #include "kernels/cpu/half.h"
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/quant_blocks.h"
+#include "tensor/fp8.h"
+#include "tensor/half.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -22,7 +24,7 @@ static uint32_t rnd(void) { /* xorshift64*: deterministic test data */
 }
 static float rndf(void) { return (float)rnd() / 4294967296.0f * 2.0f - 1.0f; } /* [-1, 1) */
 
-static const di_dtype FAST_TYPES[] = {DI_DTYPE_F32, DI_DTYPE_F16, DI_DTYPE_Q4_0,
+static const di_dtype FAST_TYPES[] = {DI_DTYPE_F32, DI_DTYPE_F16, DI_DTYPE_BF16, DI_DTYPE_Q4_0,
                                       DI_DTYPE_Q4_1, DI_DTYPE_Q8_0, DI_DTYPE_Q6_K};
 
 /* Random but well-formed weights: finite f16 scales of realistic size and
@@ -40,6 +42,9 @@ static uint8_t *random_weights(di_dtype t, int64_t n_out, int64_t n_in, uint64_t
         break;
     case DI_DTYPE_F16:
         for (int64_t i = 0; i < n; i++) ((uint16_t *)(void *)w)[i] = di_float_to_half(rndf());
+        break;
+    case DI_DTYPE_BF16:
+        for (int64_t i = 0; i < n; i++) ((uint16_t *)(void *)w)[i] = di_f32_to_bf16(rndf());
         break;
     case DI_DTYPE_Q4_0:
         for (int64_t b = 0; b < n / DI_QK; b++) ((di_block_q4_0 *)(void *)w)[b].d = di_float_to_half(0.1f * rndf());
@@ -217,6 +222,37 @@ static void tables_agree_on_dequantization(void **state) {
     }
 }
 
+/* fp8_row / mxfp4_row of every table equal the scalar definition bit for
+ * bit over all byte values (NaN codes stay NaN, the e2m1 negative zero
+ * stays -0), with a partial last FP8 block and odd tails. */
+static void tables_dequantize_fp8_and_mxfp4_exactly(void **state) {
+    (void)state;
+    enum { N = 1024 + 128 + 40, BLOCK = 128, NSC = (N + BLOCK - 1) / BLOCK, NMX = 1024 };
+    uint8_t w[N], e[NMX / 32];
+    float scale[NSC], got[N], want[N];
+    for (int i = 0; i < N; i++) w[i] = (uint8_t)(i < 256 ? (uint32_t)i : rnd());
+    const float sc_vals[] = {1.0f, 0x1p-127f, 0x1p-20f, 0x1p+20f, 0.37f, -3.0f, 0x1p-9f, 448.0f, 2.5e-3f, 1e-30f};
+    for (int b = 0; b < NSC; b++) scale[b] = sc_vals[b % (sizeof sc_vals / sizeof *sc_vals)];
+    for (int g = 0; g < NMX / 32; g++) e[g] = (uint8_t)(g < 4 ? (uint32_t)g : g < 8 ? (uint32_t)(250 + g - 4) : rnd() % 255);
+    for (int ti = 0; ti < n_tables; ti++) {
+        const di_cpu_kernels *k = tables[ti];
+        for (int n = N; n >= N - 3; n -= 3) { /* full length, and tails that cut a SIMD step */
+            for (int i = 0; i < n; i++) want[i] = di_e4m3_to_f32(w[i]) * scale[i / BLOCK];
+            k->fp8_row(w, scale, BLOCK, got, n);
+            for (int i = 0; i < n; i++)
+                if (memcmp(&got[i], &want[i], 4) && !(isnan(got[i]) && isnan(want[i])))
+                    fail_msg("%s fp8_row n=%d [%d] byte %02x: %a vs %a", k->name, n, i, w[i], (double)got[i],
+                             (double)want[i]);
+        }
+        for (int i = 0; i < NMX; i++)
+            want[i] = di_e2m1_to_f32((uint8_t)(i % 2 ? w[i / 2] >> 4 : w[i / 2] & 15)) * ldexpf(1.0f, e[i / 32] - 127);
+        k->mxfp4_row(w, e, got, NMX);
+        for (int i = 0; i < NMX; i++)
+            if (memcmp(&got[i], &want[i], 4))
+                fail_msg("%s mxfp4_row [%d]: %a vs %a", k->name, i, (double)got[i], (double)want[i]);
+    }
+}
+
 /* A row's outputs are the same bits alone, inside batches of every size
  * (both the fused and the tiled shape), and on 1 or 2 threads. */
 static void matmul_is_batch_and_thread_invariant(void **state) {
@@ -317,6 +353,7 @@ int main(void) {
         cmocka_unit_test(fused_dot_equals_dequantized_dot_bitwise),
         cmocka_unit_test(matmul_matches_reference_on_random_data),
         cmocka_unit_test(tables_agree_on_dequantization),
+        cmocka_unit_test(tables_dequantize_fp8_and_mxfp4_exactly),
         cmocka_unit_test(matmul_is_batch_and_thread_invariant),
         cmocka_unit_test(generic_path_matches_reference_for_other_dtypes),
     };

@@ -10,6 +10,8 @@
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/half.h"
 #include "kernels/cpu/quant_blocks.h"
+#include "tensor/fp8.h"
+#include "tensor/half.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 
@@ -209,6 +211,83 @@ AVX2 static float dot_f16_row_avx2(const void *w, const float *x, int64_t n) {
     return s;
 }
 
+/* e4m3 -> f32 eight at a time through F16C: the byte's exponent and
+ * mantissa fields, moved up 7 bits, are an f16 with the same fields (bias 15
+ * instead of 7, subnormals included), i.e. the value times 2^-8; times 256
+ * is exact. NaN codes (S.1111.111) get the f16 exponent forced to all ones.
+ * Then one multiply by the block scale, as in the scalar form. */
+AVX2 static inline __m256 e4m3x8(const uint8_t *w) {
+    __m128i b = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)(const void *)w));
+    __m128i mag = _mm_and_si128(b, _mm_set1_epi16(0x7f));
+    __m128i h = _mm_or_si128(_mm_slli_epi16(_mm_and_si128(b, _mm_set1_epi16(0x80)), 8), _mm_slli_epi16(mag, 7));
+    __m128i nan = _mm_cmpeq_epi16(mag, _mm_set1_epi16(0x7f));
+    h = _mm_or_si128(h, _mm_and_si128(nan, _mm_set1_epi16(0x7c00)));
+    return _mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_set1_ps(256.0f));
+}
+
+AVX2 static void fp8_row_avx2(const uint8_t *w, const float *scale, int32_t block, float *dst, int64_t n) {
+    for (int64_t b0 = 0; b0 < n; b0 += block) {
+        int64_t b1 = b0 + block < n ? b0 + block : n, i = b0;
+        float sc = scale[b0 / block];
+        __m256 vs = _mm256_set1_ps(sc);
+        for (; i + 8 <= b1; i += 8) _mm256_storeu_ps(dst + i, _mm256_mul_ps(e4m3x8(w + i), vs));
+        for (; i < b1; i++) dst[i] = di_e4m3_to_f32(w[i]) * sc;
+    }
+}
+
+/* 8 e2m1 codes (one per 32-bit lane) times scale: magnitude from a
+ * permute of the 8 non-negative values, sign bit 3 moved to bit 31 (so code
+ * 8 is -0.0 as in the scalar table). */
+AVX2 static inline __m256 e2m1x8(__m128i codes8, __m256 vs) {
+    const __m256 lut = _mm256_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f);
+    __m256i idx = _mm256_cvtepu8_epi32(codes8);
+    __m256 mag = _mm256_permutevar8x32_ps(lut, idx);
+    __m256i sign = _mm256_slli_epi32(_mm256_and_si256(idx, _mm256_set1_epi32(8)), 28);
+    return _mm256_mul_ps(_mm256_or_ps(mag, _mm256_castsi256_ps(sign)), vs);
+}
+
+AVX2 static void mxfp4_row_avx2(const uint8_t *w, const uint8_t *e8m0, float *dst, int64_t n) {
+    const __m128i low4 = _mm_set1_epi8(0x0f);
+    for (int64_t g = 0; g < n / 32; g++) {
+        __m256 vs = _mm256_set1_ps(ldexpf(1.0f, (int)e8m0[g] - 127));
+        __m128i bytes = _mm_loadu_si128((const __m128i *)(const void *)(w + g * 16));
+        __m128i lo = _mm_and_si128(bytes, low4), hi = _mm_and_si128(_mm_srli_epi16(bytes, 4), low4);
+        __m128i c0 = _mm_unpacklo_epi8(lo, hi), c1 = _mm_unpackhi_epi8(lo, hi); /* elements 0..15, 16..31 */
+        float *d = dst + g * 32;
+        _mm256_storeu_ps(d, e2m1x8(c0, vs));
+        _mm256_storeu_ps(d + 8, e2m1x8(_mm_srli_si128(c0, 8), vs));
+        _mm256_storeu_ps(d + 16, e2m1x8(c1, vs));
+        _mm256_storeu_ps(d + 24, e2m1x8(_mm_srli_si128(c1, 8), vs));
+    }
+}
+
+/* BF16 is the top half of an f32: widen and shift, exact. */
+AVX2 static inline __m256 bf16x8(const uint16_t *p) {
+    __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)p));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+}
+
+AVX2 static void dequant_bf16_avx2(const void *w, float *dst, int64_t n) {
+    const uint16_t *src = w;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, bf16x8(src + i));
+    for (; i < n; i++) dst[i] = di_bf16_to_f32(src[i]);
+}
+
+/* BF16 rows in the canonical order (as dot_f16_row_avx2). */
+AVX2 static float dot_bf16_row_avx2(const void *w, const float *x, int64_t n) {
+    const uint16_t *src = w;
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    int64_t n16 = n - n % 16, i = 0;
+    for (; i < n16; i += 16) {
+        acc0 = _mm256_fmadd_ps(bf16x8(src + i), _mm256_loadu_ps(x + i), acc0);
+        acc1 = _mm256_fmadd_ps(bf16x8(src + i + 8), _mm256_loadu_ps(x + i + 8), acc1);
+    }
+    float s = hsum(_mm256_add_ps(acc0, acc1));
+    for (; i < n; i++) s = fmaf(di_bf16_to_f32(src[i]), x[i], s);
+    return s;
+}
+
 const di_cpu_kernels di_cpu_kernels_avx2 = {
     .name = "avx2",
     .dot_f32 = dot_f32_avx2,
@@ -216,6 +295,7 @@ const di_cpu_kernels di_cpu_kernels_avx2 = {
     .dequant = {
         [DI_DTYPE_F32] = dequant_f32_avx2,
         [DI_DTYPE_F16] = dequant_f16_avx2,
+        [DI_DTYPE_BF16] = dequant_bf16_avx2,
         [DI_DTYPE_Q4_0] = dequant_q4_0_avx2,
         [DI_DTYPE_Q4_1] = dequant_q4_1_avx2,
         [DI_DTYPE_Q8_0] = dequant_q8_0_avx2,
@@ -224,11 +304,14 @@ const di_cpu_kernels di_cpu_kernels_avx2 = {
     .dot = {
         [DI_DTYPE_F32] = dot_f32_row_avx2,
         [DI_DTYPE_F16] = dot_f16_row_avx2,
+        [DI_DTYPE_BF16] = dot_bf16_row_avx2,
         [DI_DTYPE_Q4_0] = dot_q4_0_avx2,
         [DI_DTYPE_Q4_1] = dot_q4_1_avx2,
         [DI_DTYPE_Q8_0] = dot_q8_0_avx2,
         [DI_DTYPE_Q6_K] = dot_q6_K_avx2,
     },
+    .fp8_row = fp8_row_avx2,
+    .mxfp4_row = mxfp4_row_avx2,
     .f16_to_f32 = f16_to_f32_avx2,
     .f32_to_f16 = f32_to_f16_avx2,
 };

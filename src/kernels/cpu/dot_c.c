@@ -6,6 +6,10 @@
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/half.h"
 #include "kernels/cpu/quant_blocks.h"
+#include "tensor/fp8.h"
+#include "tensor/half.h"
+
+#include <math.h>
 
 #define LANES 8
 
@@ -47,6 +51,11 @@ static void dequant_f32(const void *w, float *dst, int64_t n) {
 static void dequant_f16(const void *w, float *dst, int64_t n) {
     const uint16_t *src = w;
     for (int64_t i = 0; i < n; i++) dst[i] = di_half_to_float(src[i]);
+}
+
+static void dequant_bf16(const void *w, float *dst, int64_t n) {
+    const uint16_t *src = w;
+    for (int64_t i = 0; i < n; i++) dst[i] = di_bf16_to_f32(src[i]);
 }
 
 static void q4_0_block(const di_block_q4_0 *b, float *y) {
@@ -112,10 +121,42 @@ static float dot_f16_row(const void *w, const float *x, int64_t n) {
     return s;
 }
 
+static float dot_bf16_row(const void *w, const float *x, int64_t n) {
+    const uint16_t *src = w;
+    float tmp[LANES * 32]; /* dequantized chunk, a multiple of LANES */
+    acc8 acc = {{0}};
+    int64_t n8 = n - n % LANES, i = 0;
+    for (; i < n8; i += (int64_t)(sizeof tmp / sizeof tmp[0])) {
+        int64_t m = n8 - i < (int64_t)(sizeof tmp / sizeof tmp[0]) ? n8 - i : (int64_t)(sizeof tmp / sizeof tmp[0]);
+        dequant_bf16(src + i, tmp, m);
+        acc8_add(&acc, tmp, x + i, m);
+    }
+    float s = acc8_sum(&acc);
+    for (i = n8; i < n; i++) s += di_bf16_to_f32(src[i]) * x[i];
+    return s;
+}
+
 static void f16_to_f32_c(const uint16_t *src, float *dst, int64_t n) { dequant_f16(src, dst, n); }
 
 static void f32_to_f16_c(const float *src, uint16_t *dst, int64_t n) {
     for (int64_t i = 0; i < n; i++) dst[i] = di_float_to_half(src[i]);
+}
+
+/* ---- DeepSeek FP8 block and MXFP4 rows (exact; see kernels.h) ---- */
+
+static void fp8_row_c(const uint8_t *w, const float *scale, int32_t block, float *dst, int64_t n) {
+    for (int64_t i = 0; i < n; i++) dst[i] = di_e4m3_to_f32(w[i]) * scale[i / block];
+}
+
+static void mxfp4_row_c(const uint8_t *w, const uint8_t *e8m0, float *dst, int64_t n) {
+    for (int64_t g = 0; g < n / 32; g++) {
+        float scale = ldexpf(1.0f, (int)e8m0[g] - 127); /* e8m0 < 255: exact */
+        for (int j = 0; j < 16; j++) {
+            uint8_t b = w[g * 16 + j];
+            dst[g * 32 + 2 * j] = di_e2m1_to_f32(b & 15) * scale;
+            dst[g * 32 + 2 * j + 1] = di_e2m1_to_f32(b >> 4) * scale;
+        }
+    }
 }
 
 const di_cpu_kernels di_cpu_kernels_c = {
@@ -125,6 +166,7 @@ const di_cpu_kernels di_cpu_kernels_c = {
     .dequant = {
         [DI_DTYPE_F32] = dequant_f32,
         [DI_DTYPE_F16] = dequant_f16,
+        [DI_DTYPE_BF16] = dequant_bf16,
         [DI_DTYPE_Q4_0] = dequant_q4_0,
         [DI_DTYPE_Q4_1] = dequant_q4_1,
         [DI_DTYPE_Q8_0] = dequant_q8_0,
@@ -133,11 +175,14 @@ const di_cpu_kernels di_cpu_kernels_c = {
     .dot = {
         [DI_DTYPE_F32] = dot_f32_row,
         [DI_DTYPE_F16] = dot_f16_row,
+        [DI_DTYPE_BF16] = dot_bf16_row,
         [DI_DTYPE_Q4_0] = dot_q4_0,
         [DI_DTYPE_Q4_1] = dot_q4_1,
         [DI_DTYPE_Q8_0] = dot_q8_0,
         [DI_DTYPE_Q6_K] = dot_q6_K,
     },
     .f16_to_f32 = f16_to_f32_c,
+    .fp8_row = fp8_row_c,
+    .mxfp4_row = mxfp4_row_c,
     .f32_to_f16 = f32_to_f16_c,
 };

@@ -42,6 +42,18 @@ typedef struct di_cpu_kernels {
      * followed by dot_f32 (then dot == dot_f32(dequant) trivially). */
     di_row_dequant_fn dequant[DI_DTYPE_COUNT];
     di_row_dot_fn dot[DI_DTYPE_COUNT];
+    /* DeepSeek block-scaled FP8 row: dst[i] = e4m3(w[i]) * scale[i / block]
+     * for n elements (scale: this row's line of the block-scale grid; the
+     * last block may be partial). Both factors convert exactly and the
+     * product is one f32 multiply, so every table gives the same bits as
+     * di_e4m3_to_f32(w[i]) * scale[i / block]. */
+    void (*fp8_row)(const uint8_t *w, const float *scale, int32_t block, float *dst, int64_t n);
+    /* MXFP4 row in the HF split layout: byte j holds element 2j (low
+     * nibble) and 2j+1 (high nibble), e2m1 codes; element i is scaled by
+     * 2^(e8m0[i / 32] - 127). n a multiple of 32; no scale byte is 255 (the
+     * loader rejects NaN scales). Exact, so every table agrees bit for bit
+     * (including -0 for the negative zero code). */
+    void (*mxfp4_row)(const uint8_t *w, const uint8_t *e8m0, float *dst, int64_t n);
     void (*f16_to_f32)(const uint16_t *src, float *dst, int64_t n);
     void (*f32_to_f16)(const float *src, uint16_t *dst, int64_t n);
 } di_cpu_kernels;
