@@ -62,14 +62,14 @@ struct di_llama_kv {
 
 struct di_llama_ctx {
     const di_llama_model *m;
-    int64_t cap_rows, cap_tasks, cap_seqs, cap_attn_floats;
+    int64_t cap_rows, cap_tasks, cap_seqs, cap_attn_floats, cap_mm_floats;
     float *x;      /* (rows, n_embd) residual stream */
     float *h;      /* (rows, max(n_embd, q_dim)) normed input / gathered rows */
     float *q;      /* (rows, n_head*head_dim) */
     float *kx, *vx; /* (rows, n_head_kv*head_dim) */
     float *att;    /* (rows, n_head*head_dim) attention output */
     float *gate, *up; /* (rows, n_ff) */
-    float *mm_scratch;   /* (tasks, di_matmul_scratch_floats(max n_in)) */
+    float *mm_scratch;   /* di_matmul_scratch_floats(rows, max n_in, tasks) */
     float *attn_scratch; /* (tasks, attention scratch floats) */
     const int32_t **row_blocks; /* (rows) */
     int32_t *seq_last;   /* (seqs) last position seen per slot during validation */
@@ -339,16 +339,19 @@ static di_status ctx_reserve(di_llama_ctx *c, int64_t n_rows, int64_t n_tasks, i
         c->cap_rows = n;
     }
     if (n_tasks > c->cap_tasks) {
-        int64_t max_in = (int64_t)hp->n_ff > wide ? (int64_t)hp->n_ff : wide;
-        if (!regrow(&c->mm_scratch, n_tasks * di_matmul_scratch_floats(max_in), sizeof(float))) {
-            c->cap_tasks = 0;
-            c->cap_attn_floats = 0;
-            return di_error_set(err, DI_ERR_NOMEM, "llama ctx: out of memory for matmul scratch");
-        }
         c->cap_tasks = n_tasks;
         c->cap_attn_floats = 0; /* resize below for the new task count */
     }
-    int64_t attn = n_tasks * di_attention_scratch_floats((int32_t)hp->n_heads, (int32_t)hp->head_dim, block_size);
+    int64_t max_in = (int64_t)hp->n_ff > wide ? (int64_t)hp->n_ff : wide;
+    int64_t mm = di_matmul_scratch_floats(c->cap_rows, max_in, (int)c->cap_tasks);
+    if (mm > c->cap_mm_floats) {
+        if (!regrow(&c->mm_scratch, mm, sizeof(float))) {
+            c->cap_mm_floats = 0;
+            return di_error_set(err, DI_ERR_NOMEM, "llama ctx: out of memory for matmul scratch");
+        }
+        c->cap_mm_floats = mm;
+    }
+    int64_t attn = c->cap_tasks * di_attention_scratch_floats((int32_t)hp->n_heads, (int32_t)hp->head_dim, block_size);
     if (attn > c->cap_attn_floats) {
         if (!regrow(&c->attn_scratch, attn, sizeof(float)))
             return di_error_set(err, DI_ERR_NOMEM, "llama ctx: out of memory for attention scratch");

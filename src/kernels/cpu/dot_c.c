@@ -6,6 +6,7 @@
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/half.h"
 #include "kernels/cpu/quant_blocks.h"
+#include "kernels/cpu/gemm_q8.h"
 
 #define LANES 8
 
@@ -118,26 +119,34 @@ static void f32_to_f16_c(const float *src, uint16_t *dst, int64_t n) {
     for (int64_t i = 0; i < n; i++) dst[i] = di_float_to_half(src[i]);
 }
 
+#define C_FLOAT_ENTRIES \
+    .dot_f32 = dot_f32_c, \
+    .dot_f32_x4 = dot_f32_x4_c, \
+    .dequant = { \
+        [DI_DTYPE_F32] = dequant_f32, \
+        [DI_DTYPE_F16] = dequant_f16, \
+        [DI_DTYPE_Q4_0] = dequant_q4_0, \
+        [DI_DTYPE_Q4_1] = dequant_q4_1, \
+        [DI_DTYPE_Q8_0] = dequant_q8_0, \
+        [DI_DTYPE_Q6_K] = dequant_q6_K, \
+    }, \
+    .dot = { \
+        [DI_DTYPE_F32] = dot_f32_row, \
+        [DI_DTYPE_F16] = dot_f16_row, \
+        [DI_DTYPE_Q4_0] = dot_q4_0, \
+        [DI_DTYPE_Q4_1] = dot_q4_1, \
+        [DI_DTYPE_Q8_0] = dot_q8_0, \
+        [DI_DTYPE_Q6_K] = dot_q6_K, \
+    }, \
+    .f16_to_f32 = f16_to_f32_c, \
+    .f32_to_f16 = f32_to_f16_c
+
+/* The exact table and its int8 activation twin (the portable statement of
+ * that path, gemm_q8_c.c). */
+extern const di_cpu_kernels di_cpu_kernels_c_q8;
 const di_cpu_kernels di_cpu_kernels_c = {
-    .name = "c",
-    .dot_f32 = dot_f32_c,
-    .dot_f32_x4 = dot_f32_x4_c,
-    .dequant = {
-        [DI_DTYPE_F32] = dequant_f32,
-        [DI_DTYPE_F16] = dequant_f16,
-        [DI_DTYPE_Q4_0] = dequant_q4_0,
-        [DI_DTYPE_Q4_1] = dequant_q4_1,
-        [DI_DTYPE_Q8_0] = dequant_q8_0,
-        [DI_DTYPE_Q6_K] = dequant_q6_K,
-    },
-    .dot = {
-        [DI_DTYPE_F32] = dot_f32_row,
-        [DI_DTYPE_F16] = dot_f16_row,
-        [DI_DTYPE_Q4_0] = dot_q4_0,
-        [DI_DTYPE_Q4_1] = dot_q4_1,
-        [DI_DTYPE_Q8_0] = dot_q8_0,
-        [DI_DTYPE_Q6_K] = dot_q6_K,
-    },
-    .f16_to_f32 = f16_to_f32_c,
-    .f32_to_f16 = f32_to_f16_c,
+    .name = "c", C_FLOAT_ENTRIES, .exact = &di_cpu_kernels_c, .q8 = &di_cpu_kernels_c_q8,
+};
+const di_cpu_kernels di_cpu_kernels_c_q8 = {
+    .name = "c-q8", C_FLOAT_ENTRIES, DI_GEMM_Q8_ENTRIES(c), .exact = &di_cpu_kernels_c, .q8 = &di_cpu_kernels_c_q8,
 };
