@@ -26,7 +26,7 @@ struct di_model_ctx {
     di_llama_ctx *llama;
 };
 
-di_status di_model_open(const char *path, di_model **out, di_error *err) {
+di_status di_model_open(const char *path, const char *kernels, di_model **out, di_error *err) {
     *out = NULL;
     di_model *m = calloc(1, sizeof *m);
     if (!m) return di_error_set(err, DI_ERR_NOMEM, "%s: out of memory", path);
@@ -37,7 +37,11 @@ di_status di_model_open(const char *path, di_model **out, di_error *err) {
     if (s) goto fail_prefix;
     if (arch.len == 5 && !memcmp(arch.ptr, "llama", 5)) {
         m->arch = ARCH_LLAMA;
-        s = di_llama_load(m->gguf, NULL, &m->llama, err);
+        const di_cpu_kernels *k = NULL;
+        if (kernels && !(k = di_cpu_kernels_by_name(kernels)))
+            s = di_error_set(err, DI_ERR_INVALID_ARG, "kernel table '%s' unknown or not runnable on this CPU",
+                             kernels);
+        else s = di_llama_load(m->gguf, k, &m->llama, err);
     } else {
         s = di_error_set(err, DI_ERR_UNSUPPORTED, "architecture '%.*s' is not supported (llama only)",
                          (int)(arch.len > 64 ? 64 : arch.len), arch.ptr);
