@@ -11,6 +11,7 @@ static const di_command COMMANDS[] = {
     {"batch", "offline generation for a JSONL file of requests", di_cmd_batch},
     {"info", "show a model's architecture, tensors and validation result", di_cmd_info},
     {"tokenize", "encode text to token ids, or --decode ids to text", di_cmd_tokenize},
+    {"quantize", "rewrite a GGUF model with its matrices in another type", di_cmd_quantize},
     {"bench", "prefill, decode and batched decode tokens/s (llama-bench style)", di_cmd_bench},
 };
 

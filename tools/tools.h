@@ -17,5 +17,6 @@ int di_cmd_chat(int argc, char **argv);
 int di_cmd_batch(int argc, char **argv);
 int di_cmd_tokenize(int argc, char **argv);
 int di_cmd_bench(int argc, char **argv);
+int di_cmd_quantize(int argc, char **argv);
 
 #endif
