@@ -1,4 +1,5 @@
-/* The int8-activation gemm body shared by the AVX2 and AVX-512 VNNI files.
+/* The int8-activation gemm body of the AVX2 file (a template: an AVX-VNNI
+ * variant would include it with another DOT8).
  * Not a public header: an ISA file defines, before including it,
  *   TGT        the function attribute that enables its instructions,
  *   ISA        the name suffix (avx2, avx512),
@@ -16,6 +17,7 @@
 #include "kernels/cpu/gemm_q8.h"
 
 #include <immintrin.h>
+#include <math.h>
 
 #define ALWAYS __attribute__((always_inline))
 #define CAT_(a, b) a##_##b
@@ -37,12 +39,13 @@ TGT static inline float FN(hsum)(__m256 v) {
 
 /* The offset term of one (row, output) pair: sum_b mw[b] * s[b] in block
  * order. Out of line so every tile shape runs the very same code. */
-__attribute__((noinline)) static float FN(mdot)(const float *mw, const float *s, int64_t nb) {
-    float t = 0.0f;
-    for (int64_t b = 0; b < nb; b++) {
-        float p = mw[b] * s[b];
-        t = t + p;
-    }
+__attribute__((noinline)) TGT static float FN(mdot)(const float *mw, const float *s, int64_t nb) {
+    /* 8 lanes (block b into lane b % 8), the fixed hsum, then the tail */
+    __m256 acc = _mm256_setzero_ps();
+    int64_t b = 0;
+    for (; b + 8 <= nb; b += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(mw + b), _mm256_loadu_ps(s + b), acc);
+    float t = FN(hsum)(acc);
+    for (; b < nb; b++) t = fmaf(mw[b], s[b], t);
     return t;
 }
 

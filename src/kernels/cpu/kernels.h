@@ -60,10 +60,12 @@ typedef void (*di_gemm_q8_fn)(const void *w, uint64_t row_bytes, int64_t o0, int
 typedef void (*di_gemm_f32_fn)(const void *w, uint64_t row_bytes, int64_t o0, int64_t o1, const float *x,
                                int64_t ldx, int64_t n_rows, int64_t n_in, float *y, int64_t ldy,
                                float *scratch);
-/* Floats of gemm scratch: per-block weight scales and offsets of a tile. */
+/* Floats of gemm scratch: per-block weight scales (up to 8 copies each,
+ * for vector loads) and offsets of a tile of up to DI_GEMM_Q8_MAX_TILE
+ * outputs. */
 #define DI_GEMM_Q8_MAX_TILE 8
 static inline int64_t di_gemm_q8_scratch_floats(int64_t n_in) {
-    return 2 * DI_GEMM_Q8_MAX_TILE * (n_in / DI_Q8_ACT_BLOCK) + 16;
+    return 9 * DI_GEMM_Q8_MAX_TILE * (n_in / DI_Q8_ACT_BLOCK) + 16;
 }
 
 typedef struct di_cpu_kernels {
