@@ -88,12 +88,21 @@ class LlamaCpp:
     """Low-level llama.cpp: one model and context per measurement set. The
     names moved between releases; both spellings are tried."""
 
-    def __init__(self, path, threads, n_ctx, n_batch, n_seq_max):
+    def __init__(self, path, threads, n_ctx, n_batch, n_seq_max, extra_bufts=False):
         import llama_cpp as L
         import numpy as np
         self.L, self.np = L, np
+        # silence llama.cpp's per-graph logging (kept alive on the object)
+        self._log_cb = L.llama_log_callback(lambda level, text, user: None)
+        L.llama_log_set(self._log_cb, None)
         L.llama_backend_init()
         mp = L.llama_model_default_params()
+        # Extra buffer types (AMX tiles, repacked Q4_0/Q8_0 layouts) are off
+        # by default: with llama-cpp-python 0.3.36 built natively on this VM
+        # (AMX_INT8 = 1, REPACK = 1) the first llama_decode segfaults when
+        # they are on. --llama-extra-bufts turns them back on elsewhere.
+        if hasattr(mp, "use_extra_bufts"):
+            mp.use_extra_bufts = extra_bufts
         load = getattr(L, "llama_model_load_from_file", None) or L.llama_load_model_from_file
         self.model = load(path.encode(), mp)
         if not self.model:
@@ -204,7 +213,7 @@ def measure_model(bin_path, model, a):
     names = {}
     llama = {t: [] for t in tests}
     n_ctx = max(a.n_prompt + a.n_gen + 16, max(a.batches) * (a.batch_gen + 8) + 16)
-    lc = LlamaCpp(model, a.threads, n_ctx, max(a.n_prompt, max(a.batches)), max(a.batches))
+    lc = LlamaCpp(model, a.threads, n_ctx, max(a.n_prompt, max(a.batches)), max(a.batches), a.llama_extra_bufts)
     seed = 12345
     prompt = []
     for _ in range(a.n_prompt + max(a.batches) + 1):
@@ -291,6 +300,9 @@ def main():
     ap.add_argument("--reps", "-r", type=int, default=3)
     ap.add_argument("--kernels", default="default,q8", help="our kernel modes to run (default = exact)")
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results"))
+    ap.add_argument("--omp-wait-policy", default="PASSIVE", help="OMP_WAIT_POLICY for llama.cpp (ACTIVE = its default)")
+    ap.add_argument("--llama-extra-bufts", action="store_true",
+                    help="let llama.cpp use AMX / repacked weight buffers (crashes on the dev VM)")
     a = ap.parse_args()
     a.batches = [int(x) for x in a.batches.split(",") if x]
     a.kernels = [k for k in a.kernels.split(",") if k]
@@ -303,34 +315,44 @@ def main():
                 run([a.bin, "quantize", DEFAULT_MODEL, p, t])
             a.models.append(p)
     os.makedirs(a.out, exist_ok=True)
-    largest = max(os.path.getsize(m) for m in a.models)
-    mib = max(256, int(2 * largest / 2 ** 20))
-    log("machine: load %s; bandwidth probe at %d MiB, %d threads" % (load_avg(), mib, a.threads))
-    machine = json.loads(run([a.bandwidth_bin, "-s", str(mib), "-t", str(a.threads), "-r", "7"]))
-    log("  %s" % machine)
+    # OpenMP's default active spin-wait makes llama.cpp's 2-thread decode
+    # collapse (1-3 tok/s) on an oversubscribed machine; PASSIVE is its best
+    # setting there. Must be set before libgomp loads (first llama_cpp use).
+    os.environ.setdefault("OMP_WAIT_POLICY", a.omp_wait_policy)
+    log("machine: load %s, %d threads, OMP_WAIT_POLICY=%s" % (load_avg(), a.threads, os.environ["OMP_WAIT_POLICY"]))
     results = []
     version = "?"
+    machine = None
     for m in a.models:
         log("model %s" % os.path.basename(m))
         facts = model_facts(a.bin, m)
+        # the read probe at the model's weight size (decode streams it once
+        # per token; on this VM it fits the 480 MiB L3)
+        mib = max(16, int(facts["weight_bytes"] / 2 ** 20 + 0.5))
+        probe = json.loads(run([a.bandwidth_bin, "-s", str(mib), "-t", str(a.threads), "-r", "7"]))
+        log("  probe at %d MiB: %s" % (mib, probe))
+        machine = machine or probe
         tests, ours, names, llama, version = measure_model(a.bin, m, a)
+        probe_end = json.loads(run([a.bandwidth_bin, "-s", str(mib), "-t", str(a.threads), "-r", "7"]))
         results.append({"model": m, "facts": facts, "tests": tests, "ours": ours, "kernel_names": names,
-                        "llama": llama})
-    machine_end = json.loads(run([a.bandwidth_bin, "-s", str(mib), "-t", str(a.threads), "-r", "7"]))
-    bw = statistics.median([machine["read_gbs_median"], machine_end["read_gbs_median"]]) * 1e9
-    f32_peak = machine["f32_gflops_median"] * 1e9
-    i8_peak = machine["int8_gmacs_median"] * 2e9
-    lines = ["# DeepInfer vs llama.cpp (llama-cpp-python %s)" % version, "",
-             "%s, %d threads, load %s at the end; read bandwidth %.2f GB/s (median of start/end), "
-             "f32 peak %.0f GFLOP/s, int8 peak %.0f GOP/s" % (datetime.datetime.now().isoformat(timespec="seconds"),
-                                                            a.threads, load_avg(), bw / 1e9, f32_peak / 1e9,
-                                                            i8_peak / 1e9), "",
+                        "llama": llama, "probe": [probe, probe_end],
+                        "read_gbs": statistics.median([probe["read_gbs_median"], probe_end["read_gbs_median"]])})
+    machine_end = probe_end
+    f32_peak = statistics.median([r["probe"][i]["f32_gflops_median"] for r in results for i in (0, 1)]) * 1e9
+    i8_peak = statistics.median([r["probe"][i]["int8_gmacs_median"] for r in results for i in (0, 1)]) * 2e9
+    lines = ["# DeepInfer vs llama.cpp (llama-cpp-python %s%s)" % (
+                 version, ", extra buffer types on" if a.llama_extra_bufts else ", extra buffer types (AMX/repack) off"), "",
+             "%s, %d threads, OMP_WAIT_POLICY=%s for llama.cpp, load %s at the end; read bandwidth at each "
+             "model's size %s GB/s (median of a probe before and after it); f32 peak %.0f GFLOP/s, int8 peak "
+             "%.0f GOP/s (medians over the probes)" % (
+                 datetime.datetime.now().isoformat(timespec="seconds"), a.threads, os.environ["OMP_WAIT_POLICY"],
+                 load_avg(), ", ".join("%.2f" % r["read_gbs"] for r in results), f32_peak / 1e9, i8_peak / 1e9), "",
              "| model | test | " + " | ".join("ours %s" % k for k in a.kernels) +
              " | llama.cpp | " + " | ".join("ratio %s" % k for k in a.kernels) + " | share of the limit |",
              "|" + "---|" * (4 + 2 * len(a.kernels))]
     for r in results:
         f = r["facts"]
-        bound_tg = bw / f["weight_bytes"]
+        bound_tg = r["read_gbs"] * 1e9 / f["weight_bytes"]
         r["decode_bound_tokens_per_s"] = bound_tg
         flops = prefill_flops_per_token(f, a.n_prompt)
         for t in r["tests"]:
@@ -362,7 +384,9 @@ def main():
     base = os.path.join(a.out, "compare-%s" % stamp)
     with open(base + ".json", "w") as fj:
         json.dump({"machine_start": machine, "machine_end": machine_end, "threads": a.threads,
-                   "llama_cpp_python": version, "results": results, "load_end": load_avg()}, fj, indent=1)
+                   "omp_wait_policy": os.environ["OMP_WAIT_POLICY"],
+                   "llama_cpp_python": version, "llama_extra_bufts": a.llama_extra_bufts, "results": results,
+                   "load_end": load_avg()}, fj, indent=1)
     with open(base + ".md", "w") as fm:
         fm.write("\n".join(lines) + "\n")
     write_svg(base + ".svg", results, a.kernels)
