@@ -34,7 +34,7 @@ TGT static inline float hsum8(__m256 v) {
 }
 
 TGT static inline float hsum16(__m512 v) {
-    return hsum8(_mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1)));
+    return hsum8(_mm256_add_ps(_mm512_castps512_ps256(v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1))));
 }
 
 /* Out of line so every tile shape runs the very same code. */
