@@ -11,6 +11,20 @@
  *    paths, chosen once from cpuid (di_cpu_kernels_best) and compared with
  *    the reference by tests/kernels on random data.
  *
+ * Tables, one file per ISA: "c" (dot_c.c, gemm_q8_c.c), "avx2"
+ * (dot_avx2.c, gemm_q8_avx2.c) and "avx512" (gemm_f32_avx512.c,
+ * gemm_q8_avx512.c; needs AVX-512 F/BW/VL + VNNI). Each comes in two
+ * numerics:
+ *  - exact (the default): f32 activations; weights dequantized in registers
+ *    (few rows) or into an L1 tile (many rows), then f32 FMA. Logits stay
+ *    within ~1e-4 of transformers on SmolLM2.
+ *  - "-q8": activations quantized to int8 per row and block of 32 (as
+ *    llama.cpp's Q8_0/Q8_1), integer dots (maddubs or vpdpbusd). Cheaper per
+ *    byte of activation, but its rounding noise compounds through the layers
+ *    (max logit error ~1 on SmolLM2-135M; tests/model/test_llama.c), so it
+ *    is opt-in (engine param "kernels" = "q8").
+ * AMX is not used (see bench/README.md for why and what it would take).
+ *
  * Matrix convention: W is (n_out, n_in) row-major with rows of
  * di_dtype_row_bytes(dtype, n_in) bytes (ggml order: ne[0] = n_in). */
 #ifndef DI_KERNELS_CPU_KERNELS_H
