@@ -38,12 +38,22 @@ TGT static inline float hsum16(__m512 v) {
     return _mm_cvtss_f32(s);
 }
 
-/* 16 nibbles (low or high halves of 16 bytes) as floats. */
-TGT static inline ALWAYS __m512 nib_f32(const uint8_t *qs, int high) {
-    __m128i raw = _mm_loadu_si128((const __m128i *)(const void *)qs);
-    if (high) raw = _mm_srli_epi16(raw, 4);
-    raw = _mm_and_si128(raw, _mm_set1_epi8(0x0F));
-    return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(raw));
+/* 0, 1, ..., 15 as floats: the possible values of a nibble. */
+TGT static inline ALWAYS __m512 iota16(void) {
+    return _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+}
+
+/* Dequantizes 16 bytes of nibbles through a 16-entry table of the block's
+ * values (table[q] = the dequantized value of q): vpermps reads only the
+ * low 4 bits of each index, so the bytes widen straight into indices (low
+ * nibbles) or are shifted once (high nibbles). table[q] is computed with
+ * the same operation the direct form would apply to float(q), so the bits
+ * are the same; it saves the masks, int->float converts and per-element
+ * FMAs (decode is bound by these per-byte ops, not by memory). */
+TGT static inline ALWAYS void nib_lookup(const uint8_t *qs, __m512 table, __m512 *lo, __m512 *hi) {
+    __m512i idx = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)qs));
+    *lo = _mm512_permutexvar_ps(idx, table);
+    *hi = _mm512_permutexvar_ps(_mm512_srli_epi32(idx, 4), table);
 }
 
 /* Elements 32b .. 32b+31 of a weight row, dequantized: chunks 2b (*v0)
@@ -60,18 +70,16 @@ TGT static inline ALWAYS void deq32(int kind, const uint8_t *row, int64_t b, __m
         *v1 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(h + 16)));
         return;
     }
-    case K_Q4_0: {
+    case K_Q4_0: { /* (q - 8) * d */
         const di_block_q4_0 *bl = (const di_block_q4_0 *)(const void *)row + b;
-        __m512 d = _mm512_set1_ps(_cvtsh_ss(bl->d)), eight = _mm512_set1_ps(8.0f);
-        *v0 = _mm512_mul_ps(_mm512_sub_ps(nib_f32(bl->qs, 0), eight), d);
-        *v1 = _mm512_mul_ps(_mm512_sub_ps(nib_f32(bl->qs, 1), eight), d);
+        __m512 t = _mm512_mul_ps(_mm512_sub_ps(iota16(), _mm512_set1_ps(8.0f)), _mm512_set1_ps(_cvtsh_ss(bl->d)));
+        nib_lookup(bl->qs, t, v0, v1);
         return;
     }
-    case K_Q4_1: {
+    case K_Q4_1: { /* q * d + m, fused */
         const di_block_q4_1 *bl = (const di_block_q4_1 *)(const void *)row + b;
-        __m512 d = _mm512_set1_ps(_cvtsh_ss(bl->d)), m = _mm512_set1_ps(_cvtsh_ss(bl->m));
-        *v0 = _mm512_fmadd_ps(nib_f32(bl->qs, 0), d, m);
-        *v1 = _mm512_fmadd_ps(nib_f32(bl->qs, 1), d, m);
+        __m512 t = _mm512_fmadd_ps(iota16(), _mm512_set1_ps(_cvtsh_ss(bl->d)), _mm512_set1_ps(_cvtsh_ss(bl->m)));
+        nib_lookup(bl->qs, t, v0, v1);
         return;
     }
     case K_Q8_0: {
@@ -90,8 +98,16 @@ TGT static inline ALWAYS void deq32(int kind, const uint8_t *row, int64_t b, __m
         /* sub-block j: bytes 32*(j/2) .. +31, low nibbles if j even */
         const uint8_t *qs = bl->qs + 32 * (j >> 1);
         __m512 d = _mm512_set1_ps(_cvtsh_ss(bl->d) * (float)sc), m = _mm512_set1_ps(_cvtsh_ss(bl->dmin) * (float)mn);
-        *v0 = _mm512_fmsub_ps(nib_f32(qs, j & 1), d, m);
-        *v1 = _mm512_fmsub_ps(nib_f32(qs + 16, j & 1), d, m);
+        __m512 t = _mm512_fmsub_ps(iota16(), d, m); /* q * d - m, fused */
+        /* the 32 elements are one nibble half of 32 bytes: low or high */
+        __m512i i0 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)qs));
+        __m512i i1 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(qs + 16)));
+        if (j & 1) {
+            i0 = _mm512_srli_epi32(i0, 4);
+            i1 = _mm512_srli_epi32(i1, 4);
+        }
+        *v0 = _mm512_permutexvar_ps(i0, t);
+        *v1 = _mm512_permutexvar_ps(i1, t);
         return;
     }
     }
