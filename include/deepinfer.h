@@ -94,6 +94,10 @@ typedef struct di_engine_params {
     bool no_prefix_cache;      /* disable reuse of cached prompt blocks */
     bool kv_f32;               /* keep the KV cache in f32 (default f16) */
     bool check_integrity;      /* verify KV accounting after every step (tests) */
+    const char *kernels;       /* CPU kernel table: NULL = fastest exact one;
+                                * "q8" = its int8-activation twin (faster
+                                * prefill, ~1 logit of rounding noise on
+                                * small models); or a name ("avx2", "c-q8") */
 } di_engine_params;
 
 di_engine_params di_engine_params_default(void);

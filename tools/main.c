@@ -14,6 +14,8 @@ static const di_command COMMANDS[] = {
     {"tokenize", "encode text to token ids, or --decode ids to text", di_cmd_tokenize},
     {"grammar", "check or benchmark JSON Schema / regex / EBNF token masks", di_cmd_grammar},
     {"perplexity", "teacher-forced perplexity of a text, llama-perplexity style", di_cmd_perplexity},
+    {"quantize", "rewrite a GGUF model with its matrices in another type", di_cmd_quantize},
+    {"bench", "prefill, decode and batched decode tokens/s (llama-bench style)", di_cmd_bench},
 };
 
 static void usage(FILE *f) {

@@ -21,5 +21,7 @@ int di_cmd_grammar(int argc, char **argv);
 /* deepinfer info on an HF checkpoint folder (cmd_info_hf.c). */
 int di_info_hf(const char *dir);
 int di_cmd_perplexity(int argc, char **argv);
+int di_cmd_bench(int argc, char **argv);
+int di_cmd_quantize(int argc, char **argv);
 
 #endif

@@ -1,8 +1,13 @@
-/* Thread pool: a generation counter announces each job; workers spin on it
- * for a while, then sleep on a condition variable. The caller takes tasks
- * from the same atomic counter as the workers and then waits until every
- * worker has checked out of the job, so the job fields can be reused for
- * the next run without a worker still reading the old ones. */
+/* Thread pool: one 64-bit atomic word holds (generation, n_tasks, next
+ * task). Workers spin on it for a while, then sleep on a condition
+ * variable. Everyone -- caller included -- claims a task with a CAS that
+ * succeeds only while the word still names the same job and a task is left,
+ * and the caller waits for the tasks to be DONE, not for every worker to
+ * check in: on an oversubscribed machine a descheduled worker then costs
+ * nothing (waiting for it made 2 threads slower than 1 under load). A
+ * successful claim proves the job is current and unfinished, so its fields
+ * (fn, ctx) cannot change while the task runs: the caller rewrites them
+ * only after every task of the previous job is done. */
 #include "base/threadpool.h"
 
 #include "base/alloc.h"
@@ -32,6 +37,14 @@
 #define CALLER_SPIN_ITERS (1 << 12)
 /* Keeps the hot atomics on separate cache lines. */
 #define CACHE_LINE 64
+/* The state word: 20 bits of generation, 22 of task count, 22 of next
+ * task. Runs with more tasks go in rounds of at most ROUND_MAX. */
+#define FIELD_BITS 22
+#define NT_SHIFT FIELD_BITS
+#define GEN_SHIFT (2 * FIELD_BITS)
+#define FIELD_MASK ((1ull << FIELD_BITS) - 1)
+#define ROUND_MAX ((int64_t)FIELD_MASK)
+static inline unsigned st_gen(unsigned long long s) { return (unsigned)(s >> GEN_SHIFT); }
 
 struct worker {
     di_threadpool *pool;
@@ -51,11 +64,12 @@ struct di_threadpool {
     void *ctx;
     int64_t n_tasks;
 
-    alignas(CACHE_LINE) atomic_uint generation;
+    int64_t base;             /* task index of this round's first task */
+    /* (generation << GEN_SHIFT) | (n_tasks << NT_SHIFT) | next */
+    alignas(CACHE_LINE) atomic_ullong state;
     atomic_int n_sleeping;
     atomic_bool stop;
-    alignas(CACHE_LINE) atomic_llong next_task;
-    alignas(CACHE_LINE) atomic_int pending; /* workers not yet done with the job */
+    alignas(CACHE_LINE) atomic_llong done; /* tasks finished in this round */
     alignas(CACHE_LINE) atomic_bool busy;
 };
 
@@ -67,35 +81,44 @@ static inline void cpu_relax(void) {
 #endif
 }
 
-static void run_tasks(di_threadpool *pool, int thread) {
-    const int64_t n = pool->n_tasks;
+/* Claims and runs tasks of the job in *s until none is left or the word
+ * moves to another job. */
+static void run_tasks(di_threadpool *pool, int thread, unsigned long long s) {
     for (;;) {
-        int64_t t = atomic_fetch_add_explicit(&pool->next_task, 1, memory_order_relaxed);
-        if (t >= n) return;
-        pool->fn(pool->ctx, t, thread);
+        unsigned long long nt = (s >> NT_SHIFT) & FIELD_MASK, next = s & FIELD_MASK;
+        if (next >= nt) return;
+        /* acquire on success: the job fields written before the publish */
+        if (!atomic_compare_exchange_weak_explicit(&pool->state, &s, s + 1, memory_order_acquire,
+                                                   memory_order_acquire))
+            continue; /* s reloaded: retry (another job ends the loop) */
+        pool->fn(pool->ctx, pool->base + (int64_t)next, thread);
+        /* release: the caller sees this task's writes */
+        atomic_fetch_add_explicit(&pool->done, 1, memory_order_release);
+        s = atomic_load_explicit(&pool->state, memory_order_acquire);
     }
 }
 
-/* Returns the new generation, or `seen` when the pool is stopping. */
-static unsigned wait_for_job(di_threadpool *pool, unsigned seen) {
+/* Returns the new state once its generation differs from seen, or a state
+ * of generation seen when the pool is stopping. */
+static unsigned long long wait_for_job(di_threadpool *pool, unsigned seen) {
     for (int i = 0; i < SPIN_ITERS; i++) {
-        unsigned g = atomic_load_explicit(&pool->generation, memory_order_acquire);
-        if (g != seen) return g;
-        if (atomic_load_explicit(&pool->stop, memory_order_relaxed)) return seen;
+        unsigned long long s = atomic_load_explicit(&pool->state, memory_order_acquire);
+        if (st_gen(s) != seen) return s;
+        if (atomic_load_explicit(&pool->stop, memory_order_relaxed)) return s;
         if (i >= SPIN_PURE_ITERS && i % SPIN_YIELD_EVERY == 0) sched_yield();
         else cpu_relax();
     }
-    /* Announce the sleep BEFORE re-checking the generation (both seq_cst):
+    /* Announce the sleep BEFORE re-checking the state (both seq_cst):
      * either run() sees n_sleeping > 0 and broadcasts under the mutex, or
      * this re-check sees run()'s new generation. No lost wake-up. */
     pthread_mutex_lock(&pool->mu);
     atomic_fetch_add(&pool->n_sleeping, 1);
-    unsigned g;
-    while ((g = atomic_load(&pool->generation)) == seen && !atomic_load(&pool->stop))
+    unsigned long long s;
+    while (st_gen(s = atomic_load(&pool->state)) == seen && !atomic_load(&pool->stop))
         pthread_cond_wait(&pool->cv, &pool->mu);
     atomic_fetch_sub(&pool->n_sleeping, 1);
     pthread_mutex_unlock(&pool->mu);
-    return g;
+    return s;
 }
 
 static void *worker_main(void *arg) {
@@ -103,12 +126,10 @@ static void *worker_main(void *arg) {
     di_threadpool *pool = w->pool;
     unsigned seen = 0;
     for (;;) {
-        unsigned g = wait_for_job(pool, seen);
-        if (g == seen) return NULL; /* stopping */
-        seen = g;
-        run_tasks(pool, w->thread);
-        /* Release: the caller sees this worker's task writes. */
-        atomic_fetch_sub_explicit(&pool->pending, 1, memory_order_release);
+        unsigned long long s = wait_for_job(pool, seen);
+        if (atomic_load_explicit(&pool->stop, memory_order_relaxed)) return NULL;
+        seen = st_gen(s);
+        run_tasks(pool, w->thread, s);
     }
 }
 
@@ -134,11 +155,10 @@ di_status di_threadpool_create(int n_threads, di_threadpool **out, di_error *err
     if (!pool) return di_error_set(err, DI_ERR_NOMEM, "thread pool: out of memory");
     memset(pool, 0, sizeof *pool);
     pool->n_threads = n_threads;
-    atomic_init(&pool->generation, 0);
+    atomic_init(&pool->state, 0);
     atomic_init(&pool->n_sleeping, 0);
     atomic_init(&pool->stop, false);
-    atomic_init(&pool->next_task, 0);
-    atomic_init(&pool->pending, 0);
+    atomic_init(&pool->done, 0);
     atomic_init(&pool->busy, false);
     pthread_mutex_init(&pool->mu, NULL);
     pthread_cond_init(&pool->cv, NULL);
@@ -195,21 +215,27 @@ void di_threadpool_run(di_threadpool *pool, int64_t n_tasks, di_threadpool_task_
     }
     pool->fn = fn;
     pool->ctx = ctx;
-    pool->n_tasks = n_tasks;
-    atomic_store_explicit(&pool->next_task, 0, memory_order_relaxed);
-    atomic_store_explicit(&pool->pending, pool->n_threads - 1, memory_order_relaxed);
-    /* seq_cst: publishes the job, and orders against the n_sleeping load
-     * below (see wait_for_job). */
-    atomic_fetch_add(&pool->generation, 1);
-    if (atomic_load(&pool->n_sleeping) > 0) {
-        pthread_mutex_lock(&pool->mu);
-        pthread_cond_broadcast(&pool->cv);
-        pthread_mutex_unlock(&pool->mu);
-    }
-    run_tasks(pool, 0);
-    for (int i = 0; atomic_load_explicit(&pool->pending, memory_order_acquire) > 0; i++) {
-        if (i < CALLER_SPIN_ITERS) cpu_relax();
-        else sched_yield();
+    for (int64_t base = 0; base < n_tasks; base += ROUND_MAX) {
+        int64_t n = n_tasks - base < ROUND_MAX ? n_tasks - base : ROUND_MAX;
+        pool->base = base;
+        atomic_store_explicit(&pool->done, 0, memory_order_relaxed);
+        unsigned long long old = atomic_load_explicit(&pool->state, memory_order_relaxed);
+        unsigned gen = (st_gen(old) + 1) & ((1u << (64 - GEN_SHIFT)) - 1);
+        unsigned long long s = ((unsigned long long)gen << GEN_SHIFT) | ((unsigned long long)n << NT_SHIFT);
+        /* seq_cst: publishes the job, and orders against the n_sleeping
+         * load below (see wait_for_job). */
+        atomic_store(&pool->state, s);
+        if (atomic_load(&pool->n_sleeping) > 0) {
+            pthread_mutex_lock(&pool->mu);
+            pthread_cond_broadcast(&pool->cv);
+            pthread_mutex_unlock(&pool->mu);
+        }
+        run_tasks(pool, 0, s);
+        /* only tasks another thread claimed and has not finished remain */
+        for (int i = 0; atomic_load_explicit(&pool->done, memory_order_acquire) < n; i++) {
+            if (i < CALLER_SPIN_ITERS) cpu_relax();
+            else sched_yield();
+        }
     }
     atomic_store_explicit(&pool->busy, false, memory_order_release);
 }

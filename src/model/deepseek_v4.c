@@ -191,11 +191,17 @@ static di_status ctx_reserve(di_dsv4_ctx *c, int64_t n, int64_t n_tasks, int64_t
             return di_error_set(err, DI_ERR_NOMEM, "deepseek_v4 ctx: out of memory for %lld rows", (long long)n);
         c->cap_rows = n;
     }
+    int64_t max_in = max64(max64(N * D, HD), max64(max64(hp->q_lora, F), (int64_t)hp->o_groups * hp->o_lora));
+    max_in = max64(max_in, D);
+    int64_t mm_floats = dsv4_linear_scratch_floats(c->cap_rows, max_in, n_tasks, (int)n_tasks);
+    if (mm_floats > c->cap_mm_floats) {
+        c->cap_mm_floats = 0;
+        if (!regrow(&c->mm_scratch, mm_floats, 4))
+            return di_error_set(err, DI_ERR_NOMEM, "deepseek_v4 ctx: out of memory for matmul scratch");
+        c->cap_mm_floats = mm_floats;
+    }
     if (n_tasks > c->cap_tasks) {
-        int64_t max_in = max64(max64(N * D, HD), max64(max64(hp->q_lora, F), (int64_t)hp->o_groups * hp->o_lora));
-        max_in = max64(max_in, D);
-        if (!regrow(&c->mm_scratch, n_tasks * dsv4_linear_scratch_floats(max_in), 4) ||
-            !regrow(&c->prof_thread, n_tasks * DSV4_PROF_THREAD_SLOTS, sizeof(double))) {
+        if (!regrow(&c->prof_thread, n_tasks * DSV4_PROF_THREAD_SLOTS, sizeof(double))) {
             c->cap_tasks = 0;
             return di_error_set(err, DI_ERR_NOMEM, "deepseek_v4 ctx: out of memory for matmul scratch");
         }

@@ -132,6 +132,7 @@ struct di_dsv4_kv {
 struct di_dsv4_ctx {
     const di_dsv4_model *m;
     int64_t cap_rows, cap_tasks, cap_attn_floats, cap_seqs;
+    int64_t cap_mm_floats; /* floats in mm_scratch */
     float *X, *Xn;        /* (rows, N, D) residual copies, current and next */
     float *flat;          /* (rows, N*D) normalized copies (mHC input) */
     float *mix;           /* (rows, (2+N)*N) mHC projections */
@@ -153,7 +154,7 @@ struct di_dsv4_ctx {
     int32_t *grow;        /* (rows*K) gathered (row*K + k) of one expert */
     float *xg, *g1, *g3, *yg; /* (rows*K, D), (rows*K, ff) x2, (rows*K, D) */
     float *pool_tmp;      /* (2*ratio_max*2*hd*2) compressor group scratch */
-    float *mm_scratch;    /* (tasks, dsv4_linear_scratch_floats(max n_in)) */
+    float *mm_scratch;    /* (cap_mm_floats): dsv4_linear_scratch_floats(rows, max n_in, threads) */
     float *attn_scratch;  /* (tasks, cap_attn_floats / tasks) */
     int64_t attn_floats;  /* per task, for this forward */
     int32_t *seq_last;    /* (seqs) */
@@ -185,7 +186,7 @@ di_status dsv4_own(di_dsv4_model *m, void *p, di_error *err);
 /* ---- linear ------------------------------------------------------------- */
 
 /* Scratch floats per pool thread for dsv4_linear_apply with this n_in. */
-int64_t dsv4_linear_scratch_floats(int64_t n_in);
+int64_t dsv4_linear_scratch_floats(int64_t n_rows, int64_t n_in, int64_t n_tasks, int n_threads);
 /* y (n_rows, ldy) = x (n_rows, ldx) W^T. Batch invariant: each y[r][o] is
  * dot_f32(dequant(W[o]), x[r]) in one fixed order. */
 void dsv4_linear_apply(const di_cpu_kernels *k, const dsv4_linear *w, const float *x, int64_t ldx,

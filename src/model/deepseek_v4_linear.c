@@ -29,9 +29,11 @@
  * output's arithmetic depends on how the rows were split. */
 #define INLINE_MAX_MACS (1 << 18)
 
-int64_t dsv4_linear_scratch_floats(int64_t n_in) {
-    int64_t mm = di_matmul_scratch_floats(n_in);
-    int64_t tile = TILE * n_in + 16;
+int64_t dsv4_linear_scratch_floats(int64_t n_rows, int64_t n_in, int64_t n_tasks, int n_threads) {
+    /* plain weights go through di_matmul (its own layout over all threads);
+     * FP8/MXFP4 tiles use one (TILE, n_in) region per task */
+    int64_t mm = di_matmul_scratch_floats(n_rows, n_in, n_threads);
+    int64_t tile = n_tasks * (TILE * n_in + 16);
     return mm > tile ? mm : tile;
 }
 
@@ -104,7 +106,7 @@ void dsv4_linear_apply(const di_cpu_kernels *k, const dsv4_linear *w, const floa
     int64_t n_tiles = (w->n_out + TILE - 1) / TILE;
     int64_t n_tasks = (int64_t)di_threadpool_n_threads(pool) * TASKS_PER_THREAD;
     if (n_tasks > n_tiles) n_tasks = n_tiles;
-    lin_job j = {k, w, x, ldx, y, ldy, n_rows, scratch, dsv4_linear_scratch_floats(w->n_in), (int)n_tasks};
+    lin_job j = {k, w, x, ldx, y, ldy, n_rows, scratch, TILE * w->n_in + 16, (int)n_tasks};
     di_threadpool_run(pool, n_tasks, lin_task, &j);
 }
 

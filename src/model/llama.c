@@ -62,14 +62,14 @@ struct di_llama_kv {
 
 struct di_llama_ctx {
     const di_llama_model *m;
-    int64_t cap_rows, cap_tasks, cap_seqs, cap_attn_floats;
+    int64_t cap_rows, cap_tasks, cap_seqs, cap_attn_floats, cap_mm_floats;
     float *x;      /* (rows, n_embd) residual stream */
     float *h;      /* (rows, max(n_embd, q_dim)) normed input / gathered rows */
     float *q;      /* (rows, n_head*head_dim) */
     float *kx, *vx; /* (rows, n_head_kv*head_dim) */
     float *att;    /* (rows, n_head*head_dim) attention output */
     float *gate, *up; /* (rows, n_ff) */
-    float *mm_scratch;   /* (tasks, di_matmul_scratch_floats(max n_in)) */
+    float *mm_scratch;   /* di_matmul_scratch_floats(rows, max n_in, tasks) */
     float *attn_scratch; /* (tasks, attention scratch floats) */
     const int32_t **row_blocks; /* (rows) */
     int32_t *seq_last;   /* (seqs) last position seen per slot during validation */
@@ -339,16 +339,19 @@ static di_status ctx_reserve(di_llama_ctx *c, int64_t n_rows, int64_t n_tasks, i
         c->cap_rows = n;
     }
     if (n_tasks > c->cap_tasks) {
-        int64_t max_in = (int64_t)hp->n_ff > wide ? (int64_t)hp->n_ff : wide;
-        if (!regrow(&c->mm_scratch, n_tasks * di_matmul_scratch_floats(max_in), sizeof(float))) {
-            c->cap_tasks = 0;
-            c->cap_attn_floats = 0;
-            return di_error_set(err, DI_ERR_NOMEM, "llama ctx: out of memory for matmul scratch");
-        }
         c->cap_tasks = n_tasks;
         c->cap_attn_floats = 0; /* resize below for the new task count */
     }
-    int64_t attn = n_tasks * di_attention_scratch_floats((int32_t)hp->n_heads, (int32_t)hp->head_dim, block_size);
+    int64_t max_in = (int64_t)hp->n_ff > wide ? (int64_t)hp->n_ff : wide;
+    int64_t mm = di_matmul_scratch_floats(c->cap_rows, max_in, (int)c->cap_tasks);
+    if (mm > c->cap_mm_floats) {
+        if (!regrow(&c->mm_scratch, mm, sizeof(float))) {
+            c->cap_mm_floats = 0;
+            return di_error_set(err, DI_ERR_NOMEM, "llama ctx: out of memory for matmul scratch");
+        }
+        c->cap_mm_floats = mm;
+    }
+    int64_t attn = c->cap_tasks * di_attention_scratch_floats((int32_t)hp->n_heads, (int32_t)hp->head_dim, block_size);
     if (attn > c->cap_attn_floats) {
         if (!regrow(&c->attn_scratch, attn, sizeof(float)))
             return di_error_set(err, DI_ERR_NOMEM, "llama ctx: out of memory for attention scratch");
@@ -427,35 +430,101 @@ static void matmul(const di_llama_ctx *c, const llama_weight *w, const float *x,
     di_matmul(c->m->k, &a, c->mm_scratch, pool);
 }
 
-/* Writes the rows' k/v (n_rows, row_elems) into the cache slots of layer il. */
-static void kv_store(const di_llama_model *m, di_llama_kv *kv, int32_t il, const di_batch *b,
-                     const float *kx, const float *vx) {
+/* Writes row i's k/v (row_elems each) into its cache slot of layer il. */
+static void kv_store_row(const di_llama_model *m, di_llama_kv *kv, int32_t il, const di_batch *b, int32_t i,
+                         const float *kx, const float *vx) {
     int64_t re = kv->row_elems;
-    for (int32_t i = 0; i < b->n_rows; i++) {
-        int32_t blk = b->block_tables[b->seq[i]][b->pos[i] / kv->block_size];
-        int64_t slot = ((int64_t)blk * kv->block_size + b->pos[i] % kv->block_size) * re;
-        if (kv->dtype == DI_DTYPE_F16) {
-            m->k->f32_to_f16(kx + i * re, (uint16_t *)kv->k[il] + slot, re);
-            m->k->f32_to_f16(vx + i * re, (uint16_t *)kv->v[il] + slot, re);
-        } else {
-            memcpy((float *)kv->k[il] + slot, kx + i * re, (size_t)re * sizeof(float));
-            memcpy((float *)kv->v[il] + slot, vx + i * re, (size_t)re * sizeof(float));
+    int32_t blk = b->block_tables[b->seq[i]][b->pos[i] / kv->block_size];
+    int64_t slot = ((int64_t)blk * kv->block_size + b->pos[i] % kv->block_size) * re;
+    if (kv->dtype == DI_DTYPE_F16) {
+        m->k->f32_to_f16(kx, (uint16_t *)kv->k[il] + slot, re);
+        m->k->f32_to_f16(vx, (uint16_t *)kv->v[il] + slot, re);
+    } else {
+        memcpy((float *)kv->k[il] + slot, kx, (size_t)re * sizeof(float));
+        memcpy((float *)kv->v[il] + slot, vx, (size_t)re * sizeof(float));
+    }
+}
+
+static void add_row(float *x, const float *d, int64_t n) {
+    for (int64_t i = 0; i < n; i++) x[i] += d[i];
+}
+
+/* ---- per-row stages, threaded over rows ----------------------------------
+ * Everything between the matmuls and the attention is per row, so a stage
+ * runs as contiguous row ranges on the pool: each row's result depends on
+ * that row alone, whichever thread computes it (batch invariance holds).
+ * Neighbouring steps are fused so each row is touched once per stage. */
+typedef enum row_stage {
+    STAGE_EMBED_NORM, /* x = embed(token); h = rmsnorm(x, attn_norm of layer 0) */
+    STAGE_ADD_NORM,   /* x += h; h = rmsnorm(x, norm) */
+    STAGE_ROPE_STORE, /* rope q and k; store k, v in the cache */
+    STAGE_SWIGLU,     /* gate = silu(gate) * up */
+    STAGE_ADD,        /* x += h */
+} row_stage;
+
+typedef struct rows_job {
+    row_stage stage;
+    const di_llama_ctx *c;
+    di_llama_kv *kv;
+    const di_batch *b;
+    int32_t il;
+    const float *norm; /* (n_embd) for the *_NORM stages */
+    int n_tasks;
+} rows_job;
+
+static void rows_task(void *arg, int64_t task, int thread) {
+    (void)thread;
+    const rows_job *j = arg;
+    const di_llama_ctx *c = j->c;
+    const di_llama_model *m = c->m;
+    const di_llama_hparams *hp = &m->hp;
+    const int64_t E = hp->n_embd, F = hp->n_ff;
+    const int64_t q_dim = (int64_t)hp->n_heads * hp->head_dim, kv_dim = (int64_t)hp->n_heads_kv * hp->head_dim;
+    int64_t r0, r1;
+    di_threadpool_split(j->b->n_rows, j->n_tasks, (int)task, &r0, &r1);
+    for (int64_t r = r0; r < r1; r++) {
+        float *x = c->x + r * E, *h = c->h + r * E;
+        switch (j->stage) {
+        case STAGE_EMBED_NORM: {
+            const llama_weight *e = &m->tok_embd;
+            const uint8_t *row = (const uint8_t *)e->data + (uint64_t)j->b->token[r] * e->row_bytes;
+            if (m->k->dequant[e->dtype]) m->k->dequant[e->dtype](row, x, E);
+            else di_dtype_traits_of(e->dtype)->to_float(row, x, E);
+            di_rmsnorm(x, j->norm, h, 1, E, hp->rms_eps);
+            break;
+        }
+        case STAGE_ADD_NORM:
+            add_row(x, h, E);
+            di_rmsnorm(x, j->norm, h, 1, E, hp->rms_eps);
+            break;
+        case STAGE_ROPE_STORE:
+            di_rope(c->q + r * q_dim, j->b->pos + r, 1, (int32_t)hp->n_heads, (int32_t)hp->head_dim,
+                    (int32_t)hp->n_rot, m->inv_freq, m->rope_neox);
+            di_rope(c->kx + r * kv_dim, j->b->pos + r, 1, (int32_t)hp->n_heads_kv, (int32_t)hp->head_dim,
+                    (int32_t)hp->n_rot, m->inv_freq, m->rope_neox);
+            kv_store_row(m, j->kv, j->il, j->b, (int32_t)r, c->kx + r * kv_dim, c->vx + r * kv_dim);
+            break;
+        case STAGE_SWIGLU:
+            di_swiglu(c->gate + r * F, c->up + r * F, F);
+            break;
+        case STAGE_ADD:
+            add_row(x, h, E);
+            break;
         }
     }
 }
 
-static void embed(const di_llama_model *m, const di_batch *b, float *x) {
-    const llama_weight *e = &m->tok_embd;
-    for (int32_t i = 0; i < b->n_rows; i++) {
-        const uint8_t *row = (const uint8_t *)e->data + (uint64_t)b->token[i] * e->row_bytes;
-        float *xr = x + (int64_t)i * e->n_in;
-        if (m->k->dequant[e->dtype]) m->k->dequant[e->dtype](row, xr, e->n_in);
-        else di_dtype_traits_of(e->dtype)->to_float(row, xr, e->n_in);
-    }
-}
+/* Rows per task below which a stage is not worth a dispatch. */
+#define ROWS_PER_TASK_MIN 4
 
-static void add_rows(float *x, const float *d, int64_t n) {
-    for (int64_t i = 0; i < n; i++) x[i] += d[i];
+static void run_rows(const di_llama_ctx *c, di_llama_kv *kv, const di_batch *b, row_stage stage, int32_t il,
+                     const float *norm, di_threadpool *pool) {
+    int64_t n_tasks = di_threadpool_n_threads(pool);
+    if (n_tasks > b->n_rows / ROWS_PER_TASK_MIN) n_tasks = b->n_rows / ROWS_PER_TASK_MIN;
+    if (n_tasks < 1) n_tasks = 1;
+    rows_job j = {stage, c, kv, b, il, norm, (int)n_tasks};
+    if (n_tasks == 1) rows_task(&j, 0, 0);
+    else di_threadpool_run(pool, n_tasks, rows_task, &j);
 }
 
 di_status di_llama_forward(di_llama_ctx *c, di_llama_kv *kv, const di_batch *b, float *logits_out,
@@ -486,17 +555,14 @@ di_status di_llama_forward(di_llama_ctx *c, di_llama_kv *kv, const di_batch *b, 
     const int64_t q_dim = (int64_t)hp->n_heads * hp->head_dim, kv_dim = (int64_t)hp->n_heads_kv * hp->head_dim;
     for (int32_t i = 0; i < b->n_rows; i++) c->row_blocks[i] = b->block_tables[b->seq[i]];
 
-    embed(m, b, c->x);
+    run_rows(c, kv, b, STAGE_EMBED_NORM, 0, m->layers[0].attn_norm, pool);
     for (uint32_t il = 0; il < hp->n_layers; il++) {
         const llama_layer *L = &m->layers[il];
-        /* attention block */
-        di_rmsnorm(c->x, L->attn_norm, c->h, n, E, hp->rms_eps);
+        /* attention block; h = rmsnorm(x) from the previous stage */
         matmul(c, &L->wq, c->h, E, c->q, q_dim, n, pool);
         matmul(c, &L->wk, c->h, E, c->kx, kv_dim, n, pool);
         matmul(c, &L->wv, c->h, E, c->vx, kv_dim, n, pool);
-        di_rope(c->q, b->pos, n, (int32_t)hp->n_heads, (int32_t)hp->head_dim, (int32_t)hp->n_rot, m->inv_freq, m->rope_neox);
-        di_rope(c->kx, b->pos, n, (int32_t)hp->n_heads_kv, (int32_t)hp->head_dim, (int32_t)hp->n_rot, m->inv_freq, m->rope_neox);
-        kv_store(m, kv, il, b, c->kx, c->vx);
+        run_rows(c, kv, b, STAGE_ROPE_STORE, (int32_t)il, NULL, pool);
         di_attn_args aa = {
             .q = c->q, .n_rows = b->n_rows, .n_heads = (int32_t)hp->n_heads, .n_kv_heads = (int32_t)hp->n_heads_kv,
             .head_dim = (int32_t)hp->head_dim, .scale = 1.0f / sqrtf((float)hp->head_dim),
@@ -505,14 +571,15 @@ di_status di_llama_forward(di_llama_ctx *c, di_llama_kv *kv, const di_batch *b, 
         };
         di_attention(m->k, &aa, c->attn_scratch, pool);
         matmul(c, &L->wo, c->att, q_dim, c->h, E, n, pool);
-        add_rows(c->x, c->h, n * E);
-        /* feed-forward block */
-        di_rmsnorm(c->x, L->ffn_norm, c->h, n, E, hp->rms_eps);
+        /* feed-forward block: x += h; h = rmsnorm(x) */
+        run_rows(c, kv, b, STAGE_ADD_NORM, (int32_t)il, L->ffn_norm, pool);
         matmul(c, &L->w_gate, c->h, E, c->gate, F, n, pool);
         matmul(c, &L->w_up, c->h, E, c->up, F, n, pool);
-        di_swiglu(c->gate, c->up, n * F);
+        run_rows(c, kv, b, STAGE_SWIGLU, (int32_t)il, NULL, pool);
         matmul(c, &L->w_down, c->gate, F, c->h, E, n, pool);
-        add_rows(c->x, c->h, n * E);
+        /* x += h, fused with the next layer's attention norm */
+        if (il + 1 < hp->n_layers) run_rows(c, kv, b, STAGE_ADD_NORM, (int32_t)il, m->layers[il + 1].attn_norm, pool);
+        else run_rows(c, kv, b, STAGE_ADD, (int32_t)il, NULL, pool);
     }
     if (n_want == 0) return DI_OK;
     /* gather the rows that want logits, normalize, project */

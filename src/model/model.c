@@ -105,7 +105,7 @@ static const arch_ops DSV4_OPS = {"deepseek_v4", dsv4_free_, dsv4_facts, dsv4_kv
 
 /* ---- opening ------------------------------------------------------------------- */
 
-static di_status open_gguf(di_model *m, const char *path, di_error *err) {
+static di_status open_gguf(di_model *m, const char *path, const di_cpu_kernels *k, di_error *err) {
     di_status s = di_gguf_open(path, &m->gguf, err);
     if (s) return s;
     di_gguf_str arch;
@@ -114,27 +114,31 @@ static di_status open_gguf(di_model *m, const char *path, di_error *err) {
         return di_error_set(err, DI_ERR_UNSUPPORTED, "architecture '%.*s' is not supported in GGUF (llama only)",
                             (int)(arch.len > 64 ? 64 : arch.len), arch.ptr);
     m->ops = &LLAMA_OPS;
-    if ((s = di_llama_load(m->gguf, NULL, (di_llama_model **)&m->impl, err))) return s;
+    if ((s = di_llama_load(m->gguf, k, (di_llama_model **)&m->impl, err))) return s;
     return di_tok_load_gguf(m->gguf, &m->tok, err);
 }
 
 /* An HF checkpoint folder: config.json says the architecture (only
  * deepseek_v4 so far; V4.1 is refused by its config reader), tokenizer.json
  * next to it. */
-static di_status open_folder(di_model *m, const char *dir, di_error *err) {
+static di_status open_folder(di_model *m, const char *dir, const di_cpu_kernels *k, di_error *err) {
     m->ops = &DSV4_OPS;
-    di_status s = di_dsv4_load(dir, NULL, (di_dsv4_model **)&m->impl, err);
+    di_status s = di_dsv4_load(dir, k, (di_dsv4_model **)&m->impl, err);
     if (s) return s;
     return di_tok_load_json(dir, &m->tok, err);
 }
 
-di_status di_model_open(const char *path, di_model **out, di_error *err) {
+di_status di_model_open(const char *path, const char *kernels, di_model **out, di_error *err) {
     *out = NULL;
     di_model *m = calloc(1, sizeof *m);
     if (!m) return di_error_set(err, DI_ERR_NOMEM, "%s: out of memory", path);
     struct stat st;
     int is_dir = stat(path, &st) == 0 && S_ISDIR(st.st_mode);
-    di_status s = is_dir ? open_folder(m, path, err) : open_gguf(m, path, err);
+    const di_cpu_kernels *k = NULL; /* NULL: the best table for this CPU */
+    di_status s = DI_OK;
+    if (kernels && !(k = di_cpu_kernels_by_name(kernels)))
+        s = di_error_set(err, DI_ERR_INVALID_ARG, "kernel table '%s' unknown or not runnable on this CPU", kernels);
+    if (!s) s = is_dir ? open_folder(m, path, k, err) : open_gguf(m, path, k, err);
     di_model_facts f;
     if (s == DI_OK) {
         di_model_get_facts(m, &f);
@@ -143,7 +147,7 @@ di_status di_model_open(const char *path, di_model **out, di_error *err) {
                              di_tok_vocab_size(m->tok), f.n_vocab);
     }
     if (s) {
-        if (!strstr(err->msg, path)) di_error_prefix(err, "%s: ", path);
+        if (err && !strstr(err->msg, path)) di_error_prefix(err, "%s: ", path);
         di_model_free(m);
         return s;
     }

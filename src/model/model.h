@@ -34,7 +34,9 @@ typedef struct di_model_facts {
     const char *kernels;   /* name of the CPU kernel table in use */
 } di_model_facts;
 
-di_status di_model_open(const char *path, di_model **out, di_error *err);
+/* kernels: a table name for di_cpu_kernels_by_name, or NULL for the
+ * default (di_cpu_kernels_best). */
+di_status di_model_open(const char *path, const char *kernels, di_model **out, di_error *err);
 void di_model_free(di_model *m);
 void di_model_get_facts(const di_model *m, di_model_facts *out);
 const di_tokenizer *di_model_tokenizer(const di_model *m);

@@ -26,6 +26,9 @@ static float rndf(void) { return (float)rnd() / 4294967296.0f * 2.0f - 1.0f; } /
 
 static const di_dtype FAST_TYPES[] = {DI_DTYPE_F32, DI_DTYPE_F16, DI_DTYPE_BF16, DI_DTYPE_Q4_0,
                                       DI_DTYPE_Q4_1, DI_DTYPE_Q8_0, DI_DTYPE_Q6_K};
+/* FAST_TYPES plus those with only an int8 activation path (gemm_q8). */
+static const di_dtype MATMUL_TYPES[] = {DI_DTYPE_F32,  DI_DTYPE_F16,  DI_DTYPE_Q4_0, DI_DTYPE_Q4_1,
+                                        DI_DTYPE_Q8_0, DI_DTYPE_Q6_K, DI_DTYPE_Q4_K};
 
 /* Random but well-formed weights: finite f16 scales of realistic size and
  * random quant bits. Returns (n_out, row_bytes) bytes; *row_bytes set. */
@@ -61,6 +64,12 @@ static uint8_t *random_weights(di_dtype t, int64_t n_out, int64_t n_in, uint64_t
     case DI_DTYPE_Q6_K:
         for (int64_t b = 0; b < n / DI_QK_K; b++) ((di_block_q6_K *)(void *)w)[b].d = di_float_to_half(0.001f * rndf());
         break;
+    case DI_DTYPE_Q4_K:
+        for (int64_t b = 0; b < n / DI_QK_K; b++) {
+            ((di_block_q4_K *)(void *)w)[b].d = di_float_to_half(0.002f * rndf());
+            ((di_block_q4_K *)(void *)w)[b].dmin = di_float_to_half(0.005f * rndf());
+        }
+        break;
     default:
         fail_msg("no generator for dtype %d", (int)t);
     }
@@ -74,7 +83,7 @@ static float *random_floats(int64_t n) {
     return x;
 }
 
-static const di_cpu_kernels *tables[DI_CPU_ISA_COUNT];
+static const di_cpu_kernels *tables[2 * DI_CPU_ISA_COUNT]; /* exact ones, then int8 twins */
 static int n_tables;
 
 static int setup(void **state) {
@@ -85,6 +94,7 @@ static int setup(void **state) {
         if (k) tables[n_tables++] = k;
         else printf("kernels: isa %d not available on this CPU, skipped\n", isa);
     }
+    for (int i = 0, n = n_tables; i < n; i++) tables[n_tables++] = tables[i]->q8;
     return 0;
 }
 
@@ -148,11 +158,39 @@ static double dot_tolerance(const float *w, const float *x, int64_t n) {
     return s * 4e-6 + 1e-6;
 }
 
+/* What quantizing the activations to int8 adds to a dot (kernels.h): each
+ * element moves by at most half its block's step d = amax / 127, so the dot
+ * moves by at most sum_b d_b / 2 * sum_{i in b} |w_i|; plus the float
+ * rounding of the block sums (as dot_tolerance). */
+static double q8_tolerance(const float *w, const float *x, int64_t n) {
+    double s = dot_tolerance(w, x, n);
+    for (int64_t b = 0; b < n / 32; b++) {
+        double amax = 0, sw = 0;
+        for (int i = 0; i < 32; i++) {
+            amax = fmax(amax, fabs((double)x[b * 32 + i]));
+            sw += fabs((double)w[b * 32 + i]);
+        }
+        s += amax / 127.0 / 2.0 * sw * (1 + 1e-6);
+    }
+    return s;
+}
+
+/* The tolerance of table k for dtype t: exact f32 or the int8 path. */
+static double table_tolerance(const di_cpu_kernels *k, di_dtype t, const float *w, const float *x, int64_t n) {
+    return k->quantize_q8 && k->gemm_q8[t] ? q8_tolerance(w, x, n) : dot_tolerance(w, x, n);
+}
+
+/* Dequantizes one row through the table, else the dtype trait. */
+static void dequant_any(di_dtype t, const uint8_t *w, float *dst, int64_t n) {
+    if (tables[0]->dequant[t]) tables[0]->dequant[t](w, dst, n);
+    else di_dtype_traits_of(t)->to_float(w, dst, n);
+}
+
 static void matmul_matches_reference_on_random_data(void **state) {
     (void)state;
     const int64_t n_in = 768, n_out = 37, n_rows = 5;
-    for (size_t d = 0; d < sizeof FAST_TYPES / sizeof FAST_TYPES[0]; d++) {
-        di_dtype t = FAST_TYPES[d];
+    for (size_t d = 0; d < sizeof MATMUL_TYPES / sizeof MATMUL_TYPES[0]; d++) {
+        di_dtype t = MATMUL_TYPES[d];
         uint64_t rb;
         uint8_t *w = random_weights(t, n_out, n_in, &rb);
         float *x = random_floats(n_rows * n_in);
@@ -172,18 +210,19 @@ static void matmul_matches_reference_on_random_data(void **state) {
         assert_int_equal(s, DI_OK);
         /* dequantized weights (through the C table) for the error bound */
         float *deq = malloc(sizeof(float) * (size_t)(n_out * n_in));
-        for (int64_t o = 0; o < n_out; o++) tables[0]->dequant[t](w + o * rb, deq + o * n_in, n_in);
+        for (int64_t o = 0; o < n_out; o++) dequant_any(t, w + o * rb, deq + o * n_in, n_in);
         for (int ti = 0; ti < n_tables; ti++) {
+            const di_cpu_kernels *k = tables[ti];
             float *y = calloc((size_t)(n_rows * n_out), sizeof(float));
-            float *scratch = malloc(sizeof(float) * (size_t)di_matmul_scratch_floats(n_in));
+            float *scratch = malloc(sizeof(float) * (size_t)di_matmul_scratch_floats(n_rows, n_in, 1));
             a.y = y;
-            di_matmul(tables[ti], &a, scratch, NULL);
+            di_matmul(k, &a, scratch, NULL);
             for (int64_t r = 0; r < n_rows; r++)
                 for (int64_t o = 0; o < n_out; o++) {
-                    double tol = dot_tolerance(deq + o * n_in, x + r * n_in, n_in);
+                    double tol = table_tolerance(k, t, deq + o * n_in, x + r * n_in, n_in);
                     double diff = fabs((double)y[r * n_out + o] - yref[r * n_out + o]);
                     if (diff > tol)
-                        fail_msg("%s %s [%lld,%lld]: %.9g vs ref %.9g (tol %.3g)", tables[ti]->name,
+                        fail_msg("%s %s [%lld,%lld]: %.9g vs ref %.9g (tol %.3g)", k->name,
                                  di_dtype_traits_of(t)->name, (long long)r, (long long)o,
                                  (double)y[r * n_out + o], (double)yref[r * n_out + o], tol);
                 }
@@ -257,21 +296,20 @@ static void tables_dequantize_fp8_and_mxfp4_exactly(void **state) {
  * (both the fused and the tiled shape), and on 1 or 2 threads. */
 static void matmul_is_batch_and_thread_invariant(void **state) {
     (void)state;
-    const int64_t n_in = 576, n_out = 75, max_rows = 9;
+    const int64_t n_in = 768, n_out = 75, max_rows = 9;
     di_threadpool *pool;
     di_error err;
     assert_int_equal(di_threadpool_create(2, &pool, &err), DI_OK);
     for (int ti = 0; ti < n_tables; ti++) {
         const di_cpu_kernels *k = tables[ti];
-        for (size_t d = 0; d < sizeof FAST_TYPES / sizeof FAST_TYPES[0]; d++) {
-            di_dtype t = FAST_TYPES[d];
-            if (t == DI_DTYPE_Q6_K) continue; /* 576 is not a multiple of 256 */
+        for (size_t d = 0; d < sizeof MATMUL_TYPES / sizeof MATMUL_TYPES[0]; d++) {
+            di_dtype t = MATMUL_TYPES[d];
             uint64_t rb;
             uint8_t *w = random_weights(t, n_out, n_in, &rb);
             float *x = random_floats(max_rows * n_in);
             float *alone = malloc(sizeof(float) * (size_t)(max_rows * n_out));
             float *y = malloc(sizeof(float) * (size_t)(max_rows * n_out));
-            float *scratch = malloc(sizeof(float) * 2 * (size_t)di_matmul_scratch_floats(n_in));
+            float *scratch = malloc(sizeof(float) * (size_t)di_matmul_scratch_floats(max_rows, n_in, 2));
             for (int64_t r = 0; r < max_rows; r++) {
                 di_matmul_args a = {t, w, rb, x + r * n_in, n_in, alone + r * n_out, n_out, 1, n_in, n_out};
                 di_matmul(k, &a, scratch, NULL);
@@ -315,7 +353,7 @@ static void generic_path_matches_reference_for_other_dtypes(void **state) {
         for (int64_t o = 0; o < n_out; o++) tr->to_float(w + o * rb, deq + o * n_in, n_in);
         float *yref = malloc(sizeof(float) * (size_t)(n_rows * n_out));
         float *y = malloc(sizeof(float) * (size_t)(n_rows * n_out)), *y1 = malloc(sizeof(float) * (size_t)n_out);
-        float *scratch = malloc(sizeof(float) * (size_t)di_matmul_scratch_floats(n_in));
+        float *scratch = malloc(sizeof(float) * (size_t)di_matmul_scratch_floats(n_rows, n_in, 1));
         di_matmul_args a = {(di_dtype)t, w, rb, x, n_in, yref, n_out, n_rows, n_in, n_out};
         di_error err;
         assert_int_equal(di_matmul_ref(&a, &err), DI_OK);
@@ -328,7 +366,7 @@ static void generic_path_matches_reference_for_other_dtypes(void **state) {
                 di_matmul(tables[ti], &one, scratch, NULL);
                 assert_memory_equal(y1, y + r * n_out, sizeof(float) * (size_t)n_out);
                 for (int64_t o = 0; o < n_out; o++) {
-                    double tol = dot_tolerance(deq + o * n_in, x + r * n_in, n_in);
+                    double tol = table_tolerance(tables[ti], (di_dtype)t, deq + o * n_in, x + r * n_in, n_in);
                     if (fabs((double)y[r * n_out + o] - yref[r * n_out + o]) > tol)
                         fail_msg("%s %s [%lld,%lld]: %.9g vs ref %.9g", tables[ti]->name, tr->name, (long long)r,
                                  (long long)o, (double)y[r * n_out + o], (double)yref[r * n_out + o]);
@@ -348,6 +386,66 @@ static void generic_path_matches_reference_for_other_dtypes(void **state) {
     assert_true(n_checked >= 10);
 }
 
+/* Every table quantizes activations to the same bits (nearest-even of
+ * x * (127 / amax) through one multiply), including all-zero and tiny
+ * blocks, and its int8 gemm stays within float-order noise of the C one. */
+static void q8_tables_quantize_identically_and_agree(void **state) {
+    (void)state;
+    const int64_t n = 768, nb = n / 32, n_out = 13, n_rows = 6;
+    float *x = random_floats(n_rows * n);
+    for (int i = 0; i < 32; i++) x[i] = 0.0f;           /* block 0: zeros */
+    for (int i = 32; i < 64; i++) x[i] = 1e-30f * rndf(); /* block 1: tiny */
+    int8_t *q0 = malloc((size_t)(n_rows * n)), *q1 = malloc((size_t)(n_rows * n));
+    float *d0 = malloc(sizeof(float) * (size_t)(n_rows * nb)), *d1 = malloc(sizeof(float) * (size_t)(n_rows * nb));
+    float *s0 = malloc(sizeof(float) * (size_t)(n_rows * nb)), *s1 = malloc(sizeof(float) * (size_t)(n_rows * nb));
+    const di_cpu_kernels *c = tables[0]->q8; /* c-q8 */
+    assert_non_null(c->quantize_q8);
+    for (int64_t r = 0; r < n_rows; r++) c->quantize_q8(x + r * n, q0 + r * n, d0 + r * nb, s0 + r * nb, n);
+    for (int i = 0; i < 32; i++) assert_int_equal(q0[i], 0);
+    for (int ti = 0; ti < n_tables; ti++) {
+        const di_cpu_kernels *k = tables[ti];
+        if (!k->quantize_q8 || k == c) continue;
+        for (int64_t r = 0; r < n_rows; r++) k->quantize_q8(x + r * n, q1 + r * n, d1 + r * nb, s1 + r * nb, n);
+        assert_memory_equal(q0, q1, (size_t)(n_rows * n));
+        assert_memory_equal(d0, d1, sizeof(float) * (size_t)(n_rows * nb));
+        assert_memory_equal(s0, s1, sizeof(float) * (size_t)(n_rows * nb));
+        di_q8_rows xq = {q0, d0, s0, n, nb};
+        for (size_t d = 0; d < sizeof MATMUL_TYPES / sizeof MATMUL_TYPES[0]; d++) {
+            di_dtype t = MATMUL_TYPES[d];
+            if (!c->gemm_q8[t]) continue;
+            assert_non_null(k->gemm_q8[t]);
+            uint64_t rb;
+            uint8_t *w = random_weights(t, n_out, n, &rb);
+            float *yc = malloc(sizeof(float) * (size_t)(n_rows * n_out)), *yk = malloc(sizeof(float) * (size_t)(n_rows * n_out));
+            float *scratch = malloc(sizeof(float) * (size_t)di_gemm_q8_scratch_floats(n));
+            float *deq = malloc(sizeof(float) * (size_t)n);
+            c->gemm_q8[t](w, rb, 0, n_out, &xq, n_rows, n, yc, n_out, scratch);
+            k->gemm_q8[t](w, rb, 0, n_out, &xq, n_rows, n, yk, n_out, scratch);
+            for (int64_t o = 0; o < n_out; o++) {
+                dequant_any(t, w + o * rb, deq, n);
+                for (int64_t r = 0; r < n_rows; r++) {
+                    double tol = dot_tolerance(deq, x + r * n, n);
+                    if (fabs((double)yc[r * n_out + o] - yk[r * n_out + o]) > tol)
+                        fail_msg("%s %s [%lld,%lld]: %.9g vs c %.9g", k->name, di_dtype_traits_of(t)->name,
+                                 (long long)r, (long long)o, (double)yk[r * n_out + o], (double)yc[r * n_out + o]);
+                }
+            }
+            free(w);
+            free(yc);
+            free(yk);
+            free(scratch);
+            free(deq);
+        }
+    }
+    free(x);
+    free(q0);
+    free(q1);
+    free(d0);
+    free(d1);
+    free(s0);
+    free(s1);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(fused_dot_equals_dequantized_dot_bitwise),
@@ -356,6 +454,7 @@ int main(void) {
         cmocka_unit_test(tables_dequantize_fp8_and_mxfp4_exactly),
         cmocka_unit_test(matmul_is_batch_and_thread_invariant),
         cmocka_unit_test(generic_path_matches_reference_for_other_dtypes),
+        cmocka_unit_test(q8_tables_quantize_identically_and_agree),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

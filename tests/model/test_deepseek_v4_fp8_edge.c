@@ -101,7 +101,7 @@ static void test_partial_blocks_matmul_close_and_invariant(void **state) {
     di_error err;
     di_threadpool *pool2;
     assert_int_equal(di_threadpool_create(2, &pool2, &err), DI_OK);
-    float *scratch = malloc(sizeof(float) * 2 * (size_t)dsv4_linear_scratch_floats(e.cols));
+    float *scratch = malloc(sizeof(float) * (size_t)dsv4_linear_scratch_floats(e.n_x, e.cols, 2, 2));
     float *y1 = malloc(sizeof(float) * (size_t)(e.n_x * e.rows)), *yb = malloc(sizeof(float) * (size_t)(e.n_x * e.rows));
     for (int isa = 0; isa < DI_CPU_ISA_COUNT; isa++) {
         const di_cpu_kernels *k = di_cpu_kernels_get((di_cpu_isa)isa);

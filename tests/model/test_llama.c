@@ -27,10 +27,22 @@
 /* Greedy tokens must match while the golden top-1/top-2 gap exceeds this
  * (a gap below a few times LOGIT_TOL is a tie the order noise may flip). */
 #define GREEDY_MIN_MARGIN 1e-2
+/* The int8 activation path (kernels.h) rounds every matmul input to 8 bits
+ * per block of 32, as llama.cpp does (Q8_0/Q8_1 activations). On this
+ * 135M model the rounding noise compounds through 30 layers: measured max
+ * |diff| 1.15 over the 7308 golden logits (rms ~0.1-1 per position), and a
+ * run whose inputs differ in the last float bit diverges by as much. So
+ * this bar only catches gross errors; exactness is checked on the default
+ * f32 tables (same code but the matmul inputs), and the int8 gemm itself
+ * against the reference in tests/kernels with a derived bound. */
+#define Q8_LOGIT_TOL 3.0
+#define Q8_GREEDY_MIN_MARGIN 1.0 /* golden top-1/top-2 gaps below are noise-level ties */
+#define Q8_MIN_GREEDY 16
 
 typedef struct fixture {
     di_gguf *g;
-    di_llama_model *m;
+    di_llama_model *m;    /* default kernels: exact f32 activations */
+    di_llama_model *m_q8; /* their int8 activation twin */
     const di_llama_hparams *hp;
     json_t *golden;
     di_threadpool *pool2; /* 2 threads */
@@ -51,6 +63,10 @@ static int setup(void **state) {
         fprintf(stderr, "load: %s\n", err.msg);
         return -1;
     }
+    if (di_llama_load(f.g, di_cpu_kernels_best_q8(), &f.m_q8, &err) != DI_OK) {
+        fprintf(stderr, "load: %s\n", err.msg);
+        return -1;
+    }
     f.hp = di_llama_hparams_of(f.m);
     char buf[4096];
     json_error_t jerr;
@@ -68,6 +84,7 @@ static int teardown(void **state) {
     di_threadpool_free(f->pool2);
     json_decref(f->golden);
     di_llama_free(f->m);
+    di_llama_free(f->m_q8);
     di_gguf_close(f->g);
     return 0;
 }
@@ -143,9 +160,10 @@ static int32_t argmax(const float *x, int32_t n) {
 
 /* ---- tests ---- */
 
-static void logits_match_transformers_goldens(void **state) {
-    fixture *f = *state;
-    NEED_MODEL(f);
+/* Compares model m's logits with the goldens: every top/probe logit within
+ * tol, the full-vocab sums accordingly, and greedy continuations while the
+ * golden margin exceeds min_margin (at least min_greedy tokens). */
+static void check_goldens(fixture *f, const di_llama_model *m, double tol, double min_margin, int min_greedy) {
     const int32_t V = (int32_t)f->hp->n_vocab;
     assert_int_equal(V, (int)json_integer_value(json_object_get(f->golden, "vocab")));
     json_t *probe = json_object_get(f->golden, "probe_ids");
@@ -154,8 +172,8 @@ static void logits_match_transformers_goldens(void **state) {
     di_error err;
     di_llama_kv *kv;
     di_llama_ctx *ctx;
-    assert_int_equal(di_llama_kv_create(f->m, N_BLOCKS, BLOCK_SIZE, DI_DTYPE_F32, &kv, &err), DI_OK);
-    assert_int_equal(di_llama_ctx_create(f->m, &ctx, &err), DI_OK);
+    assert_int_equal(di_llama_kv_create(m, N_BLOCKS, BLOCK_SIZE, DI_DTYPE_F32, &kv, &err), DI_OK);
+    assert_int_equal(di_llama_ctx_create(m, &ctx, &err), DI_OK);
     pager pg;
     pager_init(&pg);
     float *logits = malloc(sizeof(float) * (size_t)V * 64);
@@ -186,7 +204,7 @@ static void logits_match_transformers_goldens(void **state) {
                 if (d > max_abs) max_abs = d;
                 if (d / (fabs(want) + 1.0) > max_rel) max_rel = d / (fabs(want) + 1.0);
                 n_logits++;
-                if (d > LOGIT_TOL)
+                if (d > tol)
                     fail_msg("case %zu pos %d id %d: %.6f vs golden %.6f", ci, (int)t, (int)id, (double)row[id], want);
             }
             /* full-vocab checks: sum, sum of squares, max */
@@ -200,11 +218,11 @@ static void logits_match_transformers_goldens(void **state) {
             double gsq = json_real_value(json_object_get(pj, "sumsq"));
             double gmx = json_real_value(json_object_get(pj, "max"));
             /* the sum of 49152 logits differing by <= LOGIT_TOL each */
-            assert_true(fabs(sum - gsum) <= LOGIT_TOL * V);
+            assert_true(fabs(sum - gsum) <= tol * V);
             double rel = fabs(sumsq - gsq) / gsq;
             if (rel > max_sum_rel) max_sum_rel = rel;
-            assert_true(rel < 1e-4);
-            assert_true(fabs(mx - gmx) <= LOGIT_TOL);
+            assert_true(rel < tol / 10);
+            assert_true(fabs(mx - gmx) <= tol);
         }
 
         /* greedy: continue the same sequence one decode token at a time */
@@ -212,7 +230,7 @@ static void logits_match_transformers_goldens(void **state) {
         int32_t next = argmax(logits + (size_t)(T - 1) * V, V);
         for (size_t s = 0; s < json_array_size(greedy); s++) {
             int32_t want = (int32_t)json_integer_value(json_array_get(greedy, s));
-            if (json_real_value(json_array_get(margin, s)) < GREEDY_MIN_MARGIN) break; /* tie: stop here */
+            if (json_real_value(json_array_get(margin, s)) < min_margin) break; /* tie: stop here */
             assert_int_equal(next, want);
             greedy_checked++;
             rows d = {0};
@@ -222,21 +240,34 @@ static void logits_match_transformers_goldens(void **state) {
             next = argmax(logits, V);
         }
     }
-    printf("llama goldens: %d logits, max |diff| %.3g, max |diff|/(|x|+1) %.3g, max sumsq rel %.3g; "
-           "%d greedy tokens matched\n", n_logits, max_abs, max_rel, max_sum_rel, greedy_checked);
-    assert_true(greedy_checked >= 64);
+    printf("llama goldens (%s kernels): %d logits, max |diff| %.3g, max |diff|/(|x|+1) %.3g, max sumsq rel "
+           "%.3g; %d greedy tokens matched\n", di_llama_kernels(m)->name, n_logits, max_abs, max_rel, max_sum_rel,
+           greedy_checked);
+    assert_true(greedy_checked >= min_greedy);
     free(logits);
     di_llama_ctx_free(ctx);
     di_llama_kv_free(kv);
+}
+
+/* The default, exact f32 activation path: the 1e-3 bar. */
+static void logits_match_transformers_goldens(void **state) {
+    fixture *f = *state;
+    NEED_MODEL(f);
+    check_goldens(f, f->m, LOGIT_TOL, GREEDY_MIN_MARGIN, 64);
+}
+
+/* The int8 activation tables (opt-in: DEEPINFER_KERNELS=q8). */
+static void int8_logits_stay_near_transformers_goldens(void **state) {
+    fixture *f = *state;
+    NEED_MODEL(f);
+    check_goldens(f, f->m_q8, Q8_LOGIT_TOL, Q8_GREEDY_MIN_MARGIN, Q8_MIN_GREEDY);
 }
 
 /* Runs one golden prompt (A) through several schedules: alone, 1 thread,
  * chunked prefill, token by token, mixed with other sequences' prefill and
  * decode rows, and after a prefix-cache hit (shared blocks); every
  * position's logits must be the same bits as alone. */
-static void logits_are_batch_invariant(void **state) {
-    fixture *f = *state;
-    NEED_MODEL(f);
+static void check_batch_invariance(fixture *f, const di_llama_model *model) {
     const int32_t V = (int32_t)f->hp->n_vocab;
     json_t *cases = json_object_get(f->golden, "cases");
     int32_t a[64], bt[64], ct[64];
@@ -257,8 +288,8 @@ static void logits_are_batch_invariant(void **state) {
     for (int schedule = 0; schedule < 6; schedule++) {
         di_llama_kv *kv;
         di_llama_ctx *ctx;
-        assert_int_equal(di_llama_kv_create(f->m, N_BLOCKS, BLOCK_SIZE, DI_DTYPE_F32, &kv, &err), DI_OK);
-        assert_int_equal(di_llama_ctx_create(f->m, &ctx, &err), DI_OK);
+        assert_int_equal(di_llama_kv_create(model, N_BLOCKS, BLOCK_SIZE, DI_DTYPE_F32, &kv, &err), DI_OK);
+        assert_int_equal(di_llama_ctx_create(model, &ctx, &err), DI_OK);
         di_threadpool *pool = schedule == 1 ? NULL : f->pool2;
         if (schedule <= 1) {
             /* 0: alone, one prefill, 2 threads; 1: the same on 1 thread */
@@ -335,6 +366,20 @@ static void logits_are_batch_invariant(void **state) {
     free(ref);
     free(got);
     free(tmp);
+}
+
+static void logits_are_batch_invariant(void **state) {
+    fixture *f = *state;
+    NEED_MODEL(f);
+    check_batch_invariance(f, f->m);
+}
+
+/* The int8 path quantizes each row by itself, so it is invariant too. */
+static void int8_logits_are_batch_invariant(void **state) {
+    fixture *f = *state;
+    NEED_MODEL(f);
+    check_batch_invariance(f, f->m_q8);
+
 }
 
 static void f16_cache_stays_close_to_f32(void **state) {
@@ -440,6 +485,8 @@ static void bad_batches_are_rejected(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(logits_match_transformers_goldens),
+        cmocka_unit_test(int8_logits_stay_near_transformers_goldens),
+        cmocka_unit_test(int8_logits_are_batch_invariant),
         cmocka_unit_test(logits_are_batch_invariant),
         cmocka_unit_test(f16_cache_stays_close_to_f32),
         cmocka_unit_test(bad_batches_are_rejected),

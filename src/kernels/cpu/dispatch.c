@@ -2,10 +2,13 @@
  * one has no side effects, so there is no global "current ISA" state. */
 #include "kernels/cpu/kernels.h"
 
+#include <string.h>
+
 extern const di_cpu_kernels di_cpu_kernels_c;
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 extern const di_cpu_kernels di_cpu_kernels_avx2;
+extern const di_cpu_kernels di_cpu_kernels_avx512;
 
 /* AVX2 + FMA + F16C, and the OS saves YMM state (XCR0 bits 1-2). */
 static int cpu_has_avx2_fma_f16c(void) {
@@ -21,6 +24,20 @@ static int cpu_has_avx2_fma_f16c(void) {
     __cpuid_count(7, 0, a, b, c, d);
     return (b >> 5) & 1;
 }
+
+/* AVX-512 F, BW, VL and VNNI, and the OS saves opmask and ZMM state (XCR0
+ * bits 5-7) besides YMM. */
+static int cpu_has_avx512_vnni(void) {
+    if (!cpu_has_avx2_fma_f16c()) return 0;
+    unsigned a, b, c, d;
+    __cpuid_count(7, 0, a, b, c, d);
+    int f = (b >> 16) & 1, bw = (b >> 30) & 1, vl = (b >> 31) & 1, vnni = (c >> 11) & 1;
+    if (!(f && bw && vl && vnni)) return 0;
+    unsigned xcr0_lo, xcr0_hi;
+    __asm__("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
+    (void)xcr0_hi;
+    return (xcr0_lo & 0xE6u) == 0xE6u;
+}
 #endif
 
 const di_cpu_kernels *di_cpu_kernels_get(di_cpu_isa isa) {
@@ -30,6 +47,11 @@ const di_cpu_kernels *di_cpu_kernels_get(di_cpu_isa isa) {
     case DI_CPU_ISA_AVX2:
 #if defined(__x86_64__) || defined(__i386__)
         if (cpu_has_avx2_fma_f16c()) return &di_cpu_kernels_avx2;
+#endif
+        return NULL;
+    case DI_CPU_ISA_AVX512_VNNI:
+#if defined(__x86_64__) || defined(__i386__)
+        if (cpu_has_avx512_vnni()) return &di_cpu_kernels_avx512;
 #endif
         return NULL;
     case DI_CPU_ISA_COUNT:
@@ -44,6 +66,19 @@ const di_cpu_kernels *di_cpu_kernels_best(void) {
         if (k) return k;
     }
     return &di_cpu_kernels_c;
+}
+
+const di_cpu_kernels *di_cpu_kernels_best_q8(void) { return di_cpu_kernels_best()->q8; }
+
+const di_cpu_kernels *di_cpu_kernels_by_name(const char *name) {
+    if (!name) return NULL;
+    if (!strcmp(name, "q8")) return di_cpu_kernels_best_q8();
+    for (int isa = 0; isa < DI_CPU_ISA_COUNT; isa++) {
+        const di_cpu_kernels *k = di_cpu_kernels_get((di_cpu_isa)isa);
+        if (k && !strcmp(k->name, name)) return k;
+        if (k && !strcmp(k->q8->name, name)) return k->q8;
+    }
+    return NULL;
 }
 
 int di_cpu_kernels_supports(const di_cpu_kernels *k, di_dtype dtype) {

@@ -12,6 +12,7 @@
 #include "kernels/cpu/quant_blocks.h"
 #include "tensor/fp8.h"
 #include "tensor/half.h"
+#include "kernels/cpu/gemm_q8.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 
@@ -288,32 +289,52 @@ AVX2 static float dot_bf16_row_avx2(const void *w, const float *x, int64_t n) {
     return s;
 }
 
+/* The float entries every x86 table shares (the f32 activation path). */
+#define AVX2_FLOAT_ENTRIES                                                     \
+    .dot_f32 = dot_f32_avx2,                                                   \
+    .dot_f32_x4 = dot_f32_x4_avx2,                                             \
+    .dequant = {                                                               \
+        [DI_DTYPE_F32] = dequant_f32_avx2,                                     \
+        [DI_DTYPE_F16] = dequant_f16_avx2,                                     \
+        [DI_DTYPE_BF16] = dequant_bf16_avx2,                                   \
+        [DI_DTYPE_Q4_0] = dequant_q4_0_avx2,                                   \
+        [DI_DTYPE_Q4_1] = dequant_q4_1_avx2,                                   \
+        [DI_DTYPE_Q8_0] = dequant_q8_0_avx2,                                   \
+        [DI_DTYPE_Q6_K] = dequant_q6_K_avx2,                                   \
+    },                                                                         \
+    .dot = {                                                                   \
+        [DI_DTYPE_F32] = dot_f32_row_avx2,                                     \
+        [DI_DTYPE_F16] = dot_f16_row_avx2,                                     \
+        [DI_DTYPE_BF16] = dot_bf16_row_avx2,                                   \
+        [DI_DTYPE_Q4_0] = dot_q4_0_avx2,                                       \
+        [DI_DTYPE_Q4_1] = dot_q4_1_avx2,                                       \
+        [DI_DTYPE_Q8_0] = dot_q8_0_avx2,                                       \
+        [DI_DTYPE_Q6_K] = dot_q6_K_avx2,                                       \
+    },                                                                         \
+    .fp8_row = fp8_row_avx2,                                                   \
+    .mxfp4_row = mxfp4_row_avx2,                                               \
+    .f16_to_f32 = f16_to_f32_avx2,                                             \
+    .f32_to_f16 = f32_to_f16_avx2
+
+/* Each table has an int8 activation twin ("-q8"). The AVX-512 tables add
+ * their own files' gemms (gemm_f32_avx512.c: exact zmm tiles;
+ * gemm_q8_avx512.c: VNNI); their remaining float entries are these AVX2
+ * ones. */
+extern const di_cpu_kernels di_cpu_kernels_avx2_q8, di_cpu_kernels_avx512_q8;
 const di_cpu_kernels di_cpu_kernels_avx2 = {
-    .name = "avx2",
-    .dot_f32 = dot_f32_avx2,
-    .dot_f32_x4 = dot_f32_x4_avx2,
-    .dequant = {
-        [DI_DTYPE_F32] = dequant_f32_avx2,
-        [DI_DTYPE_F16] = dequant_f16_avx2,
-        [DI_DTYPE_BF16] = dequant_bf16_avx2,
-        [DI_DTYPE_Q4_0] = dequant_q4_0_avx2,
-        [DI_DTYPE_Q4_1] = dequant_q4_1_avx2,
-        [DI_DTYPE_Q8_0] = dequant_q8_0_avx2,
-        [DI_DTYPE_Q6_K] = dequant_q6_K_avx2,
-    },
-    .dot = {
-        [DI_DTYPE_F32] = dot_f32_row_avx2,
-        [DI_DTYPE_F16] = dot_f16_row_avx2,
-        [DI_DTYPE_BF16] = dot_bf16_row_avx2,
-        [DI_DTYPE_Q4_0] = dot_q4_0_avx2,
-        [DI_DTYPE_Q4_1] = dot_q4_1_avx2,
-        [DI_DTYPE_Q8_0] = dot_q8_0_avx2,
-        [DI_DTYPE_Q6_K] = dot_q6_K_avx2,
-    },
-    .fp8_row = fp8_row_avx2,
-    .mxfp4_row = mxfp4_row_avx2,
-    .f16_to_f32 = f16_to_f32_avx2,
-    .f32_to_f16 = f32_to_f16_avx2,
+    .name = "avx2", AVX2_FLOAT_ENTRIES, .exact = &di_cpu_kernels_avx2, .q8 = &di_cpu_kernels_avx2_q8,
+};
+const di_cpu_kernels di_cpu_kernels_avx2_q8 = {
+    .name = "avx2-q8", AVX2_FLOAT_ENTRIES, DI_GEMM_Q8_ENTRIES(avx2),
+    .exact = &di_cpu_kernels_avx2, .q8 = &di_cpu_kernels_avx2_q8,
+};
+const di_cpu_kernels di_cpu_kernels_avx512 = {
+    .name = "avx512", AVX2_FLOAT_ENTRIES, DI_GEMM_F32_ENTRIES(avx512),
+    .exact = &di_cpu_kernels_avx512, .q8 = &di_cpu_kernels_avx512_q8,
+};
+const di_cpu_kernels di_cpu_kernels_avx512_q8 = {
+    .name = "avx512-q8", AVX2_FLOAT_ENTRIES, DI_GEMM_F32_ENTRIES(avx512), DI_GEMM_Q8_ENTRIES(avx512),
+    .exact = &di_cpu_kernels_avx512, .q8 = &di_cpu_kernels_avx512_q8,
 };
 
 #endif

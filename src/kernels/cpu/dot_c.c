@@ -10,6 +10,7 @@
 #include "tensor/half.h"
 
 #include <math.h>
+#include "kernels/cpu/gemm_q8.h"
 
 #define LANES 8
 
@@ -159,30 +160,38 @@ static void mxfp4_row_c(const uint8_t *w, const uint8_t *e8m0, float *dst, int64
     }
 }
 
+#define C_FLOAT_ENTRIES \
+    .dot_f32 = dot_f32_c, \
+    .dot_f32_x4 = dot_f32_x4_c, \
+    .dequant = { \
+        [DI_DTYPE_F32] = dequant_f32, \
+        [DI_DTYPE_F16] = dequant_f16, \
+        [DI_DTYPE_BF16] = dequant_bf16, \
+        [DI_DTYPE_Q4_0] = dequant_q4_0, \
+        [DI_DTYPE_Q4_1] = dequant_q4_1, \
+        [DI_DTYPE_Q8_0] = dequant_q8_0, \
+        [DI_DTYPE_Q6_K] = dequant_q6_K, \
+    }, \
+    .dot = { \
+        [DI_DTYPE_F32] = dot_f32_row, \
+        [DI_DTYPE_F16] = dot_f16_row, \
+        [DI_DTYPE_BF16] = dot_bf16_row, \
+        [DI_DTYPE_Q4_0] = dot_q4_0, \
+        [DI_DTYPE_Q4_1] = dot_q4_1, \
+        [DI_DTYPE_Q8_0] = dot_q8_0, \
+        [DI_DTYPE_Q6_K] = dot_q6_K, \
+    }, \
+    .f16_to_f32 = f16_to_f32_c, \
+    .fp8_row = fp8_row_c, \
+    .mxfp4_row = mxfp4_row_c, \
+    .f32_to_f16 = f32_to_f16_c
+
+/* The exact table and its int8 activation twin (the portable statement of
+ * that path, gemm_q8_c.c). */
+extern const di_cpu_kernels di_cpu_kernels_c_q8;
 const di_cpu_kernels di_cpu_kernels_c = {
-    .name = "c",
-    .dot_f32 = dot_f32_c,
-    .dot_f32_x4 = dot_f32_x4_c,
-    .dequant = {
-        [DI_DTYPE_F32] = dequant_f32,
-        [DI_DTYPE_F16] = dequant_f16,
-        [DI_DTYPE_BF16] = dequant_bf16,
-        [DI_DTYPE_Q4_0] = dequant_q4_0,
-        [DI_DTYPE_Q4_1] = dequant_q4_1,
-        [DI_DTYPE_Q8_0] = dequant_q8_0,
-        [DI_DTYPE_Q6_K] = dequant_q6_K,
-    },
-    .dot = {
-        [DI_DTYPE_F32] = dot_f32_row,
-        [DI_DTYPE_F16] = dot_f16_row,
-        [DI_DTYPE_BF16] = dot_bf16_row,
-        [DI_DTYPE_Q4_0] = dot_q4_0,
-        [DI_DTYPE_Q4_1] = dot_q4_1,
-        [DI_DTYPE_Q8_0] = dot_q8_0,
-        [DI_DTYPE_Q6_K] = dot_q6_K,
-    },
-    .f16_to_f32 = f16_to_f32_c,
-    .fp8_row = fp8_row_c,
-    .mxfp4_row = mxfp4_row_c,
-    .f32_to_f16 = f32_to_f16_c,
+    .name = "c", C_FLOAT_ENTRIES, .exact = &di_cpu_kernels_c, .q8 = &di_cpu_kernels_c_q8,
+};
+const di_cpu_kernels di_cpu_kernels_c_q8 = {
+    .name = "c-q8", C_FLOAT_ENTRIES, DI_GEMM_Q8_ENTRIES(c), .exact = &di_cpu_kernels_c, .q8 = &di_cpu_kernels_c_q8,
 };

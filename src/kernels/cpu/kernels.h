@@ -11,6 +11,20 @@
  *    paths, chosen once from cpuid (di_cpu_kernels_best) and compared with
  *    the reference by tests/kernels on random data.
  *
+ * Tables, one file per ISA: "c" (dot_c.c, gemm_q8_c.c), "avx2"
+ * (dot_avx2.c, gemm_q8_avx2.c) and "avx512" (gemm_f32_avx512.c,
+ * gemm_q8_avx512.c; needs AVX-512 F/BW/VL + VNNI). Each comes in two
+ * numerics:
+ *  - exact (the default): f32 activations; weights dequantized in registers
+ *    (few rows) or into an L1 tile (many rows), then f32 FMA. Logits stay
+ *    within ~1e-4 of transformers on SmolLM2.
+ *  - "-q8": activations quantized to int8 per row and block of 32 (as
+ *    llama.cpp's Q8_0/Q8_1), integer dots (maddubs or vpdpbusd). Cheaper per
+ *    byte of activation, but its rounding noise compounds through the layers
+ *    (max logit error ~1 on SmolLM2-135M; tests/model/test_llama.c), so it
+ *    is opt-in (engine param "kernels" = "q8").
+ * AMX is not used (see bench/README.md for why and what it would take).
+ *
  * Matrix convention: W is (n_out, n_in) row-major with rows of
  * di_dtype_row_bytes(dtype, n_in) bytes (ggml order: ne[0] = n_in). */
 #ifndef DI_KERNELS_CPU_KERNELS_H
@@ -30,6 +44,43 @@ typedef void (*di_row_dequant_fn)(const void *w, float *dst, int64_t n);
  * for bit: the matmul uses the fused form for few rows and the dequantized
  * form for many, and batch invariance needs both to agree. */
 typedef float (*di_row_dot_fn)(const void *w, const float *x, int64_t n);
+
+/* ---- int8 activation path ------------------------------------------------
+ * Activations quantized per row in blocks of DI_Q8_ACT_BLOCK: for block b of
+ * row r, x ~= d[b] * q[32b .. 32b+31] with d = amax / 127 and q rounded to
+ * nearest-even (so every table quantizes to the same bits), and
+ * s[b] = d[b] * sum(q) folds offsets (Q4_0's -8, Q4_1/Q4_K minimums) into
+ * one float per block. A row's quantization depends on that row only, so the
+ * integer path is as batch-invariant as the float one. */
+#define DI_Q8_ACT_BLOCK 32
+
+typedef struct di_q8_rows {
+    const int8_t *q; /* (n_rows, ldq) */
+    const float *d;  /* (n_rows, ldb) block scales */
+    const float *s;  /* (n_rows, ldb) d * sum(q) per block */
+    int64_t ldq, ldb;
+} di_q8_rows;
+
+/* x (n), n a multiple of 32 -> q (n), d (n/32), s (n/32). */
+typedef void (*di_quantize_q8_fn)(const float *x, int8_t *q, float *d, float *s, int64_t n);
+/* Output rows [o0, o1) of W (rows of row_bytes) against every one of the
+ * n_rows activation rows: y[r*ldy + o]. Each (r, o) is computed by the same
+ * instruction sequence whatever n_rows, o0 and o1 are (register tiles of
+ * several outputs x several rows only share loads). scratch holds
+ * di_gemm_q8_scratch_floats(n_in) floats. */
+typedef void (*di_gemm_q8_fn)(const void *w, uint64_t row_bytes, int64_t o0, int64_t o1,
+                              const di_q8_rows *x, int64_t n_rows, int64_t n_in, float *y, int64_t ldy,
+                              float *scratch);
+typedef void (*di_gemm_f32_fn)(const void *w, uint64_t row_bytes, int64_t o0, int64_t o1, const float *x,
+                               int64_t ldx, int64_t n_rows, int64_t n_in, float *y, int64_t ldy,
+                               float *scratch);
+/* Floats of gemm scratch: per-block weight scales (up to 8 copies each,
+ * for vector loads) and offsets of a tile of up to DI_GEMM_Q8_MAX_TILE
+ * outputs. */
+#define DI_GEMM_Q8_MAX_TILE 8
+static inline int64_t di_gemm_q8_scratch_floats(int64_t n_in) {
+    return 9 * DI_GEMM_Q8_MAX_TILE * (n_in / DI_Q8_ACT_BLOCK) + 16;
+}
 
 typedef struct di_cpu_kernels {
     const char *name; /* "c", "avx2" */
@@ -56,18 +107,38 @@ typedef struct di_cpu_kernels {
     void (*mxfp4_row)(const uint8_t *w, const uint8_t *e8m0, float *dst, int64_t n);
     void (*f16_to_f32)(const uint16_t *src, float *dst, int64_t n);
     void (*f32_to_f16)(const float *src, uint16_t *dst, int64_t n);
+    /* Whole-tile f32 gemm per dtype (NULL: matmul.c's generic dequant +
+     * dot_f32 shapes). Same per-pair contract as di_gemm_q8_fn, with f32
+     * activations x (n_rows, ldx). */
+    di_gemm_f32_fn gemm_f32[DI_DTYPE_COUNT];
+    /* int8 activation path: when quantize_q8 is set and gemm_q8[dtype]
+     * exists, di_matmul quantizes activations per row and multiplies in
+     * integers (error vs the f32 path: at most sum |w| * d/2 per block,
+     * tested). Only the "-q8" tables have it: it is faster for prefill but
+     * its rounding noise compounds through a model's layers (see
+     * tests/model/test_llama.c), so the default tables stay exact. */
+    di_quantize_q8_fn quantize_q8;
+    di_gemm_q8_fn gemm_q8[DI_DTYPE_COUNT];
+    /* the exact and the int8 twin of this table (either may be itself) */
+    const struct di_cpu_kernels *exact, *q8;
 } di_cpu_kernels;
 
 typedef enum di_cpu_isa {
     DI_CPU_ISA_C = 0, /* portable C, always available */
     DI_CPU_ISA_AVX2,  /* AVX2 + FMA + F16C */
+    DI_CPU_ISA_AVX512_VNNI, /* + AVX-512 F/BW/VL + VNNI */
     DI_CPU_ISA_COUNT
 } di_cpu_isa;
 
 /* The table for isa, or NULL when this CPU (or build) cannot run it. */
 const di_cpu_kernels *di_cpu_kernels_get(di_cpu_isa isa);
-/* The fastest table this CPU runs. Never NULL. */
+/* The fastest exact (f32 activation) table this CPU runs. Never NULL. */
 const di_cpu_kernels *di_cpu_kernels_best(void);
+/* Its int8 activation twin (di_cpu_kernels_best()->q8). */
+const di_cpu_kernels *di_cpu_kernels_best_q8(void);
+/* The table called name ("avx512", "avx2-q8", ...) if this CPU runs it,
+ * "q8" for di_cpu_kernels_best_q8(), else NULL. */
+const di_cpu_kernels *di_cpu_kernels_by_name(const char *name);
 
 /* True when matmul supports dtype: the table or the dtype trait can
  * dequantize it. */
@@ -75,9 +146,10 @@ int di_cpu_kernels_supports(const di_cpu_kernels *k, di_dtype dtype);
 
 /* ---- matmul ------------------------------------------------------------ */
 
-/* Scratch floats per pool thread that di_matmul needs (caller allocates
- * di_threadpool_n_threads(pool) * this). */
-int64_t di_matmul_scratch_floats(int64_t n_in);
+/* Scratch floats di_matmul needs in all for n_rows rows of n_in inputs on
+ * n_threads threads: the rows' quantized activations (shared) followed by
+ * one region per thread. */
+int64_t di_matmul_scratch_floats(int64_t n_rows, int64_t n_in, int n_threads);
 
 typedef struct di_matmul_args {
     di_dtype dtype;
@@ -91,8 +163,8 @@ typedef struct di_matmul_args {
 } di_matmul_args;
 
 /* y[r][o] = sum_i W[o][i] * x[r][i]. Tasks are contiguous ranges of output
- * rows (di_threadpool_split_aligned); scratch is (n_threads,
- * di_matmul_scratch_floats(n_in)) floats, indexed by the running thread.
+ * rows (di_threadpool_split_aligned); scratch holds
+ * di_matmul_scratch_floats(n_rows, n_in, n_threads of pool) floats.
  * pool NULL runs inline. The dtype must be supported. */
 void di_matmul(const di_cpu_kernels *k, const di_matmul_args *a, float *scratch,
                di_threadpool *pool);

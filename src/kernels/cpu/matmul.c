@@ -1,6 +1,13 @@
 /* y = W x over a batch of rows, split over output rows only.
  *
- * Two shapes share one numeric definition, dot_f32(dequant(W[o]), x[r]):
+ * The int8 path (tables with quantize_q8, weight dtypes with gemm_q8): the
+ * activation rows are quantized once per call (threaded over rows), then
+ * each task runs the table's gemm over its output rows against all rows.
+ * One instruction sequence per (row, output) for every batch size, so it
+ * is batch-invariant like the f32 path below.
+ *
+ * The f32 path: two shapes share one numeric definition,
+ * dot_f32(dequant(W[o]), x[r]):
  *  - few rows (decode): the table's fused dot reads the quantized row once
  *    per batch row, never materializing it;
  *  - many rows (prefill): 4 weight rows are dequantized into the task's
@@ -19,7 +26,23 @@
 #define TILE 4 /* weight rows per dequantized tile (dot_f32_x4) */
 #define REF_CHUNK 256 /* reference dequant chunk: a multiple of every block size */
 
-int64_t di_matmul_scratch_floats(int64_t n_in) { return TILE * n_in + 16; }
+/* Per-thread floats: the f32 path's dequantized tile or the gemm's scales. */
+static int64_t thread_floats(int64_t n_in) {
+    /* 8 rows: the widest dequantized tile of any gemm_f32 */
+    int64_t a = 8 * n_in + 16, b = di_gemm_q8_scratch_floats(n_in);
+    return a > b ? a : b;
+}
+
+/* Shared floats for n_rows quantized rows: int8 values (n_in bytes, in
+ * floats rounded up) plus d and s per block. */
+static int64_t act_floats(int64_t n_rows, int64_t n_in) {
+    return n_rows * ((n_in + 3) / 4 + 2 * (n_in / DI_Q8_ACT_BLOCK)) + 16;
+}
+
+int64_t di_matmul_scratch_floats(int64_t n_rows, int64_t n_in, int n_threads) {
+    if (n_threads < 1) n_threads = 1;
+    return act_floats(n_rows, n_in) + (int64_t)n_threads * thread_floats(n_in);
+}
 
 /* Tasks per thread: the pool hands tasks out dynamically, so a few per
  * thread even out threads that start late or run on a busy core. */
@@ -31,6 +54,9 @@ typedef struct matmul_job {
     float *scratch;           /* (n_threads, scratch_floats) */
     int64_t scratch_floats;
     int n_tasks;
+    di_q8_rows xq;            /* the int8 path's quantized rows */
+    int8_t *xq_q;             /* writable views of xq */
+    float *xq_d, *xq_s;
 } matmul_job;
 
 /* Dequantizes one weight row through the table, or the trait as fallback. */
@@ -79,13 +105,80 @@ static void matmul_task(void *arg, int64_t task, int thread) {
     }
 }
 
+/* Quantizes rows [r0, r1) of a task's share. */
+static void quantize_task(void *arg, int64_t task, int thread) {
+    (void)thread;
+    const matmul_job *job = arg;
+    const di_matmul_args *a = job->a;
+    int64_t r0, r1;
+    di_threadpool_split(a->n_rows, job->n_tasks, (int)task, &r0, &r1);
+    for (int64_t r = r0; r < r1; r++)
+        job->k->quantize_q8(a->x + r * a->ldx, job->xq_q + r * job->xq.ldq, job->xq_d + r * job->xq.ldb,
+                            job->xq_s + r * job->xq.ldb, a->n_in);
+}
+
+/* Output rows in units of 8: a multiple of every gemm tile width, so the
+ * tiles of a task are full except at n_out. */
+#define GEMM_ALIGN 8
+
+static void gemm_task(void *arg, int64_t task, int thread) {
+    const matmul_job *job = arg;
+    const di_matmul_args *a = job->a;
+    float *tmp = job->scratch + (int64_t)thread * job->scratch_floats;
+    int64_t o0, o1;
+    di_threadpool_split_aligned(a->n_out, GEMM_ALIGN, job->n_tasks, (int)task, &o0, &o1);
+    if (o0 >= o1) return;
+    if (job->xq.q)
+        job->k->gemm_q8[a->dtype](a->w, a->row_bytes, o0, o1, &job->xq, a->n_rows, a->n_in, a->y, a->ldy, tmp);
+    else
+        job->k->gemm_f32[a->dtype](a->w, a->row_bytes, o0, o1, a->x, a->ldx, a->n_rows, a->n_in, a->y, a->ldy, tmp);
+}
+
+static void run_gemm(matmul_job *job, int n_threads, di_threadpool *pool) {
+    int64_t n_units = (job->a->n_out + GEMM_ALIGN - 1) / GEMM_ALIGN;
+    int64_t n_tasks = (int64_t)n_threads * TASKS_PER_THREAD;
+    if (n_tasks > n_units) n_tasks = n_units;
+    job->n_tasks = (int)n_tasks;
+    di_threadpool_run(pool, n_tasks, gemm_task, job);
+}
+
+/* True when matmul takes the int8 path for this table and dtype. */
+static int uses_q8(const di_cpu_kernels *k, const di_matmul_args *a) {
+    return k->quantize_q8 && k->gemm_q8[a->dtype] && a->n_in % DI_Q8_ACT_BLOCK == 0;
+}
+
 void di_matmul(const di_cpu_kernels *k, const di_matmul_args *a, float *scratch,
                di_threadpool *pool) {
     if (a->n_rows <= 0 || a->n_out <= 0) return;
+    int n_threads = di_threadpool_n_threads(pool);
+    if (uses_q8(k, a)) {
+        /* scratch: [int8 rows | d | s | per-thread regions] */
+        int64_t nb = a->n_in / DI_Q8_ACT_BLOCK, qf = a->n_rows * ((a->n_in + 3) / 4);
+        matmul_job job = {.k = k, .a = a, .scratch_floats = thread_floats(a->n_in)};
+        job.xq_q = (int8_t *)(void *)scratch;
+        job.xq_d = scratch + qf;
+        job.xq_s = job.xq_d + a->n_rows * nb;
+        job.scratch = scratch + act_floats(a->n_rows, a->n_in);
+        job.xq = (di_q8_rows){job.xq_q, job.xq_d, job.xq_s, a->n_in, nb};
+        /* quantizing costs ~1/n_out of the gemm: split only big batches */
+        int64_t nq = a->n_rows >= 16 ? n_threads : 1;
+        job.n_tasks = (int)nq;
+        if (nq > 1) di_threadpool_run(pool, nq, quantize_task, &job);
+        else quantize_task(&job, 0, 0);
+        run_gemm(&job, n_threads, pool);
+        return;
+    }
+    if (k->gemm_f32[a->dtype] && a->n_in % DI_Q8_ACT_BLOCK == 0) {
+        matmul_job job = {.k = k, .a = a, .scratch_floats = thread_floats(a->n_in)};
+        job.scratch = scratch + act_floats(a->n_rows, a->n_in);
+        run_gemm(&job, n_threads, pool);
+        return;
+    }
     int64_t n_tiles = (a->n_out + TILE - 1) / TILE;
-    int64_t n_tasks = (int64_t)di_threadpool_n_threads(pool) * TASKS_PER_THREAD;
+    int64_t n_tasks = (int64_t)n_threads * TASKS_PER_THREAD;
     if (n_tasks > n_tiles) n_tasks = n_tiles;
-    matmul_job job = {k, a, scratch, di_matmul_scratch_floats(a->n_in), (int)n_tasks};
+    matmul_job job = {k, a, scratch + act_floats(a->n_rows, a->n_in), thread_floats(a->n_in), (int)n_tasks,
+                      {0}, NULL, NULL, NULL};
     di_threadpool_run(pool, n_tasks, matmul_task, &job);
 }
 

@@ -31,6 +31,29 @@ typedef struct di_block_q6_K {
     uint16_t d;                  /* f16 super-block scale */
 } di_block_q6_K;
 
+/* 8 sub-blocks of 32: value d * sc * q - dmin * m, sc/m 6 bits packed in
+ * 12 bytes; qs[32c + l] holds element 64c + l (low nibble) and 64c + 32 + l
+ * (high nibble). */
+typedef struct di_block_q4_K {
+    uint16_t d, dmin;     /* f16 */
+    uint8_t scales[12];
+    uint8_t qs[DI_QK_K / 2];
+} di_block_q4_K;
+
+/* Scale and min of sub-block j (0..7) of a Q4_K block: j < 4 take the low 6
+ * bits of bytes j and j + 4; j >= 4 combine a nibble of byte j + 4 with the
+ * top two bits of bytes j - 4 and j. */
+static inline void di_q4_K_scale_min(const uint8_t *sc, int j, int *scale, int *min) {
+    if (j < 4) {
+        *scale = sc[j] & 63;
+        *min = sc[j + 4] & 63;
+    } else {
+        *scale = (sc[j + 4] & 0xF) | ((sc[j - 4] >> 6) << 4);
+        *min = (sc[j + 4] >> 4) | ((sc[j] >> 6) << 4);
+    }
+}
+
+_Static_assert(sizeof(di_block_q4_K) == 144, "q4_K block size");
 _Static_assert(sizeof(di_block_q4_0) == 18, "q4_0 block size");
 _Static_assert(sizeof(di_block_q4_1) == 20, "q4_1 block size");
 _Static_assert(sizeof(di_block_q8_0) == 34, "q8_0 block size");

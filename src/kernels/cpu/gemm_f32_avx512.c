@@ -1,0 +1,233 @@
+/* Exact (f32 activation) matmul for AVX-512F: weights are dequantized 16
+ * elements at a time into zmm registers and multiplied in f32, so results
+ * stay within float rounding of the reference (the 1e-3 logit bar holds),
+ * unlike the int8 activation path.
+ *
+ * Canonical order of this table: each (activation row r, output o) pair
+ * has ONE zmm accumulator; chunk c (elements 16c .. 16c+15) is added by
+ *   acc = fma(deq16(W[o], c), x[r][16c..], acc)
+ * in chunk order, then the 16 lanes are summed by the fixed tree hsum16.
+ * Decode (few rows) dequantizes in registers (deq32, two chunks); prefill
+ * stores the dequantized rows of an output tile in scratch once and
+ * reloads them for every row tile -- the same bits, since deq32 is one
+ * function. Register
+ * tiles (NR rows x NC outputs) only share loads, so a pair's result does not
+ * depend on the batch size, the tile it lands in or the thread split.
+ * n_in must be a multiple of 32 (every dtype here; matmul checks). */
+#include "kernels/cpu/gemm_q8.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+
+#include <immintrin.h>
+
+#define TGT __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl")))
+#define ALWAYS __attribute__((always_inline))
+#define NR 4      /* activation rows per register tile */
+#define NC 4      /* outputs per register tile */
+#define DEQ_ROWS 8 /* outputs dequantized into scratch at once (prefill) */
+#define FUSED_MAX_ROWS 3 /* up to here deq16 runs in registers per row tile */
+#define PREFETCH_BYTES 1024
+
+enum { K_F32, K_F16, K_Q4_0, K_Q4_1, K_Q8_0, K_Q4_K };
+
+TGT static inline float hsum16(__m512 v) {
+    __m256 a = _mm256_add_ps(_mm512_castps512_ps256(v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* 0, 1, ..., 15 as floats: the possible values of a nibble. */
+TGT static inline ALWAYS __m512 iota16(void) {
+    return _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+}
+
+/* Dequantizes 16 bytes of nibbles through a 16-entry table of the block's
+ * values (table[q] = the dequantized value of q): vpermps reads only the
+ * low 4 bits of each index, so the bytes widen straight into indices (low
+ * nibbles) or are shifted once (high nibbles). table[q] is computed with
+ * the same operation the direct form would apply to float(q), so the bits
+ * are the same; it saves the masks, int->float converts and per-element
+ * FMAs (decode is bound by these per-byte ops, not by memory). */
+TGT static inline ALWAYS void nib_lookup(const uint8_t *qs, __m512 table, __m512 *lo, __m512 *hi) {
+    __m512i idx = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)qs));
+    *lo = _mm512_permutexvar_ps(idx, table);
+    *hi = _mm512_permutexvar_ps(_mm512_srli_epi32(idx, 4), table);
+}
+
+/* Elements 32b .. 32b+31 of a weight row, dequantized: chunks 2b (*v0)
+ * and 2b+1 (*v1). Whole blocks, so each scale is converted once. */
+TGT static inline ALWAYS void deq32(int kind, const uint8_t *row, int64_t b, __m512 *v0, __m512 *v1) {
+    switch (kind) {
+    case K_F32:
+        *v0 = _mm512_loadu_ps((const float *)(const void *)row + 32 * b);
+        *v1 = _mm512_loadu_ps((const float *)(const void *)row + 32 * b + 16);
+        return;
+    case K_F16: {
+        const uint16_t *h = (const uint16_t *)(const void *)row + 32 * b;
+        *v0 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)h));
+        *v1 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(h + 16)));
+        return;
+    }
+    case K_Q4_0: { /* (q - 8) * d */
+        const di_block_q4_0 *bl = (const di_block_q4_0 *)(const void *)row + b;
+        __m512 t = _mm512_mul_ps(_mm512_sub_ps(iota16(), _mm512_set1_ps(8.0f)), _mm512_set1_ps(_cvtsh_ss(bl->d)));
+        nib_lookup(bl->qs, t, v0, v1);
+        return;
+    }
+    case K_Q4_1: { /* q * d + m, fused */
+        const di_block_q4_1 *bl = (const di_block_q4_1 *)(const void *)row + b;
+        __m512 t = _mm512_fmadd_ps(iota16(), _mm512_set1_ps(_cvtsh_ss(bl->d)), _mm512_set1_ps(_cvtsh_ss(bl->m)));
+        nib_lookup(bl->qs, t, v0, v1);
+        return;
+    }
+    case K_Q8_0: {
+        const di_block_q8_0 *bl = (const di_block_q8_0 *)(const void *)row + b;
+        __m512 d = _mm512_set1_ps(_cvtsh_ss(bl->d));
+        __m128i q0 = _mm_loadu_si128((const __m128i *)(const void *)bl->qs);
+        __m128i q1 = _mm_loadu_si128((const __m128i *)(const void *)(bl->qs + 16));
+        *v0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q0)), d);
+        *v1 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q1)), d);
+        return;
+    }
+    default: { /* Q4_K: 8 sub-blocks of 32 per super-block */
+        const di_block_q4_K *bl = (const di_block_q4_K *)(const void *)row + (b >> 3);
+        int j = (int)(b & 7), sc, mn;
+        di_q4_K_scale_min(bl->scales, j, &sc, &mn);
+        /* sub-block j: bytes 32*(j/2) .. +31, low nibbles if j even */
+        const uint8_t *qs = bl->qs + 32 * (j >> 1);
+        __m512 d = _mm512_set1_ps(_cvtsh_ss(bl->d) * (float)sc), m = _mm512_set1_ps(_cvtsh_ss(bl->dmin) * (float)mn);
+        __m512 t = _mm512_fmsub_ps(iota16(), d, m); /* q * d - m, fused */
+        /* the 32 elements are one nibble half of 32 bytes: low or high */
+        __m512i i0 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)qs));
+        __m512i i1 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(qs + 16)));
+        if (j & 1) {
+            i0 = _mm512_srli_epi32(i0, 4);
+            i1 = _mm512_srli_epi32(i1, 4);
+        }
+        *v0 = _mm512_permutexvar_ps(i0, t);
+        *v1 = _mm512_permutexvar_ps(i1, t);
+        return;
+    }
+    }
+}
+
+/* Bytes of weight per 32-element block, for prefetching. */
+static inline int64_t block_bytes(int kind) {
+    return kind == K_F32 ? 128 : kind == K_F16 ? 64 : kind == K_Q4_1 ? 20 : kind == K_Q8_0 ? 34 : 18;
+}
+
+/* One register tile, weights dequantized on the fly: rows r0.. (nr) x the
+ * nc weight rows w[j]. */
+TGT static inline ALWAYS void tile_fused(int kind, const int nr, const int nc, const uint8_t *const *w,
+                                         const float *x, int64_t ldx, int64_t r0, int64_t n_in, float *y,
+                                         int64_t ldy, int64_t o) {
+    __m512 acc[NR][NC];
+#pragma GCC unroll 4
+    for (int i = 0; i < nr; i++)
+#pragma GCC unroll 4
+        for (int j = 0; j < nc; j++) acc[i][j] = _mm512_setzero_ps();
+    const int64_t bb = block_bytes(kind);
+    for (int64_t b = 0; b < n_in / 32; b++) {
+        __m512 w0[NC], w1[NC];
+#pragma GCC unroll 4
+        for (int j = 0; j < nc; j++) {
+            _mm_prefetch((const char *)w[j] + b * bb + PREFETCH_BYTES, _MM_HINT_T0);
+            deq32(kind, w[j], b, &w0[j], &w1[j]);
+        }
+#pragma GCC unroll 4
+        for (int i = 0; i < nr; i++) {
+            const float *xr = x + (r0 + i) * ldx + 32 * b;
+            __m512 x0 = _mm512_loadu_ps(xr), x1 = _mm512_loadu_ps(xr + 16);
+#pragma GCC unroll 4
+            for (int j = 0; j < nc; j++) {
+                acc[i][j] = _mm512_fmadd_ps(w0[j], x0, acc[i][j]);
+                acc[i][j] = _mm512_fmadd_ps(w1[j], x1, acc[i][j]);
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < nr; i++)
+#pragma GCC unroll 4
+        for (int j = 0; j < nc; j++) y[(r0 + i) * ldy + o + j] = hsum16(acc[i][j]);
+}
+
+/* The same with weights already dequantized: wd + j * n_in. */
+TGT static inline ALWAYS void tile_deq(const int nr, const int nc, const float *wd, const float *x, int64_t ldx,
+                                       int64_t r0, int64_t n_in, float *y, int64_t ldy, int64_t o) {
+    __m512 acc[NR][NC];
+#pragma GCC unroll 4
+    for (int i = 0; i < nr; i++)
+#pragma GCC unroll 4
+        for (int j = 0; j < nc; j++) acc[i][j] = _mm512_setzero_ps();
+    for (int64_t c = 0; c < n_in / 16; c++) {
+        __m512 wv[NC];
+#pragma GCC unroll 4
+        for (int j = 0; j < nc; j++) wv[j] = _mm512_loadu_ps(wd + j * n_in + 16 * c);
+#pragma GCC unroll 4
+        for (int i = 0; i < nr; i++) {
+            __m512 xv = _mm512_loadu_ps(x + (r0 + i) * ldx + 16 * c);
+#pragma GCC unroll 4
+            for (int j = 0; j < nc; j++) acc[i][j] = _mm512_fmadd_ps(wv[j], xv, acc[i][j]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < nr; i++)
+#pragma GCC unroll 4
+        for (int j = 0; j < nc; j++) y[(r0 + i) * ldy + o + j] = hsum16(acc[i][j]);
+}
+
+TGT static inline ALWAYS void gemm(int kind, const void *w, uint64_t row_bytes, int64_t o0, int64_t o1,
+                                   const float *x, int64_t ldx, int64_t n_rows, int64_t n_in, float *y,
+                                   int64_t ldy, float *scratch) {
+    if (n_rows <= FUSED_MAX_ROWS) {
+        for (int64_t o = o0; o < o1; o += NC) {
+            const uint8_t *rows[NC];
+            int nc = o1 - o < NC ? (int)(o1 - o) : NC;
+            for (int j = 0; j < nc; j++) rows[j] = (const uint8_t *)w + (uint64_t)(o + j) * row_bytes;
+            for (int64_t r = 0; r < n_rows; r++) {
+                if (nc == NC) tile_fused(kind, 1, NC, rows, x, ldx, r, n_in, y, ldy, o);
+                else
+                    for (int j = 0; j < nc; j++) tile_fused(kind, 1, 1, rows + j, x, ldx, r, n_in, y, ldy, o + j);
+            }
+        }
+        return;
+    }
+    for (int64_t o = o0; o < o1; o += DEQ_ROWS) {
+        int nd = o1 - o < DEQ_ROWS ? (int)(o1 - o) : DEQ_ROWS;
+        for (int j = 0; j < nd; j++) {
+            const uint8_t *row = (const uint8_t *)w + (uint64_t)(o + j) * row_bytes;
+            for (int64_t b = 0; b < n_in / 32; b++) {
+                __m512 v0, v1;
+                deq32(kind, row, b, &v0, &v1);
+                _mm512_storeu_ps(scratch + j * n_in + 32 * b, v0);
+                _mm512_storeu_ps(scratch + j * n_in + 32 * b + 16, v1);
+            }
+        }
+        int j = 0;
+        for (; j + NC <= nd; j += NC) {
+            int64_t r = 0;
+            for (; r + NR <= n_rows; r += NR) tile_deq(NR, NC, scratch + j * n_in, x, ldx, r, n_in, y, ldy, o + j);
+            for (; r < n_rows; r++) tile_deq(1, NC, scratch + j * n_in, x, ldx, r, n_in, y, ldy, o + j);
+        }
+        for (; j < nd; j++)
+            for (int64_t r = 0; r < n_rows; r++) tile_deq(1, 1, scratch + j * n_in, x, ldx, r, n_in, y, ldy, o + j);
+    }
+}
+
+#define DEFINE_GEMM_F32(name, kind)                                                                  \
+    TGT void di_gemm_f32_##name##_avx512(const void *w, uint64_t row_bytes, int64_t o0, int64_t o1,   \
+                                         const float *x, int64_t ldx, int64_t n_rows, int64_t n_in,   \
+                                         float *y, int64_t ldy, float *scratch) {                     \
+        gemm(kind, w, row_bytes, o0, o1, x, ldx, n_rows, n_in, y, ldy, scratch);                     \
+    }
+
+DEFINE_GEMM_F32(f32, K_F32)
+DEFINE_GEMM_F32(f16, K_F16)
+DEFINE_GEMM_F32(q4_0, K_Q4_0)
+DEFINE_GEMM_F32(q4_1, K_Q4_1)
+DEFINE_GEMM_F32(q8_0, K_Q8_0)
+DEFINE_GEMM_F32(q4_K, K_Q4_K)
+
+#endif

@@ -1,0 +1,60 @@
+/* Internal to kernels/cpu: the int8-activation gemm entry points of each
+ * table (gemm_q8_c.c, gemm_q8_avx2.c, gemm_q8_avx512.c). */
+#ifndef DI_KERNELS_CPU_GEMM_Q8_H
+#define DI_KERNELS_CPU_GEMM_Q8_H
+
+#include "kernels/cpu/half.h"
+#include "kernels/cpu/kernels.h"
+#include "kernels/cpu/quant_blocks.h"
+
+#define DI_GEMM_Q8_DECL(isa)                                                                      \
+    void di_quantize_q8_##isa(const float *x, int8_t *q, float *d, float *s, int64_t n);        \
+    void di_gemm_q8_q4_0_##isa(const void *w, uint64_t row_bytes, int64_t o0, int64_t o1,         \
+                               const di_q8_rows *x, int64_t n_rows, int64_t n_in, float *y,       \
+                               int64_t ldy, float *scratch);                                      \
+    void di_gemm_q8_q4_1_##isa(const void *w, uint64_t row_bytes, int64_t o0, int64_t o1,         \
+                               const di_q8_rows *x, int64_t n_rows, int64_t n_in, float *y,       \
+                               int64_t ldy, float *scratch);                                      \
+    void di_gemm_q8_q8_0_##isa(const void *w, uint64_t row_bytes, int64_t o0, int64_t o1,         \
+                               const di_q8_rows *x, int64_t n_rows, int64_t n_in, float *y,       \
+                               int64_t ldy, float *scratch);                                      \
+    void di_gemm_q8_q4_K_##isa(const void *w, uint64_t row_bytes, int64_t o0, int64_t o1,         \
+                               const di_q8_rows *x, int64_t n_rows, int64_t n_in, float *y,       \
+                               int64_t ldy, float *scratch);
+
+#define DI_GEMM_F32_DECL(isa, name)                                                               \
+    void di_gemm_f32_##name##_##isa(const void *w, uint64_t row_bytes, int64_t o0, int64_t o1,      \
+                                    const float *x, int64_t ldx, int64_t n_rows, int64_t n_in,      \
+                                    float *y, int64_t ldy, float *scratch);
+DI_GEMM_F32_DECL(avx512, f32)
+DI_GEMM_F32_DECL(avx512, f16)
+DI_GEMM_F32_DECL(avx512, q4_0)
+DI_GEMM_F32_DECL(avx512, q4_1)
+DI_GEMM_F32_DECL(avx512, q8_0)
+DI_GEMM_F32_DECL(avx512, q4_K)
+
+#define DI_GEMM_F32_ENTRIES(isa)                                                                  \
+    .gemm_f32 = {                                                                                 \
+        [DI_DTYPE_F32] = di_gemm_f32_f32_##isa,                                                   \
+        [DI_DTYPE_F16] = di_gemm_f32_f16_##isa,                                                   \
+        [DI_DTYPE_Q4_0] = di_gemm_f32_q4_0_##isa,                                                 \
+        [DI_DTYPE_Q4_1] = di_gemm_f32_q4_1_##isa,                                                 \
+        [DI_DTYPE_Q8_0] = di_gemm_f32_q8_0_##isa,                                                 \
+        [DI_DTYPE_Q4_K] = di_gemm_f32_q4_K_##isa,                                                 \
+    }
+
+DI_GEMM_Q8_DECL(c)
+DI_GEMM_Q8_DECL(avx2)
+DI_GEMM_Q8_DECL(avx512)
+
+/* The gemm_q8 entries of a table for isa, as designated initializers. */
+#define DI_GEMM_Q8_ENTRIES(isa)                                                                   \
+    .quantize_q8 = di_quantize_q8_##isa,                                                          \
+    .gemm_q8 = {                                                                                  \
+        [DI_DTYPE_Q4_0] = di_gemm_q8_q4_0_##isa,                                                  \
+        [DI_DTYPE_Q4_1] = di_gemm_q8_q4_1_##isa,                                                  \
+        [DI_DTYPE_Q8_0] = di_gemm_q8_q8_0_##isa,                                                  \
+        [DI_DTYPE_Q4_K] = di_gemm_q8_q4_K_##isa,                                                  \
+    }
+
+#endif
