@@ -225,6 +225,7 @@ int di_cmd_perplexity(int argc, char **argv) {
     const char *model = "models/SmolLM2-135M-Instruct.Q4_1.gguf", *file = NULL, *top1 = NULL;
     int64_t ctx = DEFAULT_PPL_CTX, chunks = 0, threads = 0, batch_tokens = 0;
     bool score_all = false, kv_f32 = false;
+    const char *kernels = NULL;
     const di_arg specs[] = {
         {"-m", "--model", DI_ARG_STR, &model, 0, 0, "model file (.gguf)"},
         {"-f", "--file", DI_ARG_STR, &file, 0, 0, "text file to score"},
@@ -236,6 +237,7 @@ int di_cmd_perplexity(int argc, char **argv) {
         {"-t", "--threads", DI_ARG_INT, &threads, 0, 1024, "threads (0 = one per CPU)"},
         {"--batch-tokens", NULL, DI_ARG_INT, &batch_tokens, 0, 1 << 20, "rows per forward"},
         {"--kv-f32", NULL, DI_ARG_FLAG, &kv_f32, 0, 0, "keep the KV cache in f32"},
+        {"--kernels", NULL, DI_ARG_STR, &kernels, 0, 0, "kernel table (e.g. q8: int8 activations as llama.cpp)"},
     };
     const char *pos[1];
     int npos = 0;
@@ -259,6 +261,7 @@ int di_cmd_perplexity(int argc, char **argv) {
     p.n_ctx = (int32_t)ctx + 1; /* the window plus the one token each request samples */
     p.max_batch_tokens = (int32_t)batch_tokens;
     p.kv_f32 = kv_f32;
+    p.kernels = kernels;
     di_engine *e = NULL;
     di_error err;
     if (di_engine_create(&p, &e, &err)) {
