@@ -19,6 +19,18 @@
  *    complete into "outside" is rejected; the rest (few: those that close
  *    the enclosing structure and go on) are "uncertain".
  *
+ *    Classifications are also published in the vocabulary's shared cache
+ *    under a structural key (shared_cache.c), so an isomorphic state of
+ *    another grammar or matcher (a JSON string interior, the start of any
+ *    value) never walks the vocabulary again.
+ *
+ *    The walk steps a DFA over local parser states, built lazily. A step is
+ *    computed once per byte equivalence class of the grammar (bytes no
+ *    class tells apart). Hot states learn their self-loop bytes, and whether
+ *    every UTF-8 character loops too (string interiors); then whole trie
+ *    subtrees made of looping bytes, or of well-formed UTF-8 whose ASCII
+ *    bytes loop, are accepted without being visited.
+ *
  * 3. Uncertain tokens are checked against the real state, in trie order so
  *    that consecutive tokens share the parse of their common prefix.
  *
@@ -38,23 +50,6 @@
 #define CACHE_MAX_MASK_BYTES (64u << 20)     /* whole-state masks */
 #define CACHE_MAX_LOCAL_BYTES (128u << 20)   /* local classifications */
 
-/* Interning of uint32 arrays: key -> dense id. */
-typedef struct key_table {
-    uint32_t *slot; /* cap entries: id + 1, 0 = empty */
-    uint32_t cap;
-    uint32_t *data;
-    size_t n_data, cap_data;
-    size_t *off; /* (n_ids + 1) */
-    uint32_t *hash;
-    uint32_t n_ids, cap_ids;
-} key_table;
-
-typedef struct local_entry {
-    uint32_t *acc;   /* bitset of tokens allowed in every state with this key */
-    uint32_t *unc;   /* uncertain tokens, trie order */
-    uint32_t n_unc;
-} local_entry;
-
 /* Lazily built DFA over local parser sets (content ids as for whole
  * states; set 0, the outside, has id 0). rows[id * 256 + byte]: 0 unknown,
  * 1 dead, otherwise (next id + 2) | ESC_BIT when that step tried to
@@ -65,10 +60,12 @@ typedef struct local_entry {
 #define ROW_DEAD 1u
 #define ROW_ESC 0x80000000u
 #define DFA_MAX_STATES (1u << 16)
-#define LOOP_HOT_VISITS 32
+#define LOOP_HOT_VISITS 8
+#define LOOP_BYTES 1 /* loop_known: loop[] holds the self-loop bytes */
+#define LOOP_U8 2    /* ... and every UTF-8 character loops as well */
 
 typedef struct ldfa {
-    key_table states;
+    mt_keytab states;
     uint32_t *rows;
     gb_bits *loop;
     uint32_t *visits;
@@ -80,13 +77,13 @@ struct mt_mask_cache {
     ldfa dfa;
     uint32_t *path_sid; /* scratch per depth */
     uint8_t *path_byte;
-    key_table states;
+    mt_keytab states;
     uint32_t *mask_of;   /* per state id: index into masks + 1, 0 = none */
     uint32_t cap_mask_of;
     uint32_t *masks;     /* n_masks * words */
     uint32_t n_masks, cap_masks;
-    key_table locals;
-    local_entry *lents;
+    mt_keytab locals;
+    mt_local_entry *lents;
     uint32_t cap_lents;
     size_t local_bytes;
     di_grammar_matcher *lp; /* local parser */
@@ -94,6 +91,10 @@ struct mt_mask_cache {
     uint8_t *esc;            /* scratch: escape seen along the walk, per depth */
     uint32_t *lmap;          /* scratch: dedup of local seed items */
     uint32_t cap_lmap;
+    mt_struct_scratch ss; /* structural keys for the shared cache */
+    uint16_t eq_start[257]; /* bytes of equivalence class k: eq_bytes[eq_start[k] .. eq_start[k+1]) */
+    uint8_t eq_bytes[256];
+    bool eq_ready;
 };
 
 /* ---- key table ---------------------------------------------------------- */
@@ -108,12 +109,12 @@ static uint32_t hash_words(const uint32_t *k, uint32_t n) {
     return (uint32_t)h;
 }
 
-static void kt_free(key_table *t) {
+void mt_kt_free(mt_keytab *t) {
     free(t->slot), free(t->data), free(t->off), free(t->hash);
     memset(t, 0, sizeof *t);
 }
 
-static bool kt_rehash(key_table *t, uint32_t nc) {
+static bool kt_rehash(mt_keytab *t, uint32_t nc) {
     uint32_t *s = calloc(nc, sizeof *s);
     if (!s) return false;
     for (uint32_t id = 0; id < t->n_ids; id++) {
@@ -128,7 +129,7 @@ static bool kt_rehash(key_table *t, uint32_t nc) {
 
 /* Returns the id of key (adding it when absent; *added tells), or
  * UINT32_MAX when out of memory. */
-static uint32_t kt_intern(key_table *t, const uint32_t *k, uint32_t n, bool *added) {
+uint32_t mt_kt_intern(mt_keytab *t, const uint32_t *k, uint32_t n, bool *added) {
     *added = false;
     if ((t->n_ids + 1) * 2 > t->cap && !kt_rehash(t, t->cap ? t->cap * 2 : 1024)) return UINT32_MAX;
     uint32_t h = hash_words(k, n), i = h & (t->cap - 1);
@@ -165,24 +166,37 @@ static uint32_t kt_intern(key_table *t, const uint32_t *k, uint32_t n, bool *add
     return id;
 }
 
+uint32_t mt_kt_find(const mt_keytab *t, const uint32_t *k, uint32_t n) {
+    if (!t->cap) return UINT32_MAX;
+    uint32_t h = hash_words(k, n), i = h & (t->cap - 1);
+    while (t->slot[i]) {
+        uint32_t id = t->slot[i] - 1;
+        if (t->hash[id] == h && t->off[id + 1] - t->off[id] == n && (!n || !memcmp(t->data + t->off[id], k, n * sizeof *k)))
+            return id;
+        i = (i + 1) & (t->cap - 1);
+    }
+    return UINT32_MAX;
+}
+
 /* ---- cache lifetime ------------------------------------------------------ */
 
 static void flush_states(di_grammar_matcher *m) {
     mt_mask_cache *c = m->cache;
-    kt_free(&c->states);
+    mt_kt_free(&c->states);
     free(c->mask_of), c->mask_of = NULL, c->cap_mask_of = 0;
     c->n_masks = 0;
     m->n_sid_valid = 0;
 }
 
 static void flush_locals(mt_mask_cache *c) {
-    for (uint32_t i = 0; i < c->locals.n_ids; i++) free(c->lents[i].acc), free(c->lents[i].unc);
-    kt_free(&c->locals);
+    for (uint32_t i = 0; i < c->locals.n_ids; i++)
+        if (!c->lents[i].shared) free(c->lents[i].acc), free(c->lents[i].unc);
+    mt_kt_free(&c->locals);
     c->local_bytes = 0;
 }
 
 static void dfa_free(ldfa *d) {
-    kt_free(&d->states);
+    mt_kt_free(&d->states);
     free(d->rows), free(d->loop), free(d->visits), free(d->loop_known);
     memset(d, 0, sizeof *d);
 }
@@ -192,7 +206,7 @@ void mt_mask_cache_free(mt_mask_cache *c) {
     flush_locals(c);
     dfa_free(&c->dfa);
     free(c->path_sid), free(c->path_byte);
-    kt_free(&c->states);
+    mt_kt_free(&c->states);
     free(c->lents);
     free(c->mask_of);
     free(c->masks);
@@ -200,6 +214,7 @@ void mt_mask_cache_free(mt_mask_cache *c) {
     free(c->key);
     free(c->esc);
     free(c->lmap);
+    mt_struct_scratch_free(&c->ss);
     free(c);
 }
 
@@ -253,7 +268,7 @@ static uint32_t state_id(di_grammar_matcher *m, uint32_t k) {
     c->key[q++] = KEY_ACCEPT, c->key[q++] = s->accept, c->key[q++] = 0;
     n = sort_triples(c->key, q / 3);
     bool added;
-    return kt_intern(&c->states, c->key, 3 * n, &added);
+    return mt_kt_intern(&c->states, c->key, 3 * n, &added);
 }
 
 /* Ids for all sets of the real parse; false on no memory. */
@@ -281,11 +296,13 @@ static bool update_sids(di_grammar_matcher *m) {
 /* Repetition counts in a local key keep only what a token (at most max_len
  * bytes, each repetition at least one byte) can observe: the distance to
  * min and to max, clamped. */
+static uint32_t canon_lim(const di_grammar_vocab *v) { return v->max_len + 2 < 0xFFFF ? v->max_len + 2 : 0xFFFF; }
+
 static uint32_t canon_aux(const di_grammar *g, const di_grammar_vocab *v, const mt_item *it) {
     uint32_t s = g->syms[it->pos];
     if (SYM_KIND(s) != SYM_REP) return it->aux;
     const gb_rep *rp = &g->reps[SYM_VAL(s)];
-    uint32_t lim = v->max_len + 2 < 0xFFFF ? v->max_len + 2 : 0xFFFF;
+    uint32_t lim = canon_lim(v);
     uint32_t to_min = it->aux >= rp->min ? 0 : rp->min - it->aux;
     uint32_t to_max = rp->max == GB_INF ? lim : rp->max - it->aux;
     if (to_min > lim) to_min = lim;
@@ -413,7 +430,7 @@ static uint32_t local_sid(mt_mask_cache *c, di_grammar_matcher *L, uint32_t k) {
     }
     n = sort_triples(c->key, q / 3);
     bool added;
-    uint32_t id = kt_intern(&d->states, c->key, 3 * n, &added);
+    uint32_t id = mt_kt_intern(&d->states, c->key, 3 * n, &added);
     if (id == UINT32_MAX || !added) return id;
     if (id >= d->cap) {
         uint32_t nc = d->cap ? d->cap * 2 : 256;
@@ -456,29 +473,85 @@ static uint32_t step(mt_mask_cache *c, di_grammar_matcher *L, uint32_t b) {
     return (id + 2) | (L->sets[k].escaped ? ROW_ESC : 0);
 }
 
+/* Records the DFA step (S, b) -> e for every byte of b's equivalence class:
+ * the parser only tests bytes against classes, so its siblings step the
+ * same way (one Earley step instead of up to 256). */
+static void set_row(mt_mask_cache *c, const di_grammar *g, uint32_t S, uint32_t b, uint32_t e) {
+    uint32_t *row = c->dfa.rows + (size_t)S * 256;
+    uint32_t k = g->byte_eq[b];
+    for (uint32_t i = c->eq_start[k]; i < c->eq_start[k + 1]; i++) row[c->eq_bytes[i]] = e;
+}
+
+/* Lists the bytes of each equivalence class (counting sort). */
+static void build_eq_lists(mt_mask_cache *c, const di_grammar *g) {
+    memset(c->eq_start, 0, sizeof c->eq_start);
+    for (uint32_t x = 0; x < 256; x++) c->eq_start[g->byte_eq[x] + 1]++;
+    for (uint32_t k = 0; k < 256; k++) c->eq_start[k + 1] += c->eq_start[k];
+    uint16_t fill[257];
+    memcpy(fill, c->eq_start, sizeof fill);
+    for (uint32_t x = 0; x < 256; x++) c->eq_bytes[fill[g->byte_eq[x]]++] = (uint8_t)x;
+    c->eq_ready = true;
+}
+
+/* Whether every well-formed UTF-8 character (two to four bytes) read from
+ * local state T, entered with decoder state q, stays alive and ends back in
+ * state S. T is the top of L; sets pushed above it are scratch. Steps go one
+ * per (byte class, decoder state), so this costs a few dozen parser steps,
+ * once per hot state. Returns 1 yes, 0 no, -1 no memory. */
+static int u8_returns(mt_mask_cache *c, di_grammar_matcher *L, const di_grammar *g, uint32_t S, uint32_t T,
+                      uint8_t q) {
+    uint32_t top = L->n_sets;
+    uint8_t done[256] = {0}; /* per byte class: decoder states already tried */
+    for (uint32_t b = 0x80; b < 256; b++) {
+        uint8_t nq = mt_u8_next(q, (uint8_t)b);
+        if (nq == MT_U8_BAD) continue;
+        uint32_t k = g->byte_eq[b];
+        if (done[k] & (1u << nq)) continue;
+        done[k] |= (uint8_t)(1u << nq);
+        uint32_t e = c->dfa.rows[(size_t)T * 256 + b];
+        if (e == ROW_UNKNOWN || (e != ROW_DEAD && nq != MT_U8_START)) {
+            e = step(c, L, b); /* pushes a set unless dead */
+            if (e == UINT32_MAX) return -1;
+            set_row(c, g, T, b, e);
+            if (e != ROW_DEAD && nq != MT_U8_START) {
+                int r = u8_returns(c, L, g, S, (e & ~ROW_ESC) - 2, nq);
+                mt_truncate(L, top);
+                if (r != 1) return r;
+                continue;
+            }
+            mt_truncate(L, top);
+        }
+        if (e == ROW_DEAD) return 0;
+        if (nq == MT_U8_START && (e & ~ROW_ESC) - 2 != S) return 0;
+    }
+    return 1;
+}
+
 /* Walks the whole trie with the seeded local parser, through the DFA. */
-static bool classify(di_grammar_matcher *m, local_entry *le) {
+static bool classify(di_grammar_matcher *m, mt_local_entry *le) {
     mt_mask_cache *c = m->cache;
     const di_grammar_vocab *v = m->vocab;
     di_grammar_matcher *L = c->lp;
     ldfa *d = &c->dfa;
     size_t words = di_grammar_vocab_mask_words(v);
+    if (!c->eq_ready) build_eq_lists(c, m->g);
     le->acc = calloc(words, sizeof(uint32_t));
     if (!le->acc) return false;
     size_t depth_cap = (size_t)v->max_len + 2;
     if (!c->esc && !(c->esc = malloc(depth_cap))) return false;
     if (!c->path_sid && !(c->path_sid = di_malloc_array(depth_cap, sizeof(uint32_t)))) return false;
     if (!c->path_byte && !(c->path_byte = malloc(depth_cap))) return false;
-    if (L->cap_sids < depth_cap + 2) {
-        uint32_t *x = di_realloc_array(L->sids, depth_cap + 2, sizeof *x);
+    /* + 4: u8_returns explores up to four bytes past the deepest node */
+    if (L->cap_sids < depth_cap + 6) {
+        uint32_t *x = di_realloc_array(L->sids, depth_cap + 6, sizeof *x);
         if (!x) return false;
-        L->sids = x, L->cap_sids = (uint32_t)depth_cap + 2;
+        L->sids = x, L->cap_sids = (uint32_t)depth_cap + 6;
     }
     if (d->states.n_ids > DFA_MAX_STATES) dfa_free(d);
     if (d->states.n_ids == 0) { /* id 0: the outside */
         uint32_t outside[3] = {KEY_ACCEPT, KEY_ACCEPT, KEY_ACCEPT};
         bool added;
-        if (kt_intern(&d->states, outside, 3, &added) != 0) return false;
+        if (mt_kt_intern(&d->states, outside, 3, &added) != 0) return false;
     }
     L->sids[0] = 0;
     uint32_t seed = local_sid(c, L, 1);
@@ -494,8 +567,12 @@ static bool classify(di_grammar_matcher *m, local_entry *le) {
         uint32_t S = c->path_sid[dep];
         if (d->loop_known[S]) {
             const gb_bits *sb = &v->sub[i], *lp = &d->loop[S];
-            if (!((sb->w[0] & ~lp->w[0]) | (sb->w[1] & ~lp->w[1]) | (sb->w[2] & ~lp->w[2]) | (sb->w[3] & ~lp->w[3]))) {
-                /* every path in this subtree loops in S: all accepted */
+            uint64_t ascii_out = (sb->w[0] & ~lp->w[0]) | (sb->w[1] & ~lp->w[1]);
+            /* every path in this subtree loops in S, or S loops on every
+             * UTF-8 character and the subtree is well-formed UTF-8 whose
+             * ASCII bytes loop: all accepted */
+            if (!(ascii_out | (sb->w[2] & ~lp->w[2]) | (sb->w[3] & ~lp->w[3])) ||
+                (d->loop_known[S] == LOOP_U8 && !ascii_out && (v->u8ok[i] & (1u << MT_U8_START)))) {
                 for (uint32_t q = v->tok_start[i]; q < v->tok_start[v->skip[i]]; q++) {
                     uint32_t t = v->trie_tok[q];
                     le->acc[t >> 5] |= 1u << (t & 31);
@@ -510,7 +587,7 @@ static bool classify(di_grammar_matcher *m, local_entry *le) {
             e = step(c, L, b);
             if (e == UINT32_MAX) return false;
             if (e != ROW_DEAD) md = dep + 1;
-            d->rows[(size_t)S * 256 + b] = e;
+            set_row(c, m->g, S, b, e);
         }
         if (e == ROW_DEAD) {
             if (c->esc[dep]) {
@@ -534,60 +611,83 @@ static bool classify(di_grammar_matcher *m, local_entry *le) {
             if (md > dep) mt_truncate(L, 2 + dep), md = dep;
             if (!materialize(c, L, &md, dep)) return false;
             gb_bits lp = {{0}};
-            for (uint32_t x = 0; x < 256; x++) {
-                uint32_t *r = &d->rows[(size_t)S * 256 + x];
-                if (*r == ROW_UNKNOWN) {
+            for (uint32_t x = 0; x < 256; x++) { /* one step per byte class */
+                if (d->rows[(size_t)S * 256 + x] == ROW_UNKNOWN) {
                     uint32_t ex = step(c, L, x);
                     if (ex == UINT32_MAX) return false;
-                    r = &d->rows[(size_t)S * 256 + x]; /* rows may have moved */
-                    *r = ex;
+                    set_row(c, m->g, S, x, ex); /* rows may have moved: index again */
                     mt_truncate(L, 2 + dep);
                 }
-                if (*r != ROW_DEAD && (*r & ~ROW_ESC) - 2 == S) gb_bits_set(&lp, (uint8_t)x);
+                uint32_t r = d->rows[(size_t)S * 256 + x];
+                if (r != ROW_DEAD && (r & ~ROW_ESC) - 2 == S) gb_bits_set(&lp, (uint8_t)x);
             }
             d->loop[S] = lp;
-            d->loop_known[S] = 1;
+            d->loop_known[S] = LOOP_BYTES;
+            if (lp.w[0] | lp.w[1]) { /* worth checking only when ASCII loops too */
+                int r = u8_returns(c, L, m->g, S, S, MT_U8_START);
+                if (r < 0) return false;
+                mt_truncate(L, 2 + dep);
+                if (r) d->loop_known[S] = LOOP_U8;
+            }
         }
         i++;
     }
     mt_truncate(L, 2);
-    c->local_bytes += words * sizeof(uint32_t) + (size_t)le->n_unc * sizeof(uint32_t);
     return true;
 }
 
-static local_entry *local_entry_for(di_grammar_matcher *m) {
+static mt_local_entry *local_entry_for(di_grammar_matcher *m) {
     mt_mask_cache *c = m->cache;
     if (c->local_bytes > CACHE_MAX_LOCAL_BYTES) flush_locals(c);
     uint32_t n = local_key(m);
     if (n == UINT32_MAX) return NULL;
     bool added;
-    uint32_t id = kt_intern(&c->locals, c->key, n, &added);
+    uint32_t id = mt_kt_intern(&c->locals, c->key, n, &added);
     if (id == UINT32_MAX) return NULL;
     if (id >= c->cap_lents) {
         uint32_t nc = c->cap_lents ? c->cap_lents * 2 : 64;
         while (nc <= id) nc *= 2;
-        local_entry *x = di_realloc_array(c->lents, nc, sizeof *x);
+        mt_local_entry *x = di_realloc_array(c->lents, nc, sizeof *x);
         if (!x) return NULL;
         c->lents = x, c->cap_lents = nc;
     }
-    local_entry *le = &c->lents[id];
-    if (added) {
-        memset(le, 0, sizeof *le);
-        if (!seed_local(m) || !classify(m, le)) {
-            /* leave a consistent entry: nothing accepted, all uncertain is
-             * not representable cheaply, so drop the whole local cache */
-            free(le->acc), free(le->unc);
-            memset(le, 0, sizeof *le);
-            flush_locals(c);
-            return NULL;
+    mt_local_entry *le = &c->lents[id];
+    if (!added) return le;
+    memset(le, 0, sizeof *le);
+    /* Another matcher (any grammar) may have classified an isomorphic
+     * state already: look it up by structural key. */
+    mt_shared_cache *sh = m->vocab->shared;
+    uint32_t sn = sh ? mt_struct_key(&c->ss, m->g, canon_lim(m->vocab), c->key, n) : UINT32_MAX;
+    if (sn != UINT32_MAX) {
+        const mt_local_entry *se = mt_shared_find(sh, c->ss.out, sn);
+        if (se) {
+            *le = *se;
+            return le;
         }
     }
+    if (!seed_local(m) || !classify(m, le)) {
+        /* leave a consistent entry: nothing accepted, all uncertain is
+         * not representable cheaply, so drop the whole local cache */
+        free(le->acc), free(le->unc);
+        memset(le, 0, sizeof *le);
+        flush_locals(c);
+        return NULL;
+    }
+    size_t bytes = di_grammar_vocab_mask_words(m->vocab) * sizeof(uint32_t) + (size_t)le->n_unc * sizeof(uint32_t);
+    if (sn != UINT32_MAX) {
+        const mt_local_entry *se = mt_shared_insert(sh, c->ss.out, sn, le, bytes);
+        if (se && !le->shared) { /* published first by another matcher */
+            free(le->acc), free(le->unc);
+            *le = *se;
+        }
+    }
+    if (!le->shared) c->local_bytes += bytes;
     return le;
 }
 
 /* Checks the uncertain tokens against the real state, sharing prefixes
  * between neighbours in trie order. */
-static void check_uncertain(di_grammar_matcher *m, const local_entry *le, uint32_t *mask) {
+static void check_uncertain(di_grammar_matcher *m, const mt_local_entry *le, uint32_t *mask) {
     const di_grammar_vocab *v = m->vocab;
     const uint32_t base = m->n_sets;
     const uint8_t *prev = NULL;
@@ -688,7 +788,7 @@ di_status di_grammar_matcher_fill_mask(di_grammar_matcher *m, uint32_t *mask, si
         }
     }
     /* 2 + 3. local classification, then the uncertain tokens */
-    const local_entry *le = local_entry_for(m);
+    const mt_local_entry *le = local_entry_for(m);
     if (le) {
         memcpy(mask, le->acc, words * sizeof(uint32_t));
         check_uncertain(m, le, mask);
