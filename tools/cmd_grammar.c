@@ -22,6 +22,7 @@
 typedef struct opts {
     const char *tokenizer, *schema, *regex, *ebnf, *check, *bench;
     bool json_object;
+    bool json_out; /* --bench: one JSON line instead of text (for bench/grammar_peers.py) */
     di_grammar_options gopt;
     uint32_t limit;
     uint32_t seed;
@@ -235,10 +236,17 @@ static int run_bench(const opts *o, const di_grammar_vocab *v) {
         di_grammar_matcher_free(m);
         di_grammar_free(g);
     }
-    printf("schemas %zu, compiled %zu (%.1f%%)\n", n, compiled, n ? 100.0 * (double)compiled / (double)n : 0);
-    printf("compile p50 %.1f us, p99 %.1f us\n", pct(compile_t.v, compile_t.n, 0.5), pct(compile_t.v, compile_t.n, 0.99));
-    printf("mask %zu masks, p50 %.1f us, p99 %.1f us, max %.1f us\n", mask_t.n, pct(mask_t.v, mask_t.n, 0.5),
-           pct(mask_t.v, mask_t.n, 0.99), pct(mask_t.v, mask_t.n, 1.0));
+    double c50 = pct(compile_t.v, compile_t.n, 0.5), c99 = pct(compile_t.v, compile_t.n, 0.99);
+    double m50 = pct(mask_t.v, mask_t.n, 0.5), m99 = pct(mask_t.v, mask_t.n, 0.99), mmax = pct(mask_t.v, mask_t.n, 1.0);
+    if (o->json_out) {
+        printf("{\"schemas\": %zu, \"compiled\": %zu, \"compile_p50_us\": %.2f, \"compile_p99_us\": %.2f, "
+               "\"masks\": %zu, \"mask_p50_us\": %.2f, \"mask_p99_us\": %.2f, \"mask_max_us\": %.2f}\n",
+               n, compiled, c50, c99, mask_t.n, m50, m99, mmax);
+    } else {
+        printf("schemas %zu, compiled %zu (%.1f%%)\n", n, compiled, n ? 100.0 * (double)compiled / (double)n : 0);
+        printf("compile p50 %.1f us, p99 %.1f us\n", c50, c99);
+        printf("mask %zu masks, p50 %.1f us, p99 %.1f us, max %.1f us\n", mask_t.n, m50, m99, mmax);
+    }
     for (size_t i = 0; i < n_all; i++) free(names[i]);
     free(names);
     free(mask), free(allowed), free(compile_t.v), free(mask_t.v);
@@ -250,7 +258,7 @@ static void usage(FILE *f) {
                "         (--schema F.json | --regex R | --ebnf F | --json-object) --check INSTANCE_FILE\n"
                "       deepinfer grammar --tokenizer MODEL --bench DIR [--limit N] [--tokens N (0: compile only)]\n"
                "MODEL: tokenizer.json, a folder with one, or a GGUF file\n"
-               "options: --ws compact|flexible  --lenient  --draft7  --seed N\n"
+               "options: --ws compact|flexible  --lenient  --draft7  --seed N  --json (bench: one JSON line)\n"
                "exit: 0 accept, 1 reject, 2 usage error or schema that does not compile\n");
 }
 
@@ -265,6 +273,7 @@ int di_cmd_grammar(int argc, char **argv) {
         if (!strcmp(a, "--json-object")) { o.json_object = true; continue; }
         if (!strcmp(a, "--lenient")) { o.gopt.lenient = true; continue; }
         if (!strcmp(a, "--draft7")) { o.gopt.draft = DI_GRAMMAR_DRAFT_7; continue; }
+        if (!strcmp(a, "--json")) { o.json_out = true; continue; }
         if (!val) { usage(stderr); return 2; }
         i++;
         if (!strcmp(a, "--tokenizer")) o.tokenizer = val;

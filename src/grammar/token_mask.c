@@ -60,7 +60,10 @@
 #define ROW_DEAD 1u
 #define ROW_ESC 0x80000000u
 #define DFA_MAX_STATES (1u << 16)
-#define LOOP_HOT_VISITS 8
+/* A state learns its loops once the subtrees entered from it add up to
+ * this many trie nodes: learning costs a few dozen parser steps (tens of
+ * microseconds), walking a node a few nanoseconds. */
+#define LOOP_HOT_NODES 2048
 #define LOOP_BYTES 1 /* loop_known: loop[] holds the self-loop bytes */
 #define LOOP_U8 2    /* ... and every UTF-8 character loops as well */
 
@@ -606,8 +609,8 @@ static bool classify(di_grammar_matcher *m, mt_local_entry *le) {
             uint32_t t = v->trie_tok[q];
             le->acc[t >> 5] |= 1u << (t & 31);
         }
-        /* a hot state learns its self-loop bytes (all 256 steps, once) */
-        if (++d->visits[S] == LOOP_HOT_VISITS && !d->loop_known[S]) {
+        /* a hot state learns its self-loop bytes (one step per byte class, once) */
+        if (!d->loop_known[S] && d->visits[S] < LOOP_HOT_NODES && (d->visits[S] += v->skip[i] - i) >= LOOP_HOT_NODES) {
             if (md > dep) mt_truncate(L, 2 + dep), md = dep;
             if (!materialize(c, L, &md, dep)) return false;
             gb_bits lp = {{0}};
