@@ -10,7 +10,7 @@
 
 static di_grammar_vocab *g_vocab;
 
-#define WALK_STEPS 14      /* tokens per walk; the reference mask is ~30 ms */
+#define WALK_STEPS 10      /* tokens per walk; the reference mask is ~30 ms */
 #define ROLLBACK_ONE_IN 5  /* roll back after about one step in five */
 
 static int load_vocab(void **state) {
@@ -152,7 +152,7 @@ static void near_isomorphic_grammars_do_not_share_wrongly(void **state) {
     if (!g_vocab) skip();
     const char *res[] = {"[a-c]+x[0-9]*", "[d-f]+x[0-9]*", "[a-c]+y[0-9]*", "[a-c]{1,3}x[0-9]*",
                          "[a-c]{1,4}x[0-9]*", "t[a-z]{1,2}", "t[a-z]{1,3}", "([a-c]+x)+[0-9]*", "\"[a-z ]*\"", "\"[a-y ]*\""};
-    const char *prefixes[] = {"", "x", "a", "ab", "abc", "d", "\"", "\"ab"};
+    const char *prefixes[] = {"", "ab", "abc", "d", "\"ab"};
     size_t words = di_grammar_vocab_mask_words(g_vocab);
     uint32_t *fast = malloc(words * 4), *slow = malloc(words * 4);
     for (size_t i = 0; i < sizeof res / sizeof res[0]; i++) {
