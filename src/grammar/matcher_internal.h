@@ -62,7 +62,13 @@ struct di_grammar_vocab {
      * vocabulary stays shareable across threads; NULL when it could not be
      * allocated (then each matcher classifies on its own). */
     mt_shared_cache *shared;
+    /* Work (token_mask.c: trie nodes + 100 per parser step) after which a
+     * classification consults the shared cache: cheaper ones are not worth
+     * a structural key. MT_SHARE_BUDGET; tests set 1 to share everything. */
+    uint64_t share_budget;
 };
+
+#define MT_SHARE_BUDGET 15000
 
 typedef struct mt_mask_cache mt_mask_cache; /* token_mask.c */
 

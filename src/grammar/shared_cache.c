@@ -30,12 +30,10 @@
 #include <string.h>
 
 /* Reachable grammars past this size are schema-specific (the start of a
- * large object) and rarely recur, while serializing and hashing them costs
- * microseconds on every new local key (it moved the mask p50 of the
- * Github_hard schemas from 10 to 20 us at 16k words): they are classified
- * per matcher. The keys worth sharing (strings, numbers, any value) are a
- * few hundred words. */
-#define STRUCT_MAX_WORDS (1u << 10)
+ * large object) and rarely recur: they are classified per matcher. Keys are
+ * only built for classifications that turned out expensive (see
+ * share_budget), so their cost hides behind the walk they may save. */
+#define STRUCT_MAX_WORDS (1u << 12)
 /* Memory bound of the shared cache; past it nothing more is published
  * (matchers then keep their own classifications, as before). */
 #define SHARED_MAX_BYTES ((size_t)256 << 20)

@@ -91,6 +91,8 @@ struct mt_mask_cache {
     size_t local_bytes;
     di_grammar_matcher *lp; /* local parser */
     uint32_t *key, cap_key;  /* scratch */
+    uint64_t n_steps;        /* local parser steps so far (classify's budget) */
+    uint32_t cls_i, cls_cap_unc; /* a suspended classify: next node, capacity of unc */
     uint8_t *esc;            /* scratch: escape seen along the walk, per depth */
     uint32_t *lmap;          /* scratch: dedup of local seed items */
     uint32_t cap_lmap;
@@ -468,6 +470,7 @@ static bool materialize(mt_mask_cache *c, di_grammar_matcher *L, uint32_t *md, u
 
 /* One DFA step from the state at depth d (materialized) on byte b. */
 static uint32_t step(mt_mask_cache *c, di_grammar_matcher *L, uint32_t b) {
+    c->n_steps++;
     if (!mt_push_byte(L, (uint8_t)b)) return L->oom ? UINT32_MAX : ROW_DEAD;
     uint32_t k = L->n_sets - 1;
     uint32_t id = local_sid(c, L, k);
@@ -531,40 +534,61 @@ static int u8_returns(mt_mask_cache *c, di_grammar_matcher *L, const di_grammar 
 }
 
 /* Walks the whole trie with the seeded local parser, through the DFA. */
-static bool classify(di_grammar_matcher *m, mt_local_entry *le) {
+/* classify() results */
+enum { CLS_OK, CLS_NOMEM, CLS_OVER };
+
+/* Work units of classify's budget: one per trie node visited, STEP_WORK per
+ * parser step (a step costs about as much as walking a hundred nodes). */
+#define STEP_WORK 100
+/* Walks the trie for le. budget (0: none): past it, returns CLS_OVER with
+ * the walk suspended (le partly filled); classify(..., resume = true)
+ * continues where it stopped, so consulting the shared cache in between
+ * wastes nothing. */
+static int classify(di_grammar_matcher *m, mt_local_entry *le, uint64_t budget, bool resume) {
     mt_mask_cache *c = m->cache;
     const di_grammar_vocab *v = m->vocab;
     di_grammar_matcher *L = c->lp;
     ldfa *d = &c->dfa;
+    uint32_t md = 0; /* materialized depth: L->n_sets == 2 + md */
+    uint32_t cap_unc = 0, i = 0;
+    if (resume) {
+        i = c->cls_i, cap_unc = c->cls_cap_unc;
+        goto walk;
+    }
     size_t words = di_grammar_vocab_mask_words(v);
     if (!c->eq_ready) build_eq_lists(c, m->g);
     le->acc = calloc(words, sizeof(uint32_t));
-    if (!le->acc) return false;
+    if (!le->acc) return CLS_NOMEM;
     size_t depth_cap = (size_t)v->max_len + 2;
-    if (!c->esc && !(c->esc = malloc(depth_cap))) return false;
-    if (!c->path_sid && !(c->path_sid = di_malloc_array(depth_cap, sizeof(uint32_t)))) return false;
-    if (!c->path_byte && !(c->path_byte = malloc(depth_cap))) return false;
+    if (!c->esc && !(c->esc = malloc(depth_cap))) return CLS_NOMEM;
+    if (!c->path_sid && !(c->path_sid = di_malloc_array(depth_cap, sizeof(uint32_t)))) return CLS_NOMEM;
+    if (!c->path_byte && !(c->path_byte = malloc(depth_cap))) return CLS_NOMEM;
     /* + 4: u8_returns explores up to four bytes past the deepest node */
     if (L->cap_sids < depth_cap + 6) {
         uint32_t *x = di_realloc_array(L->sids, depth_cap + 6, sizeof *x);
-        if (!x) return false;
+        if (!x) return CLS_NOMEM;
         L->sids = x, L->cap_sids = (uint32_t)depth_cap + 6;
     }
     if (d->states.n_ids > DFA_MAX_STATES) dfa_free(d);
     if (d->states.n_ids == 0) { /* id 0: the outside */
         uint32_t outside[3] = {KEY_ACCEPT, KEY_ACCEPT, KEY_ACCEPT};
         bool added;
-        if (mt_kt_intern(&d->states, outside, 3, &added) != 0) return false;
+        if (mt_kt_intern(&d->states, outside, 3, &added) != 0) return CLS_NOMEM;
     }
     L->sids[0] = 0;
     uint32_t seed = local_sid(c, L, 1);
-    if (seed == UINT32_MAX) return false;
+    if (seed == UINT32_MAX) return CLS_NOMEM;
     L->sids[1] = seed;
     c->path_sid[0] = seed;
     c->esc[0] = 0;
-    uint32_t md = 0; /* materialized depth: L->n_sets == 2 + md */
-    uint32_t cap_unc = 0;
-    for (uint32_t i = 0; i < v->n_nodes;) {
+walk:;
+    uint64_t steps0 = c->n_steps, nodes = 0;
+    while (i < v->n_nodes) {
+        if (budget && ++nodes + (c->n_steps - steps0) * STEP_WORK > budget) {
+            mt_truncate(L, 2); /* depth 0: what a resumed walk expects */
+            c->cls_i = i, c->cls_cap_unc = cap_unc;
+            return CLS_OVER;
+        }
         uint32_t dep = v->depth[i], b = v->byte[i];
         if (md > dep) mt_truncate(L, 2 + dep), md = dep;
         uint32_t S = c->path_sid[dep];
@@ -586,9 +610,9 @@ static bool classify(di_grammar_matcher *m, mt_local_entry *le) {
         }
         uint32_t e = d->rows[(size_t)S * 256 + b];
         if (e == ROW_UNKNOWN) {
-            if (!materialize(c, L, &md, dep)) return false;
+            if (!materialize(c, L, &md, dep)) return CLS_NOMEM;
             e = step(c, L, b);
-            if (e == UINT32_MAX) return false;
+            if (e == UINT32_MAX) return CLS_NOMEM;
             if (e != ROW_DEAD) md = dep + 1;
             set_row(c, m->g, S, b, e);
         }
@@ -596,7 +620,7 @@ static bool classify(di_grammar_matcher *m, mt_local_entry *le) {
             if (c->esc[dep]) {
                 /* the real parse may go on through the outside */
                 for (uint32_t q = v->tok_start[i]; q < v->tok_start[v->skip[i]]; q++)
-                    if (!push_u32(&le->unc, &le->n_unc, &cap_unc, v->trie_tok[q])) return false;
+                    if (!push_u32(&le->unc, &le->n_unc, &cap_unc, v->trie_tok[q])) return CLS_NOMEM;
             }
             i = v->skip[i];
             continue;
@@ -612,12 +636,12 @@ static bool classify(di_grammar_matcher *m, mt_local_entry *le) {
         /* a hot state learns its self-loop bytes (one step per byte class, once) */
         if (!d->loop_known[S] && d->visits[S] < LOOP_HOT_NODES && (d->visits[S] += v->skip[i] - i) >= LOOP_HOT_NODES) {
             if (md > dep) mt_truncate(L, 2 + dep), md = dep;
-            if (!materialize(c, L, &md, dep)) return false;
+            if (!materialize(c, L, &md, dep)) return CLS_NOMEM;
             gb_bits lp = {{0}};
             for (uint32_t x = 0; x < 256; x++) { /* one step per byte class */
                 if (d->rows[(size_t)S * 256 + x] == ROW_UNKNOWN) {
                     uint32_t ex = step(c, L, x);
-                    if (ex == UINT32_MAX) return false;
+                    if (ex == UINT32_MAX) return CLS_NOMEM;
                     set_row(c, m->g, S, x, ex); /* rows may have moved: index again */
                     mt_truncate(L, 2 + dep);
                 }
@@ -628,7 +652,7 @@ static bool classify(di_grammar_matcher *m, mt_local_entry *le) {
             d->loop_known[S] = LOOP_BYTES;
             if (lp.w[0] | lp.w[1]) { /* worth checking only when ASCII loops too */
                 int r = u8_returns(c, L, m->g, S, S, MT_U8_START);
-                if (r < 0) return false;
+                if (r < 0) return CLS_NOMEM;
                 mt_truncate(L, 2 + dep);
                 if (r) d->loop_known[S] = LOOP_U8;
             }
@@ -636,7 +660,7 @@ static bool classify(di_grammar_matcher *m, mt_local_entry *le) {
         i++;
     }
     mt_truncate(L, 2);
-    return true;
+    return CLS_OK;
 }
 
 static mt_local_entry *local_entry_for(di_grammar_matcher *m) {
@@ -657,18 +681,27 @@ static mt_local_entry *local_entry_for(di_grammar_matcher *m) {
     mt_local_entry *le = &c->lents[id];
     if (!added) return le;
     memset(le, 0, sizeof *le);
-    /* Another matcher (any grammar) may have classified an isomorphic
-     * state already: look it up by structural key. */
+    /* A cheap classification is just done. An expensive one may have been
+     * done already by another matcher (any grammar) on an isomorphic state:
+     * past a small budget, look it up by structural key. */
     mt_shared_cache *sh = m->vocab->shared;
-    uint32_t sn = sh ? mt_struct_key(&c->ss, m->g, canon_lim(m->vocab), c->key, n) : UINT32_MAX;
-    if (sn != UINT32_MAX) {
-        const mt_local_entry *se = mt_shared_find(sh, c->ss.out, sn);
-        if (se) {
-            *le = *se;
-            return le;
+    uint32_t sn = UINT32_MAX;
+    int r = seed_local(m) ? classify(m, le, sh ? m->vocab->share_budget : 0, false) : CLS_NOMEM;
+    if (r == CLS_OVER) {
+        /* the key is rebuilt: classify used c->key as scratch */
+        n = local_key(m);
+        if (n != UINT32_MAX) sn = mt_struct_key(&c->ss, m->g, canon_lim(m->vocab), c->key, n);
+        if (sn != UINT32_MAX) {
+            const mt_local_entry *se = mt_shared_find(sh, c->ss.out, sn);
+            if (se) {
+                free(le->acc), free(le->unc);
+                *le = *se;
+                return le;
+            }
         }
+        r = classify(m, le, 0, true); /* the local parser is still seeded */
     }
-    if (!seed_local(m) || !classify(m, le)) {
+    if (r != CLS_OK) {
         /* leave a consistent entry: nothing accepted, all uncertain is
          * not representable cheaply, so drop the whole local cache */
         free(le->acc), free(le->unc);

@@ -202,6 +202,7 @@ di_status di_grammar_vocab_create(uint32_t n_tokens, const uint8_t *const *bytes
         return s;
     }
     v->shared = mt_shared_create(); /* NULL is fine: no sharing */
+    v->share_budget = MT_SHARE_BUDGET;
     *out = v;
     return DI_OK;
 }
