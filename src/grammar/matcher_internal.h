@@ -68,7 +68,7 @@ struct di_grammar_vocab {
     uint64_t share_budget;
 };
 
-#define MT_SHARE_BUDGET 15000
+#define MT_SHARE_BUDGET 2500
 
 typedef struct mt_mask_cache mt_mask_cache; /* token_mask.c */
 

@@ -25,8 +25,8 @@
  *    value) never walks the vocabulary again.
  *
  *    The walk steps a DFA over local parser states, built lazily. A step is
- *    computed once per byte equivalence class of the grammar (bytes no
- *    class tells apart). Hot states learn their self-loop bytes, and whether
+ *    computed once per group of bytes that the state's scanning items do
+ *    not tell apart (step_row). Hot states learn their self-loop bytes, and whether
  *    every UTF-8 character loops too (string interiors); then whole trie
  *    subtrees made of looping bytes, or of well-formed UTF-8 whose ASCII
  *    bytes loop, are accepted without being visited.
@@ -97,9 +97,6 @@ struct mt_mask_cache {
     uint32_t *lmap;          /* scratch: dedup of local seed items */
     uint32_t cap_lmap;
     mt_struct_scratch ss; /* structural keys for the shared cache */
-    uint16_t eq_start[257]; /* bytes of equivalence class k: eq_bytes[eq_start[k] .. eq_start[k+1]) */
-    uint8_t eq_bytes[256];
-    bool eq_ready;
 };
 
 /* ---- key table ---------------------------------------------------------- */
@@ -479,24 +476,25 @@ static uint32_t step(mt_mask_cache *c, di_grammar_matcher *L, uint32_t b) {
     return (id + 2) | (L->sets[k].escaped ? ROW_ESC : 0);
 }
 
-/* Records the DFA step (S, b) -> e for every byte of b's equivalence class:
- * the parser only tests bytes against classes, so its siblings step the
- * same way (one Earley step instead of up to 256). */
-static void set_row(mt_mask_cache *c, const di_grammar *g, uint32_t S, uint32_t b, uint32_t e) {
-    uint32_t *row = c->dfa.rows + (size_t)S * 256;
-    uint32_t k = g->byte_eq[b];
-    for (uint32_t i = c->eq_start[k]; i < c->eq_start[k + 1]; i++) row[c->eq_bytes[i]] = e;
-}
-
-/* Lists the bytes of each equivalence class (counting sort). */
-static void build_eq_lists(mt_mask_cache *c, const di_grammar *g) {
-    memset(c->eq_start, 0, sizeof c->eq_start);
-    for (uint32_t x = 0; x < 256; x++) c->eq_start[g->byte_eq[x] + 1]++;
-    for (uint32_t k = 0; k < 256; k++) c->eq_start[k + 1] += c->eq_start[k];
-    uint16_t fill[257];
-    memcpy(fill, c->eq_start, sizeof fill);
-    for (uint32_t x = 0; x < 256; x++) c->eq_bytes[fill[g->byte_eq[x]]++] = (uint8_t)x;
-    c->eq_ready = true;
+/* Steps the top set S of L (materialized) on byte b and records the DFA
+ * row (S, x) for every byte x that steps the same way: x and b belong to
+ * the same classes of S's scanning items, so the same items scan and the
+ * new set is the same. A JSON string interior has about a dozen such byte
+ * groups, so learning a state costs a dozen parser steps, not 256. */
+static uint32_t step_row(mt_mask_cache *c, di_grammar_matcher *L, uint32_t S, uint32_t b) {
+    const di_grammar *g = L->g;
+    gb_bits same = {{~0ull, ~0ull, ~0ull, ~0ull}};
+    for (uint32_t si = mt_cur(L)->scan_start; si < L->sets[L->n_sets].scan_start; si++) {
+        const gb_bits *cl = &g->classes[SYM_VAL(g->syms[L->items[L->scans[si]].pos])];
+        bool in = gb_bits_has(cl, (uint8_t)b);
+        for (int w = 0; w < 4; w++) same.w[w] &= in ? cl->w[w] : ~cl->w[w];
+    }
+    uint32_t e = step(c, L, b);
+    if (e == UINT32_MAX) return e;
+    uint32_t *row = c->dfa.rows + (size_t)S * 256; /* after step: rows may have moved */
+    for (int w = 0; w < 4; w++)
+        for (uint64_t bits = same.w[w]; bits; bits &= bits - 1) row[w * 64 + __builtin_ctzll(bits)] = e;
+    return e;
 }
 
 /* Whether every well-formed UTF-8 character (two to four bytes) read from
@@ -516,9 +514,8 @@ static int u8_returns(mt_mask_cache *c, di_grammar_matcher *L, const di_grammar 
         done[k] |= (uint8_t)(1u << nq);
         uint32_t e = c->dfa.rows[(size_t)T * 256 + b];
         if (e == ROW_UNKNOWN || (e != ROW_DEAD && nq != MT_U8_START)) {
-            e = step(c, L, b); /* pushes a set unless dead */
+            e = step_row(c, L, T, b); /* pushes a set unless dead */
             if (e == UINT32_MAX) return -1;
-            set_row(c, g, T, b, e);
             if (e != ROW_DEAD && nq != MT_U8_START) {
                 int r = u8_returns(c, L, g, S, (e & ~ROW_ESC) - 2, nq);
                 mt_truncate(L, top);
@@ -556,7 +553,6 @@ static int classify(di_grammar_matcher *m, mt_local_entry *le, uint64_t budget, 
         goto walk;
     }
     size_t words = di_grammar_vocab_mask_words(v);
-    if (!c->eq_ready) build_eq_lists(c, m->g);
     le->acc = calloc(words, sizeof(uint32_t));
     if (!le->acc) return CLS_NOMEM;
     size_t depth_cap = (size_t)v->max_len + 2;
@@ -611,10 +607,9 @@ walk:;
         uint32_t e = d->rows[(size_t)S * 256 + b];
         if (e == ROW_UNKNOWN) {
             if (!materialize(c, L, &md, dep)) return CLS_NOMEM;
-            e = step(c, L, b);
+            e = step_row(c, L, S, b);
             if (e == UINT32_MAX) return CLS_NOMEM;
             if (e != ROW_DEAD) md = dep + 1;
-            set_row(c, m->g, S, b, e);
         }
         if (e == ROW_DEAD) {
             if (c->esc[dep]) {
@@ -633,16 +628,14 @@ walk:;
             uint32_t t = v->trie_tok[q];
             le->acc[t >> 5] |= 1u << (t & 31);
         }
-        /* a hot state learns its self-loop bytes (one step per byte class, once) */
+        /* a hot state learns its self-loop bytes (one step per byte group, once) */
         if (!d->loop_known[S] && d->visits[S] < LOOP_HOT_NODES && (d->visits[S] += v->skip[i] - i) >= LOOP_HOT_NODES) {
             if (md > dep) mt_truncate(L, 2 + dep), md = dep;
             if (!materialize(c, L, &md, dep)) return CLS_NOMEM;
             gb_bits lp = {{0}};
-            for (uint32_t x = 0; x < 256; x++) { /* one step per byte class */
+            for (uint32_t x = 0; x < 256; x++) { /* one step per byte group (step_row) */
                 if (d->rows[(size_t)S * 256 + x] == ROW_UNKNOWN) {
-                    uint32_t ex = step(c, L, x);
-                    if (ex == UINT32_MAX) return CLS_NOMEM;
-                    set_row(c, m->g, S, x, ex); /* rows may have moved: index again */
+                    if (step_row(c, L, S, x) == UINT32_MAX) return CLS_NOMEM;
                     mt_truncate(L, 2 + dep);
                 }
                 uint32_t r = d->rows[(size_t)S * 256 + x];
