@@ -56,6 +56,7 @@ struct di_grammar_vocab {
     /* (n_nodes) bit q: every path of node i's subtree, entered with the
      * UTF-8 decoder in state q (MT_U8_*), is a well-formed UTF-8 prefix */
     uint16_t *u8ok;
+    uint16_t *maxdep;   /* (n_nodes) deepest depth in node i's subtree */
     uint32_t max_len;   /* longest token in bytes */
     /* Local classifications shared by every matcher on this vocabulary,
      * whatever its grammar (shared_cache.c). Internally locked, so the

@@ -29,7 +29,10 @@
  *    not tell apart (step_row). Hot states learn their self-loop bytes, and whether
  *    every UTF-8 character loops too (string interiors); then whole trie
  *    subtrees made of looping bytes, or of well-formed UTF-8 whose ASCII
- *    bytes loop, are accepted without being visited.
+ *    bytes loop, are accepted without being visited. Bounded repetitions
+ *    (maxLength strings) never loop exactly, but step to the same state with
+ *    the count one further (is_shift): subtrees shallower than the count
+ *    left are accepted the same way.
  *
  * 3. Uncertain tokens are checked against the real state, in trie order so
  *    that consecutive tokens share the parse of their common prefix.
@@ -64,13 +67,18 @@
  * this many trie nodes: learning costs a few dozen parser steps (tens of
  * microseconds), walking a node a few nanoseconds. */
 #define LOOP_HOT_NODES 2048
-#define LOOP_BYTES 1 /* loop_known: loop[] holds the self-loop bytes */
+/* loop_known flags */
+#define LOOP_BYTES 1 /* loop[] holds the self-loop bytes */
 #define LOOP_U8 2    /* ... and every UTF-8 character loops as well */
+#define CLOOP_BYTES 4 /* cloop[] holds the bytes that loop up to a count (see is_shift) */
+#define CLOOP_U8 8    /* ... and so does every UTF-8 character */
 
 typedef struct ldfa {
     mt_keytab states;
     uint32_t *rows;
     gb_bits *loop;
+    gb_bits *cloop;    /* bytes stepping to the same state with counts advanced by one */
+    uint32_t *rem;     /* repetitions left before the tightest count bound (UINT32_MAX: none) */
     uint32_t *visits;
     uint8_t *loop_known;
     uint32_t cap;
@@ -199,7 +207,7 @@ static void flush_locals(mt_mask_cache *c) {
 
 static void dfa_free(ldfa *d) {
     mt_kt_free(&d->states);
-    free(d->rows), free(d->loop), free(d->visits), free(d->loop_known);
+    free(d->rows), free(d->loop), free(d->visits), free(d->loop_known), free(d->cloop), free(d->rem);
     memset(d, 0, sizeof *d);
 }
 
@@ -442,6 +450,12 @@ static uint32_t local_sid(mt_mask_cache *c, di_grammar_matcher *L, uint32_t k) {
         gb_bits *lp = di_realloc_array(d->loop, nc, sizeof *lp);
         if (!lp) return UINT32_MAX;
         d->loop = lp;
+        lp = di_realloc_array(d->cloop, nc, sizeof *lp);
+        if (!lp) return UINT32_MAX;
+        d->cloop = lp;
+        uint32_t *rm = di_realloc_array(d->rem, nc, sizeof *rm);
+        if (!rm) return UINT32_MAX;
+        d->rem = rm;
         uint32_t *vi = di_realloc_array(d->visits, nc, sizeof *vi);
         if (!vi) return UINT32_MAX;
         d->visits = vi;
@@ -497,13 +511,53 @@ static uint32_t step_row(mt_mask_cache *c, di_grammar_matcher *L, uint32_t S, ui
     return e;
 }
 
+/* Whether DFA state N is state S with every bounded repetition one further
+ * (canonical aux: to_min << 16 | to_max, both clamped at lim) and nothing
+ * else changed. Reading more characters from S then only moves the counts
+ * towards their bounds: while the remaining maximum is not reached, every
+ * such step stays alive (at to_min 0 the exit items join, which only adds
+ * ways to go on). */
+static bool is_shift(const mt_mask_cache *c, const di_grammar *g, uint32_t lim, uint32_t S, uint32_t N) {
+    const mt_keytab *t = &c->dfa.states;
+    size_t na = t->off[S + 1] - t->off[S];
+    if (S == N || na != t->off[N + 1] - t->off[N]) return false;
+    const uint32_t *ks = t->data + t->off[S], *kn = t->data + t->off[N];
+    bool moved = false;
+    for (size_t q = 0; q + 2 < na; q += 3) {
+        if (ks[q] != kn[q] || ks[q + 1] != kn[q + 1]) return false;
+        if (ks[q + 2] == kn[q + 2]) continue;
+        if (ks[q] >= g->n_syms || SYM_KIND(g->syms[ks[q]]) != SYM_REP) return false;
+        uint32_t mn = ks[q + 2] >> 16, mx = ks[q + 2] & 0xFFFF, mn2 = kn[q + 2] >> 16, mx2 = kn[q + 2] & 0xFFFF;
+        bool ok_min = (mn == 0 && mn2 == 0) || mn2 + 1 == mn || (mn == lim && mn2 == lim);
+        bool ok_max = mx2 + 1 == mx || (mx == lim && mx2 == lim);
+        if (!ok_min || !ok_max) return false;
+        moved = true;
+    }
+    return moved;
+}
+
+/* Repetitions left before the tightest maximum among S's bounded
+ * repetitions (UINT32_MAX when none is bounded below lim). */
+static uint32_t rem_of(const mt_mask_cache *c, const di_grammar *g, uint32_t lim, uint32_t S) {
+    const mt_keytab *t = &c->dfa.states;
+    const uint32_t *k = t->data + t->off[S];
+    size_t n = t->off[S + 1] - t->off[S];
+    uint32_t r = UINT32_MAX;
+    for (size_t q = 0; q + 2 < n; q += 3) {
+        if (k[q] >= g->n_syms || SYM_KIND(g->syms[k[q]]) != SYM_REP) continue;
+        uint32_t mx = k[q + 2] & 0xFFFF;
+        if (mx < lim && mx < r) r = mx;
+    }
+    return r;
+}
+
 /* Whether every well-formed UTF-8 character (two to four bytes) read from
  * local state T, entered with decoder state q, stays alive and ends back in
  * state S. T is the top of L; sets pushed above it are scratch. Steps go one
  * per (byte class, decoder state), so this costs a few dozen parser steps,
  * once per hot state. Returns 1 yes, 0 no, -1 no memory. */
 static int u8_returns(mt_mask_cache *c, di_grammar_matcher *L, const di_grammar *g, uint32_t S, uint32_t T,
-                      uint8_t q) {
+                      uint8_t q, bool count) {
     uint32_t top = L->n_sets;
     uint8_t done[256] = {0}; /* per byte class: decoder states already tried */
     for (uint32_t b = 0x80; b < 256; b++) {
@@ -517,7 +571,7 @@ static int u8_returns(mt_mask_cache *c, di_grammar_matcher *L, const di_grammar 
             e = step_row(c, L, T, b); /* pushes a set unless dead */
             if (e == UINT32_MAX) return -1;
             if (e != ROW_DEAD && nq != MT_U8_START) {
-                int r = u8_returns(c, L, g, S, (e & ~ROW_ESC) - 2, nq);
+                int r = u8_returns(c, L, g, S, (e & ~ROW_ESC) - 2, nq, count);
                 mt_truncate(L, top);
                 if (r != 1) return r;
                 continue;
@@ -525,7 +579,10 @@ static int u8_returns(mt_mask_cache *c, di_grammar_matcher *L, const di_grammar 
             mt_truncate(L, top);
         }
         if (e == ROW_DEAD) return 0;
-        if (nq == MT_U8_START && (e & ~ROW_ESC) - 2 != S) return 0;
+        if (nq == MT_U8_START) {
+            uint32_t N = (e & ~ROW_ESC) - 2;
+            if (count ? !is_shift(c, g, canon_lim(L->vocab), S, N) : N != S) return 0;
+        }
     }
     return 1;
 }
@@ -594,8 +651,17 @@ walk:;
             /* every path in this subtree loops in S, or S loops on every
              * UTF-8 character and the subtree is well-formed UTF-8 whose
              * ASCII bytes loop: all accepted */
+            const gb_bits *cl = &d->cloop[S];
+            uint64_t cascii_out = (sb->w[0] & ~cl->w[0]) | (sb->w[1] & ~cl->w[1]);
+            uint8_t lk = d->loop_known[S];
+            bool u8ok = (v->u8ok[i] >> MT_U8_START) & 1;
+            /* ... or every path advances a count by one per character and
+             * is shorter than the repetitions left */
+            bool fits = (uint32_t)(v->maxdep[i] - dep) + 1 < d->rem[S];
             if (!(ascii_out | (sb->w[2] & ~lp->w[2]) | (sb->w[3] & ~lp->w[3])) ||
-                (d->loop_known[S] == LOOP_U8 && !ascii_out && (v->u8ok[i] & (1u << MT_U8_START)))) {
+                ((lk & LOOP_U8) && !ascii_out && u8ok) ||
+                ((lk & CLOOP_BYTES) && fits && !cascii_out &&
+                 (!((sb->w[2] & ~cl->w[2]) | (sb->w[3] & ~cl->w[3])) || ((lk & CLOOP_U8) && u8ok)))) {
                 for (uint32_t q = v->tok_start[i]; q < v->tok_start[v->skip[i]]; q++) {
                     uint32_t t = v->trie_tok[q];
                     le->acc[t >> 5] |= 1u << (t & 31);
@@ -644,11 +710,30 @@ walk:;
             d->loop[S] = lp;
             d->loop_known[S] = LOOP_BYTES;
             if (lp.w[0] | lp.w[1]) { /* worth checking only when ASCII loops too */
-                int r = u8_returns(c, L, m->g, S, S, MT_U8_START);
+                int r = u8_returns(c, L, m->g, S, S, MT_U8_START, false);
                 if (r < 0) return CLS_NOMEM;
                 mt_truncate(L, 2 + dep);
-                if (r) d->loop_known[S] = LOOP_U8;
+                if (r) d->loop_known[S] |= LOOP_U8;
             }
+            /* bounded repetitions: the state moves on with every character,
+             * but to itself with the counts advanced (is_shift) */
+            gb_bits cl = {{0}};
+            uint32_t lim = canon_lim(v);
+            d->rem[S] = rem_of(c, m->g, lim, S);
+            if (d->rem[S] != 0 && !(lp.w[0] | lp.w[1])) {
+                for (uint32_t x = 0; x < 256; x++) {
+                    uint32_t r = d->rows[(size_t)S * 256 + x];
+                    if (r != ROW_DEAD && is_shift(c, m->g, lim, S, (r & ~ROW_ESC) - 2)) gb_bits_set(&cl, (uint8_t)x);
+                }
+                if (cl.w[0] | cl.w[1]) {
+                    d->loop_known[S] |= CLOOP_BYTES;
+                    int r = u8_returns(c, L, m->g, S, S, MT_U8_START, true);
+                    if (r < 0) return CLS_NOMEM;
+                    mt_truncate(L, 2 + dep);
+                    if (r) d->loop_known[S] |= CLOOP_U8;
+                }
+            }
+            d->cloop[S] = cl;
         }
         i++;
     }

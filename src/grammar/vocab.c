@@ -112,7 +112,8 @@ static di_status build_trie(di_grammar_vocab *v, di_error *err) {
     v->sub = di_malloc_array(nn ? nn : 1, sizeof(gb_bits));
     if (!v->sub) { free(end_node); free(stack); return di_error_set(err, DI_ERR_NOMEM, "out of memory"); }
     v->u8ok = di_malloc_array(nn ? nn : 1, sizeof(uint16_t));
-    if (!v->u8ok) { free(end_node); free(stack); return di_error_set(err, DI_ERR_NOMEM, "out of memory"); }
+    v->maxdep = di_malloc_array(nn ? nn : 1, sizeof(uint16_t));
+    if (!v->u8ok || !v->maxdep) { free(end_node); free(stack); return di_error_set(err, DI_ERR_NOMEM, "out of memory"); }
     for (uint32_t i = nn; i-- > 0;) {
         gb_bits b = {{0}};
         gb_bits_set(&b, v->byte[i]);
@@ -126,6 +127,9 @@ static di_status build_trie(di_grammar_vocab *v, di_error *err) {
             if (all) ok |= (uint16_t)(1u << q);
         }
         v->u8ok[i] = ok;
+        uint16_t md = v->depth[i];
+        for (uint32_t ch = i + 1; ch < v->skip[i]; ch = v->skip[ch]) md = v->maxdep[ch] > md ? v->maxdep[ch] : md;
+        v->maxdep[i] = md;
         for (uint32_t ch = i + 1; ch < v->skip[i]; ch = v->skip[ch])
             for (int w = 0; w < 4; w++) b.w[w] |= v->sub[ch].w[w];
         v->sub[i] = b;
@@ -148,6 +152,7 @@ void di_grammar_vocab_free(di_grammar_vocab *v) {
     free(v->trie_tok);
     free(v->sub);
     free(v->u8ok);
+    free(v->maxdep);
     mt_shared_free(v->shared);
     free(v);
 }

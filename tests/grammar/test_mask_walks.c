@@ -138,14 +138,22 @@ static void fast_mask_equals_reference_on_random_walks(void **state) {
 static void bounded_strings_mask_like_the_reference(void **state) {
     (void)state;
     if (!g_vocab) skip();
-    const char *schema = "{\"type\":\"object\",\"properties\":{"
-                         "\"a\":{\"type\":\"string\",\"minLength\":3,\"maxLength\":200},"
-                         "\"b\":{\"type\":\"string\",\"minLength\":150}},\"required\":[\"a\",\"b\"]}";
-    di_grammar *g;
-    di_error err;
-    assert_int_equal(di_grammar_compile_json_schema(schema, strlen(schema), NULL, &g, &err), DI_OK);
-    walk_schema(g, "bounded", 7);
-    di_grammar_free(g);
+    const char *schemas[] = {
+        "{\"type\":\"object\",\"properties\":{"
+        "\"a\":{\"type\":\"string\",\"minLength\":3,\"maxLength\":200},"
+        "\"b\":{\"type\":\"string\",\"minLength\":150}},\"required\":[\"a\",\"b\"]}",
+        /* counts that end inside a token: long tokens must be cut off */
+        "{\"type\":\"array\",\"items\":{\"type\":\"string\",\"maxLength\":12},\"maxItems\":3}",
+        "{\"type\":\"string\",\"minLength\":20,\"maxLength\":40}",
+        "{\"type\":\"string\",\"minLength\":5}",
+    };
+    for (size_t i = 0; i < sizeof schemas / sizeof schemas[0]; i++) {
+        di_grammar *g;
+        di_error err;
+        assert_int_equal(di_grammar_compile_json_schema(schemas[i], strlen(schemas[i]), NULL, &g, &err), DI_OK);
+        walk_schema(g, schemas[i], 7 + i);
+        di_grammar_free(g);
+    }
 }
 
 /* Grammars that differ only in a byte class, a repetition bound or where
