@@ -22,15 +22,21 @@
 typedef struct opts {
     const char *tokenizer, *schema, *regex, *ebnf, *check, *bench;
     bool json_object;
+    bool json_out; /* --bench: one JSON line instead of text (for bench/grammar_peers.py) */
     di_grammar_options gopt;
     uint32_t limit;
     uint32_t seed;
     uint32_t tokens; /* --bench walk length; 0: compile only */
+    uint32_t sample; /* --sample N: random walks (seeds seed .. seed+N-1) */
 } opts;
 
+/* Timings use the thread's CPU clock, not the wall clock: on a shared,
+ * loaded machine a wall-clock p99 measures the scheduler (a 3 us mask that
+ * is preempted reads as milliseconds). The peer script measures the same
+ * way (time.thread_time_ns). */
 static double now_us(void) {
     struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
     return (double)t.tv_sec * 1e6 + (double)t.tv_nsec / 1e3;
 }
 
@@ -231,22 +237,73 @@ static int run_bench(const opts *o, const di_grammar_vocab *v) {
         di_grammar_matcher_free(m);
         di_grammar_free(g);
     }
-    printf("schemas %zu, compiled %zu (%.1f%%)\n", n, compiled, n ? 100.0 * (double)compiled / (double)n : 0);
-    printf("compile p50 %.1f us, p99 %.1f us\n", pct(compile_t.v, compile_t.n, 0.5), pct(compile_t.v, compile_t.n, 0.99));
-    printf("mask %zu masks, p50 %.1f us, p99 %.1f us, max %.1f us\n", mask_t.n, pct(mask_t.v, mask_t.n, 0.5),
-           pct(mask_t.v, mask_t.n, 0.99), pct(mask_t.v, mask_t.n, 1.0));
+    double c50 = pct(compile_t.v, compile_t.n, 0.5), c99 = pct(compile_t.v, compile_t.n, 0.99);
+    double m50 = pct(mask_t.v, mask_t.n, 0.5), m99 = pct(mask_t.v, mask_t.n, 0.99), mmax = pct(mask_t.v, mask_t.n, 1.0);
+    if (o->json_out) {
+        printf("{\"schemas\": %zu, \"compiled\": %zu, \"compile_p50_us\": %.2f, \"compile_p99_us\": %.2f, "
+               "\"masks\": %zu, \"mask_p50_us\": %.2f, \"mask_p99_us\": %.2f, \"mask_max_us\": %.2f}\n",
+               n, compiled, c50, c99, mask_t.n, m50, m99, mmax);
+    } else {
+        printf("schemas %zu, compiled %zu (%.1f%%)\n", n, compiled, n ? 100.0 * (double)compiled / (double)n : 0);
+        printf("compile p50 %.1f us, p99 %.1f us\n", c50, c99);
+        printf("mask %zu masks, p50 %.1f us, p99 %.1f us, max %.1f us\n", mask_t.n, m50, m99, mmax);
+    }
     for (size_t i = 0; i < n_all; i++) free(names[i]);
     free(names);
     free(mask), free(allowed), free(compile_t.v), free(mask_t.v);
     return 0;
 }
 
+/* --sample: N seeded random walks through the mask (di_grammar_random_walk),
+ * one JSON line each: seed, token ids, whether it ended with EOS, and the
+ * output bytes in hex (they need not be UTF-8 when the walk was cut off).
+ * scripts/gen_goldens_grammar.py validates the complete ones. */
+static int run_sample(const opts *o, const di_grammar_vocab *v) {
+    di_error err = {0};
+    di_grammar *g = NULL;
+    if (compile(o, NULL, &g, &err)) {
+        fprintf(stderr, "deepinfer grammar: cannot compile: %s\n", err.msg);
+        return 2;
+    }
+    uint32_t max = o->tokens ? o->tokens : BENCH_DEFAULT_TOKENS;
+    uint32_t *ids = malloc(max * sizeof *ids);
+    di_grammar_matcher *m = NULL;
+    int rc = 0;
+    if (!ids || di_grammar_matcher_create(g, v, &m, &err)) rc = 2;
+    for (uint32_t i = 0; !rc && i < o->sample; i++) {
+        uint32_t n;
+        bool complete;
+        uint64_t seed = (uint64_t)o->seed + i;
+        di_grammar_matcher_reset(m);
+        if (di_grammar_random_walk(m, seed, max, ids, &n, &complete, &err)) {
+            fprintf(stderr, "deepinfer grammar: %s\n", err.msg);
+            rc = 2;
+            break;
+        }
+        printf("{\"seed\": %llu, \"complete\": %s, \"ids\": [", (unsigned long long)seed, complete ? "true" : "false");
+        for (uint32_t k = 0; k < n; k++) printf("%s%u", k ? ", " : "", ids[k]);
+        printf("], \"hex\": \"");
+        for (uint32_t k = 0; k < n; k++) {
+            uint32_t len;
+            const uint8_t *b = di_grammar_vocab_token(v, ids[k], &len);
+            if (k + 1 == n && complete) break; /* EOS has no output bytes */
+            for (uint32_t j = 0; b && j < len; j++) printf("%02x", b[j]);
+        }
+        printf("\"}\n");
+    }
+    free(ids);
+    di_grammar_matcher_free(m);
+    di_grammar_free(g);
+    return rc;
+}
+
 static void usage(FILE *f) {
     fprintf(f, "usage: deepinfer grammar --tokenizer MODEL\n"
                "         (--schema F.json | --regex R | --ebnf F | --json-object) --check INSTANCE_FILE\n"
                "       deepinfer grammar --tokenizer MODEL --bench DIR [--limit N] [--tokens N (0: compile only)]\n"
+               "       deepinfer grammar --tokenizer MODEL (--schema F.json | ...) --sample N [--seed S] [--tokens MAX]\n"
                "MODEL: tokenizer.json, a folder with one, or a GGUF file\n"
-               "options: --ws compact|flexible  --lenient  --draft7  --seed N\n"
+               "options: --ws compact|flexible  --lenient  --draft7  --seed N  --json (bench: one JSON line)\n"
                "exit: 0 accept, 1 reject, 2 usage error or schema that does not compile\n");
 }
 
@@ -261,6 +318,7 @@ int di_cmd_grammar(int argc, char **argv) {
         if (!strcmp(a, "--json-object")) { o.json_object = true; continue; }
         if (!strcmp(a, "--lenient")) { o.gopt.lenient = true; continue; }
         if (!strcmp(a, "--draft7")) { o.gopt.draft = DI_GRAMMAR_DRAFT_7; continue; }
+        if (!strcmp(a, "--json")) { o.json_out = true; continue; }
         if (!val) { usage(stderr); return 2; }
         i++;
         if (!strcmp(a, "--tokenizer")) o.tokenizer = val;
@@ -272,11 +330,12 @@ int di_cmd_grammar(int argc, char **argv) {
         else if (!strcmp(a, "--limit")) o.limit = (uint32_t)strtoul(val, NULL, 10);
         else if (!strcmp(a, "--seed")) o.seed = (uint32_t)strtoul(val, NULL, 10);
         else if (!strcmp(a, "--tokens")) o.tokens = (uint32_t)strtoul(val, NULL, 10);
+        else if (!strcmp(a, "--sample")) o.sample = (uint32_t)strtoul(val, NULL, 10);
         else if (!strcmp(a, "--ws")) o.gopt.whitespace = !strcmp(val, "flexible") ? DI_GRAMMAR_WS_FLEXIBLE : DI_GRAMMAR_WS_COMPACT;
         else { usage(stderr); return 2; }
     }
     int n_src = !!o.schema + !!o.regex + !!o.ebnf + o.json_object;
-    if (!o.tokenizer || (o.check && n_src != 1) || (!o.check && !o.bench)) {
+    if (!o.tokenizer || ((o.check || o.sample) && n_src != 1) || (!o.check && !o.bench && !o.sample)) {
         usage(stderr);
         return 2;
     }
@@ -288,7 +347,7 @@ int di_cmd_grammar(int argc, char **argv) {
         di_tok_free(tok);
         return 2;
     }
-    int rc = o.check ? run_check(&o, tok, v) : run_bench(&o, v);
+    int rc = o.check ? run_check(&o, tok, v) : o.sample ? run_sample(&o, v) : run_bench(&o, v);
     di_grammar_vocab_free(v);
     di_tok_free(tok);
     return rc;

@@ -177,4 +177,16 @@ di_status di_grammar_matcher_fill_mask(di_grammar_matcher *m, uint32_t *mask, si
 di_status di_grammar_matcher_fill_mask_slow(di_grammar_matcher *m, uint32_t *mask,
                                             size_t n_words, di_error *err);
 
+/* Seeded random walk from the matcher's state: repeatedly fills the mask and
+ * advances by a token drawn from it (xorshift64 seeded with seed; EOS, when
+ * allowed, is drawn half of the time, and half of the other steps prefer a
+ * token containing '"'), for at most max_tokens tokens. Writes the ids to
+ * ids (room for max_tokens) and their count to *n_ids; *complete is true
+ * when the walk ended with EOS, i.e. the bytes form a sentence of the
+ * grammar. The same seed on the same grammar and vocabulary gives the same
+ * walk on every platform (the mask is exact). For property tests and
+ * `deepinfer grammar --sample`. */
+di_status di_grammar_random_walk(di_grammar_matcher *m, uint64_t seed, uint32_t max_tokens, uint32_t *ids,
+                                 uint32_t *n_ids, bool *complete, di_error *err);
+
 #endif

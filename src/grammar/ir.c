@@ -560,6 +560,29 @@ void di_grammar_free(di_grammar *g) {
     free(g);
 }
 
+/* Refines the partition of the 256 byte values by every class (the
+ * classes are already deduplicated by the lowering): O(256) per class,
+ * stopping once every byte is alone. */
+static void byte_partition(di_grammar *g) {
+    uint8_t p[256] = {0}, q[256];
+    uint16_t newid[512];
+    uint32_t n = 1;
+    for (uint32_t c = 0; c < g->n_classes && n < 256; c++) {
+        const gb_bits *cl = &g->classes[c];
+        memset(newid, 0xff, 2 * n * sizeof newid[0]);
+        uint32_t nn = 0;
+        for (uint32_t x = 0; x < 256; x++) {
+            uint32_t key = 2u * p[x] + gb_bits_has(cl, (uint8_t)x);
+            if (newid[key] == 0xffff) newid[key] = (uint16_t)nn++;
+            q[x] = (uint8_t)newid[key];
+        }
+        memcpy(p, q, sizeof p);
+        n = nn;
+    }
+    memcpy(g->byte_eq, p, sizeof p);
+    g->n_byte_eq = n;
+}
+
 di_status gb_finish(gb *b, uint32_t root_rule, di_grammar **out) {
     *out = NULL;
     if (!gb_ok(b)) return b->status;
@@ -605,6 +628,7 @@ di_status gb_finish(gb *b, uint32_t root_rule, di_grammar **out) {
         b->rules[r].name = NULL;
     }
     compute_sets(g);
+    byte_partition(g);
     *out = g;
     return DI_OK;
 }

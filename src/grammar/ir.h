@@ -66,6 +66,12 @@ struct di_grammar {
     uint8_t *nullable;    /* (n_rules) rule derives the empty string */
     gb_bits *first;       /* (n_rules) bytes that can start a non-empty derivation */
     char **names;         /* (n_rules) rule names (generated for anonymous rules) */
+    /* Byte equivalence classes: bytes that every class of the grammar
+     * either contains or lacks together. The parser cannot tell them apart,
+     * so a mask computation steps one byte per class and reuses the result
+     * for its siblings. byte_eq[b] is b's class, 0 .. n_byte_eq-1. */
+    uint8_t byte_eq[256];
+    uint32_t n_byte_eq;
     uint32_t start_rule;  /* synthetic `$start ::= root` */
     uint32_t accept_pos;  /* position of the END of $start: item (accept_pos, 0) = accepting */
 };

@@ -33,6 +33,8 @@ typedef struct mt_set {
     uint32_t escaped;    /* local parses: an item with origin 0 completed */
 } mt_set;
 
+typedef struct mt_shared_cache mt_shared_cache; /* shared_cache.c */
+
 /* Vocabulary with a byte trie laid out in preorder: node i's subtree is
  * nodes i .. skip[i]-1, its byte is byte[i] at depth depth[i] (0 = first
  * byte), and the tokens whose bytes end exactly at node i are
@@ -51,10 +53,64 @@ struct di_grammar_vocab {
     uint32_t *tok_start; /* (n_nodes + 1) */
     uint32_t *trie_tok; /* normal tokens in trie order */
     gb_bits *sub;       /* (n_nodes) bytes occurring in node i's subtree, i included */
+    /* (n_nodes) bit q: every path of node i's subtree, entered with the
+     * UTF-8 decoder in state q (MT_U8_*), is a well-formed UTF-8 prefix */
+    uint16_t *u8ok;
+    uint16_t *maxdep;   /* (n_nodes) deepest depth in node i's subtree */
     uint32_t max_len;   /* longest token in bytes */
+    /* Local classifications shared by every matcher on this vocabulary,
+     * whatever its grammar (shared_cache.c). Internally locked, so the
+     * vocabulary stays shareable across threads; NULL when it could not be
+     * allocated (then each matcher classifies on its own). */
+    mt_shared_cache *shared;
+    /* Work (token_mask.c: trie nodes + 100 per parser step) after which a
+     * classification consults the shared cache: cheaper ones are not worth
+     * a structural key. MT_SHARE_BUDGET; tests set 1 to share everything. */
+    uint64_t share_budget;
 };
 
+#define MT_SHARE_BUDGET 2500
+
 typedef struct mt_mask_cache mt_mask_cache; /* token_mask.c */
+
+/* Strict UTF-8 decoder states (RFC 3629: no overlongs, no surrogates, at
+ * most U+10FFFF): what the next byte must be. */
+enum {
+    MT_U8_START = 0, /* at a character boundary */
+    MT_U8_CONT1,     /* one continuation byte 80..BF left */
+    MT_U8_CONT2,     /* two continuation bytes left, next 80..BF */
+    MT_U8_E0,        /* after E0: next A0..BF */
+    MT_U8_ED,        /* after ED: next 80..9F */
+    MT_U8_CONT3,     /* after F1..F3: next 80..BF */
+    MT_U8_F0,        /* after F0: next 90..BF */
+    MT_U8_F4,        /* after F4: next 80..8F */
+    MT_U8_N,
+    MT_U8_BAD = 0xFF
+};
+
+/* Next decoder state after byte b in state q, or MT_U8_BAD. */
+static inline uint8_t mt_u8_next(uint8_t q, uint8_t b) {
+    switch (q) {
+    case MT_U8_START:
+        if (b < 0x80) return MT_U8_START;
+        if (b >= 0xC2 && b <= 0xDF) return MT_U8_CONT1;
+        if (b == 0xE0) return MT_U8_E0;
+        if (b == 0xED) return MT_U8_ED;
+        if (b >= 0xE1 && b <= 0xEF) return MT_U8_CONT2;
+        if (b == 0xF0) return MT_U8_F0;
+        if (b >= 0xF1 && b <= 0xF3) return MT_U8_CONT3;
+        if (b == 0xF4) return MT_U8_F4;
+        return MT_U8_BAD;
+    case MT_U8_CONT1: return b >= 0x80 && b <= 0xBF ? MT_U8_START : MT_U8_BAD;
+    case MT_U8_CONT2: return b >= 0x80 && b <= 0xBF ? MT_U8_CONT1 : MT_U8_BAD;
+    case MT_U8_E0: return b >= 0xA0 && b <= 0xBF ? MT_U8_CONT1 : MT_U8_BAD;
+    case MT_U8_ED: return b >= 0x80 && b <= 0x9F ? MT_U8_CONT1 : MT_U8_BAD;
+    case MT_U8_CONT3: return b >= 0x80 && b <= 0xBF ? MT_U8_CONT2 : MT_U8_BAD;
+    case MT_U8_F0: return b >= 0x90 && b <= 0xBF ? MT_U8_CONT2 : MT_U8_BAD;
+    case MT_U8_F4: return b >= 0x80 && b <= 0x8F ? MT_U8_CONT2 : MT_U8_BAD;
+    default: return MT_U8_BAD;
+    }
+}
 
 struct di_grammar_matcher {
     const di_grammar *g;
@@ -91,5 +147,71 @@ static inline uint32_t mt_n_scans(const di_grammar_matcher *m) {
 }
 
 void mt_mask_cache_free(mt_mask_cache *c);
+
+/* Interning of uint32 arrays: key -> dense id (token_mask.c). */
+typedef struct mt_keytab {
+    uint32_t *slot; /* cap entries: id + 1, 0 = empty */
+    uint32_t cap;
+    uint32_t *data;
+    size_t n_data, cap_data;
+    size_t *off; /* (n_ids + 1) */
+    uint32_t *hash;
+    uint32_t n_ids, cap_ids;
+} mt_keytab;
+
+/* Id of key k (n words), added when absent (*added tells); UINT32_MAX on
+ * no memory. */
+uint32_t mt_kt_intern(mt_keytab *t, const uint32_t *k, uint32_t n, bool *added);
+/* Id of k or UINT32_MAX when absent. */
+uint32_t mt_kt_find(const mt_keytab *t, const uint32_t *k, uint32_t n);
+void mt_kt_free(mt_keytab *t);
+
+/* The classification of the vocabulary for one local key (token_mask.c):
+ * tokens allowed in every state with that key, and the uncertain ones (in
+ * trie order) to check against the real state. shared: the arrays belong
+ * to the vocabulary's shared cache, not to the matcher. */
+typedef struct mt_local_entry {
+    uint32_t *acc; /* (mask words) */
+    uint32_t *unc; /* (n_unc) */
+    uint32_t n_unc;
+    bool shared;
+} mt_local_entry;
+
+/* ---- shared_cache.c ---------------------------------------------------- */
+
+/* Scratch for structural keys (one per matcher cache). */
+typedef struct mt_struct_scratch {
+    uint32_t *rule_map, *rule_gen; /* (n_rules) canonical id, valid when gen matches */
+    uint32_t *class_map, *class_gen; /* (n_classes) */
+    uint32_t *queue, *classes;     /* rule bodies / classes in canonical order */
+    uint8_t *queued;               /* (n_rules) body queued (valid with rule_gen) */
+    uint32_t gen;
+    uint32_t *out, n_out, cap_out;
+} mt_struct_scratch;
+
+mt_shared_cache *mt_shared_create(void);
+void mt_shared_free(mt_shared_cache *s);
+void mt_struct_scratch_free(mt_struct_scratch *sc);
+
+/* Canonical structural key of a local state: the local key lkey (n words of
+ * sorted triples pos, here?, canonical aux) rewritten with the grammar
+ * reachable from those items, numbered by first appearance, so that two
+ * states (of any grammars) with equal structural keys classify every token
+ * the same. lim: repetition bounds at or past lim are equivalent (see
+ * canon_aux). Returns the length in sc->out, or UINT32_MAX when the
+ * reachable grammar is too large to be worth sharing or memory ran out. */
+uint32_t mt_struct_key(mt_struct_scratch *sc, const di_grammar *g, uint32_t lim, const uint32_t *lkey,
+                       uint32_t n);
+
+/* The shared entry for key (NULL when absent). Entries are never freed or
+ * moved before the cache, so the pointer stays valid. */
+const mt_local_entry *mt_shared_find(mt_shared_cache *s, const uint32_t *key, uint32_t n);
+
+/* Publishes e under key. On success the cache takes e's arrays and returns
+ * the stored entry; when another matcher published the key first, returns
+ * that one (e unchanged, still the caller's); NULL when the cache is full
+ * or out of memory (e unchanged). */
+const mt_local_entry *mt_shared_insert(mt_shared_cache *s, const uint32_t *key, uint32_t n, mt_local_entry *e,
+                                       size_t bytes);
 
 #endif

@@ -19,6 +19,21 @@
  *    complete into "outside" is rejected; the rest (few: those that close
  *    the enclosing structure and go on) are "uncertain".
  *
+ *    Classifications are also published in the vocabulary's shared cache
+ *    under a structural key (shared_cache.c), so an isomorphic state of
+ *    another grammar or matcher (a JSON string interior, the start of any
+ *    value) never walks the vocabulary again.
+ *
+ *    The walk steps a DFA over local parser states, built lazily. A step is
+ *    computed once per group of bytes that the state's scanning items do
+ *    not tell apart (step_row). Hot states learn their self-loop bytes, and whether
+ *    every UTF-8 character loops too (string interiors); then whole trie
+ *    subtrees made of looping bytes, or of well-formed UTF-8 whose ASCII
+ *    bytes loop, are accepted without being visited. Bounded repetitions
+ *    (maxLength strings) never loop exactly, but step to the same state with
+ *    the count one further (is_shift): subtrees shallower than the count
+ *    left are accepted the same way.
+ *
  * 3. Uncertain tokens are checked against the real state, in trie order so
  *    that consecutive tokens share the parse of their common prefix.
  *
@@ -38,23 +53,6 @@
 #define CACHE_MAX_MASK_BYTES (64u << 20)     /* whole-state masks */
 #define CACHE_MAX_LOCAL_BYTES (128u << 20)   /* local classifications */
 
-/* Interning of uint32 arrays: key -> dense id. */
-typedef struct key_table {
-    uint32_t *slot; /* cap entries: id + 1, 0 = empty */
-    uint32_t cap;
-    uint32_t *data;
-    size_t n_data, cap_data;
-    size_t *off; /* (n_ids + 1) */
-    uint32_t *hash;
-    uint32_t n_ids, cap_ids;
-} key_table;
-
-typedef struct local_entry {
-    uint32_t *acc;   /* bitset of tokens allowed in every state with this key */
-    uint32_t *unc;   /* uncertain tokens, trie order */
-    uint32_t n_unc;
-} local_entry;
-
 /* Lazily built DFA over local parser sets (content ids as for whole
  * states; set 0, the outside, has id 0). rows[id * 256 + byte]: 0 unknown,
  * 1 dead, otherwise (next id + 2) | ESC_BIT when that step tried to
@@ -65,12 +63,22 @@ typedef struct local_entry {
 #define ROW_DEAD 1u
 #define ROW_ESC 0x80000000u
 #define DFA_MAX_STATES (1u << 16)
-#define LOOP_HOT_VISITS 32
+/* A state learns its loops once the subtrees entered from it add up to
+ * this many trie nodes: learning costs a few dozen parser steps (tens of
+ * microseconds), walking a node a few nanoseconds. */
+#define LOOP_HOT_NODES 2048
+/* loop_known flags */
+#define LOOP_BYTES 1 /* loop[] holds the self-loop bytes */
+#define LOOP_U8 2    /* ... and every UTF-8 character loops as well */
+#define CLOOP_BYTES 4 /* cloop[] holds the bytes that loop up to a count (see is_shift) */
+#define CLOOP_U8 8    /* ... and so does every UTF-8 character */
 
 typedef struct ldfa {
-    key_table states;
+    mt_keytab states;
     uint32_t *rows;
     gb_bits *loop;
+    gb_bits *cloop;    /* bytes stepping to the same state with counts advanced by one */
+    uint32_t *rem;     /* repetitions left before the tightest count bound (UINT32_MAX: none) */
     uint32_t *visits;
     uint8_t *loop_known;
     uint32_t cap;
@@ -80,20 +88,23 @@ struct mt_mask_cache {
     ldfa dfa;
     uint32_t *path_sid; /* scratch per depth */
     uint8_t *path_byte;
-    key_table states;
+    mt_keytab states;
     uint32_t *mask_of;   /* per state id: index into masks + 1, 0 = none */
     uint32_t cap_mask_of;
     uint32_t *masks;     /* n_masks * words */
     uint32_t n_masks, cap_masks;
-    key_table locals;
-    local_entry *lents;
+    mt_keytab locals;
+    mt_local_entry *lents;
     uint32_t cap_lents;
     size_t local_bytes;
     di_grammar_matcher *lp; /* local parser */
     uint32_t *key, cap_key;  /* scratch */
+    uint64_t n_steps;        /* local parser steps so far (classify's budget) */
+    uint32_t cls_i, cls_cap_unc; /* a suspended classify: next node, capacity of unc */
     uint8_t *esc;            /* scratch: escape seen along the walk, per depth */
     uint32_t *lmap;          /* scratch: dedup of local seed items */
     uint32_t cap_lmap;
+    mt_struct_scratch ss; /* structural keys for the shared cache */
 };
 
 /* ---- key table ---------------------------------------------------------- */
@@ -108,12 +119,12 @@ static uint32_t hash_words(const uint32_t *k, uint32_t n) {
     return (uint32_t)h;
 }
 
-static void kt_free(key_table *t) {
+void mt_kt_free(mt_keytab *t) {
     free(t->slot), free(t->data), free(t->off), free(t->hash);
     memset(t, 0, sizeof *t);
 }
 
-static bool kt_rehash(key_table *t, uint32_t nc) {
+static bool kt_rehash(mt_keytab *t, uint32_t nc) {
     uint32_t *s = calloc(nc, sizeof *s);
     if (!s) return false;
     for (uint32_t id = 0; id < t->n_ids; id++) {
@@ -128,7 +139,7 @@ static bool kt_rehash(key_table *t, uint32_t nc) {
 
 /* Returns the id of key (adding it when absent; *added tells), or
  * UINT32_MAX when out of memory. */
-static uint32_t kt_intern(key_table *t, const uint32_t *k, uint32_t n, bool *added) {
+uint32_t mt_kt_intern(mt_keytab *t, const uint32_t *k, uint32_t n, bool *added) {
     *added = false;
     if ((t->n_ids + 1) * 2 > t->cap && !kt_rehash(t, t->cap ? t->cap * 2 : 1024)) return UINT32_MAX;
     uint32_t h = hash_words(k, n), i = h & (t->cap - 1);
@@ -165,25 +176,38 @@ static uint32_t kt_intern(key_table *t, const uint32_t *k, uint32_t n, bool *add
     return id;
 }
 
+uint32_t mt_kt_find(const mt_keytab *t, const uint32_t *k, uint32_t n) {
+    if (!t->cap) return UINT32_MAX;
+    uint32_t h = hash_words(k, n), i = h & (t->cap - 1);
+    while (t->slot[i]) {
+        uint32_t id = t->slot[i] - 1;
+        if (t->hash[id] == h && t->off[id + 1] - t->off[id] == n && (!n || !memcmp(t->data + t->off[id], k, n * sizeof *k)))
+            return id;
+        i = (i + 1) & (t->cap - 1);
+    }
+    return UINT32_MAX;
+}
+
 /* ---- cache lifetime ------------------------------------------------------ */
 
 static void flush_states(di_grammar_matcher *m) {
     mt_mask_cache *c = m->cache;
-    kt_free(&c->states);
+    mt_kt_free(&c->states);
     free(c->mask_of), c->mask_of = NULL, c->cap_mask_of = 0;
     c->n_masks = 0;
     m->n_sid_valid = 0;
 }
 
 static void flush_locals(mt_mask_cache *c) {
-    for (uint32_t i = 0; i < c->locals.n_ids; i++) free(c->lents[i].acc), free(c->lents[i].unc);
-    kt_free(&c->locals);
+    for (uint32_t i = 0; i < c->locals.n_ids; i++)
+        if (!c->lents[i].shared) free(c->lents[i].acc), free(c->lents[i].unc);
+    mt_kt_free(&c->locals);
     c->local_bytes = 0;
 }
 
 static void dfa_free(ldfa *d) {
-    kt_free(&d->states);
-    free(d->rows), free(d->loop), free(d->visits), free(d->loop_known);
+    mt_kt_free(&d->states);
+    free(d->rows), free(d->loop), free(d->visits), free(d->loop_known), free(d->cloop), free(d->rem);
     memset(d, 0, sizeof *d);
 }
 
@@ -192,7 +216,7 @@ void mt_mask_cache_free(mt_mask_cache *c) {
     flush_locals(c);
     dfa_free(&c->dfa);
     free(c->path_sid), free(c->path_byte);
-    kt_free(&c->states);
+    mt_kt_free(&c->states);
     free(c->lents);
     free(c->mask_of);
     free(c->masks);
@@ -200,6 +224,7 @@ void mt_mask_cache_free(mt_mask_cache *c) {
     free(c->key);
     free(c->esc);
     free(c->lmap);
+    mt_struct_scratch_free(&c->ss);
     free(c);
 }
 
@@ -253,7 +278,7 @@ static uint32_t state_id(di_grammar_matcher *m, uint32_t k) {
     c->key[q++] = KEY_ACCEPT, c->key[q++] = s->accept, c->key[q++] = 0;
     n = sort_triples(c->key, q / 3);
     bool added;
-    return kt_intern(&c->states, c->key, 3 * n, &added);
+    return mt_kt_intern(&c->states, c->key, 3 * n, &added);
 }
 
 /* Ids for all sets of the real parse; false on no memory. */
@@ -281,11 +306,13 @@ static bool update_sids(di_grammar_matcher *m) {
 /* Repetition counts in a local key keep only what a token (at most max_len
  * bytes, each repetition at least one byte) can observe: the distance to
  * min and to max, clamped. */
+static uint32_t canon_lim(const di_grammar_vocab *v) { return v->max_len + 2 < 0xFFFF ? v->max_len + 2 : 0xFFFF; }
+
 static uint32_t canon_aux(const di_grammar *g, const di_grammar_vocab *v, const mt_item *it) {
     uint32_t s = g->syms[it->pos];
     if (SYM_KIND(s) != SYM_REP) return it->aux;
     const gb_rep *rp = &g->reps[SYM_VAL(s)];
-    uint32_t lim = v->max_len + 2 < 0xFFFF ? v->max_len + 2 : 0xFFFF;
+    uint32_t lim = canon_lim(v);
     uint32_t to_min = it->aux >= rp->min ? 0 : rp->min - it->aux;
     uint32_t to_max = rp->max == GB_INF ? lim : rp->max - it->aux;
     if (to_min > lim) to_min = lim;
@@ -413,7 +440,7 @@ static uint32_t local_sid(mt_mask_cache *c, di_grammar_matcher *L, uint32_t k) {
     }
     n = sort_triples(c->key, q / 3);
     bool added;
-    uint32_t id = kt_intern(&d->states, c->key, 3 * n, &added);
+    uint32_t id = mt_kt_intern(&d->states, c->key, 3 * n, &added);
     if (id == UINT32_MAX || !added) return id;
     if (id >= d->cap) {
         uint32_t nc = d->cap ? d->cap * 2 : 256;
@@ -423,6 +450,12 @@ static uint32_t local_sid(mt_mask_cache *c, di_grammar_matcher *L, uint32_t k) {
         gb_bits *lp = di_realloc_array(d->loop, nc, sizeof *lp);
         if (!lp) return UINT32_MAX;
         d->loop = lp;
+        lp = di_realloc_array(d->cloop, nc, sizeof *lp);
+        if (!lp) return UINT32_MAX;
+        d->cloop = lp;
+        uint32_t *rm = di_realloc_array(d->rem, nc, sizeof *rm);
+        if (!rm) return UINT32_MAX;
+        d->rem = rm;
         uint32_t *vi = di_realloc_array(d->visits, nc, sizeof *vi);
         if (!vi) return UINT32_MAX;
         d->visits = vi;
@@ -448,6 +481,7 @@ static bool materialize(mt_mask_cache *c, di_grammar_matcher *L, uint32_t *md, u
 
 /* One DFA step from the state at depth d (materialized) on byte b. */
 static uint32_t step(mt_mask_cache *c, di_grammar_matcher *L, uint32_t b) {
+    c->n_steps++;
     if (!mt_push_byte(L, (uint8_t)b)) return L->oom ? UINT32_MAX : ROW_DEAD;
     uint32_t k = L->n_sets - 1;
     uint32_t id = local_sid(c, L, k);
@@ -456,46 +490,178 @@ static uint32_t step(mt_mask_cache *c, di_grammar_matcher *L, uint32_t b) {
     return (id + 2) | (L->sets[k].escaped ? ROW_ESC : 0);
 }
 
+/* Steps the top set S of L (materialized) on byte b and records the DFA
+ * row (S, x) for every byte x that steps the same way: x and b belong to
+ * the same classes of S's scanning items, so the same items scan and the
+ * new set is the same. A JSON string interior has about a dozen such byte
+ * groups, so learning a state costs a dozen parser steps, not 256. */
+static uint32_t step_row(mt_mask_cache *c, di_grammar_matcher *L, uint32_t S, uint32_t b) {
+    const di_grammar *g = L->g;
+    gb_bits same = {{~0ull, ~0ull, ~0ull, ~0ull}};
+    for (uint32_t si = mt_cur(L)->scan_start; si < L->sets[L->n_sets].scan_start; si++) {
+        const gb_bits *cl = &g->classes[SYM_VAL(g->syms[L->items[L->scans[si]].pos])];
+        bool in = gb_bits_has(cl, (uint8_t)b);
+        for (int w = 0; w < 4; w++) same.w[w] &= in ? cl->w[w] : ~cl->w[w];
+    }
+    uint32_t e = step(c, L, b);
+    if (e == UINT32_MAX) return e;
+    uint32_t *row = c->dfa.rows + (size_t)S * 256; /* after step: rows may have moved */
+    for (int w = 0; w < 4; w++)
+        for (uint64_t bits = same.w[w]; bits; bits &= bits - 1) row[w * 64 + __builtin_ctzll(bits)] = e;
+    return e;
+}
+
+/* Whether DFA state N is state S with every bounded repetition one further
+ * (canonical aux: to_min << 16 | to_max, both clamped at lim) and nothing
+ * else changed. Reading more characters from S then only moves the counts
+ * towards their bounds: while the remaining maximum is not reached, every
+ * such step stays alive (at to_min 0 the exit items join, which only adds
+ * ways to go on). */
+static bool is_shift(const mt_mask_cache *c, const di_grammar *g, uint32_t lim, uint32_t S, uint32_t N) {
+    const mt_keytab *t = &c->dfa.states;
+    size_t na = t->off[S + 1] - t->off[S];
+    if (S == N || na != t->off[N + 1] - t->off[N]) return false;
+    const uint32_t *ks = t->data + t->off[S], *kn = t->data + t->off[N];
+    bool moved = false;
+    for (size_t q = 0; q + 2 < na; q += 3) {
+        if (ks[q] != kn[q] || ks[q + 1] != kn[q + 1]) return false;
+        if (ks[q + 2] == kn[q + 2]) continue;
+        if (ks[q] >= g->n_syms || SYM_KIND(g->syms[ks[q]]) != SYM_REP) return false;
+        uint32_t mn = ks[q + 2] >> 16, mx = ks[q + 2] & 0xFFFF, mn2 = kn[q + 2] >> 16, mx2 = kn[q + 2] & 0xFFFF;
+        bool ok_min = (mn == 0 && mn2 == 0) || mn2 + 1 == mn || (mn == lim && mn2 == lim);
+        bool ok_max = mx2 + 1 == mx || (mx == lim && mx2 == lim);
+        if (!ok_min || !ok_max) return false;
+        moved = true;
+    }
+    return moved;
+}
+
+/* Repetitions left before the tightest maximum among S's bounded
+ * repetitions (UINT32_MAX when none is bounded below lim). */
+static uint32_t rem_of(const mt_mask_cache *c, const di_grammar *g, uint32_t lim, uint32_t S) {
+    const mt_keytab *t = &c->dfa.states;
+    const uint32_t *k = t->data + t->off[S];
+    size_t n = t->off[S + 1] - t->off[S];
+    uint32_t r = UINT32_MAX;
+    for (size_t q = 0; q + 2 < n; q += 3) {
+        if (k[q] >= g->n_syms || SYM_KIND(g->syms[k[q]]) != SYM_REP) continue;
+        uint32_t mx = k[q + 2] & 0xFFFF;
+        if (mx < lim && mx < r) r = mx;
+    }
+    return r;
+}
+
+/* Whether every well-formed UTF-8 character (two to four bytes) read from
+ * local state T, entered with decoder state q, stays alive and ends back in
+ * state S. T is the top of L; sets pushed above it are scratch. Steps go one
+ * per (byte class, decoder state), so this costs a few dozen parser steps,
+ * once per hot state. Returns 1 yes, 0 no, -1 no memory. */
+static int u8_returns(mt_mask_cache *c, di_grammar_matcher *L, const di_grammar *g, uint32_t S, uint32_t T,
+                      uint8_t q, bool count) {
+    uint32_t top = L->n_sets;
+    uint8_t done[256] = {0}; /* per byte class: decoder states already tried */
+    for (uint32_t b = 0x80; b < 256; b++) {
+        uint8_t nq = mt_u8_next(q, (uint8_t)b);
+        if (nq == MT_U8_BAD) continue;
+        uint32_t k = g->byte_eq[b];
+        if (done[k] & (1u << nq)) continue;
+        done[k] |= (uint8_t)(1u << nq);
+        uint32_t e = c->dfa.rows[(size_t)T * 256 + b];
+        if (e == ROW_UNKNOWN || (e != ROW_DEAD && nq != MT_U8_START)) {
+            e = step_row(c, L, T, b); /* pushes a set unless dead */
+            if (e == UINT32_MAX) return -1;
+            if (e != ROW_DEAD && nq != MT_U8_START) {
+                int r = u8_returns(c, L, g, S, (e & ~ROW_ESC) - 2, nq, count);
+                mt_truncate(L, top);
+                if (r != 1) return r;
+                continue;
+            }
+            mt_truncate(L, top);
+        }
+        if (e == ROW_DEAD) return 0;
+        if (nq == MT_U8_START) {
+            uint32_t N = (e & ~ROW_ESC) - 2;
+            if (count ? !is_shift(c, g, canon_lim(L->vocab), S, N) : N != S) return 0;
+        }
+    }
+    return 1;
+}
+
 /* Walks the whole trie with the seeded local parser, through the DFA. */
-static bool classify(di_grammar_matcher *m, local_entry *le) {
+/* classify() results */
+enum { CLS_OK, CLS_NOMEM, CLS_OVER };
+
+/* Work units of classify's budget: one per trie node visited, STEP_WORK per
+ * parser step (a step costs about as much as walking a hundred nodes). */
+#define STEP_WORK 100
+/* Walks the trie for le. budget (0: none): past it, returns CLS_OVER with
+ * the walk suspended (le partly filled); classify(..., resume = true)
+ * continues where it stopped, so consulting the shared cache in between
+ * wastes nothing. */
+static int classify(di_grammar_matcher *m, mt_local_entry *le, uint64_t budget, bool resume) {
     mt_mask_cache *c = m->cache;
     const di_grammar_vocab *v = m->vocab;
     di_grammar_matcher *L = c->lp;
     ldfa *d = &c->dfa;
+    uint32_t md = 0; /* materialized depth: L->n_sets == 2 + md */
+    uint32_t cap_unc = 0, i = 0;
+    if (resume) {
+        i = c->cls_i, cap_unc = c->cls_cap_unc;
+        goto walk;
+    }
     size_t words = di_grammar_vocab_mask_words(v);
     le->acc = calloc(words, sizeof(uint32_t));
-    if (!le->acc) return false;
+    if (!le->acc) return CLS_NOMEM;
     size_t depth_cap = (size_t)v->max_len + 2;
-    if (!c->esc && !(c->esc = malloc(depth_cap))) return false;
-    if (!c->path_sid && !(c->path_sid = di_malloc_array(depth_cap, sizeof(uint32_t)))) return false;
-    if (!c->path_byte && !(c->path_byte = malloc(depth_cap))) return false;
-    if (L->cap_sids < depth_cap + 2) {
-        uint32_t *x = di_realloc_array(L->sids, depth_cap + 2, sizeof *x);
-        if (!x) return false;
-        L->sids = x, L->cap_sids = (uint32_t)depth_cap + 2;
+    if (!c->esc && !(c->esc = malloc(depth_cap))) return CLS_NOMEM;
+    if (!c->path_sid && !(c->path_sid = di_malloc_array(depth_cap, sizeof(uint32_t)))) return CLS_NOMEM;
+    if (!c->path_byte && !(c->path_byte = malloc(depth_cap))) return CLS_NOMEM;
+    /* + 4: u8_returns explores up to four bytes past the deepest node */
+    if (L->cap_sids < depth_cap + 6) {
+        uint32_t *x = di_realloc_array(L->sids, depth_cap + 6, sizeof *x);
+        if (!x) return CLS_NOMEM;
+        L->sids = x, L->cap_sids = (uint32_t)depth_cap + 6;
     }
     if (d->states.n_ids > DFA_MAX_STATES) dfa_free(d);
     if (d->states.n_ids == 0) { /* id 0: the outside */
         uint32_t outside[3] = {KEY_ACCEPT, KEY_ACCEPT, KEY_ACCEPT};
         bool added;
-        if (kt_intern(&d->states, outside, 3, &added) != 0) return false;
+        if (mt_kt_intern(&d->states, outside, 3, &added) != 0) return CLS_NOMEM;
     }
     L->sids[0] = 0;
     uint32_t seed = local_sid(c, L, 1);
-    if (seed == UINT32_MAX) return false;
+    if (seed == UINT32_MAX) return CLS_NOMEM;
     L->sids[1] = seed;
     c->path_sid[0] = seed;
     c->esc[0] = 0;
-    uint32_t md = 0; /* materialized depth: L->n_sets == 2 + md */
-    uint32_t cap_unc = 0;
-    for (uint32_t i = 0; i < v->n_nodes;) {
+walk:;
+    uint64_t steps0 = c->n_steps, nodes = 0;
+    while (i < v->n_nodes) {
+        if (budget && ++nodes + (c->n_steps - steps0) * STEP_WORK > budget) {
+            mt_truncate(L, 2); /* depth 0: what a resumed walk expects */
+            c->cls_i = i, c->cls_cap_unc = cap_unc;
+            return CLS_OVER;
+        }
         uint32_t dep = v->depth[i], b = v->byte[i];
         if (md > dep) mt_truncate(L, 2 + dep), md = dep;
         uint32_t S = c->path_sid[dep];
         if (d->loop_known[S]) {
             const gb_bits *sb = &v->sub[i], *lp = &d->loop[S];
-            if (!((sb->w[0] & ~lp->w[0]) | (sb->w[1] & ~lp->w[1]) | (sb->w[2] & ~lp->w[2]) | (sb->w[3] & ~lp->w[3]))) {
-                /* every path in this subtree loops in S: all accepted */
+            uint64_t ascii_out = (sb->w[0] & ~lp->w[0]) | (sb->w[1] & ~lp->w[1]);
+            /* every path in this subtree loops in S, or S loops on every
+             * UTF-8 character and the subtree is well-formed UTF-8 whose
+             * ASCII bytes loop: all accepted */
+            const gb_bits *cl = &d->cloop[S];
+            uint64_t cascii_out = (sb->w[0] & ~cl->w[0]) | (sb->w[1] & ~cl->w[1]);
+            uint8_t lk = d->loop_known[S];
+            bool u8ok = (v->u8ok[i] >> MT_U8_START) & 1;
+            /* ... or every path advances a count by one per character and
+             * is shorter than the repetitions left */
+            bool fits = (uint32_t)(v->maxdep[i] - dep) + 1 < d->rem[S];
+            if (!(ascii_out | (sb->w[2] & ~lp->w[2]) | (sb->w[3] & ~lp->w[3])) ||
+                ((lk & LOOP_U8) && !ascii_out && u8ok) ||
+                ((lk & CLOOP_BYTES) && fits && !cascii_out &&
+                 (!((sb->w[2] & ~cl->w[2]) | (sb->w[3] & ~cl->w[3])) || ((lk & CLOOP_U8) && u8ok)))) {
                 for (uint32_t q = v->tok_start[i]; q < v->tok_start[v->skip[i]]; q++) {
                     uint32_t t = v->trie_tok[q];
                     le->acc[t >> 5] |= 1u << (t & 31);
@@ -506,17 +672,16 @@ static bool classify(di_grammar_matcher *m, local_entry *le) {
         }
         uint32_t e = d->rows[(size_t)S * 256 + b];
         if (e == ROW_UNKNOWN) {
-            if (!materialize(c, L, &md, dep)) return false;
-            e = step(c, L, b);
-            if (e == UINT32_MAX) return false;
+            if (!materialize(c, L, &md, dep)) return CLS_NOMEM;
+            e = step_row(c, L, S, b);
+            if (e == UINT32_MAX) return CLS_NOMEM;
             if (e != ROW_DEAD) md = dep + 1;
-            d->rows[(size_t)S * 256 + b] = e;
         }
         if (e == ROW_DEAD) {
             if (c->esc[dep]) {
                 /* the real parse may go on through the outside */
                 for (uint32_t q = v->tok_start[i]; q < v->tok_start[v->skip[i]]; q++)
-                    if (!push_u32(&le->unc, &le->n_unc, &cap_unc, v->trie_tok[q])) return false;
+                    if (!push_u32(&le->unc, &le->n_unc, &cap_unc, v->trie_tok[q])) return CLS_NOMEM;
             }
             i = v->skip[i];
             continue;
@@ -529,65 +694,114 @@ static bool classify(di_grammar_matcher *m, local_entry *le) {
             uint32_t t = v->trie_tok[q];
             le->acc[t >> 5] |= 1u << (t & 31);
         }
-        /* a hot state learns its self-loop bytes (all 256 steps, once) */
-        if (++d->visits[S] == LOOP_HOT_VISITS && !d->loop_known[S]) {
+        /* a hot state learns its self-loop bytes (one step per byte group, once) */
+        if (!d->loop_known[S] && d->visits[S] < LOOP_HOT_NODES && (d->visits[S] += v->skip[i] - i) >= LOOP_HOT_NODES) {
             if (md > dep) mt_truncate(L, 2 + dep), md = dep;
-            if (!materialize(c, L, &md, dep)) return false;
+            if (!materialize(c, L, &md, dep)) return CLS_NOMEM;
             gb_bits lp = {{0}};
-            for (uint32_t x = 0; x < 256; x++) {
-                uint32_t *r = &d->rows[(size_t)S * 256 + x];
-                if (*r == ROW_UNKNOWN) {
-                    uint32_t ex = step(c, L, x);
-                    if (ex == UINT32_MAX) return false;
-                    r = &d->rows[(size_t)S * 256 + x]; /* rows may have moved */
-                    *r = ex;
+            for (uint32_t x = 0; x < 256; x++) { /* one step per byte group (step_row) */
+                if (d->rows[(size_t)S * 256 + x] == ROW_UNKNOWN) {
+                    if (step_row(c, L, S, x) == UINT32_MAX) return CLS_NOMEM;
                     mt_truncate(L, 2 + dep);
                 }
-                if (*r != ROW_DEAD && (*r & ~ROW_ESC) - 2 == S) gb_bits_set(&lp, (uint8_t)x);
+                uint32_t r = d->rows[(size_t)S * 256 + x];
+                if (r != ROW_DEAD && (r & ~ROW_ESC) - 2 == S) gb_bits_set(&lp, (uint8_t)x);
             }
             d->loop[S] = lp;
-            d->loop_known[S] = 1;
+            d->loop_known[S] = LOOP_BYTES;
+            if (lp.w[0] | lp.w[1]) { /* worth checking only when ASCII loops too */
+                int r = u8_returns(c, L, m->g, S, S, MT_U8_START, false);
+                if (r < 0) return CLS_NOMEM;
+                mt_truncate(L, 2 + dep);
+                if (r) d->loop_known[S] |= LOOP_U8;
+            }
+            /* bounded repetitions: the state moves on with every character,
+             * but to itself with the counts advanced (is_shift) */
+            gb_bits cl = {{0}};
+            uint32_t lim = canon_lim(v);
+            d->rem[S] = rem_of(c, m->g, lim, S);
+            if (d->rem[S] != 0 && !(lp.w[0] | lp.w[1])) {
+                for (uint32_t x = 0; x < 256; x++) {
+                    uint32_t r = d->rows[(size_t)S * 256 + x];
+                    if (r != ROW_DEAD && is_shift(c, m->g, lim, S, (r & ~ROW_ESC) - 2)) gb_bits_set(&cl, (uint8_t)x);
+                }
+                if (cl.w[0] | cl.w[1]) {
+                    d->loop_known[S] |= CLOOP_BYTES;
+                    int r = u8_returns(c, L, m->g, S, S, MT_U8_START, true);
+                    if (r < 0) return CLS_NOMEM;
+                    mt_truncate(L, 2 + dep);
+                    if (r) d->loop_known[S] |= CLOOP_U8;
+                }
+            }
+            d->cloop[S] = cl;
         }
         i++;
     }
     mt_truncate(L, 2);
-    c->local_bytes += words * sizeof(uint32_t) + (size_t)le->n_unc * sizeof(uint32_t);
-    return true;
+    return CLS_OK;
 }
 
-static local_entry *local_entry_for(di_grammar_matcher *m) {
+static mt_local_entry *local_entry_for(di_grammar_matcher *m) {
     mt_mask_cache *c = m->cache;
     if (c->local_bytes > CACHE_MAX_LOCAL_BYTES) flush_locals(c);
     uint32_t n = local_key(m);
     if (n == UINT32_MAX) return NULL;
     bool added;
-    uint32_t id = kt_intern(&c->locals, c->key, n, &added);
+    uint32_t id = mt_kt_intern(&c->locals, c->key, n, &added);
     if (id == UINT32_MAX) return NULL;
     if (id >= c->cap_lents) {
         uint32_t nc = c->cap_lents ? c->cap_lents * 2 : 64;
         while (nc <= id) nc *= 2;
-        local_entry *x = di_realloc_array(c->lents, nc, sizeof *x);
+        mt_local_entry *x = di_realloc_array(c->lents, nc, sizeof *x);
         if (!x) return NULL;
         c->lents = x, c->cap_lents = nc;
     }
-    local_entry *le = &c->lents[id];
-    if (added) {
+    mt_local_entry *le = &c->lents[id];
+    if (!added) return le;
+    memset(le, 0, sizeof *le);
+    /* A cheap classification is just done. An expensive one may have been
+     * done already by another matcher (any grammar) on an isomorphic state:
+     * past a small budget, look it up by structural key. */
+    mt_shared_cache *sh = m->vocab->shared;
+    uint32_t sn = UINT32_MAX;
+    int r = seed_local(m) ? classify(m, le, sh ? m->vocab->share_budget : 0, false) : CLS_NOMEM;
+    if (r == CLS_OVER) {
+        /* the key is rebuilt: classify used c->key as scratch */
+        n = local_key(m);
+        if (n != UINT32_MAX) sn = mt_struct_key(&c->ss, m->g, canon_lim(m->vocab), c->key, n);
+        if (sn != UINT32_MAX) {
+            const mt_local_entry *se = mt_shared_find(sh, c->ss.out, sn);
+            if (se) {
+                free(le->acc), free(le->unc);
+                *le = *se;
+                return le;
+            }
+        }
+        r = classify(m, le, 0, true); /* the local parser is still seeded */
+    }
+    if (r != CLS_OK) {
+        /* leave a consistent entry: nothing accepted, all uncertain is
+         * not representable cheaply, so drop the whole local cache */
+        free(le->acc), free(le->unc);
         memset(le, 0, sizeof *le);
-        if (!seed_local(m) || !classify(m, le)) {
-            /* leave a consistent entry: nothing accepted, all uncertain is
-             * not representable cheaply, so drop the whole local cache */
+        flush_locals(c);
+        return NULL;
+    }
+    size_t bytes = di_grammar_vocab_mask_words(m->vocab) * sizeof(uint32_t) + (size_t)le->n_unc * sizeof(uint32_t);
+    if (sn != UINT32_MAX) {
+        const mt_local_entry *se = mt_shared_insert(sh, c->ss.out, sn, le, bytes);
+        if (se && !le->shared) { /* published first by another matcher */
             free(le->acc), free(le->unc);
-            memset(le, 0, sizeof *le);
-            flush_locals(c);
-            return NULL;
+            *le = *se;
         }
     }
+    if (!le->shared) c->local_bytes += bytes;
     return le;
 }
 
 /* Checks the uncertain tokens against the real state, sharing prefixes
  * between neighbours in trie order. */
-static void check_uncertain(di_grammar_matcher *m, const local_entry *le, uint32_t *mask) {
+static void check_uncertain(di_grammar_matcher *m, const mt_local_entry *le, uint32_t *mask) {
     const di_grammar_vocab *v = m->vocab;
     const uint32_t base = m->n_sets;
     const uint8_t *prev = NULL;
@@ -688,7 +902,7 @@ di_status di_grammar_matcher_fill_mask(di_grammar_matcher *m, uint32_t *mask, si
         }
     }
     /* 2 + 3. local classification, then the uncertain tokens */
-    const local_entry *le = local_entry_for(m);
+    const mt_local_entry *le = local_entry_for(m);
     if (le) {
         memcpy(mask, le->acc, words * sizeof(uint32_t));
         check_uncertain(m, le, mask);

@@ -111,9 +111,25 @@ static di_status build_trie(di_grammar_vocab *v, di_error *err) {
      * children of i are i+1, skip[i+1], ... below skip[i] */
     v->sub = di_malloc_array(nn ? nn : 1, sizeof(gb_bits));
     if (!v->sub) { free(end_node); free(stack); return di_error_set(err, DI_ERR_NOMEM, "out of memory"); }
+    v->u8ok = di_malloc_array(nn ? nn : 1, sizeof(uint16_t));
+    v->maxdep = di_malloc_array(nn ? nn : 1, sizeof(uint16_t));
+    if (!v->u8ok || !v->maxdep) { free(end_node); free(stack); return di_error_set(err, DI_ERR_NOMEM, "out of memory"); }
     for (uint32_t i = nn; i-- > 0;) {
         gb_bits b = {{0}};
         gb_bits_set(&b, v->byte[i]);
+        /* u8ok: node i's byte is valid in state q and every child subtree
+         * is well-formed from the state after it */
+        uint16_t ok = 0;
+        for (uint8_t q = 0; q < MT_U8_N; q++) {
+            uint8_t nq = mt_u8_next(q, v->byte[i]);
+            bool all = nq != MT_U8_BAD;
+            for (uint32_t ch = i + 1; all && ch < v->skip[i]; ch = v->skip[ch]) all = (v->u8ok[ch] >> nq) & 1;
+            if (all) ok |= (uint16_t)(1u << q);
+        }
+        v->u8ok[i] = ok;
+        uint16_t md = v->depth[i];
+        for (uint32_t ch = i + 1; ch < v->skip[i]; ch = v->skip[ch]) md = v->maxdep[ch] > md ? v->maxdep[ch] : md;
+        v->maxdep[i] = md;
         for (uint32_t ch = i + 1; ch < v->skip[i]; ch = v->skip[ch])
             for (int w = 0; w < 4; w++) b.w[w] |= v->sub[ch].w[w];
         v->sub[i] = b;
@@ -135,6 +151,9 @@ void di_grammar_vocab_free(di_grammar_vocab *v) {
     free(v->tok_start);
     free(v->trie_tok);
     free(v->sub);
+    free(v->u8ok);
+    free(v->maxdep);
+    mt_shared_free(v->shared);
     free(v);
 }
 
@@ -187,6 +206,8 @@ di_status di_grammar_vocab_create(uint32_t n_tokens, const uint8_t *const *bytes
         di_grammar_vocab_free(v);
         return s;
     }
+    v->shared = mt_shared_create(); /* NULL is fine: no sharing */
+    v->share_budget = MT_SHARE_BUDGET;
     *out = v;
     return DI_OK;
 }
