@@ -14,7 +14,7 @@ if [ ${#gens[@]} -eq 0 ]; then
   exit 1
 fi
 for g in "${gens[@]}"; do
-  name=$(sed -n 's/^# venv: *\([a-z0-9_-]*\) *$/\1/p' "$g" | head -1)
+  name=$(sed -n '1,5s/^# venv: *\([a-z0-9_-]*\).*$/\1/p' "$g" | head -1)
   if [ -n "$name" ]; then PY=$(bash "$ROOT/scripts/venv.sh" "$name"); else PY=$(bash "$ROOT/scripts/venv.sh"); fi
   echo "make-goldens: $(basename "$g") ($PY)" >&2
   (cd "$ROOT" && "$PY" "$g")
