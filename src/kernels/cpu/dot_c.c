@@ -107,34 +107,30 @@ DEFINE_BLOCKWISE(q6_K, di_block_q6_K, DI_QK_K, q6_K_block)
 
 static float dot_f32_row(const void *w, const float *x, int64_t n) { return dot_f32_c(w, x, n); }
 
-static float dot_f16_row(const void *w, const float *x, int64_t n) {
-    const uint16_t *src = w;
+/* 16-bit float rows (f16, bf16): dequantize a chunk, then the canonical
+ * 8-lane accumulation, so the fused dot equals dot_f32(dequant(w), x). */
+static float dot_half_row(const uint16_t *src, const float *x, int64_t n,
+                          void (*dequant)(const void *, float *, int64_t), float (*one)(uint16_t)) {
     float tmp[LANES * 32]; /* dequantized chunk, a multiple of LANES */
+    const int64_t chunk = (int64_t)(sizeof tmp / sizeof tmp[0]);
     acc8 acc = {{0}};
     int64_t n8 = n - n % LANES, i = 0;
-    for (; i < n8; i += (int64_t)(sizeof tmp / sizeof tmp[0])) {
-        int64_t m = n8 - i < (int64_t)(sizeof tmp / sizeof tmp[0]) ? n8 - i : (int64_t)(sizeof tmp / sizeof tmp[0]);
-        dequant_f16(src + i, tmp, m);
+    for (; i < n8; i += chunk) {
+        int64_t m = n8 - i < chunk ? n8 - i : chunk;
+        dequant(src + i, tmp, m);
         acc8_add(&acc, tmp, x + i, m);
     }
     float s = acc8_sum(&acc);
-    for (i = n8; i < n; i++) s += di_half_to_float(src[i]) * x[i];
+    for (i = n8; i < n; i++) s += one(src[i]) * x[i];
     return s;
 }
 
+static float dot_f16_row(const void *w, const float *x, int64_t n) {
+    return dot_half_row(w, x, n, dequant_f16, di_half_to_float);
+}
+
 static float dot_bf16_row(const void *w, const float *x, int64_t n) {
-    const uint16_t *src = w;
-    float tmp[LANES * 32]; /* dequantized chunk, a multiple of LANES */
-    acc8 acc = {{0}};
-    int64_t n8 = n - n % LANES, i = 0;
-    for (; i < n8; i += (int64_t)(sizeof tmp / sizeof tmp[0])) {
-        int64_t m = n8 - i < (int64_t)(sizeof tmp / sizeof tmp[0]) ? n8 - i : (int64_t)(sizeof tmp / sizeof tmp[0]);
-        dequant_bf16(src + i, tmp, m);
-        acc8_add(&acc, tmp, x + i, m);
-    }
-    float s = acc8_sum(&acc);
-    for (i = n8; i < n; i++) s += di_bf16_to_f32(src[i]) * x[i];
-    return s;
+    return dot_half_row(w, x, n, dequant_bf16, di_bf16_to_f32);
 }
 
 static void f16_to_f32_c(const uint16_t *src, float *dst, int64_t n) { dequant_f16(src, dst, n); }
