@@ -13,6 +13,7 @@
 #include "model/llama.h"
 
 #include "base/alloc.h"
+#include "kernels/cpu/ggml_compat.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -50,6 +51,9 @@ struct di_llama_model {
     llama_weight output;    /* (n_vocab, n_embd); == tok_embd when tied */
     llama_layer *layers;    /* (n_layer) */
     float *inv_freq;        /* (n_rot/2) rotary frequencies, scaling applied */
+    /* the same rotation as ggml computes it (ggml kernels only) */
+    float rope_theta_scale, rope_freq_scale;
+    const float *rope_factors; /* (n_rot/2) rope_freqs divisors, or NULL */
     float **owned;          /* (n_owned) norm vectors widened to f32 */
     int32_t n_owned;
 };
@@ -164,6 +168,9 @@ static di_status build_rope(di_llama_model *m, const di_gguf_tensor *rope_freqs,
         di_status s = bind_vector(m, rope_freqs, &factors, err);
         if (s != DI_OK) return s;
     }
+    m->rope_theta_scale = powf(hp->rope_freq_base, -2.0f / (float)hp->n_rot);
+    m->rope_freq_scale = freq_scale;
+    m->rope_factors = factors;
     for (uint32_t i = 0; i < n_pairs; i++) {
         float f = (float)(1.0 / pow((double)hp->rope_freq_base, (double)(2 * i) / (double)hp->n_rot));
         if (factors) {
@@ -320,9 +327,10 @@ static int regrow(void *pp, int64_t n, size_t size) {
 }
 
 /* Makes every scratch buffer big enough for n_rows rows, n_tasks threads,
- * n_seqs slots and the cache's block size. */
+ * n_seqs slots, the cache's block size and rows attending over up to n_pos
+ * positions. */
 static di_status ctx_reserve(di_llama_ctx *c, int64_t n_rows, int64_t n_tasks, int64_t n_seqs,
-                             int32_t block_size, di_error *err) {
+                             int32_t block_size, int32_t n_pos, di_error *err) {
     const di_llama_hparams *hp = &c->m->hp;
     int64_t q_dim = (int64_t)hp->n_heads * hp->head_dim, kv_dim = (int64_t)hp->n_heads_kv * hp->head_dim;
     int64_t wide = q_dim > (int64_t)hp->n_embd ? q_dim : (int64_t)hp->n_embd;
@@ -352,6 +360,12 @@ static di_status ctx_reserve(di_llama_ctx *c, int64_t n_rows, int64_t n_tasks, i
         c->cap_mm_floats = mm;
     }
     int64_t attn = c->cap_tasks * di_attention_scratch_floats((int32_t)hp->n_heads, (int32_t)hp->head_dim, block_size);
+    if (c->m->k->ggml) {
+        /* n_pos grows with the context: the ggml attention scores whole rows */
+        int64_t g = c->cap_tasks * di_attention_ggml_scratch_floats((int32_t)hp->n_heads, (int32_t)hp->n_heads_kv,
+                                                                   (int32_t)hp->head_dim, n_pos);
+        if (g > attn) attn = g;
+    }
     if (attn > c->cap_attn_floats) {
         if (!regrow(&c->attn_scratch, attn, sizeof(float)))
             return di_error_set(err, DI_ERR_NOMEM, "llama ctx: out of memory for attention scratch");
@@ -445,6 +459,12 @@ static void kv_store_row(const di_llama_model *m, di_llama_kv *kv, int32_t il, c
     }
 }
 
+/* h = rmsnorm(x) * w, in the numerics of the model's kernels */
+static void rmsnorm_row(const di_llama_model *m, const float *x, const float *w, float *h) {
+    if (m->k->ggml) di_ggml_rmsnorm(x, w, h, m->hp.n_embd, m->hp.rms_eps);
+    else di_rmsnorm(x, w, h, 1, m->hp.n_embd, m->hp.rms_eps);
+}
+
 static void add_row(float *x, const float *d, int64_t n) {
     for (int64_t i = 0; i < n; i++) x[i] += d[i];
 }
@@ -490,14 +510,24 @@ static void rows_task(void *arg, int64_t task, int thread) {
             const uint8_t *row = (const uint8_t *)e->data + (uint64_t)j->b->token[r] * e->row_bytes;
             if (m->k->dequant[e->dtype]) m->k->dequant[e->dtype](row, x, E);
             else di_dtype_traits_of(e->dtype)->to_float(row, x, E);
-            di_rmsnorm(x, j->norm, h, 1, E, hp->rms_eps);
+            rmsnorm_row(m, x, j->norm, h);
             break;
         }
         case STAGE_ADD_NORM:
             add_row(x, h, E);
-            di_rmsnorm(x, j->norm, h, 1, E, hp->rms_eps);
+            rmsnorm_row(m, x, j->norm, h);
             break;
         case STAGE_ROPE_STORE:
+            if (m->k->ggml) {
+                di_ggml_rope(c->q + r * q_dim, j->b->pos[r], (int32_t)hp->n_heads, (int32_t)hp->head_dim,
+                             (int32_t)hp->n_rot, m->rope_theta_scale, m->rope_freq_scale, m->rope_factors,
+                             m->rope_neox);
+                di_ggml_rope(c->kx + r * kv_dim, j->b->pos[r], (int32_t)hp->n_heads_kv, (int32_t)hp->head_dim,
+                             (int32_t)hp->n_rot, m->rope_theta_scale, m->rope_freq_scale, m->rope_factors,
+                             m->rope_neox);
+                kv_store_row(m, j->kv, j->il, j->b, (int32_t)r, c->kx + r * kv_dim, c->vx + r * kv_dim);
+                break;
+            }
             di_rope(c->q + r * q_dim, j->b->pos + r, 1, (int32_t)hp->n_heads, (int32_t)hp->head_dim,
                     (int32_t)hp->n_rot, m->inv_freq, m->rope_neox);
             di_rope(c->kx + r * kv_dim, j->b->pos + r, 1, (int32_t)hp->n_heads_kv, (int32_t)hp->head_dim,
@@ -505,7 +535,8 @@ static void rows_task(void *arg, int64_t task, int thread) {
             kv_store_row(m, j->kv, j->il, j->b, (int32_t)r, c->kx + r * kv_dim, c->vx + r * kv_dim);
             break;
         case STAGE_SWIGLU:
-            di_swiglu(c->gate + r * F, c->up + r * F, F);
+            if (m->k->ggml) di_ggml_swiglu(c->gate + r * F, c->up + r * F, F);
+            else di_swiglu(c->gate + r * F, c->up + r * F, F);
             break;
         case STAGE_ADD:
             add_row(x, h, E);
@@ -542,10 +573,12 @@ di_status di_llama_forward(di_llama_ctx *c, di_llama_kv *kv, const di_batch *b, 
      * grown after it, so a hostile n_rows cannot trigger a huge allocation. */
     int32_t n_threads = di_threadpool_n_threads(pool);
     di_status s = ctx_reserve(c, 0, 0, b->n_seq_slots > 0 && b->n_seq_slots <= MAX_SEQ_SLOTS ? b->n_seq_slots : 1,
-                              kv->block_size, err);
+                              kv->block_size, 0, err);
     if (s != DI_OK) return s;
     if ((s = validate_batch(c, kv, b, err))) return s;
-    if ((s = ctx_reserve(c, b->n_rows, n_threads, 0, kv->block_size, err))) return s;
+    int32_t n_pos = 0; /* positions the longest row attends over */
+    for (int32_t i = 0; i < b->n_rows; i++) n_pos = b->pos[i] + 1 > n_pos ? b->pos[i] + 1 : n_pos;
+    if ((s = ctx_reserve(c, b->n_rows, n_threads, 0, kv->block_size, n_pos, err))) return s;
     int32_t n_want = di_llama_batch_n_logits(b);
     if (n_want > 0 && !logits_out)
         return di_error_set(err, DI_ERR_INVALID_ARG, "forward: %d rows want logits but logits_out is NULL",
@@ -569,7 +602,8 @@ di_status di_llama_forward(di_llama_ctx *c, di_llama_kv *kv, const di_batch *b, 
             .k_cache = kv->k[il], .v_cache = kv->v[il], .kv_f16 = kv->dtype == DI_DTYPE_F16,
             .block_size = kv->block_size, .row_blocks = c->row_blocks, .pos = b->pos, .out = c->att,
         };
-        di_attention(m->k, &aa, c->attn_scratch, pool);
+        if (m->k->ggml) di_attention_ggml(m->k, &aa, n_pos, c->attn_scratch, pool);
+        else di_attention(m->k, &aa, c->attn_scratch, pool);
         matmul(c, &L->wo, c->att, q_dim, c->h, E, n, pool);
         /* feed-forward block: x += h; h = rmsnorm(x) */
         run_rows(c, kv, b, STAGE_ADD_NORM, (int32_t)il, L->ffn_norm, pool);
@@ -586,7 +620,7 @@ di_status di_llama_forward(di_llama_ctx *c, di_llama_kv *kv, const di_batch *b, 
     int64_t j = 0;
     for (int32_t i = 0; i < b->n_rows; i++)
         if (b->want_logits[i]) memcpy(c->h + j++ * E, c->x + (int64_t)i * E, (size_t)E * sizeof(float));
-    di_rmsnorm(c->h, m->output_norm, c->h, n_want, E, hp->rms_eps);
+    for (int64_t r = 0; r < n_want; r++) rmsnorm_row(m, c->h + r * E, m->output_norm, c->h + r * E);
     matmul(c, &m->output, c->h, E, logits_out, (int64_t)hp->n_vocab, n_want, pool);
     return DI_OK;
 }

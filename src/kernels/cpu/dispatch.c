@@ -1,7 +1,9 @@
 /* Picks a dispatch table from cpuid. The tables are const data; choosing
  * one has no side effects, so there is no global "current ISA" state. */
 #include "kernels/cpu/kernels.h"
+#include "kernels/cpu/ggml_compat.h"
 
+#include <pthread.h>
 #include <string.h>
 
 extern const di_cpu_kernels di_cpu_kernels_c;
@@ -70,9 +72,32 @@ const di_cpu_kernels *di_cpu_kernels_best(void) {
 
 const di_cpu_kernels *di_cpu_kernels_best_q8(void) { return di_cpu_kernels_best()->q8; }
 
+/* The ggml table is the best exact table with the ggml numerics on: built
+ * once (its function pointers depend on cpuid), constant afterwards. */
+static di_cpu_kernels ggml_table;
+static pthread_once_t ggml_once = PTHREAD_ONCE_INIT;
+
+static void ggml_table_init(void) {
+    const di_cpu_kernels *best = di_cpu_kernels_best();
+    ggml_table = *best;
+    ggml_table.name = "ggml";
+    ggml_table.quantize_q8 = NULL; /* the ggml quantizer replaces the int8 path */
+    memset(ggml_table.gemm_q8, 0, sizeof ggml_table.gemm_q8);
+    ggml_table.exact = best;
+    ggml_table.q8 = best->q8;
+    const di_ggml_kernels *g = best != &di_cpu_kernels_c ? di_ggml_kernels_avx2() : NULL;
+    ggml_table.ggml = g ? g : &di_ggml_kernels_c;
+}
+
+const di_cpu_kernels *di_cpu_kernels_ggml(void) {
+    pthread_once(&ggml_once, ggml_table_init);
+    return &ggml_table;
+}
+
 const di_cpu_kernels *di_cpu_kernels_by_name(const char *name) {
     if (!name) return NULL;
     if (!strcmp(name, "q8")) return di_cpu_kernels_best_q8();
+    if (!strcmp(name, "ggml")) return di_cpu_kernels_ggml();
     for (int isa = 0; isa < DI_CPU_ISA_COUNT; isa++) {
         const di_cpu_kernels *k = di_cpu_kernels_get((di_cpu_isa)isa);
         if (k && !strcmp(k->name, name)) return k;

@@ -121,6 +121,11 @@ typedef struct di_cpu_kernels {
     di_gemm_q8_fn gemm_q8[DI_DTYPE_COUNT];
     /* the exact and the int8 twin of this table (either may be itself) */
     const struct di_cpu_kernels *exact, *q8;
+    /* Non-NULL only in the "ggml" table: llama.cpp CPU numerics
+     * (ggml_compat.h). di_matmul then quantizes activations as ggml does for
+     * Q4_0/Q4_1/Q8_0 weights, and the model forwards switch RMSNorm, RoPE,
+     * SiLU and attention to the di_ggml_* versions. */
+    const struct di_ggml_kernels *ggml;
 } di_cpu_kernels;
 
 typedef enum di_cpu_isa {
@@ -136,8 +141,12 @@ const di_cpu_kernels *di_cpu_kernels_get(di_cpu_isa isa);
 const di_cpu_kernels *di_cpu_kernels_best(void);
 /* Its int8 activation twin (di_cpu_kernels_best()->q8). */
 const di_cpu_kernels *di_cpu_kernels_best_q8(void);
+/* The fastest exact table with llama.cpp's CPU numerics switched on (name
+ * "ggml"; ggml_compat.h). Never NULL. */
+const di_cpu_kernels *di_cpu_kernels_ggml(void);
 /* The table called name ("avx512", "avx2-q8", ...) if this CPU runs it,
- * "q8" for di_cpu_kernels_best_q8(), else NULL. */
+ * "q8" for di_cpu_kernels_best_q8(), "ggml" for di_cpu_kernels_ggml(), else
+ * NULL. */
 const di_cpu_kernels *di_cpu_kernels_by_name(const char *name);
 
 /* True when matmul supports dtype: the table or the dtype trait can

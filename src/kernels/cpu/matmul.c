@@ -16,6 +16,7 @@
  * The table guarantees both give identical bits, so which shape runs (it
  * depends on the batch size) never changes a row's result. */
 #include "kernels/cpu/kernels.h"
+#include "kernels/cpu/ggml_compat.h"
 #include "kernels/cpu/half.h"
 
 #include <string.h>
@@ -134,12 +135,52 @@ static void gemm_task(void *arg, int64_t task, int thread) {
         job->k->gemm_f32[a->dtype](a->w, a->row_bytes, o0, o1, a->x, a->ldx, a->n_rows, a->n_in, a->y, a->ldy, tmp);
 }
 
-static void run_gemm(matmul_job *job, int n_threads, di_threadpool *pool) {
+/* Activation rows per pass of the ggml gemm: their quantized bytes stay in
+ * L1/L2 while a task's weight rows stream past. */
+#define GGML_ROW_TILE 32
+
+/* ggml numerics: every (row, output) pair is one di_ggml_kernels dot of the
+ * weight row with the row quantized by the same table's quantizer. */
+static void ggml_gemm_task(void *arg, int64_t task, int thread) {
+    (void)thread;
+    const matmul_job *job = arg;
+    const di_matmul_args *a = job->a;
+    const di_ggml_kernels *g = job->k->ggml;
+    int64_t o0, o1;
+    di_threadpool_split_aligned(a->n_out, GEMM_ALIGN, job->n_tasks, (int)task, &o0, &o1);
+    for (int64_t r0 = 0; r0 < a->n_rows; r0 += GGML_ROW_TILE) {
+        int64_t r1 = r0 + GGML_ROW_TILE < a->n_rows ? r0 + GGML_ROW_TILE : a->n_rows;
+        for (int64_t o = o0; o < o1; o++) {
+            const void *wr = (const uint8_t *)a->w + (uint64_t)o * a->row_bytes;
+            for (int64_t r = r0; r < r1; r++)
+                a->y[r * a->ldy + o] = g->dot(a->dtype, wr, job->xq.q + r * job->xq.ldq, job->xq.d + r * job->xq.ldb,
+                                              job->xq.s + r * job->xq.ldb, a->n_in);
+        }
+    }
+}
+
+/* Quantizes rows [r0, r1) of a task's share with the ggml quantizer. */
+static void ggml_quantize_task(void *arg, int64_t task, int thread) {
+    (void)thread;
+    const matmul_job *job = arg;
+    const di_matmul_args *a = job->a;
+    int64_t r0, r1;
+    di_threadpool_split(a->n_rows, job->n_tasks, (int)task, &r0, &r1);
+    for (int64_t r = r0; r < r1; r++)
+        job->k->ggml->quantize(a->x + r * a->ldx, job->xq_q + r * job->xq.ldq, job->xq_d + r * job->xq.ldb,
+                               job->xq_s + r * job->xq.ldb, a->n_in);
+}
+
+static void run_gemm_fn(matmul_job *job, int n_threads, di_threadpool *pool, void (*fn)(void *, int64_t, int)) {
     int64_t n_units = (job->a->n_out + GEMM_ALIGN - 1) / GEMM_ALIGN;
     int64_t n_tasks = (int64_t)n_threads * TASKS_PER_THREAD;
     if (n_tasks > n_units) n_tasks = n_units;
     job->n_tasks = (int)n_tasks;
-    di_threadpool_run(pool, n_tasks, gemm_task, job);
+    di_threadpool_run(pool, n_tasks, fn, job);
+}
+
+static void run_gemm(matmul_job *job, int n_threads, di_threadpool *pool) {
+    run_gemm_fn(job, n_threads, pool, gemm_task);
 }
 
 /* True when matmul takes the int8 path for this table and dtype. */
@@ -147,11 +188,17 @@ static int uses_q8(const di_cpu_kernels *k, const di_matmul_args *a) {
     return k->quantize_q8 && k->gemm_q8[a->dtype] && a->n_in % DI_Q8_ACT_BLOCK == 0;
 }
 
+/* True when matmul takes the ggml path (ggml table, Q4_0/Q4_1/Q8_0). */
+static int uses_ggml(const di_cpu_kernels *k, const di_matmul_args *a) {
+    return k->ggml && di_ggml_supports(a->dtype) && a->n_in % DI_GGML_QK == 0;
+}
+
 void di_matmul(const di_cpu_kernels *k, const di_matmul_args *a, float *scratch,
                di_threadpool *pool) {
     if (a->n_rows <= 0 || a->n_out <= 0) return;
     int n_threads = di_threadpool_n_threads(pool);
-    if (uses_q8(k, a)) {
+    int ggml = uses_ggml(k, a);
+    if (ggml || uses_q8(k, a)) {
         /* scratch: [int8 rows | d | s | per-thread regions] */
         int64_t nb = a->n_in / DI_Q8_ACT_BLOCK, qf = a->n_rows * ((a->n_in + 3) / 4);
         matmul_job job = {.k = k, .a = a, .scratch_floats = thread_floats(a->n_in)};
@@ -163,9 +210,10 @@ void di_matmul(const di_cpu_kernels *k, const di_matmul_args *a, float *scratch,
         /* quantizing costs ~1/n_out of the gemm: split only big batches */
         int64_t nq = a->n_rows >= 16 ? n_threads : 1;
         job.n_tasks = (int)nq;
-        if (nq > 1) di_threadpool_run(pool, nq, quantize_task, &job);
-        else quantize_task(&job, 0, 0);
-        run_gemm(&job, n_threads, pool);
+        void (*quantize)(void *, int64_t, int) = ggml ? ggml_quantize_task : quantize_task;
+        if (nq > 1) di_threadpool_run(pool, nq, quantize, &job);
+        else quantize(&job, 0, 0);
+        run_gemm_fn(&job, n_threads, pool, ggml ? ggml_gemm_task : gemm_task);
         return;
     }
     if (k->gemm_f32[a->dtype] && a->n_in % DI_Q8_ACT_BLOCK == 0) {
