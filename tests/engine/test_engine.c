@@ -335,8 +335,9 @@ static int record_plp(const di_event *ev) {
     return 0;
 }
 
-static di_engine *open_engine_budget(int threads, int32_t batch_tokens) {
+static di_engine *open_engine_budget(int threads, int32_t batch_tokens, const char *kernels) {
     di_engine_params p = di_engine_params_default();
+    p.kernels = kernels;
     p.model_path = di_test_default_model();
     p.n_threads = threads;
     p.n_ctx = 512;
@@ -366,13 +367,13 @@ static di_request plp_request(const int32_t *toks, size_t n, plp_trace *t) {
 /* Teacher-forced logprobs agree with what sampling sees at each prefix
  * (greedy token = argmax, raw logprob of the true next token), and are
  * bit-identical alone, chunked inside a batch of generating requests with
- * 1 thread, and after the prompt's blocks were cached (no cache reuse). */
-static void prompt_logprobs_are_consistent_and_batch_invariant(void **state) {
-    (void)state;
+ * 1 thread, and after the prompt's blocks were cached (no cache reuse).
+ * kernels: the engine's kernel table (NULL: the default exact one). */
+static void check_prompt_logprobs(const char *kernels) {
     if (!di_test_default_model()) skip();
     const char *text = "The history of the printing press begins in East Asia, where woodblock "
                        "printing was used for centuries before movable type reached Europe.";
-    di_engine *e = open_engine_budget(2, 0);
+    di_engine *e = open_engine_budget(2, 0, kernels);
     di_error err;
     int32_t *toks = NULL;
     size_t n = 0;
@@ -420,7 +421,7 @@ static void prompt_logprobs_are_consistent_and_batch_invariant(void **state) {
     di_engine_free(e);
 
     /* Chunked (8 rows a step) among generating requests, 1 thread. */
-    e = open_engine_budget(1, 8);
+    e = open_engine_budget(1, 8, kernels);
     static trace others[4];
     memset(others, 0, sizeof others);
     for (int i = 0; i < 4; i++) {
@@ -439,6 +440,18 @@ static void prompt_logprobs_are_consistent_and_batch_invariant(void **state) {
     free(toks);
 }
 
+static void prompt_logprobs_are_consistent_and_batch_invariant(void **state) {
+    (void)state;
+    check_prompt_logprobs(NULL);
+}
+
+/* The same with llama.cpp's numerics (kernels "ggml"): every row is
+ * quantized and attends by itself, so it is as invariant. */
+static void ggml_prompt_logprobs_are_consistent_and_batch_invariant(void **state) {
+    (void)state;
+    check_prompt_logprobs("ggml");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(seeded_output_is_independent_of_batch_and_threads),
@@ -448,6 +461,7 @@ int main(void) {
         cmocka_unit_test(greedy_chat_answers_and_stops),
         cmocka_unit_test(constrained_output_follows_the_grammar),
         cmocka_unit_test(prompt_logprobs_are_consistent_and_batch_invariant),
+        cmocka_unit_test(ggml_prompt_logprobs_are_consistent_and_batch_invariant),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -43,6 +43,7 @@ typedef struct fixture {
     di_gguf *g;
     di_llama_model *m;    /* default kernels: exact f32 activations */
     di_llama_model *m_q8; /* their int8 activation twin */
+    di_llama_model *m_ggml; /* llama.cpp's CPU numerics (kernels "ggml") */
     const di_llama_hparams *hp;
     json_t *golden;
     di_threadpool *pool2; /* 2 threads */
@@ -63,7 +64,8 @@ static int setup(void **state) {
         fprintf(stderr, "load: %s\n", err.msg);
         return -1;
     }
-    if (di_llama_load(f.g, di_cpu_kernels_best_q8(), &f.m_q8, &err) != DI_OK) {
+    if (di_llama_load(f.g, di_cpu_kernels_best_q8(), &f.m_q8, &err) != DI_OK ||
+        di_llama_load(f.g, di_cpu_kernels_ggml(), &f.m_ggml, &err) != DI_OK) {
         fprintf(stderr, "load: %s\n", err.msg);
         return -1;
     }
@@ -85,6 +87,7 @@ static int teardown(void **state) {
     json_decref(f->golden);
     di_llama_free(f->m);
     di_llama_free(f->m_q8);
+    di_llama_free(f->m_ggml);
     di_gguf_close(f->g);
     return 0;
 }
@@ -263,6 +266,15 @@ static void int8_logits_stay_near_transformers_goldens(void **state) {
     check_goldens(f, f->m_q8, Q8_LOGIT_TOL, Q8_GREEDY_MIN_MARGIN, Q8_MIN_GREEDY);
 }
 
+/* llama.cpp's numerics (opt-in: kernels "ggml") round activations to 8 bits
+ * like the int8 tables and attention to f16: the same noise-level bar. Their
+ * agreement with llama.cpp itself is tests/cli/perplexity.sh. */
+static void ggml_logits_stay_near_transformers_goldens(void **state) {
+    fixture *f = *state;
+    NEED_MODEL(f);
+    check_goldens(f, f->m_ggml, Q8_LOGIT_TOL, Q8_GREEDY_MIN_MARGIN, Q8_MIN_GREEDY);
+}
+
 /* Runs one golden prompt (A) through several schedules: alone, 1 thread,
  * chunked prefill, token by token, mixed with other sequences' prefill and
  * decode rows, and after a prefix-cache hit (shared blocks); every
@@ -382,6 +394,13 @@ static void int8_logits_are_batch_invariant(void **state) {
 
 }
 
+/* ggml numerics: per-row quantization and whole-row attention per row. */
+static void ggml_logits_are_batch_invariant(void **state) {
+    fixture *f = *state;
+    NEED_MODEL(f);
+    check_batch_invariance(f, f->m_ggml);
+}
+
 static void f16_cache_stays_close_to_f32(void **state) {
     fixture *f = *state;
     NEED_MODEL(f);
@@ -488,6 +507,8 @@ int main(void) {
         cmocka_unit_test(int8_logits_stay_near_transformers_goldens),
         cmocka_unit_test(int8_logits_are_batch_invariant),
         cmocka_unit_test(logits_are_batch_invariant),
+        cmocka_unit_test(ggml_logits_stay_near_transformers_goldens),
+        cmocka_unit_test(ggml_logits_are_batch_invariant),
         cmocka_unit_test(f16_cache_stays_close_to_f32),
         cmocka_unit_test(bad_batches_are_rejected),
     };
