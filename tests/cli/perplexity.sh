@@ -1,25 +1,27 @@
 #!/usr/bin/env bash
 # deepinfer perplexity against llama.cpp (issue 4): same GGUF, same quant,
 # same text, same windows. The golden comes from scripts/gen_goldens_llamacpp.py
-# (llama-cpp-python); this test needs no venv. Asserts:
-#   - our tokenization of the text equals llama.cpp's, id for id;
-#   - |PPL_ours / PPL_llama.cpp - 1| <= 1%, both for --score-all and for the
-#     llama-perplexity scheme (second half of each window);
-#   - teacher-forced top-1 agreement >= 99% at every prediction where
-#     llama.cpp's own argmax is decisive (top-1 minus top-2 logit >= 0.5),
-#     and >= 93% over all predictions (2,044 in the first 4 windows of 512).
-#     Issue 4 asks for >= 99% over all predictions; that is NOT met (95.9%):
-#     llama.cpp quantizes activations to Q8_1/Q8_0 inside its quantized dot
-#     products (logprob noise ~0.06 nat) while we multiply f32 activations by
-#     the dequantized weights (7e-5 from transformers), and this 135M model has
-#     many near-ties. Every disagreement measured sits at a llama.cpp margin
-#     below 0.4 nat. Measured: 95.89% on 4 windows, 94.52% on window 1 alone
-#     (the sanitizer run), 96.83% on all 10. The 93% floor guards against
-#     regressions (with slack for kernels that flip a few near-ties) until an
-#     opt-in ggml-style activation-quantized matmul lets us assert 99% here.
-#   - the PPL the command prints is the one its --top1-out file implies.
+# (llama-cpp-python 0.3.36, default CPU build, no flash attention, f16 KV
+# cache, plain CPU buffers); this test needs no venv. Both kernel modes run:
+#   - "ggml" (--kernels ggml: llama.cpp's CPU numerics, ggml_compat.h):
+#     top-1 agreement >= 99% over ALL predictions (issue 4's bar). Measured:
+#     2044/2044 = 100% on the first 4 windows, 5110/5110 on all 10, 511/511
+#     on window 1 alone (the sanitizer run); log-probs equal to the golden's
+#     6 decimals, i.e. the forward reproduces llama.cpp's bits.
+#   - the default exact kernels (f32 activations, 7e-5 from transformers):
+#     >= 99% where llama.cpp's own argmax is decisive (top-1 minus top-2
+#     logit >= 0.5) and >= 93% over all predictions. Their rounding differs
+#     from llama.cpp's int8/f16 rounding by ~0.06 nat per log-prob, which
+#     flips near-ties on this 135M model: measured 95.89% on 4 windows,
+#     94.52% on window 1, 96.83% on all 10; every disagreement sits at a
+#     llama.cpp margin below 0.4 nat. The 93% floor guards against
+#     regressions with slack for kernels that flip a few more near-ties.
+# For both: our tokenization of the text equals llama.cpp's, id for id;
+# |PPL_ours / PPL_llama.cpp - 1| <= 1% for --score-all and for the
+# llama-perplexity scheme (second half of each window); the PPL the command
+# prints is the one its --top1-out file implies.
 # Under the sanitizer build (DI_SANITIZE=ON, ~15x slower) only the first
-# window is scored; the thresholds stay the same.
+# window is scored, with the same thresholds (ggml 99% overall, default 93%).
 set -euo pipefail
 BIN=$1
 MODEL=models/SmolLM2-135M-Instruct.Q4_1.gguf
@@ -36,13 +38,18 @@ CHUNKS=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["manife
 case "${DI_SANITIZE:-OFF}" in ON|1|on|TRUE|true) CHUNKS=1 ;; esac
 
 "$BIN" tokenize -m "$MODEL" --bos -f "$TEXT" >"$tmp/ids" 2>"$tmp/err" || fail "tokenize: $(cat "$tmp/err")"
-"$BIN" perplexity -m "$MODEL" -f "$TEXT" --ctx 512 --chunks "$CHUNKS" --score-all -t 2 \
-  --top1-out "$tmp/top1" >"$tmp/out" 2>"$tmp/err" || fail "perplexity exited $?: $(cat "$tmp/err")"
 
-python3 - "$GOLD" "$TEXT" "$tmp/ids" "$tmp/out" "$tmp/top1" "$CHUNKS" <<'PY' || fail "comparison with llama.cpp"
+# compare MODE MIN_TOP1: scores the text with --kernels MODE ("default": no
+# flag) and checks it against the golden; MIN_TOP1 is the overall floor.
+compare() {
+  local mode=$1 min_top1=$2 flag=()
+  [ "$mode" = default ] || flag=(--kernels "$mode")
+  "$BIN" perplexity -m "$MODEL" -f "$TEXT" --ctx 512 --chunks "$CHUNKS" --score-all -t 2 "${flag[@]}" \
+    --top1-out "$tmp/top1" >"$tmp/out" 2>"$tmp/err" || fail "perplexity ($mode) exited $?: $(cat "$tmp/err")"
+  python3 - "$GOLD" "$TEXT" "$tmp/ids" "$tmp/out" "$tmp/top1" "$CHUNKS" "$mode" "$min_top1" <<'PY' ||
 import hashlib, json, math, sys
-gold_path, text_path, ids_path, out_path, top1_path, chunks = sys.argv[1:7]
-chunks = int(chunks)
+gold_path, text_path, ids_path, out_path, top1_path, chunks, mode, min_top1 = sys.argv[1:9]
+chunks, min_top1 = int(chunks), float(min_top1)
 g = json.load(open(gold_path))
 m = g["manifest"]
 ctx = m["ctx"]
@@ -89,18 +96,22 @@ for name, keys in (("all", keys_all), ("half", keys_half)):
     a = ppl([lp_ours[k] for k in keys])
     b = ppl([g["windows"][w]["logprob"][j] for (w, j) in keys])
     res[name] = (a, b, len(keys))
-print(f"perplexity.sh: {len(ours)} tokens identical; {chunks} window(s) of {ctx}: "
+print(f"perplexity.sh [{mode}]: {len(ours)} tokens identical; {chunks} window(s) of {ctx}: "
       f"top-1 agreement {agree}/{len(rows)} = {100 * top1:.2f}%; where llama.cpp's margin >= "
       f"{DECISIVE}: {decisive_agree}/{decisive} = {100 * top1_decisive:.2f}%")
 for name, (a, b, n) in res.items():
-    print(f"perplexity.sh: PPL ({name}, {n} scored) ours {a:.4f} llama.cpp {b:.4f} "
+    print(f"perplexity.sh [{mode}]: PPL ({name}, {n} scored) ours {a:.4f} llama.cpp {b:.4f} "
           f"ratio-1 {100 * (a / b - 1):+.3f}%")
 assert abs(ppl_printed / res["all"][0] - 1) < 1e-5, (ppl_printed, res["all"][0])
 assert top1_decisive >= 0.99, f"top-1 agreement at decisive positions {top1_decisive:.4f} < 0.99"
-assert top1 >= 0.93, f"top-1 agreement {top1:.4f} < 0.93"
+assert top1 >= min_top1, f"top-1 agreement {top1:.4f} < {min_top1}"
 for name, (a, b, n) in res.items():
     assert abs(a / b - 1) <= 0.01, f"PPL {name}: ours {a} vs llama.cpp {b}"
 PY
+    fail "comparison with llama.cpp ($mode kernels)"
+}
+compare ggml 0.99
+compare default 0.93
 
 # Usage errors and bad input.
 if "$BIN" perplexity -m "$MODEL" 2>/dev/null; then fail "missing -f accepted"; fi
