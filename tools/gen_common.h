@@ -11,6 +11,7 @@ typedef struct di_gen_opts {
     int64_t threads, ctx, kv_tokens, batch_tokens, max_seqs, max_tokens, top_k, seed;
     double temp, top_p, min_p, repeat_penalty;
     bool no_prefix_cache, kv_f32;
+    const char *kernels; /* kernel table name, NULL = the default exact one */
 } di_gen_opts;
 
 /* Fills defaults: the default model path, greedy-ish sampling tuned for the

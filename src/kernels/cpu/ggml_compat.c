@@ -158,6 +158,9 @@ AVX2 static inline __m256 lane_sums_ss(__m256i x, __m256i y) {
     return lane_sums_us(_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x));
 }
 
+/* f16 -> f32 with F16C (exact, so the same as di_half_to_float) */
+AVX2 static inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
+
 AVX2 static float dot_avx2(di_dtype dtype, const void *w, const int8_t *q, const float *d, const float *s,
                            int64_t n) {
     __m256 acc = _mm256_setzero_ps();
@@ -166,15 +169,15 @@ AVX2 static float dot_avx2(di_dtype dtype, const void *w, const int8_t *q, const
     if (dtype == DI_DTYPE_Q4_1) {
         const di_block_q4_1 *x = w;
         for (int64_t b = 0; b < nb; b++) {
-            summs = fmaf(di_half_to_float(x[b].m), s[b], summs);
-            __m256 dd = _mm256_set1_ps(di_half_to_float(x[b].d) * d[b]);
+            summs = fmaf(h2f(x[b].m), s[b], summs);
+            __m256 dd = _mm256_set1_ps(h2f(x[b].d) * d[b]);
             __m256i qy = _mm256_loadu_si256((const __m256i *)(const void *)(q + b * DI_GGML_QK));
             acc = _mm256_fmadd_ps(dd, lane_sums_us(nibbles(x[b].qs), qy), acc);
         }
     } else if (dtype == DI_DTYPE_Q4_0) {
         const di_block_q4_0 *x = w;
         for (int64_t b = 0; b < nb; b++) {
-            __m256 dd = _mm256_set1_ps(di_half_to_float(x[b].d) * d[b]);
+            __m256 dd = _mm256_set1_ps(h2f(x[b].d) * d[b]);
             __m256i qx = _mm256_sub_epi8(nibbles(x[b].qs), _mm256_set1_epi8(8));
             __m256i qy = _mm256_loadu_si256((const __m256i *)(const void *)(q + b * DI_GGML_QK));
             acc = _mm256_fmadd_ps(dd, lane_sums_ss(qx, qy), acc);
@@ -182,7 +185,7 @@ AVX2 static float dot_avx2(di_dtype dtype, const void *w, const int8_t *q, const
     } else {
         const di_block_q8_0 *x = w;
         for (int64_t b = 0; b < nb; b++) {
-            __m256 dd = _mm256_set1_ps(di_half_to_float(x[b].d) * d[b]);
+            __m256 dd = _mm256_set1_ps(h2f(x[b].d) * d[b]);
             __m256i qx = _mm256_loadu_si256((const __m256i *)(const void *)x[b].qs);
             __m256i qy = _mm256_loadu_si256((const __m256i *)(const void *)(q + b * DI_GGML_QK));
             acc = _mm256_fmadd_ps(dd, lane_sums_ss(qx, qy), acc);
