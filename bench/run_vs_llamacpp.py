@@ -17,11 +17,15 @@ spinning barriers collapse, so the environment's OMP_WAIT_POLICY (printed) is
 part of the result: compare with OMP_WAIT_POLICY=PASSIVE when the load
 average exceeds the core count.
 
+--kernels default,ggml runs deepinfer once per kernel table in every
+repetition ("default": the exact tables; "ggml": llama.cpp's CPU numerics,
+the same arithmetic as the llama.cpp run next to it; any table name works).
+
 Reports medians over --reps runs (absolute numbers on shared CPUs are noisy:
 read the ratios). No assertions.
 
 Usage: .venv-llamacpp/bin/python bench/run_vs_llamacpp.py [--bin build/deepinfer]
-       [--model M] [--prompt-file F] [-n 128] [--reps 5] [--threads 2]
+       [--model M] [--prompt-file F] [-n 128] [--reps 5] [--threads 2] [--kernels default,ggml]
 """
 import argparse
 import os
@@ -45,9 +49,11 @@ SUMMARY = re.compile(r"\[prompt (\d+) tok \((\d+) cached\), generated (\d+) tok 
                      r"decode ([\d.]+) tok/s")
 
 
-def run_deepinfer(args, prompt):
+def run_deepinfer(args, prompt, kernels="default"):
     cmd = [args.bin, "run", "-m", args.model, "--raw", "-p", prompt, "-n", str(args.n), "--temp", "0",
            "-t", str(args.threads)]
+    if kernels != "default":
+        cmd += ["--kernels", kernels]
     p = subprocess.run(cmd, capture_output=True, text=True, check=True)
     m = SUMMARY.search(p.stderr)
     if not m:
@@ -116,6 +122,8 @@ def main():
     ap.add_argument("-n", type=int, default=128, help="tokens to generate")
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--kernels", default="default",
+                    help="comma-separated deepinfer kernel tables to run (default = exact tables)")
     ap.add_argument("--extra-bufts", choices=["auto", "on", "off"], default="auto",
                     help="llama.cpp AMX/repack weight buffers (auto: off when the CPU has AMX)")
     args = ap.parse_args()
@@ -128,32 +136,38 @@ def main():
     from llama_cpp import Llama
     llm = Llama(model_path=args.model, n_ctx=2048, n_batch=512, n_threads=args.threads,
                 n_threads_batch=args.threads, verbose=False)
-    ours, theirs = [], []
+    modes = args.kernels.split(",")
+    ours, theirs = {k: [] for k in modes}, []
     run_deepinfer(args, prompt)            # warm the page cache
     run_llamacpp(llm, llama_cpp, args, prompt)
     for i in range(args.reps):             # interleaved, so load changes hit both
-        ours.append(run_deepinfer(args, prompt))
+        for k in modes:
+            ours[k].append(run_deepinfer(args, prompt, k))
         theirs.append(run_llamacpp(llm, llama_cpp, args, prompt))
-        print(f"rep {i + 1}/{args.reps}: deepinfer prefill {ours[-1]['prefill']:.1f} decode "
-              f"{ours[-1]['decode']:.1f} | llama.cpp prefill {theirs[-1]['prefill']:.1f} decode "
+        mine = " | ".join(f"deepinfer[{k}] prefill {ours[k][-1]['prefill']:.1f} decode {ours[k][-1]['decode']:.1f}"
+                          for k in modes)
+        print(f"rep {i + 1}/{args.reps}: {mine} | llama.cpp prefill {theirs[-1]['prefill']:.1f} decode "
               f"{theirs[-1]['decode']:.1f} tok/s", file=sys.stderr)
+    first = ours[modes[0]]
 
     print(f"model {os.path.basename(args.model)}, {args.threads} threads, prompt "
-          f"{ours[0]['prompt']} tok (llama.cpp {theirs[0]['prompt']}), generate <= {args.n} greedy, "
+          f"{first[0]['prompt']} tok (llama.cpp {theirs[0]['prompt']}), generate <= {args.n} greedy, "
           f"median of {args.reps}; llama-cpp-python {llama_cpp.__version__}, "
           f"extra buffer types {'on' if extra else 'off'}, OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', '(unset)')}, "
           f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     print(f"{'engine':<34} {'gen tok':>8} {'prefill tok/s':>14} {'decode tok/s':>13}")
-    print(f"{'deepinfer run':<34} {med(ours, 'gen'):>8.0f} {med(ours, 'prefill'):>14.1f} "
-          f"{med(ours, 'decode'):>13.1f}")
+    for k in modes:
+        print(f"{'deepinfer run --kernels ' + k:<34} {med(ours[k], 'gen'):>8.0f} {med(ours[k], 'prefill'):>14.1f} "
+              f"{med(ours[k], 'decode'):>13.1f}")
     print(f"{'llama-cpp-python (wall, Python)':<34} {med(theirs, 'gen'):>8.0f} "
           f"{med(theirs, 'prefill'):>14.1f} {med(theirs, 'decode'):>13.1f}")
     if "prefill_ggml" in theirs[0]:
         print(f"{'llama.cpp (its perf counters)':<34} {'':>8} {med(theirs, 'prefill_ggml'):>14.1f} "
               f"{med(theirs, 'decode_ggml'):>13.1f}")
-    print(f"{'ratio deepinfer / llama.cpp wall':<34} {'':>8} "
-          f"{med(ours, 'prefill') / med(theirs, 'prefill'):>14.2f} "
-          f"{med(ours, 'decode') / med(theirs, 'decode'):>13.2f}")
+    for k in modes:
+        print(f"{'ratio [' + k + '] / llama.cpp wall':<34} {'':>8} "
+              f"{med(ours[k], 'prefill') / med(theirs, 'prefill'):>14.2f} "
+              f"{med(ours[k], 'decode') / med(theirs, 'decode'):>13.2f}")
 
 
 if __name__ == "__main__":

@@ -97,7 +97,9 @@ typedef struct di_engine_params {
     const char *kernels;       /* CPU kernel table: NULL = fastest exact one;
                                 * "q8" = its int8-activation twin (faster
                                 * prefill, ~1 logit of rounding noise on
-                                * small models); or a name ("avx2", "c-q8") */
+                                * small models); "ggml" = llama.cpp's CPU
+                                * numerics (same argmaxes as llama.cpp, for
+                                * comparisons); or a name ("avx2", "c-q8") */
 } di_engine_params;
 
 di_engine_params di_engine_params_default(void);

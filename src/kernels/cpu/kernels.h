@@ -23,6 +23,14 @@
  *    byte of activation, but its rounding noise compounds through the layers
  *    (max logit error ~1 on SmolLM2-135M; tests/model/test_llama.c), so it
  *    is opt-in (engine param "kernels" = "q8").
+ * A third, opt-in numerics reproduces llama.cpp's CPU backend instead of
+ * exact math: the "ggml" table (di_cpu_kernels_ggml, engine param "kernels"
+ * = "ggml") is the best exact table with a di_ggml_kernels attached
+ * (ggml_compat.h): Q4_0/Q4_1/Q8_0 matmuls quantize activations to ggml's
+ * Q8_0/Q8_1 blocks (f16 scales) and accumulate in ggml's lane order, and
+ * the model forwards switch RMSNorm, RoPE, SiLU and attention to ggml's
+ * formulas (f16 Q/K/V and probabilities). Its teacher-forced argmaxes equal
+ * llama.cpp's at every position of tests/cli/perplexity.sh's text.
  * AMX is not used (see bench/README.md for why and what it would take).
  *
  * Matrix convention: W is (n_out, n_in) row-major with rows of
