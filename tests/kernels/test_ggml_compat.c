@@ -85,6 +85,15 @@ static void c_and_avx2_quantize_and_dot_identically(void **state) {
                 float c = di_ggml_kernels_c.dot(TYPES[t], w + o * rb, qa, da, sa, N);
                 float v = avx2->dot(TYPES[t], w + o * rb, qa, da, sa, N);
                 if (memcmp(&c, &v, sizeof c)) fail_msg("dtype %d row %d: c %.9g avx2 %.9g", (int)TYPES[t], o, c, v);
+                if (o % 4) continue;
+                float x4[4], c4[4]; /* 4 rows at once: each the row's dot */
+                avx2->dot_x4(TYPES[t], w + o * rb, rb, qa, da, sa, N, x4);
+                di_ggml_kernels_c.dot_x4(TYPES[t], w + o * rb, rb, qa, da, sa, N, c4);
+                for (int j = 0; j < 4; j++) {
+                    float one = di_ggml_kernels_c.dot(TYPES[t], w + (o + j) * rb, qa, da, sa, N);
+                    assert_memory_equal(&x4[j], &one, sizeof one);
+                    assert_memory_equal(&c4[j], &one, sizeof one);
+                }
             }
             free(w);
         }

@@ -70,8 +70,10 @@ static void attend_unit(const di_cpu_kernels *k, const di_attn_args *a, int32_t 
         for (int32_t g = 0; g < group; g++) {
             const float *qg = q16 + g * hd;
             memset(lane, 0, sizeof lane);
-            for (int32_t i0 = 0; i0 < hd; i0 += W)
-                for (int32_t l = 0; l < W && i0 + l < hd; l++) lane[l] = fmaf(row[i0 + l], qg[i0 + l], lane[l]);
+            int32_t i0 = 0;
+            for (; i0 + W <= hd; i0 += W) /* whole vectors: the loop the compiler vectorizes */
+                for (int32_t l = 0; l < W; l++) lane[l] = fmaf(row[i0 + l], qg[i0 + l], lane[l]);
+            for (int32_t l = 0; i0 + l < hd; l++) lane[l] = fmaf(row[i0 + l], qg[i0 + l], lane[l]);
             score[g * n_pos_pad + t] = red16(lane) * a->scale;
         }
     }

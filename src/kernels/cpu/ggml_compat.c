@@ -90,7 +90,12 @@ static float dot_c(di_dtype dtype, const void *w, const int8_t *q, const float *
     return hsum8_c(acc) + summs;
 }
 
-const di_ggml_kernels di_ggml_kernels_c = {"c", quantize_c, dot_c};
+static void dot_x4_c(di_dtype dtype, const void *w, uint64_t row_bytes, const int8_t *q, const float *d,
+                     const float *s, int64_t n, float out[4]) {
+    for (int j = 0; j < 4; j++) out[j] = dot_c(dtype, (const uint8_t *)w + j * row_bytes, q, d, s, n);
+}
+
+const di_ggml_kernels di_ggml_kernels_c = {"c", quantize_c, dot_c, dot_x4_c};
 
 /* ---- AVX2 -------------------------------------------------------------------- */
 
@@ -194,7 +199,47 @@ AVX2 static float dot_avx2(di_dtype dtype, const void *w, const int8_t *q, const
     return hsum8_avx2(acc) + summs;
 }
 
-static const di_ggml_kernels ggml_avx2 = {"avx2", quantize_avx2, dot_avx2};
+/* Lane sums of one weight block with the activation block qy; dtype is a
+ * constant at every call, so the branches fold away. */
+AVX2 static inline __attribute__((always_inline)) __m256 block_lanes(di_dtype dtype, const uint8_t *blk,
+                                                                       __m256i qy) {
+    if (dtype == DI_DTYPE_Q4_1) return lane_sums_us(nibbles(((const di_block_q4_1 *)(const void *)blk)->qs), qy);
+    if (dtype == DI_DTYPE_Q4_0)
+        return lane_sums_ss(_mm256_sub_epi8(nibbles(((const di_block_q4_0 *)(const void *)blk)->qs),
+                                            _mm256_set1_epi8(8)), qy);
+    return lane_sums_ss(_mm256_loadu_si256((const __m256i *)(const void *)((const di_block_q8_0 *)(const void *)blk)->qs),
+                        qy);
+}
+
+/* dot_avx2's sequence for 4 rows at once (same operations per row). */
+AVX2 static inline __attribute__((always_inline)) void dot_x4_impl(di_dtype dtype, const uint8_t *w,
+                                                                     uint64_t row_bytes, const int8_t *q,
+                                                                     const float *d, const float *s, int64_t n,
+                                                                     float out[4]) {
+    const uint64_t bb = block_bytes(dtype);
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    float summs[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int64_t b = 0; b < n / DI_GGML_QK; b++) {
+        __m256i qy = _mm256_loadu_si256((const __m256i *)(const void *)(q + b * DI_GGML_QK));
+        for (int j = 0; j < 4; j++) {
+            const uint8_t *blk = w + j * row_bytes + (uint64_t)b * bb;
+            uint16_t h[2];
+            memcpy(h, blk, dtype == DI_DTYPE_Q4_1 ? 4 : 2);
+            if (dtype == DI_DTYPE_Q4_1) summs[j] = fmaf(h2f(h[1]), s[b], summs[j]);
+            acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(h2f(h[0]) * d[b]), block_lanes(dtype, blk, qy), acc[j]);
+        }
+    }
+    for (int j = 0; j < 4; j++) out[j] = hsum8_avx2(acc[j]) + summs[j];
+}
+
+AVX2 static void dot_x4_avx2(di_dtype dtype, const void *w, uint64_t row_bytes, const int8_t *q, const float *d,
+                             const float *s, int64_t n, float out[4]) {
+    if (dtype == DI_DTYPE_Q4_1) dot_x4_impl(DI_DTYPE_Q4_1, w, row_bytes, q, d, s, n, out);
+    else if (dtype == DI_DTYPE_Q4_0) dot_x4_impl(DI_DTYPE_Q4_0, w, row_bytes, q, d, s, n, out);
+    else dot_x4_impl(DI_DTYPE_Q8_0, w, row_bytes, q, d, s, n, out);
+}
+
+static const di_ggml_kernels ggml_avx2 = {"avx2", quantize_avx2, dot_avx2, dot_x4_avx2};
 
 const di_ggml_kernels *di_ggml_kernels_avx2(void) {
     __builtin_cpu_init();
@@ -219,6 +264,14 @@ float di_ggml_expf(float x) {
     float j = fmaf(fmaf(fmaf(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u, fmaf(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)), u,
                    fmaf(0x1.ffffecp-1f, b, 1.0f));
     if (!(fabsf(n) <= 192.0f)) return n <= 0.0f ? 0.0f : INFINITY;
+    /* j * 2^n (scalef): one exact multiply while 2^n and the result are
+     * normal floats (j is within [0.7, 1.5]), ldexpf's rounding beyond */
+    if (n >= -125.0f && n <= 127.0f) {
+        uint32_t bits = (uint32_t)((int32_t)n + 127) << 23;
+        float p2;
+        memcpy(&p2, &bits, sizeof p2);
+        return j * p2;
+    }
     return ldexpf(j, (int)n);
 }
 

@@ -42,6 +42,11 @@ typedef struct di_ggml_kernels {
     /* One weight row w (n elements of dtype, a di_ggml_supports dtype) dotted
      * with one quantized activation row. */
     float (*dot)(di_dtype dtype, const void *w, const int8_t *q, const float *d, const float *s, int64_t n);
+    /* 4 consecutive weight rows (row_bytes apart) against one activation
+     * row: out[j] equals dot(w + j * row_bytes, ...) bit for bit (the rows
+     * only share the activation loads and interleave their chains). */
+    void (*dot_x4)(di_dtype dtype, const void *w, uint64_t row_bytes, const int8_t *q, const float *d,
+                   const float *s, int64_t n, float out[4]);
 } di_ggml_kernels;
 
 extern const di_ggml_kernels di_ggml_kernels_c;

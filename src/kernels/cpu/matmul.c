@@ -150,11 +150,18 @@ static void ggml_gemm_task(void *arg, int64_t task, int thread) {
     di_threadpool_split_aligned(a->n_out, GEMM_ALIGN, job->n_tasks, (int)task, &o0, &o1);
     for (int64_t r0 = 0; r0 < a->n_rows; r0 += GGML_ROW_TILE) {
         int64_t r1 = r0 + GGML_ROW_TILE < a->n_rows ? r0 + GGML_ROW_TILE : a->n_rows;
-        for (int64_t o = o0; o < o1; o++) {
-            const void *wr = (const uint8_t *)a->w + (uint64_t)o * a->row_bytes;
-            for (int64_t r = r0; r < r1; r++)
-                a->y[r * a->ldy + o] = g->dot(a->dtype, wr, job->xq.q + r * job->xq.ldq, job->xq.d + r * job->xq.ldb,
-                                              job->xq.s + r * job->xq.ldb, a->n_in);
+        for (int64_t o = o0; o < o1; o += TILE) {
+            const uint8_t *wr = (const uint8_t *)a->w + (uint64_t)o * a->row_bytes;
+            for (int64_t r = r0; r < r1; r++) {
+                const int8_t *q = job->xq.q + r * job->xq.ldq;
+                const float *d = job->xq.d + r * job->xq.ldb, *s = job->xq.s + r * job->xq.ldb;
+                float *y = a->y + r * a->ldy + o;
+                if (o1 - o >= TILE) { /* 4 rows at once: the same bits as 4 dots */
+                    g->dot_x4(a->dtype, wr, a->row_bytes, q, d, s, a->n_in, y);
+                    continue;
+                }
+                for (int64_t j = 0; j < o1 - o; j++) y[j] = g->dot(a->dtype, wr + j * a->row_bytes, q, d, s, a->n_in);
+            }
         }
     }
 }
