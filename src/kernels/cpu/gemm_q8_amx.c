@@ -1,0 +1,301 @@
+/* The int8-activation gemm on AMX tiles (Sapphire Rapids and later): the
+ * gemm_q8 entries of the "avx512-amx-q8" table, for every row count.
+ *
+ * Per tile product (TDPBSSD, signed x signed bytes into int32):
+ *   A = 16 activation rows x one 32-element block, read straight from the
+ *       quantized rows (stride ldq);
+ *   B = the same block of 16 weight rows in the VNNI layout (row k holds
+ *       elements 4k..4k+3 of each of the 16 outputs), built per group of 16
+ *       outputs in the task's scratch (prep_group: nibbles unpacked, Q4_0's
+ *       -8 applied, a 16 x 8 dword transpose in registers);
+ *   C = 16 x 16 exact block sums isum, stored to L1 and scaled in floats.
+ * One tile product covers ONE block (K = 32) because every block has its own
+ * weight and activation scales: the sums of two blocks never mix.
+ *
+ * Numerics (per activation row r and output o, blocks b in order):
+ *   acc = fma((float)isum_b, dw_b * dx_b, acc)
+ *   acc = fma(mw_b, s_b, acc)            (Q4_1 and Q4_K only: the minimums)
+ * with isum_b the exact integer dot of block b (Q4_0's offset -8 and Q8_0's
+ * sign are inside it), dw/mw the block scale and offset (gemm_q8_c.c) and
+ * dx, s the activation block's scale and d * sum(q). Each (r, o) pair runs
+ * this same sequence whatever tile it sits in (full 16-row tile or the
+ * remainder tile), the batch size, the output range or the thread, so the
+ * table is batch-invariant. It is NOT bit-identical to "avx512-q8", which
+ * scales 16 lanes of 4-element partial sums (gemm_q8_avx512.c); both stay
+ * within the int8 error bound of the reference (tests/kernels).
+ *
+ * Entered only after dispatch.c saw AMX-TILE/AMX-INT8 in cpuid, XCR0 bits
+ * 17-18 set and the kernel granted this process the tile data state
+ * (arch_prctl ARCH_REQ_XCOMP_PERM). */
+#include "kernels/cpu/gemm_q8.h"
+
+#if defined(__x86_64__)
+
+#include <immintrin.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#define TGT __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni,amx-tile,amx-int8")))
+#define ALWAYS __attribute__((always_inline))
+#define NO 16 /* outputs per group: the tile's 16 int32 columns */
+#define MR 16 /* activation rows per full tile */
+#define BLOCK_TILE_BYTES 512 /* one block of 16 outputs, VNNI layout */
+
+enum { K_Q4_0, K_Q4_1, K_Q8_0, K_Q4_K };
+
+/* Tile registers: A and B alternate between two registers per block so
+ * consecutive blocks do not wait on each other; the remainder rows (fewer
+ * than 16) have their own A and C shapes. */
+#define T_A0 0 /* (GCC's tile intrinsics paste the number into the asm) */
+#define T_A1 1
+#define T_B0 2
+#define T_B1 3
+#define T_C0 4
+#define T_C1 5
+#define T_AR 6
+#define T_CR 7
+
+typedef struct tile_config {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} tile_config;
+
+TGT static void load_config(int rem) {
+    tile_config c;
+    memset(&c, 0, sizeof c);
+    c.palette = 1;
+    const int rows[8] = {MR, MR, 8, 8, MR, MR, rem, rem};
+    const int cols[8] = {32, 32, 64, 64, 64, 64, 32, 64};
+    for (int t = 0; t < 8; t++) {
+        c.rows[t] = (uint8_t)rows[t];
+        c.colsb[t] = (uint16_t)cols[t];
+    }
+    /* GCC's _tile_loadconfig names only 8 bytes of c as its input: make
+     * the whole struct reach memory first */
+    __asm__ volatile("" : : "r"(&c) : "memory");
+    _tile_loadconfig(&c);
+}
+
+/* ---- weight preparation --------------------------------------------------- */
+
+/* The 32 signed integers of block b of a weight row that enter isum. */
+TGT static inline ALWAYS __m256i block_ints(int kind, const uint8_t *row, int64_t b) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    switch (kind) {
+    case K_Q4_0:
+    case K_Q4_1: {
+        const uint8_t *qs = kind == K_Q4_0 ? ((const di_block_q4_0 *)(const void *)row)[b].qs
+                                           : ((const di_block_q4_1 *)(const void *)row)[b].qs;
+        __m128i raw = _mm_loadu_si128((const __m128i *)(const void *)qs);
+        __m256i u = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), m4);
+        return kind == K_Q4_0 ? _mm256_sub_epi8(u, _mm256_set1_epi8(8)) : u;
+    }
+    case K_Q8_0:
+        return _mm256_loadu_si256((const __m256i *)(const void *)((const di_block_q8_0 *)(const void *)row)[b].qs);
+    default: {
+        const di_block_q4_K *bl = (const di_block_q4_K *)(const void *)row + (b >> 3);
+        int j = (int)(b & 7);
+        __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(bl->qs + 32 * (j >> 1)));
+        if (j & 1) v = _mm256_srli_epi16(v, 4);
+        return _mm256_and_si256(v, m4);
+    }
+    }
+}
+
+/* Scale dw and offset mw of every block of one weight row, as gemm_q8_c.c
+ * (mw unused for Q4_0 and Q8_0), into column j of (nb, NO) arrays. */
+TGT static inline ALWAYS void row_scales(int kind, const uint8_t *row, int64_t nb, float *dw, float *mw, int j) {
+    switch (kind) {
+    case K_Q4_0:
+        for (int64_t b = 0; b < nb; b++) dw[b * NO + j] = _cvtsh_ss(((const di_block_q4_0 *)(const void *)row)[b].d);
+        break;
+    case K_Q4_1:
+        for (int64_t b = 0; b < nb; b++) {
+            const di_block_q4_1 *bl = (const di_block_q4_1 *)(const void *)row + b;
+            dw[b * NO + j] = _cvtsh_ss(bl->d);
+            mw[b * NO + j] = _cvtsh_ss(bl->m);
+        }
+        break;
+    case K_Q8_0:
+        for (int64_t b = 0; b < nb; b++) dw[b * NO + j] = _cvtsh_ss(((const di_block_q8_0 *)(const void *)row)[b].d);
+        break;
+    default:
+        for (int64_t sb = 0; sb < nb / 8; sb++) {
+            const di_block_q4_K *bl = (const di_block_q4_K *)(const void *)row + sb;
+            float d = _cvtsh_ss(bl->d), dmin = _cvtsh_ss(bl->dmin);
+            for (int k = 0; k < 8; k++) {
+                int sc, mn;
+                di_q4_K_scale_min(bl->scales, k, &sc, &mn);
+                dw[(sb * 8 + k) * NO + j] = d * (float)sc;
+                mw[(sb * 8 + k) * NO + j] = -dmin * (float)mn;
+            }
+        }
+        break;
+    }
+}
+
+/* One transpose stage: vectors v and v | step exchange a vector index bit
+ * with a lane bit (see prep_group). */
+TGT static inline ALWAYS void stage(__m512i *v, int step, __m512i i0, __m512i i1) {
+    for (int a = 0; a < 8; a++) {
+        if (a & step) continue;
+        __m512i lo = _mm512_permutex2var_epi32(v[a], i0, v[a | step]);
+        __m512i hi = _mm512_permutex2var_epi32(v[a], i1, v[a | step]);
+        v[a] = lo;
+        v[a | step] = hi;
+    }
+}
+
+/* Outputs o .. o+nc-1 (nc <= 16; missing ones are zero) -> bt (nb blocks of
+ * BLOCK_TILE_BYTES, VNNI layout) and dw, mw (nb, NO).
+ * The transpose: element (output j, dword k) starts in vector j / 2, lane
+ * 8 (j % 2) + k and must end in vector k, lane j. Three stages each swap one
+ * vector-index bit (j1, j2, j3) with one lane bit (k0, k1, k2); the last
+ * stage's indices also rotate the lane bits into j order. */
+TGT static inline ALWAYS void prep_group(int kind, const void *w, uint64_t row_bytes, int64_t o, int nc,
+                                         int64_t nb, int8_t *bt, float *dw, float *mw) {
+    const __m512i s0a = _mm512_setr_epi32(0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30);
+    const __m512i s0b = _mm512_setr_epi32(1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31);
+    const __m512i s1a = _mm512_setr_epi32(0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29);
+    const __m512i s1b = _mm512_setr_epi32(2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31);
+    const __m512i s2a = _mm512_setr_epi32(0, 8, 1, 9, 2, 10, 3, 11, 16, 24, 17, 25, 18, 26, 19, 27);
+    const __m512i s2b = _mm512_setr_epi32(4, 12, 5, 13, 6, 14, 7, 15, 20, 28, 21, 29, 22, 30, 23, 31);
+    const uint8_t *rows[NO];
+    for (int j = 0; j < NO; j++) {
+        rows[j] = j < nc ? (const uint8_t *)w + (uint64_t)(o + j) * row_bytes : NULL;
+        if (rows[j]) {
+            row_scales(kind, rows[j], nb, dw, mw, j);
+        } else {
+            for (int64_t b = 0; b < nb; b++) dw[b * NO + j] = mw[b * NO + j] = 0.0f;
+        }
+    }
+    for (int64_t b = 0; b < nb; b++) {
+        __m512i v[8];
+        for (int m = 0; m < 8; m++) {
+            __m256i lo = rows[2 * m] ? block_ints(kind, rows[2 * m], b) : _mm256_setzero_si256();
+            __m256i hi = rows[2 * m + 1] ? block_ints(kind, rows[2 * m + 1], b) : _mm256_setzero_si256();
+            v[m] = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+        }
+        stage(v, 1, s0a, s0b);
+        stage(v, 2, s1a, s1b);
+        stage(v, 4, s2a, s2b);
+        for (int k = 0; k < 8; k++) _mm512_store_si512((void *)(bt + b * BLOCK_TILE_BYTES + 64 * k), v[k]);
+    }
+}
+
+/* ---- tile products and the float epilogue ----------------------------------- */
+
+/* Scales the block sums c (nr rows of 16 int32) of block b into acc. */
+TGT static inline ALWAYS void epilogue(int kind, const int32_t *c, int nr, __m512 *acc, const float *dw,
+                                       const float *mw, const di_q8_rows *x, int64_t r0, int64_t b) {
+    const __m512 vdw = _mm512_load_ps(dw + b * NO);
+    const __m512 vmw = _mm512_load_ps(mw + b * NO);
+    for (int i = 0; i < nr; i++) {
+        const int64_t xb = (r0 + i) * x->ldb + b;
+        __m512 isum = _mm512_cvtepi32_ps(_mm512_load_si512((const void *)(c + NO * i)));
+        acc[i] = _mm512_fmadd_ps(isum, _mm512_mul_ps(vdw, _mm512_set1_ps(x->d[xb])), acc[i]);
+        if (kind == K_Q4_1 || kind == K_Q4_K) acc[i] = _mm512_fmadd_ps(vmw, _mm512_set1_ps(x->s[xb]), acc[i]);
+    }
+}
+
+/* Rows r0 .. r0+15 against the prepared group: two blocks per iteration on
+ * alternating tile registers. */
+TGT static inline ALWAYS void full_tile(int kind, const int8_t *bt, const float *dw, const float *mw, int64_t nb,
+                                        const di_q8_rows *x, int64_t r0, __m512 *acc, int32_t *cbuf) {
+    const int8_t *q = x->q + r0 * x->ldq;
+    const long ldq = (long)x->ldq;
+    int64_t b = 0;
+    for (; b + 2 <= nb; b += 2) {
+        _tile_loadd(T_A0, q + 32 * b, ldq);
+        _tile_loadd(T_B0, bt + b * BLOCK_TILE_BYTES, 64);
+        _tile_zero(T_C0);
+        _tile_dpbssd(T_C0, T_A0, T_B0);
+        _tile_loadd(T_A1, q + 32 * (b + 1), ldq);
+        _tile_loadd(T_B1, bt + (b + 1) * BLOCK_TILE_BYTES, 64);
+        _tile_zero(T_C1);
+        _tile_dpbssd(T_C1, T_A1, T_B1);
+        _tile_stored(T_C0, cbuf, 64);
+        epilogue(kind, cbuf, MR, acc, dw, mw, x, r0, b);
+        _tile_stored(T_C1, cbuf + MR * NO, 64);
+        epilogue(kind, cbuf + MR * NO, MR, acc, dw, mw, x, r0, b + 1);
+    }
+    if (b < nb) {
+        _tile_loadd(T_A0, q + 32 * b, ldq);
+        _tile_loadd(T_B0, bt + b * BLOCK_TILE_BYTES, 64);
+        _tile_zero(T_C0);
+        _tile_dpbssd(T_C0, T_A0, T_B0);
+        _tile_stored(T_C0, cbuf, 64);
+        epilogue(kind, cbuf, MR, acc, dw, mw, x, r0, b);
+    }
+}
+
+/* The last n_rows % 16 rows (the remainder tile shape). */
+TGT static inline ALWAYS void rem_tile(int kind, int nr, const int8_t *bt, const float *dw, const float *mw,
+                                       int64_t nb, const di_q8_rows *x, int64_t r0, __m512 *acc, int32_t *cbuf) {
+    const int8_t *q = x->q + r0 * x->ldq;
+    for (int64_t b = 0; b < nb; b++) {
+        _tile_loadd(T_AR, q + 32 * b, (long)x->ldq);
+        _tile_loadd(T_B0, bt + b * BLOCK_TILE_BYTES, 64);
+        _tile_zero(T_CR);
+        _tile_dpbssd(T_CR, T_AR, T_B0);
+        _tile_stored(T_CR, cbuf, 64);
+        epilogue(kind, cbuf, nr, acc, dw, mw, x, r0, b);
+    }
+}
+
+/* scratch: di_gemm_q8_scratch_floats(n_in) floats = the group's tiles (nb *
+ * 512 bytes) and scales (2 * nb * NO floats), 64-byte aligned inside. */
+TGT static inline ALWAYS void gemm(int kind, const void *w, uint64_t row_bytes, int64_t o0, int64_t o1,
+                                   const di_q8_rows *x, int64_t n_rows, int64_t n_in, float *y, int64_t ldy,
+                                   float *scratch) {
+    const int64_t nb = n_in / DI_Q8_ACT_BLOCK;
+    int8_t *bt = (int8_t *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
+    float *dw = (float *)(void *)(bt + nb * BLOCK_TILE_BYTES), *mw = dw + nb * NO;
+    _Alignas(64) int32_t cbuf[2 * MR * NO];
+    const int64_t n_full = n_rows / MR * MR;
+    const int rem = (int)(n_rows - n_full);
+    load_config(rem ? rem : MR);
+    for (int64_t o = o0; o < o1; o += NO) {
+        const int nc = o1 - o < NO ? (int)(o1 - o) : NO;
+        const __mmask16 keep = (__mmask16)((1u << nc) - 1u);
+        prep_group(kind, w, row_bytes, o, nc, nb, bt, dw, mw);
+        for (int64_t r = 0; r < n_rows; r += MR) {
+            const int nr = r < n_full ? MR : rem;
+            __m512 acc[MR];
+            for (int i = 0; i < MR; i++) acc[i] = _mm512_setzero_ps();
+            if (nr == MR) full_tile(kind, bt, dw, mw, nb, x, r, acc, cbuf);
+            else rem_tile(kind, nr, bt, dw, mw, nb, x, r, acc, cbuf);
+            for (int i = 0; i < nr; i++) _mm512_mask_storeu_ps(y + (r + i) * ldy + o, keep, acc[i]);
+        }
+    }
+    _tile_release();
+}
+
+#define DEFINE_GEMM(name, kind)                                                                        \
+    TGT void di_gemm_q8_##name##_amx(const void *w, uint64_t row_bytes, int64_t o0, int64_t o1,         \
+                                     const di_q8_rows *x, int64_t n_rows, int64_t n_in, float *y,       \
+                                     int64_t ldy, float *scratch) {                                     \
+        gemm(kind, w, row_bytes, o0, o1, x, n_rows, n_in, y, ldy, scratch);                            \
+    }
+
+DEFINE_GEMM(q4_0, K_Q4_0)
+DEFINE_GEMM(q4_1, K_Q4_1)
+DEFINE_GEMM(q8_0, K_Q8_0)
+DEFINE_GEMM(q4_K, K_Q4_K)
+
+/* Quantization is the AVX2 one (the same bits in every table). */
+void di_quantize_q8_amx(const float *x, int8_t *q, float *d, float *s, int64_t n) {
+    di_quantize_q8_avx2(x, q, d, s, n);
+}
+
+/* Linux keeps the 8 KiB tile data state off until a process asks for it. */
+#define ARCH_REQ_XCOMP_PERM 0x1023
+#define XFEATURE_XTILEDATA 18
+
+int di_amx_request_permission(void) {
+    return syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0;
+}
+
+#endif
