@@ -32,6 +32,7 @@
 #if defined(__x86_64__)
 
 #include <immintrin.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -148,29 +149,98 @@ TGT static inline ALWAYS void stage(__m512i *v, int step, __m512i i0, __m512i i1
     }
 }
 
+/* Bytes per 32-element block of a Q4_0/Q4_1/Q8_0 row (Q4_K: per 256). */
+static inline int64_t block_bytes(int kind) {
+    return kind == K_Q4_0 ? 18 : kind == K_Q4_1 ? 20 : kind == K_Q8_0 ? 34 : 144;
+}
+
+/* Scales (and Q4_1 minimums) of block b of the 16 rows, gathered: the f16
+ * d (and m) start each block; missing outputs (mask off) get 0. */
+TGT static inline ALWAYS void gather_scales(int kind, const uint8_t *base, __m512i offs, __mmask16 keep, int64_t b,
+                                            float *dw, float *mw) {
+    __m512i g = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), keep, offs, base + b * block_bytes(kind), 1);
+    _mm512_store_ps(dw + b * NO, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(g)));
+    if (kind == K_Q4_1) _mm512_store_ps(mw + b * NO, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(g, 16))));
+}
+
+/* 16 nibble bytes of 4 rows (block b) -> the low nibbles (elements 0-15,
+ * dwords k = 0..3) and high nibbles (k = 4..7), one row per 128-bit lane. */
+TGT static inline ALWAYS void nibbles4(int kind, const uint8_t *const *rows, int64_t b, __m512i *lo, __m512i *hi) {
+    __m512i v = _mm512_setzero_si512();
+    const int64_t off = b * block_bytes(kind) + (kind == K_Q4_0 ? 2 : 4);
+    if (rows[0]) v = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(const void *)(rows[0] + off)));
+    if (rows[1]) v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(const void *)(rows[1] + off)), 1);
+    if (rows[2]) v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(const void *)(rows[2] + off)), 2);
+    if (rows[3]) v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(const void *)(rows[3] + off)), 3);
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    *lo = _mm512_and_si512(v, m4);
+    *hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+    if (kind == K_Q4_0) { /* signed: nibble - 8; missing rows stay 0 */
+        const __mmask64 live = (rows[0] ? 0xFFFFull : 0) | (rows[1] ? 0xFFFFull << 16 : 0) |
+                               (rows[2] ? 0xFFFFull << 32 : 0) | (rows[3] ? 0xFFFFull << 48 : 0);
+        *lo = _mm512_mask_sub_epi8(*lo, live, *lo, _mm512_set1_epi8(8));
+        *hi = _mm512_mask_sub_epi8(*hi, live, *hi, _mm512_set1_epi8(8));
+    }
+}
+
+/* v[m] holds rows 4m..4m+3 (one per 128-bit lane) x dwords k0..k0+3 ->
+ * out + 64 k for k = k0..k0+3: 16 rows of dword k. Two rounds of 2-source
+ * permutes: first dwords {k0, k0+1} and {k0+2, k0+3} of 8 rows, then the
+ * two 8-row halves side by side. */
+TGT static inline ALWAYS void transpose4x16(const __m512i *v, int8_t *out) {
+    const __m512i ia = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 1, 5, 9, 13, 17, 21, 25, 29);
+    const __m512i ib = _mm512_setr_epi32(2, 6, 10, 14, 18, 22, 26, 30, 3, 7, 11, 15, 19, 23, 27, 31);
+    const __m512i lo8 = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23);
+    const __m512i hi8 = _mm512_setr_epi32(8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+    __m512i pa = _mm512_permutex2var_epi32(v[0], ia, v[1]), pb = _mm512_permutex2var_epi32(v[0], ib, v[1]);
+    __m512i qa = _mm512_permutex2var_epi32(v[2], ia, v[3]), qb = _mm512_permutex2var_epi32(v[2], ib, v[3]);
+    _mm512_store_si512((void *)(out + 0), _mm512_permutex2var_epi32(pa, lo8, qa));
+    _mm512_store_si512((void *)(out + 64), _mm512_permutex2var_epi32(pa, hi8, qa));
+    _mm512_store_si512((void *)(out + 128), _mm512_permutex2var_epi32(pb, lo8, qb));
+    _mm512_store_si512((void *)(out + 192), _mm512_permutex2var_epi32(pb, hi8, qb));
+}
+
 /* Outputs o .. o+nc-1 (nc <= 16; missing ones are zero) -> bt (nb blocks of
  * BLOCK_TILE_BYTES, VNNI layout) and dw, mw (nb, NO).
- * The transpose: element (output j, dword k) starts in vector j / 2, lane
- * 8 (j % 2) + k and must end in vector k, lane j. Three stages each swap one
- * vector-index bit (j1, j2, j3) with one lane bit (k0, k1, k2); the last
- * stage's indices also rotate the lane bits into j order. */
+ * Q4_0/Q4_1: 4 rows per vector, transpose4x16. Q8_0/Q4_K: element (output
+ * j, dword k) starts in vector j / 2, lane 8 (j % 2) + k and must end in
+ * vector k, lane j: three stages each swap one vector-index bit (j1, j2,
+ * j3) with one lane bit (k0, k1, k2); the last stage's indices also rotate
+ * the lane bits into j order. */
 TGT static inline ALWAYS void prep_group(int kind, const void *w, uint64_t row_bytes, int64_t o, int nc,
                                          int64_t nb, int8_t *bt, float *dw, float *mw) {
+    const uint8_t *rows[NO];
+    for (int j = 0; j < NO; j++) rows[j] = j < nc ? (const uint8_t *)w + (uint64_t)(o + j) * row_bytes : NULL;
+    const __mmask16 keep = (__mmask16)((1u << nc) - 1u);
+    if (kind != K_Q4_K && row_bytes <= (uint64_t)INT32_MAX / NO) {
+        const __m512i offs = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                                _mm512_set1_epi32((int)row_bytes));
+        const uint8_t *base = (const uint8_t *)w + (uint64_t)o * row_bytes;
+        for (int64_t b = 0; b < nb; b++) gather_scales(kind, base, offs, keep, b, dw, mw);
+    } else {
+        for (int j = 0; j < NO; j++) {
+            if (rows[j]) {
+                row_scales(kind, rows[j], nb, dw, mw, j);
+            } else {
+                for (int64_t b = 0; b < nb; b++) dw[b * NO + j] = mw[b * NO + j] = 0.0f;
+            }
+        }
+    }
+    if (kind == K_Q4_0 || kind == K_Q4_1) {
+        for (int64_t b = 0; b < nb; b++) {
+            __m512i lo[4], hi[4];
+            for (int m = 0; m < 4; m++) nibbles4(kind, rows + 4 * m, b, &lo[m], &hi[m]);
+            transpose4x16(lo, bt + b * BLOCK_TILE_BYTES);
+            transpose4x16(hi, bt + b * BLOCK_TILE_BYTES + 256);
+        }
+        return;
+    }
     const __m512i s0a = _mm512_setr_epi32(0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30);
     const __m512i s0b = _mm512_setr_epi32(1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31);
     const __m512i s1a = _mm512_setr_epi32(0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29);
     const __m512i s1b = _mm512_setr_epi32(2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31);
     const __m512i s2a = _mm512_setr_epi32(0, 8, 1, 9, 2, 10, 3, 11, 16, 24, 17, 25, 18, 26, 19, 27);
     const __m512i s2b = _mm512_setr_epi32(4, 12, 5, 13, 6, 14, 7, 15, 20, 28, 21, 29, 22, 30, 23, 31);
-    const uint8_t *rows[NO];
-    for (int j = 0; j < NO; j++) {
-        rows[j] = j < nc ? (const uint8_t *)w + (uint64_t)(o + j) * row_bytes : NULL;
-        if (rows[j]) {
-            row_scales(kind, rows[j], nb, dw, mw, j);
-        } else {
-            for (int64_t b = 0; b < nb; b++) dw[b * NO + j] = mw[b * NO + j] = 0.0f;
-        }
-    }
     for (int64_t b = 0; b < nb; b++) {
         __m512i v[8];
         for (int m = 0; m < 8; m++) {
