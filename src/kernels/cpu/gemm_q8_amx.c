@@ -63,11 +63,12 @@ typedef struct tile_config {
     uint8_t rows[16];
 } tile_config;
 
-TGT static void load_config(int rem) {
+/* main: rows of the A0/A1/C0/C1 tiles; rem: of the remainder tiles. */
+TGT static void load_config(int main, int rem) {
     tile_config c;
     memset(&c, 0, sizeof c);
     c.palette = 1;
-    const int rows[8] = {MR, MR, 8, 8, MR, MR, rem, rem};
+    const int rows[8] = {main, main, 8, 8, main, main, rem, rem};
     const int cols[8] = {32, 32, 64, 64, 64, 64, 32, 64};
     for (int t = 0; t < 8; t++) {
         c.rows[t] = (uint8_t)rows[t];
@@ -163,15 +164,51 @@ TGT static inline ALWAYS void gather_scales(int kind, const uint8_t *base, __m51
     if (kind == K_Q4_1) _mm512_store_ps(mw + b * NO, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(g, 16))));
 }
 
-/* 16 nibble bytes of 4 rows (block b) -> the low nibbles (elements 0-15,
- * dwords k = 0..3) and high nibbles (k = 4..7), one row per 128-bit lane. */
-TGT static inline ALWAYS void nibbles4(int kind, const uint8_t *const *rows, int64_t b, __m512i *lo, __m512i *hi) {
+/* Q4_K: scales and minimums of the 8 sub-blocks of super-block sb of the
+ * 16 rows (as di_q4_K_scale_min and row_scales), from 4 gathers: d|dmin and
+ * the 12 scale bytes as 3 dwords s0 (bytes 0-3), s1 (4-7), s2 (8-11). */
+TGT static inline ALWAYS void gather_scales_q4_K(const uint8_t *base, __m512i offs, __mmask16 keep, int64_t sb,
+                                                 float *dw, float *mw) {
+    const uint8_t *p = base + sb * (int64_t)sizeof(di_block_q4_K);
+    const __m512i z = _mm512_setzero_si512(), m6 = _mm512_set1_epi32(63), m4 = _mm512_set1_epi32(15);
+    const __m512i m2 = _mm512_set1_epi32(3);
+    __m512i dd = _mm512_mask_i32gather_epi32(z, keep, offs, p, 1);
+    __m512i s0 = _mm512_mask_i32gather_epi32(z, keep, offs, p + 4, 1);
+    __m512i s1 = _mm512_mask_i32gather_epi32(z, keep, offs, p + 8, 1);
+    __m512i s2 = _mm512_mask_i32gather_epi32(z, keep, offs, p + 12, 1);
+    const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd));
+    const __m512 ndmin = _mm512_sub_ps(_mm512_setzero_ps(), _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16))));
+    for (int j = 0; j < 8; j++) {
+        __m512i sc, mn;
+        if (j < 4) {
+            sc = _mm512_and_si512(_mm512_srli_epi32(s0, 8 * j), m6);
+            mn = _mm512_and_si512(_mm512_srli_epi32(s1, 8 * j), m6);
+        } else {
+            const int i = 8 * (j - 4);
+            sc = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(s2, i), m4),
+                                 _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(s0, i + 6), m2), 4));
+            mn = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(s2, i + 4), m4),
+                                 _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(s1, i + 6), m2), 4));
+        }
+        _mm512_store_ps(dw + (sb * 8 + j) * NO, _mm512_mul_ps(d, _mm512_cvtepi32_ps(sc)));
+        _mm512_store_ps(mw + (sb * 8 + j) * NO, _mm512_mul_ps(ndmin, _mm512_cvtepi32_ps(mn)));
+    }
+}
+
+/* 16 bytes at byte off of 4 rows, one row per 128-bit lane (0: missing). */
+TGT static inline ALWAYS __m512i load4(const uint8_t *const *rows, int64_t off) {
     __m512i v = _mm512_setzero_si512();
-    const int64_t off = b * block_bytes(kind) + (kind == K_Q4_0 ? 2 : 4);
     if (rows[0]) v = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(const void *)(rows[0] + off)));
     if (rows[1]) v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(const void *)(rows[1] + off)), 1);
     if (rows[2]) v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(const void *)(rows[2] + off)), 2);
     if (rows[3]) v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(const void *)(rows[3] + off)), 3);
+    return v;
+}
+
+/* 16 nibble bytes of 4 rows (block b) -> the low nibbles (elements 0-15,
+ * dwords k = 0..3) and high nibbles (k = 4..7), one row per 128-bit lane. */
+TGT static inline ALWAYS void nibbles4(int kind, const uint8_t *const *rows, int64_t b, __m512i *lo, __m512i *hi) {
+    const __m512i v = load4(rows, b * block_bytes(kind) + (kind == K_Q4_0 ? 2 : 4));
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     *lo = _mm512_and_si512(v, m4);
     *hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
@@ -212,11 +249,14 @@ TGT static inline ALWAYS void prep_group(int kind, const void *w, uint64_t row_b
     const uint8_t *rows[NO];
     for (int j = 0; j < NO; j++) rows[j] = j < nc ? (const uint8_t *)w + (uint64_t)(o + j) * row_bytes : NULL;
     const __mmask16 keep = (__mmask16)((1u << nc) - 1u);
-    if (kind != K_Q4_K && row_bytes <= (uint64_t)INT32_MAX / NO) {
+    if (row_bytes <= (uint64_t)INT32_MAX / NO) {
         const __m512i offs = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                                                 _mm512_set1_epi32((int)row_bytes));
         const uint8_t *base = (const uint8_t *)w + (uint64_t)o * row_bytes;
-        for (int64_t b = 0; b < nb; b++) gather_scales(kind, base, offs, keep, b, dw, mw);
+        if (kind == K_Q4_K)
+            for (int64_t sb = 0; sb < nb / 8; sb++) gather_scales_q4_K(base, offs, keep, sb, dw, mw);
+        else
+            for (int64_t b = 0; b < nb; b++) gather_scales(kind, base, offs, keep, b, dw, mw);
     } else {
         for (int j = 0; j < NO; j++) {
             if (rows[j]) {
@@ -232,6 +272,27 @@ TGT static inline ALWAYS void prep_group(int kind, const void *w, uint64_t row_b
             for (int m = 0; m < 4; m++) nibbles4(kind, rows + 4 * m, b, &lo[m], &hi[m]);
             transpose4x16(lo, bt + b * BLOCK_TILE_BYTES);
             transpose4x16(hi, bt + b * BLOCK_TILE_BYTES + 256);
+        }
+        return;
+    }
+    if (kind == K_Q4_K) { /* sub-blocks 2c (low nibbles) and 2c+1 (high) share 32 bytes */
+        const __m512i m4 = _mm512_set1_epi8(0x0F);
+        for (int64_t c = 0; c < nb / 2; c++) {
+            const int64_t off = (c >> 2) * (int64_t)sizeof(di_block_q4_K) + 16 + 32 * (c & 3);
+            __m512i a[4], e[4], v[4];
+            for (int m = 0; m < 4; m++) {
+                a[m] = load4(rows + 4 * m, off);      /* elements 0-15 */
+                e[m] = load4(rows + 4 * m, off + 16); /* elements 16-31 */
+            }
+            int8_t *t0 = bt + 2 * c * BLOCK_TILE_BYTES, *t1 = t0 + BLOCK_TILE_BYTES;
+            for (int m = 0; m < 4; m++) v[m] = _mm512_and_si512(a[m], m4);
+            transpose4x16(v, t0);
+            for (int m = 0; m < 4; m++) v[m] = _mm512_and_si512(e[m], m4);
+            transpose4x16(v, t0 + 256);
+            for (int m = 0; m < 4; m++) v[m] = _mm512_and_si512(_mm512_srli_epi16(a[m], 4), m4);
+            transpose4x16(v, t1);
+            for (int m = 0; m < 4; m++) v[m] = _mm512_and_si512(_mm512_srli_epi16(e[m], 4), m4);
+            transpose4x16(v, t1 + 256);
         }
         return;
     }
@@ -262,6 +323,7 @@ TGT static inline ALWAYS void epilogue(int kind, const int32_t *c, int nr, __m51
                                        const float *mw, const di_q8_rows *x, int64_t r0, int64_t b) {
     const __m512 vdw = _mm512_load_ps(dw + b * NO);
     const __m512 vmw = _mm512_load_ps(mw + b * NO);
+#pragma GCC unroll 16
     for (int i = 0; i < nr; i++) {
         const int64_t xb = (r0 + i) * x->ldb + b;
         __m512 isum = _mm512_cvtepi32_ps(_mm512_load_si512((const void *)(c + NO * i)));
@@ -270,38 +332,43 @@ TGT static inline ALWAYS void epilogue(int kind, const int32_t *c, int nr, __m51
     }
 }
 
-/* Rows r0 .. r0+15 against the prepared group: two blocks per iteration on
- * alternating tile registers. */
-TGT static inline ALWAYS void full_tile(int kind, const int8_t *bt, const float *dw, const float *mw, int64_t nb,
-                                        const di_q8_rows *x, int64_t r0, __m512 *acc, int32_t *cbuf) {
+/* One block's tile product: A (activation rows) x B (the block's weights)
+ * into a zeroed C. */
+#define ISSUE(ta, tb, tc, blk)                                                                     \
+    do {                                                                                           \
+        _tile_loadd(ta, q + 32 * (blk), ldq);                                                      \
+        _tile_loadd(tb, bt + (blk)*BLOCK_TILE_BYTES, 64);                                          \
+        _tile_zero(tc);                                                                            \
+        _tile_dpbssd(tc, ta, tb);                                                                  \
+    } while (0)
+
+/* Rows r0 .. r0+nr-1 (the row count the A0/A1/C0/C1 tiles are configured
+ * with) against the prepared group. Software-pipelined: the products of
+ * blocks b+2 and b+3 are issued before the epilogues of b and b+1, so the
+ * tile unit works while the float epilogue runs. */
+TGT static inline ALWAYS void pipelined_tile(int kind, const int nr, const int8_t *bt, const float *dw,
+                                             const float *mw, int64_t nb, const di_q8_rows *x, int64_t r0,
+                                             __m512 *acc, int32_t *cbuf) {
     const int8_t *q = x->q + r0 * x->ldq;
     const long ldq = (long)x->ldq;
+    ISSUE(T_A0, T_B0, T_C0, 0);
+    if (nb >= 2) ISSUE(T_A1, T_B1, T_C1, 1);
     int64_t b = 0;
     for (; b + 2 <= nb; b += 2) {
-        _tile_loadd(T_A0, q + 32 * b, ldq);
-        _tile_loadd(T_B0, bt + b * BLOCK_TILE_BYTES, 64);
-        _tile_zero(T_C0);
-        _tile_dpbssd(T_C0, T_A0, T_B0);
-        _tile_loadd(T_A1, q + 32 * (b + 1), ldq);
-        _tile_loadd(T_B1, bt + (b + 1) * BLOCK_TILE_BYTES, 64);
-        _tile_zero(T_C1);
-        _tile_dpbssd(T_C1, T_A1, T_B1);
         _tile_stored(T_C0, cbuf, 64);
-        epilogue(kind, cbuf, MR, acc, dw, mw, x, r0, b);
         _tile_stored(T_C1, cbuf + MR * NO, 64);
-        epilogue(kind, cbuf + MR * NO, MR, acc, dw, mw, x, r0, b + 1);
+        if (b + 2 < nb) ISSUE(T_A0, T_B0, T_C0, b + 2);
+        if (b + 3 < nb) ISSUE(T_A1, T_B1, T_C1, b + 3);
+        epilogue(kind, cbuf, nr, acc, dw, mw, x, r0, b);
+        epilogue(kind, cbuf + MR * NO, nr, acc, dw, mw, x, r0, b + 1);
     }
-    if (b < nb) {
-        _tile_loadd(T_A0, q + 32 * b, ldq);
-        _tile_loadd(T_B0, bt + b * BLOCK_TILE_BYTES, 64);
-        _tile_zero(T_C0);
-        _tile_dpbssd(T_C0, T_A0, T_B0);
+    if (b < nb) { /* odd nb: the last block is in C0 */
         _tile_stored(T_C0, cbuf, 64);
-        epilogue(kind, cbuf, MR, acc, dw, mw, x, r0, b);
+        epilogue(kind, cbuf, nr, acc, dw, mw, x, r0, b);
     }
 }
 
-/* The last n_rows % 16 rows (the remainder tile shape). */
+/* The last n_rows % 16 rows after full tiles (the remainder shape). */
 TGT static inline ALWAYS void rem_tile(int kind, int nr, const int8_t *bt, const float *dw, const float *mw,
                                        int64_t nb, const di_q8_rows *x, int64_t r0, __m512 *acc, int32_t *cbuf) {
     const int8_t *q = x->q + r0 * x->ldq;
@@ -326,18 +393,28 @@ TGT static inline ALWAYS void gemm(int kind, const void *w, uint64_t row_bytes, 
     _Alignas(64) int32_t cbuf[2 * MR * NO];
     const int64_t n_full = n_rows / MR * MR;
     const int rem = (int)(n_rows - n_full);
-    load_config(rem ? rem : MR);
+    /* fewer than 16 rows in all (decode): the pipelined tiles take that
+     * shape; else they are full and the remainder has its own tiles */
+    const int only_rem = n_full == 0;
+    load_config(only_rem ? rem : MR, rem ? rem : MR);
     for (int64_t o = o0; o < o1; o += NO) {
         const int nc = o1 - o < NO ? (int)(o1 - o) : NO;
         const __mmask16 keep = (__mmask16)((1u << nc) - 1u);
         prep_group(kind, w, row_bytes, o, nc, nb, bt, dw, mw);
         for (int64_t r = 0; r < n_rows; r += MR) {
             const int nr = r < n_full ? MR : rem;
-            __m512 acc[MR];
+            __m512 acc[MR]; /* full tiles: 16 registers (the loops unroll) */
+#pragma GCC unroll 16
             for (int i = 0; i < MR; i++) acc[i] = _mm512_setzero_ps();
-            if (nr == MR) full_tile(kind, bt, dw, mw, nb, x, r, acc, cbuf);
-            else rem_tile(kind, nr, bt, dw, mw, nb, x, r, acc, cbuf);
-            for (int i = 0; i < nr; i++) _mm512_mask_storeu_ps(y + (r + i) * ldy + o, keep, acc[i]);
+            if (nr == MR) {
+                pipelined_tile(kind, MR, bt, dw, mw, nb, x, r, acc, cbuf);
+#pragma GCC unroll 16
+                for (int i = 0; i < MR; i++) _mm512_mask_storeu_ps(y + (r + i) * ldy + o, keep, acc[i]);
+            } else {
+                if (only_rem) pipelined_tile(kind, nr, bt, dw, mw, nb, x, r, acc, cbuf);
+                else rem_tile(kind, nr, bt, dw, mw, nb, x, r, acc, cbuf);
+                for (int i = 0; i < nr; i++) _mm512_mask_storeu_ps(y + (r + i) * ldy + o, keep, acc[i]);
+            }
         }
     }
     _tile_release();
