@@ -82,30 +82,6 @@ TGT static void load_config(int main, int rem) {
 
 /* ---- weight preparation --------------------------------------------------- */
 
-/* The 32 signed integers of block b of a weight row that enter isum. */
-TGT static inline ALWAYS __m256i block_ints(int kind, const uint8_t *row, int64_t b) {
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
-    switch (kind) {
-    case K_Q4_0:
-    case K_Q4_1: {
-        const uint8_t *qs = kind == K_Q4_0 ? ((const di_block_q4_0 *)(const void *)row)[b].qs
-                                           : ((const di_block_q4_1 *)(const void *)row)[b].qs;
-        __m128i raw = _mm_loadu_si128((const __m128i *)(const void *)qs);
-        __m256i u = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), m4);
-        return kind == K_Q4_0 ? _mm256_sub_epi8(u, _mm256_set1_epi8(8)) : u;
-    }
-    case K_Q8_0:
-        return _mm256_loadu_si256((const __m256i *)(const void *)((const di_block_q8_0 *)(const void *)row)[b].qs);
-    default: {
-        const di_block_q4_K *bl = (const di_block_q4_K *)(const void *)row + (b >> 3);
-        int j = (int)(b & 7);
-        __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(bl->qs + 32 * (j >> 1)));
-        if (j & 1) v = _mm256_srli_epi16(v, 4);
-        return _mm256_and_si256(v, m4);
-    }
-    }
-}
-
 /* Scale dw and offset mw of every block of one weight row, as gemm_q8_c.c
  * (mw unused for Q4_0 and Q8_0), into column j of (nb, NO) arrays. */
 TGT static inline ALWAYS void row_scales(int kind, const uint8_t *row, int64_t nb, float *dw, float *mw, int j) {
@@ -135,18 +111,6 @@ TGT static inline ALWAYS void row_scales(int kind, const uint8_t *row, int64_t n
             }
         }
         break;
-    }
-}
-
-/* One transpose stage: vectors v and v | step exchange a vector index bit
- * with a lane bit (see prep_group). */
-TGT static inline ALWAYS void stage(__m512i *v, int step, __m512i i0, __m512i i1) {
-    for (int a = 0; a < 8; a++) {
-        if (a & step) continue;
-        __m512i lo = _mm512_permutex2var_epi32(v[a], i0, v[a | step]);
-        __m512i hi = _mm512_permutex2var_epi32(v[a], i1, v[a | step]);
-        v[a] = lo;
-        v[a | step] = hi;
     }
 }
 
@@ -239,11 +203,10 @@ TGT static inline ALWAYS void transpose4x16(const __m512i *v, int8_t *out) {
 
 /* Outputs o .. o+nc-1 (nc <= 16; missing ones are zero) -> bt (nb blocks of
  * BLOCK_TILE_BYTES, VNNI layout) and dw, mw (nb, NO).
- * Q4_0/Q4_1: 4 rows per vector, transpose4x16. Q8_0/Q4_K: element (output
- * j, dword k) starts in vector j / 2, lane 8 (j % 2) + k and must end in
- * vector k, lane j: three stages each swap one vector-index bit (j1, j2,
- * j3) with one lane bit (k0, k1, k2); the last stage's indices also rotate
- * the lane bits into j order. */
+ * Every kind loads 16 bytes of 4 rows per vector (load4) and transposes
+ * them with transpose4x16: the low/high nibbles of Q4_0/Q4_1 (dwords 0-3 /
+ * 4-7), the two halves of a Q8_0 block, and for Q4_K the two halves of the
+ * 32 bytes that hold sub-blocks 2c (low nibbles) and 2c+1 (high). */
 TGT static inline ALWAYS void prep_group(int kind, const void *w, uint64_t row_bytes, int64_t o, int nc,
                                          int64_t nb, int8_t *bt, float *dw, float *mw) {
     const uint8_t *rows[NO];
@@ -275,6 +238,18 @@ TGT static inline ALWAYS void prep_group(int kind, const void *w, uint64_t row_b
         }
         return;
     }
+    if (kind == K_Q8_0) { /* elements 0-15 (dwords 0-3) and 16-31 (4-7), 4 rows per vector */
+        for (int64_t b = 0; b < nb; b++) {
+            __m512i a[4], e[4];
+            for (int m = 0; m < 4; m++) {
+                a[m] = load4(rows + 4 * m, b * block_bytes(kind) + 2);
+                e[m] = load4(rows + 4 * m, b * block_bytes(kind) + 18);
+            }
+            transpose4x16(a, bt + b * BLOCK_TILE_BYTES);
+            transpose4x16(e, bt + b * BLOCK_TILE_BYTES + 256);
+        }
+        return;
+    }
     if (kind == K_Q4_K) { /* sub-blocks 2c (low nibbles) and 2c+1 (high) share 32 bytes */
         const __m512i m4 = _mm512_set1_epi8(0x0F);
         for (int64_t c = 0; c < nb / 2; c++) {
@@ -295,24 +270,6 @@ TGT static inline ALWAYS void prep_group(int kind, const void *w, uint64_t row_b
             transpose4x16(v, t1 + 256);
         }
         return;
-    }
-    const __m512i s0a = _mm512_setr_epi32(0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30);
-    const __m512i s0b = _mm512_setr_epi32(1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31);
-    const __m512i s1a = _mm512_setr_epi32(0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29);
-    const __m512i s1b = _mm512_setr_epi32(2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31);
-    const __m512i s2a = _mm512_setr_epi32(0, 8, 1, 9, 2, 10, 3, 11, 16, 24, 17, 25, 18, 26, 19, 27);
-    const __m512i s2b = _mm512_setr_epi32(4, 12, 5, 13, 6, 14, 7, 15, 20, 28, 21, 29, 22, 30, 23, 31);
-    for (int64_t b = 0; b < nb; b++) {
-        __m512i v[8];
-        for (int m = 0; m < 8; m++) {
-            __m256i lo = rows[2 * m] ? block_ints(kind, rows[2 * m], b) : _mm256_setzero_si256();
-            __m256i hi = rows[2 * m + 1] ? block_ints(kind, rows[2 * m + 1], b) : _mm256_setzero_si256();
-            v[m] = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
-        }
-        stage(v, 1, s0a, s0b);
-        stage(v, 2, s1a, s1b);
-        stage(v, 4, s2a, s2b);
-        for (int k = 0; k < 8; k++) _mm512_store_si512((void *)(bt + b * BLOCK_TILE_BYTES + 64 * k), v[k]);
     }
 }
 
