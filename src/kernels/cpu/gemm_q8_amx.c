@@ -6,8 +6,11 @@
  *       quantized rows (stride ldq);
  *   B = the same block of 16 weight rows in the VNNI layout (row k holds
  *       elements 4k..4k+3 of each of the 16 outputs), built per group of 16
- *       outputs in the task's scratch (prep_group: nibbles unpacked, Q4_0's
- *       -8 applied, a 16 x 8 dword transpose in registers);
+ *       outputs in the task's scratch (prep_group: scales gathered, nibbles
+ *       unpacked, Q4_0's -8 applied, 4 rows per vector through a two-round
+ *       dword transpose). Not repacked at load: at 512 rows this costs ~3%
+ *       of the gemm, at 32 rows 20-25%, at 1 row (decode) ~60%, and the
+ *       1-row call is still faster than avx512-q8 (bench/README.md);
  *   C = 16 x 16 exact block sums isum, stored to L1 and scaled in floats.
  * One tile product covers ONE block (K = 32) because every block has its own
  * weight and activation scales: the sums of two blocks never mix.
@@ -45,9 +48,9 @@
 
 enum { K_Q4_0, K_Q4_1, K_Q8_0, K_Q4_K };
 
-/* Tile registers: A and B alternate between two registers per block so
- * consecutive blocks do not wait on each other; the remainder rows (fewer
- * than 16) have their own A and C shapes. */
+/* Tile registers: A, B and C alternate between two registers per block so
+ * consecutive blocks overlap; the remainder rows (fewer than 16, after full
+ * tiles) have their own A and C shapes. */
 #define T_A0 0 /* (GCC's tile intrinsics paste the number into the asm) */
 #define T_A1 1
 #define T_B0 2
@@ -141,7 +144,8 @@ TGT static inline ALWAYS void gather_scales_q4_K(const uint8_t *base, __m512i of
     __m512i s1 = _mm512_mask_i32gather_epi32(z, keep, offs, p + 8, 1);
     __m512i s2 = _mm512_mask_i32gather_epi32(z, keep, offs, p + 12, 1);
     const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd));
-    const __m512 ndmin = _mm512_sub_ps(_mm512_setzero_ps(), _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16))));
+    const __m512 dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16)));
+    const __m512 ndmin = _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(dmin), _mm512_set1_epi32(INT32_MIN)));
     for (int j = 0; j < 8; j++) {
         __m512i sc, mn;
         if (j < 4) {
@@ -345,6 +349,12 @@ TGT static inline ALWAYS void gemm(int kind, const void *w, uint64_t row_bytes, 
                                    const di_q8_rows *x, int64_t n_rows, int64_t n_in, float *y, int64_t ldy,
                                    float *scratch) {
     const int64_t nb = n_in / DI_Q8_ACT_BLOCK;
+    if (n_rows <= 0 || o0 >= o1) return; /* (a tile of 0 rows is an invalid config) */
+    if (nb == 0) { /* an empty dot, as the other tables: 0 */
+        for (int64_t r = 0; r < n_rows; r++)
+            for (int64_t o = o0; o < o1; o++) y[r * ldy + o] = 0.0f;
+        return;
+    }
     int8_t *bt = (int8_t *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
     float *dw = (float *)(void *)(bt + nb * BLOCK_TILE_BYTES), *mw = dw + nb * NO;
     _Alignas(64) int32_t cbuf[2 * MR * NO];
