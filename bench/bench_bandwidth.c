@@ -6,7 +6,10 @@
  *   peak f32 FMA    T threads running 12 independent FMA chains (AVX2 ymm
  *                   and AVX-512 zmm when the CPU has it), in GFLOP/s
  *                   (2 per multiply-add);
- *   peak int8 MAC   the same with AVX-512 VNNI vpdpbusd, in G MAC/s.
+ *   peak int8 MAC   the same with AVX-512 VNNI vpdpbusd, in G MAC/s;
+ *   AMX int8 MAC    TDPBSSD on 4 accumulator tiles (amx_peak.h), full rate
+ *                   (64-byte rows) and the 32-byte rows of the AMX gemm,
+ *                   where the CPU and OS allow it (else 0).
  * Prints one JSON object. Not a test: nothing is asserted.
  *
  *   bench_bandwidth [-s MiB] [-t threads] [-r passes] */
@@ -16,6 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include "amx_peak.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
@@ -37,7 +42,7 @@ static int cmp_double(const void *a, const void *b) {
 typedef struct job {
     const uint64_t *p;
     size_t n;      /* words */
-    int kind;      /* 0 read, 1 f32 ymm, 2 f32 zmm, 3 int8 vnni */
+    int kind;      /* 0 read, 1 f32 ymm, 2 f32 zmm, 3 int8 vnni, 4/5 amx k=64/32 */
     int64_t iters;
     uint64_t sink;
     pthread_barrier_t *bar;
@@ -103,6 +108,8 @@ static int has_avx512(int vnni) {
 }
 #endif
 
+#define AMX_DIV 16 /* AMX iterations per compute_rate iteration: 1/16 */
+
 static void *worker(void *arg) {
     job *j = arg;
     pthread_barrier_wait(j->bar);
@@ -114,6 +121,8 @@ static void *worker(void *arg) {
     case 2: j->sink = fma_zmm(j->iters); break;
     case 3: j->sink = vnni_zmm(j->iters); break;
 #endif
+    case 4: j->sink = (uint64_t)amx_peak_run(j->iters / AMX_DIV, 64); break;
+    case 5: j->sink = (uint64_t)amx_peak_run(j->iters / AMX_DIV, 32); break;
     default: break;
     }
     j->t1 = now_s();
@@ -183,11 +192,18 @@ int main(int argc, char **argv) {
     if (has_avx512(0)) compute_rate(2, t, reps, CHAINS * 16 * 2, &zmm_b, &zmm_m);
     if (has_avx512(1)) compute_rate(3, t, reps, CHAINS * 64, &vnni_b, &vnni_m);
 #endif
+    double amx_b = 0, amx_m = 0, amx32_b = 0, amx32_m = 0;
+    if (amx_peak_available()) {
+        compute_rate(4, t, reps, 4.0 * 16 * 16 * 64 / AMX_DIV, &amx_b, &amx_m);
+        compute_rate(5, t, reps, 4.0 * 16 * 16 * 32 / AMX_DIV, &amx32_b, &amx32_m);
+    }
     printf("{\"threads\": %d, \"buffer_mib\": %d, \"read_gbs_best\": %.2f, \"read_gbs_median\": %.2f, "
            "\"f32_gflops_best\": %.1f, \"f32_gflops_median\": %.1f, \"f32_ymm_gflops_best\": %.1f, "
-           "\"f32_zmm_gflops_best\": %.1f, \"int8_gmacs_best\": %.1f, \"int8_gmacs_median\": %.1f}\n",
+           "\"f32_zmm_gflops_best\": %.1f, \"int8_gmacs_best\": %.1f, \"int8_gmacs_median\": %.1f, "
+           "\"amx_int8_gmacs_best\": %.1f, \"amx_int8_gmacs_median\": %.1f, \"amx_k32_int8_gmacs_best\": %.1f, "
+           "\"amx_k32_int8_gmacs_median\": %.1f}\n",
            t, mib, bw[reps - 1], bw[reps / 2], ymm_b > zmm_b ? ymm_b : zmm_b, ymm_b > zmm_b ? ymm_m : zmm_m, ymm_b,
-           zmm_b, vnni_b, vnni_m);
+           zmm_b, vnni_b, vnni_m, amx_b, amx_m, amx32_b, amx32_m);
     free(buf);
     return 0;
 }

@@ -7,8 +7,11 @@
  * latency on two ports; a multiply-add counts 2 flops. Read bandwidth: each
  * thread sums its slice of one buffer (default 512 MB, far beyond the
  * caches) with 256-bit loads. Prints one JSON object with the best of reps
- * for 1 thread and for t threads. A path the CPU lacks reports 0. Not a
+ * for 1 thread and for t threads. AMX int8: TDPBSSD on 4 accumulator tiles
+ * (amx_peak.h), in G multiply-adds/s, at full rate (64-byte rows) and with
+ * the 32-byte rows of the AMX gemm. A path the CPU lacks reports 0. Not a
  * test: nothing is asserted. */
+#include "amx_peak.h"
 #include "base/threadpool.h"
 
 #include <stdint.h>
@@ -34,7 +37,7 @@ static double now_s(void) {
 }
 
 typedef struct probe {
-    int isa; /* 0 avx2, 1 avx512 */
+    int isa; /* 0 avx2, 1 avx512, 2 amx k=64, 3 amx k=32 */
     long iters;
     const float *buf;
     int64_t n_floats;
@@ -81,11 +84,14 @@ __attribute__((target("avx2"))) static float read_sum(const float *p, int64_t n)
 }
 #endif
 
+#define AMX_DIV 16 /* AMX iterations per FMA_ITERS: 1/16 */
+
 static void fma_task(void *arg, int64_t task, int thread) {
     probe *p = arg;
     (void)thread;
 #if HAVE_X86
-    p->sink[task % 256] = p->isa ? fma_avx512(p->iters) : fma_avx2(p->iters);
+    if (p->isa >= 2) p->sink[task % 256] = (float)amx_peak_run(p->iters / AMX_DIV, p->isa == 2 ? 64 : 32);
+    else p->sink[task % 256] = p->isa ? fma_avx512(p->iters) : fma_avx2(p->iters);
 #else
     p->sink[task % 256] = 0;
 #endif
@@ -113,6 +119,19 @@ static double fma_gflops(di_threadpool *pool, int n, int isa, int reps) {
         double t0 = now_s();
         di_threadpool_run(pool, n, fma_task, &p);
         double g = 2.0 * lanes * CHAINS * (double)p.iters * n / (now_s() - t0) / 1e9;
+        best = g > best ? g : best;
+    }
+    return best;
+}
+
+/* AMX int8 multiply-adds per second (G), best of reps. */
+static double amx_gmacs(di_threadpool *pool, int n, int k, int reps) {
+    probe p = {.isa = k == 64 ? 2 : 3, .iters = FMA_ITERS};
+    double best = 0;
+    for (int r = 0; r < reps; r++) {
+        double t0 = now_s();
+        di_threadpool_run(pool, n, fma_task, &p);
+        double g = 4.0 * 16 * 16 * k * (double)(p.iters / AMX_DIV) * n / (now_s() - t0) / 1e9;
         best = g > best ? g : best;
     }
     return best;
@@ -180,13 +199,17 @@ int main(int argc, char **argv) {
 #endif
     double a1 = avx2 ? fma_gflops(p1, 1, 0, reps) : 0, at = avx2 ? fma_gflops(pt, threads, 0, reps) : 0;
     double b1 = avx512 ? fma_gflops(p1, 1, 1, reps) : 0, bt = avx512 ? fma_gflops(pt, threads, 1, reps) : 0;
+    int amx = amx_peak_available();
+    double x1 = amx ? amx_gmacs(p1, 1, 64, reps) : 0, xt = amx ? amx_gmacs(pt, threads, 64, reps) : 0;
+    double y1 = amx ? amx_gmacs(p1, 1, 32, reps) : 0, yt = amx ? amx_gmacs(pt, threads, 32, reps) : 0;
     double r1 = read_gbs(p1, 1, buf, n_floats, reps), rt = read_gbs(pt, threads, buf, n_floats, reps);
     char cpu[256];
     cpu_name(cpu, sizeof cpu);
     printf("{\"cpu\": \"%s\", \"threads\": %d, \"fma_avx2_gflops_t1\": %.2f, \"fma_avx2_gflops_tn\": %.2f, "
            "\"fma_avx512_gflops_t1\": %.2f, \"fma_avx512_gflops_tn\": %.2f, \"read_mb\": %d, "
-           "\"read_gbs_t1\": %.2f, \"read_gbs_tn\": %.2f}\n",
-           cpu, threads, a1, at, b1, bt, mb, r1, rt);
+           "\"read_gbs_t1\": %.2f, \"read_gbs_tn\": %.2f, \"amx_int8_gmacs_t1\": %.1f, \"amx_int8_gmacs_tn\": %.1f, "
+           "\"amx_k32_int8_gmacs_t1\": %.1f, \"amx_k32_int8_gmacs_tn\": %.1f}\n",
+           cpu, threads, a1, at, b1, bt, mb, r1, rt, x1, xt, y1, yt);
     free(buf);
     di_threadpool_free(p1);
     di_threadpool_free(pt);

@@ -340,13 +340,17 @@ def main():
     machine_end = probe_end
     f32_peak = statistics.median([r["probe"][i]["f32_gflops_median"] for r in results for i in (0, 1)]) * 1e9
     i8_peak = statistics.median([r["probe"][i]["int8_gmacs_median"] for r in results for i in (0, 1)]) * 2e9
+    # AMX int8 tiles at full rate (0 where the CPU or OS lacks them)
+    amx_peak = statistics.median([r["probe"][i].get("amx_int8_gmacs_median", 0) for r in results
+                                  for i in (0, 1)]) * 2e9
     lines = ["# DeepInfer vs llama.cpp (llama-cpp-python %s%s)" % (
                  version, ", extra buffer types on" if a.llama_extra_bufts else ", extra buffer types (AMX/repack) off"), "",
              "%s, %d threads, OMP_WAIT_POLICY=%s for llama.cpp, load %s at the end; read bandwidth at each "
-             "model's size %s GB/s (median of a probe before and after it); f32 peak %.0f GFLOP/s, int8 peak "
-             "%.0f GOP/s (medians over the probes)" % (
+             "model's size %s GB/s (median of a probe before and after it); f32 peak %.0f GFLOP/s, int8 VNNI peak "
+             "%.0f GOP/s, AMX int8 peak %.0f GOP/s (medians over the probes)" % (
                  datetime.datetime.now().isoformat(timespec="seconds"), a.threads, os.environ["OMP_WAIT_POLICY"],
-                 load_avg(), ", ".join("%.2f" % r["read_gbs"] for r in results), f32_peak / 1e9, i8_peak / 1e9), "",
+                 load_avg(), ", ".join("%.2f" % r["read_gbs"] for r in results), f32_peak / 1e9, i8_peak / 1e9,
+                 amx_peak / 1e9), "",
              "| model | test | " + " | ".join("ours %s" % k for k in a.kernels) +
              " | llama.cpp | " + " | ".join("ratio %s" % k for k in a.kernels) + " | share of the limit |",
              "|" + "---|" * (4 + 2 * len(a.kernels))]
@@ -360,9 +364,14 @@ def main():
             ov = [r["ours"][k][t]["tokens_per_s"] for k in a.kernels]
             if t.startswith("pp"):
                 # ours: each mode against the peak of the arithmetic it uses
-                share = ", ".join("ours %s %.0f%% of %s peak" % (
-                    k, 100 * o * flops / (i8_peak if k == "q8" else f32_peak), "int8" if k == "q8" else "f32")
-                    for k, o in zip(a.kernels, ov))
+                def peak_of(k):
+                    if k != "q8":
+                        return f32_peak, "f32"
+                    if "amx" in r["kernel_names"].get(k, "") and amx_peak > 0:
+                        return amx_peak, "AMX int8"
+                    return i8_peak, "int8"
+                share = ", ".join("ours %s %.0f%% of %s peak" % (k, 100 * o * flops / peak_of(k)[0], peak_of(k)[1])
+                                  for k, o in zip(a.kernels, ov))
                 share += ", llama.cpp %.0f%% of int8 peak" % (100 * lv * flops / i8_peak)
             elif t.startswith("tg") or t == "batch1":
                 share = ", ".join("ours %s %.0f%%" % (k, 100 * o / bound_tg) for k, o in zip(a.kernels, ov))
@@ -375,11 +384,12 @@ def main():
                     r["ours"][k][t]["tokens_per_s"], r["ours"][k][t]["min"], r["ours"][k][t]["max"])
                     for k in a.kernels), lv,
                 " | ".join("%.2fx" % (o / lv) if lv > 0 else "-" for o in ov), share))
-        best_ours = max(r["ours"][a.kernels[0]]["batch%d" % b]["tokens_per_s"] for b in a.batches) if a.batches else 0
         best_llama = max(r["llama"]["batch%d" % b]["tokens_per_s"] for b in a.batches) if a.batches else 0
         if best_llama:
-            lines.append("| %s | best batched | %.1f | | %.1f | %.2fx | |" % (
-                os.path.basename(r["model"]), best_ours, best_llama, best_ours / best_llama))
+            best_ours = [max(r["ours"][k]["batch%d" % b]["tokens_per_s"] for b in a.batches) for k in a.kernels]
+            lines.append("| %s | best batched | %s | %.1f | %s | |" % (
+                os.path.basename(r["model"]), " | ".join("%.1f" % v for v in best_ours), best_llama,
+                " | ".join("%.2fx" % (v / best_llama) for v in best_ours)))
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     base = os.path.join(a.out, "compare-%s" % stamp)
     with open(base + ".json", "w") as fj:

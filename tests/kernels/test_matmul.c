@@ -446,6 +446,126 @@ static void q8_tables_quantize_identically_and_agree(void **state) {
     free(s1);
 }
 
+/* The AMX table's numerics (gemm_q8_amx.c), written out in scalar C: per
+ * block the exact integer dot of the signed weight integers (Q4_0 nibble -
+ * 8, Q8_0 as stored, Q4_1/Q4_K nibble) with q, then
+ *   acc = fma(isum, dw * dx, acc), and for Q4_1/Q4_K acc = fma(mw, s, acc). */
+static float amx_oracle(di_dtype t, const uint8_t *row, const int8_t *q, const float *d, const float *s,
+                        int64_t nb) {
+    float acc = 0.0f;
+    for (int64_t b = 0; b < nb; b++) {
+        int u[32];
+        float dw, mw = 0.0f;
+        if (t == DI_DTYPE_Q4_0 || t == DI_DTYPE_Q4_1) {
+            const uint8_t *qs = t == DI_DTYPE_Q4_0 ? ((const di_block_q4_0 *)(const void *)row)[b].qs
+                                                   : ((const di_block_q4_1 *)(const void *)row)[b].qs;
+            for (int j = 0; j < 16; j++) {
+                u[j] = qs[j] & 15;
+                u[j + 16] = qs[j] >> 4;
+            }
+            if (t == DI_DTYPE_Q4_0) {
+                dw = di_half_to_float(((const di_block_q4_0 *)(const void *)row)[b].d);
+                for (int j = 0; j < 32; j++) u[j] -= 8;
+            } else {
+                dw = di_half_to_float(((const di_block_q4_1 *)(const void *)row)[b].d);
+                mw = di_half_to_float(((const di_block_q4_1 *)(const void *)row)[b].m);
+            }
+        } else if (t == DI_DTYPE_Q8_0) {
+            const di_block_q8_0 *bl = (const di_block_q8_0 *)(const void *)row + b;
+            dw = di_half_to_float(bl->d);
+            for (int j = 0; j < 32; j++) u[j] = bl->qs[j];
+        } else {
+            const di_block_q4_K *bl = (const di_block_q4_K *)(const void *)row + b / 8;
+            int j = (int)(b % 8), sc, mn;
+            di_q4_K_scale_min(bl->scales, j, &sc, &mn);
+            dw = di_half_to_float(bl->d) * (float)sc;
+            mw = -di_half_to_float(bl->dmin) * (float)mn;
+            for (int l = 0; l < 32; l++) u[l] = j % 2 ? bl->qs[32 * (j / 2) + l] >> 4 : bl->qs[32 * (j / 2) + l] & 15;
+        }
+        int32_t isum = 0;
+        for (int i = 0; i < 32; i++) isum += u[i] * q[32 * b + i];
+        acc = fmaf((float)isum, dw * d[b], acc);
+        if (t == DI_DTYPE_Q4_1 || t == DI_DTYPE_Q4_K) acc = fmaf(mw, s[b], acc);
+    }
+    return acc;
+}
+
+/* Every AMX table (where the CPU has AMX) equals amx_oracle bit for bit for
+ * all batch sizes around the 16-row tile (full and remainder tiles), output
+ * groups cut short, output sub-ranges, odd block counts, and 1 or 2
+ * threads through di_matmul -- so its rows never depend on the batch. */
+static void amx_gemm_matches_block_order_oracle_bitwise(void **state) {
+    (void)state;
+    const di_dtype types[] = {DI_DTYPE_Q4_0, DI_DTYPE_Q4_1, DI_DTYPE_Q8_0, DI_DTYPE_Q4_K};
+    const int64_t row_counts[] = {1, 2, 15, 16, 17, 31, 33, 40};
+    const int64_t max_rows = 40, n_out = 37;
+    di_threadpool *pool;
+    di_error err;
+    assert_int_equal(di_threadpool_create(2, &pool, &err), DI_OK);
+    int n_checked = 0;
+    for (int ti = 0; ti < n_tables; ti++) {
+        const di_cpu_kernels *k = tables[ti];
+        if (!k->quantize_q8 || !strstr(k->name, "amx")) continue;
+        for (size_t d = 0; d < sizeof types / sizeof types[0]; d++) {
+            di_dtype t = types[d];
+            for (int64_t n_in = 96; n_in <= 768; n_in += 672) {
+                if (t == DI_DTYPE_Q4_K && n_in % 256) continue;
+                const int64_t nb = n_in / 32;
+                uint64_t rb;
+                uint8_t *w = random_weights(t, n_out, n_in, &rb);
+                float *x = random_floats(max_rows * n_in);
+                int8_t *q = malloc((size_t)(max_rows * n_in));
+                float *xd = malloc(sizeof(float) * (size_t)(max_rows * nb)), *xs = malloc(sizeof(float) * (size_t)(max_rows * nb));
+                for (int64_t r = 0; r < max_rows; r++)
+                    k->quantize_q8(x + r * n_in, q + r * n_in, xd + r * nb, xs + r * nb, n_in);
+                float *want = malloc(sizeof(float) * (size_t)(max_rows * n_out));
+                for (int64_t r = 0; r < max_rows; r++)
+                    for (int64_t o = 0; o < n_out; o++)
+                        want[r * n_out + o] = amx_oracle(t, w + o * rb, q + r * n_in, xd + r * nb, xs + r * nb, nb);
+                float *y = malloc(sizeof(float) * (size_t)(max_rows * n_out));
+                float *scratch = malloc(sizeof(float) * (size_t)di_matmul_scratch_floats(max_rows, n_in, 2));
+                di_q8_rows xq = {q, xd, xs, n_in, nb};
+                for (size_t ri = 0; ri < sizeof row_counts / sizeof row_counts[0]; ri++) {
+                    int64_t rows = row_counts[ri];
+                    /* the gemm on a sub-range of outputs (a task's share) */
+                    memset(y, 0xff, sizeof(float) * (size_t)(max_rows * n_out));
+                    k->gemm_q8[t](w, rb, 3, 29, &xq, rows, n_in, y, n_out, scratch);
+                    for (int64_t r = 0; r < rows; r++)
+                        for (int64_t o = 0; o < n_out; o++) {
+                            float got = y[r * n_out + o], exp = want[r * n_out + o];
+                            int in_range = o >= 3 && o < 29;
+                            if (in_range ? memcmp(&got, &exp, sizeof got) != 0 : !isnan(got))
+                                fail_msg("%s %s n_in %lld rows %lld [%lld,%lld]: %.9g vs oracle %.9g", k->name,
+                                         di_dtype_traits_of(t)->name, (long long)n_in, (long long)rows, (long long)r,
+                                         (long long)o, (double)got, (double)exp);
+                        }
+                    /* the whole matmul on 1 and 2 threads */
+                    for (int threads = 1; threads <= 2; threads++) {
+                        memset(y, 0xff, sizeof(float) * (size_t)(max_rows * n_out));
+                        di_matmul_args a = {t, w, rb, x, n_in, y, n_out, rows, n_in, n_out};
+                        di_matmul(k, &a, scratch, threads == 2 ? pool : NULL);
+                        if (memcmp(y, want, sizeof(float) * (size_t)(rows * n_out)) != 0)
+                            fail_msg("%s %s n_in %lld: %lld rows on %d threads differ from the oracle", k->name,
+                                     di_dtype_traits_of(t)->name, (long long)n_in, (long long)rows, threads);
+                    }
+                    n_checked++;
+                }
+                free(w);
+                free(x);
+                free(q);
+                free(xd);
+                free(xs);
+                free(want);
+                free(y);
+                free(scratch);
+            }
+        }
+    }
+    if (!n_checked) printf("kernels: no AMX table on this CPU, AMX oracle test skipped\n");
+    else printf("kernels: AMX oracle: %d shapes checked\n", n_checked);
+    di_threadpool_free(pool);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(fused_dot_equals_dequantized_dot_bitwise),
@@ -455,6 +575,7 @@ int main(void) {
         cmocka_unit_test(matmul_is_batch_and_thread_invariant),
         cmocka_unit_test(generic_path_matches_reference_for_other_dtypes),
         cmocka_unit_test(q8_tables_quantize_identically_and_agree),
+        cmocka_unit_test(amx_gemm_matches_block_order_oracle_bitwise),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

@@ -1,5 +1,6 @@
 /* Picks a dispatch table from cpuid. The tables are const data; choosing
  * one has no side effects, so there is no global "current ISA" state. */
+#include "kernels/cpu/gemm_q8.h"
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/ggml_compat.h"
 
@@ -11,6 +12,7 @@ extern const di_cpu_kernels di_cpu_kernels_c;
 #include <cpuid.h>
 extern const di_cpu_kernels di_cpu_kernels_avx2;
 extern const di_cpu_kernels di_cpu_kernels_avx512;
+extern const di_cpu_kernels di_cpu_kernels_avx512_amx;
 
 /* AVX2 + FMA + F16C, and the OS saves YMM state (XCR0 bits 1-2). */
 static int cpu_has_avx2_fma_f16c(void) {
@@ -40,6 +42,32 @@ static int cpu_has_avx512_vnni(void) {
     (void)xcr0_hi;
     return (xcr0_lo & 0xE6u) == 0xE6u;
 }
+
+/* AMX-TILE and AMX-INT8, XCR0 bits 17-18 (tile config and data), and Linux
+ * granted this process the tile data state (needed before the first tile
+ * instruction; without it that instruction faults). Checked once: the
+ * grant is per process and idempotent. */
+static int cpu_has_amx_int8_uncached(void) {
+    if (!cpu_has_avx512_vnni()) return 0;
+    unsigned a, b, c, d;
+    __cpuid_count(7, 0, a, b, c, d);
+    if (!((d >> 24) & 1) || !((d >> 25) & 1)) return 0;
+    unsigned xcr0_lo, xcr0_hi;
+    __asm__("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
+    (void)xcr0_hi;
+    if ((xcr0_lo & 0x60000u) != 0x60000u) return 0;
+    return di_amx_request_permission();
+}
+
+static int cpu_has_amx_int8(void) {
+    static int cached = -1; /* -1 unknown; racing first calls compute the same answer */
+    int v = __atomic_load_n(&cached, __ATOMIC_ACQUIRE);
+    if (v < 0) {
+        v = cpu_has_amx_int8_uncached();
+        __atomic_store_n(&cached, v, __ATOMIC_RELEASE);
+    }
+    return v;
+}
 #endif
 
 const di_cpu_kernels *di_cpu_kernels_get(di_cpu_isa isa) {
@@ -54,6 +82,11 @@ const di_cpu_kernels *di_cpu_kernels_get(di_cpu_isa isa) {
     case DI_CPU_ISA_AVX512_VNNI:
 #if defined(__x86_64__) || defined(__i386__)
         if (cpu_has_avx512_vnni()) return &di_cpu_kernels_avx512;
+#endif
+        return NULL;
+    case DI_CPU_ISA_AVX512_AMX:
+#if defined(__x86_64__)
+        if (cpu_has_amx_int8()) return &di_cpu_kernels_avx512_amx;
 #endif
         return NULL;
     case DI_CPU_ISA_COUNT:

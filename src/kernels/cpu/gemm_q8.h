@@ -46,6 +46,10 @@ DI_GEMM_F32_DECL(avx512, q4_K)
 DI_GEMM_Q8_DECL(c)
 DI_GEMM_Q8_DECL(avx2)
 DI_GEMM_Q8_DECL(avx512)
+DI_GEMM_Q8_DECL(amx)
+
+/* Asks Linux for the AMX tile data state (gemm_q8_amx.c); 1 when granted. */
+int di_amx_request_permission(void);
 
 /* The gemm_q8 entries of a table for isa, as designated initializers. */
 #define DI_GEMM_Q8_ENTRIES(isa)                                                                   \

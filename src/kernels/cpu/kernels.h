@@ -31,7 +31,11 @@
  * the model forwards switch RMSNorm, RoPE, SiLU and attention to ggml's
  * formulas (f16 Q/K/V and probabilities). Its teacher-forced argmaxes equal
  * llama.cpp's at every position of tests/cli/perplexity.sh's text.
- * AMX is not used (see bench/README.md for why and what it would take).
+ * "avx512-amx" (CPUs with AMX-INT8 whose OS grants the tile state) is the
+ * avx512 table whose int8 twin "avx512-amx-q8" runs its gemms on AMX tiles
+ * (gemm_q8_amx.c): per-block integer sums scaled in a fixed block order,
+ * batch-invariant, within the same error bound but not bit-identical to
+ * avx512-q8.
  *
  * Matrix convention: W is (n_out, n_in) row-major with rows of
  * di_dtype_row_bytes(dtype, n_in) bytes (ggml order: ne[0] = n_in). */
@@ -84,10 +88,12 @@ typedef void (*di_gemm_f32_fn)(const void *w, uint64_t row_bytes, int64_t o0, in
                                float *scratch);
 /* Floats of gemm scratch: per-block weight scales (up to 8 copies each,
  * for vector loads) and offsets of a tile of up to DI_GEMM_Q8_MAX_TILE
- * outputs. */
+ * outputs, or the AMX gemm's 16 weight rows in tile layout (512 bytes per
+ * block) plus 16 scales and offsets per block, 64-byte aligned. */
 #define DI_GEMM_Q8_MAX_TILE 8
 static inline int64_t di_gemm_q8_scratch_floats(int64_t n_in) {
-    return 9 * DI_GEMM_Q8_MAX_TILE * (n_in / DI_Q8_ACT_BLOCK) + 16;
+    int64_t nb = n_in / DI_Q8_ACT_BLOCK, vnni = 9 * DI_GEMM_Q8_MAX_TILE * nb + 16, amx = 160 * nb + 32;
+    return vnni > amx ? vnni : amx;
 }
 
 typedef struct di_cpu_kernels {
@@ -140,6 +146,7 @@ typedef enum di_cpu_isa {
     DI_CPU_ISA_C = 0, /* portable C, always available */
     DI_CPU_ISA_AVX2,  /* AVX2 + FMA + F16C */
     DI_CPU_ISA_AVX512_VNNI, /* + AVX-512 F/BW/VL + VNNI */
+    DI_CPU_ISA_AVX512_AMX,  /* + AMX-TILE/INT8 and the OS tile state */
     DI_CPU_ISA_COUNT
 } di_cpu_isa;
 
