@@ -515,10 +515,16 @@ static void node_len(const gb *b, uint32_t node, uint32_t depth, uint64_t *lo, u
     }
 }
 
-/* A regex with minLength/maxLength. Exact in two cases: the regex's own
- * length range already lies within the bounds, or the regex is one
- * repeated character (^[a-z]+$), whose repeat count takes the bounds. NIL
- * with *fits false otherwise (error left to the caller). */
+/* Automaton states for a pattern (with its length counter): past this the
+ * grammar would be large, so an ambiguous pattern keeps its tree form and a
+ * pattern with length bounds is refused. */
+#define JS_DFA_MAX_STATES 4096
+
+/* A regex with minLength/maxLength. The regex's own length range already
+ * lies within the bounds; or the regex is one repeated character
+ * (^[a-z]+$), whose repeat count takes the bounds; or else the regex's
+ * automaton with a character counter (rx_dfa). NIL with *fits false when
+ * that automaton is too large (error left to the caller). */
 static uint32_t pattern_with_length(jsc *c, const char *re, bool search, uint32_t lo, uint32_t hi, bool *fits) {
     gb *b = c->b;
     *fits = true;
@@ -538,8 +544,25 @@ static uint32_t pattern_with_length(jsc *c, const char *re, bool search, uint32_
             return gb_repeat(b, j->a, nlo, nhi);
         }
     }
-    *fits = false;
-    return GB_NIL;
+    /* otherwise the pattern's automaton times a character counter */
+    bool big;
+    uint32_t d = rx_dfa(b, plain, lo, hi, true, JS_DFA_MAX_STATES, &big);
+    if (d == GB_NIL && big) *fits = false;
+    return d;
+}
+
+/* A pattern without length bounds: the tree form, or the automaton when the
+ * tree is ambiguous (nested repetitions) and the automaton is small. */
+static uint32_t pattern_node(jsc *c, const char *re, bool search) {
+    gb *b = c->b;
+    uint32_t plain = rx_translate(b, re, strlen(re), search, false, c->opt.max_depth);
+    if (plain == GB_NIL) return GB_NIL;
+    if (rx_is_ambiguous(b, plain)) {
+        bool big;
+        uint32_t d = rx_dfa(b, plain, 0, GB_INF, true, JS_DFA_MAX_STATES, &big);
+        if (d != GB_NIL || !big) return d;
+    }
+    return rx_translate(b, re, strlen(re), search, true, c->opt.max_depth);
 }
 
 static uint32_t string_node(jsc *c, json_t *s) {
@@ -565,11 +588,10 @@ static uint32_t string_node(jsc *c, json_t *s) {
         if (!re) return jfail(c, DI_ERR_FORMAT, "%s", "'pattern' is not a string");
         size_t n = path_push(c, "pattern");
         bool fits = true;
-        uint32_t body = has_len ? pattern_with_length(c, re, true, lo, hi, &fits)
-                                : rx_translate(b, re, strlen(re), true, true, c->opt.max_depth);
+        uint32_t body = has_len ? pattern_with_length(c, re, true, lo, hi, &fits) : pattern_node(c, re, true);
         if (body == GB_NIL && gb_ok(b) && !fits) {
             if (c->opt.lenient) body = rx_translate(b, re, strlen(re), true, true, c->opt.max_depth);
-            else jfail(c, DI_ERR_UNSUPPORTED, "%s", "'pattern' together with minLength/maxLength");
+            else jfail(c, DI_ERR_UNSUPPORTED, "%s", "'pattern' together with minLength/maxLength (automaton too large)");
         } else if (body == GB_NIL) {
             di_error_prefix(b->err, "json schema at %s: ", c->path);
         }
@@ -579,7 +601,7 @@ static uint32_t string_node(jsc *c, json_t *s) {
     if (fre) {
         bool fits = true;
         uint32_t body = has_len ? pattern_with_length(c, fre, false, lo, hi, &fits)
-                                : rx_translate(b, fre, strlen(fre), false, true, c->opt.max_depth);
+                                : pattern_node(c, fre, false);
         if (body != GB_NIL) return quoted(c, body);
         if (!gb_ok(b)) return GB_NIL;
         /* the format cannot take the length bounds: keep the bounds (the

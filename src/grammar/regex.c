@@ -17,6 +17,7 @@
 #include <string.h>
 
 #define CP_MAX 0x10FFFFu
+#define RX_DFA_MAX_STATES 4096 /* automaton for an ambiguous regex; past it, the tree form */
 
 typedef struct rx {
     gb *b;
@@ -557,6 +558,11 @@ di_status di_grammar_compile_regex(const char *re, size_t len, di_grammar **out,
     gb b;
     gb_init(&b, err);
     uint32_t node = rx_translate(&b, re, len, false, false, 0);
+    if (node != GB_NIL && rx_is_ambiguous(&b, node)) { /* one automaton state instead of many splits */
+        bool big;
+        uint32_t d = rx_dfa(&b, node, 0, GB_INF, false, RX_DFA_MAX_STATES, &big);
+        if (d != GB_NIL || !big) node = d;
+    }
     uint32_t root = gb_rule_of(&b, "root", node);
     di_status s = gb_ok(&b) ? gb_finish(&b, root, out) : b.status;
     gb_free(&b);
