@@ -146,6 +146,9 @@ static void bounded_strings_mask_like_the_reference(void **state) {
         "{\"type\":\"array\",\"items\":{\"type\":\"string\",\"maxLength\":12},\"maxItems\":3}",
         "{\"type\":\"string\",\"minLength\":20,\"maxLength\":40}",
         "{\"type\":\"string\",\"minLength\":5}",
+        /* pattern with bounds: the automaton times a character counter */
+        "{\"type\":\"string\",\"pattern\":\"^(?:[a-z0-9]+-?)+$\",\"minLength\":3,\"maxLength\":30}",
+        "{\"type\":\"array\",\"items\":{\"type\":\"string\",\"pattern\":\"x[a-c]*\\\"\",\"maxLength\":9}}",
     };
     for (size_t i = 0; i < sizeof schemas / sizeof schemas[0]; i++) {
         di_grammar *g;

@@ -59,6 +59,10 @@ static void regex_agrees_with_pcre2_on_random_strings(void **state) {
     check_against_pcre("x{,2}", "x{,2}", 6, 2000); /* '{' literal when not a quantifier */
     check_against_pcre("[\\]\\-a]+", "]-a\\", 5, 2000);
     check_against_pcre("^ab$", "ab", 3, 100);
+    /* nested repetitions: compiled through the automaton (rx_dfa) */
+    check_against_pcre("(?:[a-c]+-?)+[a-c]/[a-c_-]+", "ab-/_", 10, 4000);
+    check_against_pcre("(a|ab)+(c+d?)*", "abcd", 9, 4000);
+    check_against_pcre("(?:x{1,3}y?){2,}", "xy", 9, 3000);
 }
 
 static void regex_unicode_and_escapes(void **state) {
