@@ -267,9 +267,36 @@ static uint32_t close_set(closure *cl, uint32_t *buf, uint32_t n) {
     return m;
 }
 
+/* Edge rules already made, by byte set: an automaton has many edges but
+ * few distinct sets, and a JSON-encoded set is dozens of nodes. */
+typedef struct edge_cache {
+    gb_bits *set;
+    uint32_t *rule, n, cap;
+} edge_cache;
+
+static uint32_t edge_text(gb *b, const gb_bits *x, bool json);
+
+static uint32_t edge_node(gb *b, edge_cache *ec, const gb_bits *x, bool json) {
+    for (uint32_t i = 0; i < ec->n; i++)
+        if (!memcmp(&ec->set[i], x, sizeof *x)) return gb_ref(b, ec->rule[i]);
+    if (ec->n == ec->cap) {
+        uint32_t nc = ec->cap ? ec->cap * 2 : 32;
+        gb_bits *s = di_realloc_array(ec->set, nc, sizeof *s);
+        if (!s) return gb_fail(b, DI_ERR_NOMEM, "out of memory"), GB_NIL;
+        ec->set = s;
+        uint32_t *r = di_realloc_array(ec->rule, nc, sizeof *r);
+        if (!r) return gb_fail(b, DI_ERR_NOMEM, "out of memory"), GB_NIL;
+        ec->rule = r, ec->cap = nc;
+    }
+    uint32_t r = gb_rule_of(b, NULL, edge_text(b, x, json));
+    if (r == GB_NIL) return GB_NIL;
+    ec->set[ec->n] = *x, ec->rule[ec->n++] = r;
+    return gb_ref(b, r);
+}
+
 /* Bytes of set x as JSON-string text: ASCII through rx_cpset (escapes),
  * the UTF-8 bytes >= 0x80 as they are. */
-static uint32_t edge_node(gb *b, const gb_bits *x, bool json) {
+static uint32_t edge_text(gb *b, const gb_bits *x, bool json) {
     if (!json) return gb_class(b, x);
     uint32_t pairs[2 * 128], n = 0, alts[2], k = 0;
     for (uint32_t c = 0; c < 128; c++) {
@@ -292,11 +319,13 @@ uint32_t rx_dfa(gb *b, uint32_t plain, uint32_t min_chars, uint32_t max_chars, b
     frag f = build(&a, plain, 0);
     uint32_t n = a.n_states;
     closure cl = {0};
-    sset st = {0};
+    sset st = {0}, bs = {0}; /* product states; base states */
+    uint32_t *btrans = NULL;
     uint32_t *buf = NULL, *trans = NULL, *rules = NULL, *alts = NULL;
     uint8_t *acc = NULL, *live = NULL;
     uint32_t n_cls = 0, rep[256];
-    uint8_t cls_of[256];
+    edge_cache ec = {0};
+    gb_bits cls_bytes[256] = {{{0}}};
     if (a.too_big || !gb_ok(b)) goto big;
     /* CSR of epsilon edges */
     cl.first = calloc((size_t)n + 1, sizeof(uint32_t));
@@ -335,15 +364,44 @@ uint32_t rx_dfa(gb *b, uint32_t plain, uint32_t min_chars, uint32_t max_chars, b
             uint32_t k = 0;
             while (k < n_cls && sig[rep[k]] != sig[c]) k++;
             if (k == n_cls) rep[n_cls++] = c;
-            cls_of[c] = (uint8_t)k;
+            gb_bits_set(&cls_bytes[k], (uint8_t)c);
         }
     }
-    /* states: key = sorted closure, then the count */
+    /* 1. the automaton over NFA state sets (closures), without the count */
     bool added;
     buf[0] = f.s;
     uint32_t m0 = close_set(&cl, buf, 1);
-    buf[m0] = 0;
-    if (sset_intern(&st, buf, m0 + 1, &added) == UINT32_MAX) goto nomem;
+    if (sset_intern(&bs, buf, m0, &added) == UINT32_MAX) goto nomem;
+    uint32_t cap_bt = 0;
+    for (uint32_t id = 0; id < bs.n; id++) {
+        if (bs.n > max_states) goto big;
+        if ((size_t)(id + 1) * n_cls > cap_bt) {
+            uint32_t nc = cap_bt ? cap_bt * 2 : 64 * n_cls;
+            uint32_t *t = di_realloc_array(btrans, nc, sizeof *t);
+            if (!t) goto nomem;
+            btrans = t, cap_bt = nc;
+        }
+        for (uint32_t k = 0; k < n_cls; k++) {
+            uint32_t c = rep[k], m = 0;
+            const uint32_t *key = bs.data + bs.off[id];
+            uint32_t kn = (uint32_t)(bs.off[id + 1] - bs.off[id]);
+            for (uint32_t q = 0; q < kn; q++) /* NFA byte edges on c from the set */
+                for (uint32_t j = cl.bfirst[key[q]]; j < cl.bfirst[key[q] + 1]; j++) {
+                    const nfa_edge *ed = &a.e[cl.bedge[j]];
+                    if (gb_bits_has(&a.sets[ed->set], (uint8_t)c)) buf[m++] = ed->to;
+                }
+            btrans[(size_t)id * n_cls + k] = UINT32_MAX;
+            if (!m) continue;
+            m = close_set(&cl, buf, m);
+            uint32_t to = sset_intern(&bs, buf, m, &added);
+            if (to == UINT32_MAX) goto nomem;
+            btrans[(size_t)id * n_cls + k] = to;
+        }
+    }
+    /* 2. its product with the character count (saturating at min_chars
+     * when there is no maximum): states (base state, count) */
+    uint32_t pk[2] = {0, 0};
+    if (sset_intern(&st, pk, 2, &added) == UINT32_MAX) goto nomem;
     uint32_t cap_trans = 0;
     for (uint32_t id = 0; id < st.n; id++) {
         if (st.n > max_states) goto big;
@@ -353,25 +411,17 @@ uint32_t rx_dfa(gb *b, uint32_t plain, uint32_t min_chars, uint32_t max_chars, b
             if (!t) goto nomem;
             trans = t, cap_trans = nc;
         }
+        uint32_t bstate = st.data[st.off[id]], count = st.data[st.off[id] + 1];
         for (uint32_t k = 0; k < n_cls; k++) {
-            uint32_t c = rep[k];
-            const uint32_t *key = st.data + st.off[id];
-            uint32_t kn = (uint32_t)(st.off[id + 1] - st.off[id]) - 1, count = key[kn], m = 0;
-            for (uint32_t q = 0; q < kn; q++) /* NFA byte edges on c from the set */
-                for (uint32_t j = cl.bfirst[key[q]]; j < cl.bfirst[key[q] + 1]; j++) {
-                    const nfa_edge *ed = &a.e[cl.bedge[j]];
-                    if (gb_bits_has(&a.sets[ed->set], (uint8_t)c)) buf[m++] = ed->to;
-                }
+            uint32_t c = rep[k], bto = btrans[(size_t)bstate * n_cls + k];
             trans[(size_t)id * n_cls + k] = UINT32_MAX;
-            if (!m) continue;
+            if (bto == UINT32_MAX) continue;
             uint32_t nc = count + !(c >= 0x80 && c < 0xC0);
             if (max_chars == GB_INF && nc > min_chars) nc = min_chars;
             if (max_chars != GB_INF && nc > max_chars) continue;
-            m = close_set(&cl, buf, m);
-            buf[m] = nc;
-            uint32_t to = sset_intern(&st, buf, m + 1, &added);
+            pk[0] = bto, pk[1] = nc;
+            uint32_t to = sset_intern(&st, pk, 2, &added);
             if (to == UINT32_MAX) goto nomem;
-            key = st.data + st.off[id]; /* data may have moved */
             trans[(size_t)id * n_cls + k] = to;
         }
     }
@@ -380,15 +430,16 @@ uint32_t rx_dfa(gb *b, uint32_t plain, uint32_t min_chars, uint32_t max_chars, b
     acc = calloc(ns, 1), live = calloc(ns, 1);
     if (!acc || !live) goto nomem;
     for (uint32_t id = 0; id < ns; id++) {
-        const uint32_t *key = st.data + st.off[id];
-        uint32_t kn = (uint32_t)(st.off[id + 1] - st.off[id]) - 1;
-        if (key[kn] < min_chars) continue;
+        uint32_t bstate = st.data[st.off[id]];
+        if (st.data[st.off[id] + 1] < min_chars) continue;
+        const uint32_t *key = bs.data + bs.off[bstate];
+        uint32_t kn = (uint32_t)(bs.off[bstate + 1] - bs.off[bstate]);
         for (uint32_t q = 0; q < kn; q++) acc[id] |= key[q] == f.e;
         live[id] = acc[id];
     }
     for (bool changed = true; changed;) {
         changed = false;
-        for (uint32_t id = 0; id < ns; id++) {
+        for (uint32_t id = ns; id-- > 0;) { /* targets mostly come later: few passes */
             if (live[id]) continue;
             for (uint32_t k = 0; k < n_cls && !live[id]; k++) {
                 uint32_t to = trans[(size_t)id * n_cls + k];
@@ -414,15 +465,14 @@ uint32_t rx_dfa(gb *b, uint32_t plain, uint32_t min_chars, uint32_t max_chars, b
             if (to == UINT32_MAX || !live[to] || done[k]) continue;
             gb_bits x = {{0}};
             for (uint32_t k2 = k; k2 < n_cls; k2++)
-                if (trans[(size_t)id * n_cls + k2] == to) done[k2] = 1;
-            for (uint32_t c = 0; c < 256; c++)
-                if (trans[(size_t)id * n_cls + cls_of[c]] == to) gb_bits_set(&x, (uint8_t)c);
+                if (trans[(size_t)id * n_cls + k2] == to)
+                    for (int w = 0; w < 4; w++) done[k2] = 1, x.w[w] |= cls_bytes[k2].w[w];
             /* a self-loop becomes a repetition in front of the other edges
              * (their bytes differ: the automaton is deterministic), so a
              * long run nests no rules: the parse of a closing quote does
              * not unwind one rule per byte */
-            if (to == id) loop = gb_star(b, edge_node(b, &x, json));
-            else alts[na++] = gb_seq2(b, edge_node(b, &x, json), gb_ref(b, rules[to]));
+            if (to == id) loop = gb_star(b, edge_node(b, &ec, &x, json));
+            else alts[na++] = gb_seq2(b, edge_node(b, &ec, &x, json), gb_ref(b, rules[to]));
         }
         if (acc[id]) alts[na++] = gb_empty(b);
         uint32_t body = gb_alt(b, alts, na);
@@ -439,7 +489,9 @@ done:
     free(a.e), free(a.sets);
     free(cl.first), free(cl.eps_to), free(cl.mark), free(cl.stack), free(cl.bfirst), free(cl.bedge);
     free(buf), free(trans), free(rules), free(alts), free(acc), free(live);
-    sset_free(&st);
+    sset_free(&st), sset_free(&bs);
+    free(btrans);
+    free(ec.set), free(ec.rule);
     return result;
 }
 
