@@ -61,10 +61,12 @@ static const char *const ANNOTATIONS[] = {
 /* Supported keywords are listed at the top of this file; these are the
  * JSON Schema keywords we know and do not implement. */
 static const char *const UNSUPPORTED[] = {
-    "not", "if", "then", "else", "dependentRequired", "dependentSchemas", "dependencies",
     "propertyNames", "uniqueItems", "contains",
     "minContains", "maxContains", "unevaluatedProperties", "unevaluatedItems",
     "$dynamicRef", "$dynamicAnchor", "$recursiveRef", "$recursiveAnchor", NULL};
+
+/* Internal keyword (rewrite_logic): the strings listed are excluded. */
+#define NOT_IN "$deepinfer:notIn"
 
 static bool in_list(const char *const *list, const char *k) {
     for (; *list; list++)
@@ -325,6 +327,10 @@ static bool merge_into(jsc *c, json_t *dst, json_t *src) {
             double a = json_number_value(d), bv = json_number_value(v);
             bool take = is_max_kw(k) ? bv < a : bv > a;
             if (take) json_object_set(dst, k, v);
+        } else if (!strcmp(k, NOT_IN)) {
+            json_t *u = json_deep_copy(d);
+            json_array_extend(u, v);
+            json_object_set_new(dst, k, u);
         } else if (!strcmp(k, "enum")) {
             json_t *u = json_array();
             size_t j, q;
@@ -565,6 +571,33 @@ static uint32_t pattern_node(jsc *c, const char *re, bool search) {
     return rx_translate(b, re, strlen(re), search, true, c->opt.max_depth);
 }
 
+/* An object member as object_node lists it (name, value schema). */
+typedef struct member {
+    const char *name;
+    json_t *schema;
+    bool required;
+} member;
+
+static uint32_t key_not_in(jsc *c, const member *m, size_t off, const uint32_t *idx, uint32_t n_idx);
+
+/* A string other than the listed ones (`not` of an enum / const): the
+ * property-name exclusion automaton (key_not_in), with its precision. */
+static uint32_t string_not_in(jsc *c, json_t *list, bool has_len) {
+    gb *b = c->b;
+    if (has_len) return jfail(c, DI_ERR_UNSUPPORTED, "%s", "'not' of an enum together with minLength/maxLength");
+    size_t n = json_array_size(list);
+    member *m = di_calloc(n + 1, sizeof *m);
+    uint32_t *idx = di_malloc_array(n + 1, sizeof(uint32_t));
+    if (!m || !idx) { free(m), free(idx); return gb_fail(b, DI_ERR_NOMEM, "out of memory"), GB_NIL; }
+    for (size_t i = 0; i < n; i++) {
+        m[i].name = json_string_value(json_array_get(list, i));
+        idx[i] = (uint32_t)i;
+    }
+    uint32_t r = gb_seq2(b, gb_str(b, "\""), key_not_in(c, m, 0, idx, (uint32_t)n));
+    free(m), free(idx);
+    return r;
+}
+
 static uint32_t string_node(jsc *c, json_t *s) {
     gb *b = c->b;
     uint32_t lo = 0, hi = GB_INF;
@@ -607,6 +640,8 @@ static uint32_t string_node(jsc *c, json_t *s) {
         /* the format cannot take the length bounds: keep the bounds (the
          * assertion) and drop the format (the annotation) */
     }
+    json_t *not_in = json_object_get(s, NOT_IN);
+    if (not_in) return string_not_in(c, not_in, has_len);
     if (!has_len) return any_string(c);
     return quoted(c, gb_repeat(b, string_char(c), lo, hi));
 }
@@ -686,11 +721,7 @@ static uint32_t number_node(jsc *c, json_t *s, bool integer) {
 /* key_not_in recurses once per byte of a property name */
 #define JS_MAX_NAME_BYTES 2048
 
-typedef struct member {
-    const char *name;
-    json_t *schema;
-    bool required;
-} member;
+
 
 /* One character of a raw property name as our key literals write it (as
  * jansson does): plain UTF-8, a short escape (\n, \", ...), or \u00XX for
@@ -977,6 +1008,328 @@ static bool has_constraints(json_t *s, const char *except) {
     return false;
 }
 
+/* ---- not, dependencies, if/then/else ------------------------------------ */
+
+/* Most dependencies rewritten as alternatives (2^n branches). */
+#define JS_MAX_DEPENDENCIES 6
+
+/* Copy of s (top level, properties and required copied too, so the branch
+ * can change them), owned by scratch. */
+static json_t *branch_of(jsc *c, json_t *s) {
+    json_t *o = keep(c, json_copy(s));
+    json_t *p = json_object_get(o, "properties"), *r = json_object_get(o, "required");
+    if (json_is_object(p)) json_object_set_new(o, "properties", json_copy(p));
+    if (json_is_array(r)) json_object_set_new(o, "required", json_copy(r));
+    return o;
+}
+
+static void add_required(json_t *o, const char *name) {
+    json_t *r = json_object_get(o, "required");
+    if (!json_is_array(r)) json_object_set_new(o, "required", r = json_array());
+    size_t i;
+    json_t *x;
+    json_array_foreach(r, i, x) if (json_is_string(x) && !strcmp(json_string_value(x), name)) return;
+    json_array_append_new(r, json_string(name));
+}
+
+static void set_property(json_t *o, const char *name, json_t *schema) {
+    json_t *p = json_object_get(o, "properties");
+    if (!json_is_object(p)) json_object_set_new(o, "properties", p = json_object());
+    json_t *have = json_object_get(p, name);
+    if (!have) json_object_set(p, name, schema);
+    else {
+        json_t *a = json_array();
+        json_array_append(a, have);
+        json_array_append(a, schema);
+        json_t *all = json_object();
+        json_object_set_new(all, "allOf", a);
+        json_object_set_new(p, name, all);
+    }
+}
+
+static json_t *one_of_branches(jsc *c, json_t *branches) {
+    size_t n = json_array_size(branches);
+    if (n == 0) return keep(c, json_false());
+    if (n == 1) return json_array_get(branches, 0);
+    json_t *o = keep(c, json_object());
+    json_object_set(o, "anyOf", branches);
+    return o;
+}
+
+/* Bounds whose negation is the opposite bound on the same type:
+ * "if a number then <= 5" fails exactly for numbers > 5. delta shifts a
+ * count bound (maxLength 3 fails for minLength 4). */
+static const struct { const char *kw, *flip; int types, delta; } FLIPS[] = {
+    {"maximum", "exclusiveMinimum", T_NUMBER | T_INTEGER, 0},
+    {"exclusiveMaximum", "minimum", T_NUMBER | T_INTEGER, 0},
+    {"minimum", "exclusiveMaximum", T_NUMBER | T_INTEGER, 0},
+    {"exclusiveMinimum", "maximum", T_NUMBER | T_INTEGER, 0},
+    {"maxLength", "minLength", T_STRING, 1},
+    {"minLength", "maxLength", T_STRING, -1},
+    {"maxItems", "minItems", T_ARRAY, 1},
+    {"minItems", "maxItems", T_ARRAY, -1},
+    {"maxProperties", "minProperties", T_OBJECT, 1},
+    {"minProperties", "maxProperties", T_OBJECT, -1},
+};
+
+/* Most branches a negation may expand to. */
+#define JS_MAX_NOT_BRANCHES 64
+
+/* Branch of rest restricted to the types in mask; NULL when none remain. */
+static json_t *typed_branch(jsc *c, json_t *rest, int mask) {
+    json_t *rt = json_object_get(rest, "type");
+    int have = rt ? type_mask_of(rt) : T_ALL | T_INTEGER;
+    if (have < 0 || !(have & mask)) return NULL;
+    json_t *o = branch_of(c, rest);
+    if ((have & mask) != have) json_object_set_new(o, "type", type_json(have & mask));
+    return o;
+}
+
+static bool push_branch(jsc *c, json_t *out, json_t *b) {
+    if (json_array_size(out) >= JS_MAX_NOT_BRANCHES)
+        return jfail(c, DI_ERR_UNSUPPORTED, "%s", "'not' expands to too many alternatives"), false;
+    json_array_append(out, b);
+    return true;
+}
+
+/* Appends to out the alternatives whose union is rest and not v: not (A
+ * and B and ...) is (not A) or (not B) or ..., one or more branches per
+ * constraint of v, for constraints whose negation is a schema again:
+ * type, required, properties, enum / const of strings, bounds, anyOf /
+ * allOf / not of those, and the trivial schemas. false with the error set
+ * for other forms. */
+/* A negation we cannot build: an error naming it, or when lenient, rest
+ * itself (the `not` is dropped, as lenient mode drops keywords). */
+static bool not_unsupported(jsc *c, json_t *rest, json_t *out, const char *fmt, const char *arg) {
+    if (c->opt.lenient) return push_branch(c, out, rest);
+    jfail(c, DI_ERR_UNSUPPORTED, fmt, arg);
+    return false;
+}
+
+static bool not_branches(jsc *c, json_t *rest, json_t *v, json_t *out, uint32_t depth) {
+    v = deref(c, v, 0);
+    if (!v) return false;
+    if (depth > c->opt.max_depth) return jfail(c, DI_ERR_RANGE, "%s", "'not' nested too deeply"), false;
+    if (json_is_false(v)) return push_branch(c, out, rest);
+    if (json_is_true(v)) return true;
+    if (!json_is_object(v)) return jfail(c, DI_ERR_FORMAT, "%s", "'not' is not a schema"), false;
+    const char *k;
+    json_t *x;
+    json_object_foreach(v, k, x) {
+        if (in_list(ANNOTATIONS, k)) continue;
+        int flip = -1;
+        for (int f = 0; f < (int)(sizeof FLIPS / sizeof FLIPS[0]); f++)
+            if (!strcmp(k, FLIPS[f].kw)) flip = f;
+        if (flip >= 0) {
+            if (!json_is_number(x)) return not_unsupported(c, rest, out, "'not' with a non-numeric '%s'", k);
+            json_t *o = typed_branch(c, rest, FLIPS[flip].types);
+            if (!o) continue;
+            json_t *bound = keep(c, json_object());
+            if (FLIPS[flip].delta) {
+                double n = json_number_value(x) + FLIPS[flip].delta;
+                if (n < 0) continue; /* minLength 0 always holds */
+                json_object_set_new(bound, FLIPS[flip].flip, json_integer((json_int_t)n));
+            } else {
+                json_object_set(bound, FLIPS[flip].flip, x);
+            }
+            if (!merge_into(c, o, bound) || !push_branch(c, out, o)) return false;
+        } else if (!strcmp(k, "type")) {
+            int m = type_mask_of(x);
+            if (m < 0) return jfail(c, DI_ERR_FORMAT, "%s", "bad 'type'"), false;
+            if ((m & T_INTEGER) && !(m & T_NUMBER))
+                return not_unsupported(c, rest, out, "%s", "'not' of type integer (non-integral numbers)");
+            json_t *o = typed_branch(c, rest, (T_ALL | T_INTEGER) & ~m & ~((m & T_NUMBER) ? T_INTEGER : 0));
+            if (o && !push_branch(c, out, o)) return false;
+        } else if (!strcmp(k, "required")) {
+            size_t i;
+            json_t *name;
+            json_array_foreach(x, i, name) {
+                if (!json_is_string(name)) return jfail(c, DI_ERR_FORMAT, "%s", "'required' has a non-string"), false;
+                json_t *o = typed_branch(c, rest, T_OBJECT);
+                if (!o) break;
+                set_property(o, json_string_value(name), json_false());
+                if (!push_branch(c, out, o)) return false;
+            }
+        } else if (!strcmp(k, "properties") && json_is_object(x)) {
+            const char *pk;
+            json_t *pv;
+            json_object_foreach(x, pk, pv) {
+                json_t *o = typed_branch(c, rest, T_OBJECT);
+                if (!o) break;
+                if (!json_object_get(json_object_get(rest, "properties"), pk)) {
+                    /* an extra member: it takes additionalProperties too */
+                    json_t *ap = json_object_get(rest, "additionalProperties");
+                    if (json_object_get(rest, "patternProperties"))
+                        return not_unsupported(c, rest, out, "%s", "'not' of properties next to patternProperties");
+                    if (json_is_false(ap)) continue;
+                    if (ap && !json_is_true(ap)) set_property(o, pk, ap);
+                }
+                json_t *neg = keep(c, json_object());
+                json_object_set(neg, "not", pv);
+                add_required(o, pk);
+                set_property(o, pk, neg);
+                if (!push_branch(c, out, o)) return false;
+            }
+        } else if (!strcmp(k, "enum") || !strcmp(k, "const")) {
+            json_t *list = json_is_array(x) ? x : NULL, *one = NULL;
+            if (!list) list = one = json_array(), json_array_append(one, x);
+            bool strings = true;
+            size_t i;
+            json_t *e;
+            json_array_foreach(list, i, e) {
+                const char *sv = json_string_value(e);
+                strings &= sv != NULL;
+                for (; sv && *sv; sv++) /* key_not_in is exact for plain text and short escapes */
+                    strings &= (unsigned char)*sv >= 0x20 || strchr("\b\f\n\r\t", *sv);
+            }
+            if (!strings) {
+                json_decref(one);
+                return not_unsupported(c, rest, out, "'not' of '%s' with values other than plain strings", k);
+            }
+            /* every non-string passes; strings must not be listed */
+            json_t *o = branch_of(c, rest);
+            json_t *na = json_object_get(o, NOT_IN);
+            json_t *u = na ? json_deep_copy(na) : json_array();
+            json_array_extend(u, list);
+            json_object_set_new(o, NOT_IN, u);
+            json_decref(one);
+            if (!push_branch(c, out, o)) return false;
+        } else if (!strcmp(k, "not")) { /* not not x: x */
+            json_t *o = branch_of(c, rest);
+            if (!merge_into(c, o, x) || !push_branch(c, out, o)) return false;
+        } else if (!strcmp(k, "allOf") && json_is_array(x)) { /* some member fails */
+            size_t i;
+            json_t *e;
+            json_array_foreach(x, i, e) if (!not_branches(c, rest, e, out, depth + 1)) return false;
+        } else if ((!strcmp(k, "anyOf") || !strcmp(k, "oneOf")) && json_is_array(x)) {
+            /* every member fails: negate them one after the other, each
+             * over the branches so far (oneOf: as anyOf, see the top) */
+            json_t *cur = keep(c, json_array());
+            json_array_append(cur, rest);
+            size_t i;
+            json_t *e;
+            json_array_foreach(x, i, e) {
+                json_t *next = keep(c, json_array());
+                size_t q;
+                json_t *b;
+                json_array_foreach(cur, q, b) if (!not_branches(c, b, e, next, depth + 1)) return false;
+                cur = next;
+            }
+            size_t q;
+            json_t *b;
+            json_array_foreach(cur, q, b) if (!push_branch(c, out, b)) return false;
+        } else {
+            return not_unsupported(c, rest, out, "'not' with '%s' is not supported", k);
+        }
+    }
+    return true;
+}
+
+static json_t *with_not(jsc *c, json_t *rest, json_t *v) {
+    json_t *br = keep(c, json_array());
+    return not_branches(c, rest, v, br, 0) ? one_of_branches(c, br) : NULL;
+}
+
+/* dependentRequired / dependentSchemas / dependencies (draft 7: both): for
+ * each dependency, the property is absent, or present with what it needs;
+ * the schema becomes the alternatives over all choices (disjoint, so the
+ * grammar stays unambiguous). */
+static json_t *with_dependencies(jsc *c, json_t *s) {
+    const char *kws[] = {"dependencies", "dependentRequired", "dependentSchemas"};
+    json_t *rest = branch_of(c, s);
+    const char *names[JS_MAX_DEPENDENCIES];
+    json_t *needs[JS_MAX_DEPENDENCIES];
+    uint32_t n = 0;
+    json_t *props = json_object_get(s, "properties"), *ap = json_object_get(s, "additionalProperties");
+    bool closed = json_is_false(ap) && !json_object_get(s, "patternProperties");
+    for (int i = 0; i < 3; i++) {
+        json_t *d = json_object_get(s, kws[i]);
+        json_object_del(rest, kws[i]);
+        if (!d) continue;
+        if (!json_is_object(d)) return jfail(c, DI_ERR_FORMAT, "'%s' is not an object", kws[i]), NULL;
+        const char *k;
+        json_t *x;
+        json_object_foreach(d, k, x) {
+            if (closed && !json_object_get(props, k)) continue; /* can never be present */
+            if (json_is_array(x) && !json_array_size(x)) continue;
+            if (json_is_true(x) || (json_is_object(x) && !json_object_size(x))) continue;
+            if (n == JS_MAX_DEPENDENCIES) {
+                if (c->opt.lenient) continue; /* dropped */
+                return jfail(c, DI_ERR_UNSUPPORTED, "'%s': more than 6 dependencies", kws[i]), NULL;
+            }
+            names[n] = k, needs[n++] = x;
+        }
+    }
+    json_t *branches = keep(c, json_array());
+    for (uint32_t mask = 0; mask < (1u << n); mask++) {
+        json_t *o = branch_of(c, rest);
+        bool ok = true;
+        for (uint32_t i = 0; i < n && ok; i++) {
+            if (!(mask >> i & 1)) { /* absent */
+                set_property(o, names[i], json_false());
+                continue;
+            }
+            /* unlisted names are written in required order: the
+             * dependents, then the property that needs them */
+            if (json_is_array(needs[i])) {
+                size_t q;
+                json_t *r;
+                json_array_foreach(needs[i], q, r) {
+                    if (!json_is_string(r)) return jfail(c, DI_ERR_FORMAT, "%s", "dependency list has a non-string"), NULL;
+                    if (closed && !json_object_get(props, json_string_value(r))) ok = false;
+                    add_required(o, json_string_value(r));
+                }
+            } else if (!merge_into(c, o, needs[i])) {
+                return NULL;
+            }
+            add_required(o, names[i]);
+        }
+        if (ok) json_array_append(branches, o);
+    }
+    return one_of_branches(c, branches);
+}
+
+/* The logic keywords rewritten into ones the grammar builds: returns s
+ * (nothing to do), another schema, or NULL (error set). */
+static json_t *rewrite_logic(jsc *c, json_t *s) {
+    if (json_object_get(s, "dependencies") || json_object_get(s, "dependentRequired") ||
+        json_object_get(s, "dependentSchemas"))
+        return with_dependencies(c, s);
+    json_t *cond = json_object_get(s, "if");
+    if (cond || json_object_get(s, "then") || json_object_get(s, "else")) {
+        json_t *then = json_object_get(s, "then"), *els = json_object_get(s, "else");
+        json_t *rest = branch_of(c, s);
+        json_object_del(rest, "if"), json_object_del(rest, "then"), json_object_del(rest, "else");
+        if (!cond || (!then && !els)) return rest; /* no constraint */
+        /* (if and then) or (not if and else): disjoint alternatives */
+        json_t *yes = branch_of(c, rest);
+        size_t pn = path_push(c, "if");
+        bool ok = merge_into(c, yes, cond) && (!then || merge_into(c, yes, then));
+        json_t *no = ok ? with_not(c, rest, cond) : NULL;
+        path_pop(c, pn);
+        if (!no) return NULL;
+        if (els) {
+            json_t *m = branch_of(c, no);
+            if (!merge_into(c, m, els)) return NULL;
+            no = m;
+        }
+        json_t *br = keep(c, json_array());
+        json_array_append(br, yes);
+        json_array_append(br, no);
+        return one_of_branches(c, br);
+    }
+    json_t *v = json_object_get(s, "not");
+    if (v) {
+        json_t *rest = branch_of(c, s);
+        json_object_del(rest, "not");
+        size_t pn = path_push(c, "not");
+        json_t *r = with_not(c, rest, v);
+        path_pop(c, pn);
+        return r;
+    }
+    return s;
+}
+
 static uint32_t schema_body(jsc *c, json_t *s) {
     gb *b = c->b;
     if (json_is_true(s)) return any_value(c);
@@ -1049,6 +1402,9 @@ static uint32_t schema_body(jsc *c, json_t *s) {
         free(alts);
         return r;
     }
+    json_t *rw = rewrite_logic(c, s);
+    if (!rw) return GB_NIL;
+    if (rw != s) return schema_body(c, rw);
     int types = T_ALL | T_INTEGER;
     json_t *t = json_object_get(s, "type");
     if (t) {

@@ -171,6 +171,59 @@ static void patterns_with_length_bounds_are_exact(void **state) {
     check_pattern_length("\"^[^-]*$\"", 0, 3, ab, 5);
 }
 
+static void not_if_and_dependencies_as_alternatives(void **state) {
+    (void)state;
+    /* not of an enum of strings: other strings, and the other types */
+    di_grammar *g = schema("{\"not\":{\"enum\":[\"logs\",\"a\\\"b\"]}}");
+    assert_true(gt_accepts_str(g, "\"log\""));
+    assert_true(gt_accepts_str(g, "\"logss\""));
+    assert_true(gt_accepts_str(g, "12"));
+    assert_false(gt_accepts_str(g, "\"logs\""));
+    assert_false(gt_accepts_str(g, "\"a\\\"b\""));
+    di_grammar_free(g);
+    /* not required: objects missing one of the names */
+    g = schema("{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},\"b\":{\"type\":\"integer\"}},"
+               "\"not\":{\"required\":[\"a\",\"b\"]}}");
+    assert_true(gt_accepts_str(g, "{\"a\":1}"));
+    assert_true(gt_accepts_str(g, "{}"));
+    assert_false(gt_accepts_str(g, "{\"a\":1,\"b\":2}"));
+    di_grammar_free(g);
+    /* not of bounds and types */
+    g = schema("{\"not\":{\"type\":\"string\",\"maxLength\":2}}");
+    assert_true(gt_accepts_str(g, "\"abc\""));
+    assert_true(gt_accepts_str(g, "true"));
+    assert_false(gt_accepts_str(g, "\"ab\""));
+    di_grammar_free(g);
+    g = schema("{\"type\":\"integer\",\"not\":{\"anyOf\":[{\"maximum\":0},{\"minimum\":10}]}}");
+    assert_true(gt_accepts_str(g, "5"));
+    assert_false(gt_accepts_str(g, "0"));
+    assert_false(gt_accepts_str(g, "10"));
+    di_grammar_free(g);
+    /* if / then / else on a property value */
+    g = schema("{\"type\":\"object\",\"properties\":{\"k\":{\"type\":\"string\"},\"n\":{\"type\":\"integer\"}},"
+               "\"required\":[\"k\"],\"if\":{\"properties\":{\"k\":{\"const\":\"num\"}}},"
+               "\"then\":{\"required\":[\"n\"]},\"else\":{\"not\":{\"required\":[\"n\"]}}}");
+    assert_true(gt_accepts_str(g, "{\"k\":\"num\",\"n\":1}"));
+    assert_true(gt_accepts_str(g, "{\"k\":\"str\"}"));
+    assert_false(gt_accepts_str(g, "{\"k\":\"num\"}"));
+    assert_false(gt_accepts_str(g, "{\"k\":\"str\",\"n\":1}"));
+    di_grammar_free(g);
+    /* dependentRequired in both directions of the member order */
+    g = schema("{\"type\":\"object\",\"properties\":{\"a\":{},\"b\":{},\"c\":{}},\"additionalProperties\":false,"
+               "\"dependentRequired\":{\"c\":[\"a\"],\"a\":[\"b\"]}}");
+    assert_true(gt_accepts_str(g, "{}"));
+    assert_true(gt_accepts_str(g, "{\"b\":1}"));
+    assert_true(gt_accepts_str(g, "{\"a\":1,\"b\":2,\"c\":3}"));
+    assert_false(gt_accepts_str(g, "{\"a\":1}"));
+    assert_false(gt_accepts_str(g, "{\"b\":1,\"c\":3}"));
+    di_grammar_free(g);
+    /* a dependency on a property that cannot occur is no constraint */
+    g = schema("{\"type\":\"object\",\"properties\":{\"r\":{}},\"additionalProperties\":false,"
+               "\"dependencies\":{\"shape\":[\"circle\"]}}");
+    assert_true(gt_accepts_str(g, "{\"r\":1}"));
+    di_grammar_free(g);
+}
+
 static void recursive_refs_and_defs(void **state) {
     (void)state;
     di_grammar *g = schema("{\"$defs\":{\"node\":{\"type\":\"object\",\"properties\":{\"v\":{\"type\":\"integer\"},"
@@ -183,8 +236,8 @@ static void recursive_refs_and_defs(void **state) {
 
 static void unsupported_keywords_name_the_keyword_unless_lenient(void **state) {
     (void)state;
-    const char *kws[] = {"not", "if", "dependentSchemas", "uniqueItems", "contains", "dependentRequired", "propertyNames"};
-    const char *vals[] = {"{}", "{}", "{}", "true", "{}", "{}", "{}"};
+    const char *kws[] = {"not", "uniqueItems", "contains", "propertyNames"};
+    const char *vals[] = {"{\"pattern\":\"a\"}", "true", "{}", "{}"};
     for (size_t i = 0; i < sizeof kws / sizeof *kws; i++) {
         char s[128];
         snprintf(s, sizeof s, "{\"type\":\"object\",\"%s\":%s}", kws[i], vals[i]);
@@ -328,6 +381,7 @@ int main(void) {
         cmocka_unit_test(numbers_respect_bounds_exactly),
         cmocka_unit_test(strings_lengths_formats_and_patterns),
         cmocka_unit_test(patterns_with_length_bounds_are_exact),
+        cmocka_unit_test(not_if_and_dependencies_as_alternatives),
         cmocka_unit_test(recursive_refs_and_defs),
         cmocka_unit_test(unsupported_keywords_name_the_keyword_unless_lenient),
         cmocka_unit_test(json_object_mode_accepts_any_object),
