@@ -61,8 +61,7 @@ static const char *const ANNOTATIONS[] = {
 /* Supported keywords are listed at the top of this file; these are the
  * JSON Schema keywords we know and do not implement. */
 static const char *const UNSUPPORTED[] = {
-    "propertyNames", "uniqueItems", "contains",
-    "minContains", "maxContains", "unevaluatedProperties", "unevaluatedItems",
+    "propertyNames", "uniqueItems", "unevaluatedProperties", "unevaluatedItems",
     "$dynamicRef", "$dynamicAnchor", "$recursiveRef", "$recursiveAnchor", NULL};
 
 /* Internal keyword (rewrite_logic): the strings listed are excluded. */
@@ -951,9 +950,67 @@ static uint32_t object_node(jsc *c, json_t *s) {
 
 /* ---- arrays ------------------------------------------------------------- */
 
+static json_t *with_not(jsc *c, json_t *rest, json_t *v);
+
+/* Most counted states of a contains automaton (maxContains / minContains). */
+#define JS_MAX_CONTAINS 64
+
+/* contains C with minContains lo / maxContains hi over items I: the
+ * elements are I; between lo and hi of them (at least lo, when hi is
+ * unbounded) match C. Rules S[k] "after an element, k counted": more
+ * elements that are not counted (I and not C; just I once enough are
+ * counted and there is no maximum), then the end when k >= lo, or a
+ * counted element (I and C) and S[k+1]. */
+static uint32_t contains_node(jsc *c, json_t *s, json_t *items) {
+    gb *b = c->b;
+    uint32_t lo = 1, hi = GB_INF;
+    if (!get_count(c, s, "minContains", &lo) || !get_count(c, s, "maxContains", &hi)) return GB_NIL;
+    if (json_object_get(s, "prefixItems") || json_is_array(items) || json_object_get(s, "minItems") ||
+        json_object_get(s, "maxItems"))
+        return jfail(c, DI_ERR_UNSUPPORTED, "%s", "'contains' together with prefixItems / minItems / maxItems");
+    if (hi != GB_INF && lo > hi) return gb_nothing(b);
+    uint32_t top = hi == GB_INF ? lo : hi; /* counts past top are all alike */
+    if (top > JS_MAX_CONTAINS) return jfail(c, DI_ERR_UNSUPPORTED, "%s", "'minContains' / 'maxContains' above 64");
+    json_t *item = items ? items : json_true();
+    json_t *hit = keep(c, json_object()), *base = keep(c, json_object());
+    if (!merge_into(c, hit, item) || !merge_into(c, hit, json_object_get(s, "contains")) || !merge_into(c, base, item))
+        return GB_NIL;
+    size_t pn = path_push(c, "contains");
+    uint32_t r_hit = gb_rule_of(b, NULL, schema_node(c, hit));
+    uint32_t r_any = gb_rule_of(b, NULL, schema_node(c, base)), r_miss = r_any;
+    if (hi != GB_INF) { /* uncounted elements must fail C */
+        json_t *miss = with_not(c, base, json_object_get(s, "contains"));
+        r_miss = miss ? gb_rule_of(b, NULL, schema_node(c, miss)) : GB_NIL;
+    }
+    path_pop(c, pn);
+    if (!gb_ok(b)) return GB_NIL;
+    uint32_t sep = gb_seq3(b, ws(c), gb_str(b, ","), ws(c));
+    uint32_t *st = di_malloc_array((size_t)top + 2, sizeof(uint32_t));
+    if (!st) return gb_fail(b, DI_ERR_NOMEM, "out of memory"), GB_NIL;
+    for (uint32_t k = 0; k <= top; k++) st[k] = gb_rule_new(b, NULL, 0);
+    for (uint32_t k = 0; k <= top && gb_ok(b); k++) {
+        uint32_t plain = k == top && hi == GB_INF ? r_any : r_miss;
+        uint32_t alts[2], n = 0;
+        if (k >= lo) alts[n++] = gb_empty(b);
+        if (k < top) alts[n++] = gb_seq3(b, sep, gb_ref(b, r_hit), gb_ref(b, st[k + 1]));
+        uint32_t loop = gb_star(b, gb_seq2(b, sep, gb_ref(b, plain)));
+        gb_rule_define(b, st[k], gb_seq2(b, loop, gb_alt(b, alts, n)));
+    }
+    /* the first element, without a separator */
+    uint32_t first[3], nf = 0;
+    if (lo == 0) first[nf++] = gb_empty(b);
+    first[nf++] = gb_seq2(b, gb_ref(b, top == 0 && hi == GB_INF ? r_any : r_miss), gb_ref(b, st[0]));
+    if (top > 0) first[nf++] = gb_seq2(b, gb_ref(b, r_hit), gb_ref(b, st[1]));
+    uint32_t body = gb_alt(b, first, nf);
+    free(st);
+    uint32_t parts[5] = {gb_str(b, "["), ws(c), body, ws(c), gb_str(b, "]")};
+    return gb_seq(b, parts, 5);
+}
+
 static uint32_t array_node(jsc *c, json_t *s) {
     gb *b = c->b;
     uint32_t lo = 0, hi = GB_INF;
+    if (json_object_get(s, "contains")) return contains_node(c, s, json_object_get(s, "items"));
     if (!get_count(c, s, "minItems", &lo) || !get_count(c, s, "maxItems", &hi)) return GB_NIL;
     if (hi != GB_INF && lo > hi) return gb_nothing(b);
     json_t *items = json_object_get(s, "items"), *prefix = json_object_get(s, "prefixItems");
@@ -1092,12 +1149,6 @@ static bool push_branch(jsc *c, json_t *out, json_t *b) {
     return true;
 }
 
-/* Appends to out the alternatives whose union is rest and not v: not (A
- * and B and ...) is (not A) or (not B) or ..., one or more branches per
- * constraint of v, for constraints whose negation is a schema again:
- * type, required, properties, enum / const of strings, bounds, anyOf /
- * allOf / not of those, and the trivial schemas. false with the error set
- * for other forms. */
 /* A negation we cannot build: an error naming it, or when lenient, rest
  * itself (the `not` is dropped, as lenient mode drops keywords). */
 static bool not_unsupported(jsc *c, json_t *rest, json_t *out, const char *fmt, const char *arg) {
@@ -1106,6 +1157,80 @@ static bool not_unsupported(jsc *c, json_t *rest, json_t *out, const char *fmt, 
     return false;
 }
 
+static int cmp_double(const void *x, const void *y) {
+    double a = *(const double *)x, b = *(const double *)y;
+    return a < b ? -1 : a > b;
+}
+
+/* rest and a value not in the list (enum / const): per type, the values
+ * of that type other than the listed ones. Strings: the exclusion
+ * automaton; numbers: the open intervals between the listed ones;
+ * booleans: the other one; null: none; types not listed: all. */
+static bool enum_not_branches(jsc *c, json_t *rest, const char *k, json_t *x, json_t *out) {
+    json_t *list = json_is_array(x) ? x : NULL, *one = NULL;
+    if (!list) list = one = keep(c, json_array()), json_array_append(one, x);
+    size_t n = json_array_size(list), i;
+    json_t *e;
+    json_t *strs = keep(c, json_array());
+    double *nums = di_malloc_array(n + 1, sizeof(double));
+    if (!nums) return gb_fail(c->b, DI_ERR_NOMEM, "out of memory"), false;
+    size_t n_num = 0;
+    int touched = 0;
+    bool has_true = false, has_false = false;
+    json_array_foreach(list, i, e) {
+        if (json_is_string(e)) {
+            const char *sv = json_string_value(e);
+            for (; *sv; sv++) /* key_not_in is exact for plain text and short escapes */
+                if ((unsigned char)*sv < 0x20 && !strchr("\b\f\n\r\t", *sv)) {
+                    free(nums);
+                    return not_unsupported(c, rest, out, "'not' of '%s' with a string holding control characters", k);
+                }
+            json_array_append(strs, e), touched |= T_STRING;
+        } else if (json_is_number(e)) {
+            nums[n_num++] = json_number_value(e), touched |= T_NUMBER | T_INTEGER;
+        } else if (json_is_boolean(e)) {
+            has_true |= json_is_true(e), has_false |= json_is_false(e), touched |= T_BOOL;
+        } else if (json_is_null(e)) {
+            touched |= T_NULL;
+        } else {
+            free(nums);
+            return not_unsupported(c, rest, out, "'not' of '%s' with an object or array value", k);
+        }
+    }
+    bool ok = true;
+    json_t *o = typed_branch(c, rest, (T_ALL | T_INTEGER) & ~touched);
+    if (o) ok = push_branch(c, out, o);
+    if (ok && (touched & T_STRING) && (o = typed_branch(c, rest, T_STRING))) {
+        json_t *na = json_object_get(o, NOT_IN);
+        json_t *u = na ? json_deep_copy(na) : json_array();
+        json_array_extend(u, strs);
+        json_object_set_new(o, NOT_IN, u);
+        ok = push_branch(c, out, o);
+    }
+    if (ok && has_true != has_false && (o = typed_branch(c, rest, T_BOOL))) {
+        json_t *only = keep(c, json_object());
+        json_object_set_new(only, "const", json_boolean(!has_true));
+        ok = merge_into(c, o, only) && push_branch(c, out, o);
+    }
+    qsort(nums, n_num, sizeof *nums, cmp_double);
+    for (size_t q = 0; ok && n_num && q <= n_num; q++) { /* (-inf, v0), (v0, v1), ..., (vn, inf) */
+        if (q > 0 && q < n_num && nums[q] == nums[q - 1]) continue;
+        if (!(o = typed_branch(c, rest, T_NUMBER | T_INTEGER))) break;
+        json_t *bd = keep(c, json_object());
+        if (q > 0) json_object_set_new(bd, "exclusiveMinimum", json_real(nums[q - 1]));
+        if (q < n_num) json_object_set_new(bd, "exclusiveMaximum", json_real(nums[q]));
+        ok = merge_into(c, o, bd) && push_branch(c, out, o);
+    }
+    free(nums);
+    return ok;
+}
+
+/* Appends to out the alternatives whose union is rest and not v: not (A
+ * and B and ...) is (not A) or (not B) or ..., one or more branches per
+ * constraint of v, for constraints whose negation is a schema again:
+ * type, required, properties, enum / const of strings, bounds, anyOf /
+ * allOf / not of those, and the trivial schemas. false with the error set
+ * for other forms. */
 static bool not_branches(jsc *c, json_t *rest, json_t *v, json_t *out, uint32_t depth) {
     v = deref(c, v, 0);
     if (!v) return false;
@@ -1171,29 +1296,7 @@ static bool not_branches(jsc *c, json_t *rest, json_t *v, json_t *out, uint32_t 
                 if (!push_branch(c, out, o)) return false;
             }
         } else if (!strcmp(k, "enum") || !strcmp(k, "const")) {
-            json_t *list = json_is_array(x) ? x : NULL, *one = NULL;
-            if (!list) list = one = json_array(), json_array_append(one, x);
-            bool strings = true;
-            size_t i;
-            json_t *e;
-            json_array_foreach(list, i, e) {
-                const char *sv = json_string_value(e);
-                strings &= sv != NULL;
-                for (; sv && *sv; sv++) /* key_not_in is exact for plain text and short escapes */
-                    strings &= (unsigned char)*sv >= 0x20 || strchr("\b\f\n\r\t", *sv);
-            }
-            if (!strings) {
-                json_decref(one);
-                return not_unsupported(c, rest, out, "'not' of '%s' with values other than plain strings", k);
-            }
-            /* every non-string passes; strings must not be listed */
-            json_t *o = branch_of(c, rest);
-            json_t *na = json_object_get(o, NOT_IN);
-            json_t *u = na ? json_deep_copy(na) : json_array();
-            json_array_extend(u, list);
-            json_object_set_new(o, NOT_IN, u);
-            json_decref(one);
-            if (!push_branch(c, out, o)) return false;
+            if (!enum_not_branches(c, rest, k, x, out)) return false;
         } else if (!strcmp(k, "not")) { /* not not x: x */
             json_t *o = branch_of(c, rest);
             if (!merge_into(c, o, x) || !push_branch(c, out, o)) return false;

@@ -217,6 +217,21 @@ static void not_if_and_dependencies_as_alternatives(void **state) {
     assert_false(gt_accepts_str(g, "{\"a\":1}"));
     assert_false(gt_accepts_str(g, "{\"b\":1,\"c\":3}"));
     di_grammar_free(g);
+    /* contains with minContains / maxContains */
+    g = schema("{\"type\":\"array\",\"items\":{\"type\":\"integer\"},\"contains\":{\"minimum\":5},"
+               "\"minContains\":1,\"maxContains\":2}");
+    assert_true(gt_accepts_str(g, "[5]"));
+    assert_true(gt_accepts_str(g, "[1,7,2,9,3]"));
+    assert_false(gt_accepts_str(g, "[]"));
+    assert_false(gt_accepts_str(g, "[1,2]"));
+    assert_false(gt_accepts_str(g, "[5,6,7]"));
+    assert_false(gt_accepts_str(g, "[5,\"x\"]"));
+    di_grammar_free(g);
+    g = schema("{\"contains\":{\"const\":\"a\"}}");
+    assert_true(gt_accepts_str(g, "[1,\"a\",\"a\"]"));
+    assert_true(gt_accepts_str(g, "{}")); /* only arrays must contain */
+    assert_false(gt_accepts_str(g, "[\"b\"]"));
+    di_grammar_free(g);
     /* a dependency on a property that cannot occur is no constraint */
     g = schema("{\"type\":\"object\",\"properties\":{\"r\":{}},\"additionalProperties\":false,"
                "\"dependencies\":{\"shape\":[\"circle\"]}}");
@@ -236,7 +251,7 @@ static void recursive_refs_and_defs(void **state) {
 
 static void unsupported_keywords_name_the_keyword_unless_lenient(void **state) {
     (void)state;
-    const char *kws[] = {"not", "uniqueItems", "contains", "propertyNames"};
+    const char *kws[] = {"not", "uniqueItems", "unevaluatedProperties", "propertyNames"};
     const char *vals[] = {"{\"pattern\":\"a\"}", "true", "{}", "{}"};
     for (size_t i = 0; i < sizeof kws / sizeof *kws; i++) {
         char s[128];
