@@ -25,6 +25,13 @@ typedef struct rx {
     uint32_t depth, max_depth;
     bool json;   /* match the JSON-string encoding */
     bool search; /* unanchored ends match anything */
+    /* Anchors inside groups: a group that opens (closes) a top-level
+     * alternative may hold ^ ($) at the start (end) of its alternatives,
+     * as in (^\d+$); ctx_* tell the group being parsed whether it does,
+     * g_* report whether its alternatives were anchored: 1 all, 0 none,
+     * -1 some (unsupported). */
+    bool ctx_start, ctx_end;
+    int g_start, g_end;
 } rx;
 
 typedef struct pairs {
@@ -366,7 +373,7 @@ static uint32_t any_char(rx *r) {
     return rx_cpset(r->b, pr, 3, true, r->json);
 }
 
-static uint32_t parse_alts(rx *r, bool top);
+static uint32_t parse_alts(rx *r, bool top, bool can_start, bool can_end);
 
 /* Any code point (for search-mode padding). */
 static uint32_t any_cp(rx *r) { return rx_cpset(r->b, NULL, 0, true, r->json); }
@@ -414,7 +421,7 @@ static uint32_t parse_atom(rx *r) {
                 r->s++;
             } else return rfail(r, DI_ERR_UNSUPPORTED, "lookaround assertions are not supported");
         }
-        uint32_t node = parse_alts(r, false);
+        uint32_t node = parse_alts(r, false, r->ctx_start, r->ctx_end);
         if (node == GB_NIL) return GB_NIL;
         if (at_end(r) || *r->s != ')') return rfail(r, DI_ERR_FORMAT, "missing ')'");
         r->s++;
@@ -453,15 +460,19 @@ static uint32_t parse_atom(rx *r) {
     }
 }
 
-/* seq := (atom quantifier*)*; top-level sequences may start with ^ and end
- * with $, reported through the flags. */
-static uint32_t parse_seq(rx *r, bool top, bool *anch_start, bool *anch_end) {
+/* Whether the parser stands at the end of a sequence. */
+static bool seq_ends(const rx *r) { return at_end(r) || *r->s == '|' || *r->s == ')'; }
+
+/* seq := (atom quantifier*)*; a sequence that starts (ends) the pattern
+ * may start with ^ (end with $), reported through the flags: top-level
+ * ones, and those of groups that open (close) a top-level one (can_*). */
+static uint32_t parse_seq(rx *r, bool can_start, bool can_end, bool *anch_start, bool *anch_end) {
     uint32_t *items = NULL, n = 0, cap = 0;
     *anch_start = *anch_end = false;
     bool first = true;
-    while (!at_end(r) && *r->s != '|' && *r->s != ')') {
+    while (!seq_ends(r)) {
         if (*r->s == '^') {
-            if (!top || !first) { free(items); return rfail(r, DI_ERR_UNSUPPORTED, "'^' not at the start of the pattern"); }
+            if (!can_start || !first) { free(items); return rfail(r, DI_ERR_UNSUPPORTED, "'^' not at the start of the pattern"); }
             *anch_start = true;
             r->s++;
             first = false;
@@ -469,12 +480,19 @@ static uint32_t parse_seq(rx *r, bool top, bool *anch_start, bool *anch_end) {
         }
         if (*r->s == '$') {
             r->s++;
-            if (!top || (!at_end(r) && *r->s != '|')) { free(items); return rfail(r, DI_ERR_UNSUPPORTED, "'$' not at the end of the pattern"); }
+            if (!can_end || !seq_ends(r)) { free(items); return rfail(r, DI_ERR_UNSUPPORTED, "'$' not at the end of the pattern"); }
             *anch_end = true;
             break;
         }
+        bool group = *r->s == '(';
+        r->ctx_start = can_start && first, r->ctx_end = can_end;
+        r->g_start = r->g_end = 0;
         first = false;
         uint32_t node = parse_atom(r);
+        int gs = group ? r->g_start : 0, ge = group ? r->g_end : 0;
+        if (node != GB_NIL && (gs < 0 || ge < 0))
+            node = rfail(r, DI_ERR_UNSUPPORTED, "anchors in some alternatives of a group only");
+        bool quantified = false;
         if (node != GB_NIL && !at_end(r)) {
             uint32_t lo = 1, hi = 1;
             char q = *r->s;
@@ -483,6 +501,7 @@ static uint32_t parse_seq(rx *r, bool top, bool *anch_start, bool *anch_end) {
             else if (q == '+') r->s++, lo = 1, hi = GB_INF;
             else if (q == '?') r->s++, lo = 0, hi = 1;
             else if (!(q == '{' && parse_braces(r, &lo, &hi))) quant = false;
+            quantified = quant;
             if (quant) {
                 if (hi < lo) node = rfail(r, DI_ERR_FORMAT, "numbers out of order in {} quantifier");
                 else {
@@ -496,7 +515,10 @@ static uint32_t parse_seq(rx *r, bool top, bool *anch_start, bool *anch_end) {
                 }
             }
         }
+        if (node != GB_NIL && (gs || ge) && quantified) node = rfail(r, DI_ERR_UNSUPPORTED, "repeated anchored group");
+        if (node != GB_NIL && ge && !seq_ends(r)) node = rfail(r, DI_ERR_UNSUPPORTED, "'$' not at the end of the pattern");
         if (node == GB_NIL) { free(items); return GB_NIL; }
+        *anch_start |= gs > 0, *anch_end |= ge > 0;
         if (n == cap) {
             cap = cap ? cap * 2 : 8;
             uint32_t *t = di_realloc_array(items, cap, sizeof(uint32_t));
@@ -518,12 +540,13 @@ static uint32_t wrap_search(rx *r, uint32_t node, bool anch_start, bool anch_end
     return gb_seq3(r->b, pre, node, post);
 }
 
-static uint32_t parse_alts(rx *r, bool top) {
-    uint32_t *alts = NULL, n = 0, cap = 0;
+static uint32_t parse_alts(rx *r, bool top, bool can_start, bool can_end) {
+    uint32_t *alts = NULL, n = 0, cap = 0, n_as = 0, n_ae = 0;
     for (;;) {
         bool as, ae;
-        uint32_t s = parse_seq(r, top, &as, &ae);
+        uint32_t s = parse_seq(r, top || can_start, top || can_end, &as, &ae);
         if (s == GB_NIL) { free(alts); return GB_NIL; }
+        n_as += as, n_ae += ae;
         if (top) {
             s = wrap_search(r, s, as, ae);
             if (s == GB_NIL) { free(alts); return GB_NIL; }
@@ -538,14 +561,16 @@ static uint32_t parse_alts(rx *r, bool top) {
         if (at_end(r) || *r->s != '|') break;
         r->s++;
     }
+    r->g_start = n_as == 0 ? 0 : n_as == n ? 1 : -1;
+    r->g_end = n_ae == 0 ? 0 : n_ae == n ? 1 : -1;
     uint32_t node = gb_alt(r->b, alts, n);
     free(alts);
     return node;
 }
 
 uint32_t rx_translate(gb *b, const char *re, size_t len, bool search, bool json_string, uint32_t max_depth) {
-    rx r = {b, re, re, re + len, 0, max_depth ? max_depth : DI_GRAMMAR_DEFAULT_MAX_DEPTH, json_string, search};
-    uint32_t node = parse_alts(&r, true);
+    rx r = {b, re, re, re + len, 0, max_depth ? max_depth : DI_GRAMMAR_DEFAULT_MAX_DEPTH, json_string, search, false, false, 0, 0};
+    uint32_t node = parse_alts(&r, true, true, true);
     if (node == GB_NIL) return GB_NIL;
     if (!at_end(&r)) return rfail(&r, DI_ERR_FORMAT, "unmatched ')'");
     return node;

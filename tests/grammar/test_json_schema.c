@@ -169,6 +169,8 @@ static void patterns_with_length_bounds_are_exact(void **state) {
     check_pattern_length("\"a\\\"b\"", 4, 9, ab, 5); /* unanchored, with a quote */
     check_pattern_length("\"^(ab|b)+\"", 5, -1, ab, 5);
     check_pattern_length("\"^[^-]*$\"", 0, 3, ab, 5);
+    check_pattern_length("\"(^[ab]+-$)\"", 0, 7, ab, 5); /* anchors inside a group */
+    check_pattern_length("\"^$|(^(?:a+-)*b$)\"", 0, 9, ab, 5);
 }
 
 static void not_if_and_dependencies_as_alternatives(void **state) {
