@@ -4,12 +4,19 @@
  * Keywords: type, enum, const, properties, required, additionalProperties,
  * items, prefixItems, additionalItems (draft 7), minItems, maxItems,
  * minLength, maxLength, minimum, maximum, exclusiveMinimum,
- * exclusiveMaximum, pattern, format (date, time, date-time, email, uuid, uri,
- * ipv4, hostname; other formats are annotations), anyOf, oneOf (as anyOf: see
- * below), allOf (merged into one schema where the keywords combine), local
- * $ref with $defs / definitions; in the forms a grammar expresses exactly:
- * multipleOf (1, 10^-k), minProperties / maxProperties (implied by the
- * members, or minProperties 1), patternProperties (one pattern; see
+ * exclusiveMaximum, pattern (also with minLength / maxLength: the
+ * pattern's automaton times a character counter, regex_dfa.c), format
+ * (date, time, date-time, email, uuid, uri, ipv4, hostname; other formats
+ * are annotations), anyOf, oneOf (as anyOf: see below), allOf (merged into
+ * one schema where the keywords combine), local $ref with $defs /
+ * definitions, contains / minContains / maxContains (without item count
+ * bounds); rewritten into alternatives (rewrite_logic): not (of type,
+ * required, properties, enum / const of scalars, bounds, and anyOf / allOf
+ * / not of those), if / then / else ((if and then) or (not if and else)),
+ * dependentRequired / dependentSchemas / dependencies (absent, or present
+ * with what it needs; at most 6); in the forms a grammar expresses
+ * exactly: multipleOf (1, 10^-k), minProperties / maxProperties (implied
+ * by the members, or minProperties 1), patternProperties (one pattern; see
  * object_node).
  * Annotations (title, description, default, ...) are ignored; other JSON
  * Schema keywords are an error naming them unless the caller is lenient.

@@ -4,10 +4,13 @@
  * lazy quantifiers (* + ? {n} {n,} {n,m}; laziness does not change the
  * language), ., classes with ranges and negation, \d \D \w \W \s \S, the
  * character escapes (\t \n \r \v \f \0 \xHH \uHHHH \u{H..} \cX and identity
- * escapes), and ^ / $ at the ends of top-level alternatives.
- * Not supported (an error naming it): lookaround, backreferences, \b \B,
- * \p{..} property classes, anchors elsewhere. A regex recognizes a regular
- * language, so everything supported maps directly onto grammar nodes. */
+ * escapes), and ^ / $ at the ends of top-level alternatives (also inside
+ * groups that open / close them when all their alternatives carry them:
+ * (^\d+$)). Not supported (an error naming it): lookaround,
+ * backreferences, \b \B, \p{..} property classes, anchors elsewhere. A
+ * regex recognizes a regular language, so everything supported maps
+ * directly onto grammar nodes; a regex with nested repetitions, whose tree
+ * is ambiguous, goes through a deterministic automaton (regex_dfa.c). */
 #include "grammar/frontend.h"
 
 #include "base/alloc.h"

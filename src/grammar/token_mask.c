@@ -34,6 +34,17 @@
  *    the count one further (is_shift): subtrees shallower than the count
  *    left are accepted the same way.
  *
+ *    The root of a classification learns its loops before the walk (or
+ *    takes them from the previous root when it is that root's counts
+ *    further on: the next step of a maxLength string). A string interior
+ *    then takes the fast path: per-tokenizer tables (vocab.c) hold the JSON
+ *    string content tokens by character count, so their bits come from one
+ *    table row (all of them, or those of at most the repetitions left) and
+ *    the walk skips every subtree made of content only; what remains is
+ *    the few thousand nodes on the way to quotes and backslashes. Deeper
+ *    states that are the counts further on inherit their anchor's count
+ *    loops, and decide whole subtrees by their tokens' character counts.
+ *
  * 3. Uncertain tokens are checked against the real state, in trie order so
  *    that consecutive tokens share the parse of their common prefix.
  *
