@@ -285,9 +285,30 @@ static bool merge_into(jsc *c, json_t *dst, json_t *src) {
     json_t *dpp = json_object_get(dst, "patternProperties"), *spp = json_object_get(src, "patternProperties");
     if ((dap || sap || dpp || spp) && !json_equal(dpp, spp) && (dpp || spp) && (dap || sap || (dpr && spr)))
         return jfail(c, DI_ERR_UNSUPPORTED, "%s", "allOf with patternProperties and additionalProperties in different schemas"), false;
+    bool joint = false; /* properties and additionalProperties merged together below */
     if (((dap && !json_is_true(dap)) && spr && !json_equal(dpr, spr)) ||
-        ((sap && !json_is_true(sap)) && dpr && !json_equal(dpr, spr)))
-        return jfail(c, DI_ERR_UNSUPPORTED, "%s", "allOf with additionalProperties over different properties"), false;
+        ((sap && !json_is_true(sap)) && dpr && !json_equal(dpr, spr))) {
+        if (dpp || spp)
+            return jfail(c, DI_ERR_UNSUPPORTED, "%s", "allOf with additionalProperties over different properties"), false;
+        /* Each key takes both sides' schemas: a side's own property, or
+         * that side's additionalProperties when it does not list the key;
+         * keys neither lists take both additionalProperties. */
+        json_t *np = json_object();
+        const char *pk;
+        json_t *pv;
+        json_object_foreach(dpr, pk, pv) {
+            json_t *other = json_object_get(spr, pk);
+            if (!other) other = sap;
+            json_object_set(np, pk, !other || json_is_true(other) ? pv : all_of2(c, pv, other));
+        }
+        json_object_foreach(spr, pk, pv) {
+            if (json_object_get(np, pk)) continue;
+            json_object_set(np, pk, !dap || json_is_true(dap) ? pv : all_of2(c, dap, pv));
+        }
+        json_object_set_new(dst, "properties", np);
+        if (sap) json_object_set(dst, "additionalProperties", dap ? all_of2(c, dap, sap) : sap);
+        joint = true;
+    }
     /* likewise `items` means "after the prefix" of its own schema */
     json_t *dit = json_object_get(dst, "items"), *sit = json_object_get(src, "items");
     bool dtuple = json_object_get(dst, "prefixItems") || json_is_array(dit);
@@ -297,6 +318,7 @@ static bool merge_into(jsc *c, json_t *dst, json_t *src) {
     const char *k;
     json_object_foreach(src, k, v) {
         if (!strcmp(k, "allOf") || in_list(ANNOTATIONS, k)) continue;
+        if (joint && (!strcmp(k, "properties") || !strcmp(k, "additionalProperties"))) continue;
         json_t *d = json_object_get(dst, k);
         if (!d) { json_object_set(dst, k, v); continue; }
         if (json_equal(d, v)) continue;
@@ -378,8 +400,8 @@ static json_t *deref(jsc *c, json_t *s, uint32_t hops) {
 
 static uint32_t literal(jsc *c, json_t *v) {
     gb *b = c->b;
-    if (json_is_integer(v) || (json_is_real(v) && json_real_value(v) == (double)(long long)json_real_value(v) &&
-                               json_real_value(v) > -1e15 && json_real_value(v) < 1e15)) {
+    if (json_is_integer(v) || (json_is_real(v) && json_real_value(v) > -1e15 && json_real_value(v) < 1e15 &&
+                               json_real_value(v) == (double)(long long)json_real_value(v))) {
         /* integral numbers: 1 == 1.0 == 1.00 in JSON Schema */
         char buf[32];
         long long x = json_is_integer(v) ? (long long)json_integer_value(v) : (long long)json_real_value(v);
@@ -441,6 +463,9 @@ static uint32_t literal(jsc *c, json_t *v) {
     return n;
 }
 
+/* Whether x is a whole number (without casting out of range). */
+static bool integral(double x) { return isfinite(x) && x == floor(x); }
+
 static int json_type_bit(json_t *v) {
     switch (json_typeof(v)) {
     case JSON_NULL: return T_NULL;
@@ -449,7 +474,7 @@ static int json_type_bit(json_t *v) {
     case JSON_ARRAY: return T_ARRAY;
     case JSON_STRING: return T_STRING;
     case JSON_INTEGER: return T_INTEGER | T_NUMBER;
-    case JSON_REAL: return json_real_value(v) == (double)(long long)json_real_value(v) ? T_INTEGER | T_NUMBER : T_NUMBER;
+    case JSON_REAL: return integral(json_real_value(v)) ? T_INTEGER | T_NUMBER : T_NUMBER;
     }
     return 0;
 }
@@ -1604,6 +1629,9 @@ di_status di_grammar_compile_json_schema(const char *text, size_t len, const di_
     if (!text) return di_error_set(err, DI_ERR_INVALID_ARG, "schema is NULL");
     json_error_t je;
     json_t *schema = json_loadb(text, len, JSON_DECODE_ANY | JSON_ALLOW_NUL, &je);
+    /* integers beyond 64 bits (a "maximum" of 2^63) read as reals */
+    if (!schema && strstr(je.text, "too big"))
+        schema = json_loadb(text, len, JSON_DECODE_ANY | JSON_ALLOW_NUL | JSON_DECODE_INT_AS_REAL, &je);
     if (!schema) return di_error_set(err, DI_ERR_FORMAT, "schema is not JSON: %s (line %d)", je.text, je.line);
     di_status s = compile(schema, opt, false, out, err);
     json_decref(schema);

@@ -21,6 +21,7 @@
  * themselves). NFA and DFA sizes are capped: past a cap the caller gets
  * *too_big and keeps its fallback. */
 #include "grammar/frontend.h"
+#include "grammar/matcher_internal.h" /* mt_u8_next */
 
 #include "base/alloc.h"
 
@@ -326,6 +327,8 @@ uint32_t rx_dfa(gb *b, uint32_t plain, uint32_t min_chars, uint32_t max_chars, b
     uint32_t n_cls = 0, rep[256];
     edge_cache ec = {0};
     gb_bits cls_bytes[256] = {{{0}}};
+    uint8_t cls_of[256];
+    uint8_t *bq = NULL, *uni = NULL;
     if (a.too_big || !gb_ok(b)) goto big;
     /* CSR of epsilon edges */
     cl.first = calloc((size_t)n + 1, sizeof(uint32_t));
@@ -364,6 +367,7 @@ uint32_t rx_dfa(gb *b, uint32_t plain, uint32_t min_chars, uint32_t max_chars, b
             uint32_t k = 0;
             while (k < n_cls && sig[rep[k]] != sig[c]) k++;
             if (k == n_cls) rep[n_cls++] = c;
+            cls_of[c] = (uint8_t)k;
             gb_bits_set(&cls_bytes[k], (uint8_t)c);
         }
     }
@@ -398,6 +402,50 @@ uint32_t rx_dfa(gb *b, uint32_t plain, uint32_t min_chars, uint32_t max_chars, b
             btrans[(size_t)id * n_cls + k] = to;
         }
     }
+    /* 1b. universal states: every string from them is accepted (the `.*`
+     * after a search pattern matched). Each state's UTF-8 decoder state
+     * follows from the bytes that reach it (states are numbered in the
+     * order they were reached); a state reached at two decoder states is
+     * left out. Then the greatest set where every state accepts at a
+     * character boundary and steps on every byte its decoder allows to a
+     * state of the set. In the product they become a counted repetition of
+     * any character instead of one rule per count. */
+    uint32_t nb = bs.n;
+    bq = malloc(nb), uni = malloc(nb);
+    if (!bq || !uni) goto nomem;
+    memset(bq, 0xFF, nb);
+    memset(uni, 1, nb);
+    bq[0] = MT_U8_START;
+    for (uint32_t id = 0; id < nb; id++) {
+        if (bq[id] == 0xFF) { uni[id] = 0; continue; }
+        for (uint32_t x = 0; x < 256; x++) {
+            uint32_t to = btrans[(size_t)id * n_cls + cls_of[x]];
+            if (to == UINT32_MAX) continue;
+            uint8_t nq = mt_u8_next(bq[id], (uint8_t)x);
+            if (nq == MT_U8_BAD) uni[to] = 0;
+            else if (bq[to] == 0xFF) bq[to] = nq;
+            else if (bq[to] != nq) uni[to] = 0;
+        }
+    }
+    for (bool changed = true; changed;) {
+        changed = false;
+        for (uint32_t id = 0; id < nb; id++) {
+            if (!uni[id]) continue;
+            bool ok = true;
+            if (bq[id] == MT_U8_START) {
+                const uint32_t *key = bs.data + bs.off[id];
+                bool a_ = false;
+                for (size_t q = 0; q < bs.off[id + 1] - bs.off[id]; q++) a_ |= key[q] == f.e;
+                ok = a_;
+            }
+            for (uint32_t x = 0; ok && x < 256; x++) {
+                if (mt_u8_next(bq[id], (uint8_t)x) == MT_U8_BAD) continue;
+                uint32_t to = btrans[(size_t)id * n_cls + cls_of[x]];
+                ok = to != UINT32_MAX && uni[to];
+            }
+            if (!ok) uni[id] = 0, changed = true;
+        }
+    }
     /* 2. its product with the character count (saturating at min_chars
      * when there is no maximum): states (base state, count) */
     uint32_t pk[2] = {0, 0};
@@ -413,6 +461,10 @@ uint32_t rx_dfa(gb *b, uint32_t plain, uint32_t min_chars, uint32_t max_chars, b
         }
         uint32_t bstate = st.data[st.off[id]], count = st.data[st.off[id] + 1];
         for (uint32_t k = 0; k < n_cls; k++) {
+            if (uni[bstate] && bq[bstate] == MT_U8_START) { /* a counted repetition: no successors */
+                trans[(size_t)id * n_cls + k] = UINT32_MAX;
+                continue;
+            }
             uint32_t c = rep[k], bto = btrans[(size_t)bstate * n_cls + k];
             trans[(size_t)id * n_cls + k] = UINT32_MAX;
             if (bto == UINT32_MAX) continue;
@@ -431,6 +483,10 @@ uint32_t rx_dfa(gb *b, uint32_t plain, uint32_t min_chars, uint32_t max_chars, b
     if (!acc || !live) goto nomem;
     for (uint32_t id = 0; id < ns; id++) {
         uint32_t bstate = st.data[st.off[id]];
+        if (uni[bstate] && bq[bstate] == MT_U8_START) { /* completes with enough characters */
+            acc[id] = live[id] = 1;
+            continue;
+        }
         if (st.data[st.off[id] + 1] < min_chars) continue;
         const uint32_t *key = bs.data + bs.off[bstate];
         uint32_t kn = (uint32_t)(bs.off[bstate + 1] - bs.off[bstate]);
@@ -456,8 +512,18 @@ uint32_t rx_dfa(gb *b, uint32_t plain, uint32_t min_chars, uint32_t max_chars, b
     alts = di_malloc_array((size_t)n_cls + 1, sizeof(uint32_t));
     if (!rules || !alts) goto nomem;
     for (uint32_t id = 0; id < ns; id++) rules[id] = live[id] ? gb_rule_new(b, NULL, 0) : GB_NIL;
+    uint32_t any_rule = GB_NIL;
     for (uint32_t id = 0; id < ns && gb_ok(b); id++) {
         if (!live[id]) continue;
+        uint32_t bstate = st.data[st.off[id]], count = st.data[st.off[id] + 1];
+        if (uni[bstate] && bq[bstate] == MT_U8_START) {
+            if (any_rule == GB_NIL)
+                any_rule = gb_rule_of(b, NULL, json ? json_string_char(b) : gb_uclass(b, NULL, 0, true));
+            uint32_t lo = min_chars > count ? min_chars - count : 0;
+            uint32_t hi = max_chars == GB_INF ? GB_INF : max_chars - count;
+            gb_rule_define(b, rules[id], gb_repeat(b, gb_ref(b, any_rule), lo, hi));
+            continue;
+        }
         uint32_t na = 0, loop = GB_NIL;
         uint8_t done[256] = {0};
         for (uint32_t k = 0; k < n_cls; k++) {
@@ -490,7 +556,7 @@ done:
     free(cl.first), free(cl.eps_to), free(cl.mark), free(cl.stack), free(cl.bfirst), free(cl.bedge);
     free(buf), free(trans), free(rules), free(alts), free(acc), free(live);
     sset_free(&st), sset_free(&bs);
-    free(btrans);
+    free(btrans), free(bq), free(uni);
     free(ec.set), free(ec.rule);
     return result;
 }

@@ -234,6 +234,17 @@ static void not_if_and_dependencies_as_alternatives(void **state) {
     assert_true(gt_accepts_str(g, "{}")); /* only arrays must contain */
     assert_false(gt_accepts_str(g, "[\"b\"]"));
     di_grammar_free(g);
+    /* allOf whose members close their properties differently */
+    g = schema("{\"allOf\":[{\"properties\":{\"a\":{\"type\":\"integer\"}},\"additionalProperties\":false},"
+               "{\"properties\":{\"b\":{\"type\":\"string\"}},\"additionalProperties\":{\"type\":\"integer\"}}]}");
+    assert_true(gt_accepts_str(g, "{\"a\":1}"));
+    assert_false(gt_accepts_str(g, "{\"a\":1,\"b\":\"x\"}")); /* b: not listed by the first */
+    assert_false(gt_accepts_str(g, "{\"a\":\"x\"}"));
+    di_grammar_free(g);
+    /* integers past 64 bits read as reals (a huge maximum is no bound) */
+    g = schema("{\"type\":\"integer\",\"maximum\":18446744073709551616}");
+    assert_true(gt_accepts_str(g, "5"));
+    di_grammar_free(g);
     /* a dependency on a property that cannot occur is no constraint */
     g = schema("{\"type\":\"object\",\"properties\":{\"r\":{}},\"additionalProperties\":false,"
                "\"dependencies\":{\"shape\":[\"circle\"]}}");
