@@ -20,7 +20,7 @@ llguidance with whitespace_flexible=False; single-threaded compilers.
 Usage:
   $(scripts/venv.sh grammar) bench/grammar_peers.py \\
       --tokenizer ../shared/data/tokenizer/deepseek-v3/tokenizer.json \\
-      --subsets Github_easy Github_medium --limit 100 --core 1
+      --subsets Github_easy Github_medium --limit 100 --core 1 [--baseline OLD/deepinfer --reps 3]
 """
 import argparse
 import json
@@ -155,8 +155,8 @@ def run_llguidance(hf, schemas, n_tokens, seed, quote_ids):
     return ok, ctimes, mtimes
 
 
-def run_deepinfer(tokenizer, subset_dir, limit, n_tokens, seed):
-    exe = os.path.join(ROOT, "build", "deepinfer")
+def run_deepinfer(tokenizer, subset_dir, limit, n_tokens, seed, exe=None):
+    exe = exe or os.path.join(ROOT, "build", "deepinfer")
     out = subprocess.run([exe, "grammar", "--tokenizer", tokenizer, "--bench", subset_dir, "--limit", str(limit),
                           "--tokens", str(n_tokens), "--seed", str(seed), "--json"],
                          check=True, capture_output=True, text=True).stdout
@@ -174,6 +174,10 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--core", type=int, default=None, help="pin to this CPU core")
     ap.add_argument("--json-out", default=None)
+    ap.add_argument("--baseline", default=None,
+                    help="another deepinfer binary (an older build) measured in the same run as 'baseline'")
+    ap.add_argument("--reps", type=int, default=1,
+                    help="runs of deepinfer (and the baseline, interleaved); medians of their percentiles")
     args = ap.parse_args()
     if args.core is not None:
         os.sched_setaffinity(0, {args.core})
@@ -193,10 +197,16 @@ def main():
         names = sorted(f for f in os.listdir(d) if f.endswith(".json"))[: args.limit]
         schemas = [open(os.path.join(d, f), encoding="utf-8").read() for f in names]
         r = {"subset": sub, "schemas": len(schemas)}
-        ours = run_deepinfer(args.tokenizer, d, args.limit, args.tokens, args.seed)
-        r["deepinfer"] = {"compiled": ours["compiled"], "compile_p50_us": ours["compile_p50_us"],
-                          "mask_p50_us": ours["mask_p50_us"], "mask_p99_us": ours["mask_p99_us"],
-                          "masks": ours["masks"]}
+        runs = {"deepinfer": [], "baseline": []}
+        for _ in range(args.reps):  # interleaved, so both see the same machine load
+            runs["deepinfer"].append(run_deepinfer(args.tokenizer, d, args.limit, args.tokens, args.seed))
+            if args.baseline:
+                runs["baseline"].append(run_deepinfer(args.tokenizer, d, args.limit, args.tokens, args.seed, args.baseline))
+        for name, rs in runs.items():
+            if rs:
+                r[name] = {"compiled": rs[0]["compiled"], "masks": rs[0]["masks"]}
+                for k in ("compile_p50_us", "mask_p50_us", "mask_p99_us"):
+                    r[name][k] = statistics.median(x[k] for x in rs)
         for name, fn in (("llguidance", run_llguidance), ("xgrammar", run_xgrammar)):
             ok, ct, mt = fn(hf, schemas, args.tokens, args.seed, quote_ids)
             r[name] = {"compiled": ok, "compile_p50_us": pct(ct, 0.5), "mask_p50_us": pct(mt, 0.5),
@@ -215,7 +225,9 @@ def print_row(r):
     print(f"  {'engine':<11} {'compiled':>9} {'compile p50':>12} {'mask p50':>9} {'mask p99':>10} {'masks':>7}"
           f"   ratios peer/deepinfer (compile, p50, p99)")
     us = r["deepinfer"]
-    for name in ("deepinfer", "llguidance", "xgrammar"):
+    for name in ("deepinfer", "baseline", "llguidance", "xgrammar"):
+        if name not in r:
+            continue
         e = r[name]
         line = (f"  {name:<11} {100.0 * e['compiled'] / n:8.1f}% {e['compile_p50_us']:10.1f}us "
                 f"{e['mask_p50_us']:7.1f}us {e['mask_p99_us']:8.1f}us {e['masks']:7d}")

@@ -28,6 +28,12 @@ DATA = os.path.join(ROOT, "..", "shared", "data")
 TOKENIZER = "tokenizer/deepseek-v3/tokenizer.json"
 SUBSETS = ["Github_easy", "Github_medium", "Github_hard", "Glaiveai2K", "Snowplow"]
 PER_SUBSET = 8
+# Schemas that exercise particular compilations, walked in addition: regex
+# automata (an ambiguous pattern; pattern with maxLength), not of an enum /
+# of required, and dependencies.
+EXTRA = ["Github_medium/o10314.json", "Snowplow/sp_328_Normalized.json", "Glaiveai2K/calculate_area_00d870b6.json",
+         "Github_medium/o10078.json", "Glaiveai2K/calculate_area_1b3acb9f.json", "Github_medium/o24621.json",
+         "Github_hard/o17944.json", "Github_medium/o12279.json"]
 SEEDS = [1, 2, 3]
 MAX_TOKENS = 200
 OUT = os.path.join(ROOT, "tests", "data", "golden", "grammar", "walks.json")
@@ -58,6 +64,7 @@ def verdict(schema, text_bytes):
 def main():
     exe = os.path.join(ROOT, "build", "deepinfer")
     samples, n_complete, n_invalid = [], 0, 0
+    chosen = []
     for sub in SUBSETS:
         d = os.path.join(DATA, "jsonschemabench", sub)
         taken = 0
@@ -66,26 +73,31 @@ def main():
                 break
             if not name.endswith(".json"):
                 continue
-            path = os.path.join(d, name)
-            walks = sample(exe, path)
-            if walks is None:
-                continue
-            taken += 1
-            schema = json.load(open(path, encoding="utf-8"))
-            for w in walks:
-                rec = {"schema": f"jsonschemabench/{sub}/{name}", "seed": w["seed"], "complete": w["complete"],
-                       "ids": w["ids"]}
-                if w["complete"]:
-                    n_complete += 1
-                    ok, msg = verdict(schema, bytes.fromhex(w["hex"]))
-                    rec["valid"] = ok
-                    if not ok:
-                        n_invalid += 1
-                        rec["error"] = msg
-                        rec["text"] = bytes.fromhex(w["hex"]).decode("utf-8", "replace")
-                        print(f"INVALID {rec['schema']} seed {w['seed']}: {msg}\n  {rec['text'][:300]}",
-                              file=sys.stderr)
-                samples.append(rec)
+            if sample(exe, os.path.join(d, name)) is not None:
+                chosen.append(f"{sub}/{name}")
+                taken += 1
+    chosen += [x for x in EXTRA if x not in chosen]
+    for rel in chosen:
+        sub, name = rel.split("/")
+        path = os.path.join(DATA, "jsonschemabench", rel)
+        walks = sample(exe, path)
+        if walks is None:
+            sys.exit(f"{rel} does not compile")
+        schema = json.load(open(path, encoding="utf-8"))
+        for w in walks:
+            rec = {"schema": f"jsonschemabench/{sub}/{name}", "seed": w["seed"], "complete": w["complete"],
+                   "ids": w["ids"]}
+            if w["complete"]:
+                n_complete += 1
+                ok, msg = verdict(schema, bytes.fromhex(w["hex"]))
+                rec["valid"] = ok
+                if not ok:
+                    n_invalid += 1
+                    rec["error"] = msg
+                    rec["text"] = bytes.fromhex(w["hex"]).decode("utf-8", "replace")
+                    print(f"INVALID {rec['schema']} seed {w['seed']}: {msg}\n  {rec['text'][:300]}",
+                          file=sys.stderr)
+            samples.append(rec)
     os.makedirs(os.path.dirname(OUT), exist_ok=True)
     doc = {
         "generator": "scripts/gen_goldens_grammar.py",

@@ -28,6 +28,7 @@ typedef struct opts {
     uint32_t seed;
     uint32_t tokens; /* --bench walk length; 0: compile only */
     uint32_t sample; /* --sample N: random walks (seeds seed .. seed+N-1) */
+    double slow_us;  /* --bench --slow US: report every mask slower than US (0: none) */
 } opts;
 
 /* Timings use the thread's CPU clock, not the wall clock: on a shared,
@@ -161,13 +162,23 @@ static uint64_t rng(uint64_t *s) {
 /* Generates up to max_tokens tokens by sampling allowed tokens (with
  * a bias towards tokens that close strings, so walks move through the
  * structure instead of staying in one string), timing every mask. */
+/* Bytes kept of a walk's output for --slow reports (the tail is printed). */
+#define SLOW_TAIL 48
+
 static void bench_walk(di_grammar_matcher *m, const di_grammar_vocab *v, uint32_t *mask, size_t words, uint64_t *seed,
-                       dvec *times, uint32_t *allowed, uint32_t max_tokens) {
+                       dvec *times, uint32_t *allowed, uint32_t max_tokens, const char *name, double slow_us) {
     di_error err;
+    char tail[SLOW_TAIL + 1] = {0};
     for (uint32_t step = 0; step < max_tokens; step++) {
         double a = now_us();
         if (di_grammar_matcher_fill_mask(m, mask, words, &err)) return;
-        dpush(times, now_us() - a);
+        double dt = now_us() - a;
+        dpush(times, dt);
+        if (slow_us > 0 && dt >= slow_us) {
+            printf("slow %8.1f us  %s step %u after ...", dt, name, step);
+            for (const char *p = tail; *p; p++) putchar(*p >= 0x20 && *p < 0x7f ? *p : '?');
+            putchar('\n');
+        }
         uint32_t n = 0, n_struct = 0;
         for (size_t w = 0; w < words; w++)
             for (uint32_t bits = mask[w]; bits; bits &= bits - 1) allowed[n++] = (uint32_t)(w * 32 + (uint32_t)__builtin_ctz(bits));
@@ -183,6 +194,16 @@ static void bench_walk(di_grammar_matcher *m, const di_grammar_vocab *v, uint32_
             if (n_struct) pick = allowed[rng(seed) % n_struct];
         }
         if (!di_grammar_matcher_advance_token(m, pick)) return;
+        if (slow_us > 0) { /* keep the output's tail for the report */
+            uint32_t len;
+            const uint8_t *b = di_grammar_vocab_token(v, pick, &len);
+            size_t have = strlen(tail);
+            for (uint32_t j = 0; b && j < len; j++) {
+                if (have == SLOW_TAIL) memmove(tail, tail + 1, SLOW_TAIL - 1), have--;
+                tail[have++] = b[j] ? (char)b[j] : '?';
+            }
+            tail[have] = 0;
+        }
         if (di_grammar_matcher_is_terminated(m)) return;
     }
 }
@@ -233,7 +254,7 @@ static int run_bench(const opts *o, const di_grammar_vocab *v) {
         compiled++;
         dpush(&compile_t, c_us);
         di_grammar_matcher *m = NULL;
-        if (di_grammar_matcher_create(g, v, &m, &err) == DI_OK) bench_walk(m, v, mask, words, &seed, &mask_t, allowed, o->tokens);
+        if (di_grammar_matcher_create(g, v, &m, &err) == DI_OK) bench_walk(m, v, mask, words, &seed, &mask_t, allowed, o->tokens, names[i], o->slow_us);
         di_grammar_matcher_free(m);
         di_grammar_free(g);
     }
@@ -300,7 +321,7 @@ static int run_sample(const opts *o, const di_grammar_vocab *v) {
 static void usage(FILE *f) {
     fprintf(f, "usage: deepinfer grammar --tokenizer MODEL\n"
                "         (--schema F.json | --regex R | --ebnf F | --json-object) --check INSTANCE_FILE\n"
-               "       deepinfer grammar --tokenizer MODEL --bench DIR [--limit N] [--tokens N (0: compile only)]\n"
+               "       deepinfer grammar --tokenizer MODEL --bench DIR [--limit N] [--tokens N (0: compile only)] [--slow US]\n"
                "       deepinfer grammar --tokenizer MODEL (--schema F.json | ...) --sample N [--seed S] [--tokens MAX]\n"
                "MODEL: tokenizer.json, a folder with one, or a GGUF file\n"
                "options: --ws compact|flexible  --lenient  --draft7  --seed N  --json (bench: one JSON line)\n"
@@ -330,6 +351,7 @@ int di_cmd_grammar(int argc, char **argv) {
         else if (!strcmp(a, "--limit")) o.limit = (uint32_t)strtoul(val, NULL, 10);
         else if (!strcmp(a, "--seed")) o.seed = (uint32_t)strtoul(val, NULL, 10);
         else if (!strcmp(a, "--tokens")) o.tokens = (uint32_t)strtoul(val, NULL, 10);
+        else if (!strcmp(a, "--slow")) o.slow_us = strtod(val, NULL);
         else if (!strcmp(a, "--sample")) o.sample = (uint32_t)strtoul(val, NULL, 10);
         else if (!strcmp(a, "--ws")) o.gopt.whitespace = !strcmp(val, "flexible") ? DI_GRAMMAR_WS_FLEXIBLE : DI_GRAMMAR_WS_COMPACT;
         else { usage(stderr); return 2; }

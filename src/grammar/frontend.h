@@ -22,4 +22,17 @@ uint32_t rx_cpset(gb *b, const uint32_t *pairs, uint32_t n_pairs, bool negate, b
  * one character), the unit counted by minLength/maxLength. */
 uint32_t json_string_char(gb *b);
 
+/* Determinizes a plain-mode regex node (rx_translate with json_string
+ * false) intersected with a length of min_chars..max_chars characters
+ * (max GB_INF: unbounded) into right-linear rules; json: the rules match the
+ * JSON-string encoding. At most max_states automaton states: past that,
+ * GB_NIL with *too_big set (no error recorded; the caller falls back).
+ * Other failures are recorded in the builder. */
+uint32_t rx_dfa(gb *b, uint32_t plain, uint32_t min_chars, uint32_t max_chars, bool json, uint32_t max_states,
+                bool *too_big);
+
+/* Whether a plain-mode regex node nests repetitions ((?:[a-z]+-?)+): its
+ * tree form is ambiguous, so the parser tracks many splits per byte. */
+bool rx_is_ambiguous(const gb *b, uint32_t plain);
+
 #endif

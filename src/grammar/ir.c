@@ -371,7 +371,7 @@ static void utf8_split(gb *b, uint32_t lo, uint32_t hi, u8alts *out) {
     out->v[out->n++] = seq;
 }
 
-static uint32_t uclass_expand(gb *b, uint32_t node) {
+uint32_t gb_uclass_utf8(gb *b, uint32_t node) {
     gb_node nd = b->nodes[node];
     u8alts alts = {0};
     for (uint32_t i = 0; i < nd.b && gb_ok(b); i++) {
@@ -483,7 +483,7 @@ static bool emit_item(lower *L, uint32_t node) {
             if (!emit_item(L, b->kids[nd.a + i])) return false;
         return true;
     case GN_UCLASS: {
-        uint32_t body = uclass_expand(b, node);
+        uint32_t body = gb_uclass_utf8(b, node);
         uint32_t r = gb_rule_of(b, NULL, body);
         return gb_ok(b) && emit(L, SYM_MAKE(SYM_RULE, r));
     }

@@ -132,6 +132,9 @@ uint32_t gb_byte_range(gb *b, uint8_t lo, uint8_t hi);
  * negate: the complement within U+0000..U+10FFFF. Surrogates are never
  * matched (they are not valid UTF-8). */
 uint32_t gb_uclass(gb *b, const uint32_t *pairs, uint32_t n_pairs, bool negate);
+/* The UTF-8 byte sequences of a GN_UCLASS node: an ALT of SEQs of byte
+ * classes (new nodes; the class node is unchanged). */
+uint32_t gb_uclass_utf8(gb *b, uint32_t uclass_node);
 uint32_t gb_seq(gb *b, const uint32_t *kids, uint32_t n);
 uint32_t gb_seq2(gb *b, uint32_t x, uint32_t y);
 uint32_t gb_seq3(gb *b, uint32_t x, uint32_t y, uint32_t z);

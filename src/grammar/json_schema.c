@@ -4,12 +4,19 @@
  * Keywords: type, enum, const, properties, required, additionalProperties,
  * items, prefixItems, additionalItems (draft 7), minItems, maxItems,
  * minLength, maxLength, minimum, maximum, exclusiveMinimum,
- * exclusiveMaximum, pattern, format (date, time, date-time, email, uuid, uri,
- * ipv4, hostname; other formats are annotations), anyOf, oneOf (as anyOf: see
- * below), allOf (merged into one schema where the keywords combine), local
- * $ref with $defs / definitions; in the forms a grammar expresses exactly:
- * multipleOf (1, 10^-k), minProperties / maxProperties (implied by the
- * members, or minProperties 1), patternProperties (one pattern; see
+ * exclusiveMaximum, pattern (also with minLength / maxLength: the
+ * pattern's automaton times a character counter, regex_dfa.c), format
+ * (date, time, date-time, email, uuid, uri, ipv4, hostname; other formats
+ * are annotations), anyOf, oneOf (as anyOf: see below), allOf (merged into
+ * one schema where the keywords combine), local $ref with $defs /
+ * definitions, contains / minContains / maxContains (without item count
+ * bounds); rewritten into alternatives (rewrite_logic): not (of type,
+ * required, properties, enum / const of scalars, bounds, and anyOf / allOf
+ * / not of those), if / then / else ((if and then) or (not if and else)),
+ * dependentRequired / dependentSchemas / dependencies (absent, or present
+ * with what it needs; at most 6); in the forms a grammar expresses
+ * exactly: multipleOf (1, 10^-k), minProperties / maxProperties (implied
+ * by the members, or minProperties 1), patternProperties (one pattern; see
  * object_node).
  * Annotations (title, description, default, ...) are ignored; other JSON
  * Schema keywords are an error naming them unless the caller is lenient.
@@ -61,10 +68,11 @@ static const char *const ANNOTATIONS[] = {
 /* Supported keywords are listed at the top of this file; these are the
  * JSON Schema keywords we know and do not implement. */
 static const char *const UNSUPPORTED[] = {
-    "not", "if", "then", "else", "dependentRequired", "dependentSchemas", "dependencies",
-    "propertyNames", "uniqueItems", "contains",
-    "minContains", "maxContains", "unevaluatedProperties", "unevaluatedItems",
+    "propertyNames", "uniqueItems", "unevaluatedProperties", "unevaluatedItems",
     "$dynamicRef", "$dynamicAnchor", "$recursiveRef", "$recursiveAnchor", NULL};
+
+/* Internal keyword (rewrite_logic): the strings listed are excluded. */
+#define NOT_IN "$deepinfer:notIn"
 
 static bool in_list(const char *const *list, const char *k) {
     for (; *list; list++)
@@ -277,9 +285,30 @@ static bool merge_into(jsc *c, json_t *dst, json_t *src) {
     json_t *dpp = json_object_get(dst, "patternProperties"), *spp = json_object_get(src, "patternProperties");
     if ((dap || sap || dpp || spp) && !json_equal(dpp, spp) && (dpp || spp) && (dap || sap || (dpr && spr)))
         return jfail(c, DI_ERR_UNSUPPORTED, "%s", "allOf with patternProperties and additionalProperties in different schemas"), false;
+    bool joint = false; /* properties and additionalProperties merged together below */
     if (((dap && !json_is_true(dap)) && spr && !json_equal(dpr, spr)) ||
-        ((sap && !json_is_true(sap)) && dpr && !json_equal(dpr, spr)))
-        return jfail(c, DI_ERR_UNSUPPORTED, "%s", "allOf with additionalProperties over different properties"), false;
+        ((sap && !json_is_true(sap)) && dpr && !json_equal(dpr, spr))) {
+        if (dpp || spp)
+            return jfail(c, DI_ERR_UNSUPPORTED, "%s", "allOf with additionalProperties over different properties"), false;
+        /* Each key takes both sides' schemas: a side's own property, or
+         * that side's additionalProperties when it does not list the key;
+         * keys neither lists take both additionalProperties. */
+        json_t *np = json_object();
+        const char *pk;
+        json_t *pv;
+        json_object_foreach(dpr, pk, pv) {
+            json_t *other = json_object_get(spr, pk);
+            if (!other) other = sap;
+            json_object_set(np, pk, !other || json_is_true(other) ? pv : all_of2(c, pv, other));
+        }
+        json_object_foreach(spr, pk, pv) {
+            if (json_object_get(np, pk)) continue;
+            json_object_set(np, pk, !dap || json_is_true(dap) ? pv : all_of2(c, dap, pv));
+        }
+        json_object_set_new(dst, "properties", np);
+        if (sap) json_object_set(dst, "additionalProperties", dap ? all_of2(c, dap, sap) : sap);
+        joint = true;
+    }
     /* likewise `items` means "after the prefix" of its own schema */
     json_t *dit = json_object_get(dst, "items"), *sit = json_object_get(src, "items");
     bool dtuple = json_object_get(dst, "prefixItems") || json_is_array(dit);
@@ -289,6 +318,7 @@ static bool merge_into(jsc *c, json_t *dst, json_t *src) {
     const char *k;
     json_object_foreach(src, k, v) {
         if (!strcmp(k, "allOf") || in_list(ANNOTATIONS, k)) continue;
+        if (joint && (!strcmp(k, "properties") || !strcmp(k, "additionalProperties"))) continue;
         json_t *d = json_object_get(dst, k);
         if (!d) { json_object_set(dst, k, v); continue; }
         if (json_equal(d, v)) continue;
@@ -325,6 +355,10 @@ static bool merge_into(jsc *c, json_t *dst, json_t *src) {
             double a = json_number_value(d), bv = json_number_value(v);
             bool take = is_max_kw(k) ? bv < a : bv > a;
             if (take) json_object_set(dst, k, v);
+        } else if (!strcmp(k, NOT_IN)) {
+            json_t *u = json_deep_copy(d);
+            json_array_extend(u, v);
+            json_object_set_new(dst, k, u);
         } else if (!strcmp(k, "enum")) {
             json_t *u = json_array();
             size_t j, q;
@@ -366,8 +400,8 @@ static json_t *deref(jsc *c, json_t *s, uint32_t hops) {
 
 static uint32_t literal(jsc *c, json_t *v) {
     gb *b = c->b;
-    if (json_is_integer(v) || (json_is_real(v) && json_real_value(v) == (double)(long long)json_real_value(v) &&
-                               json_real_value(v) > -1e15 && json_real_value(v) < 1e15)) {
+    if (json_is_integer(v) || (json_is_real(v) && json_real_value(v) > -1e15 && json_real_value(v) < 1e15 &&
+                               json_real_value(v) == (double)(long long)json_real_value(v))) {
         /* integral numbers: 1 == 1.0 == 1.00 in JSON Schema */
         char buf[32];
         long long x = json_is_integer(v) ? (long long)json_integer_value(v) : (long long)json_real_value(v);
@@ -429,6 +463,9 @@ static uint32_t literal(jsc *c, json_t *v) {
     return n;
 }
 
+/* Whether x is a whole number (without casting out of range). */
+static bool integral(double x) { return isfinite(x) && x == floor(x); }
+
 static int json_type_bit(json_t *v) {
     switch (json_typeof(v)) {
     case JSON_NULL: return T_NULL;
@@ -437,7 +474,7 @@ static int json_type_bit(json_t *v) {
     case JSON_ARRAY: return T_ARRAY;
     case JSON_STRING: return T_STRING;
     case JSON_INTEGER: return T_INTEGER | T_NUMBER;
-    case JSON_REAL: return json_real_value(v) == (double)(long long)json_real_value(v) ? T_INTEGER | T_NUMBER : T_NUMBER;
+    case JSON_REAL: return integral(json_real_value(v)) ? T_INTEGER | T_NUMBER : T_NUMBER;
     }
     return 0;
 }
@@ -515,10 +552,16 @@ static void node_len(const gb *b, uint32_t node, uint32_t depth, uint64_t *lo, u
     }
 }
 
-/* A regex with minLength/maxLength. Exact in two cases: the regex's own
- * length range already lies within the bounds, or the regex is one
- * repeated character (^[a-z]+$), whose repeat count takes the bounds. NIL
- * with *fits false otherwise (error left to the caller). */
+/* Automaton states for a pattern (with its length counter): past this the
+ * grammar would be large, so an ambiguous pattern keeps its tree form and a
+ * pattern with length bounds is refused. */
+#define JS_DFA_MAX_STATES 4096
+
+/* A regex with minLength/maxLength. The regex's own length range already
+ * lies within the bounds; or the regex is one repeated character
+ * (^[a-z]+$), whose repeat count takes the bounds; or else the regex's
+ * automaton with a character counter (rx_dfa). NIL with *fits false when
+ * that automaton is too large (error left to the caller). */
 static uint32_t pattern_with_length(jsc *c, const char *re, bool search, uint32_t lo, uint32_t hi, bool *fits) {
     gb *b = c->b;
     *fits = true;
@@ -538,8 +581,52 @@ static uint32_t pattern_with_length(jsc *c, const char *re, bool search, uint32_
             return gb_repeat(b, j->a, nlo, nhi);
         }
     }
-    *fits = false;
-    return GB_NIL;
+    /* otherwise the pattern's automaton times a character counter */
+    bool big;
+    uint32_t d = rx_dfa(b, plain, lo, hi, true, JS_DFA_MAX_STATES, &big);
+    if (d == GB_NIL && big) *fits = false;
+    return d;
+}
+
+/* A pattern without length bounds: the tree form, or the automaton when the
+ * tree is ambiguous (nested repetitions) and the automaton is small. */
+static uint32_t pattern_node(jsc *c, const char *re, bool search) {
+    gb *b = c->b;
+    uint32_t plain = rx_translate(b, re, strlen(re), search, false, c->opt.max_depth);
+    if (plain == GB_NIL) return GB_NIL;
+    if (rx_is_ambiguous(b, plain)) {
+        bool big;
+        uint32_t d = rx_dfa(b, plain, 0, GB_INF, true, JS_DFA_MAX_STATES, &big);
+        if (d != GB_NIL || !big) return d;
+    }
+    return rx_translate(b, re, strlen(re), search, true, c->opt.max_depth);
+}
+
+/* An object member as object_node lists it (name, value schema). */
+typedef struct member {
+    const char *name;
+    json_t *schema;
+    bool required;
+} member;
+
+static uint32_t key_not_in(jsc *c, const member *m, size_t off, const uint32_t *idx, uint32_t n_idx);
+
+/* A string other than the listed ones (`not` of an enum / const): the
+ * property-name exclusion automaton (key_not_in), with its precision. */
+static uint32_t string_not_in(jsc *c, json_t *list, bool has_len) {
+    gb *b = c->b;
+    if (has_len) return jfail(c, DI_ERR_UNSUPPORTED, "%s", "'not' of an enum together with minLength/maxLength");
+    size_t n = json_array_size(list);
+    member *m = di_calloc(n + 1, sizeof *m);
+    uint32_t *idx = di_malloc_array(n + 1, sizeof(uint32_t));
+    if (!m || !idx) { free(m), free(idx); return gb_fail(b, DI_ERR_NOMEM, "out of memory"), GB_NIL; }
+    for (size_t i = 0; i < n; i++) {
+        m[i].name = json_string_value(json_array_get(list, i));
+        idx[i] = (uint32_t)i;
+    }
+    uint32_t r = gb_seq2(b, gb_str(b, "\""), key_not_in(c, m, 0, idx, (uint32_t)n));
+    free(m), free(idx);
+    return r;
 }
 
 static uint32_t string_node(jsc *c, json_t *s) {
@@ -565,11 +652,10 @@ static uint32_t string_node(jsc *c, json_t *s) {
         if (!re) return jfail(c, DI_ERR_FORMAT, "%s", "'pattern' is not a string");
         size_t n = path_push(c, "pattern");
         bool fits = true;
-        uint32_t body = has_len ? pattern_with_length(c, re, true, lo, hi, &fits)
-                                : rx_translate(b, re, strlen(re), true, true, c->opt.max_depth);
+        uint32_t body = has_len ? pattern_with_length(c, re, true, lo, hi, &fits) : pattern_node(c, re, true);
         if (body == GB_NIL && gb_ok(b) && !fits) {
             if (c->opt.lenient) body = rx_translate(b, re, strlen(re), true, true, c->opt.max_depth);
-            else jfail(c, DI_ERR_UNSUPPORTED, "%s", "'pattern' together with minLength/maxLength");
+            else jfail(c, DI_ERR_UNSUPPORTED, "%s", "'pattern' together with minLength/maxLength (automaton too large)");
         } else if (body == GB_NIL) {
             di_error_prefix(b->err, "json schema at %s: ", c->path);
         }
@@ -579,12 +665,14 @@ static uint32_t string_node(jsc *c, json_t *s) {
     if (fre) {
         bool fits = true;
         uint32_t body = has_len ? pattern_with_length(c, fre, false, lo, hi, &fits)
-                                : rx_translate(b, fre, strlen(fre), false, true, c->opt.max_depth);
+                                : pattern_node(c, fre, false);
         if (body != GB_NIL) return quoted(c, body);
         if (!gb_ok(b)) return GB_NIL;
         /* the format cannot take the length bounds: keep the bounds (the
          * assertion) and drop the format (the annotation) */
     }
+    json_t *not_in = json_object_get(s, NOT_IN);
+    if (not_in) return string_not_in(c, not_in, has_len);
     if (!has_len) return any_string(c);
     return quoted(c, gb_repeat(b, string_char(c), lo, hi));
 }
@@ -664,11 +752,7 @@ static uint32_t number_node(jsc *c, json_t *s, bool integer) {
 /* key_not_in recurses once per byte of a property name */
 #define JS_MAX_NAME_BYTES 2048
 
-typedef struct member {
-    const char *name;
-    json_t *schema;
-    bool required;
-} member;
+
 
 /* One character of a raw property name as our key literals write it (as
  * jansson does): plain UTF-8, a short escape (\n, \", ...), or \u00XX for
@@ -898,9 +982,67 @@ static uint32_t object_node(jsc *c, json_t *s) {
 
 /* ---- arrays ------------------------------------------------------------- */
 
+static json_t *with_not(jsc *c, json_t *rest, json_t *v);
+
+/* Most counted states of a contains automaton (maxContains / minContains). */
+#define JS_MAX_CONTAINS 64
+
+/* contains C with minContains lo / maxContains hi over items I: the
+ * elements are I; between lo and hi of them (at least lo, when hi is
+ * unbounded) match C. Rules S[k] "after an element, k counted": more
+ * elements that are not counted (I and not C; just I once enough are
+ * counted and there is no maximum), then the end when k >= lo, or a
+ * counted element (I and C) and S[k+1]. */
+static uint32_t contains_node(jsc *c, json_t *s, json_t *items) {
+    gb *b = c->b;
+    uint32_t lo = 1, hi = GB_INF;
+    if (!get_count(c, s, "minContains", &lo) || !get_count(c, s, "maxContains", &hi)) return GB_NIL;
+    if (json_object_get(s, "prefixItems") || json_is_array(items) || json_object_get(s, "minItems") ||
+        json_object_get(s, "maxItems"))
+        return jfail(c, DI_ERR_UNSUPPORTED, "%s", "'contains' together with prefixItems / minItems / maxItems");
+    if (hi != GB_INF && lo > hi) return gb_nothing(b);
+    uint32_t top = hi == GB_INF ? lo : hi; /* counts past top are all alike */
+    if (top > JS_MAX_CONTAINS) return jfail(c, DI_ERR_UNSUPPORTED, "%s", "'minContains' / 'maxContains' above 64");
+    json_t *item = items ? items : json_true();
+    json_t *hit = keep(c, json_object()), *base = keep(c, json_object());
+    if (!merge_into(c, hit, item) || !merge_into(c, hit, json_object_get(s, "contains")) || !merge_into(c, base, item))
+        return GB_NIL;
+    size_t pn = path_push(c, "contains");
+    uint32_t r_hit = gb_rule_of(b, NULL, schema_node(c, hit));
+    uint32_t r_any = gb_rule_of(b, NULL, schema_node(c, base)), r_miss = r_any;
+    if (hi != GB_INF) { /* uncounted elements must fail C */
+        json_t *miss = with_not(c, base, json_object_get(s, "contains"));
+        r_miss = miss ? gb_rule_of(b, NULL, schema_node(c, miss)) : GB_NIL;
+    }
+    path_pop(c, pn);
+    if (!gb_ok(b)) return GB_NIL;
+    uint32_t sep = gb_seq3(b, ws(c), gb_str(b, ","), ws(c));
+    uint32_t *st = di_malloc_array((size_t)top + 2, sizeof(uint32_t));
+    if (!st) return gb_fail(b, DI_ERR_NOMEM, "out of memory"), GB_NIL;
+    for (uint32_t k = 0; k <= top; k++) st[k] = gb_rule_new(b, NULL, 0);
+    for (uint32_t k = 0; k <= top && gb_ok(b); k++) {
+        uint32_t plain = k == top && hi == GB_INF ? r_any : r_miss;
+        uint32_t alts[2], n = 0;
+        if (k >= lo) alts[n++] = gb_empty(b);
+        if (k < top) alts[n++] = gb_seq3(b, sep, gb_ref(b, r_hit), gb_ref(b, st[k + 1]));
+        uint32_t loop = gb_star(b, gb_seq2(b, sep, gb_ref(b, plain)));
+        gb_rule_define(b, st[k], gb_seq2(b, loop, gb_alt(b, alts, n)));
+    }
+    /* the first element, without a separator */
+    uint32_t first[3], nf = 0;
+    if (lo == 0) first[nf++] = gb_empty(b);
+    first[nf++] = gb_seq2(b, gb_ref(b, top == 0 && hi == GB_INF ? r_any : r_miss), gb_ref(b, st[0]));
+    if (top > 0) first[nf++] = gb_seq2(b, gb_ref(b, r_hit), gb_ref(b, st[1]));
+    uint32_t body = gb_alt(b, first, nf);
+    free(st);
+    uint32_t parts[5] = {gb_str(b, "["), ws(c), body, ws(c), gb_str(b, "]")};
+    return gb_seq(b, parts, 5);
+}
+
 static uint32_t array_node(jsc *c, json_t *s) {
     gb *b = c->b;
     uint32_t lo = 0, hi = GB_INF;
+    if (json_object_get(s, "contains")) return contains_node(c, s, json_object_get(s, "items"));
     if (!get_count(c, s, "minItems", &lo) || !get_count(c, s, "maxItems", &hi)) return GB_NIL;
     if (hi != GB_INF && lo > hi) return gb_nothing(b);
     json_t *items = json_object_get(s, "items"), *prefix = json_object_get(s, "prefixItems");
@@ -953,6 +1095,374 @@ static bool has_constraints(json_t *s, const char *except) {
     json_t *v;
     json_object_foreach(s, k, v) if (strcmp(k, except) && !in_list(ANNOTATIONS, k)) return true;
     return false;
+}
+
+/* ---- not, dependencies, if/then/else ------------------------------------ */
+
+/* Most dependencies rewritten as alternatives (2^n branches). */
+#define JS_MAX_DEPENDENCIES 6
+
+/* Copy of s (top level, properties and required copied too, so the branch
+ * can change them), owned by scratch. */
+static json_t *branch_of(jsc *c, json_t *s) {
+    json_t *o = keep(c, json_copy(s));
+    json_t *p = json_object_get(o, "properties"), *r = json_object_get(o, "required");
+    if (json_is_object(p)) json_object_set_new(o, "properties", json_copy(p));
+    if (json_is_array(r)) json_object_set_new(o, "required", json_copy(r));
+    return o;
+}
+
+static void add_required(json_t *o, const char *name) {
+    json_t *r = json_object_get(o, "required");
+    if (!json_is_array(r)) json_object_set_new(o, "required", r = json_array());
+    size_t i;
+    json_t *x;
+    json_array_foreach(r, i, x) if (json_is_string(x) && !strcmp(json_string_value(x), name)) return;
+    json_array_append_new(r, json_string(name));
+}
+
+static void set_property(json_t *o, const char *name, json_t *schema) {
+    json_t *p = json_object_get(o, "properties");
+    if (!json_is_object(p)) json_object_set_new(o, "properties", p = json_object());
+    json_t *have = json_object_get(p, name);
+    if (!have) json_object_set(p, name, schema);
+    else {
+        json_t *a = json_array();
+        json_array_append(a, have);
+        json_array_append(a, schema);
+        json_t *all = json_object();
+        json_object_set_new(all, "allOf", a);
+        json_object_set_new(p, name, all);
+    }
+}
+
+static json_t *one_of_branches(jsc *c, json_t *branches) {
+    size_t n = json_array_size(branches);
+    if (n == 0) return keep(c, json_false());
+    if (n == 1) return json_array_get(branches, 0);
+    json_t *o = keep(c, json_object());
+    json_object_set(o, "anyOf", branches);
+    return o;
+}
+
+/* Bounds whose negation is the opposite bound on the same type:
+ * "if a number then <= 5" fails exactly for numbers > 5. delta shifts a
+ * count bound (maxLength 3 fails for minLength 4). */
+static const struct { const char *kw, *flip; int types, delta; } FLIPS[] = {
+    {"maximum", "exclusiveMinimum", T_NUMBER | T_INTEGER, 0},
+    {"exclusiveMaximum", "minimum", T_NUMBER | T_INTEGER, 0},
+    {"minimum", "exclusiveMaximum", T_NUMBER | T_INTEGER, 0},
+    {"exclusiveMinimum", "maximum", T_NUMBER | T_INTEGER, 0},
+    {"maxLength", "minLength", T_STRING, 1},
+    {"minLength", "maxLength", T_STRING, -1},
+    {"maxItems", "minItems", T_ARRAY, 1},
+    {"minItems", "maxItems", T_ARRAY, -1},
+    {"maxProperties", "minProperties", T_OBJECT, 1},
+    {"minProperties", "maxProperties", T_OBJECT, -1},
+};
+
+/* Most branches a negation may expand to. */
+#define JS_MAX_NOT_BRANCHES 64
+
+/* Branch of rest restricted to the types in mask; NULL when none remain. */
+static json_t *typed_branch(jsc *c, json_t *rest, int mask) {
+    json_t *rt = json_object_get(rest, "type");
+    int have = rt ? type_mask_of(rt) : T_ALL | T_INTEGER;
+    if (have < 0 || !(have & mask)) return NULL;
+    json_t *o = branch_of(c, rest);
+    if ((have & mask) != have) json_object_set_new(o, "type", type_json(have & mask));
+    return o;
+}
+
+static bool push_branch(jsc *c, json_t *out, json_t *b) {
+    if (json_array_size(out) >= JS_MAX_NOT_BRANCHES)
+        return jfail(c, DI_ERR_UNSUPPORTED, "%s", "'not' expands to too many alternatives"), false;
+    json_array_append(out, b);
+    return true;
+}
+
+/* A negation we cannot build: an error naming it, or when lenient, rest
+ * itself (the `not` is dropped, as lenient mode drops keywords). */
+static bool not_unsupported(jsc *c, json_t *rest, json_t *out, const char *fmt, const char *arg) {
+    if (c->opt.lenient) return push_branch(c, out, rest);
+    jfail(c, DI_ERR_UNSUPPORTED, fmt, arg);
+    return false;
+}
+
+static int cmp_double(const void *x, const void *y) {
+    double a = *(const double *)x, b = *(const double *)y;
+    return a < b ? -1 : a > b;
+}
+
+/* rest and a value not in the list (enum / const): per type, the values
+ * of that type other than the listed ones. Strings: the exclusion
+ * automaton; numbers: the open intervals between the listed ones;
+ * booleans: the other one; null: none; types not listed: all. */
+static bool enum_not_branches(jsc *c, json_t *rest, const char *k, json_t *x, json_t *out) {
+    json_t *list = json_is_array(x) ? x : NULL, *one = NULL;
+    if (!list) list = one = keep(c, json_array()), json_array_append(one, x);
+    size_t n = json_array_size(list), i;
+    json_t *e;
+    json_t *strs = keep(c, json_array());
+    double *nums = di_malloc_array(n + 1, sizeof(double));
+    if (!nums) return gb_fail(c->b, DI_ERR_NOMEM, "out of memory"), false;
+    size_t n_num = 0;
+    int touched = 0;
+    bool has_true = false, has_false = false;
+    json_array_foreach(list, i, e) {
+        if (json_is_string(e)) {
+            const char *sv = json_string_value(e);
+            for (; *sv; sv++) /* key_not_in is exact for plain text and short escapes */
+                if ((unsigned char)*sv < 0x20 && !strchr("\b\f\n\r\t", *sv)) {
+                    free(nums);
+                    return not_unsupported(c, rest, out, "'not' of '%s' with a string holding control characters", k);
+                }
+            json_array_append(strs, e), touched |= T_STRING;
+        } else if (json_is_number(e)) {
+            nums[n_num++] = json_number_value(e), touched |= T_NUMBER | T_INTEGER;
+        } else if (json_is_boolean(e)) {
+            has_true |= json_is_true(e), has_false |= json_is_false(e), touched |= T_BOOL;
+        } else if (json_is_null(e)) {
+            touched |= T_NULL;
+        } else {
+            free(nums);
+            return not_unsupported(c, rest, out, "'not' of '%s' with an object or array value", k);
+        }
+    }
+    bool ok = true;
+    json_t *o = typed_branch(c, rest, (T_ALL | T_INTEGER) & ~touched);
+    if (o) ok = push_branch(c, out, o);
+    if (ok && (touched & T_STRING) && (o = typed_branch(c, rest, T_STRING))) {
+        json_t *na = json_object_get(o, NOT_IN);
+        json_t *u = na ? json_deep_copy(na) : json_array();
+        json_array_extend(u, strs);
+        json_object_set_new(o, NOT_IN, u);
+        ok = push_branch(c, out, o);
+    }
+    if (ok && has_true != has_false && (o = typed_branch(c, rest, T_BOOL))) {
+        json_t *only = keep(c, json_object());
+        json_object_set_new(only, "const", json_boolean(!has_true));
+        ok = merge_into(c, o, only) && push_branch(c, out, o);
+    }
+    qsort(nums, n_num, sizeof *nums, cmp_double);
+    for (size_t q = 0; ok && n_num && q <= n_num; q++) { /* (-inf, v0), (v0, v1), ..., (vn, inf) */
+        if (q > 0 && q < n_num && nums[q] == nums[q - 1]) continue;
+        if (!(o = typed_branch(c, rest, T_NUMBER | T_INTEGER))) break;
+        json_t *bd = keep(c, json_object());
+        if (q > 0) json_object_set_new(bd, "exclusiveMinimum", json_real(nums[q - 1]));
+        if (q < n_num) json_object_set_new(bd, "exclusiveMaximum", json_real(nums[q]));
+        ok = merge_into(c, o, bd) && push_branch(c, out, o);
+    }
+    free(nums);
+    return ok;
+}
+
+/* Appends to out the alternatives whose union is rest and not v: not (A
+ * and B and ...) is (not A) or (not B) or ..., one or more branches per
+ * constraint of v, for constraints whose negation is a schema again:
+ * type, required, properties, enum / const of strings, bounds, anyOf /
+ * allOf / not of those, and the trivial schemas. false with the error set
+ * for other forms. */
+static bool not_branches(jsc *c, json_t *rest, json_t *v, json_t *out, uint32_t depth) {
+    v = deref(c, v, 0);
+    if (!v) return false;
+    if (depth > c->opt.max_depth) return jfail(c, DI_ERR_RANGE, "%s", "'not' nested too deeply"), false;
+    if (json_is_false(v)) return push_branch(c, out, rest);
+    if (json_is_true(v)) return true;
+    if (!json_is_object(v)) return jfail(c, DI_ERR_FORMAT, "%s", "'not' is not a schema"), false;
+    const char *k;
+    json_t *x;
+    json_object_foreach(v, k, x) {
+        if (in_list(ANNOTATIONS, k)) continue;
+        int flip = -1;
+        for (int f = 0; f < (int)(sizeof FLIPS / sizeof FLIPS[0]); f++)
+            if (!strcmp(k, FLIPS[f].kw)) flip = f;
+        if (flip >= 0) {
+            if (!json_is_number(x)) return not_unsupported(c, rest, out, "'not' with a non-numeric '%s'", k);
+            json_t *o = typed_branch(c, rest, FLIPS[flip].types);
+            if (!o) continue;
+            json_t *bound = keep(c, json_object());
+            if (FLIPS[flip].delta) {
+                double n = json_number_value(x) + FLIPS[flip].delta;
+                if (n < 0) continue; /* minLength 0 always holds */
+                json_object_set_new(bound, FLIPS[flip].flip, json_integer((json_int_t)n));
+            } else {
+                json_object_set(bound, FLIPS[flip].flip, x);
+            }
+            if (!merge_into(c, o, bound) || !push_branch(c, out, o)) return false;
+        } else if (!strcmp(k, "type")) {
+            int m = type_mask_of(x);
+            if (m < 0) return jfail(c, DI_ERR_FORMAT, "%s", "bad 'type'"), false;
+            if ((m & T_INTEGER) && !(m & T_NUMBER))
+                return not_unsupported(c, rest, out, "%s", "'not' of type integer (non-integral numbers)");
+            json_t *o = typed_branch(c, rest, (T_ALL | T_INTEGER) & ~m & ~((m & T_NUMBER) ? T_INTEGER : 0));
+            if (o && !push_branch(c, out, o)) return false;
+        } else if (!strcmp(k, "required")) {
+            size_t i;
+            json_t *name;
+            json_array_foreach(x, i, name) {
+                if (!json_is_string(name)) return jfail(c, DI_ERR_FORMAT, "%s", "'required' has a non-string"), false;
+                json_t *o = typed_branch(c, rest, T_OBJECT);
+                if (!o) break;
+                set_property(o, json_string_value(name), json_false());
+                if (!push_branch(c, out, o)) return false;
+            }
+        } else if (!strcmp(k, "properties") && json_is_object(x)) {
+            const char *pk;
+            json_t *pv;
+            json_object_foreach(x, pk, pv) {
+                json_t *o = typed_branch(c, rest, T_OBJECT);
+                if (!o) break;
+                if (!json_object_get(json_object_get(rest, "properties"), pk)) {
+                    /* an extra member: it takes additionalProperties too */
+                    json_t *ap = json_object_get(rest, "additionalProperties");
+                    if (json_object_get(rest, "patternProperties"))
+                        return not_unsupported(c, rest, out, "%s", "'not' of properties next to patternProperties");
+                    if (json_is_false(ap)) continue;
+                    if (ap && !json_is_true(ap)) set_property(o, pk, ap);
+                }
+                json_t *neg = keep(c, json_object());
+                json_object_set(neg, "not", pv);
+                add_required(o, pk);
+                set_property(o, pk, neg);
+                if (!push_branch(c, out, o)) return false;
+            }
+        } else if (!strcmp(k, "enum") || !strcmp(k, "const")) {
+            if (!enum_not_branches(c, rest, k, x, out)) return false;
+        } else if (!strcmp(k, "not")) { /* not not x: x */
+            json_t *o = branch_of(c, rest);
+            if (!merge_into(c, o, x) || !push_branch(c, out, o)) return false;
+        } else if (!strcmp(k, "allOf") && json_is_array(x)) { /* some member fails */
+            size_t i;
+            json_t *e;
+            json_array_foreach(x, i, e) if (!not_branches(c, rest, e, out, depth + 1)) return false;
+        } else if ((!strcmp(k, "anyOf") || !strcmp(k, "oneOf")) && json_is_array(x)) {
+            /* every member fails: negate them one after the other, each
+             * over the branches so far (oneOf: as anyOf, see the top) */
+            json_t *cur = keep(c, json_array());
+            json_array_append(cur, rest);
+            size_t i;
+            json_t *e;
+            json_array_foreach(x, i, e) {
+                json_t *next = keep(c, json_array());
+                size_t q;
+                json_t *b;
+                json_array_foreach(cur, q, b) if (!not_branches(c, b, e, next, depth + 1)) return false;
+                cur = next;
+            }
+            size_t q;
+            json_t *b;
+            json_array_foreach(cur, q, b) if (!push_branch(c, out, b)) return false;
+        } else {
+            return not_unsupported(c, rest, out, "'not' with '%s' is not supported", k);
+        }
+    }
+    return true;
+}
+
+static json_t *with_not(jsc *c, json_t *rest, json_t *v) {
+    json_t *br = keep(c, json_array());
+    return not_branches(c, rest, v, br, 0) ? one_of_branches(c, br) : NULL;
+}
+
+/* dependentRequired / dependentSchemas / dependencies (draft 7: both): for
+ * each dependency, the property is absent, or present with what it needs;
+ * the schema becomes the alternatives over all choices (disjoint, so the
+ * grammar stays unambiguous). */
+static json_t *with_dependencies(jsc *c, json_t *s) {
+    const char *kws[] = {"dependencies", "dependentRequired", "dependentSchemas"};
+    json_t *rest = branch_of(c, s);
+    const char *names[JS_MAX_DEPENDENCIES];
+    json_t *needs[JS_MAX_DEPENDENCIES];
+    uint32_t n = 0;
+    json_t *props = json_object_get(s, "properties"), *ap = json_object_get(s, "additionalProperties");
+    bool closed = json_is_false(ap) && !json_object_get(s, "patternProperties");
+    for (int i = 0; i < 3; i++) {
+        json_t *d = json_object_get(s, kws[i]);
+        json_object_del(rest, kws[i]);
+        if (!d) continue;
+        if (!json_is_object(d)) return jfail(c, DI_ERR_FORMAT, "'%s' is not an object", kws[i]), NULL;
+        const char *k;
+        json_t *x;
+        json_object_foreach(d, k, x) {
+            if (closed && !json_object_get(props, k)) continue; /* can never be present */
+            if (json_is_array(x) && !json_array_size(x)) continue;
+            if (json_is_true(x) || (json_is_object(x) && !json_object_size(x))) continue;
+            if (n == JS_MAX_DEPENDENCIES) {
+                if (c->opt.lenient) continue; /* dropped */
+                return jfail(c, DI_ERR_UNSUPPORTED, "'%s': more than 6 dependencies", kws[i]), NULL;
+            }
+            names[n] = k, needs[n++] = x;
+        }
+    }
+    json_t *branches = keep(c, json_array());
+    for (uint32_t mask = 0; mask < (1u << n); mask++) {
+        json_t *o = branch_of(c, rest);
+        bool ok = true;
+        for (uint32_t i = 0; i < n && ok; i++) {
+            if (!(mask >> i & 1)) { /* absent */
+                set_property(o, names[i], json_false());
+                continue;
+            }
+            /* unlisted names are written in required order: the
+             * dependents, then the property that needs them */
+            if (json_is_array(needs[i])) {
+                size_t q;
+                json_t *r;
+                json_array_foreach(needs[i], q, r) {
+                    if (!json_is_string(r)) return jfail(c, DI_ERR_FORMAT, "%s", "dependency list has a non-string"), NULL;
+                    if (closed && !json_object_get(props, json_string_value(r))) ok = false;
+                    add_required(o, json_string_value(r));
+                }
+            } else if (!merge_into(c, o, needs[i])) {
+                return NULL;
+            }
+            add_required(o, names[i]);
+        }
+        if (ok) json_array_append(branches, o);
+    }
+    return one_of_branches(c, branches);
+}
+
+/* The logic keywords rewritten into ones the grammar builds: returns s
+ * (nothing to do), another schema, or NULL (error set). */
+static json_t *rewrite_logic(jsc *c, json_t *s) {
+    if (json_object_get(s, "dependencies") || json_object_get(s, "dependentRequired") ||
+        json_object_get(s, "dependentSchemas"))
+        return with_dependencies(c, s);
+    json_t *cond = json_object_get(s, "if");
+    if (cond || json_object_get(s, "then") || json_object_get(s, "else")) {
+        json_t *then = json_object_get(s, "then"), *els = json_object_get(s, "else");
+        json_t *rest = branch_of(c, s);
+        json_object_del(rest, "if"), json_object_del(rest, "then"), json_object_del(rest, "else");
+        if (!cond || (!then && !els)) return rest; /* no constraint */
+        /* (if and then) or (not if and else): disjoint alternatives */
+        json_t *yes = branch_of(c, rest);
+        size_t pn = path_push(c, "if");
+        bool ok = merge_into(c, yes, cond) && (!then || merge_into(c, yes, then));
+        json_t *no = ok ? with_not(c, rest, cond) : NULL;
+        path_pop(c, pn);
+        if (!no) return NULL;
+        if (els) {
+            json_t *m = branch_of(c, no);
+            if (!merge_into(c, m, els)) return NULL;
+            no = m;
+        }
+        json_t *br = keep(c, json_array());
+        json_array_append(br, yes);
+        json_array_append(br, no);
+        return one_of_branches(c, br);
+    }
+    json_t *v = json_object_get(s, "not");
+    if (v) {
+        json_t *rest = branch_of(c, s);
+        json_object_del(rest, "not");
+        size_t pn = path_push(c, "not");
+        json_t *r = with_not(c, rest, v);
+        path_pop(c, pn);
+        return r;
+    }
+    return s;
 }
 
 static uint32_t schema_body(jsc *c, json_t *s) {
@@ -1027,6 +1537,9 @@ static uint32_t schema_body(jsc *c, json_t *s) {
         free(alts);
         return r;
     }
+    json_t *rw = rewrite_logic(c, s);
+    if (!rw) return GB_NIL;
+    if (rw != s) return schema_body(c, rw);
     int types = T_ALL | T_INTEGER;
     json_t *t = json_object_get(s, "type");
     if (t) {
@@ -1116,6 +1629,9 @@ di_status di_grammar_compile_json_schema(const char *text, size_t len, const di_
     if (!text) return di_error_set(err, DI_ERR_INVALID_ARG, "schema is NULL");
     json_error_t je;
     json_t *schema = json_loadb(text, len, JSON_DECODE_ANY | JSON_ALLOW_NUL, &je);
+    /* integers beyond 64 bits (a "maximum" of 2^63) read as reals */
+    if (!schema && strstr(je.text, "too big"))
+        schema = json_loadb(text, len, JSON_DECODE_ANY | JSON_ALLOW_NUL | JSON_DECODE_INT_AS_REAL, &je);
     if (!schema) return di_error_set(err, DI_ERR_FORMAT, "schema is not JSON: %s (line %d)", je.text, je.line);
     di_status s = compile(schema, opt, false, out, err);
     json_decref(schema);

@@ -57,6 +57,16 @@ struct di_grammar_vocab {
      * UTF-8 decoder in state q (MT_U8_*), is a well-formed UTF-8 prefix */
     uint16_t *u8ok;
     uint16_t *maxdep;   /* (n_nodes) deepest depth in node i's subtree */
+    /* Per-tokenizer character counts (bytes that are not UTF-8
+     * continuations): maxch (n_nodes) from node i's byte to the end of the
+     * longest token below it; nch (n_tokens) of each token. */
+    uint16_t *maxch, *nch;
+    /* ((content_max + 1) * mask words) content_le[r]: the normal tokens of
+     * at most r characters whose bytes are JSON string content
+     * (mt_json_content, or UTF-8 from a character boundary), for the fast
+     * path of string interiors (token_mask.c) */
+    uint32_t *content_le;
+    uint32_t content_max;
     uint32_t max_len;   /* longest token in bytes */
     /* Local classifications shared by every matcher on this vocabulary,
      * whatever its grammar (shared_cache.c). Internally locked, so the
@@ -70,6 +80,13 @@ struct di_grammar_vocab {
 };
 
 #define MT_SHARE_BUDGET 2500
+
+/* Longest content token (characters) in the per-tokenizer tables: bounds
+ * their memory on hostile vocabularies; longer tokens take the walk. */
+#define MT_CONTENT_MAX_CHARS 256
+
+/* ASCII bytes a JSON string holds unescaped. */
+static inline bool mt_json_content(uint8_t x) { return x >= 0x20 && x < 0x80 && x != '"' && x != '\\'; }
 
 typedef struct mt_mask_cache mt_mask_cache; /* token_mask.c */
 

@@ -4,10 +4,13 @@
  * lazy quantifiers (* + ? {n} {n,} {n,m}; laziness does not change the
  * language), ., classes with ranges and negation, \d \D \w \W \s \S, the
  * character escapes (\t \n \r \v \f \0 \xHH \uHHHH \u{H..} \cX and identity
- * escapes), and ^ / $ at the ends of top-level alternatives.
- * Not supported (an error naming it): lookaround, backreferences, \b \B,
- * \p{..} property classes, anchors elsewhere. A regex recognizes a regular
- * language, so everything supported maps directly onto grammar nodes. */
+ * escapes), and ^ / $ at the ends of top-level alternatives (also inside
+ * groups that open / close them when all their alternatives carry them:
+ * (^\d+$)). Not supported (an error naming it): lookaround,
+ * backreferences, \b \B, \p{..} property classes, anchors elsewhere. A
+ * regex recognizes a regular language, so everything supported maps
+ * directly onto grammar nodes; a regex with nested repetitions, whose tree
+ * is ambiguous, goes through a deterministic automaton (regex_dfa.c). */
 #include "grammar/frontend.h"
 
 #include "base/alloc.h"
@@ -17,6 +20,7 @@
 #include <string.h>
 
 #define CP_MAX 0x10FFFFu
+#define RX_DFA_MAX_STATES 4096 /* automaton for an ambiguous regex; past it, the tree form */
 
 typedef struct rx {
     gb *b;
@@ -24,6 +28,13 @@ typedef struct rx {
     uint32_t depth, max_depth;
     bool json;   /* match the JSON-string encoding */
     bool search; /* unanchored ends match anything */
+    /* Anchors inside groups: a group that opens (closes) a top-level
+     * alternative may hold ^ ($) at the start (end) of its alternatives,
+     * as in (^\d+$); ctx_* tell the group being parsed whether it does,
+     * g_* report whether its alternatives were anchored: 1 all, 0 none,
+     * -1 some (unsupported). */
+    bool ctx_start, ctx_end;
+    int g_start, g_end;
 } rx;
 
 typedef struct pairs {
@@ -365,7 +376,7 @@ static uint32_t any_char(rx *r) {
     return rx_cpset(r->b, pr, 3, true, r->json);
 }
 
-static uint32_t parse_alts(rx *r, bool top);
+static uint32_t parse_alts(rx *r, bool top, bool can_start, bool can_end);
 
 /* Any code point (for search-mode padding). */
 static uint32_t any_cp(rx *r) { return rx_cpset(r->b, NULL, 0, true, r->json); }
@@ -413,7 +424,7 @@ static uint32_t parse_atom(rx *r) {
                 r->s++;
             } else return rfail(r, DI_ERR_UNSUPPORTED, "lookaround assertions are not supported");
         }
-        uint32_t node = parse_alts(r, false);
+        uint32_t node = parse_alts(r, false, r->ctx_start, r->ctx_end);
         if (node == GB_NIL) return GB_NIL;
         if (at_end(r) || *r->s != ')') return rfail(r, DI_ERR_FORMAT, "missing ')'");
         r->s++;
@@ -452,15 +463,19 @@ static uint32_t parse_atom(rx *r) {
     }
 }
 
-/* seq := (atom quantifier*)*; top-level sequences may start with ^ and end
- * with $, reported through the flags. */
-static uint32_t parse_seq(rx *r, bool top, bool *anch_start, bool *anch_end) {
+/* Whether the parser stands at the end of a sequence. */
+static bool seq_ends(const rx *r) { return at_end(r) || *r->s == '|' || *r->s == ')'; }
+
+/* seq := (atom quantifier*)*; a sequence that starts (ends) the pattern
+ * may start with ^ (end with $), reported through the flags: top-level
+ * ones, and those of groups that open (close) a top-level one (can_*). */
+static uint32_t parse_seq(rx *r, bool can_start, bool can_end, bool *anch_start, bool *anch_end) {
     uint32_t *items = NULL, n = 0, cap = 0;
     *anch_start = *anch_end = false;
     bool first = true;
-    while (!at_end(r) && *r->s != '|' && *r->s != ')') {
+    while (!seq_ends(r)) {
         if (*r->s == '^') {
-            if (!top || !first) { free(items); return rfail(r, DI_ERR_UNSUPPORTED, "'^' not at the start of the pattern"); }
+            if (!can_start || !first) { free(items); return rfail(r, DI_ERR_UNSUPPORTED, "'^' not at the start of the pattern"); }
             *anch_start = true;
             r->s++;
             first = false;
@@ -468,12 +483,19 @@ static uint32_t parse_seq(rx *r, bool top, bool *anch_start, bool *anch_end) {
         }
         if (*r->s == '$') {
             r->s++;
-            if (!top || (!at_end(r) && *r->s != '|')) { free(items); return rfail(r, DI_ERR_UNSUPPORTED, "'$' not at the end of the pattern"); }
+            if (!can_end || !seq_ends(r)) { free(items); return rfail(r, DI_ERR_UNSUPPORTED, "'$' not at the end of the pattern"); }
             *anch_end = true;
             break;
         }
+        bool group = *r->s == '(';
+        r->ctx_start = can_start && first, r->ctx_end = can_end;
+        r->g_start = r->g_end = 0;
         first = false;
         uint32_t node = parse_atom(r);
+        int gs = group ? r->g_start : 0, ge = group ? r->g_end : 0;
+        if (node != GB_NIL && (gs < 0 || ge < 0))
+            node = rfail(r, DI_ERR_UNSUPPORTED, "anchors in some alternatives of a group only");
+        bool quantified = false;
         if (node != GB_NIL && !at_end(r)) {
             uint32_t lo = 1, hi = 1;
             char q = *r->s;
@@ -482,6 +504,7 @@ static uint32_t parse_seq(rx *r, bool top, bool *anch_start, bool *anch_end) {
             else if (q == '+') r->s++, lo = 1, hi = GB_INF;
             else if (q == '?') r->s++, lo = 0, hi = 1;
             else if (!(q == '{' && parse_braces(r, &lo, &hi))) quant = false;
+            quantified = quant;
             if (quant) {
                 if (hi < lo) node = rfail(r, DI_ERR_FORMAT, "numbers out of order in {} quantifier");
                 else {
@@ -495,7 +518,10 @@ static uint32_t parse_seq(rx *r, bool top, bool *anch_start, bool *anch_end) {
                 }
             }
         }
+        if (node != GB_NIL && (gs || ge) && quantified) node = rfail(r, DI_ERR_UNSUPPORTED, "repeated anchored group");
+        if (node != GB_NIL && ge && !seq_ends(r)) node = rfail(r, DI_ERR_UNSUPPORTED, "'$' not at the end of the pattern");
         if (node == GB_NIL) { free(items); return GB_NIL; }
+        *anch_start |= gs > 0, *anch_end |= ge > 0;
         if (n == cap) {
             cap = cap ? cap * 2 : 8;
             uint32_t *t = di_realloc_array(items, cap, sizeof(uint32_t));
@@ -517,12 +543,13 @@ static uint32_t wrap_search(rx *r, uint32_t node, bool anch_start, bool anch_end
     return gb_seq3(r->b, pre, node, post);
 }
 
-static uint32_t parse_alts(rx *r, bool top) {
-    uint32_t *alts = NULL, n = 0, cap = 0;
+static uint32_t parse_alts(rx *r, bool top, bool can_start, bool can_end) {
+    uint32_t *alts = NULL, n = 0, cap = 0, n_as = 0, n_ae = 0;
     for (;;) {
         bool as, ae;
-        uint32_t s = parse_seq(r, top, &as, &ae);
+        uint32_t s = parse_seq(r, top || can_start, top || can_end, &as, &ae);
         if (s == GB_NIL) { free(alts); return GB_NIL; }
+        n_as += as, n_ae += ae;
         if (top) {
             s = wrap_search(r, s, as, ae);
             if (s == GB_NIL) { free(alts); return GB_NIL; }
@@ -537,14 +564,16 @@ static uint32_t parse_alts(rx *r, bool top) {
         if (at_end(r) || *r->s != '|') break;
         r->s++;
     }
+    r->g_start = n_as == 0 ? 0 : n_as == n ? 1 : -1;
+    r->g_end = n_ae == 0 ? 0 : n_ae == n ? 1 : -1;
     uint32_t node = gb_alt(r->b, alts, n);
     free(alts);
     return node;
 }
 
 uint32_t rx_translate(gb *b, const char *re, size_t len, bool search, bool json_string, uint32_t max_depth) {
-    rx r = {b, re, re, re + len, 0, max_depth ? max_depth : DI_GRAMMAR_DEFAULT_MAX_DEPTH, json_string, search};
-    uint32_t node = parse_alts(&r, true);
+    rx r = {b, re, re, re + len, 0, max_depth ? max_depth : DI_GRAMMAR_DEFAULT_MAX_DEPTH, json_string, search, false, false, 0, 0};
+    uint32_t node = parse_alts(&r, true, true, true);
     if (node == GB_NIL) return GB_NIL;
     if (!at_end(&r)) return rfail(&r, DI_ERR_FORMAT, "unmatched ')'");
     return node;
@@ -557,6 +586,11 @@ di_status di_grammar_compile_regex(const char *re, size_t len, di_grammar **out,
     gb b;
     gb_init(&b, err);
     uint32_t node = rx_translate(&b, re, len, false, false, 0);
+    if (node != GB_NIL && rx_is_ambiguous(&b, node)) { /* one automaton state instead of many splits */
+        bool big;
+        uint32_t d = rx_dfa(&b, node, 0, GB_INF, false, RX_DFA_MAX_STATES, &big);
+        if (d != GB_NIL || !big) node = d;
+    }
     uint32_t root = gb_rule_of(&b, "root", node);
     di_status s = gb_ok(&b) ? gb_finish(&b, root, out) : b.status;
     gb_free(&b);

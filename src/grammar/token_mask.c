@@ -34,6 +34,17 @@
  *    the count one further (is_shift): subtrees shallower than the count
  *    left are accepted the same way.
  *
+ *    The root of a classification learns its loops before the walk (or
+ *    takes them from the previous root when it is that root's counts
+ *    further on: the next step of a maxLength string). A string interior
+ *    then takes the fast path: per-tokenizer tables (vocab.c) hold the JSON
+ *    string content tokens by character count, so their bits come from one
+ *    table row (all of them, or those of at most the repetitions left) and
+ *    the walk skips every subtree made of content only; what remains is
+ *    the few thousand nodes on the way to quotes and backslashes. Deeper
+ *    states that are the counts further on inherit their anchor's count
+ *    loops, and decide whole subtrees by their tokens' character counts.
+ *
  * 3. Uncertain tokens are checked against the real state, in trie order so
  *    that consecutive tokens share the parse of their common prefix.
  *
@@ -72,6 +83,10 @@
 #define LOOP_U8 2    /* ... and every UTF-8 character loops as well */
 #define CLOOP_BYTES 4 /* cloop[] holds the bytes that loop up to a count (see is_shift) */
 #define CLOOP_U8 8    /* ... and so does every UTF-8 character */
+#define REJ_OK 16     /* the count loops are of the only repetition, and what follows it
+                       * takes no looping character: more characters than it has left
+                       * kill the path (rep_then_stop) */
+#define NO_ANCHOR UINT32_MAX
 
 typedef struct ldfa {
     mt_keytab states;
@@ -101,7 +116,14 @@ struct mt_mask_cache {
     uint32_t *key, cap_key;  /* scratch */
     uint64_t n_steps;        /* local parser steps so far (classify's budget) */
     uint32_t cls_i, cls_cap_unc; /* a suspended classify: next node, capacity of unc */
+    bool cls_fast;               /* the classify under way takes the content fast path */
+    uint32_t last_seed;          /* root DFA state of the last classify (UINT32_MAX: none) */
     uint8_t *esc;            /* scratch: escape seen along the walk, per depth */
+    /* scratch per depth: the anchor of the walk path (see classify), its
+     * depth and the UTF-8 decoder state since it; NO_ANCHOR: none */
+    uint32_t *anc, *anc_dep, *path_ch; /* path_ch: characters on the path above */
+    uint8_t *anc_u8;
+    uint8_t *pc_ok, *pc_u8; /* per depth: the path above is string content; its decoder state */
     uint32_t *lmap;          /* scratch: dedup of local seed items */
     uint32_t cap_lmap;
     mt_struct_scratch ss; /* structural keys for the shared cache */
@@ -223,6 +245,7 @@ void mt_mask_cache_free(mt_mask_cache *c) {
     di_grammar_matcher_free(c->lp);
     free(c->key);
     free(c->esc);
+    free(c->anc), free(c->anc_dep), free(c->anc_u8), free(c->path_ch), free(c->pc_ok), free(c->pc_u8);
     free(c->lmap);
     mt_struct_scratch_free(&c->ss);
     free(c);
@@ -551,6 +574,31 @@ static uint32_t rem_of(const mt_mask_cache *c, const di_grammar *g, uint32_t lim
     return r;
 }
 
+/* Whether DFA state S holds exactly one repetition item, bounded below
+ * lim, followed in its rule by a byte class that no looping character
+ * (cl; every byte >= 0x80 when u8) starts: then such a character read
+ * after the last repetition has nothing to go to, and the path dies (a
+ * JSON string "..." with maxLength). */
+static bool rep_then_stop(const mt_mask_cache *c, const di_grammar *g, uint32_t lim, uint32_t S, const gb_bits *cl,
+                          bool u8) {
+    const mt_keytab *t = &c->dfa.states;
+    const uint32_t *k = t->data + t->off[S];
+    size_t n = t->off[S + 1] - t->off[S];
+    uint32_t reps = 0;
+    bool ok = false;
+    for (size_t q = 0; q + 2 < n; q += 3) {
+        if (k[q] >= g->n_syms || SYM_KIND(g->syms[k[q]]) != SYM_REP) continue;
+        reps++;
+        uint32_t after = k[q] + 1 < g->n_syms ? g->syms[k[q] + 1] : SYM_MAKE(SYM_END, 0);
+        ok = (k[q + 2] & 0xFFFF) < lim && SYM_KIND(after) == SYM_TERM;
+        if (ok) {
+            const gb_bits *x = &g->classes[SYM_VAL(after)];
+            ok = !((x->w[0] & cl->w[0]) | (x->w[1] & cl->w[1])) && (!u8 || !(x->w[2] | x->w[3]));
+        }
+    }
+    return reps == 1 && ok;
+}
+
 /* Whether every well-formed UTF-8 character (two to four bytes) read from
  * local state T, entered with decoder state q, stays alive and ends back in
  * state S. T is the top of L; sets pushed above it are scratch. Steps go one
@@ -587,6 +635,129 @@ static int u8_returns(mt_mask_cache *c, di_grammar_matcher *L, const di_grammar 
     return 1;
 }
 
+/* Whether DFA state S is state P with every bounded repetition k >= 1
+ * further (the same k for all) and nothing else changed: S is where P's
+ * count loops lead after k characters. */
+static bool is_shift_by(const mt_mask_cache *c, const di_grammar *g, uint32_t lim, uint32_t P, uint32_t S) {
+    const mt_keytab *t = &c->dfa.states;
+    if (P == UINT32_MAX || P >= t->n_ids || S >= t->n_ids || P == S) return false;
+    size_t na = t->off[P + 1] - t->off[P];
+    if (na != t->off[S + 1] - t->off[S]) return false;
+    const uint32_t *kp = t->data + t->off[P], *ks = t->data + t->off[S];
+    uint32_t k = 0;
+    for (size_t q = 0; q + 2 < na; q += 3) {
+        if (kp[q] != ks[q] || kp[q + 1] != ks[q + 1]) return false;
+        if (kp[q + 2] == ks[q + 2]) continue;
+        if (kp[q] >= g->n_syms || SYM_KIND(g->syms[kp[q]]) != SYM_REP) return false;
+        uint32_t mn = kp[q + 2] >> 16, mx = kp[q + 2] & 0xFFFF, mn2 = ks[q + 2] >> 16, mx2 = ks[q + 2] & 0xFFFF;
+        if (mx >= lim || mx2 >= mx) return false;
+        uint32_t kk = mx - mx2;
+        if (k && kk != k) return false;
+        k = kk;
+        if (!(mn2 + kk == mn || (mn2 == 0 && mn <= kk && mn < lim))) return false;
+    }
+    return k > 0;
+}
+
+/* A state reached from the last root P through its count loops has P's
+ * loops with the counts further: it takes them instead of learning (the
+ * next classification of a maxLength string is k characters on). */
+static bool inherit_loops(mt_mask_cache *c, const di_grammar *g, const di_grammar_vocab *v, uint32_t P, uint32_t S) {
+    ldfa *d = &c->dfa;
+    if (P == UINT32_MAX || P >= d->states.n_ids || !(d->loop_known[P] & CLOOP_BYTES)) return false;
+    uint32_t lim = canon_lim(v);
+    if (!is_shift_by(c, g, lim, P, S)) return false;
+    d->loop[S] = (gb_bits){{0}};
+    d->cloop[S] = d->cloop[P];
+    d->rem[S] = rem_of(c, g, lim, S);
+    d->loop_known[S] = (uint8_t)(LOOP_BYTES | (d->loop_known[P] & (CLOOP_BYTES | CLOOP_U8 | REJ_OK)));
+    d->visits[S] = LOOP_HOT_NODES;
+    return d->rem[S] != 0;
+}
+
+/* Learns the loops of DFA state S, the top of L at depth dep (L is left
+ * there): self-loop bytes, whether every UTF-8 character loops, and for
+ * bounded repetitions the bytes that step to S with the counts advanced
+ * (cloop), the repetitions left (rem) and REJ_OK. One parser step per byte
+ * group, once per state. -1 on no memory. */
+static int learn_loops(mt_mask_cache *c, di_grammar_matcher *L, const di_grammar *g, const di_grammar_vocab *v,
+                       uint32_t S, uint32_t dep) {
+    ldfa *d = &c->dfa;
+    gb_bits lp = {{0}};
+    for (uint32_t x = 0; x < 256; x++) { /* one step per byte group (step_row) */
+        if (d->rows[(size_t)S * 256 + x] == ROW_UNKNOWN) {
+            if (step_row(c, L, S, x) == UINT32_MAX) return -1;
+            mt_truncate(L, 2 + dep);
+        }
+        uint32_t r = d->rows[(size_t)S * 256 + x];
+        if (r != ROW_DEAD && (r & ~ROW_ESC) - 2 == S) gb_bits_set(&lp, (uint8_t)x);
+    }
+    d->loop[S] = lp;
+    d->loop_known[S] = LOOP_BYTES;
+    if (lp.w[0] | lp.w[1]) { /* worth checking only when ASCII loops too */
+        int r = u8_returns(c, L, g, S, S, MT_U8_START, false);
+        if (r < 0) return -1;
+        mt_truncate(L, 2 + dep);
+        if (r) d->loop_known[S] |= LOOP_U8;
+    }
+    /* bounded repetitions: the state moves on with every character,
+     * but to itself with the counts advanced (is_shift) */
+    gb_bits cl = {{0}};
+    uint32_t lim = canon_lim(v);
+    d->rem[S] = rem_of(c, g, lim, S);
+    if (d->rem[S] != 0 && !(lp.w[0] | lp.w[1])) {
+        for (uint32_t x = 0; x < 256; x++) {
+            uint32_t r = d->rows[(size_t)S * 256 + x];
+            if (r != ROW_DEAD && is_shift(c, g, lim, S, (r & ~ROW_ESC) - 2)) gb_bits_set(&cl, (uint8_t)x);
+        }
+        if (cl.w[0] | cl.w[1]) {
+            d->loop_known[S] |= CLOOP_BYTES;
+            int r = u8_returns(c, L, g, S, S, MT_U8_START, true);
+            if (r < 0) return -1;
+            mt_truncate(L, 2 + dep);
+            if (r) d->loop_known[S] |= CLOOP_U8;
+            if (rep_then_stop(c, g, lim, S, &cl, r != 0)) d->loop_known[S] |= REJ_OK;
+        }
+    }
+    d->cloop[S] = cl;
+    d->visits[S] = LOOP_HOT_NODES;
+    return 0;
+}
+
+/* Whether node i's subtree, entered with the UTF-8 decoder in state q, is
+ * made of content bytes only (with a content path above it, its tokens are
+ * those of the per-tokenizer content tables). */
+static bool content_subtree(const di_grammar_vocab *v, uint32_t i, uint8_t q) {
+    static const gb_bits content = {{0xFFFFFFFB00000000ull, 0xFFFFFFFFEFFFFFFFull, 0, 0}}; /* 0x20..0x7F but " and \\ */
+    const gb_bits *sb = &v->sub[i];
+    return !((sb->w[0] & ~content.w[0]) | (sb->w[1] & ~content.w[1])) && ((v->u8ok[i] >> q) & 1);
+}
+
+/* Whether root state S of a classification is a string interior that
+ * takes every content token (exact loops), or every one of at most rem
+ * characters (count loops whose excess kills: REJ_OK, or rem beyond the
+ * longest): then ORs them into acc from the per-tokenizer table. */
+static bool fast_content(const mt_mask_cache *c, const di_grammar_vocab *v, uint32_t S, uint32_t *acc) {
+    const ldfa *d = &c->dfa;
+    if (!v->content_le) return false;
+    uint8_t lk = d->loop_known[S];
+    const gb_bits *lp = (lk & LOOP_U8) ? &d->loop[S] : &d->cloop[S];
+    uint32_t r = v->content_max;
+    if (!(lk & LOOP_U8)) {
+        if (!(lk & CLOOP_BYTES) || !(lk & CLOOP_U8)) return false;
+        if (d->rem[S] < r) {
+            if (!(lk & REJ_OK)) return false;
+            r = d->rem[S];
+        }
+    }
+    for (uint32_t x = 0x20; x < 0x80; x++)
+        if (mt_json_content((uint8_t)x) && !gb_bits_has(lp, (uint8_t)x)) return false;
+    size_t words = di_grammar_vocab_mask_words(v);
+    const uint32_t *t = v->content_le + (size_t)r * words;
+    for (size_t w = 0; w < words; w++) acc[w] |= t[w];
+    return true;
+}
+
 /* Walks the whole trie with the seeded local parser, through the DFA. */
 /* classify() results */
 enum { CLS_OK, CLS_NOMEM, CLS_OVER };
@@ -616,13 +787,19 @@ static int classify(di_grammar_matcher *m, mt_local_entry *le, uint64_t budget, 
     if (!c->esc && !(c->esc = malloc(depth_cap))) return CLS_NOMEM;
     if (!c->path_sid && !(c->path_sid = di_malloc_array(depth_cap, sizeof(uint32_t)))) return CLS_NOMEM;
     if (!c->path_byte && !(c->path_byte = malloc(depth_cap))) return CLS_NOMEM;
+    if (!c->anc && !(c->anc = di_malloc_array(depth_cap, sizeof(uint32_t)))) return CLS_NOMEM;
+    if (!c->anc_dep && !(c->anc_dep = di_malloc_array(depth_cap, sizeof(uint32_t)))) return CLS_NOMEM;
+    if (!c->anc_u8 && !(c->anc_u8 = malloc(depth_cap))) return CLS_NOMEM;
+    if (!c->path_ch && !(c->path_ch = di_malloc_array(depth_cap, sizeof(uint32_t)))) return CLS_NOMEM;
+    if (!c->pc_ok && !(c->pc_ok = malloc(depth_cap))) return CLS_NOMEM;
+    if (!c->pc_u8 && !(c->pc_u8 = malloc(depth_cap))) return CLS_NOMEM;
     /* + 4: u8_returns explores up to four bytes past the deepest node */
     if (L->cap_sids < depth_cap + 6) {
         uint32_t *x = di_realloc_array(L->sids, depth_cap + 6, sizeof *x);
         if (!x) return CLS_NOMEM;
         L->sids = x, L->cap_sids = (uint32_t)depth_cap + 6;
     }
-    if (d->states.n_ids > DFA_MAX_STATES) dfa_free(d);
+    if (d->states.n_ids > DFA_MAX_STATES) dfa_free(d), c->last_seed = UINT32_MAX;
     if (d->states.n_ids == 0) { /* id 0: the outside */
         uint32_t outside[3] = {KEY_ACCEPT, KEY_ACCEPT, KEY_ACCEPT};
         bool added;
@@ -632,8 +809,20 @@ static int classify(di_grammar_matcher *m, mt_local_entry *le, uint64_t budget, 
     uint32_t seed = local_sid(c, L, 1);
     if (seed == UINT32_MAX) return CLS_NOMEM;
     L->sids[1] = seed;
+    /* The root state learns its loops up front (a few dozen parser steps;
+     * a walk of a large vocabulary costs far more), so that a string
+     * interior takes the fast path: the per-tokenizer table of content
+     * tokens by length gives their bits at once, and the walk skips the
+     * subtrees made of content only. */
+    if (!d->loop_known[seed] && !inherit_loops(c, m->g, v, c->last_seed, seed) && learn_loops(c, L, m->g, v, seed, 0) < 0)
+        return CLS_NOMEM;
+    c->last_seed = seed;
+    c->cls_fast = fast_content(c, v, seed, le->acc);
     c->path_sid[0] = seed;
     c->esc[0] = 0;
+    c->anc[0] = NO_ANCHOR;
+    c->path_ch[0] = 0;
+    c->pc_ok[0] = 1, c->pc_u8[0] = MT_U8_START;
 walk:;
     uint64_t steps0 = c->n_steps, nodes = 0;
     while (i < v->n_nodes) {
@@ -643,6 +832,11 @@ walk:;
             return CLS_OVER;
         }
         uint32_t dep = v->depth[i], b = v->byte[i];
+        if (c->cls_fast && c->pc_ok[dep] && c->path_ch[dep] + v->maxch[i] <= v->content_max &&
+            content_subtree(v, i, c->pc_u8[dep])) { /* content tokens only: their bits came from the table */
+            i = v->skip[i];
+            continue;
+        }
         if (md > dep) mt_truncate(L, 2 + dep), md = dep;
         uint32_t S = c->path_sid[dep];
         if (d->loop_known[S]) {
@@ -670,6 +864,44 @@ walk:;
                 continue;
             }
         }
+        /* The anchor: S when it learned its count loops (cloop), else the
+         * nearest such state up the path with only looping characters
+         * read since. Every path from it of fewer characters than its
+         * repetitions left stays alive, so a subtree made of looping
+         * characters whose tokens, counted from the anchor, are that short
+         * is accepted whole; when nothing after the anchor's repetition
+         * takes a looping character (REJ_OK), the longer tokens of such a
+         * subtree die, so its tokens are decided by their character counts
+         * (per-tokenizer tables nch / maxch) without walking its nodes.
+         * The states in between need not have learned anything (deep
+         * states of a maxLength string are entered too rarely to get
+         * hot). */
+        bool s_anc = (d->loop_known[S] & CLOOP_BYTES) != 0;
+        uint32_t A = s_anc ? S : c->anc[dep];
+        if (A != NO_ANCHOR) {
+            const gb_bits *sb = &v->sub[i], *cl = &d->cloop[A];
+            uint32_t adep = s_anc ? dep : c->anc_dep[dep];
+            uint32_t before = c->path_ch[dep] - c->path_ch[adep]; /* characters since the anchor */
+            bool ascii_in = !((sb->w[0] & ~cl->w[0]) | (sb->w[1] & ~cl->w[1]));
+            bool high_in = !((sb->w[2] & ~cl->w[2]) | (sb->w[3] & ~cl->w[3])) ||
+                           ((d->loop_known[A] & CLOOP_U8) && ((v->u8ok[i] >> (s_anc ? MT_U8_START : c->anc_u8[dep])) & 1));
+            if (ascii_in && high_in) {
+                /* a token of k characters from the anchor stays alive while
+                 * k <= rem (each one a repetition); with REJ_OK a longer
+                 * one dies, so every token is decided by its length */
+                bool all_fit = (uint64_t)before + v->maxch[i] <= d->rem[A];
+                if (all_fit || (d->loop_known[A] & REJ_OK)) {
+                    uint32_t base = c->path_ch[adep];
+                    for (uint32_t q = v->tok_start[i]; q < v->tok_start[v->skip[i]]; q++) {
+                        uint32_t t = v->trie_tok[q];
+                        if (all_fit || (uint32_t)(v->nch[t] - base) <= d->rem[A]) le->acc[t >> 5] |= 1u << (t & 31);
+                        else if (c->esc[dep] && !push_u32(&le->unc, &le->n_unc, &cap_unc, t)) return CLS_NOMEM;
+                    }
+                    i = v->skip[i];
+                    continue;
+                }
+            }
+        }
         uint32_t e = d->rows[(size_t)S * 256 + b];
         if (e == ROW_UNKNOWN) {
             if (!materialize(c, L, &md, dep)) return CLS_NOMEM;
@@ -690,6 +922,20 @@ walk:;
         c->path_sid[dep + 1] = next;
         c->path_byte[dep] = (uint8_t)b;
         c->esc[dep + 1] = c->esc[dep] | ((e & ROW_ESC) != 0);
+        /* the children's anchor (A above), as long as b belongs to a
+         * looping character */
+        uint32_t ca = A;
+        if (ca != NO_ANCHOR) {
+            uint8_t nq = mt_u8_next(s_anc ? MT_U8_START : c->anc_u8[dep], (uint8_t)b);
+            bool loops = b < 0x80 ? gb_bits_has(&d->cloop[ca], (uint8_t)b) : (d->loop_known[ca] & CLOOP_U8) != 0;
+            if (nq == MT_U8_BAD || !loops) ca = NO_ANCHOR;
+            c->anc_dep[dep + 1] = s_anc ? dep : c->anc_dep[dep];
+            c->anc_u8[dep + 1] = nq;
+        }
+        c->path_ch[dep + 1] = c->path_ch[dep] + ((b & 0xC0) != 0x80);
+        c->pc_u8[dep + 1] = mt_u8_next(c->pc_u8[dep], (uint8_t)b);
+        c->pc_ok[dep + 1] = c->pc_ok[dep] && c->pc_u8[dep + 1] != MT_U8_BAD && (b >= 0x80 || mt_json_content((uint8_t)b));
+        c->anc[dep + 1] = ca;
         for (uint32_t q = v->tok_start[i]; q < v->tok_start[i + 1]; q++) {
             uint32_t t = v->trie_tok[q];
             le->acc[t >> 5] |= 1u << (t & 31);
@@ -697,43 +943,7 @@ walk:;
         /* a hot state learns its self-loop bytes (one step per byte group, once) */
         if (!d->loop_known[S] && d->visits[S] < LOOP_HOT_NODES && (d->visits[S] += v->skip[i] - i) >= LOOP_HOT_NODES) {
             if (md > dep) mt_truncate(L, 2 + dep), md = dep;
-            if (!materialize(c, L, &md, dep)) return CLS_NOMEM;
-            gb_bits lp = {{0}};
-            for (uint32_t x = 0; x < 256; x++) { /* one step per byte group (step_row) */
-                if (d->rows[(size_t)S * 256 + x] == ROW_UNKNOWN) {
-                    if (step_row(c, L, S, x) == UINT32_MAX) return CLS_NOMEM;
-                    mt_truncate(L, 2 + dep);
-                }
-                uint32_t r = d->rows[(size_t)S * 256 + x];
-                if (r != ROW_DEAD && (r & ~ROW_ESC) - 2 == S) gb_bits_set(&lp, (uint8_t)x);
-            }
-            d->loop[S] = lp;
-            d->loop_known[S] = LOOP_BYTES;
-            if (lp.w[0] | lp.w[1]) { /* worth checking only when ASCII loops too */
-                int r = u8_returns(c, L, m->g, S, S, MT_U8_START, false);
-                if (r < 0) return CLS_NOMEM;
-                mt_truncate(L, 2 + dep);
-                if (r) d->loop_known[S] |= LOOP_U8;
-            }
-            /* bounded repetitions: the state moves on with every character,
-             * but to itself with the counts advanced (is_shift) */
-            gb_bits cl = {{0}};
-            uint32_t lim = canon_lim(v);
-            d->rem[S] = rem_of(c, m->g, lim, S);
-            if (d->rem[S] != 0 && !(lp.w[0] | lp.w[1])) {
-                for (uint32_t x = 0; x < 256; x++) {
-                    uint32_t r = d->rows[(size_t)S * 256 + x];
-                    if (r != ROW_DEAD && is_shift(c, m->g, lim, S, (r & ~ROW_ESC) - 2)) gb_bits_set(&cl, (uint8_t)x);
-                }
-                if (cl.w[0] | cl.w[1]) {
-                    d->loop_known[S] |= CLOOP_BYTES;
-                    int r = u8_returns(c, L, m->g, S, S, MT_U8_START, true);
-                    if (r < 0) return CLS_NOMEM;
-                    mt_truncate(L, 2 + dep);
-                    if (r) d->loop_known[S] |= CLOOP_U8;
-                }
-            }
-            d->cloop[S] = cl;
+            if (!materialize(c, L, &md, dep) || learn_loops(c, L, m->g, v, S, dep) < 0) return CLS_NOMEM;
         }
         i++;
     }
@@ -886,7 +1096,8 @@ di_status di_grammar_matcher_fill_mask(di_grammar_matcher *m, uint32_t *mask, si
     if (m->eos_done) return DI_OK;
     const di_grammar_vocab *v = m->vocab;
     size_t words = di_grammar_vocab_mask_words(v);
-    if (!m->cache && !(m->cache = calloc(1, sizeof *m->cache))) {
+    if (!m->cache && (m->cache = calloc(1, sizeof *m->cache))) m->cache->last_seed = UINT32_MAX;
+    if (!m->cache) {
         trie_walk(m, mask);
         set_eos(m, mask);
         return DI_OK;

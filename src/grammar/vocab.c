@@ -113,7 +113,37 @@ static di_status build_trie(di_grammar_vocab *v, di_error *err) {
     if (!v->sub) { free(end_node); free(stack); return di_error_set(err, DI_ERR_NOMEM, "out of memory"); }
     v->u8ok = di_malloc_array(nn ? nn : 1, sizeof(uint16_t));
     v->maxdep = di_malloc_array(nn ? nn : 1, sizeof(uint16_t));
-    if (!v->u8ok || !v->maxdep) { free(end_node); free(stack); return di_error_set(err, DI_ERR_NOMEM, "out of memory"); }
+    v->maxch = di_malloc_array(nn ? nn : 1, sizeof(uint16_t));
+    v->nch = di_malloc_array(v->n_tokens ? v->n_tokens : 1, sizeof(uint16_t));
+    if (!v->u8ok || !v->maxdep || !v->maxch || !v->nch) { free(end_node); free(stack); return di_error_set(err, DI_ERR_NOMEM, "out of memory"); }
+    for (uint32_t t = 0; t < v->n_tokens; t++) {
+        uint32_t k = 0;
+        for (uint64_t j = v->off[t]; j < v->off[t + 1]; j++) k += (v->data[j] & 0xC0) != 0x80;
+        v->nch[t] = (uint16_t)(k < UINT16_MAX ? k : UINT16_MAX);
+    }
+    /* JSON string content tokens by length (a per-tokenizer table, like
+     * XGrammar's tokenizer info): content_le[r] holds the tokens of at most
+     * r characters made of string content only (token_mask.c's fast path) */
+    uint32_t max_nch = 0;
+    for (uint32_t t = 0; t < v->n_tokens; t++)
+        if (v->nch[t] > max_nch && v->nch[t] <= MT_CONTENT_MAX_CHARS) max_nch = v->nch[t];
+    size_t words = ((size_t)v->n_tokens + 31) / 32;
+    v->content_le = calloc(((size_t)max_nch + 1) * words, sizeof(uint32_t));
+    if (!v->content_le) { free(end_node); free(stack); return di_error_set(err, DI_ERR_NOMEM, "out of memory"); }
+    v->content_max = max_nch;
+    for (uint32_t t = 0; t < v->n_tokens; t++) {
+        if (v->flags[t] != DI_GRAMMAR_TOKEN_NORMAL || v->off[t + 1] == v->off[t] || v->nch[t] > max_nch) continue;
+        uint8_t q = MT_U8_START;
+        bool ok = true;
+        for (uint64_t j = v->off[t]; ok && j < v->off[t + 1]; j++) {
+            uint8_t x = v->data[j];
+            q = mt_u8_next(q, x);
+            ok = q != MT_U8_BAD && (x >= 0x80 || mt_json_content(x));
+        }
+        if (ok) v->content_le[(size_t)v->nch[t] * words + t / 32] |= 1u << (t % 32);
+    }
+    for (uint32_t r = 1; r <= max_nch; r++)
+        for (size_t w = 0; w < words; w++) v->content_le[r * words + w] |= v->content_le[(r - 1) * words + w];
     for (uint32_t i = nn; i-- > 0;) {
         gb_bits b = {{0}};
         gb_bits_set(&b, v->byte[i]);
@@ -130,6 +160,12 @@ static di_status build_trie(di_grammar_vocab *v, di_error *err) {
         uint16_t md = v->depth[i];
         for (uint32_t ch = i + 1; ch < v->skip[i]; ch = v->skip[ch]) md = v->maxdep[ch] > md ? v->maxdep[ch] : md;
         v->maxdep[i] = md;
+        /* characters (bytes that are not UTF-8 continuations) from node i
+         * to the end of its subtree's longest token */
+        uint32_t hi = 0;
+        for (uint32_t ch = i + 1; ch < v->skip[i]; ch = v->skip[ch])
+            if (v->maxch[ch] > hi) hi = v->maxch[ch];
+        v->maxch[i] = (uint16_t)(hi + ((v->byte[i] & 0xC0) != 0x80));
         for (uint32_t ch = i + 1; ch < v->skip[i]; ch = v->skip[ch])
             for (int w = 0; w < 4; w++) b.w[w] |= v->sub[ch].w[w];
         v->sub[i] = b;
@@ -153,6 +189,7 @@ void di_grammar_vocab_free(di_grammar_vocab *v) {
     free(v->sub);
     free(v->u8ok);
     free(v->maxdep);
+    free(v->maxch), free(v->nch), free(v->content_le);
     mt_shared_free(v->shared);
     free(v);
 }

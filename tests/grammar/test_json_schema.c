@@ -4,6 +4,10 @@
  * nesting, random mutations of schemas and grammars: must never crash). */
 #include "grammar_test_util.h"
 
+#include <jansson.h>
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+
 static di_grammar *schema_opt(const char *s, const di_grammar_options *opt) {
     di_grammar *g = NULL;
     di_error err = {0};
@@ -111,6 +115,143 @@ static void strings_lengths_formats_and_patterns(void **state) {
     di_grammar_free(g);
 }
 
+static uint64_t js_rand(uint64_t *s) {
+    *s ^= *s << 13, *s ^= *s >> 7, *s ^= *s << 17;
+    return *s;
+}
+
+/* pattern with minLength/maxLength (the automaton times a character
+ * counter), checked against PCRE2 (search semantics) plus a length count on
+ * random strings, each written as JSON by jansson. */
+static void check_pattern_length(const char *pattern, int lo, int hi, const char *const *alphabet, size_t n_alpha) {
+    char s[512];
+    if (hi >= 0) snprintf(s, sizeof s, "{\"type\":\"string\",\"pattern\":%s,\"minLength\":%d,\"maxLength\":%d}", pattern, lo, hi);
+    else snprintf(s, sizeof s, "{\"type\":\"string\",\"pattern\":%s,\"minLength\":%d}", pattern, lo);
+    di_grammar *g = schema(s);
+    json_t *pj = json_loads(pattern, JSON_DECODE_ANY, NULL);
+    int ec;
+    PCRE2_SIZE eo;
+    pcre2_code *re = pcre2_compile((PCRE2_SPTR)json_string_value(pj), PCRE2_ZERO_TERMINATED, PCRE2_UTF, &ec, &eo, NULL);
+    assert_non_null(re);
+    pcre2_match_data *md = pcre2_match_data_create_from_pattern(re, NULL);
+    uint64_t seed = 0x9E3779B97F4A7C15ull ^ (uint64_t)lo ^ strlen(pattern);
+    uint32_t n_yes = 0;
+    for (int t = 0; t < 4000; t++) {
+        char text[256] = {0};
+        size_t len = 0;
+        int n_chars = (int)(js_rand(&seed) % 14);
+        for (int i = 0; i < n_chars; i++) {
+            const char *piece = alphabet[js_rand(&seed) % n_alpha];
+            memcpy(text + len, piece, strlen(piece));
+            len += strlen(piece);
+        }
+        bool want = pcre2_match(re, (PCRE2_SPTR)text, len, 0, 0, md, NULL) >= 0 && n_chars >= lo && (hi < 0 || n_chars <= hi);
+        json_t *js = json_stringn(text, len);
+        char *enc = json_dumps(js, JSON_ENCODE_ANY | JSON_COMPACT);
+        bool got = gt_accepts_str(g, enc);
+        if (got != want) fail_msg("%s on %s: expected %d", s, enc, want);
+        n_yes += want;
+        free(enc);
+        json_decref(js);
+    }
+    assert_true(n_yes > 0); /* the cases are not all rejections */
+    pcre2_match_data_free(md);
+    pcre2_code_free(re);
+    json_decref(pj);
+    di_grammar_free(g);
+}
+
+static void patterns_with_length_bounds_are_exact(void **state) {
+    (void)state;
+    const char *ab[] = {"a", "b", "-", "\"", "\xc3\xa9"};
+    check_pattern_length("\"^(?:[ab\\u00e9]+-?)+$\"", 2, 6, ab, 5);
+    check_pattern_length("\"^[a-z\\u00e9]*-[ab]+$\"", 3, 8, ab, 5);
+    check_pattern_length("\"a\\\"b\"", 4, 9, ab, 5); /* unanchored, with a quote */
+    check_pattern_length("\"^(ab|b)+\"", 5, -1, ab, 5);
+    check_pattern_length("\"^[^-]*$\"", 0, 3, ab, 5);
+    check_pattern_length("\"(^[ab]+-$)\"", 0, 7, ab, 5); /* anchors inside a group */
+    check_pattern_length("\"^$|(^(?:a+-)*b$)\"", 0, 9, ab, 5);
+}
+
+static void not_if_and_dependencies_as_alternatives(void **state) {
+    (void)state;
+    /* not of an enum of strings: other strings, and the other types */
+    di_grammar *g = schema("{\"not\":{\"enum\":[\"logs\",\"a\\\"b\"]}}");
+    assert_true(gt_accepts_str(g, "\"log\""));
+    assert_true(gt_accepts_str(g, "\"logss\""));
+    assert_true(gt_accepts_str(g, "12"));
+    assert_false(gt_accepts_str(g, "\"logs\""));
+    assert_false(gt_accepts_str(g, "\"a\\\"b\""));
+    di_grammar_free(g);
+    /* not required: objects missing one of the names */
+    g = schema("{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},\"b\":{\"type\":\"integer\"}},"
+               "\"not\":{\"required\":[\"a\",\"b\"]}}");
+    assert_true(gt_accepts_str(g, "{\"a\":1}"));
+    assert_true(gt_accepts_str(g, "{}"));
+    assert_false(gt_accepts_str(g, "{\"a\":1,\"b\":2}"));
+    di_grammar_free(g);
+    /* not of bounds and types */
+    g = schema("{\"not\":{\"type\":\"string\",\"maxLength\":2}}");
+    assert_true(gt_accepts_str(g, "\"abc\""));
+    assert_true(gt_accepts_str(g, "true"));
+    assert_false(gt_accepts_str(g, "\"ab\""));
+    di_grammar_free(g);
+    g = schema("{\"type\":\"integer\",\"not\":{\"anyOf\":[{\"maximum\":0},{\"minimum\":10}]}}");
+    assert_true(gt_accepts_str(g, "5"));
+    assert_false(gt_accepts_str(g, "0"));
+    assert_false(gt_accepts_str(g, "10"));
+    di_grammar_free(g);
+    /* if / then / else on a property value */
+    g = schema("{\"type\":\"object\",\"properties\":{\"k\":{\"type\":\"string\"},\"n\":{\"type\":\"integer\"}},"
+               "\"required\":[\"k\"],\"if\":{\"properties\":{\"k\":{\"const\":\"num\"}}},"
+               "\"then\":{\"required\":[\"n\"]},\"else\":{\"not\":{\"required\":[\"n\"]}}}");
+    assert_true(gt_accepts_str(g, "{\"k\":\"num\",\"n\":1}"));
+    assert_true(gt_accepts_str(g, "{\"k\":\"str\"}"));
+    assert_false(gt_accepts_str(g, "{\"k\":\"num\"}"));
+    assert_false(gt_accepts_str(g, "{\"k\":\"str\",\"n\":1}"));
+    di_grammar_free(g);
+    /* dependentRequired in both directions of the member order */
+    g = schema("{\"type\":\"object\",\"properties\":{\"a\":{},\"b\":{},\"c\":{}},\"additionalProperties\":false,"
+               "\"dependentRequired\":{\"c\":[\"a\"],\"a\":[\"b\"]}}");
+    assert_true(gt_accepts_str(g, "{}"));
+    assert_true(gt_accepts_str(g, "{\"b\":1}"));
+    assert_true(gt_accepts_str(g, "{\"a\":1,\"b\":2,\"c\":3}"));
+    assert_false(gt_accepts_str(g, "{\"a\":1}"));
+    assert_false(gt_accepts_str(g, "{\"b\":1,\"c\":3}"));
+    di_grammar_free(g);
+    /* contains with minContains / maxContains */
+    g = schema("{\"type\":\"array\",\"items\":{\"type\":\"integer\"},\"contains\":{\"minimum\":5},"
+               "\"minContains\":1,\"maxContains\":2}");
+    assert_true(gt_accepts_str(g, "[5]"));
+    assert_true(gt_accepts_str(g, "[1,7,2,9,3]"));
+    assert_false(gt_accepts_str(g, "[]"));
+    assert_false(gt_accepts_str(g, "[1,2]"));
+    assert_false(gt_accepts_str(g, "[5,6,7]"));
+    assert_false(gt_accepts_str(g, "[5,\"x\"]"));
+    di_grammar_free(g);
+    g = schema("{\"contains\":{\"const\":\"a\"}}");
+    assert_true(gt_accepts_str(g, "[1,\"a\",\"a\"]"));
+    assert_true(gt_accepts_str(g, "{}")); /* only arrays must contain */
+    assert_false(gt_accepts_str(g, "[\"b\"]"));
+    di_grammar_free(g);
+    /* allOf whose members close their properties differently */
+    g = schema("{\"allOf\":[{\"properties\":{\"a\":{\"type\":\"integer\"}},\"additionalProperties\":false},"
+               "{\"properties\":{\"b\":{\"type\":\"string\"}},\"additionalProperties\":{\"type\":\"integer\"}}]}");
+    assert_true(gt_accepts_str(g, "{\"a\":1}"));
+    assert_false(gt_accepts_str(g, "{\"a\":1,\"b\":\"x\"}")); /* b: not listed by the first */
+    assert_false(gt_accepts_str(g, "{\"a\":\"x\"}"));
+    di_grammar_free(g);
+    /* integers past 64 bits read as reals (a huge maximum is no bound) */
+    g = schema("{\"type\":\"integer\",\"maximum\":18446744073709551616}");
+    assert_true(gt_accepts_str(g, "5"));
+    di_grammar_free(g);
+    /* a dependency on a property that cannot occur is no constraint */
+    g = schema("{\"type\":\"object\",\"properties\":{\"r\":{}},\"additionalProperties\":false,"
+               "\"dependencies\":{\"shape\":[\"circle\"]}}");
+    assert_true(gt_accepts_str(g, "{\"r\":1}"));
+    di_grammar_free(g);
+}
+
 static void recursive_refs_and_defs(void **state) {
     (void)state;
     di_grammar *g = schema("{\"$defs\":{\"node\":{\"type\":\"object\",\"properties\":{\"v\":{\"type\":\"integer\"},"
@@ -123,8 +264,8 @@ static void recursive_refs_and_defs(void **state) {
 
 static void unsupported_keywords_name_the_keyword_unless_lenient(void **state) {
     (void)state;
-    const char *kws[] = {"not", "if", "dependentSchemas", "uniqueItems", "contains", "dependentRequired", "propertyNames"};
-    const char *vals[] = {"{}", "{}", "{}", "true", "{}", "{}", "{}"};
+    const char *kws[] = {"not", "uniqueItems", "unevaluatedProperties", "propertyNames"};
+    const char *vals[] = {"{\"pattern\":\"a\"}", "true", "{}", "{}"};
     for (size_t i = 0; i < sizeof kws / sizeof *kws; i++) {
         char s[128];
         snprintf(s, sizeof s, "{\"type\":\"object\",\"%s\":%s}", kws[i], vals[i]);
@@ -267,6 +408,8 @@ int main(void) {
         cmocka_unit_test(flexible_whitespace_is_bounded),
         cmocka_unit_test(numbers_respect_bounds_exactly),
         cmocka_unit_test(strings_lengths_formats_and_patterns),
+        cmocka_unit_test(patterns_with_length_bounds_are_exact),
+        cmocka_unit_test(not_if_and_dependencies_as_alternatives),
         cmocka_unit_test(recursive_refs_and_defs),
         cmocka_unit_test(unsupported_keywords_name_the_keyword_unless_lenient),
         cmocka_unit_test(json_object_mode_accepts_any_object),

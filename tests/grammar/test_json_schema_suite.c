@@ -86,6 +86,21 @@ static json_t *canonical(json_t *root, json_t *schema, json_t *v, int depth) {
                 json_t *val = k2 ? json_object_get(v, k2) : NULL;
                 if (val && !json_object_get(r, k2)) json_object_set_new(r, k2, canonical(root, NULL, val, depth + 1));
             }
+            /* a present dependency's unlisted names come next: its
+             * dependents, then the property itself (json_schema.c) */
+            const char *dkw[] = {"dependencies", "dependentRequired"};
+            for (int d = 0; d < 2; d++) {
+                json_object_foreach(json_object_get(s, dkw[d]), k, x) {
+                    if (!json_is_array(x) || !json_object_get(v, k)) continue;
+                    json_t *dep;
+                    json_array_foreach(x, q, dep) {
+                        const char *k2 = json_string_value(dep);
+                        json_t *val = k2 ? json_object_get(v, k2) : NULL;
+                        if (val && !json_object_get(r, k2)) json_object_set_new(r, k2, canonical(root, NULL, val, depth + 1));
+                    }
+                    if (!json_object_get(r, k)) json_object_set_new(r, k, canonical(root, NULL, json_object_get(v, k), depth + 1));
+                }
+            }
         }
         const char *k;
         json_object_foreach(v, k, x) {

@@ -59,6 +59,14 @@ static void regex_agrees_with_pcre2_on_random_strings(void **state) {
     check_against_pcre("x{,2}", "x{,2}", 6, 2000); /* '{' literal when not a quantifier */
     check_against_pcre("[\\]\\-a]+", "]-a\\", 5, 2000);
     check_against_pcre("^ab$", "ab", 3, 100);
+    /* nested repetitions: compiled through the automaton (rx_dfa) */
+    check_against_pcre("(?:[a-c]+-?)+[a-c]/[a-c_-]+", "ab-/_", 10, 4000);
+    check_against_pcre("(a|ab)+(c+d?)*", "abcd", 9, 4000);
+    check_against_pcre("(?:x{1,3}y?){2,}", "xy", 9, 3000);
+    /* anchors inside groups that open / close the pattern */
+    check_against_pcre("(^[0-9]+\\.[0-9]+$)", "01.", 6, 3000);
+    check_against_pcre("^$|(^(?:a+ )*a+$)", "a ", 7, 3000);
+    check_against_pcre("^(a(b|c)$)|^d$", "abcd", 4, 2000);
 }
 
 static void regex_unicode_and_escapes(void **state) {
@@ -81,6 +89,10 @@ static void regex_unsupported_constructs_are_named(void **state) {
         {"\\bword", DI_ERR_UNSUPPORTED, "\\b"},
         {"\\p{L}", DI_ERR_UNSUPPORTED, "property"},
         {"a^b", DI_ERR_UNSUPPORTED, "'^'"},
+        {"(^a|b)c", DI_ERR_UNSUPPORTED, "some alternatives"},
+        {"(^a)*", DI_ERR_UNSUPPORTED, "repeated anchored"},
+        {"(a$)b", DI_ERR_UNSUPPORTED, "'$'"},
+        {"b(^a)", DI_ERR_UNSUPPORTED, "'^'"},
         {"(a", DI_ERR_FORMAT, "')'"},
         {"a)", DI_ERR_FORMAT, "')'"},
         {"*a", DI_ERR_FORMAT, "repeat"},
