@@ -49,7 +49,7 @@ struct di_scheduler {
     int32_t *sample_rows;                   /* (max_running) */
     di_seq **sample_seqs;                   /* (max_running) */
     int32_t step_decode, step_prefill, step_preempted;
-    bool step_deferred;                     /* the latency target held something back */
+    bool step_deferred;                     /* a latency control held work back */
     di_step_cost cost;                      /* for tpot_target_ms */
 
     int32_t *seq_refs;   /* (n_blocks) scratch for check_integrity */
