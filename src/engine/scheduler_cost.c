@@ -16,16 +16,16 @@
 #include <math.h>
 #include <string.h>
 
-/* Weight of a step's measurement after each newer one: ~20 steps of memory,
+/* Weight of a step's measurement after each newer one: ~33 steps of memory,
  * enough to average out scheduling noise, short enough to follow a change
- * of load within a second or two of serving. */
-#define DECAY 0.95
+ * of load within a few seconds of serving. */
+#define DECAY 0.97
 /* The prior's starting weight, in typical steps, and its fading per step
  * (~1% left after 20 steps). */
 #define PRIOR_STEPS 2.0
 #define PRIOR_DECAY 0.8
 /* Permanent ridge, as a fraction of one typical step's weight: negligible
- * next to ~20 steps of data (it biases the fit by ~0.1%). */
+ * next to ~33 steps of data (it biases the fit by ~0.1%). */
 #define RIDGE 0.001
 /* Typical size of each regressor (1, decode rows, prefill rows), so the
  * ridge pulls each coefficient about equally hard. */
