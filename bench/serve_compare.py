@@ -218,7 +218,10 @@ def main():
     if a.llamacpp_python:
         peers.append(("llamacpp-python", [a.llamacpp_python, os.path.join(here, "llamacpp_server.py"), "--model",
                                           a.model, "--host", "127.0.0.1", "--port", "{port}", "--n_threads", t,
-                                          "--n_threads_batch", t, "--n_ctx", "2048"]))
+                                          "--n_threads_batch", t, "--n_ctx", "2048",
+                                          # its default interrupts the running stream whenever a new
+                                          # request arrives (the others end after one token); queue instead
+                                          "--interrupt_requests", "False"]))
     if a.llama_server:
         for npar in a.parallel:
             peers.append((f"llama-server-np{npar}", [a.llama_server, "-m", a.model, "--host", "127.0.0.1", "--port",
