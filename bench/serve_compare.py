@@ -197,6 +197,8 @@ def main():
     ap.add_argument("--slo-fraction", type=float, default=0.85,
                     help="deepinfer-slo-PEER target = this x PEER's measured p99 TPOT")
     ap.add_argument("--no-slo", action="store_true", help="skip the calibrated deepinfer-slo servers")
+    ap.add_argument("--slo-target-ms", type=float, nargs="*", default=[],
+                    help="also run `deepinfer serve --tpot-target-ms T` for each fixed T (deepinfer-slo-Tms)")
     ap.add_argument("--goal-clients", type=int, default=32)
     ap.add_argument("--slo-ttft-ms", type=float, default=2000)
     ap.add_argument("--slo-tpot-ms", type=float, default=200)
@@ -258,6 +260,11 @@ def main():
                 urls[sname] = srv.start(sname, argv)
                 rep["servers"][sname] = {"cmd": " ".join(argv), "target_ms": target, "peer": name,
                                          "peer_p99_tpot_ms": p99, "calibration": s}
+        for target in a.slo_target_ms:
+            sname = f"deepinfer-slo-{target:g}ms"
+            argv = di_base + ["--tpot-target-ms", f"{target:g}"]
+            urls[sname] = srv.start(sname, argv)
+            rep["servers"][sname] = {"cmd": " ".join(argv)}
         for name in urls:  # warm every server the same way
             measure(urls[name], 1, 2, a)
         runs = {}
