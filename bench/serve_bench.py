@@ -49,6 +49,10 @@ PROMPTS = [
 ]
 
 
+# Extra fields sent in every request body (--ban-tokens sets logit_bias).
+EXTRA_BODY = {}
+
+
 def pct(xs, p):
     if not xs:
         return float("nan")
@@ -62,7 +66,7 @@ def one_request(url, key, model, prompt, max_tokens, seed, timeout):
     u = urllib.parse.urlparse(url)
     conn = http.client.HTTPConnection(u.hostname, u.port or 80, timeout=timeout)
     body = {"prompt": prompt, "max_tokens": max_tokens, "stream": True, "temperature": 0.8, "seed": seed,
-            "ignore_eos": True, "stream_options": {"include_usage": True}}
+            "ignore_eos": True, "stream_options": {"include_usage": True}, **EXTRA_BODY}
     if model:
         body["model"] = model
     headers = {"Content-Type": "application/json"}
@@ -176,8 +180,13 @@ def main():
     ap.add_argument("--slo-ttft-ms", type=float, default=2000)
     ap.add_argument("--slo-tpot-ms", type=float, default=200)
     ap.add_argument("--timeout", type=float, default=600)
+    ap.add_argument("--ban-tokens", type=int, nargs="*", default=[],
+                    help="token ids sent with logit_bias -100, for servers without ignore_eos "
+                         "(llama-cpp-python); SmolLM2's end tokens are 0 and 2")
     ap.add_argument("--json", help="write the full report here")
     a = ap.parse_args()
+    if a.ban_tokens:
+        EXTRA_BODY["logit_bias"] = {str(t): -100 for t in a.ban_tokens}
     targets = [t.split("=", 1) for t in a.target]
     proc = None
     if a.launch_deepinfer:

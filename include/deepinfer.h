@@ -91,6 +91,15 @@ typedef struct di_engine_params {
     int32_t block_size;        /* tokens per KV block; 0 = 16 */
     int32_t max_batch_tokens;  /* rows per forward (token budget); 0 = 512 */
     int32_t max_seqs;          /* sequences running at once; 0 = 64 */
+    /* Latency controls; they change which requests share a step, never any
+     * request's output (the kernels are batch-invariant). */
+    int32_t max_prefill_tokens; /* prompt rows per step at most; 0 = only
+                                 * max_batch_tokens bounds them */
+    double tpot_target_ms;     /* SLO mode (0 = off): admit prompt rows and
+                                * new requests into a step only while its
+                                * predicted time, from an online model of
+                                * measured step times, stays within this;
+                                * running requests still decode every step */
     bool no_prefix_cache;      /* disable reuse of cached prompt blocks */
     bool kv_f32;               /* keep the KV cache in f32 (default f16) */
     bool check_integrity;      /* verify KV accounting after every step (tests) */
@@ -236,6 +245,12 @@ typedef struct di_engine_stats {
     int64_t n_prompt_tokens, n_prefix_hit_tokens, n_generated_tokens;
     int64_t n_requests_finished;
     double t_forward_ms;       /* time spent in model forwards */
+    int64_t n_deferred_steps;  /* steps that held prompt rows or new requests
+                                  back for max_prefill_tokens / tpot_target_ms */
+    double step_fixed_ms;      /* the step cost model: ms per step, */
+    double step_decode_ms;     /* per decode row */
+    double step_prefill_ms;    /* and per prompt row */
+    double last_step_ms;       /* measured time of the last step */
 } di_engine_stats;
 
 void di_engine_get_stats(di_engine *e, di_engine_stats *out);

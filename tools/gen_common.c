@@ -27,8 +27,13 @@ int di_gen_opts_specs(di_gen_opts *o, di_arg *s, int n) {
         {"-t", "--threads", DI_ARG_INT, &o->threads, 0, 1024, "threads (0 = one per CPU)"},
         {"-c", "--ctx", DI_ARG_INT, &o->ctx, 0, 1 << 20, "context per request (0 = model's, capped)"},
         {"--kv-tokens", NULL, DI_ARG_INT, &o->kv_tokens, 0, 1 << 26, "KV cache capacity in tokens"},
-        {"--batch-tokens", NULL, DI_ARG_INT, &o->batch_tokens, 0, 1 << 20, "rows per forward"},
-        {"--max-seqs", NULL, DI_ARG_INT, &o->max_seqs, 0, 4096, "sequences running at once"},
+        {"--batch-tokens", "--max-batched-tokens", DI_ARG_INT, &o->batch_tokens, 0, 1 << 20,
+         "rows per forward: the step's token budget (512)"},
+        {"--max-seqs", "--max-num-seqs", DI_ARG_INT, &o->max_seqs, 0, 4096, "sequences running at once (64)"},
+        {"--max-prefill-tokens", NULL, DI_ARG_INT, &o->max_prefill_tokens, 0, 1 << 20,
+         "prompt rows per step at most, to protect decode latency (0 = budget only)"},
+        {"--tpot-target-ms", NULL, DI_ARG_FLOAT, &o->tpot_target_ms, 0, 1e6,
+         "SLO mode: admit prompt rows / new requests only while the predicted step time fits (0 = off)"},
         {"--temp", NULL, DI_ARG_FLOAT, &o->temp, 0, 100, "temperature (0 = greedy)"},
         {"--top-p", NULL, DI_ARG_FLOAT, &o->top_p, 1e-6, 1, "nucleus sampling mass"},
         {"--top-k", NULL, DI_ARG_INT, &o->top_k, 0, 1 << 24, "keep the k most likely (0 = off)"},
@@ -51,6 +56,8 @@ di_engine_params di_gen_engine_params(const di_gen_opts *o) {
     p.kv_tokens = (int32_t)o->kv_tokens;
     p.max_batch_tokens = (int32_t)o->batch_tokens;
     p.max_seqs = (int32_t)o->max_seqs;
+    p.max_prefill_tokens = (int32_t)o->max_prefill_tokens;
+    p.tpot_target_ms = o->tpot_target_ms;
     p.no_prefix_cache = o->no_prefix_cache;
     p.kv_f32 = o->kv_f32;
     p.kernels = o->kernels;

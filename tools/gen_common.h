@@ -8,8 +8,8 @@
 
 typedef struct di_gen_opts {
     const char *model;
-    int64_t threads, ctx, kv_tokens, batch_tokens, max_seqs, max_tokens, top_k, seed;
-    double temp, top_p, min_p, repeat_penalty;
+    int64_t threads, ctx, kv_tokens, batch_tokens, max_seqs, max_prefill_tokens, max_tokens, top_k, seed;
+    double temp, top_p, min_p, repeat_penalty, tpot_target_ms;
     bool no_prefix_cache, kv_f32;
     const char *kernels; /* kernel table name, NULL = the default exact one */
 } di_gen_opts;

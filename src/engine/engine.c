@@ -91,6 +91,7 @@ struct di_engine {
     int64_t next_id;
     int64_t n_prompt_tokens, n_generated_tokens, n_finished;
     double t_forward_ms;
+    double t_last_step_ms;
 };
 
 static double now_ms(void) {
@@ -109,8 +110,11 @@ di_status di_engine_create(const di_engine_params *p, di_engine **out, di_error 
     *out = NULL;
     if (!p || !p->model_path) return di_error_set(err, DI_ERR_INVALID_ARG, "engine: no model path");
     if (p->n_threads < 0 || p->n_ctx < 0 || p->kv_tokens < 0 || p->block_size < 0 ||
-        p->max_batch_tokens < 0 || p->max_seqs < 0)
+        p->max_batch_tokens < 0 || p->max_seqs < 0 || p->max_prefill_tokens < 0)
         return di_error_set(err, DI_ERR_INVALID_ARG, "engine: negative size parameter");
+    if (!isfinite(p->tpot_target_ms) || p->tpot_target_ms < 0)
+        return di_error_set(err, DI_ERR_INVALID_ARG, "engine: tpot_target_ms %g must be >= 0",
+                            p->tpot_target_ms);
     di_engine *e = calloc(1, sizeof *e);
     if (!e) return di_error_set(err, DI_ERR_NOMEM, "engine: out of memory");
     e->params = *p;
@@ -152,6 +156,8 @@ di_status di_engine_create(const di_engine_params *p, di_engine **out, di_error 
         .max_running = p->max_seqs ? p->max_seqs : DEFAULT_MAX_SEQS,
         .max_context = n_ctx,
         .prefix_cache = !p->no_prefix_cache,
+        .max_prefill_tokens = p->max_prefill_tokens,
+        .tpot_target_ms = p->tpot_target_ms,
     };
     e->params.block_size = block;
     e->params.max_batch_tokens = sc.max_tokens_per_step;
@@ -599,7 +605,7 @@ di_status di_engine_step(di_engine *e, di_error *err) {
         pthread_mutex_unlock(&e->mu);
         return s;
     }
-    double t_now = now_ms();
+    double t_now = now_ms(), t_step0 = t_now;
     for (request *r = e->reqs; r; r = r->next) {
         if (!r->started && r->seq->status == DI_SEQ_RUNNING) {
             r->started = true;
@@ -659,6 +665,10 @@ di_status di_engine_step(di_engine *e, di_error *err) {
     di_threadpool_run(e->pool, e->n_jobs, sample_task, e);
     pthread_mutex_lock(&e->mu);
     for (int32_t i = 0; i < e->n_jobs; i++) process_sample(e, &e->jobs[i]);
+    /* What a client waits between tokens: forward, sampling and streaming
+     * of the step, which is what the latency target bounds. */
+    e->t_last_step_ms = now_ms() - t_step0;
+    di_scheduler_observe_step(e->sched, out.n_decode_tokens, out.n_prefill_tokens, e->t_last_step_ms);
     if (e->params.check_integrity) s = di_scheduler_check_integrity(e->sched, err);
     pthread_mutex_unlock(&e->mu);
     return s;
@@ -696,6 +706,11 @@ void di_engine_get_stats(di_engine *e, di_engine_stats *out) {
     out->n_generated_tokens = e->n_generated_tokens;
     out->n_requests_finished = e->n_finished;
     out->t_forward_ms = e->t_forward_ms;
+    out->n_deferred_steps = ss.n_deferred_steps;
+    out->step_fixed_ms = ss.step_fixed_ms;
+    out->step_decode_ms = ss.step_decode_ms;
+    out->step_prefill_ms = ss.step_prefill_ms;
+    out->last_step_ms = e->t_last_step_ms;
     pthread_mutex_unlock(&e->mu);
 }
 

@@ -15,8 +15,15 @@
 
 #include "base/alloc.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* The cost model's starting point, before any step was measured: a small
+ * model on a few cores. A handful of real steps outweigh it. */
+#define PRIOR_FIXED_MS 5.0
+#define PRIOR_DECODE_MS 1.0
+#define PRIOR_PREFILL_MS 0.5
 
 struct di_scheduler {
     di_scheduler_config cfg;
@@ -42,6 +49,8 @@ struct di_scheduler {
     int32_t *sample_rows;                   /* (max_running) */
     di_seq **sample_seqs;                   /* (max_running) */
     int32_t step_decode, step_prefill, step_preempted;
+    bool step_deferred;                     /* a latency control held work back */
+    di_step_cost cost;                      /* for tpot_target_ms */
 
     int32_t *seq_refs;   /* (n_blocks) scratch for check_integrity */
     int64_t *ref_stamp;  /* (n_blocks) scratch: last seq id that referenced a block */
@@ -68,6 +77,10 @@ di_status di_scheduler_create(const di_scheduler_config *cfg, di_scheduler **out
                             (int)cfg->n_blocks, (int)cfg->block_size,
                             (int)cfg->max_tokens_per_step, (int)cfg->max_running,
                             (int)cfg->max_context);
+    if (cfg->max_prefill_tokens < 0 || !isfinite(cfg->tpot_target_ms) || cfg->tpot_target_ms < 0)
+        return di_error_set(err, DI_ERR_INVALID_ARG,
+                            "scheduler: max_prefill_tokens %d and tpot_target_ms %g must be >= 0",
+                            (int)cfg->max_prefill_tokens, cfg->tpot_target_ms);
     di_scheduler *s = di_calloc(1, sizeof *s);
     if (!s) return di_error_set(err, DI_ERR_NOMEM, "scheduler: out of memory");
     s->cfg = *cfg;
@@ -98,6 +111,7 @@ di_status di_scheduler_create(const di_scheduler_config *cfg, di_scheduler **out
         return di_error_set(err, DI_ERR_NOMEM, "scheduler: out of memory");
     }
     s->next_id = 1;
+    di_step_cost_init(&s->cost, PRIOR_FIXED_MS, PRIOR_DECODE_MS, PRIOR_PREFILL_MS);
     *out = s;
     return DI_OK;
 }
@@ -281,6 +295,34 @@ static int32_t budget_left(const di_scheduler *s) {
     return s->cfg.max_tokens_per_step - s->n_rows;
 }
 
+/* Prefill rows this step may still take: the token budget, the prefill cap,
+ * and in SLO mode the rows the cost model says fit in the target after what
+ * is already planned. The first prefill chunk of a step may take
+ * DI_SCHED_MIN_PREFILL_ROWS whatever the prediction, so prompts always
+ * advance (the latency target bends, queued work never starves). */
+static int32_t prefill_room(const di_scheduler *s) {
+    int32_t room = budget_left(s);
+    if (s->cfg.max_prefill_tokens > 0 && s->cfg.max_prefill_tokens - s->step_prefill < room)
+        room = s->cfg.max_prefill_tokens - s->step_prefill;
+    if (s->cfg.tpot_target_ms > 0) {
+        double left = s->cfg.tpot_target_ms -
+                      di_step_cost_predict(&s->cost, s->step_decode, s->step_prefill);
+        double per_row = s->cost.coef[2];
+        double fit = per_row > 0 ? floor(left / per_row) : (double)room;
+        if (s->step_prefill == 0 && fit < DI_SCHED_MIN_PREFILL_ROWS) fit = DI_SCHED_MIN_PREFILL_ROWS;
+        if (fit < room) room = fit < 0 ? 0 : (int32_t)fit;
+    }
+    return room > 0 ? room : 0;
+}
+
+/* SLO mode: may one more sequence run? Only while a decode step of every
+ * RUNNING sequence plus the new one is predicted to fit the target; an
+ * idle scheduler always admits. */
+static bool slo_admits_another(const di_scheduler *s) {
+    if (s->cfg.tpot_target_ms <= 0 || s->n_running == 0) return true;
+    return di_step_cost_predict(&s->cost, s->n_running + 1, 0) <= s->cfg.tpot_target_ms;
+}
+
 /* Schedules up to `want` more tokens of a RUNNING sequence. A short pool
  * first shrinks the chunk (prefill), then preempts newer sequences, and
  * finally preempts seq itself. */
@@ -324,7 +366,8 @@ static di_status admit(di_scheduler *s, di_seq *seq, bool *admitted, di_error *e
         if (st) return st;
     }
     int32_t c = m * bs;
-    int32_t k = seq->n_tokens - c < budget_left(s) ? seq->n_tokens - c : budget_left(s);
+    int32_t room = prefill_room(s);
+    int32_t k = seq->n_tokens - c < room ? seq->n_tokens - c : room;
     int32_t need = blocks_for(c + k, bs) - m;
     if (need > blocks_available(s)) {
         return di_prefix_cache_unlock(s->cache, seq->block_table, m, err);
@@ -360,6 +403,7 @@ di_status di_scheduler_schedule(di_scheduler *s, di_sched_output *out, di_error 
     s->n_rows = 0;
     s->n_samples = 0;
     s->step_decode = s->step_prefill = s->step_preempted = 0;
+    s->step_deferred = false;
     di_status st = DI_OK;
 
     /* The previous batch has run: its completed blocks become reusable. */
@@ -379,13 +423,19 @@ di_status di_scheduler_schedule(di_scheduler *s, di_sched_output *out, di_error 
     /* Then running prefills (chunked), with what budget is left. */
     for (int32_t i = 0; i < n_snap && !st; i++) {
         di_seq *q = s->snapshot[i];
-        if (q->status == DI_SEQ_RUNNING && !q->in_step && q->n_tokens - q->n_computed > 1)
-            st = schedule_running(s, q, q->n_tokens - q->n_computed, false, err);
+        if (q->status != DI_SEQ_RUNNING || q->in_step || q->n_tokens - q->n_computed <= 1) continue;
+        int32_t want = q->n_tokens - q->n_computed, room = prefill_room(s);
+        if (room < want && room < budget_left(s)) s->step_deferred = true;
+        if (room > 0) st = schedule_running(s, q, want < room ? want : room, false, err);
     }
     /* Then admissions, unless this step already had to preempt: admitting
      * now would only take the blocks that preemption just freed. */
     while (!st && s->step_preempted == 0 && s->n_waiting > 0 && budget_left(s) > 0 &&
            s->n_running < s->cfg.max_running) {
+        if (!slo_admits_another(s) || prefill_room(s) == 0) {
+            s->step_deferred = true;
+            break;
+        }
         bool admitted = false;
         di_seq *q = s->waiting[0];
         st = admit(s, q, &admitted, err);
@@ -393,6 +443,8 @@ di_status di_scheduler_schedule(di_scheduler *s, di_sched_output *out, di_error 
         waiting_remove_at(s, 0);
     }
     if (st) return st;
+    if (s->step_deferred) s->stats.n_deferred_steps++;
+    s->stats.predicted_step_ms = di_step_cost_predict(&s->cost, s->step_decode, s->step_prefill);
 
     for (int32_t i = 0; i < s->cfg.max_running; i++) {
         di_seq *q = s->slot_owner[i];
@@ -641,4 +693,11 @@ void di_scheduler_get_stats(const di_scheduler *s, di_scheduler_stats *out) {
     out->n_blocks_free = di_block_pool_n_free(s->pool);
     out->n_blocks_cached = di_prefix_cache_n_cached(s->cache);
     out->n_blocks_evictable = di_prefix_cache_n_evictable(s->cache);
+    out->step_fixed_ms = s->cost.coef[0];
+    out->step_decode_ms = s->cost.coef[1];
+    out->step_prefill_ms = s->cost.coef[2];
+}
+
+void di_scheduler_observe_step(di_scheduler *s, int32_t n_decode, int32_t n_prefill, double ms) {
+    di_step_cost_observe(&s->cost, n_decode, n_prefill, ms);
 }

@@ -46,6 +46,7 @@
 
 #include "base/status.h"
 #include "engine/batch.h"
+#include "engine/scheduler_cost.h"
 #include "kv/block_pool.h"
 #include "kv/prefix_cache.h"
 
@@ -103,6 +104,14 @@ typedef struct di_scheduler_config {
     int32_t max_running;          /* RUNNING sequences at once = batch slots */
     int32_t max_context;          /* prompt + max_tokens limit (model context) */
     bool prefix_cache;            /* reuse full blocks across sequences */
+    /* Latency controls (0 = off). They change which rows share a step,
+     * never what any row computes: outputs stay those of each request run
+     * alone (the kernels are batch-invariant). */
+    int32_t max_prefill_tokens;   /* prompt/recompute rows per step at most, so
+                                     long prompts cannot stall decoding */
+    double tpot_target_ms;        /* SLO mode: admit prefill rows and new
+                                     sequences only while the predicted step
+                                     time (di_step_cost) stays within this */
 } di_scheduler_config;
 
 /* What one step runs. Arrays are owned by the scheduler and stay valid until
@@ -126,6 +135,14 @@ typedef struct di_scheduler_stats {
     int64_t n_preemptions;
     int64_t n_prefix_hit_tokens;      /* prompt tokens skipped thanks to the cache */
     int64_t n_computed_tokens;        /* batch rows scheduled so far */
+    int64_t n_deferred_steps;         /* steps that left prefill rows or waiting
+                                         sequences out for max_prefill_tokens or
+                                         tpot_target_ms (not for the token budget,
+                                         slots or blocks) */
+    double step_fixed_ms;             /* the step cost model (di_step_cost) */
+    double step_decode_ms;
+    double step_prefill_ms;
+    double predicted_step_ms;         /* of the last planned step */
 } di_scheduler_stats;
 
 typedef struct di_scheduler di_scheduler;
@@ -156,7 +173,16 @@ di_status di_scheduler_want_prompt_logits(di_scheduler *s, di_seq *seq, di_error
  * budget and slots remain. A sequence whose chunk reaches its last token gets
  * a sampled row. When blocks run out the newest RUNNING sequence not in this
  * batch is preempted (possibly the one asking). n_rows is 0 when idle.
- * DI_ERR_INVALID_ARG when the last step's samples were not all postprocessed. */
+ * DI_ERR_INVALID_ARG when the last step's samples were not all postprocessed.
+ *
+ * Prefill rows (chunks and admissions) are further limited by
+ * max_prefill_tokens and, in SLO mode, by the time the cost model predicts
+ * is left of tpot_target_ms after the decode rows; a new sequence is only
+ * admitted while the predicted decode step of all RUNNING sequences plus it
+ * fits the target. Progress is never lost: every RUNNING sequence decodes
+ * each step, the first prefill chunk of a step may always take
+ * DI_SCHED_MIN_PREFILL_ROWS rows, and an idle scheduler always admits. */
+#define DI_SCHED_MIN_PREFILL_ROWS 16
 di_status di_scheduler_schedule(di_scheduler *s, di_sched_output *out, di_error *err);
 
 /* Appends the token sampled for seq. finish is the engine's verdict
@@ -193,5 +219,9 @@ bool di_scheduler_is_idle(const di_scheduler *s);
 di_status di_scheduler_check_integrity(const di_scheduler *s, di_error *err);
 
 void di_scheduler_get_stats(const di_scheduler *s, di_scheduler_stats *out);
+
+/* Feeds the cost model the measured time of the step last planned (rows as
+ * in its di_sched_output); the engine calls it after every step. */
+void di_scheduler_observe_step(di_scheduler *s, int32_t n_decode, int32_t n_prefill, double ms);
 
 #endif

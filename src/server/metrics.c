@@ -139,6 +139,17 @@ char *srv_metrics_render(di_server *s, size_t *len) {
     put_metric(&b, "deepinfer_engine_steps_total", "counter", "Engine steps.", (double)es.n_steps);
     put_metric(&b, "deepinfer_preemptions_total", "counter", "Sequences preempted for KV space.",
                (double)es.n_preemptions);
+    put_metric(&b, "deepinfer_deferred_steps_total", "counter",
+               "Steps that held prompt rows or new requests back for --max-prefill-tokens or --tpot-target-ms.",
+               (double)es.n_deferred_steps);
+    put_metric(&b, "deepinfer_step_seconds", "gauge", "Measured time of the last engine step.",
+               es.last_step_ms / 1e3);
+    put_metric(&b, "deepinfer_step_cost_fixed_seconds", "gauge", "Step cost model: time per step.",
+               es.step_fixed_ms / 1e3);
+    put_metric(&b, "deepinfer_step_cost_decode_row_seconds", "gauge", "Step cost model: time per decode row.",
+               es.step_decode_ms / 1e3);
+    put_metric(&b, "deepinfer_step_cost_prefill_row_seconds", "gauge", "Step cost model: time per prompt row.",
+               es.step_prefill_ms / 1e3);
     put_hist(&b, "deepinfer_time_to_first_token_seconds", "Submit to first token.", &m.ttft);
     put_hist(&b, "deepinfer_time_per_output_token_seconds", "Mean gap between output tokens.", &m.tpot);
     put_hist(&b, "deepinfer_e2e_request_latency_seconds", "Submit to finish.", &m.e2e);

@@ -131,6 +131,51 @@ static void seeded_output_is_independent_of_batch_and_threads(void **state) {
     }
 }
 
+/* --max-num-seqs, --max-prefill-tokens and --tpot-target-ms only change
+ * which requests share a step: every output stays the solo one. (The
+ * target is far below any real step, so admission is one at a time however
+ * fast the machine is; nothing here depends on wall time.) */
+static void latency_controls_change_steps_not_outputs(void **state) {
+    (void)state;
+    if (!di_test_default_model()) skip();
+    static trace alone[16], limited[16];
+    for (int i = 0; i < 16; i += 5) run_alone(2, i, &alone[i]);
+    const char *model = di_test_default_model();
+    di_engine_params p = di_engine_params_default();
+    p.model_path = model;
+    p.n_threads = 2;
+    p.n_ctx = 512;
+    p.kv_tokens = 4096;
+    p.no_prefix_cache = true;
+    p.check_integrity = true;
+    p.max_seqs = 3;
+    p.max_prefill_tokens = 3;
+    p.tpot_target_ms = 0.001;
+    di_engine *e = NULL;
+    di_error err;
+    assert_int_equal(di_engine_create(&p, &e, &err), DI_OK);
+    for (int i = 0; i < 16; i++) {
+        di_request r = make_request(PROMPTS[i], &limited[i], 1000 + (uint64_t)i);
+        assert_int_equal(di_engine_submit(e, &r, NULL, &err), DI_OK);
+    }
+    assert_int_equal(di_engine_run(e, &err), DI_OK);
+    di_engine_stats st;
+    di_engine_get_stats(e, &st);
+    assert_true(st.n_deferred_steps > 0);
+    assert_true(st.step_decode_ms >= 0 && st.step_prefill_ms >= 0 && st.step_fixed_ms >= 0);
+    di_engine_free(e);
+    for (int i = 0; i < 16; i++) {
+        assert_int_equal(limited[i].n, N_GEN);
+        if (i % 5 == 0) assert_same_trace(&alone[i], &limited[i]);
+    }
+    /* Bad values are refused, not clamped. */
+    p.tpot_target_ms = -1;
+    assert_int_equal(di_engine_create(&p, &e, &err), DI_ERR_INVALID_ARG);
+    p.tpot_target_ms = 0;
+    p.max_prefill_tokens = -2;
+    assert_int_equal(di_engine_create(&p, &e, &err), DI_ERR_INVALID_ARG);
+}
+
 static void prefix_cache_hit_gives_identical_output(void **state) {
     (void)state;
     if (!di_test_default_model()) skip();
@@ -455,6 +500,7 @@ static void ggml_prompt_logprobs_are_consistent_and_batch_invariant(void **state
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(seeded_output_is_independent_of_batch_and_threads),
+        cmocka_unit_test(latency_controls_change_steps_not_outputs),
         cmocka_unit_test(prefix_cache_hit_gives_identical_output),
         cmocka_unit_test(cancel_from_callback_and_by_id),
         cmocka_unit_test(requests_that_cannot_fit_are_refused_at_submit),

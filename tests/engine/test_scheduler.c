@@ -7,6 +7,7 @@
 #include "engine/scheduler.h"
 #include "fake_model.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -593,6 +594,181 @@ static void api_misuse_is_refused(void **state) {
     h_close(&h);
 }
 
+/* ---- latency controls ------------------------------------------------- */
+
+static void max_running_caps_concurrent_sequences_and_outputs_match_solo(void **state) {
+    (void)state;
+    enum { N = 7 };
+    harness h;
+    h_open(&h, config(128, 4, 64, 2, true));
+    request rs[N];
+    srand(21);
+    for (int i = 0; i < N; i++) {
+        request_random(&rs[i], 30, 20);
+        h_add(&h, &rs[i]);
+    }
+    int32_t most = 0;
+    for (int guard = 0; !di_scheduler_is_idle(h.s); guard++) {
+        assert_true(guard < 10000);
+        h_step(&h);
+        di_scheduler_stats st;
+        di_scheduler_get_stats(h.s, &st);
+        assert_true(st.n_running <= 2);
+        if (st.n_running > most) most = st.n_running;
+    }
+    assert_int_equal(most, 2); /* the cap, not the workload, was the limit */
+    for (int i = 0; i < N; i++) assert_matches_reference(&rs[i]);
+    h_assert_all_blocks_reclaimable(&h);
+    h_close(&h);
+}
+
+static void prefill_cap_bounds_prompt_rows_per_step(void **state) {
+    (void)state;
+    enum { N = 5, CAP = 6 };
+    harness h;
+    di_scheduler_config c = config(256, 4, 64, 8, false);
+    c.max_prefill_tokens = CAP;
+    h_open(&h, c);
+    request rs[N];
+    srand(22);
+    for (int i = 0; i < N; i++) {
+        int32_t p[MAX_PROMPT];
+        int32_t n = 20 + rand() % 30;
+        for (int32_t k = 0; k < n; k++) p[k] = 1 + rand() % (VOCAB - 1);
+        request_init_stop(&rs[i], p, n, 10, -1);
+        h_add(&h, &rs[i]);
+    }
+    bool mixed = false;
+    for (int guard = 0; !di_scheduler_is_idle(h.s); guard++) {
+        assert_true(guard < 10000);
+        h_step(&h);
+        assert_true(h.last.n_prefill_tokens <= CAP);
+        mixed |= h.last.n_decode_tokens > 0 && h.last.n_prefill_tokens > 0;
+    }
+    assert_true(mixed); /* decoding went on while later prompts were chunked in */
+    di_scheduler_stats st;
+    di_scheduler_get_stats(h.s, &st);
+    assert_true(st.n_deferred_steps > 0);
+    for (int i = 0; i < N; i++) assert_matches_reference(&rs[i]);
+    h_close(&h);
+}
+
+/* The fake clock: what a step of d decode and p prefill rows "takes". */
+#define FAKE_FIXED_MS 2.0
+#define FAKE_DECODE_MS 1.0
+#define FAKE_PREFILL_MS 0.25
+static double fake_step_ms(int32_t d, int32_t p) {
+    return FAKE_FIXED_MS + FAKE_DECODE_MS * d + FAKE_PREFILL_MS * p;
+}
+
+static void step_cost_model_learns_a_linear_cost(void **state) {
+    (void)state;
+    di_step_cost c;
+    di_step_cost_init(&c, 10.0, 0.1, 3.0); /* a wrong prior */
+    srand(23);
+    for (int i = 0; i < 200; i++) {
+        int32_t d = rand() % 40, p = rand() % 100;
+        di_step_cost_observe(&c, d, p, fake_step_ms(d, p));
+    }
+    assert_true(fabs(c.coef[0] - FAKE_FIXED_MS) < 0.1);
+    assert_true(fabs(c.coef[1] - FAKE_DECODE_MS) < 0.01);
+    assert_true(fabs(c.coef[2] - FAKE_PREFILL_MS) < 0.01);
+    assert_true(fabs(di_step_cost_predict(&c, 32, 0) - fake_step_ms(32, 0)) < 0.1);
+    /* Garbage is ignored, and a cost that would be negative is pinned at 0. */
+    di_step_cost_observe(&c, 5, 5, -1.0);
+    di_step_cost_observe(&c, 5, 5, NAN);
+    di_step_cost_observe(&c, 0, 0, 1e9);
+    assert_true(fabs(c.coef[1] - FAKE_DECODE_MS) < 0.01);
+    di_step_cost z;
+    di_step_cost_init(&z, 1.0, 1.0, 1.0);
+    for (int i = 0; i < 100; i++) {
+        int32_t d = 1 + rand() % 20;
+        di_step_cost_observe(&z, d, 0, 30.0 - d); /* faster with more rows: nonsense */
+    }
+    assert_true(z.coef[1] >= 0 && z.coef[2] >= 0 && z.coef[0] >= 0);
+}
+
+/* Runs rs through a scheduler whose steps "take" fake_step_ms, feeding the
+ * cost model exactly as the engine does. Returns the slowest step after
+ * the first `warmup` steps; *most_running gets the peak of RUNNING after
+ * them (before, the model still leans on its prior). */
+static double run_fake_clock(harness *h, request *rs, int n, int warmup, int32_t *most_running,
+                             double target) {
+    for (int i = 0; i < n; i++) h_add(h, &rs[i]);
+    double worst = 0;
+    *most_running = 0;
+    for (int step = 0; !di_scheduler_is_idle(h->s); step++) {
+        assert_true(step < 100000);
+        h_step(h);
+        int32_t d = h->last.n_decode_tokens, p = h->last.n_prefill_tokens;
+        double ms = fake_step_ms(d, p);
+        di_scheduler_observe_step(h->s, d, p, ms);
+        /* Over the target only by the progress floor of one prefill chunk. */
+        if (target > 0 && step >= warmup && ms > target)
+            assert_true(p <= DI_SCHED_MIN_PREFILL_ROWS);
+        if (step >= warmup && ms > worst) worst = ms;
+        di_scheduler_stats st;
+        di_scheduler_get_stats(h->s, &st);
+        if (step >= warmup && st.n_running > *most_running) *most_running = st.n_running;
+    }
+    return worst;
+}
+
+static void slo_mode_keeps_predicted_steps_within_target(void **state) {
+    (void)state;
+    enum { N = 40 };
+    const double target = 10.0; /* fake_step_ms(8, 0) == 10: at most 8 decoding */
+    request slo[N], plain[N];
+    srand(24);
+    for (int i = 0; i < N; i++) {
+        request_random(&slo[i], 60, 25);
+        plain[i] = slo[i];
+    }
+    harness hs, hp;
+    di_scheduler_config c = config(512, 4, 128, 32, true);
+    di_scheduler_config cs = c;
+    cs.tpot_target_ms = target;
+    h_open(&hs, cs);
+    h_open(&hp, c);
+    int32_t most_slo, most_plain;
+    double worst_slo = run_fake_clock(&hs, slo, N, 10, &most_slo, target);
+    double worst_plain = run_fake_clock(&hp, plain, N, 10, &most_plain, 0);
+    for (int i = 0; i < N; i++) {
+        assert_matches_reference(&slo[i]);
+        assert_matches_reference(&plain[i]);
+    }
+    /* The model learned the fake cost, so admissions stopped at 8 running;
+     * without the target everything runs at once and steps are slow. */
+    assert_true(most_slo >= 6 && most_slo <= 8);
+    assert_true(most_plain > 8);
+    assert_true(worst_plain > target);
+    assert_true(worst_slo <= target + FAKE_PREFILL_MS * DI_SCHED_MIN_PREFILL_ROWS);
+    di_scheduler_stats st;
+    di_scheduler_get_stats(hs.s, &st);
+    assert_true(st.n_deferred_steps > 0);
+    assert_true(fabs(st.step_decode_ms - FAKE_DECODE_MS) < 0.05);
+    h_assert_all_blocks_reclaimable(&hs);
+    h_close(&hs);
+    h_close(&hp);
+}
+
+static void slo_target_below_one_decode_serializes_but_never_starves(void **state) {
+    (void)state;
+    enum { N = 6 };
+    request rs[N];
+    srand(25);
+    for (int i = 0; i < N; i++) request_random(&rs[i], 40, 10);
+    harness h;
+    di_scheduler_config c = config(256, 4, 64, 8, false);
+    c.tpot_target_ms = 0.5; /* less than any step: nothing fits */
+    h_open(&h, c);
+    int32_t most;
+    run_fake_clock(&h, rs, N, 0, &most, 0);
+    assert_int_equal(most, 1); /* one at a time, each admitted when the last finished */
+    for (int i = 0; i < N; i++) assert_matches_reference(&rs[i]);
+    h_close(&h);
+}
+
 /* Random arrivals, lengths, shared prefixes, cancellations and tiny pools.
  * Every request that is not cancelled ends with exactly its solo output;
  * a cancelled one has produced a prefix of it. */
@@ -604,6 +780,9 @@ static void run_stress(unsigned seed) {
     int32_t min_blocks = (max_prompt + max_gen - 1 + bs - 1) / bs;
     di_scheduler_config cfg = config(min_blocks + rand() % (2 * min_blocks), bs, 1 + rand() % 40,
                                      1 + rand() % 10, rand() % 4 != 0);
+    /* Latency controls on some seeds; the fake clock feeds the cost model. */
+    if (rand() % 3 == 0) cfg.max_prefill_tokens = 1 + rand() % 12;
+    if (rand() % 3 == 0) cfg.tpot_target_ms = 1.0 + rand() % 30;
     harness h;
     h_open(&h, cfg);
     int32_t prefixes[3][32];
@@ -636,6 +815,8 @@ static void run_stress(unsigned seed) {
             }
         }
         h_step(&h);
+        di_scheduler_observe_step(h.s, h.last.n_decode_tokens, h.last.n_prefill_tokens,
+                                  fake_step_ms(h.last.n_decode_tokens, h.last.n_prefill_tokens));
     }
     int n_cancelled = 0;
     for (int i = 0; i < N; i++) {
@@ -675,6 +856,11 @@ int main(void) {
         cmocka_unit_test(aborted_step_is_planned_again),
         cmocka_unit_test(request_that_never_fits_is_refused_and_others_complete),
         cmocka_unit_test(api_misuse_is_refused),
+        cmocka_unit_test(max_running_caps_concurrent_sequences_and_outputs_match_solo),
+        cmocka_unit_test(prefill_cap_bounds_prompt_rows_per_step),
+        cmocka_unit_test(step_cost_model_learns_a_linear_cost),
+        cmocka_unit_test(slo_mode_keeps_predicted_steps_within_target),
+        cmocka_unit_test(slo_target_below_one_decode_serializes_but_never_starves),
         cmocka_unit_test(randomized_stress_with_fixed_seeds),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
