@@ -334,6 +334,64 @@ static void matmul_is_batch_and_thread_invariant(void **state) {
     di_threadpool_free(pool);
 }
 
+/* di_matmul_multi gives every part the bits di_matmul gives it alone, for
+ * parts of mixed dtypes and sizes (not multiples of the 8-row unit), rows
+ * 1..9, on 1 and 2 threads. */
+static void matmul_multi_equals_separate_matmuls(void **state) {
+    (void)state;
+    const int64_t max_rows = 9, max_in = 768;
+    const int64_t n_out[3] = {37, 16, 75};
+    const int64_t set_in[3] = {608, 768, 608}; /* 19 blocks of 32 (odd); K-quants need 256s */
+    const di_dtype types[3][3] = {{DI_DTYPE_Q4_1, DI_DTYPE_Q4_1, DI_DTYPE_Q4_1},
+                                  {DI_DTYPE_Q4_K, DI_DTYPE_Q6_K, DI_DTYPE_Q8_0},
+                                  {DI_DTYPE_Q4_0, DI_DTYPE_F16, DI_DTYPE_F32}};
+    di_threadpool *pool;
+    di_error err;
+    assert_int_equal(di_threadpool_create(2, &pool, &err), DI_OK);
+    float *x = random_floats(max_rows * max_in);
+    float *scratch = malloc(sizeof(float) * (size_t)di_matmul_scratch_floats(max_rows, max_in, 2));
+    for (int ti = 0; ti < n_tables; ti++) {
+        const di_cpu_kernels *k = tables[ti];
+        for (int set = 0; set < 3; set++) {
+            const int64_t n_in = set_in[set];
+            uint8_t *w[3];
+            float *want[3], *got[3];
+            di_matmul_args parts[3];
+            for (int p = 0; p < 3; p++) {
+                uint64_t rb;
+                w[p] = random_weights(types[set][p], n_out[p], n_in, &rb);
+                want[p] = malloc(sizeof(float) * (size_t)(max_rows * n_out[p]));
+                got[p] = malloc(sizeof(float) * (size_t)(max_rows * n_out[p]));
+                parts[p] = (di_matmul_args){types[set][p], w[p], rb, x, n_in, want[p], n_out[p], 1, n_in, n_out[p]};
+            }
+            for (int64_t rows = 1; rows <= max_rows; rows++) {
+                for (int p = 0; p < 3; p++) {
+                    parts[p].n_rows = rows;
+                    parts[p].y = want[p];
+                    di_matmul(k, &parts[p], scratch, NULL);
+                    parts[p].y = got[p];
+                }
+                for (int threads = 1; threads <= 2; threads++) {
+                    for (int p = 0; p < 3; p++) memset(got[p], 0xff, sizeof(float) * (size_t)(rows * n_out[p]));
+                    di_matmul_multi(k, parts, 3, scratch, threads == 2 ? pool : NULL);
+                    for (int p = 0; p < 3; p++)
+                        if (memcmp(got[p], want[p], sizeof(float) * (size_t)(rows * n_out[p])) != 0)
+                            fail_msg("%s set %d part %d (%s): %lld rows on %d threads differ from di_matmul", k->name,
+                                     set, p, di_dtype_traits_of(types[set][p])->name, (long long)rows, threads);
+                }
+            }
+            for (int p = 0; p < 3; p++) {
+                free(w[p]);
+                free(want[p]);
+                free(got[p]);
+            }
+        }
+    }
+    free(x);
+    free(scratch);
+    di_threadpool_free(pool);
+}
+
 /* Dtypes without a fast path go through the trait's to_float + dot_f32 in
  * both matmul shapes: check them against the reference, on weights made by
  * the dtype library's reference quantizer, and check the shapes agree. */
@@ -453,6 +511,7 @@ int main(void) {
         cmocka_unit_test(tables_agree_on_dequantization),
         cmocka_unit_test(tables_dequantize_fp8_and_mxfp4_exactly),
         cmocka_unit_test(matmul_is_batch_and_thread_invariant),
+        cmocka_unit_test(matmul_multi_equals_separate_matmuls),
         cmocka_unit_test(generic_path_matches_reference_for_other_dtypes),
         cmocka_unit_test(q8_tables_quantize_identically_and_agree),
     };

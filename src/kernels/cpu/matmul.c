@@ -47,14 +47,19 @@ int64_t di_matmul_scratch_floats(int64_t n_rows, int64_t n_in, int n_threads) {
 /* Tasks per thread: the pool hands tasks out dynamically, so a few per
  * thread even out threads that start late or run on a busy core. */
 #define TASKS_PER_THREAD 4
+/* Output rows in units of 8: a multiple of every gemm tile width (and of
+ * TILE), so the tiles of a task are full except at a part's n_out. */
+#define GEMM_ALIGN 8
 
 typedef struct matmul_job {
     const di_cpu_kernels *k;
-    const di_matmul_args *a;
+    const di_matmul_args *parts;
+    int n_parts;
+    int64_t part_unit0[DI_MATMUL_MAX_PARTS + 1]; /* first unit of each part; [n_parts] = total */
     float *scratch;           /* (n_threads, scratch_floats) */
     int64_t scratch_floats;
     int n_tasks;
-    di_q8_rows xq;            /* the int8 path's quantized rows */
+    di_q8_rows xq;            /* the int8 path's quantized rows (q NULL: none) */
     int8_t *xq_q;             /* writable views of xq */
     float *xq_d, *xq_s;
 } matmul_job;
@@ -68,16 +73,16 @@ static void dequant_row(const di_cpu_kernels *k, di_dtype t, const void *w, floa
     di_dtype_traits_of(t)->to_float(w, dst, n);
 }
 
-static void matmul_task(void *arg, int64_t task, int thread) {
-    const matmul_job *job = arg;
-    const di_cpu_kernels *k = job->k;
-    const di_matmul_args *a = job->a;
-    float *tmp = job->scratch + (int64_t)thread * job->scratch_floats; /* (TILE, n_in) */
-    const uint8_t *w = a->w;
-    int64_t o0, o1;
-    di_threadpool_split_aligned(a->n_out, TILE, job->n_tasks, (int)task, &o0, &o1);
-    di_row_dot_fn dot = k->dot[a->dtype];
+/* True when matmul takes the int8 path for this table and dtype. */
+static int uses_q8(const di_cpu_kernels *k, const di_matmul_args *a) {
+    return k->quantize_q8 && k->gemm_q8[a->dtype] && a->n_in % DI_Q8_ACT_BLOCK == 0;
+}
 
+/* The generic f32 shapes (tables without a gemm_f32 for the dtype) over
+ * output rows [o0, o1); tmp holds TILE dequantized rows. */
+static void generic_range(const di_cpu_kernels *k, const di_matmul_args *a, int64_t o0, int64_t o1, float *tmp) {
+    const uint8_t *w = a->w;
+    di_row_dot_fn dot = k->dot[a->dtype];
     if (a->n_rows <= FUSED_MAX_ROWS) {
         for (int64_t o = o0; o < o1; o++) {
             const void *wr = w + (uint64_t)o * a->row_bytes;
@@ -105,11 +110,40 @@ static void matmul_task(void *arg, int64_t task, int thread) {
     }
 }
 
+/* Output rows [o0, o1) of one part, through the path its dtype takes. */
+static void part_range(const matmul_job *job, const di_matmul_args *a, int64_t o0, int64_t o1, float *tmp) {
+    const di_cpu_kernels *k = job->k;
+    if (job->xq.q && uses_q8(k, a))
+        k->gemm_q8[a->dtype](a->w, a->row_bytes, o0, o1, &job->xq, a->n_rows, a->n_in, a->y, a->ldy, tmp);
+    else if (k->gemm_f32[a->dtype] && a->n_in % DI_Q8_ACT_BLOCK == 0)
+        k->gemm_f32[a->dtype](a->w, a->row_bytes, o0, o1, a->x, a->ldx, a->n_rows, a->n_in, a->y, a->ldy, tmp);
+    else
+        generic_range(k, a, o0, o1, tmp);
+}
+
+/* One task: a contiguous range of the parts' concatenated output units. */
+static void matmul_task(void *arg, int64_t task, int thread) {
+    const matmul_job *job = arg;
+    float *tmp = job->scratch + (int64_t)thread * job->scratch_floats;
+    int64_t u0, u1;
+    di_threadpool_split(job->part_unit0[job->n_parts], job->n_tasks, (int)task, &u0, &u1);
+    for (int p = 0; p < job->n_parts && u0 < u1; p++) {
+        int64_t b = job->part_unit0[p], e = job->part_unit0[p + 1];
+        if (u0 >= e) continue;
+        const di_matmul_args *a = &job->parts[p];
+        int64_t pe = u1 < e ? u1 : e;
+        int64_t o0 = (u0 - b) * GEMM_ALIGN, o1 = (pe - b) * GEMM_ALIGN;
+        if (o1 > a->n_out) o1 = a->n_out;
+        part_range(job, a, o0, o1, tmp);
+        u0 = pe;
+    }
+}
+
 /* Quantizes rows [r0, r1) of a task's share. */
 static void quantize_task(void *arg, int64_t task, int thread) {
     (void)thread;
     const matmul_job *job = arg;
-    const di_matmul_args *a = job->a;
+    const di_matmul_args *a = &job->parts[0];
     int64_t r0, r1;
     di_threadpool_split(a->n_rows, job->n_tasks, (int)task, &r0, &r1);
     for (int64_t r = r0; r < r1; r++)
@@ -117,69 +151,45 @@ static void quantize_task(void *arg, int64_t task, int thread) {
                             job->xq_s + r * job->xq.ldb, a->n_in);
 }
 
-/* Output rows in units of 8: a multiple of every gemm tile width, so the
- * tiles of a task are full except at n_out. */
-#define GEMM_ALIGN 8
-
-static void gemm_task(void *arg, int64_t task, int thread) {
-    const matmul_job *job = arg;
-    const di_matmul_args *a = job->a;
-    float *tmp = job->scratch + (int64_t)thread * job->scratch_floats;
-    int64_t o0, o1;
-    di_threadpool_split_aligned(a->n_out, GEMM_ALIGN, job->n_tasks, (int)task, &o0, &o1);
-    if (o0 >= o1) return;
-    if (job->xq.q)
-        job->k->gemm_q8[a->dtype](a->w, a->row_bytes, o0, o1, &job->xq, a->n_rows, a->n_in, a->y, a->ldy, tmp);
-    else
-        job->k->gemm_f32[a->dtype](a->w, a->row_bytes, o0, o1, a->x, a->ldx, a->n_rows, a->n_in, a->y, a->ldy, tmp);
-}
-
-static void run_gemm(matmul_job *job, int n_threads, di_threadpool *pool) {
-    int64_t n_units = (job->a->n_out + GEMM_ALIGN - 1) / GEMM_ALIGN;
-    int64_t n_tasks = (int64_t)n_threads * TASKS_PER_THREAD;
-    if (n_tasks > n_units) n_tasks = n_units;
-    job->n_tasks = (int)n_tasks;
-    di_threadpool_run(pool, n_tasks, gemm_task, job);
-}
-
-/* True when matmul takes the int8 path for this table and dtype. */
-static int uses_q8(const di_cpu_kernels *k, const di_matmul_args *a) {
-    return k->quantize_q8 && k->gemm_q8[a->dtype] && a->n_in % DI_Q8_ACT_BLOCK == 0;
-}
-
-void di_matmul(const di_cpu_kernels *k, const di_matmul_args *a, float *scratch,
-               di_threadpool *pool) {
-    if (a->n_rows <= 0 || a->n_out <= 0) return;
+void di_matmul_multi(const di_cpu_kernels *k, const di_matmul_args *parts, int n_parts, float *scratch,
+                     di_threadpool *pool) {
+    if (n_parts < 1 || n_parts > DI_MATMUL_MAX_PARTS || parts[0].n_rows <= 0) return;
+    const di_matmul_args *a = &parts[0];
     int n_threads = di_threadpool_n_threads(pool);
-    if (uses_q8(k, a)) {
-        /* scratch: [int8 rows | d | s | per-thread regions] */
+    matmul_job job = {.k = k, .parts = parts, .n_parts = n_parts, .scratch_floats = thread_floats(a->n_in)};
+    job.scratch = scratch + act_floats(a->n_rows, a->n_in);
+    int any_q8 = 0;
+    for (int p = 0; p < n_parts; p++) {
+        int64_t n_out = parts[p].n_out > 0 ? parts[p].n_out : 0;
+        job.part_unit0[p + 1] = job.part_unit0[p] + (n_out + GEMM_ALIGN - 1) / GEMM_ALIGN;
+        any_q8 |= uses_q8(k, &parts[p]);
+    }
+    int64_t n_units = job.part_unit0[n_parts];
+    if (n_units == 0) return;
+    if (any_q8) {
+        /* scratch: [int8 rows | d | s | per-thread regions]; the rows are
+         * quantized once for every part */
         int64_t nb = a->n_in / DI_Q8_ACT_BLOCK, qf = a->n_rows * ((a->n_in + 3) / 4);
-        matmul_job job = {.k = k, .a = a, .scratch_floats = thread_floats(a->n_in)};
         job.xq_q = (int8_t *)(void *)scratch;
         job.xq_d = scratch + qf;
         job.xq_s = job.xq_d + a->n_rows * nb;
-        job.scratch = scratch + act_floats(a->n_rows, a->n_in);
         job.xq = (di_q8_rows){job.xq_q, job.xq_d, job.xq_s, a->n_in, nb};
         /* quantizing costs ~1/n_out of the gemm: split only big batches */
         int64_t nq = a->n_rows >= 16 ? n_threads : 1;
         job.n_tasks = (int)nq;
         if (nq > 1) di_threadpool_run(pool, nq, quantize_task, &job);
         else quantize_task(&job, 0, 0);
-        run_gemm(&job, n_threads, pool);
-        return;
     }
-    if (k->gemm_f32[a->dtype] && a->n_in % DI_Q8_ACT_BLOCK == 0) {
-        matmul_job job = {.k = k, .a = a, .scratch_floats = thread_floats(a->n_in)};
-        job.scratch = scratch + act_floats(a->n_rows, a->n_in);
-        run_gemm(&job, n_threads, pool);
-        return;
-    }
-    int64_t n_tiles = (a->n_out + TILE - 1) / TILE;
     int64_t n_tasks = (int64_t)n_threads * TASKS_PER_THREAD;
-    if (n_tasks > n_tiles) n_tasks = n_tiles;
-    matmul_job job = {k, a, scratch + act_floats(a->n_rows, a->n_in), thread_floats(a->n_in), (int)n_tasks,
-                      {0}, NULL, NULL, NULL};
+    if (n_tasks > n_units) n_tasks = n_units;
+    job.n_tasks = (int)n_tasks;
     di_threadpool_run(pool, n_tasks, matmul_task, &job);
+}
+
+void di_matmul(const di_cpu_kernels *k, const di_matmul_args *a, float *scratch,
+               di_threadpool *pool) {
+    if (a->n_rows <= 0 || a->n_out <= 0) return;
+    di_matmul_multi(k, a, 1, scratch, pool);
 }
 
 di_status di_matmul_ref(const di_matmul_args *a, di_error *err) {
