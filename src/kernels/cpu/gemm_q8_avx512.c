@@ -29,7 +29,6 @@
 
 #include <immintrin.h>
 #include <math.h>
-#include <string.h>
 
 #define TGT __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
 #define ALWAYS __attribute__((always_inline))
@@ -113,23 +112,6 @@ TGT static inline ALWAYS __m512i load_pair(int kind, const uint8_t *row, int64_t
     }
 }
 
-/* The 8 six-bit scales and mins of a Q4_K super-block (di_q4_K_scale_min)
- * as bytes of two words, from its 12 packed bytes read as 32-bit words
- * a, b, c: scales 0-3 are the low 6 bits of a's bytes, mins 0-3 of b's;
- * scales 4-7 take c's low nibbles and a's top 2 bits as bits 4-5, mins 4-7
- * c's high nibbles and b's top 2 bits. */
-static inline void q4_K_scales_mins(const uint8_t *s12, uint64_t *sc, uint64_t *mn) {
-    uint32_t a, b, c;
-    memcpy(&a, s12, 4);
-    memcpy(&b, s12 + 4, 4);
-    memcpy(&c, s12 + 8, 4);
-    const uint32_t low6 = 0x3f3f3f3fu, low4 = 0x0f0f0f0fu, low2 = 0x03030303u;
-    uint32_t sc_hi = (c & low4) | (((a >> 6) & low2) << 4);
-    uint32_t mn_hi = ((c >> 4) & low4) | (((b >> 6) & low2) << 4);
-    *sc = (uint64_t)(a & low6) | (uint64_t)sc_hi << 32;
-    *mn = (uint64_t)(b & low6) | (uint64_t)mn_hi << 32;
-}
-
 /* Scales dw and offsets mw of blocks c0 .. c0+n-1 (n <= 16) of a weight
  * row in lanes 0 .. n-1, zero above; the same floats gemm_q8_c.c uses. */
 TGT static inline ALWAYS void chunk_scales(int kind, const uint8_t *row, int64_t c0, int n, __m512 *dw, __m512 *mw) {
@@ -139,7 +121,7 @@ TGT static inline ALWAYS void chunk_scales(int kind, const uint8_t *row, int64_t
         uint64_t sc[2] = {0, 0}, mn[2] = {0, 0};
         float d[CHUNK] = {0}, dmin[CHUNK] = {0};
         for (int h = 0; h < n / 8; h++) {
-            q4_K_scales_mins(bl[h].scales, &sc[h], &mn[h]);
+            di_q4_K_scales_mins(bl[h].scales, &sc[h], &mn[h]);
             for (int i = 0; i < 8; i++) {
                 d[8 * h + i] = _cvtsh_ss(bl[h].d);
                 dmin[8 * h + i] = -_cvtsh_ss(bl[h].dmin);
