@@ -392,6 +392,24 @@ static void matmul_multi_equals_separate_matmuls(void **state) {
     di_threadpool_free(pool);
 }
 
+/* The all-at-once Q4_K scale unpack agrees with the per-sub-block one on
+ * random packed bytes. */
+static void q4_K_scales_mins_match_scale_min(void **state) {
+    (void)state;
+    for (int it = 0; it < 1000; it++) {
+        uint8_t s12[12];
+        for (int i = 0; i < 12; i++) s12[i] = (uint8_t)rnd();
+        uint64_t sc, mn;
+        di_q4_K_scales_mins(s12, &sc, &mn);
+        for (int j = 0; j < 8; j++) {
+            int want_sc, want_mn;
+            di_q4_K_scale_min(s12, j, &want_sc, &want_mn);
+            assert_int_equal((int)((sc >> (8 * j)) & 0xff), want_sc);
+            assert_int_equal((int)((mn >> (8 * j)) & 0xff), want_mn);
+        }
+    }
+}
+
 /* Dtypes without a fast path go through the trait's to_float + dot_f32 in
  * both matmul shapes: check them against the reference, on weights made by
  * the dtype library's reference quantizer, and check the shapes agree. */
@@ -512,6 +530,7 @@ int main(void) {
         cmocka_unit_test(tables_dequantize_fp8_and_mxfp4_exactly),
         cmocka_unit_test(matmul_is_batch_and_thread_invariant),
         cmocka_unit_test(matmul_multi_equals_separate_matmuls),
+        cmocka_unit_test(q4_K_scales_mins_match_scale_min),
         cmocka_unit_test(generic_path_matches_reference_for_other_dtypes),
         cmocka_unit_test(q8_tables_quantize_identically_and_agree),
     };
