@@ -1,4 +1,7 @@
-/* y = W x over a batch of rows, split over output rows only.
+/* y = W x over a batch of rows, split over output rows only. di_matmul_multi
+ * does several such products of the same rows in one dispatch: the parts'
+ * output rows form one range of 8-row units that the tasks split, so a
+ * layer's q/k/v (or gate/up) cost one pool round trip, not three (two).
  *
  * The int8 path (tables with quantize_q8, weight dtypes with gemm_q8): the
  * activation rows are quantized once per call (threaded over rows), then
