@@ -438,9 +438,14 @@ static di_status validate_batch(di_llama_ctx *c, const di_llama_kv *kv, const di
     return DI_OK;
 }
 
+static di_matmul_args mm_args(const llama_weight *w, const float *x, int64_t ldx, float *y, int64_t ldy,
+                              int64_t n_rows) {
+    return (di_matmul_args){w->dtype, w->data, w->row_bytes, x, ldx, y, ldy, n_rows, w->n_in, w->n_out};
+}
+
 static void matmul(const di_llama_ctx *c, const llama_weight *w, const float *x, int64_t ldx, float *y,
                    int64_t ldy, int64_t n_rows, di_threadpool *pool) {
-    di_matmul_args a = {w->dtype, w->data, w->row_bytes, x, ldx, y, ldy, n_rows, w->n_in, w->n_out};
+    di_matmul_args a = mm_args(w, x, ldx, y, ldy, n_rows);
     di_matmul(c->m->k, &a, c->mm_scratch, pool);
 }
 
@@ -592,9 +597,12 @@ di_status di_llama_forward(di_llama_ctx *c, di_llama_kv *kv, const di_batch *b, 
     for (uint32_t il = 0; il < hp->n_layers; il++) {
         const llama_layer *L = &m->layers[il];
         /* attention block; h = rmsnorm(x) from the previous stage */
-        matmul(c, &L->wq, c->h, E, c->q, q_dim, n, pool);
-        matmul(c, &L->wk, c->h, E, c->kx, kv_dim, n, pool);
-        matmul(c, &L->wv, c->h, E, c->vx, kv_dim, n, pool);
+        /* q, k, v in one dispatch (the rows of h quantized once on the
+         * int8 path); likewise gate and up below */
+        const di_matmul_args qkv[3] = {mm_args(&L->wq, c->h, E, c->q, q_dim, n),
+                                       mm_args(&L->wk, c->h, E, c->kx, kv_dim, n),
+                                       mm_args(&L->wv, c->h, E, c->vx, kv_dim, n)};
+        di_matmul_multi(m->k, qkv, 3, c->mm_scratch, pool);
         run_rows(c, kv, b, STAGE_ROPE_STORE, (int32_t)il, NULL, pool);
         di_attn_args aa = {
             .q = c->q, .n_rows = b->n_rows, .n_heads = (int32_t)hp->n_heads, .n_kv_heads = (int32_t)hp->n_heads_kv,
@@ -607,8 +615,9 @@ di_status di_llama_forward(di_llama_ctx *c, di_llama_kv *kv, const di_batch *b, 
         matmul(c, &L->wo, c->att, q_dim, c->h, E, n, pool);
         /* feed-forward block: x += h; h = rmsnorm(x) */
         run_rows(c, kv, b, STAGE_ADD_NORM, (int32_t)il, L->ffn_norm, pool);
-        matmul(c, &L->w_gate, c->h, E, c->gate, F, n, pool);
-        matmul(c, &L->w_up, c->h, E, c->up, F, n, pool);
+        const di_matmul_args gate_up[2] = {mm_args(&L->w_gate, c->h, E, c->gate, F, n),
+                                           mm_args(&L->w_up, c->h, E, c->up, F, n)};
+        di_matmul_multi(m->k, gate_up, 2, c->mm_scratch, pool);
         run_rows(c, kv, b, STAGE_SWIGLU, (int32_t)il, NULL, pool);
         matmul(c, &L->w_down, c->gate, F, c->h, E, n, pool);
         /* x += h, fused with the next layer's attention norm */

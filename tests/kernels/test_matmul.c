@@ -186,11 +186,14 @@ static void dequant_any(di_dtype t, const uint8_t *w, float *dst, int64_t n) {
     else di_dtype_traits_of(t)->to_float(w, dst, n);
 }
 
-static void matmul_matches_reference_on_random_data(void **state) {
-    (void)state;
-    const int64_t n_in = 768, n_out = 37, n_rows = 5;
+/* Rows of n_in inputs: 768 (24 blocks of 32, 3 K super-blocks), and for the
+ * 32-element kinds 608 and 544 (19 and 17 blocks: an odd last block after
+ * a full chunk of 16 and after none of a pair). */
+static void matmul_matches_reference_at(int64_t n_in) {
+    const int64_t n_out = 37, n_rows = 5;
     for (size_t d = 0; d < sizeof MATMUL_TYPES / sizeof MATMUL_TYPES[0]; d++) {
         di_dtype t = MATMUL_TYPES[d];
+        if (n_in % di_dtype_traits_of(t)->block_size != 0) continue;
         uint64_t rb;
         uint8_t *w = random_weights(t, n_out, n_in, &rb);
         float *x = random_floats(n_rows * n_in);
@@ -234,6 +237,13 @@ static void matmul_matches_reference_on_random_data(void **state) {
         free(x);
         free(yref);
     }
+}
+
+static void matmul_matches_reference_on_random_data(void **state) {
+    (void)state;
+    matmul_matches_reference_at(768);
+    matmul_matches_reference_at(608);
+    matmul_matches_reference_at(544);
 }
 
 /* The C and AVX2 tables dequantize independently: they must agree to an
@@ -332,6 +342,82 @@ static void matmul_is_batch_and_thread_invariant(void **state) {
         }
     }
     di_threadpool_free(pool);
+}
+
+/* di_matmul_multi gives every part the bits di_matmul gives it alone, for
+ * parts of mixed dtypes and sizes (not multiples of the 8-row unit), rows
+ * 1..9, on 1 and 2 threads. */
+static void matmul_multi_equals_separate_matmuls(void **state) {
+    (void)state;
+    const int64_t max_rows = 9, max_in = 768;
+    const int64_t n_out[3] = {37, 16, 75};
+    const int64_t set_in[3] = {608, 768, 608}; /* 19 blocks of 32 (odd); K-quants need 256s */
+    const di_dtype types[3][3] = {{DI_DTYPE_Q4_1, DI_DTYPE_Q4_1, DI_DTYPE_Q4_1},
+                                  {DI_DTYPE_Q4_K, DI_DTYPE_Q6_K, DI_DTYPE_Q8_0},
+                                  {DI_DTYPE_Q4_0, DI_DTYPE_F16, DI_DTYPE_F32}};
+    di_threadpool *pool;
+    di_error err;
+    assert_int_equal(di_threadpool_create(2, &pool, &err), DI_OK);
+    float *x = random_floats(max_rows * max_in);
+    float *scratch = malloc(sizeof(float) * (size_t)di_matmul_scratch_floats(max_rows, max_in, 2));
+    for (int ti = 0; ti < n_tables; ti++) {
+        const di_cpu_kernels *k = tables[ti];
+        for (int set = 0; set < 3; set++) {
+            const int64_t n_in = set_in[set];
+            uint8_t *w[3];
+            float *want[3], *got[3];
+            di_matmul_args parts[3];
+            for (int p = 0; p < 3; p++) {
+                uint64_t rb;
+                w[p] = random_weights(types[set][p], n_out[p], n_in, &rb);
+                want[p] = malloc(sizeof(float) * (size_t)(max_rows * n_out[p]));
+                got[p] = malloc(sizeof(float) * (size_t)(max_rows * n_out[p]));
+                parts[p] = (di_matmul_args){types[set][p], w[p], rb, x, n_in, want[p], n_out[p], 1, n_in, n_out[p]};
+            }
+            for (int64_t rows = 1; rows <= max_rows; rows++) {
+                for (int p = 0; p < 3; p++) {
+                    parts[p].n_rows = rows;
+                    parts[p].y = want[p];
+                    di_matmul(k, &parts[p], scratch, NULL);
+                    parts[p].y = got[p];
+                }
+                for (int threads = 1; threads <= 2; threads++) {
+                    for (int p = 0; p < 3; p++) memset(got[p], 0xff, sizeof(float) * (size_t)(rows * n_out[p]));
+                    di_matmul_multi(k, parts, 3, scratch, threads == 2 ? pool : NULL);
+                    for (int p = 0; p < 3; p++)
+                        if (memcmp(got[p], want[p], sizeof(float) * (size_t)(rows * n_out[p])) != 0)
+                            fail_msg("%s set %d part %d (%s): %lld rows on %d threads differ from di_matmul", k->name,
+                                     set, p, di_dtype_traits_of(types[set][p])->name, (long long)rows, threads);
+                }
+            }
+            for (int p = 0; p < 3; p++) {
+                free(w[p]);
+                free(want[p]);
+                free(got[p]);
+            }
+        }
+    }
+    free(x);
+    free(scratch);
+    di_threadpool_free(pool);
+}
+
+/* The all-at-once Q4_K scale unpack agrees with the per-sub-block one on
+ * random packed bytes. */
+static void q4_K_scales_mins_match_scale_min(void **state) {
+    (void)state;
+    for (int it = 0; it < 1000; it++) {
+        uint8_t s12[12];
+        for (int i = 0; i < 12; i++) s12[i] = (uint8_t)rnd();
+        uint64_t sc, mn;
+        di_q4_K_scales_mins(s12, &sc, &mn);
+        for (int j = 0; j < 8; j++) {
+            int want_sc, want_mn;
+            di_q4_K_scale_min(s12, j, &want_sc, &want_mn);
+            assert_int_equal((int)((sc >> (8 * j)) & 0xff), want_sc);
+            assert_int_equal((int)((mn >> (8 * j)) & 0xff), want_mn);
+        }
+    }
 }
 
 /* Dtypes without a fast path go through the trait's to_float + dot_f32 in
@@ -573,6 +659,8 @@ int main(void) {
         cmocka_unit_test(tables_agree_on_dequantization),
         cmocka_unit_test(tables_dequantize_fp8_and_mxfp4_exactly),
         cmocka_unit_test(matmul_is_batch_and_thread_invariant),
+        cmocka_unit_test(matmul_multi_equals_separate_matmuls),
+        cmocka_unit_test(q4_K_scales_mins_match_scale_min),
         cmocka_unit_test(generic_path_matches_reference_for_other_dtypes),
         cmocka_unit_test(q8_tables_quantize_identically_and_agree),
         cmocka_unit_test(amx_gemm_matches_block_order_oracle_bitwise),

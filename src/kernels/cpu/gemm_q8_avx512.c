@@ -1,15 +1,27 @@
 /* The int8-activation gemm for AVX-512 VNNI: each vpdpbusd multiplies TWO
  * 32-element blocks (64 bytes) of unsigned weights by signed activations
- * into 16 int32 lanes, lanes 0-7 from block b and 8-15 from block b+1 (4
- * consecutive elements each). Per (row, output) pair and block pair:
- *   acc = fma(cvt(dpbusd(0, u, q)), dw2 * dx2, acc)
- * where dw2 / dx2 hold the two blocks' scales, each over its 8 lanes. An odd
- * last block goes through the 256-bit form into a second accumulator. The
- * result is hsum16(acc) + hsum8(tail) + mdot(mw, s) (the offset dot, as in
- * gemm_q8_c.c). Q8_0 weights are made unsigned by +128 (vpdpbusd has no
+ * into 16 int32 lanes (4 consecutive products each).
+ *
+ * Per (row, output) pair there is ONE zmm accumulator. The row is walked in
+ * chunks of up to 16 blocks; per chunk, with the chunk's block scales dw
+ * (weights), dx (activations), offsets mw and s = dx * sum(q) as 16-lane
+ * vectors (block k of the chunk in lane k, lanes past the row's end zero):
+ *   acc = fma(mw, s, acc)                       the offset term, lane-wise
+ *   per block pair: acc = fma(cvt(dpbusd(0, u, q)), perm(dw) * perm(dx), acc)
+ * where perm spreads each block's scale over the lanes holding its
+ * products. An odd last block goes through the same fma with its 8 lanes
+ * (upper lanes masked off). The result is hsum16(acc). Every lane's scale
+ * is the one float product dw_b * dx_b, whichever tile computes it, so a
+ * pair's bits do not depend on the tile shape, the batch size or the
+ * thread split (tiles of rows x outputs only share loads).
+ *
+ * Weight layouts: Q8_0 is made unsigned by +128 (vpdpbusd has no
  * intermediate saturation), with -128 dw folded into the offsets like Q4_0's
- * -8 dw. Tiles of 4 rows x 4 outputs share loads only: every pair runs the
- * same instruction sequence whatever the batch size or thread split.
+ * -8 dw. Q4_0/Q4_1 pairs are unpacked from their two 16-byte nibble arrays
+ * as [low nibbles of b, of b+1, high nibbles of b, of b+1] (one shift and
+ * mask for both blocks), so the activations' 16-byte quarters are permuted
+ * to match. The per-block scales of Q4_0/Q4_1/Q8_0 rows are gathered 16
+ * blocks at a time straight from the blocks (no per-row preparation pass).
  * Entered only after cpuid reports AVX512F/BW/VL/VNNI and OS ZMM state. */
 #include "kernels/cpu/gemm_q8.h"
 
@@ -22,35 +34,31 @@
 #define ALWAYS __attribute__((always_inline))
 #define NR 4
 #define NC 4
+#define CHUNK 16 /* blocks per scale vector */
+/* Prefetch distance: decode streams every weight once from L3/memory.
+ * Q8_0 consumes bytes ~2x faster per instruction than the 4-bit kinds and
+ * needs a longer lead (measured on a 49152 x 576 matrix: 1 KiB ahead 11-16
+ * GB/s per core, 3-4 KiB 16-22). */
 #define PREFETCH_BYTES 1024
+#define PREFETCH_BYTES_Q8_0 3072
 
 enum { K_Q4_0, K_Q4_1, K_Q8_0, K_Q4_K };
 
-TGT static inline float hsum8(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+TGT static inline float hsum16(__m512 v) {
+    __m256 a = _mm256_add_ps(_mm512_castps512_ps256(v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
     s = _mm_add_ss(s, _mm_movehdup_ps(s));
     return _mm_cvtss_f32(s);
 }
 
-TGT static inline float hsum16(__m512 v) {
-    return hsum8(_mm256_add_ps(_mm512_castps512_ps256(v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1))));
-}
-
-/* Out of line so every tile shape runs the very same code. */
-__attribute__((noinline)) TGT static float mdot(const float *mw, const float *s, int64_t nb) {
-    /* 8 lanes (block b into lane b % 8), the fixed hsum, then the tail */
-    __m256 acc = _mm256_setzero_ps();
-    int64_t b = 0;
-    for (; b + 8 <= nb; b += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(mw + b), _mm256_loadu_ps(s + b), acc);
-    float t = hsum8(acc);
-    for (; b < nb; b++) t = fmaf(mw[b], s[b], t);
-    return t;
-}
-
 static inline int64_t block_bytes(int kind) {
     return kind == K_Q4_0 ? 18 : kind == K_Q4_1 ? 20 : kind == K_Q8_0 ? 34 : 18;
 }
+
+/* Q4_0/Q4_1 store each pair as low/high nibble halves (activations
+ * permuted to match); Q8_0 and Q4_K unpack in natural order. */
+static inline int nibble_pairs(int kind) { return kind == K_Q4_0 || kind == K_Q4_1; }
 
 /* The 32 unsigned integers of block b of a weight row, natural order. */
 TGT static inline ALWAYS __m256i load_u32(int kind, const uint8_t *row, int64_t b) {
@@ -77,111 +85,168 @@ TGT static inline ALWAYS __m256i load_u32(int kind, const uint8_t *row, int64_t 
     }
 }
 
-/* Blocks 2p and 2p+1 as one vector. */
-TGT static inline ALWAYS __m512i load_u64(int kind, const uint8_t *row, int64_t p) {
-    return _mm512_inserti64x4(_mm512_castsi256_si512(load_u32(kind, row, 2 * p)), load_u32(kind, row, 2 * p + 1), 1);
-}
-
-/* Per-block scale (dw, also expanded x8 into dw8) and offset mw of a row. */
-TGT static inline ALWAYS void prep(int kind, const uint8_t *row, int64_t nb, float *dw8, float *mw) {
-    for (int64_t b = 0; b < nb; b++) {
-        float dw, m;
-        switch (kind) {
-        case K_Q4_0:
-            dw = _cvtsh_ss(((const di_block_q4_0 *)(const void *)row)[b].d);
-            m = -8.0f * dw;
-            break;
-        case K_Q4_1:
-            dw = _cvtsh_ss(((const di_block_q4_1 *)(const void *)row)[b].d);
-            m = _cvtsh_ss(((const di_block_q4_1 *)(const void *)row)[b].m);
-            break;
-        case K_Q8_0:
-            dw = _cvtsh_ss(((const di_block_q8_0 *)(const void *)row)[b].d);
-            m = -128.0f * dw;
-            break;
-        default: {
-            const di_block_q4_K *bl = (const di_block_q4_K *)(const void *)row + (b >> 3);
-            int sc, mn;
-            di_q4_K_scale_min(bl->scales, (int)(b & 7), &sc, &mn);
-            dw = _cvtsh_ss(bl->d) * (float)sc;
-            m = -_cvtsh_ss(bl->dmin) * (float)mn;
-            break;
+/* Blocks b and b+1 (b even) as one vector, in the kind's pair layout. */
+TGT static inline ALWAYS __m512i load_pair(int kind, const uint8_t *row, int64_t b) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    switch (kind) {
+    case K_Q4_0:
+    case K_Q4_1: {
+        const uint8_t *q0, *q1;
+        if (kind == K_Q4_0) {
+            q0 = ((const di_block_q4_0 *)(const void *)row)[b].qs;
+            q1 = ((const di_block_q4_0 *)(const void *)row)[b + 1].qs;
+        } else {
+            q0 = ((const di_block_q4_1 *)(const void *)row)[b].qs;
+            q1 = ((const di_block_q4_1 *)(const void *)row)[b + 1].qs;
         }
-        }
-        _mm256_storeu_ps(dw8 + 8 * b, _mm256_set1_ps(dw));
-        mw[b] = m;
+        __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)q0)),
+                                            _mm_loadu_si128((const __m128i *)(const void *)q1), 1);
+        return _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(v), _mm256_srli_epi16(v, 4), 1), m4);
+    }
+    case K_Q8_0: {
+        const di_block_q8_0 *bl = (const di_block_q8_0 *)(const void *)row + b;
+        __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(const void *)bl[0].qs)),
+                                       _mm256_loadu_si256((const __m256i *)(const void *)bl[1].qs), 1);
+        return _mm512_xor_si512(v, _mm512_set1_epi8((char)0x80));
+    }
+    default: { /* sub-blocks b, b+1 are the low and high nibbles of 32 bytes */
+        const di_block_q4_K *bl = (const di_block_q4_K *)(const void *)row + (b >> 3);
+        __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(bl->qs + 32 * ((b & 7) >> 1)));
+        return _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(v), _mm256_srli_epi16(v, 4), 1), m4);
+    }
     }
 }
 
-TGT static inline ALWAYS void tile(int kind, const int nr, const int nc, const uint8_t *const *w, const float *dw8,
-                                   const float *mw, int64_t nb, const di_q8_rows *x, int64_t r0, float *y,
-                                   int64_t ldy, int64_t o) {
+/* Scales dw and offsets mw of blocks c0 .. c0+n-1 (n <= 16) of a weight
+ * row in lanes 0 .. n-1, zero above; the same floats gemm_q8_c.c uses. */
+TGT static inline ALWAYS void chunk_scales(int kind, const uint8_t *row, int64_t c0, int n, __m512 *dw, __m512 *mw) {
+    const __mmask16 k = (__mmask16)((1u << n) - 1);
+    if (kind == K_Q4_K) { /* n is 8 or 16: one or two super-blocks */
+        const di_block_q4_K *bl = (const di_block_q4_K *)(const void *)row + (c0 >> 3);
+        uint64_t sc[2] = {0, 0}, mn[2] = {0, 0};
+        float d[CHUNK] = {0}, dmin[CHUNK] = {0};
+        for (int h = 0; h < n / 8; h++) {
+            di_q4_K_scales_mins(bl[h].scales, &sc[h], &mn[h]);
+            for (int i = 0; i < 8; i++) {
+                d[8 * h + i] = _cvtsh_ss(bl[h].d);
+                dmin[8 * h + i] = -_cvtsh_ss(bl[h].dmin);
+            }
+        }
+        __m512 fsc = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_set_epi64x((long long)sc[1], (long long)sc[0])));
+        __m512 fmn = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_set_epi64x((long long)mn[1], (long long)mn[0])));
+        *dw = _mm512_mul_ps(_mm512_loadu_ps(d), fsc);
+        *mw = _mm512_mul_ps(_mm512_loadu_ps(dmin), fmn);
+        return;
+    }
+    const int64_t bb = block_bytes(kind);
+    const __m512i off = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                           _mm512_set1_epi32((int)bb));
+    /* the first 4 bytes of each block: d (and m for Q4_1) */
+    __m512i g = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), k, off, row + c0 * bb, 1);
+    *dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(g));
+    switch (kind) {
+    case K_Q4_0:
+        *mw = _mm512_mul_ps(_mm512_set1_ps(-8.0f), *dw);
+        break;
+    case K_Q4_1:
+        *mw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(g, 16)));
+        break;
+    default:
+        *mw = _mm512_mul_ps(_mm512_set1_ps(-128.0f), *dw);
+        break;
+    }
+}
+
+/* One register tile: activation rows r0 .. r0+nr-1 x the nc weight rows
+ * w[0 .. nc-1], outputs o .. o+nc-1. */
+TGT static inline ALWAYS void tile(int kind, const int nr, const int nc, const uint8_t *const *w, int64_t nb,
+                                   const di_q8_rows *x, int64_t r0, float *y, int64_t ldy, int64_t o) {
     __m512 acc[NR][NC];
-    const __m512i idx = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
 #pragma GCC unroll 4
     for (int i = 0; i < nr; i++)
 #pragma GCC unroll 4
         for (int j = 0; j < nc; j++) acc[i][j] = _mm512_setzero_ps();
     const int64_t bb = block_bytes(kind);
-    for (int64_t p = 0; p < nb / 2; p++) {
-        __m512i u[NC];
+    /* lane -> block of the pair: nibble layout b b+1 b b+1 (4 lanes each),
+     * natural layout b (8 lanes) b+1 (8 lanes) */
+    const __m512i pair_idx = nibble_pairs(kind) ? _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1)
+                                                : _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+    for (int64_t c0 = 0; c0 < nb; c0 += CHUNK) {
+        const int n = nb - c0 < CHUNK ? (int)(nb - c0) : CHUNK;
+        const __mmask16 k = (__mmask16)((1u << n) - 1);
+        __m512 dw[NC], dx[NR];
 #pragma GCC unroll 4
         for (int j = 0; j < nc; j++) {
-            _mm_prefetch((const char *)w[j] + 2 * p * bb + PREFETCH_BYTES, _MM_HINT_T0);
-            u[j] = load_u64(kind, w[j], p);
+            __m512 mw;
+            chunk_scales(kind, w[j], c0, n, &dw[j], &mw);
+#pragma GCC unroll 4
+            for (int i = 0; i < nr; i++) {
+                const __m512 s = _mm512_maskz_loadu_ps(k, x->s + (r0 + i) * x->ldb + c0);
+                acc[i][j] = _mm512_fmadd_ps(mw, s, acc[i][j]);
+            }
         }
 #pragma GCC unroll 4
-        for (int i = 0; i < nr; i++) {
-            const int64_t r = r0 + i;
-            __m512i q = _mm512_loadu_si512((const void *)(x->q + r * x->ldq + 64 * p));
-            __m128 d2 = _mm_castsi128_ps(_mm_loadl_epi64((const __m128i *)(const void *)(x->d + r * x->ldb + 2 * p)));
-            __m512 dx = _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(d2));
+        for (int i = 0; i < nr; i++) dx[i] = _mm512_maskz_loadu_ps(k, x->d + (r0 + i) * x->ldb + c0);
+        for (int p = 0; p + 2 <= n; p += 2) {
+            const int64_t b = c0 + p;
+            const __m512i idx = _mm512_add_epi32(pair_idx, _mm512_set1_epi32(p));
+            __m512i u[NC];
+            __m512 dwp[NC];
 #pragma GCC unroll 4
             for (int j = 0; j < nc; j++) {
-                __m512i dp = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u[j], q);
-                __m512 sc = _mm512_mul_ps(_mm512_loadu_ps(dw8 + j * 8 * nb + 16 * p), dx);
-                acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dp), sc, acc[i][j]);
+                _mm_prefetch((const char *)w[j] + b * bb + (kind == K_Q8_0 ? PREFETCH_BYTES_Q8_0 : PREFETCH_BYTES), _MM_HINT_T0);
+                u[j] = load_pair(kind, w[j], b);
+                dwp[j] = _mm512_permutexvar_ps(idx, dw[j]);
+            }
+#pragma GCC unroll 4
+            for (int i = 0; i < nr; i++) {
+                __m512i q = _mm512_loadu_si512((const void *)(x->q + (r0 + i) * x->ldq + 32 * b));
+                if (nibble_pairs(kind)) q = _mm512_shuffle_i64x2(q, q, 0xD8); /* quarters 0 2 1 3 */
+                const __m512 dxp = _mm512_permutexvar_ps(idx, dx[i]);
+#pragma GCC unroll 4
+                for (int j = 0; j < nc; j++) {
+                    __m512i dp = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u[j], q);
+                    acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dp), _mm512_mul_ps(dwp[j], dxp), acc[i][j]);
+                }
+            }
+        }
+        if (n & 1) { /* the odd last block, natural order in lanes 0-7 */
+            const int64_t b = c0 + n - 1;
+            const __m512i idx = _mm512_set1_epi32(n - 1);
+#pragma GCC unroll 4
+            for (int i = 0; i < nr; i++) {
+                __m512i q = _mm512_zextsi256_si512(
+                    _mm256_loadu_si256((const __m256i *)(const void *)(x->q + (r0 + i) * x->ldq + 32 * b)));
+                const __m512 dxp = _mm512_permutexvar_ps(idx, dx[i]);
+#pragma GCC unroll 4
+                for (int j = 0; j < nc; j++) {
+                    __m512i dp = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_zextsi256_si512(load_u32(kind, w[j], b)), q);
+                    __m512 sc = _mm512_mul_ps(_mm512_permutexvar_ps(idx, dw[j]), dxp);
+                    acc[i][j] = _mm512_mask3_fmadd_ps(_mm512_cvtepi32_ps(dp), sc, acc[i][j], 0x00FF);
+                }
             }
         }
     }
 #pragma GCC unroll 4
     for (int i = 0; i < nr; i++)
 #pragma GCC unroll 4
-        for (int j = 0; j < nc; j++) {
-            const int64_t r = r0 + i;
-            float v = hsum16(acc[i][j]);
-            if (nb & 1) { /* the odd last block, 256 bits wide */
-                int64_t b = nb - 1;
-                __m256i q = _mm256_loadu_si256((const __m256i *)(const void *)(x->q + r * x->ldq + 32 * b));
-                __m256i dp = _mm256_dpbusd_epi32(_mm256_setzero_si256(), load_u32(kind, w[j], b), q);
-                __m256 sc = _mm256_mul_ps(_mm256_loadu_ps(dw8 + j * 8 * nb + 8 * b), _mm256_set1_ps(x->d[r * x->ldb + b]));
-                v = v + hsum8(_mm256_mul_ps(_mm256_cvtepi32_ps(dp), sc));
-            }
-            v = v + mdot(mw + j * nb, x->s + r * x->ldb, nb);
-            y[r * ldy + o + j] = v;
-        }
+        for (int j = 0; j < nc; j++) y[(r0 + i) * ldy + o + j] = hsum16(acc[i][j]);
 }
 
 TGT static inline ALWAYS void gemm(int kind, const void *w, uint64_t row_bytes, int64_t o0, int64_t o1,
-                                   const di_q8_rows *x, int64_t n_rows, int64_t n_in, float *y, int64_t ldy,
-                                   float *scratch) {
+                                   const di_q8_rows *x, int64_t n_rows, int64_t n_in, float *y, int64_t ldy) {
     const int64_t nb = n_in / DI_Q8_ACT_BLOCK;
-    float *dw8 = scratch, *mw = scratch + NC * 8 * nb; /* (NC, 8 nb) and (NC, nb) */
     for (int64_t o = o0; o < o1; o += NC) {
         int nc = o1 - o < NC ? (int)(o1 - o) : NC;
         const uint8_t *rows[NC];
-        for (int j = 0; j < nc; j++) {
-            rows[j] = (const uint8_t *)w + (uint64_t)(o + j) * row_bytes;
-            prep(kind, rows[j], nb, dw8 + j * 8 * nb, mw + j * nb);
-        }
+        for (int j = 0; j < nc; j++) rows[j] = (const uint8_t *)w + (uint64_t)(o + j) * row_bytes;
         if (nc == NC) {
             int64_t r = 0;
-            for (; r + NR <= n_rows; r += NR) tile(kind, NR, NC, rows, dw8, mw, nb, x, r, y, ldy, o);
-            for (; r < n_rows; r++) tile(kind, 1, NC, rows, dw8, mw, nb, x, r, y, ldy, o);
+            for (; r + NR <= n_rows; r += NR) tile(kind, NR, NC, rows, nb, x, r, y, ldy, o);
+            for (; r < n_rows; r++) tile(kind, 1, NC, rows, nb, x, r, y, ldy, o);
         } else {
             for (int j = 0; j < nc; j++)
-                for (int64_t r = 0; r < n_rows; r++)
-                    tile(kind, 1, 1, rows + j, dw8 + j * 8 * nb, mw + j * nb, nb, x, r, y, ldy, o + j);
+                for (int64_t r = 0; r < n_rows; r++) tile(kind, 1, 1, rows + j, nb, x, r, y, ldy, o + j);
         }
     }
 }
@@ -190,7 +255,8 @@ TGT static inline ALWAYS void gemm(int kind, const void *w, uint64_t row_bytes, 
     TGT void di_gemm_q8_##name##_avx512(const void *w, uint64_t row_bytes, int64_t o0, int64_t o1,      \
                                         const di_q8_rows *x, int64_t n_rows, int64_t n_in, float *y,    \
                                         int64_t ldy, float *scratch) {                                  \
-        gemm(kind, w, row_bytes, o0, o1, x, n_rows, n_in, y, ldy, scratch);                            \
+        (void)scratch;                                                                                  \
+        gemm(kind, w, row_bytes, o0, o1, x, n_rows, n_in, y, ldy);                                     \
     }
 
 DEFINE_GEMM(q4_0, K_Q4_0)

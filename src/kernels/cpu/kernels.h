@@ -193,6 +193,17 @@ typedef struct di_matmul_args {
 void di_matmul(const di_cpu_kernels *k, const di_matmul_args *a, float *scratch,
                di_threadpool *pool);
 
+/* Several matmuls over the same activation rows in ONE dispatch (a layer's
+ * Q, K and V projections; its gate and up): every part shares x, ldx,
+ * n_rows and n_in with parts[0] and has its own weights, dtype and output.
+ * The parts' output rows are split over the tasks as one concatenated
+ * range, and the int8 path quantizes the rows once for all parts. Each
+ * (row, output) gets the same bits as di_matmul of its part alone. scratch
+ * as for di_matmul. */
+#define DI_MATMUL_MAX_PARTS 4
+void di_matmul_multi(const di_cpu_kernels *k, const di_matmul_args *parts, int n_parts, float *scratch,
+                     di_threadpool *pool);
+
 /* The oracle: trait to_float per row chunk, double accumulation, one thread.
  * F32 and F16 are read directly. DI_ERR_UNSUPPORTED when dtype has no
  * to_float. */

@@ -1,10 +1,17 @@
-/* y = W x over a batch of rows, split over output rows only.
+/* y = W x over a batch of rows, split over output rows only. di_matmul_multi
+ * does several such products of the same rows in one dispatch: the parts'
+ * output rows form one range of 8-row units that the tasks split, so a
+ * layer's q/k/v (or gate/up) cost one pool round trip, not three (two).
  *
  * The int8 path (tables with quantize_q8, weight dtypes with gemm_q8): the
  * activation rows are quantized once per call (threaded over rows), then
  * each task runs the table's gemm over its output rows against all rows.
  * One instruction sequence per (row, output) for every batch size, so it
  * is batch-invariant like the f32 path below.
+ *
+ * The ggml path (the "ggml" table, Q4_0/Q4_1/Q8_0 weights): the same shape
+ * with ggml's quantizer and dots (ggml_compat.h), so the products equal
+ * llama.cpp's CPU backend.
  *
  * The f32 path: two shapes share one numeric definition,
  * dot_f32(dequant(W[o]), x[r]):
@@ -48,14 +55,19 @@ int64_t di_matmul_scratch_floats(int64_t n_rows, int64_t n_in, int n_threads) {
 /* Tasks per thread: the pool hands tasks out dynamically, so a few per
  * thread even out threads that start late or run on a busy core. */
 #define TASKS_PER_THREAD 4
+/* Output rows in units of 8: a multiple of every gemm tile width (and of
+ * TILE), so the tiles of a task are full except at a part's n_out. */
+#define GEMM_ALIGN 8
 
 typedef struct matmul_job {
     const di_cpu_kernels *k;
-    const di_matmul_args *a;
+    const di_matmul_args *parts;
+    int n_parts;
+    int64_t part_unit0[DI_MATMUL_MAX_PARTS + 1]; /* first unit of each part; [n_parts] = total */
     float *scratch;           /* (n_threads, scratch_floats) */
     int64_t scratch_floats;
     int n_tasks;
-    di_q8_rows xq;            /* the int8 path's quantized rows */
+    di_q8_rows xq;            /* the int8 path's quantized rows (q NULL: none) */
     int8_t *xq_q;             /* writable views of xq */
     float *xq_d, *xq_s;
 } matmul_job;
@@ -69,16 +81,48 @@ static void dequant_row(const di_cpu_kernels *k, di_dtype t, const void *w, floa
     di_dtype_traits_of(t)->to_float(w, dst, n);
 }
 
-static void matmul_task(void *arg, int64_t task, int thread) {
-    const matmul_job *job = arg;
-    const di_cpu_kernels *k = job->k;
-    const di_matmul_args *a = job->a;
-    float *tmp = job->scratch + (int64_t)thread * job->scratch_floats; /* (TILE, n_in) */
-    const uint8_t *w = a->w;
-    int64_t o0, o1;
-    di_threadpool_split_aligned(a->n_out, TILE, job->n_tasks, (int)task, &o0, &o1);
-    di_row_dot_fn dot = k->dot[a->dtype];
+/* True when matmul takes the int8 path for this table and dtype. */
+static int uses_q8(const di_cpu_kernels *k, const di_matmul_args *a) {
+    return k->quantize_q8 && k->gemm_q8[a->dtype] && a->n_in % DI_Q8_ACT_BLOCK == 0;
+}
 
+/* True when matmul takes the ggml path (ggml table, Q4_0/Q4_1/Q8_0). */
+static int uses_ggml(const di_cpu_kernels *k, const di_matmul_args *a) {
+    return k->ggml && di_ggml_supports(a->dtype) && a->n_in % DI_GGML_QK == 0;
+}
+
+/* Activation rows per pass of the ggml gemm: their quantized bytes stay in
+ * L1/L2 while a task's weight rows stream past. */
+#define GGML_ROW_TILE 32
+
+/* ggml numerics over output rows [o0, o1): every (row, output) pair is one
+ * di_ggml_kernels dot of the weight row with the row quantized by the same
+ * table's quantizer. */
+static void ggml_range(const matmul_job *job, const di_matmul_args *a, int64_t o0, int64_t o1) {
+    const di_ggml_kernels *g = job->k->ggml;
+    for (int64_t r0 = 0; r0 < a->n_rows; r0 += GGML_ROW_TILE) {
+        int64_t r1 = r0 + GGML_ROW_TILE < a->n_rows ? r0 + GGML_ROW_TILE : a->n_rows;
+        for (int64_t o = o0; o < o1; o += TILE) {
+            const uint8_t *wr = (const uint8_t *)a->w + (uint64_t)o * a->row_bytes;
+            for (int64_t r = r0; r < r1; r++) {
+                const int8_t *q = job->xq.q + r * job->xq.ldq;
+                const float *d = job->xq.d + r * job->xq.ldb, *s = job->xq.s + r * job->xq.ldb;
+                float *y = a->y + r * a->ldy + o;
+                if (o1 - o >= TILE) { /* 4 rows at once: the same bits as 4 dots */
+                    g->dot_x4(a->dtype, wr, a->row_bytes, q, d, s, a->n_in, y);
+                    continue;
+                }
+                for (int64_t j = 0; j < o1 - o; j++) y[j] = g->dot(a->dtype, wr + j * a->row_bytes, q, d, s, a->n_in);
+            }
+        }
+    }
+}
+
+/* The generic f32 shapes (tables without a gemm_f32 for the dtype) over
+ * output rows [o0, o1); tmp holds TILE dequantized rows. */
+static void generic_range(const di_cpu_kernels *k, const di_matmul_args *a, int64_t o0, int64_t o1, float *tmp) {
+    const uint8_t *w = a->w;
+    di_row_dot_fn dot = k->dot[a->dtype];
     if (a->n_rows <= FUSED_MAX_ROWS) {
         for (int64_t o = o0; o < o1; o++) {
             const void *wr = w + (uint64_t)o * a->row_bytes;
@@ -106,135 +150,90 @@ static void matmul_task(void *arg, int64_t task, int thread) {
     }
 }
 
-/* Quantizes rows [r0, r1) of a task's share. */
-static void quantize_task(void *arg, int64_t task, int thread) {
-    (void)thread;
-    const matmul_job *job = arg;
-    const di_matmul_args *a = job->a;
-    int64_t r0, r1;
-    di_threadpool_split(a->n_rows, job->n_tasks, (int)task, &r0, &r1);
-    for (int64_t r = r0; r < r1; r++)
-        job->k->quantize_q8(a->x + r * a->ldx, job->xq_q + r * job->xq.ldq, job->xq_d + r * job->xq.ldb,
-                            job->xq_s + r * job->xq.ldb, a->n_in);
-}
-
-/* Output rows in units of 8: a multiple of every gemm tile width, so the
- * tiles of a task are full except at n_out. */
-#define GEMM_ALIGN 8
-
-static void gemm_task(void *arg, int64_t task, int thread) {
-    const matmul_job *job = arg;
-    const di_matmul_args *a = job->a;
-    float *tmp = job->scratch + (int64_t)thread * job->scratch_floats;
-    int64_t o0, o1;
-    di_threadpool_split_aligned(a->n_out, GEMM_ALIGN, job->n_tasks, (int)task, &o0, &o1);
-    if (o0 >= o1) return;
-    if (job->xq.q)
-        job->k->gemm_q8[a->dtype](a->w, a->row_bytes, o0, o1, &job->xq, a->n_rows, a->n_in, a->y, a->ldy, tmp);
+/* Output rows [o0, o1) of one part, through the path its dtype takes. */
+static void part_range(const matmul_job *job, const di_matmul_args *a, int64_t o0, int64_t o1, float *tmp) {
+    const di_cpu_kernels *k = job->k;
+    if (job->xq.q && uses_ggml(k, a))
+        ggml_range(job, a, o0, o1);
+    else if (job->xq.q && uses_q8(k, a))
+        k->gemm_q8[a->dtype](a->w, a->row_bytes, o0, o1, &job->xq, a->n_rows, a->n_in, a->y, a->ldy, tmp);
+    else if (k->gemm_f32[a->dtype] && a->n_in % DI_Q8_ACT_BLOCK == 0)
+        k->gemm_f32[a->dtype](a->w, a->row_bytes, o0, o1, a->x, a->ldx, a->n_rows, a->n_in, a->y, a->ldy, tmp);
     else
-        job->k->gemm_f32[a->dtype](a->w, a->row_bytes, o0, o1, a->x, a->ldx, a->n_rows, a->n_in, a->y, a->ldy, tmp);
+        generic_range(k, a, o0, o1, tmp);
 }
 
-/* Activation rows per pass of the ggml gemm: their quantized bytes stay in
- * L1/L2 while a task's weight rows stream past. */
-#define GGML_ROW_TILE 32
-
-/* ggml numerics: every (row, output) pair is one di_ggml_kernels dot of the
- * weight row with the row quantized by the same table's quantizer. */
-static void ggml_gemm_task(void *arg, int64_t task, int thread) {
-    (void)thread;
+/* One task: a contiguous range of the parts' concatenated output units. */
+static void matmul_task(void *arg, int64_t task, int thread) {
     const matmul_job *job = arg;
-    const di_matmul_args *a = job->a;
-    const di_ggml_kernels *g = job->k->ggml;
-    int64_t o0, o1;
-    di_threadpool_split_aligned(a->n_out, GEMM_ALIGN, job->n_tasks, (int)task, &o0, &o1);
-    for (int64_t r0 = 0; r0 < a->n_rows; r0 += GGML_ROW_TILE) {
-        int64_t r1 = r0 + GGML_ROW_TILE < a->n_rows ? r0 + GGML_ROW_TILE : a->n_rows;
-        for (int64_t o = o0; o < o1; o += TILE) {
-            const uint8_t *wr = (const uint8_t *)a->w + (uint64_t)o * a->row_bytes;
-            for (int64_t r = r0; r < r1; r++) {
-                const int8_t *q = job->xq.q + r * job->xq.ldq;
-                const float *d = job->xq.d + r * job->xq.ldb, *s = job->xq.s + r * job->xq.ldb;
-                float *y = a->y + r * a->ldy + o;
-                if (o1 - o >= TILE) { /* 4 rows at once: the same bits as 4 dots */
-                    g->dot_x4(a->dtype, wr, a->row_bytes, q, d, s, a->n_in, y);
-                    continue;
-                }
-                for (int64_t j = 0; j < o1 - o; j++) y[j] = g->dot(a->dtype, wr + j * a->row_bytes, q, d, s, a->n_in);
-            }
-        }
+    float *tmp = job->scratch + (int64_t)thread * job->scratch_floats;
+    int64_t u0, u1;
+    di_threadpool_split(job->part_unit0[job->n_parts], job->n_tasks, (int)task, &u0, &u1);
+    for (int p = 0; p < job->n_parts && u0 < u1; p++) {
+        int64_t b = job->part_unit0[p], e = job->part_unit0[p + 1];
+        if (u0 >= e) continue;
+        const di_matmul_args *a = &job->parts[p];
+        int64_t pe = u1 < e ? u1 : e;
+        int64_t o0 = (u0 - b) * GEMM_ALIGN, o1 = (pe - b) * GEMM_ALIGN;
+        if (o1 > a->n_out) o1 = a->n_out;
+        part_range(job, a, o0, o1, tmp);
+        u0 = pe;
     }
 }
 
-/* Quantizes rows [r0, r1) of a task's share with the ggml quantizer. */
-static void ggml_quantize_task(void *arg, int64_t task, int thread) {
+/* Quantizes rows [r0, r1) of a task's share, with the ggml quantizer when
+ * the table has one (its parts take the ggml path), else the int8 one. */
+static void quantize_task(void *arg, int64_t task, int thread) {
     (void)thread;
     const matmul_job *job = arg;
-    const di_matmul_args *a = job->a;
+    const di_matmul_args *a = &job->parts[0];
+    di_quantize_q8_fn quantize = job->k->ggml ? job->k->ggml->quantize : job->k->quantize_q8;
     int64_t r0, r1;
     di_threadpool_split(a->n_rows, job->n_tasks, (int)task, &r0, &r1);
     for (int64_t r = r0; r < r1; r++)
-        job->k->ggml->quantize(a->x + r * a->ldx, job->xq_q + r * job->xq.ldq, job->xq_d + r * job->xq.ldb,
-                               job->xq_s + r * job->xq.ldb, a->n_in);
+        quantize(a->x + r * a->ldx, job->xq_q + r * job->xq.ldq, job->xq_d + r * job->xq.ldb,
+                            job->xq_s + r * job->xq.ldb, a->n_in);
 }
 
-static void run_gemm_fn(matmul_job *job, int n_threads, di_threadpool *pool, void (*fn)(void *, int64_t, int)) {
-    int64_t n_units = (job->a->n_out + GEMM_ALIGN - 1) / GEMM_ALIGN;
+void di_matmul_multi(const di_cpu_kernels *k, const di_matmul_args *parts, int n_parts, float *scratch,
+                     di_threadpool *pool) {
+    if (n_parts < 1 || n_parts > DI_MATMUL_MAX_PARTS || parts[0].n_rows <= 0) return;
+    const di_matmul_args *a = &parts[0];
+    int n_threads = di_threadpool_n_threads(pool);
+    matmul_job job = {.k = k, .parts = parts, .n_parts = n_parts, .scratch_floats = thread_floats(a->n_in)};
+    job.scratch = scratch + act_floats(a->n_rows, a->n_in);
+    int any_q8 = 0;
+    for (int p = 0; p < n_parts; p++) {
+        int64_t n_out = parts[p].n_out > 0 ? parts[p].n_out : 0;
+        job.part_unit0[p + 1] = job.part_unit0[p] + (n_out + GEMM_ALIGN - 1) / GEMM_ALIGN;
+        any_q8 |= k->ggml ? uses_ggml(k, &parts[p]) : uses_q8(k, &parts[p]);
+    }
+    int64_t n_units = job.part_unit0[n_parts];
+    if (n_units == 0) return;
+    if (any_q8) {
+        /* scratch: [int8 rows | d | s | per-thread regions]; the rows are
+         * quantized once for every part */
+        int64_t nb = a->n_in / DI_Q8_ACT_BLOCK, qf = a->n_rows * ((a->n_in + 3) / 4);
+        job.xq_q = (int8_t *)(void *)scratch;
+        job.xq_d = scratch + qf;
+        job.xq_s = job.xq_d + a->n_rows * nb;
+        job.xq = (di_q8_rows){job.xq_q, job.xq_d, job.xq_s, a->n_in, nb};
+        /* quantizing costs ~1/n_out of the gemm: split only big batches */
+        int64_t nq = a->n_rows >= 16 ? n_threads : 1;
+        job.n_tasks = (int)nq;
+        if (nq > 1) di_threadpool_run(pool, nq, quantize_task, &job);
+        else quantize_task(&job, 0, 0);
+    }
     int64_t n_tasks = (int64_t)n_threads * TASKS_PER_THREAD;
     if (n_tasks > n_units) n_tasks = n_units;
-    job->n_tasks = (int)n_tasks;
-    di_threadpool_run(pool, n_tasks, fn, job);
-}
-
-static void run_gemm(matmul_job *job, int n_threads, di_threadpool *pool) {
-    run_gemm_fn(job, n_threads, pool, gemm_task);
-}
-
-/* True when matmul takes the int8 path for this table and dtype. */
-static int uses_q8(const di_cpu_kernels *k, const di_matmul_args *a) {
-    return k->quantize_q8 && k->gemm_q8[a->dtype] && a->n_in % DI_Q8_ACT_BLOCK == 0;
-}
-
-/* True when matmul takes the ggml path (ggml table, Q4_0/Q4_1/Q8_0). */
-static int uses_ggml(const di_cpu_kernels *k, const di_matmul_args *a) {
-    return k->ggml && di_ggml_supports(a->dtype) && a->n_in % DI_GGML_QK == 0;
+    job.n_tasks = (int)n_tasks;
+    di_threadpool_run(pool, n_tasks, matmul_task, &job);
 }
 
 void di_matmul(const di_cpu_kernels *k, const di_matmul_args *a, float *scratch,
                di_threadpool *pool) {
     if (a->n_rows <= 0 || a->n_out <= 0) return;
-    int n_threads = di_threadpool_n_threads(pool);
-    int ggml = uses_ggml(k, a);
-    if (ggml || uses_q8(k, a)) {
-        /* scratch: [int8 rows | d | s | per-thread regions] */
-        int64_t nb = a->n_in / DI_Q8_ACT_BLOCK, qf = a->n_rows * ((a->n_in + 3) / 4);
-        matmul_job job = {.k = k, .a = a, .scratch_floats = thread_floats(a->n_in)};
-        job.xq_q = (int8_t *)(void *)scratch;
-        job.xq_d = scratch + qf;
-        job.xq_s = job.xq_d + a->n_rows * nb;
-        job.scratch = scratch + act_floats(a->n_rows, a->n_in);
-        job.xq = (di_q8_rows){job.xq_q, job.xq_d, job.xq_s, a->n_in, nb};
-        /* quantizing costs ~1/n_out of the gemm: split only big batches */
-        int64_t nq = a->n_rows >= 16 ? n_threads : 1;
-        job.n_tasks = (int)nq;
-        void (*quantize)(void *, int64_t, int) = ggml ? ggml_quantize_task : quantize_task;
-        if (nq > 1) di_threadpool_run(pool, nq, quantize, &job);
-        else quantize(&job, 0, 0);
-        run_gemm_fn(&job, n_threads, pool, ggml ? ggml_gemm_task : gemm_task);
-        return;
-    }
-    if (k->gemm_f32[a->dtype] && a->n_in % DI_Q8_ACT_BLOCK == 0) {
-        matmul_job job = {.k = k, .a = a, .scratch_floats = thread_floats(a->n_in)};
-        job.scratch = scratch + act_floats(a->n_rows, a->n_in);
-        run_gemm(&job, n_threads, pool);
-        return;
-    }
-    int64_t n_tiles = (a->n_out + TILE - 1) / TILE;
-    int64_t n_tasks = (int64_t)n_threads * TASKS_PER_THREAD;
-    if (n_tasks > n_tiles) n_tasks = n_tiles;
-    matmul_job job = {k, a, scratch + act_floats(a->n_rows, a->n_in), thread_floats(a->n_in), (int)n_tasks,
-                      {0}, NULL, NULL, NULL};
-    di_threadpool_run(pool, n_tasks, matmul_task, &job);
+    di_matmul_multi(k, a, 1, scratch, pool);
 }
 
 di_status di_matmul_ref(const di_matmul_args *a, di_error *err) {

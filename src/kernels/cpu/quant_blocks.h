@@ -5,6 +5,7 @@
 #define DI_KERNELS_CPU_QUANT_BLOCKS_H
 
 #include <stdint.h>
+#include <string.h>
 
 #define DI_QK 32   /* elements per Q4_0/Q4_1/Q8_0 block */
 #define DI_QK_K 256 /* elements per K-quant super-block */
@@ -51,6 +52,24 @@ static inline void di_q4_K_scale_min(const uint8_t *sc, int j, int *scale, int *
         *scale = (sc[j + 4] & 0xF) | ((sc[j - 4] >> 6) << 4);
         *min = (sc[j + 4] >> 4) | ((sc[j] >> 6) << 4);
     }
+}
+
+/* All 8 scales and mins of a Q4_K super-block at once (di_q4_K_scale_min
+ * for j = 0..7)
+ * as bytes of two words, from its 12 packed bytes read as 32-bit words
+ * a, b, c (little-endian, as on x86): scales 0-3 are the low 6 bits of a's bytes, mins 0-3 of b's;
+ * scales 4-7 take c's low nibbles and a's top 2 bits as bits 4-5, mins 4-7
+ * c's high nibbles and b's top 2 bits. */
+static inline void di_q4_K_scales_mins(const uint8_t *s12, uint64_t *sc, uint64_t *mn) {
+    uint32_t a, b, c;
+    memcpy(&a, s12, 4);
+    memcpy(&b, s12 + 4, 4);
+    memcpy(&c, s12 + 8, 4);
+    const uint32_t low6 = 0x3f3f3f3fu, low4 = 0x0f0f0f0fu, low2 = 0x03030303u;
+    uint32_t sc_hi = (c & low4) | (((a >> 6) & low2) << 4);
+    uint32_t mn_hi = ((c >> 4) & low4) | (((b >> 6) & low2) << 4);
+    *sc = (uint64_t)(a & low6) | (uint64_t)sc_hi << 32;
+    *mn = (uint64_t)(b & low6) | (uint64_t)mn_hi << 32;
 }
 
 _Static_assert(sizeof(di_block_q4_K) == 144, "q4_K block size");
