@@ -70,6 +70,29 @@ typedef struct attn_job {
     int64_t n_tasks;
 } attn_job;
 
+#define ACC_TILE 32 /* accumulator elements kept in registers across a block */
+
+/* ag[i] = ag[i] * corr, then ag[i] = fmaf(p[t], v[t][i], ag[i]) for t in
+ * order: the same operations per element for any hd, tile by tile. */
+static void accumulate(float *ag, int32_t hd, float corr, const float *p, const float *vb, int64_t ld,
+                       int32_t n_valid) {
+    int32_t i0 = 0;
+    for (; i0 + ACC_TILE <= hd; i0 += ACC_TILE) {
+        float r[ACC_TILE];
+        for (int32_t i = 0; i < ACC_TILE; i++) r[i] = ag[i0 + i] * corr;
+        for (int32_t t = 0; t < n_valid; t++) {
+            const float *v = vb + t * ld + i0;
+            for (int32_t i = 0; i < ACC_TILE; i++) r[i] = fmaf(p[t], v[i], r[i]);
+        }
+        for (int32_t i = 0; i < ACC_TILE; i++) ag[i0 + i] = r[i];
+    }
+    for (int32_t i = i0; i < hd; i++) {
+        float r = ag[i] * corr;
+        for (int32_t t = 0; t < n_valid; t++) r = fmaf(p[t], vb[t * ld + i], r);
+        ag[i] = r;
+    }
+}
+
 /* One row's heads of KV head kvh against block b (n_valid positions of
  * K/V rows kb, vb with stride ld); state acc (group, hd), m, l (group). */
 static void attend_block(const di_cpu_kernels *k, const di_attn_args *a, int32_t r, int32_t kvh,
@@ -93,15 +116,9 @@ static void attend_block(const di_cpu_kernels *k, const di_attn_args *a, int32_t
         di_exp_nonpos(&corr, 1);
         for (t = 0; t < n_valid; t++) score[t] -= m_new;
         di_exp_nonpos(score, n_valid);
-        float *ag = acc + (int64_t)g * hd;
         float sum = 0.0f;
-        for (int32_t i = 0; i < hd; i++) ag[i] *= corr;
-        for (t = 0; t < n_valid; t++) {
-            float p = score[t];
-            sum += p;
-            const float *v = vb + t * ld;
-            for (int32_t i = 0; i < hd; i++) ag[i] = fmaf(p, v[i], ag[i]);
-        }
+        for (t = 0; t < n_valid; t++) sum += score[t];
+        accumulate(acc + (int64_t)g * hd, hd, corr, score, vb, ld, n_valid);
         l[g] = l[g] * corr + sum;
         m[g] = m_new;
     }
