@@ -54,8 +54,8 @@ void di_exp_nonpos(float *x, int64_t n) {
         p = fmaf(p, r, 0.5f);
         p = fmaf(p, r, 1.0f);
         p = fmaf(p, r, 1.0f);
-        union { float f; int32_t i; } tb = {t}, sc;
-        sc.i = (tb.i - 0x4B400000 + 127) << 23; /* 2^n: n sits in t's low bits */
+        union { float f; uint32_t u; } tb = {t}, sc; /* unsigned: no overflow on NaN */
+        sc.u = (tb.u - 0x4B400000u + 127u) << 23;      /* 2^n: n sits in t's low bits */
         x[i] = v < -87.0f ? 0.0f : p * sc.f;
     }
 }
