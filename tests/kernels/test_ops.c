@@ -123,6 +123,31 @@ static void swiglu_and_softmax_are_exact_enough(void **state) {
     assert_true(fabsf(s[0] - 0.5f) < 1e-6f && fabsf(s[1] - 0.5f) < 1e-6f && s[3] == 0.0f);
 }
 
+/* The attention softmax's polynomial exp: within 2^-22 relative of exp
+ * (in double) on [-87, 0], exactly 1 at 0, 0 below -87 and at -inf. */
+static void exp_nonpos_is_within_its_bound(void **state) {
+    (void)state;
+    enum { N = 1 << 16 };
+    static float x[N];
+    double worst = 0;
+    for (int rep = 0; rep < 16; rep++) {
+        for (int i = 0; i < N; i++) x[i] = -87.0f * (float)((double)(rep * N + i) / (16.0 * N));
+        if (rep == 0) x[1] = -1e-30f, x[2] = -0.34657359f, x[3] = -0.34657362f, x[4] = -87.0f;
+        static float y[N];
+        memcpy(y, x, sizeof x);
+        di_exp_nonpos(y, N);
+        for (int i = 0; i < N; i++) {
+            double want = exp((double)x[i]), rel = fabs((double)y[i] - want) / want;
+            if (rel > worst) worst = rel;
+            if (rel > 0x1p-22) fail_msg("exp(%.9g) = %.9g, want %.9g (rel %.3g)", (double)x[i], (double)y[i], want, rel);
+        }
+    }
+    print_message("di_exp_nonpos: worst relative error %.3g (2^-23 = %.3g)\n", worst, 0x1p-23);
+    float z[5] = {0.0f, -87.001f, -100.0f, -INFINITY, -1e30f};
+    di_exp_nonpos(z, 5);
+    assert_true(z[0] == 1.0f && z[1] == 0.0f && z[2] == 0.0f && z[3] == 0.0f && z[4] == 0.0f);
+}
+
 /* ---- attention -------------------------------------------------------- */
 
 enum { HEADS = 6, KV_HEADS = 2, HD = 32, BS = 4, NBLK = 12, ROWS = 7 };
@@ -138,7 +163,9 @@ typedef struct attn_case {
     int32_t pos[ROWS];
 } attn_case;
 
-static void attn_case_init(attn_case *c) {
+/* by_seq: rows ordered by sequence (runs of 3 and 4 rows of one sequence,
+ * which di_attention groups to share K/V) instead of interleaved */
+static void attn_case_init(attn_case *c, int by_seq) {
     for (int r = 0; r < ROWS; r++)
         for (int i = 0; i < HEADS * HD; i++) c->q[r][i] = rndf();
     for (int b = 0; b < NBLK; b++)
@@ -154,11 +181,11 @@ static void attn_case_init(attn_case *c) {
         c->table[1][j] = 2 * j;
     }
     /* rows: seq 0 at 0, 5, 21 (last position of its 6 blocks: 23), seq 1 at 3, 4, 12, 23 */
-    static const int32_t seq[ROWS] = {0, 1, 0, 1, 1, 0, 1};
-    static const int32_t pos[ROWS] = {0, 3, 5, 4, 12, 21, 23};
+    static const int32_t seq[2][ROWS] = {{0, 1, 0, 1, 1, 0, 1}, {0, 0, 0, 1, 1, 1, 1}};
+    static const int32_t pos[2][ROWS] = {{0, 3, 5, 4, 12, 21, 23}, {0, 5, 21, 3, 4, 12, 23}};
     for (int r = 0; r < ROWS; r++) {
-        c->row_blocks[r] = c->table[seq[r]];
-        c->pos[r] = pos[r];
+        c->row_blocks[r] = c->table[seq[by_seq][r]];
+        c->pos[r] = pos[by_seq][r];
     }
 }
 
@@ -190,13 +217,14 @@ static void naive_attention(const attn_case *c, int use_f16, int r, int h, doubl
 static void attention_matches_naive_softmax_and_is_invariant(void **state) {
     (void)state;
     static attn_case c;
-    attn_case_init(&c);
     di_threadpool *pool;
     di_error err;
     assert_int_equal(di_threadpool_create(2, &pool, &err), DI_OK);
     int64_t sf = di_attention_scratch_floats(HEADS, HD, BS);
     float *scratch = malloc(sizeof(float) * 2 * (size_t)sf);
     static float out[ROWS][HEADS * HD], one[HEADS * HD];
+    for (int order = 0; order < 2; order++) {
+    attn_case_init(&c, order);
     for (int isa = 0; isa < DI_CPU_ISA_COUNT; isa++) {
         const di_cpu_kernels *k = di_cpu_kernels_get((di_cpu_isa)isa);
         if (!k) continue;
@@ -230,6 +258,7 @@ static void attention_matches_naive_softmax_and_is_invariant(void **state) {
             }
         }
     }
+    }
     free(scratch);
     di_threadpool_free(pool);
 }
@@ -240,6 +269,7 @@ int main(void) {
         cmocka_unit_test(rmsnorm_scales_to_unit_rms),
         cmocka_unit_test(rope_adjacent_pairs_equal_halves_under_permutation),
         cmocka_unit_test(swiglu_and_softmax_are_exact_enough),
+        cmocka_unit_test(exp_nonpos_is_within_its_bound),
         cmocka_unit_test(attention_matches_naive_softmax_and_is_invariant),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

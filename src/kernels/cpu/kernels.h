@@ -247,12 +247,18 @@ typedef struct di_attn_args {
     float *out;                  /* (n_rows, n_heads * head_dim) */
 } di_attn_args;
 
+/* In place x[i] = e^x[i] for x[i] <= 0 (softmax after the max is
+ * subtracted): polynomial, elementwise, relative error under 2^-22 vs exp,
+ * 0 below -87 (see attention.c). */
+void di_exp_nonpos(float *x, int64_t n);
+
 /* Scratch floats per pool thread for di_attention. */
 int64_t di_attention_scratch_floats(int32_t n_heads, int32_t head_dim, int32_t block_size);
 
 /* Causal attention with an online softmax over KV blocks, GQA (query head h
- * reads KV head h / (n_heads / n_kv_heads)). Work units are (row, KV head)
- * pairs, so the heads of a group share one read of K/V; every (row, head)
+ * reads KV head h / (n_heads / n_kv_heads)). Work units are (up to 8
+ * consecutive rows, KV head): the heads of a group and the rows of one
+ * sequence share one read (and f16 widening) of K/V; every (row, head)
  * accumulates over positions 0..pos[r] in order, one block at a time, so
  * the result depends on that row, the cache contents and block_size only.
  * The caller has validated every block id. scratch: (n_threads,
