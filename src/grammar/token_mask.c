@@ -86,6 +86,8 @@
 #define REJ_OK 16     /* the count loops are of the only repetition, and what follows it
                        * takes no looping character: more characters than it has left
                        * kill the path (rep_then_stop) */
+#define LOOP_CONTENT 32 /* LOOP_U8, and every mt_json_content byte loops: a run of
+                         * siblings of content-only subtrees (vocab cskip) is accepted at once */
 #define NO_ANCHOR UINT32_MAX
 
 typedef struct ldfa {
@@ -699,6 +701,7 @@ static int learn_loops(mt_mask_cache *c, di_grammar_matcher *L, const di_grammar
         if (r < 0) return -1;
         mt_truncate(L, 2 + dep);
         if (r) d->loop_known[S] |= LOOP_U8;
+        if (r && !((MT_CONTENT_W0 & ~lp.w[0]) | (MT_CONTENT_W1 & ~lp.w[1]))) d->loop_known[S] |= LOOP_CONTENT;
     }
     /* bounded repetitions: the state moves on with every character,
      * but to itself with the counts advanced (is_shift) */
@@ -728,9 +731,7 @@ static int learn_loops(mt_mask_cache *c, di_grammar_matcher *L, const di_grammar
  * made of content bytes only (with a content path above it, its tokens are
  * those of the per-tokenizer content tables). */
 static bool content_subtree(const di_grammar_vocab *v, uint32_t i, uint8_t q) {
-    static const gb_bits content = {{0xFFFFFFFB00000000ull, 0xFFFFFFFFEFFFFFFFull, 0, 0}}; /* 0x20..0x7F but " and \\ */
-    const gb_bits *sb = &v->sub[i];
-    return !((sb->w[0] & ~content.w[0]) | (sb->w[1] & ~content.w[1])) && ((v->u8ok[i] >> q) & 1);
+    return mt_json_content_ascii(&v->sub[i]) && ((v->u8ok[i] >> q) & 1);
 }
 
 /* Whether root state S of a classification is a string interior that
@@ -839,6 +840,18 @@ walk:;
         }
         if (md > dep) mt_truncate(L, 2 + dep), md = dep;
         uint32_t S = c->path_sid[dep];
+        if ((d->loop_known[S] & LOOP_CONTENT) && v->cskip[i] != i) {
+            /* i and its next siblings up to cskip[i] hold string content
+             * only, which S reads without leaving it: all accepted, their
+             * tokens one contiguous run in trie order */
+            uint32_t j = v->cskip[i];
+            for (uint32_t q = v->tok_start[i]; q < v->tok_start[j]; q++) {
+                uint32_t t = v->trie_tok[q];
+                le->acc[t >> 5] |= 1u << (t & 31);
+            }
+            i = j;
+            continue;
+        }
         if (d->loop_known[S]) {
             const gb_bits *sb = &v->sub[i], *lp = &d->loop[S];
             uint64_t ascii_out = (sb->w[0] & ~lp->w[0]) | (sb->w[1] & ~lp->w[1]);

@@ -114,8 +114,9 @@ static di_status build_trie(di_grammar_vocab *v, di_error *err) {
     v->u8ok = di_malloc_array(nn ? nn : 1, sizeof(uint16_t));
     v->maxdep = di_malloc_array(nn ? nn : 1, sizeof(uint16_t));
     v->maxch = di_malloc_array(nn ? nn : 1, sizeof(uint16_t));
+    v->cskip = di_malloc_array(nn ? nn : 1, sizeof(uint32_t));
     v->nch = di_malloc_array(v->n_tokens ? v->n_tokens : 1, sizeof(uint16_t));
-    if (!v->u8ok || !v->maxdep || !v->maxch || !v->nch) { free(end_node); free(stack); return di_error_set(err, DI_ERR_NOMEM, "out of memory"); }
+    if (!v->u8ok || !v->maxdep || !v->maxch || !v->cskip || !v->nch) { free(end_node); free(stack); return di_error_set(err, DI_ERR_NOMEM, "out of memory"); }
     for (uint32_t t = 0; t < v->n_tokens; t++) {
         uint32_t k = 0;
         for (uint64_t j = v->off[t]; j < v->off[t + 1]; j++) k += (v->data[j] & 0xC0) != 0x80;
@@ -169,6 +170,11 @@ static di_status build_trie(di_grammar_vocab *v, di_error *err) {
         for (uint32_t ch = i + 1; ch < v->skip[i]; ch = v->skip[ch])
             for (int w = 0; w < 4; w++) b.w[w] |= v->sub[ch].w[w];
         v->sub[i] = b;
+        /* cskip: skip[i] lies past i's subtree; it is i's next sibling when
+         * at the same depth (computed already: later in preorder) */
+        bool only = mt_json_content_ascii(&b) && ((ok >> MT_U8_START) & 1);
+        uint32_t nx = v->skip[i];
+        v->cskip[i] = !only ? i : nx < nn && v->depth[nx] == v->depth[i] ? v->cskip[nx] : nx;
     }
     free(end_node);
     free(stack);
@@ -189,6 +195,7 @@ void di_grammar_vocab_free(di_grammar_vocab *v) {
     free(v->sub);
     free(v->u8ok);
     free(v->maxdep);
+    free(v->cskip);
     free(v->maxch), free(v->nch), free(v->content_le);
     mt_shared_free(v->shared);
     free(v);
