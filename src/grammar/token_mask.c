@@ -41,9 +41,14 @@
  *    string content tokens by character count, so their bits come from one
  *    table row (all of them, or those of at most the repetitions left) and
  *    the walk skips every subtree made of content only; what remains is
- *    the few thousand nodes on the way to quotes and backslashes. Deeper
- *    states that are the counts further on inherit their anchor's count
- *    loops, and decide whole subtrees by their tokens' character counts.
+ *    the few thousand nodes on the way to quotes and backslashes. A deeper
+ *    state that loops on all string content (an object key that became any
+ *    string, say) accepts in one pass the run of sibling subtrees made of
+ *    content only (vocab.c's cskip: their tokens are contiguous in trie
+ *    order) instead of visiting each (every visit there is a cache miss
+ *    with 128k tokens). Deeper states of a bounded string, the counts
+ *    further on, inherit their anchor's count loops, and decide whole
+ *    subtrees by their tokens' character counts.
  *
  * 3. Uncertain tokens are checked against the real state, in trie order so
  *    that consecutive tokens share the parse of their common prefix.
