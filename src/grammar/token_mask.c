@@ -857,6 +857,12 @@ walk:;
             i = j;
             continue;
         }
+        if (d->rows[(size_t)S * 256 + b] == ROW_DEAD && !c->esc[dep]) {
+            /* known dead, nothing to check later: skip before reading the
+             * node's other fields (each a cache miss) */
+            i = v->skip[i];
+            continue;
+        }
         if (d->loop_known[S]) {
             const gb_bits *sb = &v->sub[i], *lp = &d->loop[S];
             uint64_t ascii_out = (sb->w[0] & ~lp->w[0]) | (sb->w[1] & ~lp->w[1]);
