@@ -57,6 +57,13 @@ struct di_grammar_vocab {
      * UTF-8 decoder in state q (MT_U8_*), is a well-formed UTF-8 prefix */
     uint16_t *u8ok;
     uint16_t *maxdep;   /* (n_nodes) deepest depth in node i's subtree */
+    /* (n_nodes) cskip[i]: i when node i's subtree holds a byte that is not
+     * JSON string content (mt_json_content, or UTF-8 well formed from a
+     * character boundary); else the next sibling of i with such a byte,
+     * or the end of i's parent's subtree when none follows. The tokens of
+     * nodes i .. cskip[i]-1 are then string content only: a state that
+     * loops on all of it accepts them in one run (token_mask.c) */
+    uint32_t *cskip;
     /* Per-tokenizer character counts (bytes that are not UTF-8
      * continuations): maxch (n_nodes) from node i's byte to the end of the
      * longest token below it; nch (n_tokens) of each token. */
@@ -87,6 +94,13 @@ struct di_grammar_vocab {
 
 /* ASCII bytes a JSON string holds unescaped. */
 static inline bool mt_json_content(uint8_t x) { return x >= 0x20 && x < 0x80 && x != '"' && x != '\\'; }
+/* mt_json_content as bits of gb_bits words 0 and 1: 0x20..0x7F but " and \\ */
+#define MT_CONTENT_W0 0xFFFFFFFB00000000ull
+#define MT_CONTENT_W1 0xFFFFFFFFEFFFFFFFull
+/* Whether the ASCII bytes of set b are all mt_json_content. */
+static inline bool mt_json_content_ascii(const gb_bits *b) {
+    return !((b->w[0] & ~MT_CONTENT_W0) | (b->w[1] & ~MT_CONTENT_W1));
+}
 
 typedef struct mt_mask_cache mt_mask_cache; /* token_mask.c */
 

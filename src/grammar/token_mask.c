@@ -41,9 +41,14 @@
  *    string content tokens by character count, so their bits come from one
  *    table row (all of them, or those of at most the repetitions left) and
  *    the walk skips every subtree made of content only; what remains is
- *    the few thousand nodes on the way to quotes and backslashes. Deeper
- *    states that are the counts further on inherit their anchor's count
- *    loops, and decide whole subtrees by their tokens' character counts.
+ *    the few thousand nodes on the way to quotes and backslashes. A deeper
+ *    state that loops on all string content (an object key that became any
+ *    string, say) accepts in one pass the run of sibling subtrees made of
+ *    content only (vocab.c's cskip: their tokens are contiguous in trie
+ *    order) instead of visiting each (every visit there is a cache miss
+ *    with 128k tokens). Deeper states of a bounded string, the counts
+ *    further on, inherit their anchor's count loops, and decide whole
+ *    subtrees by their tokens' character counts.
  *
  * 3. Uncertain tokens are checked against the real state, in trie order so
  *    that consecutive tokens share the parse of their common prefix.
@@ -86,6 +91,8 @@
 #define REJ_OK 16     /* the count loops are of the only repetition, and what follows it
                        * takes no looping character: more characters than it has left
                        * kill the path (rep_then_stop) */
+#define LOOP_CONTENT 32 /* LOOP_U8, and every mt_json_content byte loops: a run of
+                         * siblings of content-only subtrees (vocab cskip) is accepted at once */
 #define NO_ANCHOR UINT32_MAX
 
 typedef struct ldfa {
@@ -699,6 +706,7 @@ static int learn_loops(mt_mask_cache *c, di_grammar_matcher *L, const di_grammar
         if (r < 0) return -1;
         mt_truncate(L, 2 + dep);
         if (r) d->loop_known[S] |= LOOP_U8;
+        if (r && !((MT_CONTENT_W0 & ~lp.w[0]) | (MT_CONTENT_W1 & ~lp.w[1]))) d->loop_known[S] |= LOOP_CONTENT;
     }
     /* bounded repetitions: the state moves on with every character,
      * but to itself with the counts advanced (is_shift) */
@@ -728,9 +736,7 @@ static int learn_loops(mt_mask_cache *c, di_grammar_matcher *L, const di_grammar
  * made of content bytes only (with a content path above it, its tokens are
  * those of the per-tokenizer content tables). */
 static bool content_subtree(const di_grammar_vocab *v, uint32_t i, uint8_t q) {
-    static const gb_bits content = {{0xFFFFFFFB00000000ull, 0xFFFFFFFFEFFFFFFFull, 0, 0}}; /* 0x20..0x7F but " and \\ */
-    const gb_bits *sb = &v->sub[i];
-    return !((sb->w[0] & ~content.w[0]) | (sb->w[1] & ~content.w[1])) && ((v->u8ok[i] >> q) & 1);
+    return mt_json_content_ascii(&v->sub[i]) && ((v->u8ok[i] >> q) & 1);
 }
 
 /* Whether root state S of a classification is a string interior that
@@ -839,6 +845,24 @@ walk:;
         }
         if (md > dep) mt_truncate(L, 2 + dep), md = dep;
         uint32_t S = c->path_sid[dep];
+        if ((d->loop_known[S] & LOOP_CONTENT) && v->cskip[i] != i) {
+            /* i and its next siblings up to cskip[i] hold string content
+             * only, which S reads without leaving it: all accepted, their
+             * tokens one contiguous run in trie order */
+            uint32_t j = v->cskip[i];
+            for (uint32_t q = v->tok_start[i]; q < v->tok_start[j]; q++) {
+                uint32_t t = v->trie_tok[q];
+                le->acc[t >> 5] |= 1u << (t & 31);
+            }
+            i = j;
+            continue;
+        }
+        if (d->rows[(size_t)S * 256 + b] == ROW_DEAD && !c->esc[dep]) {
+            /* known dead, nothing to check later: skip before reading the
+             * node's other fields (each a cache miss) */
+            i = v->skip[i];
+            continue;
+        }
         if (d->loop_known[S]) {
             const gb_bits *sb = &v->sub[i], *lp = &d->loop[S];
             uint64_t ascii_out = (sb->w[0] & ~lp->w[0]) | (sb->w[1] & ~lp->w[1]);

@@ -7,8 +7,12 @@
 #include "base/alloc.h"
 
 #include <jansson.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 
 #define VOCAB_MAX_TOKENS (1u << 24)
 #define VOCAB_MAX_TOKEN_BYTES 65535u /* depth is stored in 16 bits */
@@ -43,6 +47,26 @@ static void merge_sort(const sort_ctx *c, uint32_t *v, uint32_t *tmp, uint32_t n
     }
 }
 
+/* Per-node arrays of a large vocabulary: a mask's walk reads them at nodes
+ * far apart (it skips whole subtrees), so on 4 KiB pages nearly every
+ * visit misses the TLB; 2 MiB pages where the kernel gives them on
+ * request. Freed with free(). */
+static void *node_array(size_t n, size_t size) {
+    if (size && n > SIZE_MAX / size) return NULL;
+    size_t bytes = n * size;
+    if (bytes == 0) bytes = 1;
+#ifdef MADV_HUGEPAGE
+    const size_t huge = (size_t)2 << 20;
+    if (bytes >= huge / 2) {
+        size_t sz = (bytes + huge - 1) / huge * huge;
+        void *p = aligned_alloc(huge, sz);
+        if (p) madvise(p, sz, MADV_HUGEPAGE);
+        return p;
+    }
+#endif
+    return malloc(bytes);
+}
+
 static di_status build_trie(di_grammar_vocab *v, di_error *err) {
     uint32_t n = 0;
     for (uint32_t i = 0; i < v->n_tokens; i++)
@@ -63,10 +87,10 @@ static di_status build_trie(di_grammar_vocab *v, di_error *err) {
     /* Node count is at most the total token bytes. */
     if (total > UINT32_MAX - 1) { free(ids); return di_error_set(err, DI_ERR_RANGE, "vocabulary too large"); }
     uint32_t cap = (uint32_t)total;
-    v->byte = malloc(cap ? cap : 1);
-    v->depth = di_malloc_array(cap, sizeof(uint16_t));
-    v->skip = di_malloc_array(cap, sizeof(uint32_t));
-    v->tok_start = di_malloc_array((size_t)cap + 1, sizeof(uint32_t));
+    v->byte = node_array(cap, 1);
+    v->depth = node_array(cap, sizeof(uint16_t));
+    v->skip = node_array(cap, sizeof(uint32_t));
+    v->tok_start = node_array((size_t)cap + 1, sizeof(uint32_t));
     uint32_t *stack = di_malloc_array(VOCAB_MAX_TOKEN_BYTES + 1, sizeof(uint32_t));
     if (!v->byte || !v->depth || !v->skip || !v->tok_start || !stack) {
         free(ids); free(stack);
@@ -109,13 +133,14 @@ static di_status build_trie(di_grammar_vocab *v, di_error *err) {
     v->trie_tok = ids; /* end_node is nondecreasing in t, so ids is in node order */
     /* subtree byte sets, children before parents (reverse preorder); the
      * children of i are i+1, skip[i+1], ... below skip[i] */
-    v->sub = di_malloc_array(nn ? nn : 1, sizeof(gb_bits));
+    v->sub = node_array(nn ? nn : 1, sizeof(gb_bits));
     if (!v->sub) { free(end_node); free(stack); return di_error_set(err, DI_ERR_NOMEM, "out of memory"); }
-    v->u8ok = di_malloc_array(nn ? nn : 1, sizeof(uint16_t));
-    v->maxdep = di_malloc_array(nn ? nn : 1, sizeof(uint16_t));
-    v->maxch = di_malloc_array(nn ? nn : 1, sizeof(uint16_t));
+    v->u8ok = node_array(nn ? nn : 1, sizeof(uint16_t));
+    v->maxdep = node_array(nn ? nn : 1, sizeof(uint16_t));
+    v->maxch = node_array(nn ? nn : 1, sizeof(uint16_t));
+    v->cskip = node_array(nn ? nn : 1, sizeof(uint32_t));
     v->nch = di_malloc_array(v->n_tokens ? v->n_tokens : 1, sizeof(uint16_t));
-    if (!v->u8ok || !v->maxdep || !v->maxch || !v->nch) { free(end_node); free(stack); return di_error_set(err, DI_ERR_NOMEM, "out of memory"); }
+    if (!v->u8ok || !v->maxdep || !v->maxch || !v->cskip || !v->nch) { free(end_node); free(stack); return di_error_set(err, DI_ERR_NOMEM, "out of memory"); }
     for (uint32_t t = 0; t < v->n_tokens; t++) {
         uint32_t k = 0;
         for (uint64_t j = v->off[t]; j < v->off[t + 1]; j++) k += (v->data[j] & 0xC0) != 0x80;
@@ -169,6 +194,11 @@ static di_status build_trie(di_grammar_vocab *v, di_error *err) {
         for (uint32_t ch = i + 1; ch < v->skip[i]; ch = v->skip[ch])
             for (int w = 0; w < 4; w++) b.w[w] |= v->sub[ch].w[w];
         v->sub[i] = b;
+        /* cskip: skip[i] lies past i's subtree; it is i's next sibling when
+         * at the same depth (computed already: later in preorder) */
+        bool only = mt_json_content_ascii(&b) && ((ok >> MT_U8_START) & 1);
+        uint32_t nx = v->skip[i];
+        v->cskip[i] = !only ? i : nx < nn && v->depth[nx] == v->depth[i] ? v->cskip[nx] : nx;
     }
     free(end_node);
     free(stack);
@@ -189,6 +219,7 @@ void di_grammar_vocab_free(di_grammar_vocab *v) {
     free(v->sub);
     free(v->u8ok);
     free(v->maxdep);
+    free(v->cskip);
     free(v->maxch), free(v->nch), free(v->content_le);
     mt_shared_free(v->shared);
     free(v);

@@ -7,6 +7,7 @@
 #include "grammar_test_util.h"
 
 #include "grammar/grammar_tok.h"
+#include "grammar/matcher_internal.h"
 
 static di_grammar_vocab *g_vocab;
 static const uint32_t EOS_ID = 1; /* <｜end▁of▁sentence｜> */
@@ -112,6 +113,61 @@ static void fast_mask_equals_reference_in_json_object_mode(void **state) {
     di_grammar_free(g);
 }
 
+/* vocab cskip against its definition, from the tokens' bytes: a node is
+ * "content" when every token below it continues, from the node's byte on,
+ * with JSON string content bytes forming a well-formed UTF-8 prefix; cskip
+ * leads past the run of content siblings starting at the node. */
+static void content_runs_match_the_token_bytes(void **state) {
+    (void)state;
+    if (!g_vocab) skip();
+    const di_grammar_vocab *v = g_vocab;
+    bool *only = malloc((size_t)v->n_nodes * sizeof *only);
+    uint32_t n_content = 0, n_runs = 0;
+    for (uint32_t i = 0; i < v->n_nodes; i++) {
+        bool ok = true;
+        for (uint32_t q = v->tok_start[i]; ok && q < v->tok_start[v->skip[i]]; q++) {
+            uint32_t t = v->trie_tok[q];
+            uint8_t u = MT_U8_START;
+            for (uint64_t j = v->off[t] + v->depth[i]; ok && j < v->off[t + 1]; j++) {
+                uint8_t x = v->data[j];
+                u = mt_u8_next(u, x);
+                ok = u != MT_U8_BAD && (x >= 0x80 || (x >= 0x20 && x != '"' && x != '\\'));
+            }
+        }
+        only[i] = ok;
+        n_content += ok;
+    }
+    for (uint32_t i = 0; i < v->n_nodes; i++) {
+        uint32_t j = i;
+        while (j < v->n_nodes && only[j] && (j == i || v->depth[j] == v->depth[i])) j = v->skip[j];
+        if (j != i && j < v->n_nodes && v->depth[j] > v->depth[i]) fail_msg("node %u: walked below its level", i);
+        if (v->cskip[i] != j) fail_msg("node %u (depth %u): cskip %u, expected %u", i, v->depth[i], v->cskip[i], j);
+        n_runs += j > v->skip[i];
+    }
+    /* the vocabulary has both kinds, and runs longer than one subtree */
+    assert_true(n_content > 1000 && n_content < v->n_nodes - 1000);
+    assert_true(n_runs > 1000);
+    free(only);
+}
+
+/* Keys of an open object (a named property, in schema order, or any
+ * string) hold both string content and the quote that closes the key:
+ * fast masks at every step equal the reference. */
+static void open_object_key_masks_equal_reference(void **state) {
+    (void)state;
+    if (!g_vocab) skip();
+    const char *schema = "{\"type\":\"object\",\"properties\":{\"title\":{\"type\":\"string\"},"
+                         "\"order\":{\"type\":\"integer\"},\"image\":{\"type\":\"string\"}}}";
+    di_grammar *g;
+    di_error err;
+    assert_int_equal(di_grammar_compile_json_schema(schema, strlen(schema), NULL, &g, &err), DI_OK);
+    di_grammar_matcher *m;
+    assert_int_equal(di_grammar_matcher_create(g, g_vocab, &m, &err), DI_OK);
+    assert_true(walk(m, "{\"title\":\"ünï\",\"order\":7,\"image\":\"\",\"t\u00e9 x\":\"a\\\"b\",\"\":null}", 1));
+    di_grammar_matcher_free(m);
+    di_grammar_free(g);
+}
+
 static void rollback_then_mask_matches_fresh_state(void **state) {
     (void)state;
     if (!g_vocab) skip();
@@ -186,6 +242,8 @@ int main(void) {
         cmocka_unit_test(instances_walk_through_the_mask_token_by_token),
         cmocka_unit_test(fast_mask_equals_reference_in_json_object_mode),
         cmocka_unit_test(rollback_then_mask_matches_fresh_state),
+        cmocka_unit_test(content_runs_match_the_token_bytes),
+        cmocka_unit_test(open_object_key_masks_equal_reference),
         cmocka_unit_test(tokenizer_encoding_walks_through_the_mask),
     };
     return cmocka_run_group_tests(tests, load_vocab, free_vocab);
