@@ -139,17 +139,17 @@ static void bounded_strings_mask_like_the_reference(void **state) {
     (void)state;
     if (!g_vocab) skip();
     const char *schemas[] = {
-        "{\"type\":\"object\",\"properties\":{"
-        "\"a\":{\"type\":\"string\",\"minLength\":3,\"maxLength\":200},"
-        "\"b\":{\"type\":\"string\",\"minLength\":150}},\"required\":[\"a\",\"b\"]}",
+        ("{\"type\":\"object\",\"properties\":{"
+         "\"a\":{\"type\":\"string\",\"minLength\":3,\"maxLength\":200},"
+         "\"b\":{\"type\":\"string\",\"minLength\":150}},\"required\":[\"a\",\"b\"]}"),
         /* counts that end inside a token: long tokens must be cut off */
         "{\"type\":\"array\",\"items\":{\"type\":\"string\",\"maxLength\":12},\"maxItems\":3}",
         "{\"type\":\"string\",\"minLength\":20,\"maxLength\":40}",
         "{\"type\":\"string\",\"minLength\":5}",
         /* long bounded strings: count loops inherited root to root, and
          * whole subtrees decided by their character counts */
-        "{\"type\":\"object\",\"properties\":{\"u\":{\"type\":\"string\",\"minLength\":44,\"maxLength\":45},"
-        "\"v\":{\"type\":\"string\",\"maxLength\":7}},\"required\":[\"u\",\"v\"]}",
+        ("{\"type\":\"object\",\"properties\":{\"u\":{\"type\":\"string\",\"minLength\":44,\"maxLength\":45},"
+         "\"v\":{\"type\":\"string\",\"maxLength\":7}},\"required\":[\"u\",\"v\"]}"),
         "{\"type\":\"array\",\"items\":{\"type\":\"string\",\"minLength\":2,\"maxLength\":30},\"minItems\":2}",
         /* pattern with bounds: the automaton times a character counter */
         "{\"type\":\"string\",\"pattern\":\"^(?:[a-z0-9]+-?)+$\",\"minLength\":3,\"maxLength\":30}",
