@@ -21,7 +21,7 @@
  * themselves). NFA and DFA sizes are capped: past a cap the caller gets
  * *too_big and keeps its fallback. */
 #include "grammar/frontend.h"
-#include "grammar/matcher_internal.h" /* mt_u8_next */
+#include "grammar/matcher_internal.h" /* mt_u8_next, mt_keytab */
 
 #include "base/alloc.h"
 
@@ -174,68 +174,7 @@ static frag build(nfa *a, uint32_t node, uint32_t depth) {
 
 /* ---- subset construction ------------------------------------------------ */
 
-typedef struct sset {
-    uint32_t *slot, cap;      /* hash slots: id + 1 */
-    uint32_t *data;           /* keys back to back */
-    size_t n_data, cap_data;
-    size_t *off;              /* (n + 1) */
-    uint32_t n, cap_ids;
-} sset;
-
-static uint32_t hash_key(const uint32_t *k, uint32_t n) {
-    uint64_t h = 0x9E3779B97F4A7C15ull ^ n;
-    for (uint32_t i = 0; i < n; i++) {
-        h ^= k[i];
-        h *= 0xff51afd7ed558ccdull;
-        h ^= h >> 32;
-    }
-    return (uint32_t)h;
-}
-
-/* Id of key (added when absent); UINT32_MAX on no memory. */
-static uint32_t sset_intern(sset *t, const uint32_t *k, uint32_t n, bool *added) {
-    *added = false;
-    if ((t->n + 1) * 2 > t->cap) {
-        uint32_t nc = t->cap ? t->cap * 2 : 256;
-        uint32_t *s = calloc(nc, sizeof *s);
-        if (!s) return UINT32_MAX;
-        for (uint32_t id = 0; id < t->n; id++) {
-            uint32_t h = hash_key(t->data + t->off[id], (uint32_t)(t->off[id + 1] - t->off[id])) & (nc - 1);
-            while (s[h]) h = (h + 1) & (nc - 1);
-            s[h] = id + 1;
-        }
-        free(t->slot);
-        t->slot = s, t->cap = nc;
-    }
-    uint32_t h = hash_key(k, n) & (t->cap - 1);
-    while (t->slot[h]) {
-        uint32_t id = t->slot[h] - 1;
-        if (t->off[id + 1] - t->off[id] == n && !memcmp(t->data + t->off[id], k, n * sizeof *k)) return id;
-        h = (h + 1) & (t->cap - 1);
-    }
-    if (t->n + 2 > t->cap_ids) {
-        uint32_t nc = t->cap_ids ? t->cap_ids * 2 : 256;
-        size_t *o = di_realloc_array(t->off, nc, sizeof *o);
-        if (!o) return UINT32_MAX;
-        t->off = o, t->cap_ids = nc;
-    }
-    if (t->n_data + n > t->cap_data) {
-        size_t nc = t->cap_data ? t->cap_data * 2 : 4096;
-        while (nc < t->n_data + n) nc *= 2;
-        uint32_t *d = di_realloc_array(t->data, nc, sizeof *d);
-        if (!d) return UINT32_MAX;
-        t->data = d, t->cap_data = nc;
-    }
-    if (t->n == 0) t->off[0] = 0;
-    memcpy(t->data + t->n_data, k, n * sizeof *k);
-    t->n_data += n;
-    t->off[t->n + 1] = t->n_data;
-    t->slot[h] = t->n + 1;
-    *added = true;
-    return t->n++;
-}
-
-static void sset_free(sset *t) { free(t->slot), free(t->data), free(t->off); }
+/* State sets are interned in an mt_keytab (matcher_internal.h). */
 
 static int cmp_u32(const void *x, const void *y) {
     uint32_t a = *(const uint32_t *)x, b = *(const uint32_t *)y;
@@ -320,7 +259,7 @@ uint32_t rx_dfa(gb *b, uint32_t plain, uint32_t min_chars, uint32_t max_chars, b
     frag f = build(&a, plain, 0);
     uint32_t n = a.n_states;
     closure cl = {0};
-    sset st = {0}, bs = {0}; /* product states; base states */
+    mt_keytab st = {0}, bs = {0}; /* product states; base states */
     uint32_t *btrans = NULL;
     uint32_t *buf = NULL, *trans = NULL, *rules = NULL, *alts = NULL;
     uint8_t *acc = NULL, *live = NULL;
@@ -375,10 +314,10 @@ uint32_t rx_dfa(gb *b, uint32_t plain, uint32_t min_chars, uint32_t max_chars, b
     bool added;
     buf[0] = f.s;
     uint32_t m0 = close_set(&cl, buf, 1);
-    if (sset_intern(&bs, buf, m0, &added) == UINT32_MAX) goto nomem;
+    if (mt_kt_intern(&bs, buf, m0, &added) == UINT32_MAX) goto nomem;
     uint32_t cap_bt = 0;
-    for (uint32_t id = 0; id < bs.n; id++) {
-        if (bs.n > max_states) goto big;
+    for (uint32_t id = 0; id < bs.n_ids; id++) {
+        if (bs.n_ids > max_states) goto big;
         if ((size_t)(id + 1) * n_cls > cap_bt) {
             uint32_t nc = cap_bt ? cap_bt * 2 : 64 * n_cls;
             uint32_t *t = di_realloc_array(btrans, nc, sizeof *t);
@@ -397,7 +336,7 @@ uint32_t rx_dfa(gb *b, uint32_t plain, uint32_t min_chars, uint32_t max_chars, b
             btrans[(size_t)id * n_cls + k] = UINT32_MAX;
             if (!m) continue;
             m = close_set(&cl, buf, m);
-            uint32_t to = sset_intern(&bs, buf, m, &added);
+            uint32_t to = mt_kt_intern(&bs, buf, m, &added);
             if (to == UINT32_MAX) goto nomem;
             btrans[(size_t)id * n_cls + k] = to;
         }
@@ -410,7 +349,7 @@ uint32_t rx_dfa(gb *b, uint32_t plain, uint32_t min_chars, uint32_t max_chars, b
      * character boundary and steps on every byte its decoder allows to a
      * state of the set. In the product they become a counted repetition of
      * any character instead of one rule per count. */
-    uint32_t nb = bs.n;
+    uint32_t nb = bs.n_ids;
     bq = malloc(nb), uni = malloc(nb);
     if (!bq || !uni) goto nomem;
     memset(bq, 0xFF, nb);
@@ -449,10 +388,10 @@ uint32_t rx_dfa(gb *b, uint32_t plain, uint32_t min_chars, uint32_t max_chars, b
     /* 2. its product with the character count (saturating at min_chars
      * when there is no maximum): states (base state, count) */
     uint32_t pk[2] = {0, 0};
-    if (sset_intern(&st, pk, 2, &added) == UINT32_MAX) goto nomem;
+    if (mt_kt_intern(&st, pk, 2, &added) == UINT32_MAX) goto nomem;
     uint32_t cap_trans = 0;
-    for (uint32_t id = 0; id < st.n; id++) {
-        if (st.n > max_states) goto big;
+    for (uint32_t id = 0; id < st.n_ids; id++) {
+        if (st.n_ids > max_states) goto big;
         if ((size_t)(id + 1) * n_cls > cap_trans) {
             uint32_t nc = cap_trans ? cap_trans * 2 : 256 * n_cls;
             uint32_t *t = di_realloc_array(trans, nc, sizeof *t);
@@ -472,13 +411,13 @@ uint32_t rx_dfa(gb *b, uint32_t plain, uint32_t min_chars, uint32_t max_chars, b
             if (max_chars == GB_INF && nc > min_chars) nc = min_chars;
             if (max_chars != GB_INF && nc > max_chars) continue;
             pk[0] = bto, pk[1] = nc;
-            uint32_t to = sset_intern(&st, pk, 2, &added);
+            uint32_t to = mt_kt_intern(&st, pk, 2, &added);
             if (to == UINT32_MAX) goto nomem;
             trans[(size_t)id * n_cls + k] = to;
         }
     }
     /* accepting states, then the states that reach one */
-    uint32_t ns = st.n;
+    uint32_t ns = st.n_ids;
     acc = calloc(ns, 1), live = calloc(ns, 1);
     if (!acc || !live) goto nomem;
     for (uint32_t id = 0; id < ns; id++) {
@@ -555,7 +494,7 @@ done:
     free(a.e), free(a.sets);
     free(cl.first), free(cl.eps_to), free(cl.mark), free(cl.stack), free(cl.bfirst), free(cl.bedge);
     free(buf), free(trans), free(rules), free(alts), free(acc), free(live);
-    sset_free(&st), sset_free(&bs);
+    mt_kt_free(&st), mt_kt_free(&bs);
     free(btrans), free(bq), free(uni);
     free(ec.set), free(ec.rule);
     return result;
