@@ -35,6 +35,26 @@ typedef struct mt_set {
 
 typedef struct mt_shared_cache mt_shared_cache; /* shared_cache.c */
 
+/* A node of the content frontier: reached from the trie root through
+ * string content only (ASCII mt_json_content, or whole well-formed UTF-8
+ * characters), at a character boundary, and itself not content: a quote,
+ * backslash or control byte, or the first byte of a character that is
+ * ill-formed on some path below. Below a node whose path is content, a
+ * state that loops on all string content accepts every token except those
+ * under its frontier nodes, and is itself the state in front of each of
+ * those (token_mask.c). tok_lo .. tok_hi: the tokens of the node's
+ * subtree (trie order). */
+typedef struct mt_frontier {
+    uint32_t node, skip, tok_lo, tok_hi;
+} mt_frontier;
+
+/* A node's share of the frontier: entries idx .. idx + cnt - 1 lie in its
+ * subtree; cnt is UINT32_MAX when the path from the root to the node is
+ * not string content ending at a character boundary. */
+typedef struct mt_gspan {
+    uint32_t idx, cnt;
+} mt_gspan;
+
 /* Vocabulary with a byte trie laid out in preorder: node i's subtree is
  * nodes i .. skip[i]-1, its byte is byte[i] at depth depth[i] (0 = first
  * byte), and the tokens whose bytes end exactly at node i are
@@ -57,6 +77,9 @@ struct di_grammar_vocab {
      * UTF-8 decoder in state q (MT_U8_*), is a well-formed UTF-8 prefix */
     uint16_t *u8ok;
     uint16_t *maxdep;   /* (n_nodes) deepest depth in node i's subtree */
+    mt_frontier *frontier; /* (n_frontier) in preorder */
+    uint32_t n_frontier;
+    mt_gspan *gspan;    /* (n_nodes) */
     /* (n_nodes) cskip[i]: i when node i's subtree holds a byte that is not
      * JSON string content (mt_json_content, or UTF-8 well formed from a
      * character boundary); else the next sibling of i with such a byte,

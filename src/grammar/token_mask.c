@@ -93,6 +93,9 @@
                        * kill the path (rep_then_stop) */
 #define LOOP_CONTENT 32 /* LOOP_U8, and every mt_json_content byte loops: a run of
                          * siblings of content-only subtrees (vocab cskip) is accepted at once */
+#define LOOP_CTARGET 64 /* ct[] is a LOOP_CONTENT state that every UTF-8 character and every
+                         * mt_json_content byte but those of cx[] step to (the key of an
+                         * open object: any string but the named keys' first bytes) */
 #define NO_ANCHOR UINT32_MAX
 
 typedef struct ldfa {
@@ -102,6 +105,8 @@ typedef struct ldfa {
     gb_bits *cloop;    /* bytes stepping to the same state with counts advanced by one */
     uint32_t *rem;     /* repetitions left before the tightest count bound (UINT32_MAX: none) */
     uint32_t *visits;
+    uint32_t *ct;      /* LOOP_CTARGET: the content state */
+    gb_bits *cx;       /* LOOP_CTARGET: the content bytes that step elsewhere */
     uint8_t *loop_known;
     uint32_t cap;
 } ldfa;
@@ -125,6 +130,16 @@ struct mt_mask_cache {
     uint32_t cls_i, cls_cap_unc; /* a suspended classify: next node, capacity of unc */
     bool cls_fast;               /* the classify under way takes the content fast path */
     uint32_t last_seed;          /* root DFA state of the last classify (UINT32_MAX: none) */
+    /* the content frontier being walked (see descend): the subtrees
+     * jt[j_next .. j_end) are left, the current one ends at node j_stop,
+     * the descend point's subtree at j_after; the descend point's children
+     * are at depth j_dep. The subtrees walked hold no further descend point
+     * (no path through a frontier node is content, and an exception child's
+     * state does not loop on content), so one level is all there is. */
+    bool j_on;
+    uint32_t j_next, j_end, j_stop, j_after, j_dep;
+    mt_frontier *jt;
+    uint32_t cap_jt;
     uint8_t *esc;            /* scratch: escape seen along the walk, per depth */
     /* scratch per depth: the anchor of the walk path (see classify), its
      * depth and the UTF-8 decoder state since it; NO_ANCHOR: none */
@@ -237,6 +252,7 @@ static void flush_locals(mt_mask_cache *c) {
 static void dfa_free(ldfa *d) {
     mt_kt_free(&d->states);
     free(d->rows), free(d->loop), free(d->visits), free(d->loop_known), free(d->cloop), free(d->rem);
+    free(d->ct), free(d->cx);
     memset(d, 0, sizeof *d);
 }
 
@@ -254,6 +270,7 @@ void mt_mask_cache_free(mt_mask_cache *c) {
     free(c->esc);
     free(c->anc), free(c->anc_dep), free(c->anc_u8), free(c->path_ch), free(c->pc_ok), free(c->pc_u8);
     free(c->lmap);
+    free(c->jt);
     mt_struct_scratch_free(&c->ss);
     free(c);
 }
@@ -489,6 +506,12 @@ static uint32_t local_sid(mt_mask_cache *c, di_grammar_matcher *L, uint32_t k) {
         uint32_t *vi = di_realloc_array(d->visits, nc, sizeof *vi);
         if (!vi) return UINT32_MAX;
         d->visits = vi;
+        vi = di_realloc_array(d->ct, nc, sizeof *vi);
+        if (!vi) return UINT32_MAX;
+        d->ct = vi;
+        lp = di_realloc_array(d->cx, nc, sizeof *lp);
+        if (!lp) return UINT32_MAX;
+        d->cx = lp;
         uint8_t *lk = realloc(d->loop_known, nc);
         if (!lk) return UINT32_MAX;
         d->loop_known = lk, d->cap = nc;
@@ -687,8 +710,11 @@ static bool inherit_loops(mt_mask_cache *c, const di_grammar *g, const di_gramma
  * bounded repetitions the bytes that step to S with the counts advanced
  * (cloop), the repetitions left (rem) and REJ_OK. One parser step per byte
  * group, once per state. -1 on no memory. */
+static int learn_ctarget(mt_mask_cache *c, di_grammar_matcher *L, const di_grammar *g, const di_grammar_vocab *v,
+                         uint32_t S, uint32_t dep);
+
 static int learn_loops(mt_mask_cache *c, di_grammar_matcher *L, const di_grammar *g, const di_grammar_vocab *v,
-                       uint32_t S, uint32_t dep) {
+                       uint32_t S, uint32_t dep, bool ct) {
     ldfa *d = &c->dfa;
     gb_bits lp = {{0}};
     for (uint32_t x = 0; x < 256; x++) { /* one step per byte group (step_row) */
@@ -729,6 +755,58 @@ static int learn_loops(mt_mask_cache *c, di_grammar_matcher *L, const di_grammar
     }
     d->cloop[S] = cl;
     d->visits[S] = LOOP_HOT_NODES;
+    if (ct && !(d->loop_known[S] & LOOP_CONTENT)) return learn_ctarget(c, L, g, v, S, dep);
+    return 0;
+}
+
+/* Content bytes that must step to one state for LOOP_CTARGET to be worth
+ * it (there are 94): below that, the exceptions are most of the children. */
+#define CTARGET_MIN_BYTES 48
+
+/* Learns whether S (all of its row known: learn_loops) steps to one
+ * LOOP_CONTENT state N on every UTF-8 character and on all but a few
+ * content bytes (LOOP_CTARGET). N learns its loops here when it has not
+ * yet. L is left at depth dep. A few dozen parser steps, once per state.
+ * -1 on no memory. */
+static int learn_ctarget(mt_mask_cache *c, di_grammar_matcher *L, const di_grammar *g, const di_grammar_vocab *v,
+                         uint32_t S, uint32_t dep) {
+    ldfa *d = &c->dfa;
+    /* the target of the most content bytes (escapes not counted) */
+    uint32_t cand[8], cnt[8], nc = 0, first[8];
+    for (uint32_t x = 0x20; x < 0x80; x++) {
+        uint32_t r = d->rows[(size_t)S * 256 + x];
+        if (!mt_json_content((uint8_t)x) || r == ROW_DEAD || (r & ROW_ESC)) continue;
+        uint32_t k = 0;
+        while (k < nc && cand[k] != r - 2) k++;
+        if (k == nc) {
+            if (nc == 8) continue;
+            cand[nc] = r - 2, cnt[nc] = 0, first[nc] = x, nc++;
+        }
+        cnt[k]++;
+    }
+    uint32_t best = 0;
+    for (uint32_t k = 1; k < nc; k++)
+        if (cnt[k] > cnt[best]) best = k;
+    if (!nc || cnt[best] < CTARGET_MIN_BYTES) return 0;
+    uint32_t N = cand[best];
+    if (N == S) return 0;
+    if (!d->loop_known[N]) {
+        if (!mt_push_byte(L, (uint8_t)first[best])) return L->oom ? -1 : 0; /* alive: the row says so */
+        L->sids[L->n_sets - 1] = N;
+        int r = learn_loops(c, L, g, v, N, dep + 1, false);
+        mt_truncate(L, 2 + dep);
+        if (r < 0) return -1;
+    }
+    if (!(d->loop_known[N] & LOOP_CONTENT)) return 0;
+    gb_bits x = {{0}};
+    for (uint32_t b = 0x20; b < 0x80; b++)
+        if (mt_json_content((uint8_t)b) && d->rows[(size_t)S * 256 + b] != N + 2) gb_bits_set(&x, (uint8_t)b);
+    int r = u8_returns(c, L, g, N, S, MT_U8_START, false);
+    mt_truncate(L, 2 + dep);
+    if (r < 0) return -1;
+    if (!r) return 0;
+    d->ct[S] = N, d->cx[S] = x;
+    d->loop_known[S] |= LOOP_CTARGET;
     return 0;
 }
 
@@ -762,6 +840,98 @@ static bool fast_content(const mt_mask_cache *c, const di_grammar_vocab *v, uint
     const uint32_t *t = v->content_le + (size_t)r * words;
     for (size_t w = 0; w < words; w++) acc[w] |= t[w];
     return true;
+}
+
+/* Sets up the walk path from depth dep0 (the path arrays hold what is
+ * above) down to frontier node f->node: the bytes are those of the first
+ * token below it, each state comes from the DFA rows (stepping the local
+ * parser where a row is not known yet). false when out of memory, or when
+ * a step on the way dies, which a state that loops on all string content
+ * rules out (the caller then gives up, which stays exact). */
+static bool jump_path(mt_mask_cache *c, di_grammar_matcher *L, const di_grammar_vocab *v, uint32_t dep0,
+                      const mt_frontier *f, uint32_t *md) {
+    uint32_t dj = v->depth[f->node];
+    const uint8_t *s = v->data + v->off[v->trie_tok[f->tok_lo]];
+    if (*md > dep0) mt_truncate(L, 2 + dep0), *md = dep0;
+    for (uint32_t dd = dep0; dd < dj; dd++) {
+        uint8_t b = s[dd];
+        uint32_t S = c->path_sid[dd];
+        c->path_byte[dd] = b;
+        uint32_t e = c->dfa.rows[(size_t)S * 256 + b];
+        if (e == ROW_UNKNOWN) {
+            if (!materialize(c, L, md, dd)) return false;
+            e = step_row(c, L, S, b);
+            if (e == UINT32_MAX) return false;
+            if (e != ROW_DEAD) *md = dd + 1;
+        }
+        if (e == ROW_DEAD) return false;
+        c->path_sid[dd + 1] = (e & ~ROW_ESC) - 2;
+        c->esc[dd + 1] = c->esc[dd] | ((e & ROW_ESC) != 0);
+        c->anc[dd + 1] = NO_ANCHOR;
+        c->path_ch[dd + 1] = c->path_ch[dd] + ((b & 0xC0) != 0x80);
+        c->pc_u8[dd + 1] = mt_u8_next(c->pc_u8[dd], b);
+        c->pc_ok[dd + 1] = c->pc_ok[dd] && c->pc_u8[dd + 1] != MT_U8_BAD && (b >= 0x80 || mt_json_content(b));
+    }
+    return true;
+}
+
+static void accept_range(uint32_t *acc, const uint32_t *trie_tok, uint32_t lo, uint32_t hi) {
+    for (uint32_t q = lo; q < hi; q++) acc[trie_tok[q] >> 5] |= 1u << (trie_tok[q] & 31);
+}
+
+/* Content descend below a node (or the root) whose children, nodes
+ * first .. end-1 at depth dep0 with tokens from tok_lo on, are read from
+ * state P = path_sid[dep0], when P loops on all string content
+ * (LOOP_CONTENT: x is NULL) or steps to such a state on every content
+ * character but the bytes x (LOOP_CTARGET), and the path to here is
+ * content ending at a character boundary (gs: the frontier below). Then
+ * every token below is accepted but those under the frontier nodes and
+ * under the children whose byte is in x, and the state in front of each of
+ * those follows from the DFA rows: those subtrees are walked one by one
+ * (jump_path) instead of every content node on the way to them (at an
+ * object key with 128k tokens, some 10k visits, each a cache miss). Sets
+ * *i to the first subtree to walk (end when none). false: no memory. */
+static bool descend(mt_mask_cache *c, di_grammar_matcher *L, const di_grammar_vocab *v, uint32_t *acc, uint32_t first,
+                    uint32_t end, uint32_t tok_lo, mt_gspan gs, uint32_t dep0, const gb_bits *x, uint32_t *i,
+                    uint32_t *md) {
+    if (gs.cnt + 128 > c->cap_jt) {
+        uint32_t nc = gs.cnt + 128 > 2 * c->cap_jt ? gs.cnt + 128 : 2 * c->cap_jt;
+        mt_frontier *t = di_realloc_array(c->jt, nc, sizeof *t);
+        if (!t) return false;
+        c->jt = t, c->cap_jt = nc;
+    }
+    /* the exception children: bytes in x are ASCII, and children come
+     * in byte order */
+    uint32_t ex[128], n_ex = 0, x_hi = 0;
+    for (uint32_t b = 0; x && b < 128; b++)
+        if (gb_bits_has(x, (uint8_t)b)) x_hi = b;
+    for (uint32_t ch = first; x && ch < end && v->byte[ch] <= x_hi; ch = v->skip[ch])
+        if (gb_bits_has(x, v->byte[ch])) ex[n_ex++] = ch;
+    /* frontier entries and exception children in preorder; frontier
+     * entries inside an exception child's subtree go with it */
+    uint32_t n = 0, e = 0;
+    for (uint32_t g = 0; g <= gs.cnt; g++) {
+        uint32_t node = g < gs.cnt ? v->frontier[gs.idx + g].node : end;
+        for (; e < n_ex && ex[e] < node; e++) {
+            uint32_t sk = v->skip[ex[e]];
+            c->jt[n++] = (mt_frontier){ex[e], sk, v->tok_start[ex[e]], v->tok_start[sk]};
+        }
+        if (g == gs.cnt) break;
+        if (n && node < c->jt[n - 1].skip) continue;
+        c->jt[n++] = v->frontier[gs.idx + g];
+    }
+    uint32_t lo = tok_lo;
+    for (uint32_t k = 0; k < n; k++) accept_range(acc, v->trie_tok, lo, c->jt[k].tok_lo), lo = c->jt[k].tok_hi;
+    accept_range(acc, v->trie_tok, lo, v->tok_start[end]);
+    if (!n) {
+        *i = end;
+        return true;
+    }
+    c->j_on = true;
+    c->j_next = 1, c->j_end = n;
+    c->j_after = end, c->j_dep = dep0, c->j_stop = c->jt[0].skip;
+    *i = c->jt[0].node;
+    return jump_path(c, L, v, dep0, &c->jt[0], md);
 }
 
 /* Walks the whole trie with the seeded local parser, through the DFA. */
@@ -820,7 +990,7 @@ static int classify(di_grammar_matcher *m, mt_local_entry *le, uint64_t budget, 
      * interior takes the fast path: the per-tokenizer table of content
      * tokens by length gives their bits at once, and the walk skips the
      * subtrees made of content only. */
-    if (!d->loop_known[seed] && !inherit_loops(c, m->g, v, c->last_seed, seed) && learn_loops(c, L, m->g, v, seed, 0) < 0)
+    if (!d->loop_known[seed] && !inherit_loops(c, m->g, v, c->last_seed, seed) && learn_loops(c, L, m->g, v, seed, 0, true) < 0)
         return CLS_NOMEM;
     c->last_seed = seed;
     c->cls_fast = fast_content(c, v, seed, le->acc);
@@ -829,9 +999,27 @@ static int classify(di_grammar_matcher *m, mt_local_entry *le, uint64_t budget, 
     c->anc[0] = NO_ANCHOR;
     c->path_ch[0] = 0;
     c->pc_ok[0] = 1, c->pc_u8[0] = MT_U8_START;
+    c->j_on = false;
+    if (!c->cls_fast && (d->loop_known[seed] & (LOOP_CONTENT | LOOP_CTARGET))) {
+        const gb_bits *x = (d->loop_known[seed] & LOOP_CONTENT) ? NULL : &d->cx[seed];
+        mt_gspan all = {0, v->n_frontier};
+        if (!descend(c, L, v, le->acc, 0, v->n_nodes, 0, all, 0, x, &i, &md)) return CLS_NOMEM;
+    }
 walk:;
     uint64_t steps0 = c->n_steps, nodes = 0;
-    while (i < v->n_nodes) {
+    for (;;) {
+        /* in a content frontier (below): a frontier node's subtree done,
+         * on to the next one, or past the descend point when none is left */
+        while (c->j_on && i == c->j_stop) {
+            if (c->j_next < c->j_end) {
+                const mt_frontier *f = &c->jt[c->j_next++];
+                if (!jump_path(c, L, v, c->j_dep, f, &md)) return CLS_NOMEM;
+                i = f->node, c->j_stop = f->skip;
+            } else {
+                i = c->j_after, c->j_on = false;
+            }
+        }
+        if (i >= v->n_nodes) break;
         if (budget && ++nodes + (c->n_steps - steps0) * STEP_WORK > budget) {
             mt_truncate(L, 2); /* depth 0: what a resumed walk expects */
             c->cls_i = i, c->cls_cap_unc = cap_unc;
@@ -967,7 +1155,14 @@ walk:;
         /* a hot state learns its self-loop bytes (one step per byte group, once) */
         if (!d->loop_known[S] && d->visits[S] < LOOP_HOT_NODES && (d->visits[S] += v->skip[i] - i) >= LOOP_HOT_NODES) {
             if (md > dep) mt_truncate(L, 2 + dep), md = dep;
-            if (!materialize(c, L, &md, dep) || learn_loops(c, L, m->g, v, S, dep) < 0) return CLS_NOMEM;
+            if (!materialize(c, L, &md, dep) || learn_loops(c, L, m->g, v, S, dep, true) < 0) return CLS_NOMEM;
+        }
+        if (!c->cls_fast && !c->j_on && ca == NO_ANCHOR && (d->loop_known[next] & (LOOP_CONTENT | LOOP_CTARGET)) &&
+            v->gspan[i].cnt != UINT32_MAX) {
+            const gb_bits *x = (d->loop_known[next] & LOOP_CONTENT) ? NULL : &d->cx[next];
+            if (!descend(c, L, v, le->acc, i + 1, v->skip[i], v->tok_start[i + 1], v->gspan[i], dep + 1, x, &i, &md))
+                return CLS_NOMEM;
+            continue;
         }
         i++;
     }

@@ -67,6 +67,45 @@ static void *node_array(size_t n, size_t size) {
     return malloc(bytes);
 }
 
+#define DEC_OFF 0xFF /* build_frontier: the path above left string content */
+
+/* The content frontier (mt_frontier) in one preorder pass. dec[d]: the
+ * decoder state before the nodes at depth d under the last node visited
+ * at depth d - 1 (their parent), DEC_OFF once the path left string content.
+ * cok[i] bit q: from decoder state q, every path from node i to the end of
+ * its character is well formed. */
+static di_status build_frontier(di_grammar_vocab *v, const uint8_t *cok, uint8_t *dec, di_error *err) {
+    uint32_t cap = 0, nn = v->n_nodes;
+    for (uint32_t i = 0; i < nn; i++) {
+        uint32_t d = v->depth[i];
+        uint8_t q = d ? dec[d] : MT_U8_START, b = v->byte[i], below = DEC_OFF;
+        bool front = false, gok = false;
+        if (q == MT_U8_START) front = b < 0x80 ? !mt_json_content(b) : !((cok[i] >> MT_U8_START) & 1);
+        v->gspan[i].idx = v->n_frontier;
+        if (front) {
+            if (v->n_frontier == cap) {
+                uint32_t nc = cap ? cap * 2 : 1024;
+                mt_frontier *x = di_realloc_array(v->frontier, nc, sizeof *x);
+                if (!x) return di_error_set(err, DI_ERR_NOMEM, "out of memory");
+                v->frontier = x, cap = nc;
+            }
+            uint32_t sk = v->skip[i];
+            v->frontier[v->n_frontier++] = (mt_frontier){i, sk, v->tok_start[i], v->tok_start[sk]};
+        } else if (q != DEC_OFF) {
+            below = mt_u8_next(q, b); /* well formed: cok of the character's first node */
+            gok = below == MT_U8_START;
+        }
+        v->gspan[i].cnt = gok ? 0 : UINT32_MAX; /* counted below */
+        dec[d + 1] = below;
+    }
+    for (uint32_t i = 0; i < nn; i++) {
+        if (v->gspan[i].cnt == UINT32_MAX) continue;
+        uint32_t sk = v->skip[i];
+        v->gspan[i].cnt = (sk < nn ? v->gspan[sk].idx : v->n_frontier) - v->gspan[i].idx;
+    }
+    return DI_OK;
+}
+
 static di_status build_trie(di_grammar_vocab *v, di_error *err) {
     uint32_t n = 0;
     for (uint32_t i = 0; i < v->n_tokens; i++)
@@ -140,7 +179,12 @@ static di_status build_trie(di_grammar_vocab *v, di_error *err) {
     v->maxch = node_array(nn ? nn : 1, sizeof(uint16_t));
     v->cskip = node_array(nn ? nn : 1, sizeof(uint32_t));
     v->nch = di_malloc_array(v->n_tokens ? v->n_tokens : 1, sizeof(uint16_t));
-    if (!v->u8ok || !v->maxdep || !v->maxch || !v->cskip || !v->nch) { free(end_node); free(stack); return di_error_set(err, DI_ERR_NOMEM, "out of memory"); }
+    v->gspan = node_array(nn ? nn : 1, sizeof(mt_gspan));
+    uint8_t *cok = malloc(nn ? nn : 1), *dec = malloc((size_t)VOCAB_MAX_TOKEN_BYTES + 2);
+    if (!v->u8ok || !v->maxdep || !v->maxch || !v->cskip || !v->nch || !v->gspan || !cok || !dec) {
+        free(end_node), free(stack), free(cok), free(dec);
+        return di_error_set(err, DI_ERR_NOMEM, "out of memory");
+    }
     for (uint32_t t = 0; t < v->n_tokens; t++) {
         uint32_t k = 0;
         for (uint64_t j = v->off[t]; j < v->off[t + 1]; j++) k += (v->data[j] & 0xC0) != 0x80;
@@ -154,7 +198,10 @@ static di_status build_trie(di_grammar_vocab *v, di_error *err) {
         if (v->nch[t] > max_nch && v->nch[t] <= MT_CONTENT_MAX_CHARS) max_nch = v->nch[t];
     size_t words = ((size_t)v->n_tokens + 31) / 32;
     v->content_le = calloc(((size_t)max_nch + 1) * words, sizeof(uint32_t));
-    if (!v->content_le) { free(end_node); free(stack); return di_error_set(err, DI_ERR_NOMEM, "out of memory"); }
+    if (!v->content_le) {
+        free(end_node), free(stack), free(cok), free(dec);
+        return di_error_set(err, DI_ERR_NOMEM, "out of memory");
+    }
     v->content_max = max_nch;
     for (uint32_t t = 0; t < v->n_tokens; t++) {
         if (v->flags[t] != DI_GRAMMAR_TOKEN_NORMAL || v->off[t + 1] == v->off[t] || v->nch[t] > max_nch) continue;
@@ -173,15 +220,21 @@ static di_status build_trie(di_grammar_vocab *v, di_error *err) {
         gb_bits b = {{0}};
         gb_bits_set(&b, v->byte[i]);
         /* u8ok: node i's byte is valid in state q and every child subtree
-         * is well-formed from the state after it */
+         * is well-formed from the state after it; cok: the same up to the
+         * end of the character that the byte starts or continues */
         uint16_t ok = 0;
+        uint8_t cq = 0;
         for (uint8_t q = 0; q < MT_U8_N; q++) {
             uint8_t nq = mt_u8_next(q, v->byte[i]);
-            bool all = nq != MT_U8_BAD;
+            bool all = nq != MT_U8_BAD, call = all;
             for (uint32_t ch = i + 1; all && ch < v->skip[i]; ch = v->skip[ch]) all = (v->u8ok[ch] >> nq) & 1;
+            for (uint32_t ch = i + 1; call && nq != MT_U8_START && ch < v->skip[i]; ch = v->skip[ch])
+                call = (cok[ch] >> nq) & 1;
             if (all) ok |= (uint16_t)(1u << q);
+            if (call) cq |= (uint8_t)(1u << q);
         }
         v->u8ok[i] = ok;
+        cok[i] = cq;
         uint16_t md = v->depth[i];
         for (uint32_t ch = i + 1; ch < v->skip[i]; ch = v->skip[ch]) md = v->maxdep[ch] > md ? v->maxdep[ch] : md;
         v->maxdep[i] = md;
@@ -200,9 +253,9 @@ static di_status build_trie(di_grammar_vocab *v, di_error *err) {
         uint32_t nx = v->skip[i];
         v->cskip[i] = !only ? i : nx < nn && v->depth[nx] == v->depth[i] ? v->cskip[nx] : nx;
     }
-    free(end_node);
-    free(stack);
-    return DI_OK;
+    di_status st = build_frontier(v, cok, dec, err);
+    free(end_node), free(stack), free(cok), free(dec);
+    return st;
 }
 
 void di_grammar_vocab_free(di_grammar_vocab *v) {
@@ -221,6 +274,7 @@ void di_grammar_vocab_free(di_grammar_vocab *v) {
     free(v->maxdep);
     free(v->cskip);
     free(v->maxch), free(v->nch), free(v->content_le);
+    free(v->frontier), free(v->gspan);
     mt_shared_free(v->shared);
     free(v);
 }
