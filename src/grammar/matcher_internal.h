@@ -97,6 +97,7 @@ struct di_grammar_vocab {
      * path of string interiors (token_mask.c) */
     uint32_t *content_le;
     uint32_t content_max;
+    bool content_all;   /* no token is longer than content_max characters */
     uint32_t max_len;   /* longest token in bytes */
     /* Local classifications shared by every matcher on this vocabulary,
      * whatever its grammar (shared_cache.c). Internally locked, so the

@@ -920,9 +920,27 @@ static bool descend(mt_mask_cache *c, di_grammar_matcher *L, const di_grammar_vo
         if (n && node < c->jt[n - 1].skip) continue;
         c->jt[n++] = v->frontier[gs.idx + g];
     }
-    uint32_t lo = tok_lo;
-    for (uint32_t k = 0; k < n; k++) accept_range(acc, v->trie_tok, lo, c->jt[k].tok_lo), lo = c->jt[k].tok_hi;
-    accept_range(acc, v->trie_tok, lo, v->tok_start[end]);
+    if (first == 0 && end == v->n_nodes && v->content_all) {
+        /* below the root, the tokens outside the frontier are the content
+         * tokens of the per-tokenizer table: one row of it, less those
+         * under the subtrees walked that it holds (an exception child's,
+         * a frontier node starting an ill-formed character) */
+        size_t words = di_grammar_vocab_mask_words(v);
+        const uint32_t *row = v->content_le + (size_t)v->content_max * words;
+        for (size_t w = 0; w < words; w++) acc[w] |= row[w];
+        for (uint32_t k = 0; k < n; k++) {
+            uint8_t b = v->byte[c->jt[k].node];
+            if (b < 0x80 && !mt_json_content(b)) continue; /* no content token below */
+            for (uint32_t q = c->jt[k].tok_lo; q < c->jt[k].tok_hi; q++) {
+                uint32_t t = v->trie_tok[q];
+                acc[t >> 5] &= ~(1u << (t & 31));
+            }
+        }
+    } else {
+        uint32_t lo = tok_lo;
+        for (uint32_t k = 0; k < n; k++) accept_range(acc, v->trie_tok, lo, c->jt[k].tok_lo), lo = c->jt[k].tok_hi;
+        accept_range(acc, v->trie_tok, lo, v->tok_start[end]);
+    }
     if (!n) {
         *i = end;
         return true;

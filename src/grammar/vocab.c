@@ -194,8 +194,11 @@ static di_status build_trie(di_grammar_vocab *v, di_error *err) {
      * XGrammar's tokenizer info): content_le[r] holds the tokens of at most
      * r characters made of string content only (token_mask.c's fast path) */
     uint32_t max_nch = 0;
-    for (uint32_t t = 0; t < v->n_tokens; t++)
+    v->content_all = true;
+    for (uint32_t t = 0; t < v->n_tokens; t++) {
         if (v->nch[t] > max_nch && v->nch[t] <= MT_CONTENT_MAX_CHARS) max_nch = v->nch[t];
+        if (v->nch[t] > MT_CONTENT_MAX_CHARS) v->content_all = false;
+    }
     size_t words = ((size_t)v->n_tokens + 31) / 32;
     v->content_le = calloc(((size_t)max_nch + 1) * words, sizeof(uint32_t));
     if (!v->content_le) {
