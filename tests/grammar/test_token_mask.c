@@ -150,6 +150,159 @@ static void content_runs_match_the_token_bytes(void **state) {
     free(only);
 }
 
+/* vocab frontier against its definition, from the tokens' bytes. A node
+ * is on a content path when every character from the trie root to it is
+ * string content (ASCII mt_json_content, or a UTF-8 character well formed
+ * on every token through its first byte); frontier nodes are the first
+ * nodes off such paths at a character boundary. Then below a node whose
+ * path is content and ends at a character boundary, the tokens outside its
+ * frontier entries are string content to their end, which is what the
+ * content descend of token_mask.c accepts unseen. */
+static bool char_ok_below(const di_grammar_vocab *v, uint32_t a) {
+    for (uint32_t q = v->tok_start[a]; q < v->tok_start[v->skip[a]]; q++) {
+        uint32_t t = v->trie_tok[q];
+        uint8_t u = MT_U8_START;
+        for (uint64_t j = v->off[t] + v->depth[a]; j < v->off[t + 1]; j++) {
+            u = mt_u8_next(u, v->data[j]);
+            if (u == MT_U8_BAD) return false;
+            if (u == MT_U8_START) break;
+        }
+    }
+    return true;
+}
+
+static void frontier_matches_the_token_bytes(void **state) {
+    (void)state;
+    if (!g_vocab) skip();
+    const di_grammar_vocab *v = g_vocab;
+    /* per depth: the decoder state after the path to the last node seen
+     * there, or 0xFF when that path left string content */
+    uint8_t *after = malloc((size_t)v->max_len + 1);
+    uint32_t g = 0, n_gok = 0, n_checked = 0;
+    for (uint32_t i = 0; i < v->n_nodes; i++) {
+        uint32_t d = v->depth[i];
+        uint8_t b = v->byte[i], q = d ? after[d - 1] : MT_U8_START;
+        bool front = q == MT_U8_START && (b < 0x80 ? !(b >= 0x20 && b != '"' && b != '\\') : !char_ok_below(v, i));
+        if (front) {
+            if (g >= v->n_frontier || v->frontier[g].node != i) fail_msg("node %u: missing from the frontier", i);
+            const mt_frontier *f = &v->frontier[g++];
+            assert_int_equal(f->skip, v->skip[i]);
+            assert_int_equal(f->tok_lo, v->tok_start[i]);
+            assert_int_equal(f->tok_hi, v->tok_start[v->skip[i]]);
+        } else if (g < v->n_frontier && v->frontier[g].node == i) {
+            fail_msg("node %u: in the frontier, not on its edge", i);
+        }
+        after[d] = front || q == 0xFF ? 0xFF : mt_u8_next(q, b);
+        bool gok = after[d] == MT_U8_START;
+        if (v->gspan[i].idx != g - front) fail_msg("node %u: gspan.idx %u, expected %u", i, v->gspan[i].idx, g - front);
+        if (!gok) {
+            if (v->gspan[i].cnt != UINT32_MAX) fail_msg("node %u: not on a content path, gspan.cnt %u", i, v->gspan[i].cnt);
+            continue;
+        }
+        n_gok++;
+        /* the entries lie in i's subtree; every other token below i is
+         * content from i's next byte to its end (checked on every 16th
+         * such node: all of them take minutes under the sanitizers) */
+        mt_gspan gs = v->gspan[i];
+        if (gs.cnt == UINT32_MAX) fail_msg("node %u: on a content path, gspan.cnt unset", i);
+        for (uint32_t k = 0; k < gs.cnt; k++) {
+            const mt_frontier *f = &v->frontier[gs.idx + k];
+            assert_true(f->node > i && f->skip <= v->skip[i]);
+        }
+        if (n_gok % 16) continue;
+        n_checked++;
+        uint32_t k = 0;
+        for (uint32_t q2 = v->tok_start[i + 1]; q2 < v->tok_start[v->skip[i]]; q2++) {
+            while (k < gs.cnt && v->frontier[gs.idx + k].tok_hi <= q2) k++;
+            if (k < gs.cnt && v->frontier[gs.idx + k].tok_lo <= q2) continue; /* under a frontier node */
+            uint32_t t = v->trie_tok[q2];
+            uint8_t u = MT_U8_START;
+            for (uint64_t j = v->off[t] + d + 1; j < v->off[t + 1]; j++) {
+                uint8_t x = v->data[j];
+                u = mt_u8_next(u, x);
+                if (u == MT_U8_BAD || (x < 0x80 && !(x >= 0x20 && x != '"' && x != '\\')))
+                    fail_msg("node %u: token %u is not content below it, nor under a frontier node", i, t);
+            }
+        }
+    }
+    assert_int_equal(g, v->n_frontier);
+    /* both kinds of node occur, and ill-formed characters start some of the frontier */
+    assert_true(v->n_frontier > 100 && n_gok > 10000 && n_checked > 100);
+    free(after);
+}
+
+/* A byte-level vocabulary made for the content descend's edges: every
+ * single byte (partial and ill-formed UTF-8 among them), tokens that are
+ * prefixes of each other through a key's name, characters of two to four
+ * bytes with and without a closing quote, and ill-formed sequences.
+ * At an open object's key (named keys, one of them non-ASCII, or any
+ * string) the fast masks equal the reference at every step. */
+static void content_descend_masks_equal_reference_on_edge_tokens(void **state) {
+    (void)state;
+    static const char *extra[] = {
+        "t", "ti", "tit", "titl", "title", "title\"", "title\":", "\"", "\":", "\",", "\"}", "\",\"",
+        "x", "xy", "xy\"", "xy\":", "\xC3\xA9", "\xC3\xA9\"", "\xE4\x28", "\xE4\x28\"", "\xE4\xB8",
+        "\xE4\xB8\xAD", "\xE4\xB8\xAD\"", "\xE4\xB8\xADx", "\xE4\xB8\xAD\xE4\xB8", "\xF0\x9F",
+        "\xF0\x9F\xA6\x99", "\xF0\x9F\xA6\x99\"", "\xED\xA0\x80", "\xC0\xAF", "\xFF\"",
+        "\\\"", "\\n", "a\\", "a\x01", "\x01\"", "\xC3\xBC", "\303\274ber",
+        "\303\274b", "t\xC3\xBC", "\xC3\xA9t", "\xC3\xA9\xC3", "null", "\":null", ", \"", ",\"",
+        "{\"", "{\"t", "{\"title\":", "12", "\"\xC3\xA9", "\"\xE4\xB8\xAD", "\"ti",
+    };
+    uint32_t n_extra = sizeof extra / sizeof extra[0];
+    const char *toks[255 + sizeof extra / sizeof extra[0]];
+    char singles[255][2];
+    for (uint32_t b = 1; b < 256; b++) singles[b - 1][0] = (char)b, singles[b - 1][1] = 0, toks[b - 1] = singles[b - 1];
+    for (uint32_t k = 0; k < n_extra; k++) toks[255 + k] = extra[k];
+    di_grammar_vocab *v = gt_vocab(toks, 255 + n_extra);
+    v->share_budget = 1; /* the shared cache too */
+    /* open objects: named keys come in schema order, then any others;
+     * regexes: a string whose first character (t, or u-umlaut) leads to
+     * digits only, any other to any content: the content descend's
+     * exception children must still be walked */
+    static const struct {
+        bool regex;
+        const char *grammar, *text;
+    } cases[] = {
+        {false, "{\"type\":\"object\",\"properties\":{\"title\":{\"type\":\"integer\"},\"tag\":{\"type\":\"string\"}}}",
+         "{\"title\":12,\"tag\":\"x\",\"xy\":null,\"\xE4\xB8\xAD\":\"\xC3\xA9\",\"\303\274ber\":null,"
+         "\"a\\\"\xF0\x9F\xA6\x99\":1,\"ti\":{\"\":[]}}"},
+        {false, "{\"type\":\"object\",\"properties\":{\"title\":{\"type\":\"integer\"},\"\303\274ber\":{\"type\":\"null\"}}}",
+         "{\"title\":12,\"\303\274ber\":null,\"xy\":null,\"\xE4\xB8\xAD\":\"\xC3\xA9\",\"a\\\"\xF0\x9F\xA6\x99\":1,"
+         "\"ti\":{\"\":[]},\"tag\":\"x\"}"},
+        {true, "\"(t[0-9]*|[^t\"\\\\\\x00-\\x1F][^\"\\\\\\x00-\\x1F]*)\"", "\"xy\xE4\xB8\xAD\xC3\xA9t\""},
+        {true, "\"(t[0-9]*|[^t\"\\\\\\x00-\\x1F][^\"\\\\\\x00-\\x1F]*)\"", "\"t12\""},
+        {true, "\"(t[0-9]*|\303\274[0-9]*|[^t\303\274\"\\\\\\x00-\\x1F][^\"\\\\\\x00-\\x1F]*)\"", "\"\303\2741\""},
+        {true, "\"(t[0-9]*|\303\274[0-9]*|[^t\303\274\"\\\\\\x00-\\x1F][^\"\\\\\\x00-\\x1F]*)\"", "\"xt\303\274\""},
+    };
+    size_t words = di_grammar_vocab_mask_words(v);
+    uint32_t ids[256], *fast = malloc(words * 4), *slow = malloc(words * 4);
+    for (size_t s = 0; s < sizeof cases / sizeof cases[0]; s++) {
+        int64_t nt = di_grammar_vocab_greedy_tokenize(v, (const uint8_t *)cases[s].text, strlen(cases[s].text), ids, 256);
+        assert_true(nt > 0 && nt <= 256);
+        di_grammar *g;
+        di_error err;
+        const char *gr = cases[s].grammar;
+        di_status st = cases[s].regex ? di_grammar_compile_regex(gr, strlen(gr), &g, &err)
+                                      : di_grammar_compile_json_schema(gr, strlen(gr), NULL, &g, &err);
+        if (st) fail_msg("case %zu: %s", s, err.msg);
+        di_grammar_matcher *m;
+        assert_int_equal(di_grammar_matcher_create(g, v, &m, &err), DI_OK);
+        for (int64_t i = 0; i <= nt; i++) {
+            assert_int_equal(di_grammar_matcher_fill_mask(m, fast, words, &err), DI_OK);
+            assert_int_equal(di_grammar_matcher_fill_mask_slow(m, slow, words, &err), DI_OK);
+            if (memcmp(fast, slow, words * 4)) fail_msg("case %zu step %lld: fast mask differs from the reference", s, (long long)i);
+            if (i == nt) break;
+            if (!gt_bit(fast, ids[i])) fail_msg("case %zu step %lld: token %u not allowed", s, (long long)i, ids[i]);
+            assert_true(di_grammar_matcher_advance_token(m, ids[i]));
+        }
+        assert_true(di_grammar_matcher_is_accepting(m));
+        di_grammar_matcher_free(m);
+        di_grammar_free(g);
+    }
+    free(fast), free(slow);
+    di_grammar_vocab_free(v);
+}
+
 /* Keys of an open object (a named property, in schema order, or any
  * string) hold both string content and the quote that closes the key:
  * fast masks at every step equal the reference. */
@@ -244,6 +397,8 @@ int main(void) {
         cmocka_unit_test(rollback_then_mask_matches_fresh_state),
         cmocka_unit_test(content_runs_match_the_token_bytes),
         cmocka_unit_test(open_object_key_masks_equal_reference),
+        cmocka_unit_test(frontier_matches_the_token_bytes),
+        cmocka_unit_test(content_descend_masks_equal_reference_on_edge_tokens),
         cmocka_unit_test(tokenizer_encoding_walks_through_the_mask),
     };
     return cmocka_run_group_tests(tests, load_vocab, free_vocab);
