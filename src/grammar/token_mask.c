@@ -93,9 +93,9 @@
                        * kill the path (rep_then_stop) */
 #define LOOP_CONTENT 32 /* LOOP_U8, and every mt_json_content byte loops: a run of
                          * siblings of content-only subtrees (vocab cskip) is accepted at once */
-#define LOOP_CTARGET 64 /* ct[] is a LOOP_CONTENT state that every UTF-8 character and every
-                         * mt_json_content byte but those of cx[] step to (the key of an
-                         * open object: any string but the named keys' first bytes) */
+#define LOOP_CTARGET 64 /* every UTF-8 character and every mt_json_content byte but those of
+                         * cx[] step to one LOOP_CONTENT state (the key of an open object: any
+                         * string but the named keys' first bytes) */
 #define NO_ANCHOR UINT32_MAX
 
 typedef struct ldfa {
@@ -105,7 +105,6 @@ typedef struct ldfa {
     gb_bits *cloop;    /* bytes stepping to the same state with counts advanced by one */
     uint32_t *rem;     /* repetitions left before the tightest count bound (UINT32_MAX: none) */
     uint32_t *visits;
-    uint32_t *ct;      /* LOOP_CTARGET: the content state */
     gb_bits *cx;       /* LOOP_CTARGET: the content bytes that step elsewhere */
     uint8_t *loop_known;
     uint32_t cap;
@@ -252,7 +251,7 @@ static void flush_locals(mt_mask_cache *c) {
 static void dfa_free(ldfa *d) {
     mt_kt_free(&d->states);
     free(d->rows), free(d->loop), free(d->visits), free(d->loop_known), free(d->cloop), free(d->rem);
-    free(d->ct), free(d->cx);
+    free(d->cx);
     memset(d, 0, sizeof *d);
 }
 
@@ -506,9 +505,6 @@ static uint32_t local_sid(mt_mask_cache *c, di_grammar_matcher *L, uint32_t k) {
         uint32_t *vi = di_realloc_array(d->visits, nc, sizeof *vi);
         if (!vi) return UINT32_MAX;
         d->visits = vi;
-        vi = di_realloc_array(d->ct, nc, sizeof *vi);
-        if (!vi) return UINT32_MAX;
-        d->ct = vi;
         lp = di_realloc_array(d->cx, nc, sizeof *lp);
         if (!lp) return UINT32_MAX;
         d->cx = lp;
@@ -805,7 +801,7 @@ static int learn_ctarget(mt_mask_cache *c, di_grammar_matcher *L, const di_gramm
     mt_truncate(L, 2 + dep);
     if (r < 0) return -1;
     if (!r) return 0;
-    d->ct[S] = N, d->cx[S] = x;
+    d->cx[S] = x;
     d->loop_known[S] |= LOOP_CTARGET;
     return 0;
 }
