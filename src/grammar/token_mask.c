@@ -50,6 +50,17 @@
  *    further on, inherit their anchor's count loops, and decide whole
  *    subtrees by their tokens' character counts.
  *
+ *    Content descend: when the children of a node (or the root) are read
+ *    from a state that loops on all string content, or that steps to one
+ *    such state on every character but a few ASCII bytes (an object key:
+ *    any string, except the first bytes of the named keys), and the path
+ *    to the node is content, every token below is accepted except those
+ *    under the node's content frontier (per-tokenizer list, vocab.c: the
+ *    first quote, backslash, control byte or ill-formed character on each
+ *    content path) and under the excepted children. Only those subtrees
+ *    are walked, each from the state the DFA rows give for its path; at
+ *    the root the accepted tokens are one row of the content table.
+ *
  * 3. Uncertain tokens are checked against the real state, in trie order so
  *    that consecutive tokens share the parse of their common prefix.
  *
