@@ -557,11 +557,18 @@ static void node_len(const gb *b, uint32_t node, uint32_t depth, uint64_t *lo, u
  * pattern with length bounds is refused. */
 #define JS_DFA_MAX_STATES 4096
 
-/* A regex with minLength/maxLength. The regex's own length range already
- * lies within the bounds; or the regex is one repeated character
- * (^[a-z]+$), whose repeat count takes the bounds; or else the regex's
- * automaton with a character counter (rx_dfa). NIL with *fits false when
- * that automaton is too large (error left to the caller). */
+/* The JSON string `"` automaton `"` with the closing quote inside the
+ * automaton's accepting states (see rx_dfa's tail); d from rx_dfa. */
+static uint32_t quoted_dfa(jsc *c, uint32_t d) {
+    return d == GB_NIL ? GB_NIL : gb_seq2(c->b, gb_str(c->b, "\""), d);
+}
+
+/* A JSON string (quotes included) matching a regex with minLength /
+ * maxLength. The regex's own length range already lies within the bounds;
+ * or the regex is one repeated character (^[a-z]+$), whose repeat count
+ * takes the bounds; or else the regex's automaton with a character counter
+ * (rx_dfa). NIL with *fits false when that automaton is too large (error
+ * left to the caller). */
 static uint32_t pattern_with_length(jsc *c, const char *re, bool search, uint32_t lo, uint32_t hi, bool *fits) {
     gb *b = c->b;
     *fits = true;
@@ -571,35 +578,37 @@ static uint32_t pattern_with_length(jsc *c, const char *re, bool search, uint32_
     node_len(b, plain, 0, &pl, &ph);
     uint32_t json = rx_translate(b, re, strlen(re), search, true, c->opt.max_depth);
     if (json == GB_NIL) return GB_NIL;
-    if (pl >= lo && (hi == GB_INF || (ph != GB_INF && ph <= hi))) return json;
+    if (pl >= lo && (hi == GB_INF || (ph != GB_INF && ph <= hi))) return quoted(c, json);
     const gb_node *p = &b->nodes[plain], *j = &b->nodes[json];
     if (p->kind == GN_REPEAT && j->kind == GN_REPEAT) {
         uint64_t kl, kh;
         node_len(b, p->a, 0, &kl, &kh);
         if (kl == 1 && kh == 1) {
             uint32_t nlo = p->c > lo ? p->c : lo, nhi = p->d < hi ? p->d : hi;
-            return gb_repeat(b, j->a, nlo, nhi);
+            return quoted(c, gb_repeat(b, j->a, nlo, nhi));
         }
     }
     /* otherwise the pattern's automaton times a character counter */
     bool big;
-    uint32_t d = rx_dfa(b, plain, lo, hi, true, JS_DFA_MAX_STATES, &big);
+    uint32_t d = rx_dfa(b, plain, lo, hi, true, gb_str(b, "\""), JS_DFA_MAX_STATES, &big);
     if (d == GB_NIL && big) *fits = false;
-    return d;
+    return quoted_dfa(c, d);
 }
 
-/* A pattern without length bounds: the tree form, or the automaton when the
- * tree is ambiguous (nested repetitions) and the automaton is small. */
+/* A JSON string (quotes included) matching a pattern without length
+ * bounds: the tree form, or the automaton when the tree is ambiguous
+ * (nested repetitions) and the automaton is small. */
 static uint32_t pattern_node(jsc *c, const char *re, bool search) {
     gb *b = c->b;
     uint32_t plain = rx_translate(b, re, strlen(re), search, false, c->opt.max_depth);
     if (plain == GB_NIL) return GB_NIL;
     if (rx_is_ambiguous(b, plain)) {
         bool big;
-        uint32_t d = rx_dfa(b, plain, 0, GB_INF, true, JS_DFA_MAX_STATES, &big);
-        if (d != GB_NIL || !big) return d;
+        uint32_t d = rx_dfa(b, plain, 0, GB_INF, true, gb_str(b, "\""), JS_DFA_MAX_STATES, &big);
+        if (d != GB_NIL || !big) return quoted_dfa(c, d);
     }
-    return rx_translate(b, re, strlen(re), search, true, c->opt.max_depth);
+    uint32_t t = rx_translate(b, re, strlen(re), search, true, c->opt.max_depth);
+    return t == GB_NIL ? GB_NIL : quoted(c, t);
 }
 
 /* An object member as object_node lists it (name, value schema). */
@@ -654,19 +663,21 @@ static uint32_t string_node(jsc *c, json_t *s) {
         bool fits = true;
         uint32_t body = has_len ? pattern_with_length(c, re, true, lo, hi, &fits) : pattern_node(c, re, true);
         if (body == GB_NIL && gb_ok(b) && !fits) {
-            if (c->opt.lenient) body = rx_translate(b, re, strlen(re), true, true, c->opt.max_depth);
-            else jfail(c, DI_ERR_UNSUPPORTED, "%s", "'pattern' together with minLength/maxLength (automaton too large)");
+            if (!c->opt.lenient)
+                jfail(c, DI_ERR_UNSUPPORTED, "%s", "'pattern' together with minLength/maxLength (automaton too large)");
+            else if ((body = rx_translate(b, re, strlen(re), true, true, c->opt.max_depth)) != GB_NIL)
+                body = quoted(c, body);
         } else if (body == GB_NIL) {
             di_error_prefix(b->err, "json schema at %s: ", c->path);
         }
         path_pop(c, n);
-        return body == GB_NIL ? GB_NIL : quoted(c, body);
+        return body;
     }
     if (fre) {
         bool fits = true;
         uint32_t body = has_len ? pattern_with_length(c, fre, false, lo, hi, &fits)
                                 : pattern_node(c, fre, false);
-        if (body != GB_NIL) return quoted(c, body);
+        if (body != GB_NIL) return body;
         if (!gb_ok(b)) return GB_NIL;
         /* the format cannot take the length bounds: keep the bounds (the
          * assertion) and drop the format (the annotation) */

@@ -171,6 +171,14 @@ static void patterns_with_length_bounds_are_exact(void **state) {
     check_pattern_length("\"^[^-]*$\"", 0, 3, ab, 5);
     check_pattern_length("\"(^[ab]+-$)\"", 0, 7, ab, 5); /* anchors inside a group */
     check_pattern_length("\"^$|(^(?:a+-)*b$)\"", 0, 9, ab, 5);
+    /* the shape of jsonschemabench Github_easy o10013 (a search for one hex
+     * digit, exactly 12 characters): the closing quote sits in the
+     * automaton's accepting states (rx_dfa's tail) */
+    const char *hex[] = {"0", "f", "x", ")", "\"", "\xc3\xa9"};
+    check_pattern_length("\"[0-9a-fA-F]+\"", 12, 12, hex, 6);
+    check_pattern_length("\"[0-9a-fA-F]+\"", 3, 5, hex, 6);
+    /* no length bounds: the automaton of an ambiguous pattern, same tail */
+    check_pattern_length("\"^(?:[ab]+-?)+$\"", 0, -1, ab, 5);
 }
 
 static void not_if_and_dependencies_as_alternatives(void **state) {

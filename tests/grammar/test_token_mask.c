@@ -168,6 +168,32 @@ static void open_object_key_masks_equal_reference(void **state) {
     di_grammar_free(g);
 }
 
+/* Strings whose pattern is an automaton (rx_dfa): a search with a length
+ * bound (one state per count) and an ambiguous pattern; the closing quote
+ * lies inside the automaton, so tokens that run past the last allowed
+ * character are rejected by the local classification itself. Fast masks
+ * equal the reference at every step. */
+static void pattern_automaton_masks_equal_reference(void **state) {
+    (void)state;
+    if (!g_vocab) skip();
+    const char *schema = "{\"type\":\"object\",\"properties\":{"
+                         "\"id\":{\"type\":\"string\",\"pattern\":\"[0-9a-fA-F]+\",\"minLength\":12,\"maxLength\":12},"
+                         "\"slug\":{\"type\":\"string\",\"pattern\":\"^(?:[a-z]+-?)+$\"}},"
+                         "\"required\":[\"id\",\"slug\"],\"additionalProperties\":false}";
+    di_grammar *g;
+    di_error err;
+    assert_int_equal(di_grammar_compile_json_schema(schema, strlen(schema), NULL, &g, &err), DI_OK);
+    di_grammar_matcher *m;
+    assert_int_equal(di_grammar_matcher_create(g, g_vocab, &m, &err), DI_OK);
+    assert_true(walk(m, "{\"id\":\")),Rig \\\"ab\u00e90\",\"slug\":\"some-slug-words\"}", 1));
+    di_grammar_matcher_reset(m);
+    assert_true(walk(m, "{\"id\":\"0123456789ab\",\"slug\":\"a\"}", 1));
+    di_grammar_matcher_reset(m);
+    assert_false(walk(m, "{\"id\":\"0123456789abc\",\"slug\":\"a\"}", 0)); /* 13 characters */
+    di_grammar_matcher_free(m);
+    di_grammar_free(g);
+}
+
 static void rollback_then_mask_matches_fresh_state(void **state) {
     (void)state;
     if (!g_vocab) skip();
@@ -244,6 +270,7 @@ int main(void) {
         cmocka_unit_test(rollback_then_mask_matches_fresh_state),
         cmocka_unit_test(content_runs_match_the_token_bytes),
         cmocka_unit_test(open_object_key_masks_equal_reference),
+        cmocka_unit_test(pattern_automaton_masks_equal_reference),
         cmocka_unit_test(tokenizer_encoding_walks_through_the_mask),
     };
     return cmocka_run_group_tests(tests, load_vocab, free_vocab);
