@@ -618,7 +618,7 @@ typedef struct member {
     bool required;
 } member;
 
-static uint32_t key_not_in(jsc *c, const member *m, size_t off, const uint32_t *idx, uint32_t n_idx);
+static uint32_t key_not_in(jsc *c, const member *m, const uint32_t *idx, uint32_t n_idx);
 
 /* A string other than the listed ones (`not` of an enum / const): the
  * property-name exclusion automaton (key_not_in), with its precision. */
@@ -633,7 +633,7 @@ static uint32_t string_not_in(jsc *c, json_t *list, bool has_len) {
         m[i].name = json_string_value(json_array_get(list, i));
         idx[i] = (uint32_t)i;
     }
-    uint32_t r = gb_seq2(b, gb_str(b, "\""), key_not_in(c, m, 0, idx, (uint32_t)n));
+    uint32_t r = gb_seq2(b, gb_str(b, "\""), key_not_in(c, m, idx, (uint32_t)n));
     free(m), free(idx);
     return r;
 }
@@ -781,12 +781,12 @@ static int name_unit(const unsigned char *s, uint32_t *cp, char *esc) {
     return len;
 }
 
-/* JSON string (after the opening quote) whose text is not one of the
- * names: a trie over the names' characters that may leave at any point
- * through any other character. Exact for names whose characters are plain
- * or short escapes; a name with another control character (written
- * \u00XX) may also be produced through the leaving branch. */
-static uint32_t key_not_in(jsc *c, const member *m, size_t off, const uint32_t *idx, uint32_t n_idx) {
+/* The names' trie from byte off on (names idx, all sharing the first off
+ * bytes). leave: the paths that leave it, each ending with the first
+ * character that follows no name on that path (another plain character,
+ * another short escape, or a \u escape); else the paths that close the
+ * string at a prefix that is not a name (the quote included). */
+static uint32_t name_trie(jsc *c, const member *m, size_t off, const uint32_t *idx, uint32_t n_idx, bool leave) {
     gb *b = c->b;
     uint32_t *alts = di_malloc_array((size_t)n_idx + 4, sizeof(uint32_t));
     uint32_t *cps = di_malloc_array(2 * (size_t)n_idx + 2, sizeof(uint32_t));
@@ -801,7 +801,7 @@ static uint32_t key_not_in(jsc *c, const member *m, size_t off, const uint32_t *
     char escs[16] = {0};
     size_t n_esc = 0;
     for (uint32_t i = 0; i < n_idx; i++) ends_here |= m[idx[i]].name[off] == 0;
-    if (!ends_here) alts[k++] = gb_str(b, "\"");
+    if (!leave && !ends_here) alts[k++] = gb_str(b, "\"");
     if (off > JS_MAX_NAME_BYTES) gb_fail(b, DI_ERR_RANGE, "property name too long");
     for (uint32_t i = 0; i < n_idx && gb_ok(b); i++) {
         const unsigned char *s = (const unsigned char *)m[idx[i]].name + off;
@@ -825,33 +825,51 @@ static uint32_t key_not_in(jsc *c, const member *m, size_t off, const uint32_t *
             escs[n_esc++] = esc;
             unit = gb_str(b, e);
         }
-        alts[k++] = gb_seq2(b, unit, key_not_in(c, m, off + (size_t)len, sub, ns));
+        alts[k++] = gb_seq2(b, unit, name_trie(c, m, off + (size_t)len, sub, ns, leave));
     }
-    /* leave the trie: another plain character, another short escape, or a
-     * \u escape; then anything */
-    gb_bits sh = {{0}};
-    for (const char *p = "\"\\/bfnrt"; *p; p++)
-        if (!memchr(escs, *p, n_esc)) gb_bits_set(&sh, (uint8_t)*p);
-    gb_bits hex = {{0}};
-    for (const char *h = "0123456789abcdefABCDEF"; *h; h++) gb_bits_set(&hex, (uint8_t)*h);
-    uint32_t hx = gb_class(b, &hex);
-    uint32_t u[5] = {gb_str(b, "\\u"), hx, hx, hx, hx};
-    uint32_t other3[3] = {gb_seq2(b, gb_str(b, "\\"), gb_class(b, &sh)), gb_seq(b, u, 5), GB_NIL};
-    /* other plain characters: the complement of the children, controls,
-     * '"' and '\\' */
-    uint32_t excl[6];
-    uint32_t ne = 0;
-    excl[ne++] = 0, excl[ne++] = 0x1F, excl[ne++] = '"', excl[ne++] = '"', excl[ne++] = '\\', excl[ne++] = '\\';
-    uint32_t *allx = di_malloc_array(2 * (size_t)n_cp + 6, sizeof(uint32_t));
-    if (!allx) { free(alts), free(cps), free(sub), free(done); return gb_fail(b, DI_ERR_NOMEM, "out of memory"), GB_NIL; }
-    memcpy(allx, excl, ne * sizeof(uint32_t));
-    memcpy(allx + ne, cps, 2 * (size_t)n_cp * sizeof(uint32_t));
-    other3[2] = gb_uclass(b, allx, (uint32_t)(ne / 2) + n_cp, true);
-    free(allx);
-    alts[k++] = gb_seq3(b, gb_alt(b, other3, 3), gb_star(b, string_char(c)), gb_str(b, "\""));
+    if (leave && gb_ok(b)) {
+        gb_bits sh = {{0}};
+        for (const char *p = "\"\\/bfnrt"; *p; p++)
+            if (!memchr(escs, *p, n_esc)) gb_bits_set(&sh, (uint8_t)*p);
+        gb_bits hex = {{0}};
+        for (const char *h = "0123456789abcdefABCDEF"; *h; h++) gb_bits_set(&hex, (uint8_t)*h);
+        uint32_t hx = gb_class(b, &hex);
+        uint32_t u[5] = {gb_str(b, "\\u"), hx, hx, hx, hx};
+        uint32_t other3[3] = {gb_seq2(b, gb_str(b, "\\"), gb_class(b, &sh)), gb_seq(b, u, 5), GB_NIL};
+        /* other plain characters: the complement of the children, controls,
+         * '"' and '\\' */
+        uint32_t excl[6];
+        uint32_t ne = 0;
+        excl[ne++] = 0, excl[ne++] = 0x1F, excl[ne++] = '"', excl[ne++] = '"', excl[ne++] = '\\', excl[ne++] = '\\';
+        uint32_t *allx = di_malloc_array(2 * (size_t)n_cp + 6, sizeof(uint32_t));
+        if (!allx) { free(alts), free(cps), free(sub), free(done); return gb_fail(b, DI_ERR_NOMEM, "out of memory"), GB_NIL; }
+        memcpy(allx, excl, ne * sizeof(uint32_t));
+        memcpy(allx + ne, cps, 2 * (size_t)n_cp * sizeof(uint32_t));
+        other3[2] = gb_uclass(b, allx, (uint32_t)(ne / 2) + n_cp, true);
+        free(allx);
+        alts[k++] = gb_alt(b, other3, 3);
+    }
     uint32_t r = gb_alt(b, alts, k);
     free(alts), free(cps), free(sub), free(done);
     return r;
+}
+
+/* JSON string (after the opening quote) whose text is not one of the
+ * names: a path of the names' trie that leaves it, then any characters and
+ * the quote; or a prefix of a name that is no name, then the quote. Exact
+ * for names whose characters are plain or short escapes; a name with
+ * another control character (written \u00XX) may also be produced through
+ * the leaving branch.
+ *
+ * The "any characters" sit outside the trie's nested rules on purpose:
+ * after leaving, the parser's state (its items and their origins) is the
+ * same whichever trie path was taken, so a mask's local classification
+ * meets one string-interior state instead of one per path (each walking
+ * its own part of the vocabulary). */
+static uint32_t key_not_in(jsc *c, const member *m, const uint32_t *idx, uint32_t n_idx) {
+    gb *b = c->b;
+    uint32_t rest = gb_seq2(b, gb_star(b, string_char(c)), gb_str(b, "\""));
+    return gb_alt2(b, gb_seq2(b, name_trie(c, m, 0, idx, n_idx, true), rest), name_trie(c, m, 0, idx, n_idx, false));
 }
 
 static uint32_t object_node(jsc *c, json_t *s) {
@@ -957,7 +975,7 @@ static uint32_t object_node(jsc *c, json_t *s) {
             val = schema_node(c, pp_schema);
             path_pop(c, pn);
         } else {
-            key = n ? gb_seq2(b, gb_str(b, "\""), key_not_in(c, m, 0, idx, n)) : any_string(c);
+            key = n ? gb_seq2(b, gb_str(b, "\""), key_not_in(c, m, idx, n)) : any_string(c);
             size_t pn = path_push(c, "additionalProperties");
             val = ap ? schema_node(c, ap) : any_value(c);
             path_pop(c, pn);

@@ -41,6 +41,47 @@ static void additional_properties_exclude_listed_names(void **state) {
     di_grammar_free(g);
 }
 
+static uint64_t js_rand(uint64_t *s);
+
+/* The exclusion of listed names from extra keys (key_not_in: leaving the
+ * names' trie at any depth, prefixes of names, names with short escapes
+ * and UTF-8), on random keys written by jansson: a listed name takes a
+ * string, any other key an integer. */
+static void extra_keys_are_exactly_the_unlisted_ones(void **state) {
+    (void)state;
+    di_grammar *g = schema("{\"properties\":{\"ab\":{\"type\":\"string\"},\"abc\":{\"type\":\"string\"},"
+                           "\"a\\\"b\":{\"type\":\"string\"},\"b\u00e9\":{\"type\":\"string\"},"
+                           "\"\\n\":{\"type\":\"string\"}},\"additionalProperties\":{\"type\":\"integer\"}}");
+    const char *names[] = {"ab", "abc", "a\"b", "b\xc3\xa9", "\n"};
+    const char *alpha[] = {"a", "b", "c", "\"", "\xc3\xa9", "\n", "x"};
+    uint64_t seed = 0x5DEECE66Dull;
+    uint32_t n_named = 0;
+    for (int t = 0; t < 3000; t++) {
+        char key[64] = {0};
+        size_t len = 0;
+        int n = (int)(js_rand(&seed) % 5);
+        for (int i = 0; i < n; i++) {
+            const char *p = alpha[js_rand(&seed) % 7];
+            memcpy(key + len, p, strlen(p));
+            len += strlen(p);
+        }
+        bool named = false;
+        for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) named |= !strcmp(key, names[i]);
+        n_named += named;
+        json_t *k = json_stringn(key, len);
+        char *enc = json_dumps(k, JSON_ENCODE_ANY | JSON_COMPACT);
+        char doc[160];
+        snprintf(doc, sizeof doc, "{%s:1}", enc);
+        if (gt_accepts_str(g, doc) == named) fail_msg("%s: expected %d", doc, !named);
+        snprintf(doc, sizeof doc, "{%s:\"s\"}", enc);
+        if (gt_accepts_str(g, doc) != named) fail_msg("%s: expected %d", doc, named);
+        free(enc);
+        json_decref(k);
+    }
+    assert_true(n_named > 0);
+    di_grammar_free(g);
+}
+
 static void pattern_properties_generate_matching_keys(void **state) {
     (void)state;
     di_grammar *g = schema("{\"properties\":{\"id\":{\"type\":\"integer\"}},"
@@ -412,6 +453,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(properties_follow_schema_order_and_required),
         cmocka_unit_test(additional_properties_exclude_listed_names),
+        cmocka_unit_test(extra_keys_are_exactly_the_unlisted_ones),
         cmocka_unit_test(pattern_properties_generate_matching_keys),
         cmocka_unit_test(flexible_whitespace_is_bounded),
         cmocka_unit_test(numbers_respect_bounds_exactly),
