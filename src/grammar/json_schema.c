@@ -869,7 +869,13 @@ static uint32_t name_trie(jsc *c, const member *m, size_t off, const uint32_t *i
 static uint32_t key_not_in(jsc *c, const member *m, const uint32_t *idx, uint32_t n_idx) {
     gb *b = c->b;
     uint32_t rest = gb_seq2(b, gb_star(b, string_char(c)), gb_str(b, "\""));
-    return gb_alt2(b, gb_seq2(b, name_trie(c, m, 0, idx, n_idx, true), rest), name_trie(c, m, 0, idx, n_idx, false));
+    uint32_t r = gb_rule_of(b, NULL, gb_alt2(b, gb_seq2(b, name_trie(c, m, 0, idx, n_idx, true), rest),
+                                              name_trie(c, m, 0, idx, n_idx, false)));
+    /* Every string content is a viable prefix: it follows the trie as far
+     * as it can and then leaves it (the leaving branch takes every
+     * character that continues no name), and only a quote ends the rule */
+    gb_rule_mark_open_string(b, r);
+    return gb_ref(b, r);
 }
 
 static uint32_t object_node(jsc *c, json_t *s) {
