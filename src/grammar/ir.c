@@ -282,7 +282,7 @@ uint32_t gb_rule_new(gb *b, const char *name, size_t n) {
     }
     char *s = di_strndup(name, n);
     if (!s) return gb_fail(b, DI_ERR_NOMEM, "out of memory"), GB_NIL;
-    b->rules[b->n_rules] = (gb_rule){s, GB_NIL};
+    b->rules[b->n_rules] = (gb_rule){s, GB_NIL, false};
     uint32_t id = b->n_rules++;
     /* Only named rules are looked up; generated names start with '_'. */
     if (name != gen && !ht_insert(b, id)) return GB_NIL;
@@ -296,6 +296,10 @@ void gb_rule_define(gb *b, uint32_t rule, uint32_t body) {
         return;
     }
     b->rules[rule].body = body;
+}
+
+void gb_rule_mark_open_string(gb *b, uint32_t rule) {
+    if (gb_ok(b) && rule < b->n_rules) b->rules[rule].open_string = true;
 }
 
 uint32_t gb_rule_of(gb *b, const char *name, uint32_t body) {
@@ -557,6 +561,7 @@ void di_grammar_free(di_grammar *g) {
     free(g->reps);
     free(g->nullable);
     free(g->first);
+    free(g->open_start);
     free(g);
 }
 
@@ -626,6 +631,12 @@ di_status gb_finish(gb *b, uint32_t root_rule, di_grammar **out) {
     for (uint32_t r = 0; r < g->n_rules; r++) {
         g->names[r] = b->rules[r].name; /* ownership moves to the grammar */
         b->rules[r].name = NULL;
+        if (!b->rules[r].open_string) continue;
+        if (!g->open_start && !(g->open_start = calloc(g->n_syms ? g->n_syms : 1, 1))) {
+            di_grammar_free(g);
+            return gb_fail(b, DI_ERR_NOMEM, "out of memory");
+        }
+        for (uint32_t a = g->rule_alt[r]; a < g->rule_alt[r + 1]; a++) g->open_start[g->alt_pos[a]] = 1;
     }
     compute_sets(g);
     byte_partition(g);

@@ -72,6 +72,14 @@ struct di_grammar {
      * for its siblings. byte_eq[b] is b's class, 0 .. n_byte_eq-1. */
     uint8_t byte_eq[256];
     uint32_t n_byte_eq;
+    /* (n_syms; NULL when no rule is marked) 1 at the first position of each
+     * alternative of a rule marked open-string (gb_rule_mark_open_string):
+     * from its start, every JSON string content (ASCII content bytes,
+     * well-formed UTF-8, possibly ending inside a character) is a viable
+     * prefix of the rule and does not complete it. A mask's local
+     * classification whose root begins such a rule allows every content
+     * token at once (token_mask.c). */
+    uint8_t *open_start;
     uint32_t start_rule;  /* synthetic `$start ::= root` */
     uint32_t accept_pos;  /* position of the END of $start: item (accept_pos, 0) = accepting */
 };
@@ -95,6 +103,7 @@ typedef struct gb_node {
 typedef struct gb_rule {
     char *name;
     uint32_t body; /* GB_NIL until defined */
+    bool open_string; /* see di_grammar.open_start */
 } gb_rule;
 
 typedef struct gb {
@@ -153,6 +162,10 @@ uint32_t gb_rule_find(const gb *b, const char *name, size_t name_len);
 void gb_rule_define(gb *b, uint32_t rule, uint32_t body);
 /* A rule whose body is the node (for sharing a subexpression). */
 uint32_t gb_rule_of(gb *b, const char *name, uint32_t body);
+/* Marks a rule open-string (di_grammar.open_start): the caller vouches that
+ * every JSON string content is a viable prefix of it that does not complete
+ * it. Only speeds masks up; a wrong mark would make them wrong. */
+void gb_rule_mark_open_string(gb *b, uint32_t rule);
 
 /* Lowers the tree under root_rule into a di_grammar. Undefined referenced
  * rules are an error (named). Consumes nothing; call gb_free after. */

@@ -557,11 +557,18 @@ static void node_len(const gb *b, uint32_t node, uint32_t depth, uint64_t *lo, u
  * pattern with length bounds is refused. */
 #define JS_DFA_MAX_STATES 4096
 
-/* A regex with minLength/maxLength. The regex's own length range already
- * lies within the bounds; or the regex is one repeated character
- * (^[a-z]+$), whose repeat count takes the bounds; or else the regex's
- * automaton with a character counter (rx_dfa). NIL with *fits false when
- * that automaton is too large (error left to the caller). */
+/* The JSON string `"` automaton `"` with the closing quote inside the
+ * automaton's accepting states (see rx_dfa's tail); d from rx_dfa. */
+static uint32_t quoted_dfa(jsc *c, uint32_t d) {
+    return d == GB_NIL ? GB_NIL : gb_seq2(c->b, gb_str(c->b, "\""), d);
+}
+
+/* A JSON string (quotes included) matching a regex with minLength /
+ * maxLength. The regex's own length range already lies within the bounds;
+ * or the regex is one repeated character (^[a-z]+$), whose repeat count
+ * takes the bounds; or else the regex's automaton with a character counter
+ * (rx_dfa). NIL with *fits false when that automaton is too large (error
+ * left to the caller). */
 static uint32_t pattern_with_length(jsc *c, const char *re, bool search, uint32_t lo, uint32_t hi, bool *fits) {
     gb *b = c->b;
     *fits = true;
@@ -571,35 +578,37 @@ static uint32_t pattern_with_length(jsc *c, const char *re, bool search, uint32_
     node_len(b, plain, 0, &pl, &ph);
     uint32_t json = rx_translate(b, re, strlen(re), search, true, c->opt.max_depth);
     if (json == GB_NIL) return GB_NIL;
-    if (pl >= lo && (hi == GB_INF || (ph != GB_INF && ph <= hi))) return json;
+    if (pl >= lo && (hi == GB_INF || (ph != GB_INF && ph <= hi))) return quoted(c, json);
     const gb_node *p = &b->nodes[plain], *j = &b->nodes[json];
     if (p->kind == GN_REPEAT && j->kind == GN_REPEAT) {
         uint64_t kl, kh;
         node_len(b, p->a, 0, &kl, &kh);
         if (kl == 1 && kh == 1) {
             uint32_t nlo = p->c > lo ? p->c : lo, nhi = p->d < hi ? p->d : hi;
-            return gb_repeat(b, j->a, nlo, nhi);
+            return quoted(c, gb_repeat(b, j->a, nlo, nhi));
         }
     }
     /* otherwise the pattern's automaton times a character counter */
     bool big;
-    uint32_t d = rx_dfa(b, plain, lo, hi, true, JS_DFA_MAX_STATES, &big);
+    uint32_t d = rx_dfa(b, plain, lo, hi, true, gb_str(b, "\""), JS_DFA_MAX_STATES, &big);
     if (d == GB_NIL && big) *fits = false;
-    return d;
+    return quoted_dfa(c, d);
 }
 
-/* A pattern without length bounds: the tree form, or the automaton when the
- * tree is ambiguous (nested repetitions) and the automaton is small. */
+/* A JSON string (quotes included) matching a pattern without length
+ * bounds: the tree form, or the automaton when the tree is ambiguous
+ * (nested repetitions) and the automaton is small. */
 static uint32_t pattern_node(jsc *c, const char *re, bool search) {
     gb *b = c->b;
     uint32_t plain = rx_translate(b, re, strlen(re), search, false, c->opt.max_depth);
     if (plain == GB_NIL) return GB_NIL;
     if (rx_is_ambiguous(b, plain)) {
         bool big;
-        uint32_t d = rx_dfa(b, plain, 0, GB_INF, true, JS_DFA_MAX_STATES, &big);
-        if (d != GB_NIL || !big) return d;
+        uint32_t d = rx_dfa(b, plain, 0, GB_INF, true, gb_str(b, "\""), JS_DFA_MAX_STATES, &big);
+        if (d != GB_NIL || !big) return quoted_dfa(c, d);
     }
-    return rx_translate(b, re, strlen(re), search, true, c->opt.max_depth);
+    uint32_t t = rx_translate(b, re, strlen(re), search, true, c->opt.max_depth);
+    return t == GB_NIL ? GB_NIL : quoted(c, t);
 }
 
 /* An object member as object_node lists it (name, value schema). */
@@ -609,7 +618,7 @@ typedef struct member {
     bool required;
 } member;
 
-static uint32_t key_not_in(jsc *c, const member *m, size_t off, const uint32_t *idx, uint32_t n_idx);
+static uint32_t key_not_in(jsc *c, const member *m, const uint32_t *idx, uint32_t n_idx);
 
 /* A string other than the listed ones (`not` of an enum / const): the
  * property-name exclusion automaton (key_not_in), with its precision. */
@@ -624,7 +633,7 @@ static uint32_t string_not_in(jsc *c, json_t *list, bool has_len) {
         m[i].name = json_string_value(json_array_get(list, i));
         idx[i] = (uint32_t)i;
     }
-    uint32_t r = gb_seq2(b, gb_str(b, "\""), key_not_in(c, m, 0, idx, (uint32_t)n));
+    uint32_t r = gb_seq2(b, gb_str(b, "\""), key_not_in(c, m, idx, (uint32_t)n));
     free(m), free(idx);
     return r;
 }
@@ -654,19 +663,21 @@ static uint32_t string_node(jsc *c, json_t *s) {
         bool fits = true;
         uint32_t body = has_len ? pattern_with_length(c, re, true, lo, hi, &fits) : pattern_node(c, re, true);
         if (body == GB_NIL && gb_ok(b) && !fits) {
-            if (c->opt.lenient) body = rx_translate(b, re, strlen(re), true, true, c->opt.max_depth);
-            else jfail(c, DI_ERR_UNSUPPORTED, "%s", "'pattern' together with minLength/maxLength (automaton too large)");
+            if (!c->opt.lenient)
+                jfail(c, DI_ERR_UNSUPPORTED, "%s", "'pattern' together with minLength/maxLength (automaton too large)");
+            else if ((body = rx_translate(b, re, strlen(re), true, true, c->opt.max_depth)) != GB_NIL)
+                body = quoted(c, body);
         } else if (body == GB_NIL) {
             di_error_prefix(b->err, "json schema at %s: ", c->path);
         }
         path_pop(c, n);
-        return body == GB_NIL ? GB_NIL : quoted(c, body);
+        return body;
     }
     if (fre) {
         bool fits = true;
         uint32_t body = has_len ? pattern_with_length(c, fre, false, lo, hi, &fits)
                                 : pattern_node(c, fre, false);
-        if (body != GB_NIL) return quoted(c, body);
+        if (body != GB_NIL) return body;
         if (!gb_ok(b)) return GB_NIL;
         /* the format cannot take the length bounds: keep the bounds (the
          * assertion) and drop the format (the annotation) */
@@ -770,12 +781,12 @@ static int name_unit(const unsigned char *s, uint32_t *cp, char *esc) {
     return len;
 }
 
-/* JSON string (after the opening quote) whose text is not one of the
- * names: a trie over the names' characters that may leave at any point
- * through any other character. Exact for names whose characters are plain
- * or short escapes; a name with another control character (written
- * \u00XX) may also be produced through the leaving branch. */
-static uint32_t key_not_in(jsc *c, const member *m, size_t off, const uint32_t *idx, uint32_t n_idx) {
+/* The names' trie from byte off on (names idx, all sharing the first off
+ * bytes). leave: the paths that leave it, each ending with the first
+ * character that follows no name on that path (another plain character,
+ * another short escape, or a \u escape); else the paths that close the
+ * string at a prefix that is not a name (the quote included). */
+static uint32_t name_trie(jsc *c, const member *m, size_t off, const uint32_t *idx, uint32_t n_idx, bool leave) {
     gb *b = c->b;
     uint32_t *alts = di_malloc_array((size_t)n_idx + 4, sizeof(uint32_t));
     uint32_t *cps = di_malloc_array(2 * (size_t)n_idx + 2, sizeof(uint32_t));
@@ -790,7 +801,7 @@ static uint32_t key_not_in(jsc *c, const member *m, size_t off, const uint32_t *
     char escs[16] = {0};
     size_t n_esc = 0;
     for (uint32_t i = 0; i < n_idx; i++) ends_here |= m[idx[i]].name[off] == 0;
-    if (!ends_here) alts[k++] = gb_str(b, "\"");
+    if (!leave && !ends_here) alts[k++] = gb_str(b, "\"");
     if (off > JS_MAX_NAME_BYTES) gb_fail(b, DI_ERR_RANGE, "property name too long");
     for (uint32_t i = 0; i < n_idx && gb_ok(b); i++) {
         const unsigned char *s = (const unsigned char *)m[idx[i]].name + off;
@@ -814,33 +825,57 @@ static uint32_t key_not_in(jsc *c, const member *m, size_t off, const uint32_t *
             escs[n_esc++] = esc;
             unit = gb_str(b, e);
         }
-        alts[k++] = gb_seq2(b, unit, key_not_in(c, m, off + (size_t)len, sub, ns));
+        alts[k++] = gb_seq2(b, unit, name_trie(c, m, off + (size_t)len, sub, ns, leave));
     }
-    /* leave the trie: another plain character, another short escape, or a
-     * \u escape; then anything */
-    gb_bits sh = {{0}};
-    for (const char *p = "\"\\/bfnrt"; *p; p++)
-        if (!memchr(escs, *p, n_esc)) gb_bits_set(&sh, (uint8_t)*p);
-    gb_bits hex = {{0}};
-    for (const char *h = "0123456789abcdefABCDEF"; *h; h++) gb_bits_set(&hex, (uint8_t)*h);
-    uint32_t hx = gb_class(b, &hex);
-    uint32_t u[5] = {gb_str(b, "\\u"), hx, hx, hx, hx};
-    uint32_t other3[3] = {gb_seq2(b, gb_str(b, "\\"), gb_class(b, &sh)), gb_seq(b, u, 5), GB_NIL};
-    /* other plain characters: the complement of the children, controls,
-     * '"' and '\\' */
-    uint32_t excl[6];
-    uint32_t ne = 0;
-    excl[ne++] = 0, excl[ne++] = 0x1F, excl[ne++] = '"', excl[ne++] = '"', excl[ne++] = '\\', excl[ne++] = '\\';
-    uint32_t *allx = di_malloc_array(2 * (size_t)n_cp + 6, sizeof(uint32_t));
-    if (!allx) { free(alts), free(cps), free(sub), free(done); return gb_fail(b, DI_ERR_NOMEM, "out of memory"), GB_NIL; }
-    memcpy(allx, excl, ne * sizeof(uint32_t));
-    memcpy(allx + ne, cps, 2 * (size_t)n_cp * sizeof(uint32_t));
-    other3[2] = gb_uclass(b, allx, (uint32_t)(ne / 2) + n_cp, true);
-    free(allx);
-    alts[k++] = gb_seq3(b, gb_alt(b, other3, 3), gb_star(b, string_char(c)), gb_str(b, "\""));
+    if (leave && gb_ok(b)) {
+        gb_bits sh = {{0}};
+        for (const char *p = "\"\\/bfnrt"; *p; p++)
+            if (!memchr(escs, *p, n_esc)) gb_bits_set(&sh, (uint8_t)*p);
+        gb_bits hex = {{0}};
+        for (const char *h = "0123456789abcdefABCDEF"; *h; h++) gb_bits_set(&hex, (uint8_t)*h);
+        uint32_t hx = gb_class(b, &hex);
+        uint32_t u[5] = {gb_str(b, "\\u"), hx, hx, hx, hx};
+        uint32_t other3[3] = {gb_seq2(b, gb_str(b, "\\"), gb_class(b, &sh)), gb_seq(b, u, 5), GB_NIL};
+        /* other plain characters: the complement of the children, controls,
+         * '"' and '\\' */
+        uint32_t excl[6];
+        uint32_t ne = 0;
+        excl[ne++] = 0, excl[ne++] = 0x1F, excl[ne++] = '"', excl[ne++] = '"', excl[ne++] = '\\', excl[ne++] = '\\';
+        uint32_t *allx = di_malloc_array(2 * (size_t)n_cp + 6, sizeof(uint32_t));
+        if (!allx) { free(alts), free(cps), free(sub), free(done); return gb_fail(b, DI_ERR_NOMEM, "out of memory"), GB_NIL; }
+        memcpy(allx, excl, ne * sizeof(uint32_t));
+        memcpy(allx + ne, cps, 2 * (size_t)n_cp * sizeof(uint32_t));
+        other3[2] = gb_uclass(b, allx, (uint32_t)(ne / 2) + n_cp, true);
+        free(allx);
+        alts[k++] = gb_alt(b, other3, 3);
+    }
     uint32_t r = gb_alt(b, alts, k);
     free(alts), free(cps), free(sub), free(done);
     return r;
+}
+
+/* JSON string (after the opening quote) whose text is not one of the
+ * names: a path of the names' trie that leaves it, then any characters and
+ * the quote; or a prefix of a name that is no name, then the quote. Exact
+ * for names whose characters are plain or short escapes; a name with
+ * another control character (written \u00XX) may also be produced through
+ * the leaving branch.
+ *
+ * The "any characters" sit outside the trie's nested rules on purpose:
+ * after leaving, the parser's state (its items and their origins) is the
+ * same whichever trie path was taken, so a mask's local classification
+ * meets one string-interior state instead of one per path (each walking
+ * its own part of the vocabulary). */
+static uint32_t key_not_in(jsc *c, const member *m, const uint32_t *idx, uint32_t n_idx) {
+    gb *b = c->b;
+    uint32_t rest = gb_seq2(b, gb_star(b, string_char(c)), gb_str(b, "\""));
+    uint32_t r = gb_rule_of(b, NULL, gb_alt2(b, gb_seq2(b, name_trie(c, m, 0, idx, n_idx, true), rest),
+                                              name_trie(c, m, 0, idx, n_idx, false)));
+    /* Every string content is a viable prefix: it follows the trie as far
+     * as it can and then leaves it (the leaving branch takes every
+     * character that continues no name), and only a quote ends the rule */
+    gb_rule_mark_open_string(b, r);
+    return gb_ref(b, r);
 }
 
 static uint32_t object_node(jsc *c, json_t *s) {
@@ -946,7 +981,7 @@ static uint32_t object_node(jsc *c, json_t *s) {
             val = schema_node(c, pp_schema);
             path_pop(c, pn);
         } else {
-            key = n ? gb_seq2(b, gb_str(b, "\""), key_not_in(c, m, 0, idx, n)) : any_string(c);
+            key = n ? gb_seq2(b, gb_str(b, "\""), key_not_in(c, m, idx, n)) : any_string(c);
             size_t pn = path_push(c, "additionalProperties");
             val = ap ? schema_node(c, ap) : any_value(c);
             path_pop(c, pn);

@@ -588,7 +588,7 @@ di_status di_grammar_compile_regex(const char *re, size_t len, di_grammar **out,
     uint32_t node = rx_translate(&b, re, len, false, false, 0);
     if (node != GB_NIL && rx_is_ambiguous(&b, node)) { /* one automaton state instead of many splits */
         bool big;
-        uint32_t d = rx_dfa(&b, node, 0, GB_INF, false, RX_DFA_MAX_STATES, &big);
+        uint32_t d = rx_dfa(&b, node, 0, GB_INF, false, GB_NIL, RX_DFA_MAX_STATES, &big);
         if (d != GB_NIL || !big) node = d;
     }
     uint32_t root = gb_rule_of(&b, "root", node);

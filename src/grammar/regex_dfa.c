@@ -251,8 +251,8 @@ static uint32_t edge_text(gb *b, const gb_bits *x, bool json) {
     return gb_alt(b, alts, k);
 }
 
-uint32_t rx_dfa(gb *b, uint32_t plain, uint32_t min_chars, uint32_t max_chars, bool json, uint32_t max_states,
-                bool *too_big) {
+uint32_t rx_dfa(gb *b, uint32_t plain, uint32_t min_chars, uint32_t max_chars, bool json, uint32_t tail,
+                uint32_t max_states, bool *too_big) {
     *too_big = false;
     nfa a = {.b = b};
     uint32_t result = GB_NIL;
@@ -451,6 +451,7 @@ uint32_t rx_dfa(gb *b, uint32_t plain, uint32_t min_chars, uint32_t max_chars, b
     alts = di_malloc_array((size_t)n_cls + 1, sizeof(uint32_t));
     if (!rules || !alts) goto nomem;
     for (uint32_t id = 0; id < ns; id++) rules[id] = live[id] ? gb_rule_new(b, NULL, 0) : GB_NIL;
+    uint32_t tail_rule = tail == GB_NIL ? GB_NIL : gb_rule_of(b, NULL, tail);
     uint32_t any_rule = GB_NIL;
     for (uint32_t id = 0; id < ns && gb_ok(b); id++) {
         if (!live[id]) continue;
@@ -460,7 +461,8 @@ uint32_t rx_dfa(gb *b, uint32_t plain, uint32_t min_chars, uint32_t max_chars, b
                 any_rule = gb_rule_of(b, NULL, json ? json_string_char(b) : gb_uclass(b, NULL, 0, true));
             uint32_t lo = min_chars > count ? min_chars - count : 0;
             uint32_t hi = max_chars == GB_INF ? GB_INF : max_chars - count;
-            gb_rule_define(b, rules[id], gb_repeat(b, gb_ref(b, any_rule), lo, hi));
+            uint32_t r = gb_repeat(b, gb_ref(b, any_rule), lo, hi);
+            gb_rule_define(b, rules[id], tail_rule == GB_NIL ? r : gb_seq2(b, r, gb_ref(b, tail_rule)));
             continue;
         }
         uint32_t na = 0, loop = GB_NIL;
@@ -479,7 +481,7 @@ uint32_t rx_dfa(gb *b, uint32_t plain, uint32_t min_chars, uint32_t max_chars, b
             if (to == id) loop = gb_star(b, edge_node(b, &ec, &x, json));
             else alts[na++] = gb_seq2(b, edge_node(b, &ec, &x, json), gb_ref(b, rules[to]));
         }
-        if (acc[id]) alts[na++] = gb_empty(b);
+        if (acc[id]) alts[na++] = tail_rule == GB_NIL ? gb_empty(b) : gb_ref(b, tail_rule);
         uint32_t body = gb_alt(b, alts, na);
         gb_rule_define(b, rules[id], loop == GB_NIL ? body : gb_seq2(b, loop, body));
     }

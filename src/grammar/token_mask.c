@@ -959,6 +959,22 @@ static bool descend(mt_mask_cache *c, di_grammar_matcher *L, const di_grammar_vo
     return jump_path(c, L, v, dep0, &c->jt[0], md);
 }
 
+/* Whether the root (local set 1) begins a rule marked open-string (the key
+ * of an extra object member, json_schema.c): every content token is then a
+ * viable prefix that cannot complete it, so allowed in every state with
+ * this key; ORs them into acc from the per-tokenizer table. */
+static bool open_string_root(const di_grammar_vocab *v, const di_grammar *g, const di_grammar_matcher *L, uint32_t *acc) {
+    if (!v->content_le || !g->open_start) return false;
+    bool open = false;
+    for (uint32_t i = L->sets[1].start; i < L->sets[2].start && !open; i++)
+        open = L->items[i].origin == 1 && g->open_start[L->items[i].pos];
+    if (!open) return false;
+    size_t words = di_grammar_vocab_mask_words(v);
+    const uint32_t *t = v->content_le + (size_t)v->content_max * words;
+    for (size_t w = 0; w < words; w++) acc[w] |= t[w];
+    return true;
+}
+
 /* Walks the whole trie with the seeded local parser, through the DFA. */
 /* classify() results */
 enum { CLS_OK, CLS_NOMEM, CLS_OVER };
@@ -1018,7 +1034,7 @@ static int classify(di_grammar_matcher *m, mt_local_entry *le, uint64_t budget, 
     if (!d->loop_known[seed] && !inherit_loops(c, m->g, v, c->last_seed, seed) && learn_loops(c, L, m->g, v, seed, 0, true) < 0)
         return CLS_NOMEM;
     c->last_seed = seed;
-    c->cls_fast = fast_content(c, v, seed, le->acc);
+    c->cls_fast = fast_content(c, v, seed, le->acc) || open_string_root(v, m->g, L, le->acc);
     c->path_sid[0] = seed;
     c->esc[0] = 0;
     c->anc[0] = NO_ANCHOR;

@@ -41,6 +41,47 @@ static void additional_properties_exclude_listed_names(void **state) {
     di_grammar_free(g);
 }
 
+static uint64_t js_rand(uint64_t *s);
+
+/* The exclusion of listed names from extra keys (key_not_in: leaving the
+ * names' trie at any depth, prefixes of names, names with short escapes
+ * and UTF-8), on random keys written by jansson: a listed name takes a
+ * string, any other key an integer. */
+static void extra_keys_are_exactly_the_unlisted_ones(void **state) {
+    (void)state;
+    di_grammar *g = schema("{\"properties\":{\"ab\":{\"type\":\"string\"},\"abc\":{\"type\":\"string\"},"
+                           "\"a\\\"b\":{\"type\":\"string\"},\"b\u00e9\":{\"type\":\"string\"},"
+                           "\"\\n\":{\"type\":\"string\"}},\"additionalProperties\":{\"type\":\"integer\"}}");
+    const char *names[] = {"ab", "abc", "a\"b", "b\xc3\xa9", "\n"};
+    const char *alpha[] = {"a", "b", "c", "\"", "\xc3\xa9", "\n", "x"};
+    uint64_t seed = 0x5DEECE66Dull;
+    uint32_t n_named = 0;
+    for (int t = 0; t < 3000; t++) {
+        char key[64] = {0};
+        size_t len = 0;
+        int n = (int)(js_rand(&seed) % 5);
+        for (int i = 0; i < n; i++) {
+            const char *p = alpha[js_rand(&seed) % 7];
+            memcpy(key + len, p, strlen(p));
+            len += strlen(p);
+        }
+        bool named = false;
+        for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) named |= !strcmp(key, names[i]);
+        n_named += named;
+        json_t *k = json_stringn(key, len);
+        char *enc = json_dumps(k, JSON_ENCODE_ANY | JSON_COMPACT);
+        char doc[160];
+        snprintf(doc, sizeof doc, "{%s:1}", enc);
+        if (gt_accepts_str(g, doc) == named) fail_msg("%s: expected %d", doc, !named);
+        snprintf(doc, sizeof doc, "{%s:\"s\"}", enc);
+        if (gt_accepts_str(g, doc) != named) fail_msg("%s: expected %d", doc, named);
+        free(enc);
+        json_decref(k);
+    }
+    assert_true(n_named > 0);
+    di_grammar_free(g);
+}
+
 static void pattern_properties_generate_matching_keys(void **state) {
     (void)state;
     di_grammar *g = schema("{\"properties\":{\"id\":{\"type\":\"integer\"}},"
@@ -171,6 +212,14 @@ static void patterns_with_length_bounds_are_exact(void **state) {
     check_pattern_length("\"^[^-]*$\"", 0, 3, ab, 5);
     check_pattern_length("\"(^[ab]+-$)\"", 0, 7, ab, 5); /* anchors inside a group */
     check_pattern_length("\"^$|(^(?:a+-)*b$)\"", 0, 9, ab, 5);
+    /* the shape of jsonschemabench Github_easy o10013 (a search for one hex
+     * digit, exactly 12 characters): the closing quote sits in the
+     * automaton's accepting states (rx_dfa's tail) */
+    const char *hex[] = {"0", "f", "x", ")", "\"", "\xc3\xa9"};
+    check_pattern_length("\"[0-9a-fA-F]+\"", 12, 12, hex, 6);
+    check_pattern_length("\"[0-9a-fA-F]+\"", 3, 5, hex, 6);
+    /* no length bounds: the automaton of an ambiguous pattern, same tail */
+    check_pattern_length("\"^(?:[ab]+-?)+$\"", 0, -1, ab, 5);
 }
 
 static void not_if_and_dependencies_as_alternatives(void **state) {
@@ -404,6 +453,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(properties_follow_schema_order_and_required),
         cmocka_unit_test(additional_properties_exclude_listed_names),
+        cmocka_unit_test(extra_keys_are_exactly_the_unlisted_ones),
         cmocka_unit_test(pattern_properties_generate_matching_keys),
         cmocka_unit_test(flexible_whitespace_is_bounded),
         cmocka_unit_test(numbers_respect_bounds_exactly),

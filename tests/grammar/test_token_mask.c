@@ -323,6 +323,63 @@ static void open_object_key_masks_equal_reference(void **state) {
     di_grammar_free(g);
 }
 
+/* The key of an extra member is marked open-string (every content token is
+ * allowed at its start, taken from the per-tokenizer table without a walk);
+ * a closed object has no such rule. Masks at keys whose names share
+ * prefixes, hold escapes and UTF-8, equal the reference at every step. */
+static void open_key_masks_equal_reference(void **state) {
+    (void)state;
+    const char *closed = "{\"type\":\"object\",\"properties\":{\"a\":{}},\"additionalProperties\":false}";
+    di_grammar *g;
+    di_error err;
+    assert_int_equal(di_grammar_compile_json_schema(closed, strlen(closed), NULL, &g, &err), DI_OK);
+    assert_null(g->open_start);
+    di_grammar_free(g);
+    const char *schema = "{\"type\":\"object\",\"properties\":{\"ab\":{\"type\":\"integer\"},"
+                         "\"abc\":{\"type\":\"string\"},\"a\\\"q\":{},\"\u00e9t\u00e9\":{}},"
+                         "\"additionalProperties\":{\"type\":\"boolean\"}}";
+    assert_int_equal(di_grammar_compile_json_schema(schema, strlen(schema), NULL, &g, &err), DI_OK);
+    assert_non_null(g->open_start);
+    if (!g_vocab) {
+        di_grammar_free(g);
+        skip();
+    }
+    di_grammar_matcher *m;
+    assert_int_equal(di_grammar_matcher_create(g, g_vocab, &m, &err), DI_OK);
+    assert_true(walk(m, "{\"ab\":1,\"abc\":\"x\",\"a\\\"q\":null,\"a\":true,\"\u00e9t\":false,"
+                        "\"\u00e9t\u00e9x\":true,\"abcd\":false,\"\\n\":true,\"\":false}", 1));
+    di_grammar_matcher_reset(m);
+    assert_false(walk(m, "{\"ab\":1,\"ab\":true}", 0)); /* a listed name is no extra key */
+    di_grammar_matcher_free(m);
+    di_grammar_free(g);
+}
+
+/* Strings whose pattern is an automaton (rx_dfa): a search with a length
+ * bound (one state per count) and an ambiguous pattern; the closing quote
+ * lies inside the automaton, so tokens that run past the last allowed
+ * character are rejected by the local classification itself. Fast masks
+ * equal the reference at every step. */
+static void pattern_automaton_masks_equal_reference(void **state) {
+    (void)state;
+    if (!g_vocab) skip();
+    const char *schema = "{\"type\":\"object\",\"properties\":{"
+                         "\"id\":{\"type\":\"string\",\"pattern\":\"[0-9a-fA-F]+\",\"minLength\":12,\"maxLength\":12},"
+                         "\"slug\":{\"type\":\"string\",\"pattern\":\"^(?:[a-z]+-?)+$\"}},"
+                         "\"required\":[\"id\",\"slug\"],\"additionalProperties\":false}";
+    di_grammar *g;
+    di_error err;
+    assert_int_equal(di_grammar_compile_json_schema(schema, strlen(schema), NULL, &g, &err), DI_OK);
+    di_grammar_matcher *m;
+    assert_int_equal(di_grammar_matcher_create(g, g_vocab, &m, &err), DI_OK);
+    assert_true(walk(m, "{\"id\":\")),Rig \\\"ab\u00e90\",\"slug\":\"some-slug-words\"}", 1));
+    di_grammar_matcher_reset(m);
+    assert_true(walk(m, "{\"id\":\"0123456789ab\",\"slug\":\"a\"}", 1));
+    di_grammar_matcher_reset(m);
+    assert_false(walk(m, "{\"id\":\"0123456789abc\",\"slug\":\"a\"}", 0)); /* 13 characters */
+    di_grammar_matcher_free(m);
+    di_grammar_free(g);
+}
+
 static void rollback_then_mask_matches_fresh_state(void **state) {
     (void)state;
     if (!g_vocab) skip();
@@ -401,6 +458,8 @@ int main(void) {
         cmocka_unit_test(open_object_key_masks_equal_reference),
         cmocka_unit_test(frontier_matches_the_token_bytes),
         cmocka_unit_test(content_descend_masks_equal_reference_on_edge_tokens),
+        cmocka_unit_test(pattern_automaton_masks_equal_reference),
+        cmocka_unit_test(open_key_masks_equal_reference),
         cmocka_unit_test(tokenizer_encoding_walks_through_the_mask),
     };
     return cmocka_run_group_tests(tests, load_vocab, free_vocab);
