@@ -10,9 +10,11 @@
  *   AMX int8 MAC    TDPBSSD on 4 accumulator tiles (amx_peak.h), full rate
  *                   (64-byte rows) and the 32-byte rows of the AMX gemm,
  *                   where the CPU and OS allow it (else 0).
- * Prints one JSON object. Not a test: nothing is asserted.
+ * Prints one JSON object. Not a test: nothing is asserted. -c 0 skips the
+ * compute peaks (their fields are 0): the quick read-only probe that
+ * compare_llamacpp.py runs between decode repetitions.
  *
- *   bench_bandwidth [-s MiB] [-t threads] [-r passes] */
+ *   bench_bandwidth [-s MiB] [-t threads] [-r passes] [-c 0|1] */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -166,13 +168,14 @@ static void compute_rate(int kind, int t, int reps, double ops_per_iter, double 
 }
 
 int main(int argc, char **argv) {
-    int mib = 512, t = 2, reps = 7;
+    int mib = 512, t = 2, reps = 7, compute = 1;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "-s")) mib = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "-t")) t = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "-r")) reps = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "-c")) compute = atoi(argv[i + 1]);
     }
-    if (mib < 1 || mib > 65536 || t < 1 || t > 64 || reps < 1 || reps > 64) {
+    if (mib < 1 || mib > 65536 || t < 1 || t > 64 || reps < 1 || reps > 64 || (compute != 0 && compute != 1)) {
         fprintf(stderr, "bench_bandwidth: bad arguments\n");
         return 2;
     }
@@ -188,12 +191,12 @@ int main(int argc, char **argv) {
     qsort(bw, (size_t)reps, sizeof bw[0], cmp_double);
     double ymm_b = 0, ymm_m = 0, zmm_b = 0, zmm_m = 0, vnni_b = 0, vnni_m = 0;
 #ifdef X86
-    compute_rate(1, t, reps, CHAINS * 8 * 2, &ymm_b, &ymm_m);
-    if (has_avx512(0)) compute_rate(2, t, reps, CHAINS * 16 * 2, &zmm_b, &zmm_m);
-    if (has_avx512(1)) compute_rate(3, t, reps, CHAINS * 64, &vnni_b, &vnni_m);
+    if (compute) compute_rate(1, t, reps, CHAINS * 8 * 2, &ymm_b, &ymm_m);
+    if (compute && has_avx512(0)) compute_rate(2, t, reps, CHAINS * 16 * 2, &zmm_b, &zmm_m);
+    if (compute && has_avx512(1)) compute_rate(3, t, reps, CHAINS * 64, &vnni_b, &vnni_m);
 #endif
     double amx_b = 0, amx_m = 0, amx32_b = 0, amx32_m = 0;
-    if (amx_peak_available()) {
+    if (compute && amx_peak_available()) {
         compute_rate(4, t, reps, 4.0 * 16 * 16 * 64 / AMX_DIV, &amx_b, &amx_m);
         compute_rate(5, t, reps, 4.0 * 16 * 16 * 32 / AMX_DIV, &amx32_b, &amx32_m);
     }

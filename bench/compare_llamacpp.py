@@ -12,7 +12,11 @@ llama.cpp in-process through llama-cpp-python's low-level API (llama_decode
 on the same shapes; greedy argmax, like ours). Machine limits come from
 bench_bandwidth (read bandwidth at a size past the caches, f32 FMA and int8
 VNNI peaks), giving decode as a share of the bandwidth bound (weight bytes
-per token) and prefill as a share of peak arithmetic.
+per token) and prefill as a share of peak arithmetic. The read probe runs
+between the repetitions (probe, ours, llama.cpp, probe, ...), and each
+rep's decode share is taken against the probes on either side of it, so a
+change in machine load between probe and decode does not move the share
+(bench/README.md, "Decode share of the bandwidth bound").
 
 Model files: the default Q4_1 and Q8_0 / Q4_0 / Q4_K files made from it by
 `deepinfer quantize` (made here when missing).
@@ -207,7 +211,19 @@ def summarize(v):
     return {"tokens_per_s": statistics.median(v), "min": min(v), "max": max(v), "reps": len(v)}
 
 
-def measure_model(bin_path, model, a):
+def probe_read(a, mib, full):
+    """One read probe at mib MiB: the full one (7 passes, compute peaks too)
+    or the quick read-only one run between repetitions (-c 0)."""
+    cmd = [a.bandwidth_bin, "-s", str(mib), "-t", str(a.threads), "-r", "7" if full else str(a.probe_passes)]
+    if not full:
+        cmd += ["-c", "0"]
+    return json.loads(run(cmd))
+
+
+def measure_model(bin_path, model, a, mib):
+    """Reps of: read probe, ours (each kernel mode), llama.cpp; then a last
+    probe. Returns the results and the probes (len reps + 1: probe i is
+    taken just before rep i, probe i+1 just after it)."""
     tests = ["pp%d" % a.n_prompt, "tg%d" % a.n_gen] + ["batch%d" % b for b in a.batches]
     ours = {k: {t: [] for t in tests} for k in a.kernels}
     names = {}
@@ -219,9 +235,11 @@ def measure_model(bin_path, model, a):
     for _ in range(a.n_prompt + max(a.batches) + 1):
         seed = (seed * 1664525 + 1013904223) % 2 ** 32
         prompt.append(seed % lc.n_vocab)
+    probes = []
     try:
         lc.pp(prompt[:16])  # warm-up
         for rep in range(a.reps):
+            probes.append(probe_read(a, mib, full=rep == 0))
             for k in a.kernels:
                 r = ours_once(bin_path, model, a, k)
                 for t in tests:
@@ -235,10 +253,24 @@ def measure_model(bin_path, model, a):
                 rep + 1, a.reps,
                 " ".join("%s=%.0f" % (t, ours[a.kernels[0]][t][-1]) for t in tests),
                 " ".join("%s=%.0f" % (t, llama[t][-1]) for t in tests)))
+        probes.append(probe_read(a, mib, full=True))
     finally:
         lc.close()
     return tests, {k: {t: summarize(v) for t, v in ours[k].items()} for k in a.kernels}, names, \
-        {t: summarize(v) for t, v in llama.items()}, lc.version
+        {t: summarize(v) for t, v in llama.items()}, lc.version, ours, llama, probes
+
+
+def bandwidth_shares(per_rep, weight_bytes, probes):
+    """Share of the bandwidth bound per repetition: tokens/s x weight bytes
+    per token / read bandwidth, where rep i's bandwidth is the mean of the
+    medians of the probes just before and just after it (the machine's load
+    at that moment). Also against the best single pass of any of the
+    model's probes (the machine's real limit; the stricter number)."""
+    bws = [(probes[i]["read_gbs_median"] + probes[i + 1]["read_gbs_median"]) / 2 * 1e9 for i in range(len(per_rep))]
+    shares = [v * weight_bytes / bw for v, bw in zip(per_rep, bws)]
+    best_bw = max(p["read_gbs_best"] for p in probes) * 1e9
+    return {"median": statistics.median(shares), "min": min(shares), "max": max(shares), "per_rep": shares,
+            "vs_best": statistics.median(per_rep) * weight_bytes / best_bw, "best_read_gbs": best_bw / 1e9}
 
 
 # ---- the plot ---------------------------------------------------------------
@@ -298,6 +330,7 @@ def main():
     ap.add_argument("--batches", default="1,8,32")
     ap.add_argument("--batch-gen", type=int, default=32)
     ap.add_argument("--reps", "-r", type=int, default=3)
+    ap.add_argument("--probe-passes", type=int, default=5, help="passes of the read probe between reps")
     ap.add_argument("--kernels", default="default,q8", help="our kernel modes to run (default = exact)")
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results"))
     ap.add_argument("--omp-wait-policy", default="PASSIVE", help="OMP_WAIT_POLICY for llama.cpp (ACTIVE = its default)")
@@ -327,16 +360,24 @@ def main():
         log("model %s" % os.path.basename(m))
         facts = model_facts(a.bin, m)
         # the read probe at the model's weight size (decode streams it once
-        # per token; on this VM it fits the 480 MiB L3)
+        # per token; on this VM it fits the 480 MiB L3), interleaved with
+        # the repetitions
         mib = max(16, int(facts["weight_bytes"] / 2 ** 20 + 0.5))
-        probe = json.loads(run([a.bandwidth_bin, "-s", str(mib), "-t", str(a.threads), "-r", "7"]))
-        log("  probe at %d MiB: %s" % (mib, probe))
+        tests, ours, names, llama, version, ours_reps, llama_reps, probes = measure_model(a.bin, m, a, mib)
+        probe, probe_end = probes[0], probes[-1]
+        log("  probes at %d MiB (read GB/s, median of passes): %s" % (
+            mib, " ".join("%.1f" % p["read_gbs_median"] for p in probes)))
         machine = machine or probe
-        tests, ours, names, llama, version = measure_model(a.bin, m, a)
-        probe_end = json.loads(run([a.bandwidth_bin, "-s", str(mib), "-t", str(a.threads), "-r", "7"]))
+        shares = {}
+        for t in tests:
+            if t.startswith("tg") or t == "batch1":
+                shares[t] = {"ours " + k: bandwidth_shares(ours_reps[k][t], facts["weight_bytes"], probes)
+                             for k in a.kernels}
+                shares[t]["llama.cpp"] = bandwidth_shares(llama_reps[t], facts["weight_bytes"], probes)
         results.append({"model": m, "facts": facts, "tests": tests, "ours": ours, "kernel_names": names,
-                        "llama": llama, "probe": [probe, probe_end],
-                        "read_gbs": statistics.median([probe["read_gbs_median"], probe_end["read_gbs_median"]])})
+                        "llama": llama, "probe": [probe, probe_end], "probes": probes, "probe_mib": mib,
+                        "per_rep": {"ours": ours_reps, "llama": llama_reps}, "bandwidth_shares": shares,
+                        "read_gbs": statistics.median([p["read_gbs_median"] for p in probes])})
     machine_end = probe_end
     f32_peak = statistics.median([r["probe"][i]["f32_gflops_median"] for r in results for i in (0, 1)]) * 1e9
     i8_peak = statistics.median([r["probe"][i]["int8_gmacs_median"] for r in results for i in (0, 1)]) * 2e9
@@ -346,7 +387,9 @@ def main():
     lines = ["# DeepInfer vs llama.cpp (llama-cpp-python %s%s)" % (
                  version, ", extra buffer types on" if a.llama_extra_bufts else ", extra buffer types (AMX/repack) off"), "",
              "%s, %d threads, OMP_WAIT_POLICY=%s for llama.cpp, load %s at the end; read bandwidth at each "
-             "model's size %s GB/s (median of a probe before and after it); f32 peak %.0f GFLOP/s, int8 VNNI peak "
+             "model's size %s GB/s (median over the probes between its reps); decode shares of the bandwidth bound "
+             "(tokens/s x weight bytes / read bandwidth): median [min-max] over reps, each rep against the probes "
+             "just before and after it, then against the best probe pass at that size; f32 peak %.0f GFLOP/s, int8 VNNI peak "
              "%.0f GOP/s, AMX int8 peak %.0f GOP/s (medians over the probes)" % (
                  datetime.datetime.now().isoformat(timespec="seconds"), a.threads, os.environ["OMP_WAIT_POLICY"],
                  load_avg(), ", ".join("%.2f" % r["read_gbs"] for r in results), f32_peak / 1e9, i8_peak / 1e9,
@@ -373,9 +416,13 @@ def main():
                 share = ", ".join("ours %s %.0f%% of %s peak" % (k, 100 * o * flops / peak_of(k)[0], peak_of(k)[1])
                                   for k, o in zip(a.kernels, ov))
                 share += ", llama.cpp %.0f%% of int8 peak" % (100 * lv * flops / i8_peak)
-            elif t.startswith("tg") or t == "batch1":
-                share = ", ".join("ours %s %.0f%%" % (k, 100 * o / bound_tg) for k, o in zip(a.kernels, ov))
-                share += ", llama.cpp %.0f%% of the bandwidth bound %.1f tok/s" % (100 * lv / bound_tg, bound_tg)
+            elif t in r["bandwidth_shares"]:
+                sh = r["bandwidth_shares"][t]
+                share = "; ".join("%s %.0f%% [%.0f-%.0f], vs best %.0f%%" % (
+                    who, 100 * x["median"], 100 * x["min"], 100 * x["max"], 100 * x["vs_best"])
+                    for who, x in sh.items())
+                share += " (bound at the best read %.1f GB/s: %.1f tok/s)" % (
+                    sh["llama.cpp"]["best_read_gbs"], sh["llama.cpp"]["best_read_gbs"] * 1e9 / f["weight_bytes"])
             else:
                 share = ""
             r.setdefault("ratios", {})[t] = {k: (o / lv if lv > 0 else None) for k, o in zip(a.kernels, ov)}

@@ -7,10 +7,11 @@
  * has ONE zmm accumulator; chunk c (elements 16c .. 16c+15) is added by
  *   acc = fma(deq16(W[o], c), x[r][16c..], acc)
  * in chunk order, then the 16 lanes are summed by the fixed tree hsum16.
- * Decode (few rows) dequantizes in registers (deq32, two chunks); prefill
- * stores the dequantized rows of an output tile in scratch once and
- * reloads them for every row tile -- the same bits, since deq32 is one
- * function. Register
+ * Decode (few rows) dequantizes in registers (deq32, two chunks; Q4_K
+ * deq64_q4_K, the two sub-blocks that share their bytes, with the same
+ * table and index per value); prefill stores the dequantized rows of an
+ * output tile in scratch once and reloads them for every row tile -- the
+ * same bits, since each value is one lookup in one table. Register
  * tiles (NR rows x NC outputs) only share loads, so a pair's result does not
  * depend on the batch size, the tile it lands in or the thread split.
  * n_in must be a multiple of 32 (every dtype here; matmul checks). */
@@ -160,8 +161,27 @@ static inline int64_t block_bytes(int kind) {
     return kind == K_F32 ? 128 : kind == K_F16 ? 64 : kind == K_Q4_1 ? 20 : kind == K_Q8_0 ? 34 : 18;
 }
 
+/* Q4_K sub-blocks 2h and 2h+1 of a super-block share 32 bytes of qs (low
+ * and high nibbles): both dequantized from one widening of those bytes,
+ * each value exactly as deq32 gives it (the same table and index). */
+TGT static inline ALWAYS void deq64_q4_K(const uint8_t *row, int64_t b, float d0, float m0, float d1, float m1,
+                                         __m512 v[4]) {
+    const di_block_q4_K *bl = (const di_block_q4_K *)(const void *)row + (b >> 3);
+    const uint8_t *qs = bl->qs + 32 * ((int)(b & 7) >> 1);
+    __m512 t0 = _mm512_fmsub_ps(iota16(), _mm512_set1_ps(d0), _mm512_set1_ps(m0));
+    __m512 t1 = _mm512_fmsub_ps(iota16(), _mm512_set1_ps(d1), _mm512_set1_ps(m1));
+    __m512i i0 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)qs));
+    __m512i i1 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(qs + 16)));
+    v[0] = _mm512_permutexvar_ps(i0, t0);
+    v[1] = _mm512_permutexvar_ps(i1, t0);
+    v[2] = _mm512_permutexvar_ps(_mm512_srli_epi32(i0, 4), t1);
+    v[3] = _mm512_permutexvar_ps(_mm512_srli_epi32(i1, 4), t1);
+}
+
 /* One register tile, weights dequantized on the fly: rows r0.. (nr) x the
- * nc weight rows w[j]. */
+ * nc weight rows w[j]. Q4_K steps two blocks at a time (deq64_q4_K) with
+ * its scales unpacked once per super-block; the FMAs still run in chunk
+ * order. */
 TGT static inline ALWAYS void tile_fused(int kind, const int nr, const int nc, const uint8_t *const *w,
                                          const float *x, int64_t ldx, int64_t r0, int64_t n_in, float *y,
                                          int64_t ldy, int64_t o) {
@@ -171,27 +191,55 @@ TGT static inline ALWAYS void tile_fused(int kind, const int nr, const int nc, c
 #pragma GCC unroll 4
         for (int j = 0; j < nc; j++) acc[i][j] = _mm512_setzero_ps();
     const int64_t bb = block_bytes(kind), nb = n_in / 32;
-    float d[NC][CHUNK], m[NC][CHUNK];
-    for (int64_t c0 = 0; c0 < nb; c0 += CHUNK) {
-        const int n = nb - c0 < CHUNK ? (int)(nb - c0) : CHUNK;
+    const int64_t pf = kind == K_Q8_0 ? PREFETCH_BYTES_Q8_0 : PREFETCH_BYTES;
+    if (kind == K_Q4_K) {
+        float d[NC][8], m[NC][8];
+        for (int64_t b = 0; b < nb; b += 2) {
+            __m512 wv[NC][4];
+            const int s = (int)(b & 7);
+            if (s == 0) {
 #pragma GCC unroll 4
-        for (int j = 0; j < nc; j++) block_scales(kind, w[j], c0, n, d[j], m[j]);
-        for (int p = 0; p < n; p++) {
-            const int64_t b = c0 + p;
-            __m512 w0[NC], w1[NC];
+                for (int j = 0; j < nc; j++) block_scales(kind, w[j], b, 8, d[j], m[j]);
+            }
 #pragma GCC unroll 4
             for (int j = 0; j < nc; j++) {
-                _mm_prefetch((const char *)w[j] + b * bb + (kind == K_Q8_0 ? PREFETCH_BYTES_Q8_0 : PREFETCH_BYTES), _MM_HINT_T0);
-                deq32(kind, w[j], b, d[j][p], m[j][p], &w0[j], &w1[j]);
+                _mm_prefetch((const char *)w[j] + b * bb + pf, _MM_HINT_T0);
+                deq64_q4_K(w[j], b, d[j][s], m[j][s], d[j][s + 1], m[j][s + 1], wv[j]);
             }
 #pragma GCC unroll 4
             for (int i = 0; i < nr; i++) {
                 const float *xr = x + (r0 + i) * ldx + 32 * b;
-                __m512 x0 = _mm512_loadu_ps(xr), x1 = _mm512_loadu_ps(xr + 16);
+#pragma GCC unroll 4
+                for (int c = 0; c < 4; c++) {
+                    __m512 xv = _mm512_loadu_ps(xr + 16 * c);
+#pragma GCC unroll 4
+                    for (int j = 0; j < nc; j++) acc[i][j] = _mm512_fmadd_ps(wv[j][c], xv, acc[i][j]);
+                }
+            }
+        }
+    } else {
+        float d[NC][CHUNK], m[NC][CHUNK];
+        for (int64_t c0 = 0; c0 < nb; c0 += CHUNK) {
+            const int n = nb - c0 < CHUNK ? (int)(nb - c0) : CHUNK;
+#pragma GCC unroll 4
+            for (int j = 0; j < nc; j++) block_scales(kind, w[j], c0, n, d[j], m[j]);
+            for (int p = 0; p < n; p++) {
+                const int64_t b = c0 + p;
+                __m512 w0[NC], w1[NC];
 #pragma GCC unroll 4
                 for (int j = 0; j < nc; j++) {
-                    acc[i][j] = _mm512_fmadd_ps(w0[j], x0, acc[i][j]);
-                    acc[i][j] = _mm512_fmadd_ps(w1[j], x1, acc[i][j]);
+                    _mm_prefetch((const char *)w[j] + b * bb + pf, _MM_HINT_T0);
+                    deq32(kind, w[j], b, d[j][p], m[j][p], &w0[j], &w1[j]);
+                }
+#pragma GCC unroll 4
+                for (int i = 0; i < nr; i++) {
+                    const float *xr = x + (r0 + i) * ldx + 32 * b;
+                    __m512 x0 = _mm512_loadu_ps(xr), x1 = _mm512_loadu_ps(xr + 16);
+#pragma GCC unroll 4
+                    for (int j = 0; j < nc; j++) {
+                        acc[i][j] = _mm512_fmadd_ps(w0[j], x0, acc[i][j]);
+                        acc[i][j] = _mm512_fmadd_ps(w1[j], x1, acc[i][j]);
+                    }
                 }
             }
         }
