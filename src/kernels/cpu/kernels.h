@@ -96,6 +96,15 @@ static inline int64_t di_gemm_q8_scratch_floats(int64_t n_in) {
     return vnni > amx ? vnni : amx;
 }
 
+/* Attention over one work unit of di_attention (rows r0..r0+n-1 of one
+ * sequence, n <= DI_ATTN_ROW_CHUNK, and KV head kvh); scratch as for
+ * di_attention (one thread's region). Returns 0, touching nothing, when it
+ * does not handle the shape (a property of head_dim/block_size only, so a
+ * row never switches paths with the batch); attention.c then runs its
+ * portable reference. */
+struct di_attn_args;
+typedef int (*di_attn_run_fn)(const struct di_attn_args *a, int32_t r0, int32_t n, int32_t kvh, float *scratch);
+
 typedef struct di_cpu_kernels {
     const char *name; /* "c", "avx2" */
     /* a (n), b (n) -> sum a[i]*b[i] in this table's fixed order */
@@ -140,6 +149,9 @@ typedef struct di_cpu_kernels {
      * Q4_0/Q4_1/Q8_0 weights, and the model forwards switch RMSNorm, RoPE,
      * SiLU and attention to the di_ggml_* versions. */
     const struct di_ggml_kernels *ggml;
+    /* di_attention's unit (NULL: attention.c's portable reference);
+     * attention_avx512.c in the AVX-512 tables */
+    di_attn_run_fn attn_run;
 } di_cpu_kernels;
 
 typedef enum di_cpu_isa {
@@ -231,6 +243,11 @@ void di_softmax(float *x, int64_t n);
 
 /* ---- attention over the paged KV cache ----------------------------------- */
 
+#if defined(__x86_64__) || defined(__i386__)
+/* attention_avx512.c: handles head_dim a multiple of 16 */
+int di_attn_run_avx512(const struct di_attn_args *a, int32_t r0, int32_t n, int32_t kvh, float *scratch);
+#endif
+
 typedef struct di_attn_args {
     /* queries after RoPE: (n_rows, n_heads * head_dim) */
     const float *q;
@@ -252,7 +269,9 @@ typedef struct di_attn_args {
  * 0 below -87 (see attention.c). */
 void di_exp_nonpos(float *x, int64_t n);
 
-/* Scratch floats per pool thread for di_attention. */
+#define DI_ATTN_ROW_CHUNK 8 /* rows per work unit; their per-row state stays in L1 */
+
+/* Scratch floats per pool thread for di_attention (either path). */
 int64_t di_attention_scratch_floats(int32_t n_heads, int32_t head_dim, int32_t block_size);
 
 /* Causal attention with an online softmax over KV blocks, GQA (query head h

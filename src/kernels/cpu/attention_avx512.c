@@ -1,0 +1,310 @@
+/* AVX-512 attention run: the same unit of work and online softmax as
+ * attention.c (rows r0..r0+n-1 of one sequence, one KV head, one KV block at
+ * a time), with the arithmetic laid out for 16-lane registers.
+ *
+ * Per KV block:
+ *  - K is widened (f16) and transposed once into kt (chunks of 16 keys:
+ *    kt[c][i][lane] = K[16c + lane][i], zero past the loaded keys), so the
+ *    scores of 16 keys are ONE chain of head_dim FMAs, s = fma(q[i], kt[i], s)
+ *    for i = 0..hd-1, with q[i] broadcast: no horizontal sums. Up to
+ *    SCORE_TILE (row, head) pairs run as independent chains that share the
+ *    kt loads (hides the FMA latency).
+ *  - scale, mask (lanes past the row's valid keys become -inf), max, exp and
+ *    sum run on 16 lanes; exp is di_exp_nonpos's polynomial, instruction for
+ *    instruction, so a lane gets the same bits as the scalar function.
+ *  - P.V: acc = acc * corr, then acc = fma(p[t], v[t], acc) for t in order,
+ *    the accumulator of a pair in head_dim / 16 registers; up to PV_PAIRS
+ *    pairs share each v[t] load.
+ *
+ * Batch invariance (DESIGN.md section 3): every (row, head) value is one
+ * fixed sequence of lane operations that depends on that row's query, its
+ * own count of valid keys per block, the cache and block_size only. Tiles
+ * of pairs only share loads, so a row gets the same bits alone (a decode
+ * step) or with up to 7 neighbours of a prefill chunk, whatever the chunking
+ * or thread count. The bits differ from attention.c's portable reference
+ * (its scores are dot_f32 sums in another order); tests/kernels/test_ops.c
+ * holds the two within a tight tolerance. */
+#include "kernels/cpu/kernels.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+
+#include <immintrin.h>
+#include <math.h>
+#include <string.h>
+
+#define TGT __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl")))
+#define ALWAYS __attribute__((always_inline)) inline
+#define LANES 16      /* floats per zmm */
+#define SCORE_TILE 8  /* score chains in flight: 2 FMA ports x latency 4 */
+#define PV_PAIRS 4    /* pairs x PV_SLICES accumulators = 16 zmm */
+#define PV_SLICES 4   /* 16-float slices of head_dim per P.V pass */
+
+/* di_exp_nonpos on 16 lanes, the same operations in the same order (see
+ * attention.c): fnmadd(a, b, c) = c - a*b rounded once = fmaf(-a, b, c). */
+TGT static ALWAYS __m512 exp_nonpos16(__m512 v) {
+    const __m512 shift = _mm512_set1_ps(12582912.0f);
+    __m512 c = _mm512_max_ps(v, _mm512_set1_ps(-87.0f));
+    __m512 t = _mm512_fmadd_ps(c, _mm512_set1_ps(1.44269504f), shift);
+    __m512 nf = _mm512_sub_ps(t, shift);
+    __m512 r = _mm512_fnmadd_ps(nf, _mm512_set1_ps(0.693145752f), c);
+    r = _mm512_fnmadd_ps(nf, _mm512_set1_ps(1.42860677e-6f), r);
+    __m512 p = _mm512_fmadd_ps(r, _mm512_set1_ps(1.0f / 5040.0f), _mm512_set1_ps(1.0f / 720.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    __m512i sc = _mm512_slli_epi32(_mm512_sub_epi32(_mm512_castps_si512(t), _mm512_set1_epi32(0x4B400000 - 127)), 23);
+    __m512 e = _mm512_mul_ps(p, _mm512_castsi512_ps(sc));
+    __mmask16 under = _mm512_cmp_ps_mask(v, _mm512_set1_ps(-87.0f), _CMP_LT_OQ);
+    return _mm512_mask_blend_ps(under, e, _mm512_setzero_ps());
+}
+
+/* r[0..15] (16 rows of 16 floats) -> r[d] = column d. */
+TGT static ALWAYS void transpose16(__m512 r[16]) {
+    __m512 t[16], u[16];
+    for (int j = 0; j < 16; j += 2) {
+        t[j] = _mm512_unpacklo_ps(r[j], r[j + 1]);     /* per 128-bit lane: a0 b0 a1 b1 */
+        t[j + 1] = _mm512_unpackhi_ps(r[j], r[j + 1]); /* a2 b2 a3 b3 */
+    }
+    for (int j = 0; j < 16; j += 4) { /* u[j + e]: element e of each lane, rows j..j+3 */
+        u[j + 0] = _mm512_shuffle_ps(t[j], t[j + 2], 0x44);
+        u[j + 1] = _mm512_shuffle_ps(t[j], t[j + 2], 0xEE);
+        u[j + 2] = _mm512_shuffle_ps(t[j + 1], t[j + 3], 0x44);
+        u[j + 3] = _mm512_shuffle_ps(t[j + 1], t[j + 3], 0xEE);
+    }
+    for (int e = 0; e < 4; e++) { /* column 4L + e: lane L of u[e], u[4+e], u[8+e], u[12+e] */
+        __m512 a = _mm512_shuffle_f32x4(u[e], u[4 + e], 0x88), b = _mm512_shuffle_f32x4(u[e], u[4 + e], 0xDD);
+        __m512 c = _mm512_shuffle_f32x4(u[8 + e], u[12 + e], 0x88), d = _mm512_shuffle_f32x4(u[8 + e], u[12 + e], 0xDD);
+        r[e] = _mm512_shuffle_f32x4(a, c, 0x88);
+        r[8 + e] = _mm512_shuffle_f32x4(a, c, 0xDD);
+        r[4 + e] = _mm512_shuffle_f32x4(b, d, 0x88);
+        r[12 + e] = _mm512_shuffle_f32x4(b, d, 0xDD);
+    }
+}
+
+/* Keys [0, n_load) of a block (row t at src + t*ld, f16 or f32) ->
+ * kt (n_chunks, hd, 16), zeros for keys n_load .. 16*n_chunks-1. */
+TGT static void widen_k_transposed(const void *src, int kv_f16, int64_t ld, int32_t n_load, int32_t hd,
+                                   float *kt) {
+    int32_t n_chunks = (n_load + LANES - 1) / LANES;
+    for (int32_t c = 0; c < n_chunks; c++)
+        for (int32_t i0 = 0; i0 < hd; i0 += LANES) {
+            __m512 r[16];
+            for (int32_t j = 0; j < 16; j++) {
+                int32_t t = c * LANES + j;
+                if (t >= n_load) r[j] = _mm512_setzero_ps();
+                else if (kv_f16)
+                    r[j] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)src + t * ld + i0)));
+                else r[j] = _mm512_loadu_ps((const float *)src + t * ld + i0);
+            }
+            transpose16(r);
+            float *dst = kt + ((int64_t)c * hd + i0) * LANES;
+            for (int32_t d = 0; d < 16; d++) _mm512_storeu_ps(dst + d * LANES, r[d]);
+        }
+}
+
+/* Raw scores of NP pairs against key chunk kc (hd, 16): s[u] (16) =
+ * chain over i of fma(q[u][i], kc[i], .) from 0. */
+TGT static ALWAYS void score_chunk(const float *const *q, const float *kc, int32_t hd, float *const *s, int np) {
+    __m512 acc[SCORE_TILE];
+    for (int u = 0; u < np; u++) acc[u] = _mm512_setzero_ps();
+    for (int32_t i = 0; i < hd; i++) {
+        __m512 k = _mm512_loadu_ps(kc + (int64_t)i * LANES);
+        for (int u = 0; u < np; u++) acc[u] = _mm512_fmadd_ps(_mm512_set1_ps(q[u][i]), k, acc[u]);
+    }
+    for (int u = 0; u < np; u++) _mm512_storeu_ps(s[u], acc[u]);
+}
+
+TGT static void score_tile(const float *const *q, const float *kc, int32_t hd, float *const *s, int np) {
+    switch (np) { /* constant np: the chains live in registers */
+    case 8: score_chunk(q, kc, hd, s, 8); break;
+    case 7: score_chunk(q, kc, hd, s, 7); break;
+    case 6: score_chunk(q, kc, hd, s, 6); break;
+    case 5: score_chunk(q, kc, hd, s, 5); break;
+    case 4: score_chunk(q, kc, hd, s, 4); break;
+    case 3: score_chunk(q, kc, hd, s, 3); break;
+    case 2: score_chunk(q, kc, hd, s, 2); break;
+    default: score_chunk(q, kc, hd, s, 1); break;
+    }
+}
+
+/* NP pairs x NS slices: acc (slices at acc[u] + 16 s) = acc * corr[u],
+ * then fma(p[u][t], v[t], .) for t < nv[u] in order. */
+TGT static ALWAYS void pv_tile(float *const *acc, const float *corr, const float *const *p, const int32_t *nv,
+                               const float *vb, int64_t ld, int np, int ns) {
+    __m512 r[PV_PAIRS][PV_SLICES];
+    int32_t t_common = nv[0];
+    for (int u = 0; u < np; u++) {
+        t_common = nv[u] < t_common ? nv[u] : t_common;
+        __m512 cu = _mm512_set1_ps(corr[u]);
+        for (int s = 0; s < ns; s++) r[u][s] = _mm512_mul_ps(_mm512_loadu_ps(acc[u] + s * LANES), cu);
+    }
+    for (int32_t t = 0; t < t_common; t++) {
+        const float *v = vb + t * ld;
+        for (int s = 0; s < ns; s++) {
+            __m512 vs = _mm512_loadu_ps(v + s * LANES);
+            for (int u = 0; u < np; u++) r[u][s] = _mm512_fmadd_ps(_mm512_set1_ps(p[u][t]), vs, r[u][s]);
+        }
+    }
+    for (int u = 0; u < np; u++) { /* the longer rows' last keys continue in order */
+        for (int32_t t = t_common; t < nv[u]; t++)
+            for (int s = 0; s < ns; s++)
+                r[u][s] = _mm512_fmadd_ps(_mm512_set1_ps(p[u][t]), _mm512_loadu_ps(vb + t * ld + s * LANES), r[u][s]);
+        for (int s = 0; s < ns; s++) _mm512_storeu_ps(acc[u] + s * LANES, r[u][s]);
+    }
+}
+
+/* All slices of hd for np <= PV_PAIRS pairs. */
+TGT static void pv_pairs(float *const *acc, const float *corr, const float *const *p, const int32_t *nv,
+                         const float *vb, int64_t ld, int32_t hd, int np) {
+    for (int32_t s0 = 0; s0 < hd; s0 += PV_SLICES * LANES) {
+        float *a[PV_PAIRS];
+        for (int u = 0; u < np; u++) a[u] = acc[u] + s0;
+        const float *v = vb + s0;
+        if (hd - s0 >= PV_SLICES * LANES) {
+            switch (np) {
+            case 4: pv_tile(a, corr, p, nv, v, ld, 4, PV_SLICES); break;
+            case 3: pv_tile(a, corr, p, nv, v, ld, 3, PV_SLICES); break;
+            case 2: pv_tile(a, corr, p, nv, v, ld, 2, PV_SLICES); break;
+            default: pv_tile(a, corr, p, nv, v, ld, 1, PV_SLICES); break;
+            }
+        } else {
+            for (int32_t s = 0; s * LANES < hd - s0; s++) {
+                float *a1[PV_PAIRS];
+                for (int u = 0; u < np; u++) a1[u] = a[u] + s * LANES;
+                switch (np) {
+                case 4: pv_tile(a1, corr, p, nv, v + s * LANES, ld, 4, 1); break;
+                case 3: pv_tile(a1, corr, p, nv, v + s * LANES, ld, 3, 1); break;
+                case 2: pv_tile(a1, corr, p, nv, v + s * LANES, ld, 2, 1); break;
+                default: pv_tile(a1, corr, p, nv, v + s * LANES, ld, 1, 1); break;
+                }
+            }
+        }
+    }
+}
+
+/* One tile of np pairs (q[u], its scores/probabilities s[u] (n_chunks *
+ * 16), state acc[u] (hd), *m[u], *l[u], nv[u] valid keys) against the
+ * block in kt / vb. */
+TGT static void attend_tile(const float *const *q, float *const *s, float *const *acc, float *const *m,
+                            float *const *l, const int32_t *nv, int np, const float *kt, const float *vb,
+                            int64_t ld, int32_t hd, float scale) {
+    int32_t nv_max = 0;
+    for (int u = 0; u < np; u++) nv_max = nv[u] > nv_max ? nv[u] : nv_max;
+    for (int32_t c = 0; c * LANES < nv_max; c++) {
+        float *sc[SCORE_TILE];
+        for (int u = 0; u < np; u++) sc[u] = s[u] + c * LANES;
+        score_tile(q, kt + (int64_t)c * hd * LANES, hd, sc, np);
+    }
+    float corr[SCORE_TILE];
+    const __m512 vscale = _mm512_set1_ps(scale), lane = _mm512_set_ps(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+    for (int u = 0; u < np; u++) {
+        int32_t n_chunks = (nv[u] + LANES - 1) / LANES;
+        __m512 vmax = _mm512_set1_ps(-INFINITY);
+        for (int32_t c = 0; c < n_chunks; c++) {
+            __m512 x = _mm512_mul_ps(_mm512_loadu_ps(s[u] + c * LANES), vscale);
+            __mmask16 valid = _mm512_cmp_ps_mask(lane, _mm512_set1_ps((float)(nv[u] - c * LANES)), _CMP_LT_OQ);
+            x = _mm512_mask_blend_ps(valid, _mm512_set1_ps(-INFINITY), x);
+            _mm512_storeu_ps(s[u] + c * LANES, x);
+            vmax = _mm512_max_ps(vmax, x);
+        }
+        float bmax = _mm512_reduce_max_ps(vmax);
+        float m_new = bmax > *m[u] ? bmax : *m[u];
+        /* e^(m - m_new): 0 on the first block (m = -inf) */
+        corr[u] = _mm512_cvtss_f32(exp_nonpos16(_mm512_set1_ps(*m[u] - m_new)));
+        __m512 vm = _mm512_set1_ps(m_new), vsum = _mm512_setzero_ps();
+        for (int32_t c = 0; c < n_chunks; c++) {
+            __m512 e = exp_nonpos16(_mm512_sub_ps(_mm512_loadu_ps(s[u] + c * LANES), vm));
+            _mm512_storeu_ps(s[u] + c * LANES, e);
+            vsum = _mm512_add_ps(vsum, e);
+        }
+        *l[u] = *l[u] * corr[u] + _mm512_reduce_add_ps(vsum);
+        *m[u] = m_new;
+    }
+    for (int u0 = 0; u0 < np; u0 += PV_PAIRS) {
+        int n = np - u0 < PV_PAIRS ? np - u0 : PV_PAIRS;
+        pv_pairs(acc + u0, corr + u0, (const float *const *)(s + u0), nv + u0, vb, ld, hd, n);
+    }
+}
+
+/* Scratch, 64-byte aligned inside the caller's region: kt (n_chunks, hd,
+ * 16), vbuf (bs, hd) for an f16 cache, then per pair (n * group of them):
+ * scores (n_chunks * 16), acc (hd), m, l. */
+TGT int di_attn_run_avx512(const di_attn_args *a, int32_t r0, int32_t n, int32_t kvh, float *scratch) {
+    const int32_t hd = a->head_dim, bs = a->block_size;
+    if (hd % LANES) return 0;
+    const int32_t group = a->n_heads / a->n_kv_heads, n_pairs = n * group;
+    const int32_t n_chunks = (bs + LANES - 1) / LANES;
+    const int64_t tok_stride = (int64_t)a->n_kv_heads * hd;
+    float *kt = (float *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
+    float *vbuf = kt + (int64_t)n_chunks * hd * LANES;
+    float *sbuf = vbuf + (int64_t)bs * hd;                    /* (n_pairs, n_chunks * 16) */
+    float *accbuf = sbuf + (int64_t)n_pairs * n_chunks * LANES; /* (n_pairs, hd) */
+    float *mbuf = accbuf + (int64_t)n_pairs * hd, *lbuf = mbuf + n_pairs;
+    int32_t max_pos = 0;
+    for (int32_t j = 0; j < n; j++) max_pos = a->pos[r0 + j] > max_pos ? a->pos[r0 + j] : max_pos;
+    for (int32_t p = 0; p < n_pairs; p++) {
+        mbuf[p] = -INFINITY;
+        lbuf[p] = 0.0f;
+    }
+    memset(accbuf, 0, sizeof(float) * (size_t)n_pairs * (size_t)hd);
+
+    const int32_t *blocks = a->row_blocks[r0];
+    for (int32_t b = 0; b * bs <= max_pos; b++) {
+        int32_t n_load = max_pos + 1 - b * bs < bs ? max_pos + 1 - b * bs : bs;
+        int64_t base = (int64_t)blocks[b] * bs * tok_stride + (int64_t)kvh * hd;
+        const float *vb;
+        int64_t ld;
+        if (a->kv_f16) {
+            const uint16_t *kc = (const uint16_t *)a->k_cache + base, *vc = (const uint16_t *)a->v_cache + base;
+            widen_k_transposed(kc, 1, tok_stride, n_load, hd, kt);
+            for (int32_t t = 0; t < n_load; t++)
+                for (int32_t i = 0; i < hd; i += LANES)
+                    _mm512_storeu_ps(vbuf + (int64_t)t * hd + i,
+                                     _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(vc + t * tok_stride + i))));
+            vb = vbuf;
+            ld = hd;
+        } else {
+            widen_k_transposed((const float *)a->k_cache + base, 0, tok_stride, n_load, hd, kt);
+            vb = (const float *)a->v_cache + base;
+            ld = tok_stride;
+        }
+        /* the pairs whose row still attends in this block, SCORE_TILE at a time */
+        const float *q[SCORE_TILE];
+        float *s[SCORE_TILE], *acc[SCORE_TILE], *m[SCORE_TILE], *l[SCORE_TILE];
+        int32_t nv[SCORE_TILE];
+        int np = 0;
+        for (int32_t j = 0; j < n; j++) {
+            int32_t pos = a->pos[r0 + j];
+            if (b * bs > pos) continue; /* this row's history ended earlier */
+            int32_t n_valid = pos + 1 - b * bs < bs ? pos + 1 - b * bs : bs;
+            for (int32_t g = 0; g < group; g++) {
+                int32_t p = j * group + g;
+                q[np] = a->q + ((int64_t)(r0 + j) * a->n_heads + kvh * group + g) * hd;
+                s[np] = sbuf + (int64_t)p * n_chunks * LANES;
+                acc[np] = accbuf + (int64_t)p * hd;
+                m[np] = mbuf + p;
+                l[np] = lbuf + p;
+                nv[np] = n_valid;
+                if (++np == SCORE_TILE) {
+                    attend_tile(q, s, acc, m, l, nv, np, kt, vb, ld, hd, a->scale);
+                    np = 0;
+                }
+            }
+        }
+        if (np) attend_tile(q, s, acc, m, l, nv, np, kt, vb, ld, hd, a->scale);
+    }
+    for (int32_t j = 0; j < n; j++)
+        for (int32_t g = 0; g < group; g++) {
+            int32_t p = j * group + g;
+            float *o = a->out + ((int64_t)(r0 + j) * a->n_heads + kvh * group + g) * hd;
+            const float *ag = accbuf + (int64_t)p * hd;
+            __m512 inv = _mm512_set1_ps(1.0f / lbuf[p]);
+            for (int32_t i = 0; i < hd; i += LANES) _mm512_storeu_ps(o + i, _mm512_mul_ps(_mm512_loadu_ps(ag + i), inv));
+        }
+    return 1;
+}
+
+#endif
