@@ -2,7 +2,7 @@
  * layer's prefill: a prompt of n rows (one sequence, positions 0..n-1),
  * 9 query heads, 3 KV heads, head_dim 64, KV blocks of 16, f16 cache.
  *
- *   bench_attention [-n rows] [-t threads] [-r reps] [-f32] [-decode]
+ *   bench_attention [-n rows] [-t threads] [-r reps] [-f32] [-decode] [-k table]
  *
  * -decode times n single-row calls instead (one per position: the decode
  * steps of the same prompt). Useful flops: 4 * head_dim * (pos + 1) per
@@ -37,14 +37,16 @@ static float rndf(uint64_t *s) {
 int main(int argc, char **argv) {
     int32_t n = 512;
     int threads = 2, reps = 5, f32 = 0, decode = 0;
+    const char *only = NULL; /* one table by name, else every table this CPU runs */
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-n") && i + 1 < argc) n = atoi(argv[++i]);
         else if (!strcmp(argv[i], "-t") && i + 1 < argc) threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "-r") && i + 1 < argc) reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "-f32")) f32 = 1;
         else if (!strcmp(argv[i], "-decode")) decode = 1;
+        else if (!strcmp(argv[i], "-k") && i + 1 < argc) only = argv[++i];
         else {
-            fprintf(stderr, "usage: bench_attention [-n rows] [-t threads] [-r reps] [-f32] [-decode]\n");
+            fprintf(stderr, "usage: bench_attention [-n rows] [-t threads] [-r reps] [-f32] [-decode] [-k table]\n");
             return 2;
         }
     }
@@ -78,7 +80,7 @@ int main(int argc, char **argv) {
            f32 ? "f32" : "f16", flops * 1e-9);
     for (int isa = 0; isa < DI_CPU_ISA_COUNT; isa++) {
         const di_cpu_kernels *k = di_cpu_kernels_get((di_cpu_isa)isa);
-        if (!k) continue;
+        if (!k || (only && strcmp(only, k->name))) continue;
         double best = 1e30;
         for (int rep = 0; rep < reps; rep++) {
             di_attn_args a = {

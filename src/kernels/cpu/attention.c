@@ -23,11 +23,12 @@
 #define ROW_CHUNK DI_ATTN_ROW_CHUNK
 
 int64_t di_attention_scratch_floats(int32_t n_heads, int32_t head_dim, int32_t block_size) {
-    /* k and v of one block (k padded to whole 16-key chunks for the
-     * transposed layout of attention_avx512.c), the block's scores and
-     * acc/m/l of every head of ROW_CHUNK rows, and 64 bytes of alignment */
-    int64_t bs16 = ((int64_t)block_size + 15) / 16 * 16;
-    return 2 * bs16 * head_dim + (int64_t)ROW_CHUNK * n_heads * (head_dim + 2 + bs16) + 32;
+    /* the reference: k and v of one block, the block's scores and acc/m/l
+     * of every head of ROW_CHUNK rows; attention_avx512.c: k and v of one
+     * step (k padded to whole 16-key chunks), and per head of ROW_CHUNK
+     * rows the step's scores and acc/m/l; 64 bytes of alignment */
+    int64_t sk16 = ((int64_t)di_attention_step_keys(block_size) + 15) / 16 * 16;
+    return 2 * sk16 * head_dim + (int64_t)ROW_CHUNK * n_heads * (head_dim + 2 + sk16) + 32;
 }
 
 /* e^x for x <= 0 (larger x are not clamped: callers pass differences to a

@@ -244,7 +244,8 @@ void di_softmax(float *x, int64_t n);
 /* ---- attention over the paged KV cache ----------------------------------- */
 
 #if defined(__x86_64__) || defined(__i386__)
-/* attention_avx512.c: handles head_dim a multiple of 16 */
+/* attention_avx512.c: handles head_dim a multiple of 16 and block_size up
+ * to 256 */
 int di_attn_run_avx512(const struct di_attn_args *a, int32_t r0, int32_t n, int32_t kvh, float *scratch);
 #endif
 
@@ -269,7 +270,14 @@ typedef struct di_attn_args {
  * 0 below -87 (see attention.c). */
 void di_exp_nonpos(float *x, int64_t n);
 
-#define DI_ATTN_ROW_CHUNK 8 /* rows per work unit; their per-row state stays in L1 */
+#define DI_ATTN_ROW_CHUNK 16 /* rows per work unit; their per-row state stays in L1 */
+
+/* Keys per online-softmax step of attention_avx512.c: whole KV blocks, at
+ * least 64 keys (so the per-step max, exp of the correction and sums are
+ * spread over 64 keys), a function of block_size only. */
+static inline int32_t di_attention_step_keys(int32_t block_size) {
+    return block_size >= 64 ? block_size : (64 + block_size - 1) / block_size * block_size;
+}
 
 /* Scratch floats per pool thread for di_attention (either path). */
 int64_t di_attention_scratch_floats(int32_t n_heads, int32_t head_dim, int32_t block_size);
