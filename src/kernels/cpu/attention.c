@@ -14,7 +14,13 @@
  * runs exactly the arithmetic it would run alone (its own block count and
  * valid positions, scores, exp, sums and accumulation in the same order), so
  * its output does not depend on the other rows, the chunking or the threads
- * (DESIGN.md section 3). */
+ * (DESIGN.md section 3).
+ *
+ * This file is the portable reference and the task split. A table with an
+ * attn_run (the AVX-512 tables: attention_avx512.c, transposed K, 16-key
+ * score vectors, online softmax per 64-key step) runs each unit instead
+ * when it takes the shape; its bits differ from this code's (another sum
+ * order) but obey the same invariance. */
 #include "kernels/cpu/kernels.h"
 
 #include <math.h>

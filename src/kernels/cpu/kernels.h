@@ -283,11 +283,14 @@ static inline int32_t di_attention_step_keys(int32_t block_size) {
 int64_t di_attention_scratch_floats(int32_t n_heads, int32_t head_dim, int32_t block_size);
 
 /* Causal attention with an online softmax over KV blocks, GQA (query head h
- * reads KV head h / (n_heads / n_kv_heads)). Work units are (up to 8
- * consecutive rows, KV head): the heads of a group and the rows of one
- * sequence share one read (and f16 widening) of K/V; every (row, head)
- * accumulates over positions 0..pos[r] in order, one block at a time, so
- * the result depends on that row, the cache contents and block_size only.
+ * reads KV head h / (n_heads / n_kv_heads)). Work units are (up to
+ * DI_ATTN_ROW_CHUNK consecutive rows, KV head): the heads of a group and
+ * the rows of one sequence share one read (and f16 widening) of K/V; every
+ * (row, head) accumulates over positions 0..pos[r] in order, one block (the
+ * AVX-512 path: one step of di_attention_step_keys) at a time, so the
+ * result depends on that row, the cache contents, block_size and the table
+ * only. A table's attn_run (AVX-512: attention_avx512.c) replaces the
+ * portable per-unit code of attention.c where it takes the shape.
  * The caller has validated every block id. scratch: (n_threads,
  * di_attention_scratch_floats) floats. */
 void di_attention(const di_cpu_kernels *k, const di_attn_args *a, float *scratch,
