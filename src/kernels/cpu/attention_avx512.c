@@ -1,29 +1,36 @@
-/* AVX-512 attention run: the same unit of work and online softmax as
- * attention.c (rows r0..r0+n-1 of one sequence, one KV head, one KV block at
- * a time), with the arithmetic laid out for 16-lane registers.
+/* AVX-512 attention run: the same unit of work as attention.c (rows
+ * r0..r0+n-1 of one sequence, one KV head), with the online softmax taken
+ * one STEP at a time (di_attention_step_keys: whole KV blocks, >= 64 keys)
+ * and the arithmetic laid out for 16-lane registers.
  *
- * Per KV block:
+ * Per step:
  *  - K is widened (f16) and transposed once into kt (chunks of 16 keys:
  *    kt[c][i][lane] = K[16c + lane][i], zero past the loaded keys), so the
  *    scores of 16 keys are ONE chain of head_dim FMAs, s = fma(q[i], kt[i], s)
- *    for i = 0..hd-1, with q[i] broadcast: no horizontal sums. Up to
- *    SCORE_TILE (row, head) pairs run as independent chains that share the
- *    kt loads (hides the FMA latency).
- *  - scale, mask (lanes past the row's valid keys become -inf), max, exp and
- *    sum run on 16 lanes; exp is di_exp_nonpos's polynomial, instruction for
- *    instruction, so a lane gets the same bits as the scalar function.
+ *    for i = 0..hd-1, with q[i] broadcast: no horizontal sums. Tiles of
+ *    TILE_PAIRS (row, head) pairs x TILE_CHUNKS chunks run as 16
+ *    independent chains that share the kt and q loads (hides the FMA
+ *    latency). V is widened once into vbuf.
+ *  - max (in raw score units; scale > 0 commutes with it), exp and sum run
+ *    on 16 lanes; p = e^(fma(s, scale, -m*scale)) with di_exp_nonpos's
+ *    polynomial, instruction for instruction; lanes past the row's valid
+ *    keys (its last chunk only) are left out of the max and get p = 0. The
+ *    corrections e^((m_old - m_new) * scale) of a tile's pairs are one exp,
+ *    one pair per lane.
  *  - P.V: acc = acc * corr, then acc = fma(p[t], v[t], acc) for t in order,
- *    the accumulator of a pair in head_dim / 16 registers; up to PV_PAIRS
- *    pairs share each v[t] load.
+ *    a pair's accumulator in PV_SLICES registers at a time; TILE_PAIRS pairs
+ *    share each v[t] load.
  *
  * Batch invariance (DESIGN.md section 3): every (row, head) value is one
  * fixed sequence of lane operations that depends on that row's query, its
- * own count of valid keys per block, the cache and block_size only. Tiles
- * of pairs only share loads, so a row gets the same bits alone (a decode
- * step) or with up to 7 neighbours of a prefill chunk, whatever the chunking
- * or thread count. The bits differ from attention.c's portable reference
- * (its scores are dot_f32 sums in another order); tests/kernels/test_ops.c
- * holds the two within a tight tolerance. */
+ * own count of valid keys per step, the cache and block_size only. Tiles
+ * of pairs only share loads, and a lane's exp never sees another lane, so a
+ * row gets the same bits alone (a decode step: this same function) or with
+ * any neighbours of a prefill chunk, whatever the chunking or thread count.
+ * The bits differ from attention.c's portable reference (its scores are
+ * dot_f32 sums in another order, its softmax steps are single blocks);
+ * tests/kernels/test_attention.c holds the two within 2e-6 and checks the
+ * invariance bit for bit. */
 #include "kernels/cpu/kernels.h"
 
 #if defined(__x86_64__) || defined(__i386__)
