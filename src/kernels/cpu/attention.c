@@ -14,18 +14,27 @@
  * runs exactly the arithmetic it would run alone (its own block count and
  * valid positions, scores, exp, sums and accumulation in the same order), so
  * its output does not depend on the other rows, the chunking or the threads
- * (DESIGN.md section 3). */
+ * (DESIGN.md section 3).
+ *
+ * This file is the portable reference and the task split. A table with an
+ * attn_run (the AVX-512 tables: attention_avx512.c, transposed K, 16-key
+ * score vectors, online softmax per 64-key step) runs each unit instead
+ * when it takes the shape; its bits differ from this code's (another sum
+ * order) but obey the same invariance. */
 #include "kernels/cpu/kernels.h"
 
 #include <math.h>
 #include <string.h>
 
-#define ROW_CHUNK 8 /* rows per unit; their per-row state stays in L1 */
+#define ROW_CHUNK DI_ATTN_ROW_CHUNK
 
 int64_t di_attention_scratch_floats(int32_t n_heads, int32_t head_dim, int32_t block_size) {
-    /* k and v of one block, the block's scores, and acc/m/l of every head of
-     * ROW_CHUNK rows */
-    return 2 * (int64_t)block_size * head_dim + block_size + (int64_t)ROW_CHUNK * n_heads * (head_dim + 2) + 16;
+    /* the reference: k and v of one block, the block's scores and acc/m/l
+     * of every head of ROW_CHUNK rows; attention_avx512.c: k and v of one
+     * step (k padded to whole 16-key chunks), and per head of ROW_CHUNK
+     * rows the step's scores and acc/m/l; 64 bytes of alignment */
+    int64_t sk16 = ((int64_t)di_attention_step_keys(block_size) + 15) / 16 * 16;
+    return 2 * sk16 * head_dim + (int64_t)ROW_CHUNK * n_heads * (head_dim + 2 + sk16) + 32;
 }
 
 /* e^x for x <= 0 (larger x are not clamped: callers pass differences to a
@@ -197,7 +206,8 @@ static void attn_task(void *arg, int64_t task, int thread) {
         for (int32_t r = c0; r < c1;) {
             int32_t e = r + 1;
             while (e < c1 && a->row_blocks[e] == a->row_blocks[r]) e++;
-            attend_run(job->k, a, r, e - r, kvh, scratch);
+            if (!job->k->attn_run || !job->k->attn_run(a, r, e - r, kvh, scratch))
+                attend_run(job->k, a, r, e - r, kvh, scratch);
             r = e;
         }
     }

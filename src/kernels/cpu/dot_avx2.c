@@ -329,21 +329,21 @@ const di_cpu_kernels di_cpu_kernels_avx2_q8 = {
     .exact = &di_cpu_kernels_avx2, .q8 = &di_cpu_kernels_avx2_q8,
 };
 const di_cpu_kernels di_cpu_kernels_avx512 = {
-    .name = "avx512", AVX2_FLOAT_ENTRIES, DI_GEMM_F32_ENTRIES(avx512),
+    .name = "avx512", AVX2_FLOAT_ENTRIES, .attn_run = di_attn_run_avx512, DI_GEMM_F32_ENTRIES(avx512),
     .exact = &di_cpu_kernels_avx512, .q8 = &di_cpu_kernels_avx512_q8,
 };
 const di_cpu_kernels di_cpu_kernels_avx512_q8 = {
-    .name = "avx512-q8", AVX2_FLOAT_ENTRIES, DI_GEMM_F32_ENTRIES(avx512), DI_GEMM_Q8_ENTRIES(avx512),
+    .name = "avx512-q8", AVX2_FLOAT_ENTRIES, .attn_run = di_attn_run_avx512, DI_GEMM_F32_ENTRIES(avx512), DI_GEMM_Q8_ENTRIES(avx512),
     .exact = &di_cpu_kernels_avx512, .q8 = &di_cpu_kernels_avx512_q8,
 };
 /* AMX: the avx512 exact entries; the int8 twin's gemms are gemm_q8_amx.c. */
 extern const di_cpu_kernels di_cpu_kernels_avx512_amx_q8;
 const di_cpu_kernels di_cpu_kernels_avx512_amx = {
-    .name = "avx512-amx", AVX2_FLOAT_ENTRIES, DI_GEMM_F32_ENTRIES(avx512),
+    .name = "avx512-amx", AVX2_FLOAT_ENTRIES, .attn_run = di_attn_run_avx512, DI_GEMM_F32_ENTRIES(avx512),
     .exact = &di_cpu_kernels_avx512_amx, .q8 = &di_cpu_kernels_avx512_amx_q8,
 };
 const di_cpu_kernels di_cpu_kernels_avx512_amx_q8 = {
-    .name = "avx512-amx-q8", AVX2_FLOAT_ENTRIES, DI_GEMM_F32_ENTRIES(avx512), DI_GEMM_Q8_ENTRIES(amx),
+    .name = "avx512-amx-q8", AVX2_FLOAT_ENTRIES, .attn_run = di_attn_run_avx512, DI_GEMM_F32_ENTRIES(avx512), DI_GEMM_Q8_ENTRIES(amx),
     .exact = &di_cpu_kernels_avx512_amx, .q8 = &di_cpu_kernels_avx512_amx_q8,
 };
 

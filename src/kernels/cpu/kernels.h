@@ -96,6 +96,15 @@ static inline int64_t di_gemm_q8_scratch_floats(int64_t n_in) {
     return vnni > amx ? vnni : amx;
 }
 
+/* Attention over one work unit of di_attention (rows r0..r0+n-1 of one
+ * sequence, n <= DI_ATTN_ROW_CHUNK, and KV head kvh); scratch as for
+ * di_attention (one thread's region). Returns 0, touching nothing, when it
+ * does not handle the shape (a property of head_dim/block_size only, so a
+ * row never switches paths with the batch); attention.c then runs its
+ * portable reference. */
+struct di_attn_args;
+typedef int (*di_attn_run_fn)(const struct di_attn_args *a, int32_t r0, int32_t n, int32_t kvh, float *scratch);
+
 typedef struct di_cpu_kernels {
     const char *name; /* "c", "avx2" */
     /* a (n), b (n) -> sum a[i]*b[i] in this table's fixed order */
@@ -140,6 +149,9 @@ typedef struct di_cpu_kernels {
      * Q4_0/Q4_1/Q8_0 weights, and the model forwards switch RMSNorm, RoPE,
      * SiLU and attention to the di_ggml_* versions. */
     const struct di_ggml_kernels *ggml;
+    /* di_attention's unit (NULL: attention.c's portable reference);
+     * attention_avx512.c in the AVX-512 tables */
+    di_attn_run_fn attn_run;
 } di_cpu_kernels;
 
 typedef enum di_cpu_isa {
@@ -231,6 +243,12 @@ void di_softmax(float *x, int64_t n);
 
 /* ---- attention over the paged KV cache ----------------------------------- */
 
+#if defined(__x86_64__) || defined(__i386__)
+/* attention_avx512.c: handles head_dim a multiple of 16 and block_size up
+ * to 256 */
+int di_attn_run_avx512(const struct di_attn_args *a, int32_t r0, int32_t n, int32_t kvh, float *scratch);
+#endif
+
 typedef struct di_attn_args {
     /* queries after RoPE: (n_rows, n_heads * head_dim) */
     const float *q;
@@ -252,15 +270,27 @@ typedef struct di_attn_args {
  * 0 below -87 (see attention.c). */
 void di_exp_nonpos(float *x, int64_t n);
 
-/* Scratch floats per pool thread for di_attention. */
+#define DI_ATTN_ROW_CHUNK 16 /* rows per work unit: they share each K/V widening (AVX-512: +10% over 8) */
+
+/* Keys per online-softmax step of attention_avx512.c: whole KV blocks, at
+ * least 64 keys (so the per-step max, exp of the correction and sums are
+ * spread over 64 keys), a function of block_size only. */
+static inline int32_t di_attention_step_keys(int32_t block_size) {
+    return block_size >= 64 ? block_size : (64 + block_size - 1) / block_size * block_size;
+}
+
+/* Scratch floats per pool thread for di_attention (either path). */
 int64_t di_attention_scratch_floats(int32_t n_heads, int32_t head_dim, int32_t block_size);
 
 /* Causal attention with an online softmax over KV blocks, GQA (query head h
- * reads KV head h / (n_heads / n_kv_heads)). Work units are (up to 8
- * consecutive rows, KV head): the heads of a group and the rows of one
- * sequence share one read (and f16 widening) of K/V; every (row, head)
- * accumulates over positions 0..pos[r] in order, one block at a time, so
- * the result depends on that row, the cache contents and block_size only.
+ * reads KV head h / (n_heads / n_kv_heads)). Work units are (up to
+ * DI_ATTN_ROW_CHUNK consecutive rows, KV head): the heads of a group and
+ * the rows of one sequence share one read (and f16 widening) of K/V; every
+ * (row, head) accumulates over positions 0..pos[r] in order, one block (the
+ * AVX-512 path: one step of di_attention_step_keys) at a time, so the
+ * result depends on that row, the cache contents, block_size and the table
+ * only. A table's attn_run (AVX-512: attention_avx512.c) replaces the
+ * portable per-unit code of attention.c where it takes the shape.
  * The caller has validated every block id. scratch: (n_threads,
  * di_attention_scratch_floats) floats. */
 void di_attention(const di_cpu_kernels *k, const di_attn_args *a, float *scratch,
