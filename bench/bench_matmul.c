@@ -3,7 +3,9 @@
  * (-r rows) in GMAC/s, per CPU-second (so per core for -t 1). Random
  * weights; nothing is asserted.
  *
- *   bench_matmul [-d q4_1] [-i 576] [-o 1536] [-r 512] [-t 1] [-n iters] */
+ *   bench_matmul [-d q4_1] [-i 576] [-o 1536] [-r 512] [-t 1] [-n iters] [-k table]
+ *
+ * -k runs only the table of that name (e.g. avx512-amx-q8), for profiling. */
 #include "base/threadpool.h"
 #include "kernels/cpu/kernels.h"
 
@@ -33,7 +35,7 @@ static double best_time(const di_cpu_kernels *k, di_matmul_args *a, float *scrat
 }
 
 int main(int argc, char **argv) {
-    const char *dname = "q4_1";
+    const char *dname = "q4_1", *only = NULL;
     int64_t n_in = 576, n_out = 1536, rows = 512;
     int threads = 1, iters = 20;
     for (int i = 1; i + 1 < argc; i += 2) {
@@ -43,6 +45,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "-r")) rows = atoll(argv[i + 1]);
         else if (!strcmp(argv[i], "-t")) threads = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "-n")) iters = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "-k")) only = argv[i + 1];
     }
     di_dtype t = DI_DTYPE_COUNT;
     for (int d = 0; d < DI_DTYPE_COUNT; d++)
@@ -73,6 +76,7 @@ int main(int argc, char **argv) {
         if (!k0) continue;
         for (int exact = 0; exact < 2; exact++) {
             const di_cpu_kernels *k = exact ? k0->q8 : k0;
+            if (!k || (only && strcmp(k->name, only))) continue;
             di_matmul_args a1 = {t, w, rb, x, n_in, y, n_out, 1, n_in, n_out};
             di_matmul_args ar = {t, w, rb, x, n_in, y, n_out, rows, n_in, n_out};
             double t1 = best_time(k, &a1, scratch, pool, iters * 10);
