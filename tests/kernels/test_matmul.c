@@ -578,15 +578,16 @@ static float amx_oracle(di_dtype t, const uint8_t *row, const int8_t *q, const f
 
 /* Every AMX table (where the CPU has AMX) equals amx_oracle bit for bit for
  * all batch sizes around the 16-row tile (full and remainder tiles), output
- * groups cut short, output sub-ranges wider than the gemm's chunk of
- * DI_GEMM_Q8_AMX_GROUPS groups, odd block counts, and 1 or 2 threads
+ * groups cut short (unpacked) or full (Q8_0: loaded from the rows),
+ * output sub-ranges, batches longer than the gemm's chunk of
+ * DI_GEMM_Q8_AMX_ROWS packed rows, odd block counts, and 1 or 2 threads
  * through di_matmul -- so its rows never depend on the batch. */
 static void amx_gemm_matches_block_order_oracle_bitwise(void **state) {
     (void)state;
     const di_dtype types[] = {DI_DTYPE_Q4_0, DI_DTYPE_Q4_1, DI_DTYPE_Q8_0, DI_DTYPE_Q4_K};
-    const int64_t row_counts[] = {1, 2, 15, 16, 17, 31, 32, 33, 40};
-    const int64_t max_rows = 40, n_out = 16 * DI_GEMM_Q8_AMX_GROUPS + 21;
-    const int64_t sub0 = 3, sub1 = n_out - 3; /* more than one chunk of groups, both ends cut */
+    const int64_t row_counts[] = {1, 2, 15, 16, 17, 31, 32, 33, 40, DI_GEMM_Q8_AMX_ROWS + 17};
+    const int64_t max_rows = DI_GEMM_Q8_AMX_ROWS + 17, n_out = 53;
+    const int64_t sub0 = 3, sub1 = n_out - 3; /* full groups and a short one */
     di_threadpool *pool;
     di_error err;
     assert_int_equal(di_threadpool_create(2, &pool, &err), DI_OK);

@@ -88,13 +88,15 @@ typedef void (*di_gemm_f32_fn)(const void *w, uint64_t row_bytes, int64_t o0, in
                                float *scratch);
 /* Floats of gemm scratch: per-block weight scales (up to 8 copies each,
  * for vector loads) and offsets of a tile of up to DI_GEMM_Q8_MAX_TILE
- * outputs, or the AMX gemm's DI_GEMM_Q8_AMX_GROUPS groups of 16 weight rows
- * in tile layout (512 bytes per block) plus 16 scales and offsets per
- * block, 64-byte aligned. */
+ * outputs, or the AMX gemm's packed activations (up to
+ * DI_GEMM_Q8_AMX_ROWS rows: n_in bytes and 2 floats per block each) plus
+ * one group of 16 weight rows in tile layout (512 bytes per block) and
+ * their 16 scales and offsets per block, 64-byte aligned. */
 #define DI_GEMM_Q8_MAX_TILE 8
-#define DI_GEMM_Q8_AMX_GROUPS 8 /* 128 outputs prepared at once: <= 245 KiB at n_in 1536 */
+#define DI_GEMM_Q8_AMX_ROWS 128 /* activation rows packed at once: 8 row tiles per unpacked group */
 static inline int64_t di_gemm_q8_scratch_floats(int64_t n_in) {
-    int64_t nb = n_in / DI_Q8_ACT_BLOCK, vnni = 9 * DI_GEMM_Q8_MAX_TILE * nb + 16, amx = DI_GEMM_Q8_AMX_GROUPS * 160 * nb + 16;
+    int64_t nb = n_in / DI_Q8_ACT_BLOCK, vnni = 9 * DI_GEMM_Q8_MAX_TILE * nb + 16;
+    int64_t amx = DI_GEMM_Q8_AMX_ROWS * (8 + 2) * nb + 160 * nb + 16;
     return vnni > amx ? vnni : amx;
 }
 
