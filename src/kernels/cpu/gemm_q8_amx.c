@@ -2,30 +2,40 @@
  * gemm_q8 entries of the "avx512-amx-q8" table, for every row count.
  *
  * Per tile product (TDPBSSD, signed x signed bytes into int32):
- *   A = 16 activation rows x one 32-element block, read straight from the
- *       quantized rows (stride ldq);
- *   B = the same block of 16 weight rows in the VNNI layout (row k holds
- *       elements 4k..4k+3 of each of the 16 outputs), built per group of 16
- *       outputs in the task's scratch (prep_group: scales gathered, nibbles
- *       unpacked, Q4_0's -8 applied, 4 rows per vector through a two-round
- *       dword transpose). Not repacked at load: at 512 rows this costs ~3%
- *       of the gemm, at 32 rows 20-25%, at 1 row (decode) ~60%, and the
- *       1-row call is still faster than avx512-q8 (bench/README.md);
- *   C = 16 x 16 exact block sums isum, stored to L1 and scaled in floats.
+ *   A = 16 weight rows (one group of outputs) x one 32-element block: for
+ *       Q8_0 full groups read straight from the weight rows (stride
+ *       row_bytes, nothing prepared); otherwise unpacked once per group
+ *       and row chunk into scratch (unpack_group: nibbles split, Q4_0's -8
+ *       applied, no transpose);
+ *   B = the same block of 16 activation rows in the VNNI layout (row k
+ *       holds elements 4k..4k+3 of each row), packed with their scales
+ *       once per chunk of DI_GEMM_Q8_AMX_ROWS rows (pack_rows; rows past
+ *       the batch are 0, so every tile has one shape and the
+ *       configuration is loaded once per call);
+ *   C = 16 outputs x 16 rows of exact block sums isum, stored to L1 and
+ *       scaled in floats, one vector of 16 rows per output; the 16 x 16
+ *       accumulators are transposed in registers once per (group, row
+ *       tile) into y.
  * One tile product covers ONE block (K = 32) because every block has its own
- * weight and activation scales: the sums of two blocks never mix.
+ * weight and activation scales: the sums of two blocks never mix. Four C
+ * tiles are in flight (tile_pair): a tile store does not overlap the
+ * multiplies on this core and tile registers are not renamed, so each C
+ * tile is stored two blocks after its product and scaled two blocks after
+ * its store (bench/README.md has the measurements).
  *
  * Numerics (per activation row r and output o, blocks b in order):
  *   acc = fma((float)isum_b, dw_b * dx_b, acc)
  *   acc = fma(mw_b, s_b, acc)            (Q4_1 and Q4_K only: the minimums)
  * with isum_b the exact integer dot of block b (Q4_0's offset -8 and Q8_0's
  * sign are inside it), dw/mw the block scale and offset (gemm_q8_c.c) and
- * dx, s the activation block's scale and d * sum(q). Each (r, o) pair runs
- * this same sequence whatever tile it sits in (full 16-row tile or the
- * remainder tile), the batch size, the output range or the thread, so the
- * table is batch-invariant. It is NOT bit-identical to "avx512-q8", which
- * scales 16 lanes of 4-element partial sums (gemm_q8_avx512.c); both stay
- * within the int8 error bound of the reference (tests/kernels).
+ * dx, s the activation block's scale and d * sum(q) (the products are
+ * formed as dx * dw and mw * s lane-wise, the same IEEE results). Each
+ * (r, o) pair runs this same sequence whatever tile or lane it sits in,
+ * the batch size, the output range or the thread, so the table is
+ * batch-invariant (tests/kernels pins it bit for bit to a scalar oracle).
+ * It is NOT bit-identical to "avx512-q8", which scales 16 lanes of
+ * 4-element partial sums (gemm_q8_avx512.c); both stay within the int8
+ * error bound of the reference (tests/kernels).
  *
  * Entered only after dispatch.c saw AMX-TILE/AMX-INT8 in cpuid, XCR0 bits
  * 17-18 set and the kernel granted this process the tile data state
@@ -42,9 +52,9 @@
 
 #define TGT __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni,amx-tile,amx-int8")))
 #define ALWAYS __attribute__((always_inline))
-#define NO 16 /* outputs per group: the tile's 16 int32 columns */
-#define MR 16 /* activation rows per full tile */
-#define BLOCK_TILE_BYTES 512 /* one block of 16 outputs, VNNI layout */
+#define NO 16 /* outputs per group: the rows of the A and C tiles */
+#define MR 16 /* activation rows per row tile: the 16 int32 columns of C */
+#define BLOCK_TILE_BYTES 512 /* one 16 x 32-byte tile: a block of 16 weight rows, or 16 activation rows in VNNI layout */
 
 enum { K_Q4_0, K_Q4_1, K_Q8_0, K_Q4_K };
 
@@ -327,6 +337,23 @@ TGT static inline ALWAYS void epilogue(int kind, const int32_t *c, __m512 *acc, 
     }
 }
 
+/* Few rows (nr <= FEW_ROWS, e.g. decode): scaling 16 lanes of rows for
+ * each output wastes most of the work, so the sums of row i are gathered
+ * as a column of c and acc[i] holds row i's 16 outputs instead (the same
+ * operations per (row, output), so the same bits). */
+#define FEW_ROWS 4
+TGT static inline ALWAYS void epilogue_few(int kind, const int32_t *c, int nr, __m512 *acc, const float *dw,
+                                           const float *mw, const float *dx, const float *sx, int64_t b) {
+    const __m512 vdw = _mm512_load_ps(dw + b * NO), vmw = _mm512_load_ps(mw + b * NO);
+    const __m512i col = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                           _mm512_set1_epi32(MR));
+    for (int i = 0; i < nr; i++) {
+        const __m512 isum = _mm512_cvtepi32_ps(_mm512_i32gather_epi32(_mm512_add_epi32(col, _mm512_set1_epi32(i)), c, 4));
+        acc[i] = _mm512_fmadd_ps(isum, _mm512_mul_ps(vdw, _mm512_set1_ps(dx[i])), acc[i]);
+        if (kind == K_Q4_1 || kind == K_Q4_K) acc[i] = _mm512_fmadd_ps(vmw, _mm512_set1_ps(sx[i]), acc[i]);
+    }
+}
+
 /* Step j of the pipeline, phase k = j % 4 (tile numbers are literals):
  * issue block j's product into C tile k, store block j-2's C tile to its
  * slot, scale block j-4 from slot k. FULL: all three happen (no tests, so
@@ -340,7 +367,11 @@ TGT static inline ALWAYS void epilogue(int kind, const int32_t *c, __m512 *acc, 
     } while (0)
 #define STEP_STORE(k, TCS) _tile_stored(TCS, cbuf + (((k) + 2) & 3) * MR * NO, 64)
 #define STEP_EPI(k)                                                                                \
-    epilogue(kind, cbuf + (k)*MR * NO, acc, dw, mw, dt + (j0 + (k)-4) * MR, st + (j0 + (k)-4) * MR, j0 + (k)-4)
+    do {                                                                                           \
+        const int64_t bb = j0 + (k)-4;                                                             \
+        if (few) epilogue_few(kind, cbuf + (k)*MR * NO, nr, acc, dw, mw, dt + bb * MR, st + bb * MR, bb); \
+        else epilogue(kind, cbuf + (k)*MR * NO, acc, dw, mw, dt + bb * MR, st + bb * MR, bb);        \
+    } while (0)
 #define STEP_FULL(k, TA, TB, TC, TCS)                                                              \
     do {                                                                                           \
         STEP_ISSUE(k, TA, TB, TC);                                                                 \
@@ -391,7 +422,8 @@ TGT static inline ALWAYS void transpose16(__m512 *v) {
  * constants only (the loops unroll), so it stays in 16 registers. */
 TGT static inline ALWAYS void tile_pair(int kind, const int8_t *a, int64_t a_block, long a_stride, const float *dw,
                                         const float *mw, const int8_t *bt, const float *dt, const float *st,
-                                        int64_t nb, int32_t *cbuf, float *y, int64_t ldy, int nr, int nc) {
+                                        int64_t nb, int32_t *cbuf, float *y, int64_t ldy, int nr, int nc,
+                                        const int few) {
     __m512 acc[NO];
 #pragma GCC unroll 16
     for (int j = 0; j < NO; j++) acc[j] = _mm512_setzero_ps();
@@ -412,9 +444,13 @@ TGT static inline ALWAYS void tile_pair(int kind, const int8_t *a, int64_t a_blo
         STEP(2, T_A0, T_B0, T_C2, T_C0);
         STEP(3, T_A1, T_B1, T_C3, T_C1);
     }
+    const __mmask16 keep = (__mmask16)((1u << nc) - 1u);
+    if (few) { /* acc is (row, output) already */
+        for (int i = 0; i < nr; i++) _mm512_mask_storeu_ps(y + i * ldy, keep, acc[i]);
+        return;
+    }
     /* acc is (output, row): transpose to y's (row, output) */
     transpose16(acc);
-    const __mmask16 keep = (__mmask16)((1u << nc) - 1u);
     if (nr == MR) {
 #pragma GCC unroll 16
         for (int i = 0; i < MR; i++) _mm512_mask_storeu_ps(y + i * ldy, keep, acc[i]);
@@ -464,8 +500,14 @@ TGT static inline ALWAYS void gemm(int kind, const void *w, uint64_t row_bytes, 
             }
             for (int64_t t = 0; t * MR < n; t++) {
                 const int nr = n - t * MR < MR ? (int)(n - t * MR) : MR;
-                tile_pair(kind, a, a_block, a_stride, dw, mw, bt + t * nb * BLOCK_TILE_BYTES, dt + t * nb * MR,
-                          st + t * nb * MR, nb, cbuf, y + (rc + t * MR) * ldy + o, ldy, nr, nc);
+                const int8_t *b = bt + t * nb * BLOCK_TILE_BYTES;
+                float *yt = y + (rc + t * MR) * ldy + o;
+                if (nr <= FEW_ROWS)
+                    tile_pair(kind, a, a_block, a_stride, dw, mw, b, dt + t * nb * MR, st + t * nb * MR, nb, cbuf, yt, ldy,
+                              nr, nc, 1);
+                else
+                    tile_pair(kind, a, a_block, a_stride, dw, mw, b, dt + t * nb * MR, st + t * nb * MR, nb, cbuf, yt, ldy,
+                              nr, nc, 0);
             }
         }
     }
