@@ -347,7 +347,9 @@ TGT static inline ALWAYS void epilogue_few(int kind, const int32_t *c, int nr, _
     const __m512 vdw = _mm512_load_ps(dw + b * NO), vmw = _mm512_load_ps(mw + b * NO);
     const __m512i col = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                                            _mm512_set1_epi32(MR));
-    for (int i = 0; i < nr; i++) {
+#pragma GCC unroll 4
+    for (int i = 0; i < FEW_ROWS; i++) {
+        if (i >= nr) break;
         const __m512 isum = _mm512_cvtepi32_ps(_mm512_i32gather_epi32(_mm512_add_epi32(col, _mm512_set1_epi32(i)), c, 4));
         acc[i] = _mm512_fmadd_ps(isum, _mm512_mul_ps(vdw, _mm512_set1_ps(dx[i])), acc[i]);
         if (kind == K_Q4_1 || kind == K_Q4_K) acc[i] = _mm512_fmadd_ps(vmw, _mm512_set1_ps(sx[i]), acc[i]);
@@ -445,18 +447,20 @@ TGT static inline ALWAYS void tile_pair(int kind, const int8_t *a, int64_t a_blo
         STEP(3, T_A1, T_B1, T_C3, T_C1);
     }
     const __mmask16 keep = (__mmask16)((1u << nc) - 1u);
+    /* (every acc index a constant once unrolled: an index that varies at
+     * run time would keep the whole array in memory, a load and a store
+     * per row and block) */
     if (few) { /* acc is (row, output) already */
-        for (int i = 0; i < nr; i++) _mm512_mask_storeu_ps(y + i * ldy, keep, acc[i]);
+#pragma GCC unroll 4
+        for (int i = 0; i < FEW_ROWS; i++)
+            if (i < nr) _mm512_mask_storeu_ps(y + i * ldy, keep, acc[i]);
         return;
     }
     /* acc is (output, row): transpose to y's (row, output) */
     transpose16(acc);
-    if (nr == MR) {
 #pragma GCC unroll 16
-        for (int i = 0; i < MR; i++) _mm512_mask_storeu_ps(y + i * ldy, keep, acc[i]);
-    } else {
-        for (int i = 0; i < nr; i++) _mm512_mask_storeu_ps(y + i * ldy, keep, acc[i]);
-    }
+    for (int i = 0; i < MR; i++)
+        if (i < nr) _mm512_mask_storeu_ps(y + i * ldy, keep, acc[i]);
 }
 
 /* scratch: di_gemm_q8_scratch_floats(n_in) floats, 64-byte aligned inside:
