@@ -495,7 +495,7 @@ static void q8_tables_quantize_identically_and_agree(void **state) {
         assert_memory_equal(q0, q1, (size_t)(n_rows * n));
         assert_memory_equal(d0, d1, sizeof(float) * (size_t)(n_rows * nb));
         assert_memory_equal(s0, s1, sizeof(float) * (size_t)(n_rows * nb));
-        di_q8_rows xq = {q0, d0, s0, n, nb};
+        di_q8_rows xq = {q0, d0, s0, n, nb, NULL, NULL, NULL};
         for (size_t d = 0; d < sizeof MATMUL_TYPES / sizeof MATMUL_TYPES[0]; d++) {
             di_dtype t = MATMUL_TYPES[d];
             if (!c->gemm_q8[t]) continue;
@@ -613,7 +613,7 @@ static void amx_gemm_matches_block_order_oracle_bitwise(void **state) {
                         want[r * n_out + o] = amx_oracle(t, w + o * rb, q + r * n_in, xd + r * nb, xs + r * nb, nb);
                 float *y = malloc(sizeof(float) * (size_t)(max_rows * n_out));
                 float *scratch = malloc(sizeof(float) * (size_t)di_matmul_scratch_floats(max_rows, n_in, 2));
-                di_q8_rows xq = {q, xd, xs, n_in, nb};
+                di_q8_rows xq = {q, xd, xs, n_in, nb, NULL, NULL, NULL}; /* the gemm packs by itself */
                 for (size_t ri = 0; ri < sizeof row_counts / sizeof row_counts[0]; ri++) {
                     int64_t rows = row_counts[ri];
                     /* the gemm on a sub-range of outputs (a task's share) */

@@ -488,7 +488,15 @@ TGT static inline ALWAYS void gemm(int kind, const void *w, uint64_t row_bytes, 
     load_config();
     for (int64_t rc = 0; rc < n_rows; rc += DI_GEMM_Q8_AMX_ROWS) {
         const int64_t n = n_rows - rc < DI_GEMM_Q8_AMX_ROWS ? n_rows - rc : DI_GEMM_Q8_AMX_ROWS;
-        pack_rows(x, rc, n, nb, bt, dt, st);
+        const int8_t *pt = bt;
+        const float *pd = dt, *ps = st;
+        if (x->tiles) { /* packed once for every task (matmul.c) */
+            pt = x->tiles + rc / MR * nb * BLOCK_TILE_BYTES;
+            pd = x->td + rc / MR * nb * MR;
+            ps = x->ts + rc / MR * nb * MR;
+        } else {
+            pack_rows(x, rc, n, nb, bt, dt, st);
+        }
         for (int64_t o = o0; o < o1; o += NO) {
             const int nc = o1 - o < NO ? (int)(o1 - o) : NO;
             prep_scales(kind, w, row_bytes, o, nc, nb, dw, mw);
@@ -504,14 +512,13 @@ TGT static inline ALWAYS void gemm(int kind, const void *w, uint64_t row_bytes, 
             }
             for (int64_t t = 0; t * MR < n; t++) {
                 const int nr = n - t * MR < MR ? (int)(n - t * MR) : MR;
-                const int8_t *b = bt + t * nb * BLOCK_TILE_BYTES;
+                const int8_t *b = pt + t * nb * BLOCK_TILE_BYTES;
+                const float *d = pd + t * nb * MR, *sm = ps + t * nb * MR;
                 float *yt = y + (rc + t * MR) * ldy + o;
                 if (nr <= FEW_ROWS)
-                    tile_pair(kind, a, a_block, a_stride, dw, mw, b, dt + t * nb * MR, st + t * nb * MR, nb, cbuf, yt, ldy,
-                              nr, nc, 1);
+                    tile_pair(kind, a, a_block, a_stride, dw, mw, b, d, sm, nb, cbuf, yt, ldy, nr, nc, 1);
                 else
-                    tile_pair(kind, a, a_block, a_stride, dw, mw, b, dt + t * nb * MR, st + t * nb * MR, nb, cbuf, yt, ldy,
-                              nr, nc, 0);
+                    tile_pair(kind, a, a_block, a_stride, dw, mw, b, d, sm, nb, cbuf, yt, ldy, nr, nc, 0);
             }
         }
     }
@@ -529,6 +536,15 @@ DEFINE_GEMM(q4_0, K_Q4_0)
 DEFINE_GEMM(q4_1, K_Q4_1)
 DEFINE_GEMM(q8_0, K_Q8_0)
 DEFINE_GEMM(q4_K, K_Q4_K)
+
+/* Row tiles [t0, t1) of all n_rows rows, for matmul.c's shared packing
+ * (tiles, td, ts 64-byte aligned, laid out as pack_rows from tile 0). */
+TGT void di_pack_q8_amx(const di_q8_rows *x, int64_t n_rows, int64_t n_in, int64_t t0, int64_t t1, int8_t *tiles,
+                        float *td, float *ts) {
+    const int64_t nb = n_in / DI_Q8_ACT_BLOCK, r0 = t0 * MR, r1 = t1 * MR < n_rows ? t1 * MR : n_rows;
+    if (r0 >= r1 || nb == 0) return;
+    pack_rows(x, r0, r1 - r0, nb, tiles + t0 * nb * BLOCK_TILE_BYTES, td + t0 * nb * MR, ts + t0 * nb * MR);
+}
 
 /* Quantization is the AVX2 one (the same bits in every table). */
 void di_quantize_q8_amx(const float *x, int8_t *q, float *d, float *s, int64_t n) {
