@@ -54,7 +54,9 @@
 #define ALWAYS __attribute__((always_inline))
 #define NO 16 /* outputs per group: the rows of the A and C tiles */
 #define MR 16 /* activation rows per row tile: the 16 int32 columns of C */
-#define BLOCK_TILE_BYTES 512 /* one 16 x 32-byte tile: a block of 16 weight rows, or 16 activation rows in VNNI layout */
+/* one 16 x 32-byte tile: a block of 16 weight rows, or 16 activation rows
+ * in the VNNI layout (8 x 64 bytes) */
+#define BLOCK_TILE_BYTES 512
 
 enum { K_Q4_0, K_Q4_1, K_Q8_0, K_Q4_K };
 
@@ -350,7 +352,8 @@ TGT static inline ALWAYS void epilogue_few(int kind, const int32_t *c, int nr, _
 #pragma GCC unroll 4
     for (int i = 0; i < FEW_ROWS; i++) {
         if (i >= nr) break;
-        const __m512 isum = _mm512_cvtepi32_ps(_mm512_i32gather_epi32(_mm512_add_epi32(col, _mm512_set1_epi32(i)), c, 4));
+        const __m512i sums = _mm512_i32gather_epi32(_mm512_add_epi32(col, _mm512_set1_epi32(i)), c, 4);
+        const __m512 isum = _mm512_cvtepi32_ps(sums);
         acc[i] = _mm512_fmadd_ps(isum, _mm512_mul_ps(vdw, _mm512_set1_ps(dx[i])), acc[i]);
         if (kind == K_Q4_1 || kind == K_Q4_K) acc[i] = _mm512_fmadd_ps(vmw, _mm512_set1_ps(sx[i]), acc[i]);
     }

@@ -4,7 +4,9 @@
  * layer's q/k/v (or gate/up) cost one pool round trip, not three (two).
  *
  * The int8 path (tables with quantize_q8, weight dtypes with gemm_q8): the
- * activation rows are quantized once per call (threaded over rows), then
+ * activation rows are quantized once per call (threaded over rows; for a
+ * table with pack_q8, over whole 16-row tiles that the same task then
+ * packs into the table's tile layout, once for every part and task), then
  * each task runs the table's gemm over its output rows against all rows.
  * One instruction sequence per (row, output) for every batch size, so it
  * is batch-invariant like the f32 path below.
