@@ -3,9 +3,9 @@
  * (-r rows) in GMAC/s, per CPU-second (so per core for -t 1). Random
  * weights; nothing is asserted.
  *
- * -k TABLE runs that dispatch table only ("avx512", "avx2-q8", ...).
+ *   bench_matmul [-d q4_1] [-i 576] [-o 1536] [-r 512] [-t 1] [-n iters] [-k table]
  *
- *   bench_matmul [-d q4_1] [-i 576] [-o 1536] [-r 512] [-t 1] [-n iters] [-k table] */
+ * -k runs only the table of that name (e.g. avx512-amx-q8), for profiling. */
 #include "base/threadpool.h"
 #include "kernels/cpu/kernels.h"
 
@@ -76,7 +76,7 @@ int main(int argc, char **argv) {
         if (!k0) continue;
         for (int exact = 0; exact < 2; exact++) {
             const di_cpu_kernels *k = exact ? k0->q8 : k0;
-            if (only && strcmp(k->name, only) != 0) continue;
+            if (!k || (only && strcmp(k->name, only))) continue;
             di_matmul_args a1 = {t, w, rb, x, n_in, y, n_out, 1, n_in, n_out};
             di_matmul_args ar = {t, w, rb, x, n_in, y, n_out, rows, n_in, n_out};
             double t1 = best_time(k, &a1, scratch, pool, iters * 10);

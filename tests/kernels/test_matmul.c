@@ -495,7 +495,7 @@ static void q8_tables_quantize_identically_and_agree(void **state) {
         assert_memory_equal(q0, q1, (size_t)(n_rows * n));
         assert_memory_equal(d0, d1, sizeof(float) * (size_t)(n_rows * nb));
         assert_memory_equal(s0, s1, sizeof(float) * (size_t)(n_rows * nb));
-        di_q8_rows xq = {q0, d0, s0, n, nb};
+        di_q8_rows xq = {q0, d0, s0, n, nb, NULL, NULL, NULL};
         for (size_t d = 0; d < sizeof MATMUL_TYPES / sizeof MATMUL_TYPES[0]; d++) {
             di_dtype t = MATMUL_TYPES[d];
             if (!c->gemm_q8[t]) continue;
@@ -578,13 +578,16 @@ static float amx_oracle(di_dtype t, const uint8_t *row, const int8_t *q, const f
 
 /* Every AMX table (where the CPU has AMX) equals amx_oracle bit for bit for
  * all batch sizes around the 16-row tile (full and remainder tiles), output
- * groups cut short, output sub-ranges, odd block counts, and 1 or 2
- * threads through di_matmul -- so its rows never depend on the batch. */
+ * groups cut short (unpacked) or full (Q8_0: loaded from the rows),
+ * output sub-ranges, batches longer than the gemm's chunk of
+ * DI_GEMM_Q8_AMX_ROWS packed rows, odd block counts, and 1 or 2 threads
+ * through di_matmul -- so its rows never depend on the batch. */
 static void amx_gemm_matches_block_order_oracle_bitwise(void **state) {
     (void)state;
     const di_dtype types[] = {DI_DTYPE_Q4_0, DI_DTYPE_Q4_1, DI_DTYPE_Q8_0, DI_DTYPE_Q4_K};
-    const int64_t row_counts[] = {1, 2, 15, 16, 17, 31, 33, 40};
-    const int64_t max_rows = 40, n_out = 37;
+    const int64_t row_counts[] = {1, 2, 15, 16, 17, 31, 32, 33, 40, DI_GEMM_Q8_AMX_ROWS + 17};
+    const int64_t max_rows = DI_GEMM_Q8_AMX_ROWS + 17, n_out = 53;
+    const int64_t sub0 = 3, sub1 = n_out - 3; /* full groups and a short one */
     di_threadpool *pool;
     di_error err;
     assert_int_equal(di_threadpool_create(2, &pool, &err), DI_OK);
@@ -610,16 +613,16 @@ static void amx_gemm_matches_block_order_oracle_bitwise(void **state) {
                         want[r * n_out + o] = amx_oracle(t, w + o * rb, q + r * n_in, xd + r * nb, xs + r * nb, nb);
                 float *y = malloc(sizeof(float) * (size_t)(max_rows * n_out));
                 float *scratch = malloc(sizeof(float) * (size_t)di_matmul_scratch_floats(max_rows, n_in, 2));
-                di_q8_rows xq = {q, xd, xs, n_in, nb};
+                di_q8_rows xq = {q, xd, xs, n_in, nb, NULL, NULL, NULL}; /* the gemm packs by itself */
                 for (size_t ri = 0; ri < sizeof row_counts / sizeof row_counts[0]; ri++) {
                     int64_t rows = row_counts[ri];
                     /* the gemm on a sub-range of outputs (a task's share) */
                     memset(y, 0xff, sizeof(float) * (size_t)(max_rows * n_out));
-                    k->gemm_q8[t](w, rb, 3, 29, &xq, rows, n_in, y, n_out, scratch);
+                    k->gemm_q8[t](w, rb, sub0, sub1, &xq, rows, n_in, y, n_out, scratch);
                     for (int64_t r = 0; r < rows; r++)
                         for (int64_t o = 0; o < n_out; o++) {
                             float got = y[r * n_out + o], exp = want[r * n_out + o];
-                            int in_range = o >= 3 && o < 29;
+                            int in_range = o >= sub0 && o < sub1;
                             if (in_range ? memcmp(&got, &exp, sizeof got) != 0 : !isnan(got))
                                 fail_msg("%s %s n_in %lld rows %lld [%lld,%lld]: %.9g vs oracle %.9g", k->name,
                                          di_dtype_traits_of(t)->name, (long long)n_in, (long long)rows, (long long)r,

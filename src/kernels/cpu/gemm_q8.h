@@ -48,6 +48,9 @@ DI_GEMM_Q8_DECL(avx2)
 DI_GEMM_Q8_DECL(avx512)
 DI_GEMM_Q8_DECL(amx)
 
+void di_pack_q8_amx(const di_q8_rows *x, int64_t n_rows, int64_t n_in, int64_t t0, int64_t t1, int8_t *tiles,
+                    float *td, float *ts);
+
 /* Asks Linux for the AMX tile data state (gemm_q8_amx.c); 1 when granted. */
 int di_amx_request_permission(void);
 

@@ -2,30 +2,40 @@
  * gemm_q8 entries of the "avx512-amx-q8" table, for every row count.
  *
  * Per tile product (TDPBSSD, signed x signed bytes into int32):
- *   A = 16 activation rows x one 32-element block, read straight from the
- *       quantized rows (stride ldq);
- *   B = the same block of 16 weight rows in the VNNI layout (row k holds
- *       elements 4k..4k+3 of each of the 16 outputs), built per group of 16
- *       outputs in the task's scratch (prep_group: scales gathered, nibbles
- *       unpacked, Q4_0's -8 applied, 4 rows per vector through a two-round
- *       dword transpose). Not repacked at load: at 512 rows this costs ~3%
- *       of the gemm, at 32 rows 20-25%, at 1 row (decode) ~60%, and the
- *       1-row call is still faster than avx512-q8 (bench/README.md);
- *   C = 16 x 16 exact block sums isum, stored to L1 and scaled in floats.
+ *   A = 16 weight rows (one group of outputs) x one 32-element block: for
+ *       Q8_0 full groups read straight from the weight rows (stride
+ *       row_bytes, nothing prepared); otherwise unpacked once per group
+ *       and row chunk into scratch (unpack_group: nibbles split, Q4_0's -8
+ *       applied, no transpose);
+ *   B = the same block of 16 activation rows in the VNNI layout (row k
+ *       holds elements 4k..4k+3 of each row), packed with their scales
+ *       once per chunk of DI_GEMM_Q8_AMX_ROWS rows (pack_rows; rows past
+ *       the batch are 0, so every tile has one shape and the
+ *       configuration is loaded once per call);
+ *   C = 16 outputs x 16 rows of exact block sums isum, stored to L1 and
+ *       scaled in floats, one vector of 16 rows per output; the 16 x 16
+ *       accumulators are transposed in registers once per (group, row
+ *       tile) into y.
  * One tile product covers ONE block (K = 32) because every block has its own
- * weight and activation scales: the sums of two blocks never mix.
+ * weight and activation scales: the sums of two blocks never mix. Four C
+ * tiles are in flight (tile_pair): a tile store does not overlap the
+ * multiplies on this core and tile registers are not renamed, so each C
+ * tile is stored two blocks after its product and scaled two blocks after
+ * its store (bench/README.md has the measurements).
  *
  * Numerics (per activation row r and output o, blocks b in order):
  *   acc = fma((float)isum_b, dw_b * dx_b, acc)
  *   acc = fma(mw_b, s_b, acc)            (Q4_1 and Q4_K only: the minimums)
  * with isum_b the exact integer dot of block b (Q4_0's offset -8 and Q8_0's
  * sign are inside it), dw/mw the block scale and offset (gemm_q8_c.c) and
- * dx, s the activation block's scale and d * sum(q). Each (r, o) pair runs
- * this same sequence whatever tile it sits in (full 16-row tile or the
- * remainder tile), the batch size, the output range or the thread, so the
- * table is batch-invariant. It is NOT bit-identical to "avx512-q8", which
- * scales 16 lanes of 4-element partial sums (gemm_q8_avx512.c); both stay
- * within the int8 error bound of the reference (tests/kernels).
+ * dx, s the activation block's scale and d * sum(q) (the products are
+ * formed as dx * dw and mw * s lane-wise, the same IEEE results). Each
+ * (r, o) pair runs this same sequence whatever tile or lane it sits in,
+ * the batch size, the output range or the thread, so the table is
+ * batch-invariant (tests/kernels pins it bit for bit to a scalar oracle).
+ * It is NOT bit-identical to "avx512-q8", which scales 16 lanes of
+ * 4-element partial sums (gemm_q8_avx512.c); both stay within the int8
+ * error bound of the reference (tests/kernels).
  *
  * Entered only after dispatch.c saw AMX-TILE/AMX-INT8 in cpuid, XCR0 bits
  * 17-18 set and the kernel granted this process the tile data state
@@ -42,23 +52,30 @@
 
 #define TGT __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni,amx-tile,amx-int8")))
 #define ALWAYS __attribute__((always_inline))
-#define NO 16 /* outputs per group: the tile's 16 int32 columns */
-#define MR 16 /* activation rows per full tile */
-#define BLOCK_TILE_BYTES 512 /* one block of 16 outputs, VNNI layout */
+#define NO 16 /* outputs per group: the rows of the A and C tiles */
+#define MR 16 /* activation rows per row tile: the 16 int32 columns of C */
+/* one 16 x 32-byte tile: a block of 16 weight rows, or 16 activation rows
+ * in the VNNI layout (8 x 64 bytes) */
+#define BLOCK_TILE_BYTES 512
 
 enum { K_Q4_0, K_Q4_1, K_Q8_0, K_Q4_K };
 
-/* Tile registers: A, B and C alternate between two registers per block so
- * consecutive blocks overlap; the remainder rows (fewer than 16, after full
- * tiles) have their own A and C shapes. */
+/* Tile registers: block b's product reads A and B tiles b % 2 and goes
+ * to C tile b % 4, so four products are in flight. Tile registers are not
+ * renamed and a tile store does not overlap the multiplies, so block b's
+ * C is stored two blocks after its product was issued (the product is
+ * done by then) and scaled two blocks after that (the stored sums have
+ * reached L1). Every tile has one shape for every call: A 16 x 32 bytes
+ * (weight rows), B 8 x 64 bytes (16 activation rows, VNNI), C 16 x 16. */
 #define T_A0 0 /* (GCC's tile intrinsics paste the number into the asm) */
 #define T_A1 1
 #define T_B0 2
 #define T_B1 3
 #define T_C0 4
 #define T_C1 5
-#define T_AR 6
-#define T_CR 7
+#define T_C2 6
+#define T_C3 7
+#define C_SLOTS 4 /* C tiles in flight, each with its L1 slot */
 
 typedef struct tile_config {
     uint8_t palette, start_row, reserved[14];
@@ -66,15 +83,14 @@ typedef struct tile_config {
     uint8_t rows[16];
 } tile_config;
 
-/* main: rows of the A0/A1/C0/C1 tiles; rem: of the remainder tiles. */
-TGT static void load_config(int main, int rem) {
+TGT static void load_config(void) {
     tile_config c;
     memset(&c, 0, sizeof c);
     c.palette = 1;
-    const int rows[8] = {main, main, 8, 8, main, main, rem, rem};
-    const int cols[8] = {32, 32, 64, 64, 64, 64, 32, 64};
+    const int r[8] = {NO, NO, 8, 8, NO, NO, NO, NO};
+    const int cols[8] = {32, 32, 64, 64, 64, 64, 64, 64};
     for (int t = 0; t < 8; t++) {
-        c.rows[t] = (uint8_t)rows[t];
+        c.rows[t] = (uint8_t)r[t];
         c.colsb[t] = (uint16_t)cols[t];
     }
     /* GCC's _tile_loadconfig names only 8 bytes of c as its input: make
@@ -173,21 +189,6 @@ TGT static inline ALWAYS __m512i load4(const uint8_t *const *rows, int64_t off) 
     return v;
 }
 
-/* 16 nibble bytes of 4 rows (block b) -> the low nibbles (elements 0-15,
- * dwords k = 0..3) and high nibbles (k = 4..7), one row per 128-bit lane. */
-TGT static inline ALWAYS void nibbles4(int kind, const uint8_t *const *rows, int64_t b, __m512i *lo, __m512i *hi) {
-    const __m512i v = load4(rows, b * block_bytes(kind) + (kind == K_Q4_0 ? 2 : 4));
-    const __m512i m4 = _mm512_set1_epi8(0x0F);
-    *lo = _mm512_and_si512(v, m4);
-    *hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
-    if (kind == K_Q4_0) { /* signed: nibble - 8; missing rows stay 0 */
-        const __mmask64 live = (rows[0] ? 0xFFFFull : 0) | (rows[1] ? 0xFFFFull << 16 : 0) |
-                               (rows[2] ? 0xFFFFull << 32 : 0) | (rows[3] ? 0xFFFFull << 48 : 0);
-        *lo = _mm512_mask_sub_epi8(*lo, live, *lo, _mm512_set1_epi8(8));
-        *hi = _mm512_mask_sub_epi8(*hi, live, *hi, _mm512_set1_epi8(8));
-    }
-}
-
 /* v[m] holds rows 4m..4m+3 (one per 128-bit lane) x dwords k0..k0+3 ->
  * out + 64 k for k = k0..k0+3: 16 rows of dword k. Two rounds of 2-source
  * permutes: first dwords {k0, k0+1} and {k0+2, k0+3} of 8 rows, then the
@@ -205,16 +206,10 @@ TGT static inline ALWAYS void transpose4x16(const __m512i *v, int8_t *out) {
     _mm512_store_si512((void *)(out + 192), _mm512_permutex2var_epi32(pb, hi8, qb));
 }
 
-/* Outputs o .. o+nc-1 (nc <= 16; missing ones are zero) -> bt (nb blocks of
- * BLOCK_TILE_BYTES, VNNI layout) and dw, mw (nb, NO).
- * Every kind loads 16 bytes of 4 rows per vector (load4) and transposes
- * them with transpose4x16: the low/high nibbles of Q4_0/Q4_1 (dwords 0-3 /
- * 4-7), the two halves of a Q8_0 block, and for Q4_K the two halves of the
- * 32 bytes that hold sub-blocks 2c (low nibbles) and 2c+1 (high). */
-TGT static inline ALWAYS void prep_group(int kind, const void *w, uint64_t row_bytes, int64_t o, int nc,
-                                         int64_t nb, int8_t *bt, float *dw, float *mw) {
-    const uint8_t *rows[NO];
-    for (int j = 0; j < NO; j++) rows[j] = j < nc ? (const uint8_t *)w + (uint64_t)(o + j) * row_bytes : NULL;
+/* Scales dw and offsets mw (nb, NO) of outputs o .. o+nc-1 (nc <= 16;
+ * missing ones are 0). */
+TGT static inline ALWAYS void prep_scales(int kind, const void *w, uint64_t row_bytes, int64_t o, int nc,
+                                          int64_t nb, float *dw, float *mw) {
     const __mmask16 keep = (__mmask16)((1u << nc) - 1u);
     if (row_bytes <= (uint64_t)INT32_MAX / NO) {
         const __m512i offs = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
@@ -224,163 +219,309 @@ TGT static inline ALWAYS void prep_group(int kind, const void *w, uint64_t row_b
             for (int64_t sb = 0; sb < nb / 8; sb++) gather_scales_q4_K(base, offs, keep, sb, dw, mw);
         else
             for (int64_t b = 0; b < nb; b++) gather_scales(kind, base, offs, keep, b, dw, mw);
-    } else {
-        for (int j = 0; j < NO; j++) {
-            if (rows[j]) {
-                row_scales(kind, rows[j], nb, dw, mw, j);
-            } else {
-                for (int64_t b = 0; b < nb; b++) dw[b * NO + j] = mw[b * NO + j] = 0.0f;
-            }
-        }
-    }
-    if (kind == K_Q4_0 || kind == K_Q4_1) {
-        for (int64_t b = 0; b < nb; b++) {
-            __m512i lo[4], hi[4];
-            for (int m = 0; m < 4; m++) nibbles4(kind, rows + 4 * m, b, &lo[m], &hi[m]);
-            transpose4x16(lo, bt + b * BLOCK_TILE_BYTES);
-            transpose4x16(hi, bt + b * BLOCK_TILE_BYTES + 256);
-        }
         return;
     }
-    if (kind == K_Q8_0) { /* elements 0-15 (dwords 0-3) and 16-31 (4-7), 4 rows per vector */
+    for (int j = 0; j < NO; j++) {
+        if (j < nc) {
+            row_scales(kind, (const uint8_t *)w + (uint64_t)(o + j) * row_bytes, nb, dw, mw, j);
+        } else {
+            for (int64_t b = 0; b < nb; b++) dw[b * NO + j] = mw[b * NO + j] = 0.0f;
+        }
+    }
+}
+
+/* Outputs o .. o+nc-1 -> at (nb A tiles of BLOCK_TILE_BYTES: row j = the
+ * 32 signed weight integers of block b of output o+j in element order;
+ * rows from nc on are 0). Q4_0/Q4_1: low nibbles are elements 0-15, high
+ * 16-31 (Q4_0 minus 8); Q4_K: sub-block 2c the low and 2c+1 the high
+ * nibbles of the same 32 bytes; Q8_0: the bytes as stored. Two rows per
+ * 512-bit vector. */
+TGT static inline ALWAYS void unpack_group(int kind, const void *w, uint64_t row_bytes, int64_t o, int nc,
+                                           int64_t nb, int8_t *at) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F), eight = _mm512_set1_epi8(8);
+    /* lanes [lo0 hi0 lo1 hi1]: 128-bit lanes 0, 2 of lo/hi (row 0 and 1 in lanes 0 and 1) */
+    const __m512i il = _mm512_setr_epi64(0, 1, 8, 9, 2, 3, 10, 11);
+    for (int j = 0; j < NO; j += 2) {
+        const uint8_t *r0 = j < nc ? (const uint8_t *)w + (uint64_t)(o + j) * row_bytes : NULL;
+        const uint8_t *r1 = j + 1 < nc ? (const uint8_t *)w + (uint64_t)(o + j + 1) * row_bytes : NULL;
+        if (kind == K_Q4_K) {
+            for (int64_t c = 0; c < nb / 2; c++) {
+                const int64_t off = (c >> 2) * (int64_t)sizeof(di_block_q4_K) + 16 + 32 * (c & 3);
+                __m512i v = _mm512_setzero_si512();
+                if (r0) v = _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(const void *)(r0 + off)));
+                if (r1) v = _mm512_inserti64x4(v, _mm256_loadu_si256((const __m256i *)(const void *)(r1 + off)), 1);
+                _mm512_store_si512((void *)(at + 2 * c * BLOCK_TILE_BYTES + 32 * j), _mm512_and_si512(v, m4));
+                _mm512_store_si512((void *)(at + (2 * c + 1) * BLOCK_TILE_BYTES + 32 * j),
+                                   _mm512_and_si512(_mm512_srli_epi16(v, 4), m4));
+            }
+            continue;
+        }
+        for (int64_t b = 0; b < nb; b++) {
+            int8_t *dst = at + b * BLOCK_TILE_BYTES + 32 * j;
+            if (kind == K_Q8_0) {
+                const int64_t off = b * block_bytes(kind) + 2;
+                __m512i v = _mm512_setzero_si512();
+                if (r0) v = _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(const void *)(r0 + off)));
+                if (r1) v = _mm512_inserti64x4(v, _mm256_loadu_si256((const __m256i *)(const void *)(r1 + off)), 1);
+                _mm512_store_si512((void *)dst, v);
+                continue;
+            }
+            const int64_t off = b * block_bytes(kind) + (kind == K_Q4_0 ? 2 : 4);
+            __m512i v = _mm512_setzero_si512();
+            if (r0) v = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(const void *)(r0 + off)));
+            if (r1) v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(const void *)(r1 + off)), 1);
+            __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+            if (kind == K_Q4_0) { /* signed: nibble - 8; missing rows stay 0 */
+                const __mmask64 live = (r0 ? 0xFFFFull : 0) | (r1 ? 0xFFFFull << 16 : 0);
+                lo = _mm512_mask_sub_epi8(lo, live, lo, eight);
+                hi = _mm512_mask_sub_epi8(hi, live, hi, eight);
+            }
+            _mm512_store_si512((void *)dst, _mm512_permutex2var_epi64(lo, il, hi));
+        }
+    }
+}
+
+/* ---- activation packing ------------------------------------------------------ */
+
+/* Activation rows r0 .. r0+n-1 -> bt (ceil(n/16) row tiles x nb blocks of
+ * BLOCK_TILE_BYTES, VNNI: row k holds elements 4k..4k+3 of each of the 16
+ * rows) and their scales dt, st ((tile, block), 16 rows); rows from n on
+ * are 0 (their sums are 0 and never stored). */
+TGT static inline ALWAYS void pack_rows(const di_q8_rows *x, int64_t r0, int64_t n, int64_t nb, int8_t *bt,
+                                        float *dt, float *st) {
+    /* the scales of 16 rows by one gather when their offsets fit int32 */
+    const int gather = x->ldb <= INT32_MAX / MR;
+    const __m512i ldb = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                           _mm512_set1_epi32(gather ? (int)x->ldb : 0));
+    for (int64_t t = 0; t * MR < n; t++) {
+        const uint8_t *rows[MR];
+        const int nr = n - t * MR < MR ? (int)(n - t * MR) : MR;
+        for (int i = 0; i < MR; i++)
+            rows[i] = i < nr ? (const uint8_t *)(const void *)(x->q + (r0 + t * MR + i) * x->ldq) : NULL;
+        const __mmask16 live = (__mmask16)((1u << nr) - 1u);
         for (int64_t b = 0; b < nb; b++) {
             __m512i a[4], e[4];
             for (int m = 0; m < 4; m++) {
-                a[m] = load4(rows + 4 * m, b * block_bytes(kind) + 2);
-                e[m] = load4(rows + 4 * m, b * block_bytes(kind) + 18);
+                a[m] = load4(rows + 4 * m, 32 * b);
+                e[m] = load4(rows + 4 * m, 32 * b + 16);
             }
-            transpose4x16(a, bt + b * BLOCK_TILE_BYTES);
-            transpose4x16(e, bt + b * BLOCK_TILE_BYTES + 256);
-        }
-        return;
-    }
-    if (kind == K_Q4_K) { /* sub-blocks 2c (low nibbles) and 2c+1 (high) share 32 bytes */
-        const __m512i m4 = _mm512_set1_epi8(0x0F);
-        for (int64_t c = 0; c < nb / 2; c++) {
-            const int64_t off = (c >> 2) * (int64_t)sizeof(di_block_q4_K) + 16 + 32 * (c & 3);
-            __m512i a[4], e[4], v[4];
-            for (int m = 0; m < 4; m++) {
-                a[m] = load4(rows + 4 * m, off);      /* elements 0-15 */
-                e[m] = load4(rows + 4 * m, off + 16); /* elements 16-31 */
+            int8_t *out = bt + (t * nb + b) * BLOCK_TILE_BYTES;
+            transpose4x16(a, out);
+            transpose4x16(e, out + 256);
+            const int64_t xb = (r0 + t * MR) * x->ldb + b;
+            float *d = dt + (t * nb + b) * MR, *s = st + (t * nb + b) * MR;
+            if (gather) {
+                _mm512_store_ps(d, _mm512_mask_i32gather_ps(_mm512_setzero_ps(), live, ldb, x->d + xb, 4));
+                _mm512_store_ps(s, _mm512_mask_i32gather_ps(_mm512_setzero_ps(), live, ldb, x->s + xb, 4));
+                continue;
             }
-            int8_t *t0 = bt + 2 * c * BLOCK_TILE_BYTES, *t1 = t0 + BLOCK_TILE_BYTES;
-            for (int m = 0; m < 4; m++) v[m] = _mm512_and_si512(a[m], m4);
-            transpose4x16(v, t0);
-            for (int m = 0; m < 4; m++) v[m] = _mm512_and_si512(e[m], m4);
-            transpose4x16(v, t0 + 256);
-            for (int m = 0; m < 4; m++) v[m] = _mm512_and_si512(_mm512_srli_epi16(a[m], 4), m4);
-            transpose4x16(v, t1);
-            for (int m = 0; m < 4; m++) v[m] = _mm512_and_si512(_mm512_srli_epi16(e[m], 4), m4);
-            transpose4x16(v, t1 + 256);
+            for (int i = 0; i < MR; i++) {
+                d[i] = i < nr ? x->d[xb + i * x->ldb] : 0.0f;
+                s[i] = i < nr ? x->s[xb + i * x->ldb] : 0.0f;
+            }
         }
-        return;
     }
 }
 
 /* ---- tile products and the float epilogue ----------------------------------- */
 
-/* Scales the block sums c (nr rows of 16 int32) of block b into acc. */
-TGT static inline ALWAYS void epilogue(int kind, const int32_t *c, int nr, __m512 *acc, const float *dw,
-                                       const float *mw, const di_q8_rows *x, int64_t r0, int64_t b) {
-    const __m512 vdw = _mm512_load_ps(dw + b * NO);
-    const __m512 vmw = _mm512_load_ps(mw + b * NO);
+/* Scales the block sums c of block b (row j: output j against the 16
+ * activation rows) into acc (acc[j]: output j, lane i: row i). dx, sx: the
+ * 16 rows' activation scale and d * sum(q) of block b. */
+TGT static inline ALWAYS void epilogue(int kind, const int32_t *c, __m512 *acc, const float *dw, const float *mw,
+                                       const float *dx, const float *sx, int64_t b) {
+    const __m512 vdx = _mm512_load_ps(dx), vsx = _mm512_load_ps(sx);
 #pragma GCC unroll 16
-    for (int i = 0; i < nr; i++) {
-        const int64_t xb = (r0 + i) * x->ldb + b;
-        __m512 isum = _mm512_cvtepi32_ps(_mm512_load_si512((const void *)(c + NO * i)));
-        acc[i] = _mm512_fmadd_ps(isum, _mm512_mul_ps(vdw, _mm512_set1_ps(x->d[xb])), acc[i]);
-        if (kind == K_Q4_1 || kind == K_Q4_K) acc[i] = _mm512_fmadd_ps(vmw, _mm512_set1_ps(x->s[xb]), acc[i]);
+    for (int j = 0; j < NO; j++) {
+        const __m512 isum = _mm512_cvtepi32_ps(_mm512_load_si512((const void *)(c + MR * j)));
+        acc[j] = _mm512_fmadd_ps(isum, _mm512_mul_ps(_mm512_set1_ps(dw[b * NO + j]), vdx), acc[j]);
+        if (kind == K_Q4_1 || kind == K_Q4_K) acc[j] = _mm512_fmadd_ps(_mm512_set1_ps(mw[b * NO + j]), vsx, acc[j]);
     }
 }
 
-/* One block's tile product: A (activation rows) x B (the block's weights)
- * into a zeroed C. */
-#define ISSUE(ta, tb, tc, blk)                                                                     \
+/* Few rows (nr <= FEW_ROWS, e.g. decode): scaling 16 lanes of rows for
+ * each output wastes most of the work, so the sums of row i are gathered
+ * as a column of c and acc[i] holds row i's 16 outputs instead (the same
+ * operations per (row, output), so the same bits). */
+#define FEW_ROWS 4
+TGT static inline ALWAYS void epilogue_few(int kind, const int32_t *c, int nr, __m512 *acc, const float *dw,
+                                           const float *mw, const float *dx, const float *sx, int64_t b) {
+    const __m512 vdw = _mm512_load_ps(dw + b * NO), vmw = _mm512_load_ps(mw + b * NO);
+    const __m512i col = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                           _mm512_set1_epi32(MR));
+#pragma GCC unroll 4
+    for (int i = 0; i < FEW_ROWS; i++) {
+        if (i >= nr) break;
+        const __m512i sums = _mm512_i32gather_epi32(_mm512_add_epi32(col, _mm512_set1_epi32(i)), c, 4);
+        const __m512 isum = _mm512_cvtepi32_ps(sums);
+        acc[i] = _mm512_fmadd_ps(isum, _mm512_mul_ps(vdw, _mm512_set1_ps(dx[i])), acc[i]);
+        if (kind == K_Q4_1 || kind == K_Q4_K) acc[i] = _mm512_fmadd_ps(vmw, _mm512_set1_ps(sx[i]), acc[i]);
+    }
+}
+
+/* Step j of the pipeline, phase k = j % 4 (tile numbers are literals):
+ * issue block j's product into C tile k, store block j-2's C tile to its
+ * slot, scale block j-4 from slot k. FULL: all three happen (no tests, so
+ * the steady loop is straight-line code and acc stays in registers). */
+#define STEP_ISSUE(k, TA, TB, TC)                                                                  \
     do {                                                                                           \
-        _tile_loadd(ta, q + 32 * (blk), ldq);                                                      \
-        _tile_loadd(tb, bt + (blk)*BLOCK_TILE_BYTES, 64);                                          \
-        _tile_zero(tc);                                                                            \
-        _tile_dpbssd(tc, ta, tb);                                                                  \
+        _tile_loadd(TA, a + (j0 + (k)) * a_block, a_stride);                                      \
+        _tile_loadd(TB, bt + (j0 + (k)) * BLOCK_TILE_BYTES, 64);                                   \
+        _tile_zero(TC);                                                                            \
+        _tile_dpbssd(TC, TA, TB);                                                                  \
+    } while (0)
+#define STEP_STORE(k, TCS) _tile_stored(TCS, cbuf + (((k) + 2) & 3) * MR * NO, 64)
+#define STEP_EPI(k)                                                                                \
+    do {                                                                                           \
+        const int64_t bb = j0 + (k)-4;                                                             \
+        if (few) epilogue_few(kind, cbuf + (k)*MR * NO, nr, acc, dw, mw, dt + bb * MR, st + bb * MR, bb); \
+        else epilogue(kind, cbuf + (k)*MR * NO, acc, dw, mw, dt + bb * MR, st + bb * MR, bb);        \
+    } while (0)
+#define STEP_FULL(k, TA, TB, TC, TCS)                                                              \
+    do {                                                                                           \
+        STEP_ISSUE(k, TA, TB, TC);                                                                 \
+        STEP_STORE(k, TCS);                                                                        \
+        STEP_EPI(k);                                                                               \
+    } while (0)
+#define STEP(k, TA, TB, TC, TCS)                                                                   \
+    do {                                                                                           \
+        const int64_t j = j0 + (k);                                                                \
+        if (j < nb) STEP_ISSUE(k, TA, TB, TC);                                                     \
+        if (j >= 2 && j - 2 < nb) STEP_STORE(k, TCS);                                              \
+        if (j >= 4 && j - 4 < nb) STEP_EPI(k);                                                     \
     } while (0)
 
-/* Rows r0 .. r0+nr-1 (the row count the A0/A1/C0/C1 tiles are configured
- * with) against the prepared group. Software-pipelined: the products of
- * blocks b+2 and b+3 are issued before the epilogues of b and b+1, so the
- * tile unit works while the float epilogue runs. */
-TGT static inline ALWAYS void pipelined_tile(int kind, const int nr, const int8_t *bt, const float *dw,
-                                             const float *mw, int64_t nb, const di_q8_rows *x, int64_t r0,
-                                             __m512 *acc, int32_t *cbuf) {
-    const int8_t *q = x->q + r0 * x->ldq;
-    const long ldq = (long)x->ldq;
-    ISSUE(T_A0, T_B0, T_C0, 0);
-    if (nb >= 2) ISSUE(T_A1, T_B1, T_C1, 1);
-    int64_t b = 0;
-    for (; b + 2 <= nb; b += 2) {
-        _tile_stored(T_C0, cbuf, 64);
-        _tile_stored(T_C1, cbuf + MR * NO, 64);
-        if (b + 2 < nb) ISSUE(T_A0, T_B0, T_C0, b + 2);
-        if (b + 3 < nb) ISSUE(T_A1, T_B1, T_C1, b + 3);
-        epilogue(kind, cbuf, nr, acc, dw, mw, x, r0, b);
-        epilogue(kind, cbuf + MR * NO, nr, acc, dw, mw, x, r0, b + 1);
+/* In-register 16 x 16 transpose of floats: v[i] lane j -> v[j] lane i
+ * (unpack within 128-bit lanes, then two rounds of 128-bit shuffles). */
+TGT static inline ALWAYS void transpose16(__m512 *v) {
+    __m512 t[16];
+#pragma GCC unroll 8
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_ps(v[i], v[i + 1]);
+        t[i + 1] = _mm512_unpackhi_ps(v[i], v[i + 1]);
     }
-    if (b < nb) { /* odd nb: the last block is in C0 */
-        _tile_stored(T_C0, cbuf, 64);
-        epilogue(kind, cbuf, nr, acc, dw, mw, x, r0, b);
+#pragma GCC unroll 4
+    for (int i = 0; i < 16; i += 4) {
+        v[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[i]), _mm512_castps_pd(t[i + 2])));
+        v[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[i]), _mm512_castps_pd(t[i + 2])));
+        v[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[i + 1]), _mm512_castps_pd(t[i + 3])));
+        v[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[i + 1]), _mm512_castps_pd(t[i + 3])));
     }
+    /* v[4q + c] now holds, per 128-bit lane l, rows 4q..4q+3 of column 4l + c */
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; c++) {
+        __m512 a = _mm512_shuffle_f32x4(v[c], v[4 + c], 0x88), b = _mm512_shuffle_f32x4(v[c], v[4 + c], 0xDD);
+        __m512 e = _mm512_shuffle_f32x4(v[8 + c], v[12 + c], 0x88), f = _mm512_shuffle_f32x4(v[8 + c], v[12 + c], 0xDD);
+        t[c] = _mm512_shuffle_f32x4(a, e, 0x88);      /* column c */
+        t[8 + c] = _mm512_shuffle_f32x4(a, e, 0xDD);  /* column 8 + c */
+        t[4 + c] = _mm512_shuffle_f32x4(b, f, 0x88);  /* column 4 + c */
+        t[12 + c] = _mm512_shuffle_f32x4(b, f, 0xDD); /* column 12 + c */
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; i++) v[i] = t[i];
 }
 
-/* The last n_rows % 16 rows after full tiles (the remainder shape). */
-TGT static inline ALWAYS void rem_tile(int kind, int nr, const int8_t *bt, const float *dw, const float *mw,
-                                       int64_t nb, const di_q8_rows *x, int64_t r0, __m512 *acc, int32_t *cbuf) {
-    const int8_t *q = x->q + r0 * x->ldq;
-    for (int64_t b = 0; b < nb; b++) {
-        _tile_loadd(T_AR, q + 32 * b, (long)x->ldq);
-        _tile_loadd(T_B0, bt + b * BLOCK_TILE_BYTES, 64);
-        _tile_zero(T_CR);
-        _tile_dpbssd(T_CR, T_AR, T_B0);
-        _tile_stored(T_CR, cbuf, 64);
-        epilogue(kind, cbuf, nr, acc, dw, mw, x, r0, b);
+/* One group (16 outputs, A tiles at a: block b at a + b * a_block, rows
+ * a_stride apart) against one packed row tile (bt, dt, st) into
+ * y[i * ldy + j] for rows i < nr and outputs j < nc. acc is indexed by
+ * constants only (the loops unroll), so it stays in 16 registers. */
+TGT static inline ALWAYS void tile_pair(int kind, const int8_t *a, int64_t a_block, long a_stride, const float *dw,
+                                        const float *mw, const int8_t *bt, const float *dt, const float *st,
+                                        int64_t nb, int32_t *cbuf, float *y, int64_t ldy, int nr, int nc,
+                                        const int few) {
+    __m512 acc[NO];
+#pragma GCC unroll 16
+    for (int j = 0; j < NO; j++) acc[j] = _mm512_setzero_ps();
+    int64_t j0 = 0;
+    STEP(0, T_A0, T_B0, T_C0, T_C2);
+    STEP(1, T_A1, T_B1, T_C1, T_C3);
+    STEP(2, T_A0, T_B0, T_C2, T_C0);
+    STEP(3, T_A1, T_B1, T_C3, T_C1);
+    for (j0 = C_SLOTS; j0 + C_SLOTS <= nb; j0 += C_SLOTS) {
+        STEP_FULL(0, T_A0, T_B0, T_C0, T_C2);
+        STEP_FULL(1, T_A1, T_B1, T_C1, T_C3);
+        STEP_FULL(2, T_A0, T_B0, T_C2, T_C0);
+        STEP_FULL(3, T_A1, T_B1, T_C3, T_C1);
     }
+    for (; j0 < nb + C_SLOTS; j0 += C_SLOTS) {
+        STEP(0, T_A0, T_B0, T_C0, T_C2);
+        STEP(1, T_A1, T_B1, T_C1, T_C3);
+        STEP(2, T_A0, T_B0, T_C2, T_C0);
+        STEP(3, T_A1, T_B1, T_C3, T_C1);
+    }
+    const __mmask16 keep = (__mmask16)((1u << nc) - 1u);
+    /* (every acc index a constant once unrolled: an index that varies at
+     * run time would keep the whole array in memory, a load and a store
+     * per row and block) */
+    if (few) { /* acc is (row, output) already */
+#pragma GCC unroll 4
+        for (int i = 0; i < FEW_ROWS; i++)
+            if (i < nr) _mm512_mask_storeu_ps(y + i * ldy, keep, acc[i]);
+        return;
+    }
+    /* acc is (output, row): transpose to y's (row, output) */
+    transpose16(acc);
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; i++)
+        if (i < nr) _mm512_mask_storeu_ps(y + i * ldy, keep, acc[i]);
 }
 
-/* scratch: di_gemm_q8_scratch_floats(n_in) floats = the group's tiles (nb *
- * 512 bytes) and scales (2 * nb * NO floats), 64-byte aligned inside. */
+/* scratch: di_gemm_q8_scratch_floats(n_in) floats, 64-byte aligned inside:
+ * the packed activations of up to DI_GEMM_Q8_AMX_ROWS rows (n_in bytes and
+ * 2 floats per block each), one group's A tiles (nb * 512 bytes) and its
+ * scales (2 * nb * NO floats). Rows go in chunks of DI_GEMM_Q8_AMX_ROWS,
+ * packed once per chunk; each group's weights are unpacked once per chunk
+ * (Q8_0 full groups: not at all, the tiles load straight from the rows)
+ * and run against every row tile of the chunk. */
 TGT static inline ALWAYS void gemm(int kind, const void *w, uint64_t row_bytes, int64_t o0, int64_t o1,
                                    const di_q8_rows *x, int64_t n_rows, int64_t n_in, float *y, int64_t ldy,
                                    float *scratch) {
     const int64_t nb = n_in / DI_Q8_ACT_BLOCK;
-    if (n_rows <= 0 || o0 >= o1) return; /* (a tile of 0 rows is an invalid config) */
+    if (n_rows <= 0 || o0 >= o1) return;
     if (nb == 0) { /* an empty dot, as the other tables: 0 */
         for (int64_t r = 0; r < n_rows; r++)
             for (int64_t o = o0; o < o1; o++) y[r * ldy + o] = 0.0f;
         return;
     }
     int8_t *bt = (int8_t *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
-    float *dw = (float *)(void *)(bt + nb * BLOCK_TILE_BYTES), *mw = dw + nb * NO;
-    _Alignas(64) int32_t cbuf[2 * MR * NO];
-    const int64_t n_full = n_rows / MR * MR;
-    const int rem = (int)(n_rows - n_full);
-    /* fewer than 16 rows in all (decode): the pipelined tiles take that
-     * shape; else they are full and the remainder has its own tiles */
-    const int only_rem = n_full == 0;
-    load_config(only_rem ? rem : MR, rem ? rem : MR);
-    for (int64_t o = o0; o < o1; o += NO) {
-        const int nc = o1 - o < NO ? (int)(o1 - o) : NO;
-        const __mmask16 keep = (__mmask16)((1u << nc) - 1u);
-        prep_group(kind, w, row_bytes, o, nc, nb, bt, dw, mw);
-        for (int64_t r = 0; r < n_rows; r += MR) {
-            const int nr = r < n_full ? MR : rem;
-            __m512 acc[MR]; /* full tiles: 16 registers (the loops unroll) */
-#pragma GCC unroll 16
-            for (int i = 0; i < MR; i++) acc[i] = _mm512_setzero_ps();
-            if (nr == MR) {
-                pipelined_tile(kind, MR, bt, dw, mw, nb, x, r, acc, cbuf);
-#pragma GCC unroll 16
-                for (int i = 0; i < MR; i++) _mm512_mask_storeu_ps(y + (r + i) * ldy + o, keep, acc[i]);
+    int8_t *at = bt + DI_GEMM_Q8_AMX_ROWS * n_in;
+    float *dt = (float *)(void *)(at + nb * BLOCK_TILE_BYTES), *st = dt + DI_GEMM_Q8_AMX_ROWS * nb;
+    float *dw = st + DI_GEMM_Q8_AMX_ROWS * nb, *mw = dw + nb * NO;
+    _Alignas(64) int32_t cbuf[C_SLOTS * MR * NO];
+    load_config();
+    for (int64_t rc = 0; rc < n_rows; rc += DI_GEMM_Q8_AMX_ROWS) {
+        const int64_t n = n_rows - rc < DI_GEMM_Q8_AMX_ROWS ? n_rows - rc : DI_GEMM_Q8_AMX_ROWS;
+        const int8_t *pt = bt;
+        const float *pd = dt, *ps = st;
+        if (x->tiles) { /* packed once for every task (matmul.c) */
+            pt = x->tiles + rc / MR * nb * BLOCK_TILE_BYTES;
+            pd = x->td + rc / MR * nb * MR;
+            ps = x->ts + rc / MR * nb * MR;
+        } else {
+            pack_rows(x, rc, n, nb, bt, dt, st);
+        }
+        for (int64_t o = o0; o < o1; o += NO) {
+            const int nc = o1 - o < NO ? (int)(o1 - o) : NO;
+            prep_scales(kind, w, row_bytes, o, nc, nb, dw, mw);
+            const int8_t *a = at;
+            int64_t a_block = BLOCK_TILE_BYTES;
+            long a_stride = 32;
+            if (kind == K_Q8_0 && nc == NO && row_bytes <= (uint64_t)INT32_MAX) {
+                a = (const int8_t *)w + (uint64_t)o * row_bytes + 2; /* block b's qs, rows row_bytes apart */
+                a_block = block_bytes(kind);
+                a_stride = (long)row_bytes;
             } else {
-                if (only_rem) pipelined_tile(kind, nr, bt, dw, mw, nb, x, r, acc, cbuf);
-                else rem_tile(kind, nr, bt, dw, mw, nb, x, r, acc, cbuf);
-                for (int i = 0; i < nr; i++) _mm512_mask_storeu_ps(y + (r + i) * ldy + o, keep, acc[i]);
+                unpack_group(kind, w, row_bytes, o, nc, nb, at);
+            }
+            for (int64_t t = 0; t * MR < n; t++) {
+                const int nr = n - t * MR < MR ? (int)(n - t * MR) : MR;
+                const int8_t *b = pt + t * nb * BLOCK_TILE_BYTES;
+                const float *d = pd + t * nb * MR, *sm = ps + t * nb * MR;
+                float *yt = y + (rc + t * MR) * ldy + o;
+                if (nr <= FEW_ROWS)
+                    tile_pair(kind, a, a_block, a_stride, dw, mw, b, d, sm, nb, cbuf, yt, ldy, nr, nc, 1);
+                else
+                    tile_pair(kind, a, a_block, a_stride, dw, mw, b, d, sm, nb, cbuf, yt, ldy, nr, nc, 0);
             }
         }
     }
@@ -398,6 +539,15 @@ DEFINE_GEMM(q4_0, K_Q4_0)
 DEFINE_GEMM(q4_1, K_Q4_1)
 DEFINE_GEMM(q8_0, K_Q8_0)
 DEFINE_GEMM(q4_K, K_Q4_K)
+
+/* Row tiles [t0, t1) of all n_rows rows, for matmul.c's shared packing
+ * (tiles, td, ts 64-byte aligned, laid out as pack_rows from tile 0). */
+TGT void di_pack_q8_amx(const di_q8_rows *x, int64_t n_rows, int64_t n_in, int64_t t0, int64_t t1, int8_t *tiles,
+                        float *td, float *ts) {
+    const int64_t nb = n_in / DI_Q8_ACT_BLOCK, r0 = t0 * MR, r1 = t1 * MR < n_rows ? t1 * MR : n_rows;
+    if (r0 >= r1 || nb == 0) return;
+    pack_rows(x, r0, r1 - r0, nb, tiles + t0 * nb * BLOCK_TILE_BYTES, td + t0 * nb * MR, ts + t0 * nb * MR);
+}
 
 /* Quantization is the AVX2 one (the same bits in every table). */
 void di_quantize_q8_amx(const float *x, int8_t *q, float *d, float *s, int64_t n) {

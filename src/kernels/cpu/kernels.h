@@ -71,10 +71,24 @@ typedef struct di_q8_rows {
     const float *d;  /* (n_rows, ldb) block scales */
     const float *s;  /* (n_rows, ldb) d * sum(q) per block */
     int64_t ldq, ldb;
+    /* Optional, for tables with pack_q8 (NULL: the gemm packs by itself):
+     * the same rows packed once per call, shared by every task. */
+    const int8_t *tiles; /* (ceil(n_rows/16), n_in/32, 512 bytes) */
+    const float *td, *ts; /* (ceil(n_rows/16), n_in/32, 16) d and s */
 } di_q8_rows;
+
+/* Bytes of a di_q8_rows packing of n_rows rows (tiles, td and ts). */
+static inline int64_t di_q8_pack_bytes(int64_t n_rows, int64_t n_in) {
+    int64_t rows16 = (n_rows + 15) / 16 * 16;
+    return rows16 * n_in + 2 * rows16 * (n_in / DI_Q8_ACT_BLOCK) * (int64_t)sizeof(float);
+}
 
 /* x (n), n a multiple of 32 -> q (n), d (n/32), s (n/32). */
 typedef void (*di_quantize_q8_fn)(const float *x, int8_t *q, float *d, float *s, int64_t n);
+/* Row tiles [t0, t1) of x's n_rows rows (16 rows each, rows past n_rows
+ * are 0) -> tiles, td, ts laid out as di_q8_rows' packing. */
+typedef void (*di_pack_q8_fn)(const di_q8_rows *x, int64_t n_rows, int64_t n_in, int64_t t0, int64_t t1,
+                              int8_t *tiles, float *td, float *ts);
 /* Output rows [o0, o1) of W (rows of row_bytes) against every one of the
  * n_rows activation rows: y[r*ldy + o]. Each (r, o) is computed by the same
  * instruction sequence whatever n_rows, o0 and o1 are (register tiles of
@@ -88,11 +102,15 @@ typedef void (*di_gemm_f32_fn)(const void *w, uint64_t row_bytes, int64_t o0, in
                                float *scratch);
 /* Floats of gemm scratch: per-block weight scales (up to 8 copies each,
  * for vector loads) and offsets of a tile of up to DI_GEMM_Q8_MAX_TILE
- * outputs, or the AMX gemm's 16 weight rows in tile layout (512 bytes per
- * block) plus 16 scales and offsets per block, 64-byte aligned. */
+ * outputs, or the AMX gemm's packed activations (up to
+ * DI_GEMM_Q8_AMX_ROWS rows: n_in bytes and 2 floats per block each) plus
+ * one group of 16 weight rows in tile layout (512 bytes per block) and
+ * their 16 scales and offsets per block, 64-byte aligned. */
 #define DI_GEMM_Q8_MAX_TILE 8
+#define DI_GEMM_Q8_AMX_ROWS 128 /* activation rows packed at once: 8 row tiles per unpacked group */
 static inline int64_t di_gemm_q8_scratch_floats(int64_t n_in) {
-    int64_t nb = n_in / DI_Q8_ACT_BLOCK, vnni = 9 * DI_GEMM_Q8_MAX_TILE * nb + 16, amx = 160 * nb + 32;
+    int64_t nb = n_in / DI_Q8_ACT_BLOCK, vnni = 9 * DI_GEMM_Q8_MAX_TILE * nb + 16;
+    int64_t amx = DI_GEMM_Q8_AMX_ROWS * (8 + 2) * nb + 160 * nb + 16;
     return vnni > amx ? vnni : amx;
 }
 
@@ -142,6 +160,8 @@ typedef struct di_cpu_kernels {
      * tests/model/test_llama.c), so the default tables stay exact. */
     di_quantize_q8_fn quantize_q8;
     di_gemm_q8_fn gemm_q8[DI_DTYPE_COUNT];
+    /* optional: packs the quantized rows once per call for gemm_q8 */
+    di_pack_q8_fn pack_q8;
     /* the exact and the int8 twin of this table (either may be itself) */
     const struct di_cpu_kernels *exact, *q8;
     /* Non-NULL only in the "ggml" table: llama.cpp CPU numerics

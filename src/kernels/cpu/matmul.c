@@ -4,7 +4,9 @@
  * layer's q/k/v (or gate/up) cost one pool round trip, not three (two).
  *
  * The int8 path (tables with quantize_q8, weight dtypes with gemm_q8): the
- * activation rows are quantized once per call (threaded over rows), then
+ * activation rows are quantized once per call (threaded over rows; for a
+ * table with pack_q8, over whole 16-row tiles that the same task then
+ * packs into the table's tile layout, once for every part and task), then
  * each task runs the table's gemm over its output rows against all rows.
  * One instruction sequence per (row, output) for every batch size, so it
  * is batch-invariant like the f32 path below.
@@ -42,9 +44,10 @@ static int64_t thread_floats(int64_t n_in) {
 }
 
 /* Shared floats for n_rows quantized rows: int8 values (n_in bytes, in
- * floats rounded up) plus d and s per block. */
+ * floats rounded up) plus d and s per block, then room for a table's
+ * packing of them (pack_q8; 64-byte aligned). */
 static int64_t act_floats(int64_t n_rows, int64_t n_in) {
-    return n_rows * ((n_in + 3) / 4 + 2 * (n_in / DI_Q8_ACT_BLOCK)) + 16;
+    return n_rows * ((n_in + 3) / 4 + 2 * (n_in / DI_Q8_ACT_BLOCK)) + 16 + di_q8_pack_bytes(n_rows, n_in) / 4 + 16;
 }
 
 int64_t di_matmul_scratch_floats(int64_t n_rows, int64_t n_in, int n_threads) {
@@ -70,6 +73,8 @@ typedef struct matmul_job {
     di_q8_rows xq;            /* the int8 path's quantized rows (q NULL: none) */
     int8_t *xq_q;             /* writable views of xq */
     float *xq_d, *xq_s;
+    int8_t *xq_tiles;         /* the table's packing (pack_q8; NULL: none) */
+    float *xq_td, *xq_ts;
 } matmul_job;
 
 /* Dequantizes one weight row through the table, or the trait as fallback. */
@@ -188,11 +193,19 @@ static void quantize_task(void *arg, int64_t task, int thread) {
     const matmul_job *job = arg;
     const di_matmul_args *a = &job->parts[0];
     di_quantize_q8_fn quantize = job->k->ggml ? job->k->ggml->quantize : job->k->quantize_q8;
-    int64_t r0, r1;
-    di_threadpool_split(a->n_rows, job->n_tasks, (int)task, &r0, &r1);
+    int64_t r0, r1, t0 = 0, t1 = 0;
+    if (job->xq_tiles) { /* whole 16-row tiles per task: quantize them, then pack them */
+        di_threadpool_split((a->n_rows + 15) / 16, job->n_tasks, (int)task, &t0, &t1);
+        r0 = t0 * 16;
+        r1 = t1 * 16 < a->n_rows ? t1 * 16 : a->n_rows;
+    } else {
+        di_threadpool_split(a->n_rows, job->n_tasks, (int)task, &r0, &r1);
+    }
     for (int64_t r = r0; r < r1; r++)
         quantize(a->x + r * a->ldx, job->xq_q + r * job->xq.ldq, job->xq_d + r * job->xq.ldb,
                             job->xq_s + r * job->xq.ldb, a->n_in);
+    if (job->xq_tiles && t0 < t1)
+        job->k->pack_q8(&job->xq, a->n_rows, a->n_in, t0, t1, job->xq_tiles, job->xq_td, job->xq_ts);
 }
 
 void di_matmul_multi(const di_cpu_kernels *k, const di_matmul_args *parts, int n_parts, float *scratch,
@@ -217,12 +230,24 @@ void di_matmul_multi(const di_cpu_kernels *k, const di_matmul_args *parts, int n
         job.xq_q = (int8_t *)(void *)scratch;
         job.xq_d = scratch + qf;
         job.xq_s = job.xq_d + a->n_rows * nb;
-        job.xq = (di_q8_rows){job.xq_q, job.xq_d, job.xq_s, a->n_in, nb};
+        job.xq = (di_q8_rows){job.xq_q, job.xq_d, job.xq_s, a->n_in, nb, NULL, NULL, NULL};
+        if (k->pack_q8 && !k->ggml) { /* after s; the tiles 64-byte aligned, then td and ts */
+            int64_t rows16 = (a->n_rows + 15) / 16 * 16;
+            uintptr_t p = (uintptr_t)(job.xq_s + a->n_rows * nb);
+            job.xq_tiles = (int8_t *)(void *)((p + 63) & ~(uintptr_t)63);
+            job.xq_td = (float *)(void *)(job.xq_tiles + rows16 * a->n_in);
+            job.xq_ts = job.xq_td + rows16 * nb;
+        }
         /* quantizing costs ~1/n_out of the gemm: split only big batches */
         int64_t nq = a->n_rows >= 16 ? n_threads : 1;
         job.n_tasks = (int)nq;
         if (nq > 1) di_threadpool_run(pool, nq, quantize_task, &job);
         else quantize_task(&job, 0, 0);
+        if (job.xq_tiles) {
+            job.xq.tiles = job.xq_tiles;
+            job.xq.td = job.xq_td;
+            job.xq.ts = job.xq_ts;
+        }
     }
     int64_t n_tasks = (int64_t)n_threads * TASKS_PER_THREAD;
     if (n_tasks > n_units) n_tasks = n_units;
