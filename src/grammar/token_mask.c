@@ -108,6 +108,7 @@
                          * cx[] step to one LOOP_CONTENT state (the key of an open object: any
                          * string but the named keys' first bytes) */
 #define NO_ANCHOR UINT32_MAX
+#define RROWS_MAX 4096u /* whole-state rows of check_uncertain: 4 MiB */
 
 typedef struct ldfa {
     mt_keytab states;
@@ -158,6 +159,14 @@ struct mt_mask_cache {
     uint8_t *pc_ok, *pc_u8; /* per depth: the path above is string content; its decoder state */
     uint32_t *lmap;          /* scratch: dedup of local seed items */
     uint32_t cap_lmap;
+    /* Whole-state steps for the uncertain tokens (check_uncertain):
+     * rrows[(rrow_of[id] - 1) * 256 + byte] is ROW_UNKNOWN, ROW_DEAD or the
+     * next whole-state id + 2; rows only for the states stepped from, at
+     * most RROWS_MAX (then all are dropped); they go with the ids
+     * (flush_states). rpath: scratch per depth, the id after each byte. */
+    uint32_t *rrow_of, cap_rrow_of;
+    uint32_t *rrows, n_rrows, cap_rrows;
+    uint32_t *rpath;
     mt_struct_scratch ss; /* structural keys for the shared cache */
 };
 
@@ -250,6 +259,8 @@ static void flush_states(di_grammar_matcher *m) {
     free(c->mask_of), c->mask_of = NULL, c->cap_mask_of = 0;
     c->n_masks = 0;
     m->n_sid_valid = 0;
+    free(c->rrow_of), c->rrow_of = NULL, c->cap_rrow_of = 0;
+    c->n_rrows = 0;
 }
 
 static void flush_locals(mt_mask_cache *c) {
@@ -281,6 +292,7 @@ void mt_mask_cache_free(mt_mask_cache *c) {
     free(c->anc), free(c->anc_dep), free(c->anc_u8), free(c->path_ch), free(c->pc_ok), free(c->pc_u8);
     free(c->lmap);
     free(c->jt);
+    free(c->rrow_of), free(c->rrows), free(c->rpath);
     mt_struct_scratch_free(&c->ss);
     free(c);
 }
@@ -1119,9 +1131,13 @@ walk:;
             const gb_bits *sb = &v->sub[i], *cl = &d->cloop[A];
             uint32_t adep = s_anc ? dep : c->anc_dep[dep];
             uint32_t before = c->path_ch[dep] - c->path_ch[adep]; /* characters since the anchor */
+            /* the path since the anchor may end inside a character (aq):
+             * then only well-formed UTF-8 from there on counts (an ASCII
+             * byte there kills the path even though it loops on its own) */
+            uint8_t aq = s_anc ? MT_U8_START : c->anc_u8[dep];
             bool ascii_in = !((sb->w[0] & ~cl->w[0]) | (sb->w[1] & ~cl->w[1]));
-            bool high_in = !((sb->w[2] & ~cl->w[2]) | (sb->w[3] & ~cl->w[3])) ||
-                           ((d->loop_known[A] & CLOOP_U8) && ((v->u8ok[i] >> (s_anc ? MT_U8_START : c->anc_u8[dep])) & 1));
+            bool high_in = (aq == MT_U8_START && !((sb->w[2] & ~cl->w[2]) | (sb->w[3] & ~cl->w[3]))) ||
+                           ((d->loop_known[A] & CLOOP_U8) && ((v->u8ok[i] >> aq) & 1));
             if (ascii_in && high_in) {
                 /* a token of k characters from the anchor stays alive while
                  * k <= rem (each one a repetition); with REJ_OK a longer
@@ -1253,9 +1269,38 @@ static mt_local_entry *local_entry_for(di_grammar_matcher *m) {
     return le;
 }
 
+/* The whole-state row of state id S (made, all unknown, when absent);
+ * NULL when out of memory. Past RROWS_MAX rows all are dropped first. */
+static uint32_t *rrow(mt_mask_cache *c, uint32_t S) {
+    if (S < c->cap_rrow_of && c->rrow_of[S]) return c->rrows + (size_t)(c->rrow_of[S] - 1) * 256;
+    if (c->n_rrows == RROWS_MAX) {
+        memset(c->rrow_of, 0, c->cap_rrow_of * sizeof *c->rrow_of);
+        c->n_rrows = 0;
+    }
+    if (S >= c->cap_rrow_of) {
+        uint32_t nc = c->cap_rrow_of ? c->cap_rrow_of : 1024;
+        while (nc <= S) nc *= 2;
+        uint32_t *x = di_realloc_array(c->rrow_of, nc, sizeof *x);
+        if (!x) return NULL;
+        memset(x + c->cap_rrow_of, 0, (nc - c->cap_rrow_of) * sizeof *x);
+        c->rrow_of = x, c->cap_rrow_of = nc;
+    }
+    if (c->n_rrows == c->cap_rrows) {
+        uint32_t nc = c->cap_rrows ? c->cap_rrows * 2 : 16;
+        uint32_t *x = di_realloc_array(c->rrows, (size_t)nc * 256, sizeof *x);
+        if (!x) return NULL;
+        c->rrows = x, c->cap_rrows = nc;
+    }
+    uint32_t *row = c->rrows + (size_t)c->n_rrows * 256;
+    memset(row, 0, 256 * sizeof *row);
+    c->rrow_of[S] = ++c->n_rrows;
+    return row;
+}
+
 /* Checks the uncertain tokens against the real state, sharing prefixes
- * between neighbours in trie order. */
-static void check_uncertain(di_grammar_matcher *m, const mt_local_entry *le, uint32_t *mask) {
+ * between neighbours in trie order; used when whole-state ids are not
+ * available. */
+static void check_uncertain_parse(di_grammar_matcher *m, const mt_local_entry *le, uint32_t *mask) {
     const di_grammar_vocab *v = m->vocab;
     const uint32_t base = m->n_sets;
     const uint8_t *prev = NULL;
@@ -1273,6 +1318,88 @@ static void check_uncertain(di_grammar_matcher *m, const mt_local_entry *le, uin
         mt_truncate(m, base + from);
         uint32_t j = from;
         while (j < len && mt_push_byte(m, b[j])) j++;
+        prev = b, prev_len = len, ok_len = j;
+        fail_at = j < len ? j : UINT32_MAX;
+        if (j == len) mask[t >> 5] |= 1u << (t & 31);
+    }
+    mt_truncate(m, base);
+}
+
+/* Checks the uncertain tokens against the real state sid (the top set's
+ * whole-state id), stepping whole-state ids rather than the parser: equal
+ * ids have the same future, so the id after a byte is a function of the id
+ * before it, kept in rows (rrow) across masks. The parser only steps where
+ * a row is not known yet, materialized along the token's path first. The
+ * uncertain tokens after a backslash in a JSON string (every token that
+ * starts with an escape character: some 3k with 128k tokens) step through
+ * a few string states, so after the first bytes almost every step is a
+ * row lookup. */
+static void check_uncertain(di_grammar_matcher *m, const mt_local_entry *le, uint32_t *mask, uint32_t sid) {
+    mt_mask_cache *c = m->cache;
+    const di_grammar_vocab *v = m->vocab;
+    const uint32_t base = m->n_sets;
+    size_t need = (size_t)base + v->max_len + 1;
+    if (sid == UINT32_MAX || m->n_sid_valid != base) {
+        check_uncertain_parse(m, le, mask);
+        return;
+    }
+    if (!c->rpath && !(c->rpath = di_malloc_array((size_t)v->max_len + 1, sizeof(uint32_t)))) {
+        check_uncertain_parse(m, le, mask);
+        return;
+    }
+    if (m->cap_sids < need) {
+        uint32_t *x = need <= UINT32_MAX ? di_realloc_array(m->sids, need, sizeof *x) : NULL;
+        if (!x) {
+            check_uncertain_parse(m, le, mask);
+            return;
+        }
+        m->sids = x, m->cap_sids = (uint32_t)need;
+    }
+    uint32_t *rp = c->rpath;
+    rp[0] = sid;
+    uint32_t md = 0; /* bytes of the path pushed on the parser: n_sets == base + md */
+    const uint8_t *prev = NULL;
+    uint32_t prev_len = 0, ok_len = 0; /* bytes of prev stepped alive (rp[0 .. ok_len] hold) */
+    uint32_t fail_at = UINT32_MAX;     /* prev died at this byte */
+    for (uint32_t u = 0; u < le->n_unc; u++) {
+        uint32_t t = le->unc[u];
+        const uint8_t *b = v->data + v->off[t];
+        uint32_t len = (uint32_t)(v->off[t + 1] - v->off[t]);
+        uint32_t lcp = 0;
+        if (prev)
+            while (lcp < len && lcp < prev_len && b[lcp] == prev[lcp]) lcp++;
+        if (fail_at != UINT32_MAX && lcp > fail_at) continue; /* same dying prefix */
+        uint32_t j = lcp < ok_len ? lcp : ok_len;
+        if (md > j) mt_truncate(m, base + j), md = j;
+        while (j < len) {
+            uint32_t *row = rrow(c, rp[j]);
+            uint32_t e = row ? row[b[j]] : ROW_UNKNOWN;
+            if (e == ROW_UNKNOWN) {
+                /* step the parser: push the path up to here first */
+                while (md < j && mt_push_byte(m, b[md])) {
+                    m->sids[base + md] = rp[md + 1];
+                    m->n_sid_valid = base + md + 1;
+                    md++;
+                }
+                if (md < j) break; /* out of memory: the path was alive */
+                if (mt_push_byte(m, b[j])) {
+                    uint32_t id = state_id(m, base + j);
+                    if (id == UINT32_MAX) break;
+                    m->sids[base + j] = id;
+                    m->n_sid_valid = base + j + 1;
+                    md = j + 1;
+                    e = id + 2;
+                } else if (m->oom) {
+                    break;
+                } else {
+                    e = ROW_DEAD;
+                }
+                if (row) row[b[j]] = e; /* state_id left the rows alone */
+            }
+            if (e == ROW_DEAD) break;
+            rp[j + 1] = e - 2;
+            j++;
+        }
         prev = b, prev_len = len, ok_len = j;
         fail_at = j < len ? j : UINT32_MAX;
         if (j == len) mask[t >> 5] |= 1u << (t & 31);
@@ -1360,7 +1487,7 @@ di_status di_grammar_matcher_fill_mask(di_grammar_matcher *m, uint32_t *mask, si
     const mt_local_entry *le = local_entry_for(m);
     if (le) {
         memcpy(mask, le->acc, words * sizeof(uint32_t));
-        check_uncertain(m, le, mask);
+        check_uncertain(m, le, mask, sid);
     } else {
         trie_walk(m, mask);
     }
