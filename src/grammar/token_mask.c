@@ -62,7 +62,12 @@
  *    the root the accepted tokens are one row of the content table.
  *
  * 3. Uncertain tokens are checked against the real state, in trie order so
- *    that consecutive tokens share the parse of their common prefix.
+ *    that consecutive tokens share the parse of their common prefix. They
+ *    step whole-state ids (level 1's), whose next id per byte is kept in
+ *    rows across masks: the parser steps only where a row is new. Right
+ *    after a backslash in a string every token that starts with an escape
+ *    character is uncertain (the escape completes into the outside); they
+ *    then cost a few row lookups each.
  *
  * Caches are bounded; when one fills up it is emptied (ids are then
  * recomputed lazily). */
