@@ -125,7 +125,7 @@
 #define RROWS_MAX 4096u /* whole-state rows of check_uncertain: 4 MiB */
 #define CTAB_N 4          /* byte-class tables kept per matcher (class_tab): up to 1 MiB each */
 #define CTAB_MAX_LEN 64   /* longest class run tracked by length */
-#define CTAB_MIN_BYTES 8  /* smaller classes are not worth a table */
+#define CTAB_MIN_BYTES 32 /* smaller classes (digits, hex) are cheap to walk: not worth a table */
 
 /* Per byte class C (ASCII bytes): the tokens made of C bytes only, by
  * length (rows[k]: those of at most k bytes, k <= rmax; rows[rmax + 1]:
@@ -1021,23 +1021,17 @@ static const ctab *class_tab(mt_mask_cache *c, const di_grammar_vocab *v, const 
     free(t->rows), free(t->fr), free(t->fdep), free(t->fbyte), free(t->dbytes);
     memset(t, 0, sizeof *t);
     size_t words = di_grammar_vocab_mask_words(v);
-    uint32_t rmax = v->max_len < CTAB_MAX_LEN ? v->max_len : CTAB_MAX_LEN;
-    uint32_t *rows = calloc((size_t)(rmax + 2) * words, sizeof *rows);
     uint32_t cap = 1024, n = 0, reach = 0;
     mt_frontier *fr = di_malloc_array(cap, sizeof *fr);
     uint16_t *fdep = di_malloc_array(cap, sizeof *fdep);
     uint8_t *fbyte = malloc(cap);
-    bool ok = rows && fr && fdep && fbyte;
+    bool ok = fr && fdep && fbyte;
+    /* the frontier and the reach first (C paths and frontier nodes only) */
     for (uint32_t i = 0; ok && i < v->n_nodes;) {
         uint8_t b = v->byte[i];
         uint32_t d = v->depth[i];
-        if (b < 0x80 && ((cls[b >> 6] >> (b & 63)) & 1)) { /* on a C path: its tokens are C tokens */
-            uint32_t len = d + 1, r = len <= rmax ? len : rmax + 1;
-            if (len > reach) reach = len;
-            for (uint32_t q = v->tok_start[i]; q < v->tok_start[i + 1]; q++) {
-                uint32_t tk = v->trie_tok[q];
-                rows[(size_t)r * words + (tk >> 5)] |= 1u << (tk & 31);
-            }
+        if (b < 0x80 && ((cls[b >> 6] >> (b & 63)) & 1)) { /* on a C path */
+            if (d + 1 > reach) reach = d + 1;
             i++;
             continue;
         }
@@ -1060,7 +1054,9 @@ static const ctab *class_tab(mt_mask_cache *c, const di_grammar_vocab *v, const 
         fbyte[n++] = b;
         i = v->skip[i];
     }
-    gb_bits *dbytes = ok ? calloc((size_t)reach + 1, sizeof *dbytes) : NULL;
+    uint32_t rmax = reach < CTAB_MAX_LEN ? reach : CTAB_MAX_LEN;
+    uint32_t *rows = ok ? calloc((size_t)(rmax + 2) * words, sizeof *rows) : NULL;
+    gb_bits *dbytes = rows ? calloc((size_t)reach + 1, sizeof *dbytes) : NULL;
     if (!dbytes) {
         free(rows), free(fr), free(fdep), free(fbyte);
         c->n_ctabs--; /* t is the last slot used, or a reused one: drop it either way */
@@ -1069,6 +1065,20 @@ static const ctab *class_tab(mt_mask_cache *c, const di_grammar_vocab *v, const 
         return NULL;
     }
     for (uint32_t k = 0; k < n; k++) gb_bits_set(&dbytes[fdep[k]], fbyte[k]);
+    /* then the C tokens by length: every token on a C path is one */
+    for (uint32_t i = 0; i < v->n_nodes;) {
+        uint8_t b = v->byte[i];
+        if (!(b < 0x80 && ((cls[b >> 6] >> (b & 63)) & 1))) {
+            i = v->skip[i];
+            continue;
+        }
+        uint32_t len = v->depth[i] + 1u, r = len <= rmax ? len : rmax + 1;
+        for (uint32_t q = v->tok_start[i]; q < v->tok_start[i + 1]; q++) {
+            uint32_t tk = v->trie_tok[q];
+            rows[(size_t)r * words + (tk >> 5)] |= 1u << (tk & 31);
+        }
+        i++;
+    }
     for (uint32_t r = 1; r <= rmax + 1; r++)
         for (size_t w = 0; w < words; w++) rows[(size_t)r * words + w] |= rows[(size_t)(r - 1) * words + w];
     t->cls[0] = cls[0], t->cls[1] = cls[1];
@@ -1152,7 +1162,10 @@ static int class_descend(mt_mask_cache *c, di_grammar_matcher *L, const di_gramm
     }
     if (!t && !(t = class_tab(c, v, cls))) return -1;
     size_t words = di_grammar_vocab_mask_words(v);
-    const uint32_t *row = t->rows + (size_t)(len == UINT32_MAX ? t->rmax + 1 : len) * words;
+    /* past the table's rows (rmax: the reach, at most CTAB_MAX_LEN) every
+     * C token lives: the chain only goes past CTAB_MAX_LEN when no C path
+     * is longer */
+    const uint32_t *row = t->rows + (size_t)(len == UINT32_MAX || len > t->rmax ? t->rmax + 1 : len) * words;
     for (size_t w = 0; w < words; w++) acc[w] |= row[w];
     if (t->n_fr + 1 > c->cap_jt) {
         mt_frontier *x = di_realloc_array(c->jt, t->n_fr + 1, sizeof *x);

@@ -453,7 +453,8 @@ static void escapes_walk_equals_reference(void **state) {
  * new state, nothing loops): the tokens made of class bytes are decided by
  * their length, and only the subtrees past the first byte off the class
  * are walked. Exact length (dies after the count), minimum only (loops
- * once reached), a class of digits (a number-like run), on a byte-level
+ * once reached), and small classes (letters, digits: below the table's
+ * threshold, walked as before), on a byte-level
  * vocabulary with every single byte, runs of class bytes of many lengths,
  * prefixes of each other, class runs ending in a quote, an escape, a
  * non-ASCII or an ill-formed byte, or a byte off the class. Fast masks
