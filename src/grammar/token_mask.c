@@ -201,8 +201,10 @@ struct mt_mask_cache {
     uint32_t *rrow_of, cap_rrow_of;
     uint32_t *rrows, n_rrows, cap_rrows;
     uint32_t *rpath;
-    ctab ctabs[CTAB_N]; /* class_descend's tables, built on first use */
+    ctab ctabs[CTAB_N]; /* class_descend's tables, built when a class comes back */
     uint32_t n_ctabs, ctab_next;
+    uint64_t cseen[CTAB_N * 4][2]; /* classes seen once (a ring) */
+    uint32_t n_cseen;
     mt_struct_scratch ss; /* structural keys for the shared cache */
 };
 
@@ -1128,6 +1130,17 @@ static int class_descend(mt_mask_cache *c, di_grammar_matcher *L, const di_gramm
     uint8_t b0 = 0;
     for (uint32_t b = 128; b-- > 0;)
         if (ev[b] == best) cls[b >> 6] |= 1ull << (b & 63), b0 = (uint8_t)b;
+    /* a table costs about a millisecond with 128k tokens, a walk a few
+     * tenths: build it when the class comes back (a counted pattern: one
+     * root state per count), not for a class seen once */
+    bool have = false;
+    for (uint32_t k = 0; k < c->n_ctabs && !have; k++) have = c->ctabs[k].cls[0] == cls[0] && c->ctabs[k].cls[1] == cls[1];
+    for (uint32_t k = 0; k < CTAB_N * 4 && !have; k++) have = c->cseen[k][0] == cls[0] && c->cseen[k][1] == cls[1];
+    if (!have) {
+        uint32_t k = c->n_cseen++ % (CTAB_N * 4);
+        c->cseen[k][0] = cls[0], c->cseen[k][1] = cls[1];
+        return 0;
+    }
     /* the chain of states along C paths (the rows of a state are known for
      * all of C once one C byte has been stepped, unless C splits there) */
     const ctab *t = NULL;
