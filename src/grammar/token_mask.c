@@ -55,9 +55,10 @@
  *    pattern's class); when C steps alike from every state along the way
  *    until it dies or loops (a length counted in the automaton: each count
  *    a new state), the tokens made of C bytes are decided by their length
- *    (per matcher table by class, with the class frontier: the nodes where
- *    a C path first leaves C), and only the frontier subtrees whose first
- *    step is not known dead are walked.
+ *    (per matcher table by class, built when the class comes back, with
+ *    the class frontier: the nodes where a C path first leaves C), and
+ *    only the frontier subtrees whose first step is not known dead are
+ *    walked.
  *
  *    Content descend: when the children of a node (or the root) are read
  *    from a state that loops on all string content, or that steps to one
