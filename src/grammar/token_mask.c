@@ -50,6 +50,16 @@
  *    further on, inherit their anchor's count loops, and decide whole
  *    subtrees by their tokens' character counts.
  *
+ *    Class descend: at the root of a classification that is no string
+ *    interior, the largest set C of ASCII bytes that step alike (a
+ *    pattern's class); when C steps alike from every state along the way
+ *    until it dies or loops (a length counted in the automaton: each count
+ *    a new state), the tokens made of C bytes are decided by their length
+ *    (per matcher table by class, built when the class comes back, with
+ *    the class frontier: the nodes where a C path first leaves C), and
+ *    only the frontier subtrees whose first step is not known dead are
+ *    walked.
+ *
  *    Content descend: when the children of a node (or the root) are read
  *    from a state that loops on all string content, or that steps to one
  *    such state on every character but a few ASCII bytes (an object key:
@@ -62,7 +72,12 @@
  *    the root the accepted tokens are one row of the content table.
  *
  * 3. Uncertain tokens are checked against the real state, in trie order so
- *    that consecutive tokens share the parse of their common prefix.
+ *    that consecutive tokens share the parse of their common prefix. They
+ *    step whole-state ids (level 1's), whose next id per byte is kept in
+ *    rows across masks: the parser steps only where a row is new. Right
+ *    after a backslash in a string every token that starts with an escape
+ *    character is uncertain (the escape completes into the outside); they
+ *    then cost a few row lookups each.
  *
  * Caches are bounded; when one fills up it is emptied (ids are then
  * recomputed lazily). */
@@ -108,6 +123,27 @@
                          * cx[] step to one LOOP_CONTENT state (the key of an open object: any
                          * string but the named keys' first bytes) */
 #define NO_ANCHOR UINT32_MAX
+#define RROWS_MAX 4096u /* whole-state rows of check_uncertain: 4 MiB */
+#define CTAB_N 4          /* byte-class tables kept per matcher (class_tab): up to 1 MiB each */
+#define CTAB_MAX_LEN 64   /* longest class run tracked by length */
+#define CTAB_MIN_BYTES 32 /* smaller classes (digits, hex) are cheap to walk: not worth a table */
+
+/* Per byte class C (ASCII bytes): the tokens made of C bytes only, by
+ * length (rows[k]: those of at most k bytes, k <= rmax; rows[rmax + 1]:
+ * all of them), and the class frontier: in preorder, the nodes where a
+ * path of C bytes from the root first leaves C (depth in fdep). reach:
+ * the longest such C path (the deepest frontier node's depth, or the
+ * longest C token). */
+typedef struct ctab {
+    uint64_t cls[2];
+    uint32_t rmax, reach;
+    uint32_t *rows;
+    mt_frontier *fr;
+    uint16_t *fdep;
+    uint8_t *fbyte; /* the frontier node's byte */
+    gb_bits *dbytes; /* (reach + 1) per depth: the bytes of the frontier nodes there */
+    uint32_t n_fr;
+} ctab;
 
 typedef struct ldfa {
     mt_keytab states;
@@ -158,6 +194,18 @@ struct mt_mask_cache {
     uint8_t *pc_ok, *pc_u8; /* per depth: the path above is string content; its decoder state */
     uint32_t *lmap;          /* scratch: dedup of local seed items */
     uint32_t cap_lmap;
+    /* Whole-state steps for the uncertain tokens (check_uncertain):
+     * rrows[(rrow_of[id] - 1) * 256 + byte] is ROW_UNKNOWN, ROW_DEAD or the
+     * next whole-state id + 2; rows only for the states stepped from, at
+     * most RROWS_MAX (then all are dropped); they go with the ids
+     * (flush_states). rpath: scratch per depth, the id after each byte. */
+    uint32_t *rrow_of, cap_rrow_of;
+    uint32_t *rrows, n_rrows, cap_rrows;
+    uint32_t *rpath;
+    ctab ctabs[CTAB_N]; /* class_descend's tables, built when a class comes back */
+    uint32_t n_ctabs, ctab_next;
+    uint64_t cseen[CTAB_N * 4][2]; /* classes seen once (a ring) */
+    uint32_t n_cseen;
     mt_struct_scratch ss; /* structural keys for the shared cache */
 };
 
@@ -250,6 +298,8 @@ static void flush_states(di_grammar_matcher *m) {
     free(c->mask_of), c->mask_of = NULL, c->cap_mask_of = 0;
     c->n_masks = 0;
     m->n_sid_valid = 0;
+    free(c->rrow_of), c->rrow_of = NULL, c->cap_rrow_of = 0;
+    c->n_rrows = 0;
 }
 
 static void flush_locals(mt_mask_cache *c) {
@@ -281,6 +331,10 @@ void mt_mask_cache_free(mt_mask_cache *c) {
     free(c->anc), free(c->anc_dep), free(c->anc_u8), free(c->path_ch), free(c->pc_ok), free(c->pc_u8);
     free(c->lmap);
     free(c->jt);
+    free(c->rrow_of), free(c->rrows), free(c->rpath);
+    for (uint32_t k = 0; k < c->n_ctabs; k++)
+        free(c->ctabs[k].rows), free(c->ctabs[k].fr), free(c->ctabs[k].fdep), free(c->ctabs[k].fbyte),
+            free(c->ctabs[k].dbytes);
     mt_struct_scratch_free(&c->ss);
     free(c);
 }
@@ -973,6 +1027,205 @@ static bool open_string_root(const di_grammar_vocab *v, const di_grammar *g, con
     const uint32_t *t = v->content_le + (size_t)v->content_max * words;
     for (size_t w = 0; w < words; w++) acc[w] |= t[w];
     return true;
+/* The table of class cls (see ctab), built on first use from the C paths
+ * of the trie (those nodes and the frontier only); NULL when out of
+ * memory. */
+static const ctab *class_tab(mt_mask_cache *c, const di_grammar_vocab *v, const uint64_t cls[2]) {
+    for (uint32_t k = 0; k < c->n_ctabs; k++)
+        if (c->ctabs[k].cls[0] == cls[0] && c->ctabs[k].cls[1] == cls[1]) return &c->ctabs[k];
+    ctab *t = &c->ctabs[c->n_ctabs < CTAB_N ? c->n_ctabs : c->ctab_next++ % CTAB_N];
+    if (c->n_ctabs < CTAB_N) c->n_ctabs++;
+    free(t->rows), free(t->fr), free(t->fdep), free(t->fbyte), free(t->dbytes);
+    memset(t, 0, sizeof *t);
+    size_t words = di_grammar_vocab_mask_words(v);
+    uint32_t cap = 1024, n = 0, reach = 0;
+    mt_frontier *fr = di_malloc_array(cap, sizeof *fr);
+    uint16_t *fdep = di_malloc_array(cap, sizeof *fdep);
+    uint8_t *fbyte = malloc(cap);
+    bool ok = fr && fdep && fbyte;
+    /* the frontier and the reach first (C paths and frontier nodes only) */
+    for (uint32_t i = 0; ok && i < v->n_nodes;) {
+        uint8_t b = v->byte[i];
+        uint32_t d = v->depth[i];
+        if (b < 0x80 && ((cls[b >> 6] >> (b & 63)) & 1)) { /* on a C path */
+            if (d + 1 > reach) reach = d + 1;
+            i++;
+            continue;
+        }
+        if (n == cap) { /* the first byte off C: a frontier node */
+            cap *= 2;
+            mt_frontier *x = di_realloc_array(fr, cap, sizeof *x);
+            uint16_t *y = x ? di_realloc_array(fdep, cap, sizeof *y) : NULL;
+            uint8_t *z = y ? realloc(fbyte, cap) : NULL;
+            if (x) fr = x;
+            if (y) fdep = y;
+            if (z) fbyte = z;
+            if (!z) {
+                ok = false;
+                break;
+            }
+        }
+        if (d > reach) reach = d;
+        fr[n] = (mt_frontier){i, v->skip[i], v->tok_start[i], v->tok_start[v->skip[i]]};
+        fdep[n] = (uint16_t)d;
+        fbyte[n++] = b;
+        i = v->skip[i];
+    }
+    uint32_t rmax = reach < CTAB_MAX_LEN ? reach : CTAB_MAX_LEN;
+    uint32_t *rows = ok ? calloc((size_t)(rmax + 2) * words, sizeof *rows) : NULL;
+    gb_bits *dbytes = rows ? calloc((size_t)reach + 1, sizeof *dbytes) : NULL;
+    if (!dbytes) {
+        free(rows), free(fr), free(fdep), free(fbyte);
+        c->n_ctabs--; /* t is the last slot used, or a reused one: drop it either way */
+        if (t != &c->ctabs[c->n_ctabs]) *t = c->ctabs[c->n_ctabs];
+        memset(&c->ctabs[c->n_ctabs], 0, sizeof *t);
+        return NULL;
+    }
+    for (uint32_t k = 0; k < n; k++) gb_bits_set(&dbytes[fdep[k]], fbyte[k]);
+    /* then the C tokens by length: every token on a C path is one */
+    for (uint32_t i = 0; i < v->n_nodes;) {
+        uint8_t b = v->byte[i];
+        if (!(b < 0x80 && ((cls[b >> 6] >> (b & 63)) & 1))) {
+            i = v->skip[i];
+            continue;
+        }
+        uint32_t len = v->depth[i] + 1u, r = len <= rmax ? len : rmax + 1;
+        for (uint32_t q = v->tok_start[i]; q < v->tok_start[i + 1]; q++) {
+            uint32_t tk = v->trie_tok[q];
+            rows[(size_t)r * words + (tk >> 5)] |= 1u << (tk & 31);
+        }
+        i++;
+    }
+    for (uint32_t r = 1; r <= rmax + 1; r++)
+        for (size_t w = 0; w < words; w++) rows[(size_t)r * words + w] |= rows[(size_t)(r - 1) * words + w];
+    t->cls[0] = cls[0], t->cls[1] = cls[1];
+    t->rmax = rmax, t->reach = reach;
+    t->rows = rows, t->fr = fr, t->fdep = fdep, t->fbyte = fbyte, t->dbytes = dbytes, t->n_fr = n;
+    return t;
+}
+
+/* The DFA row of path state k (the path materialized as needed) on byte b. */
+static uint32_t row_at(mt_mask_cache *c, di_grammar_matcher *L, uint32_t *md, uint32_t k, uint8_t b) {
+    uint32_t S = c->path_sid[k], e = c->dfa.rows[(size_t)S * 256 + b];
+    if (e != ROW_UNKNOWN) return e;
+    if (*md > k) mt_truncate(L, 2 + k), *md = k;
+    if (!materialize(c, L, md, k)) return UINT32_MAX;
+    e = step_row(c, L, S, b);
+    if (e != UINT32_MAX && e != ROW_DEAD) mt_truncate(L, 2 + k); /* b need not be the path's byte */
+    return e;
+}
+
+/* Class descend at the root of a classification (a string whose pattern
+ * class is not all of string content, say, with its length counted in
+ * the automaton's states: each count a new state, so nothing loops). C is
+ * the largest set of ASCII bytes that step alike from the root state S0.
+ * When every byte of C steps alike from each state along the way too
+ * (S0 -> S1 -> ... without escaping), up to a state where all of C dies
+ * (after L bytes) or loops, or past every C path of the trie, then the
+ * tokens made of C bytes are decided by their length (one row of the
+ * class table), and only the subtrees under the class frontier nodes
+ * within reach are walked, each from the state the rows give for its
+ * path. Returns 1 done (*i: the first subtree to walk), 0 not applicable,
+ * -1 no memory. */
+static int class_descend(mt_mask_cache *c, di_grammar_matcher *L, const di_grammar_vocab *v, uint32_t *acc, uint32_t *i,
+                         uint32_t *md) {
+    /* C: the ASCII bytes with the most common live, non-escaping step */
+    uint32_t ev[128], val[128], cnt[128], n_val = 0, best = ROW_DEAD, best_n = 0;
+    for (uint32_t b = 0; b < 128; b++) {
+        ev[b] = row_at(c, L, md, 0, (uint8_t)b);
+        if (ev[b] == UINT32_MAX) return -1;
+        if (ev[b] == ROW_DEAD || (ev[b] & ROW_ESC)) continue;
+        uint32_t k = 0;
+        while (k < n_val && val[k] != ev[b]) k++;
+        if (k == n_val) val[n_val] = ev[b], cnt[n_val++] = 0;
+        if (++cnt[k] > best_n) best_n = cnt[k], best = ev[b];
+    }
+    if (best_n < CTAB_MIN_BYTES) return 0;
+    uint64_t cls[2] = {0, 0};
+    uint8_t b0 = 0;
+    for (uint32_t b = 128; b-- > 0;)
+        if (ev[b] == best) cls[b >> 6] |= 1ull << (b & 63), b0 = (uint8_t)b;
+    /* a table costs about a millisecond with 128k tokens, a walk a few
+     * tenths: build it when the class comes back (a counted pattern: one
+     * root state per count), not for a class seen once */
+    bool have = false;
+    for (uint32_t k = 0; k < c->n_ctabs && !have; k++) have = c->ctabs[k].cls[0] == cls[0] && c->ctabs[k].cls[1] == cls[1];
+    for (uint32_t k = 0; k < CTAB_N * 4 && !have; k++) have = c->cseen[k][0] == cls[0] && c->cseen[k][1] == cls[1];
+    if (!have) {
+        uint32_t k = c->n_cseen++ % (CTAB_N * 4);
+        c->cseen[k][0] = cls[0], c->cseen[k][1] = cls[1];
+        return 0;
+    }
+    /* the chain of states along C paths (the rows of a state are known for
+     * all of C once one C byte has been stepped, unless C splits there) */
+    const ctab *t = NULL;
+    uint32_t rmax = v->max_len < CTAB_MAX_LEN ? v->max_len : CTAB_MAX_LEN;
+    uint32_t len = UINT32_MAX; /* C tokens of at most len bytes live, longer ones die; UINT32_MAX: all live */
+    uint32_t kend = 0; /* the last state of the chain (path_sid[0 .. kend]) */
+    for (uint32_t k = 0;; k++) {
+        kend = k;
+        if (t && k >= t->reach) break; /* past every C path of the trie */
+        uint32_t x = ROW_UNKNOWN;
+        for (uint32_t w = 0; w < 2; w++)
+            for (uint64_t bits = cls[w]; bits; bits &= bits - 1) {
+                uint32_t e = row_at(c, L, md, k, (uint8_t)(w * 64 + __builtin_ctzll(bits)));
+                if (e == UINT32_MAX) return -1;
+                if (x != ROW_UNKNOWN && e != x) return 0; /* C splits here */
+                x = e;
+            }
+        if (x == ROW_DEAD) {
+            len = k;
+            break;
+        }
+        if (x & ROW_ESC) return 0;
+        uint32_t N = x - 2;
+        if (N == c->path_sid[k]) break; /* loops on C: every C token lives */
+        if (k + 1 > rmax) { /* longer than the table tracks: only when no C path goes further */
+            if (!t && !(t = class_tab(c, v, cls))) return -1;
+            if (k + 1 < t->reach) return 0;
+        }
+        c->path_sid[k + 1] = N;
+        c->path_byte[k] = b0;
+        c->esc[k + 1] = c->esc[k];
+    }
+    if (!t && !(t = class_tab(c, v, cls))) return -1;
+    size_t words = di_grammar_vocab_mask_words(v);
+    /* past the table's rows (rmax: the reach, at most CTAB_MAX_LEN) every
+     * C token lives: the chain only goes past CTAB_MAX_LEN when no C path
+     * is longer */
+    const uint32_t *row = t->rows + (size_t)(len == UINT32_MAX || len > t->rmax ? t->rmax + 1 : len) * words;
+    for (size_t w = 0; w < words; w++) acc[w] |= row[w];
+    if (t->n_fr + 1 > c->cap_jt) {
+        mt_frontier *x = di_realloc_array(c->jt, t->n_fr + 1, sizeof *x);
+        if (!x) return -1;
+        c->jt = x, c->cap_jt = t->n_fr + 1;
+    }
+    /* the frontier nodes to walk: not those past len bytes of C (died on
+     * the way), nor those whose byte is known dead from the state in front
+     * (no escape on a C path): each walked one costs cache misses */
+    uint32_t n = 0, top = len == UINT32_MAX ? t->reach : len;
+    for (uint32_t k = 0; k <= top && k <= t->reach; k++) { /* the rows first, depth by depth: few parser steps */
+        const gb_bits *fb = &t->dbytes[k];
+        for (uint32_t w = 0; w < 4; w++)
+            for (uint64_t bits = fb->w[w]; bits; bits &= bits - 1)
+                if (row_at(c, L, md, k < kend ? k : kend, (uint8_t)(w * 64 + __builtin_ctzll(bits))) == UINT32_MAX) return -1;
+    }
+    const uint32_t *rows = c->dfa.rows;
+    for (uint32_t k = 0; k < t->n_fr; k++) {
+        uint32_t dep = t->fdep[k];
+        if (len != UINT32_MAX && dep > len) continue;
+        if (rows[(size_t)c->path_sid[dep < kend ? dep : kend] * 256 + t->fbyte[k]] == ROW_DEAD) continue;
+        c->jt[n++] = t->fr[k];
+    }
+    if (!n) {
+        *i = v->n_nodes;
+        return 1;
+    }
+    c->j_on = true;
+    c->j_next = 1, c->j_end = n;
+    c->j_after = v->n_nodes, c->j_dep = 0, c->j_stop = c->jt[0].skip;
+    *i = c->jt[0].node;
+    return jump_path(c, L, v, 0, &c->jt[0], md) ? 1 : -1;
 }
 
 /* Walks the whole trie with the seeded local parser, through the DFA. */
@@ -1045,6 +1298,8 @@ static int classify(di_grammar_matcher *m, mt_local_entry *le, uint64_t budget, 
         const gb_bits *x = (d->loop_known[seed] & LOOP_CONTENT) ? NULL : &d->cx[seed];
         mt_gspan all = {0, v->n_frontier};
         if (!descend(c, L, v, le->acc, 0, v->n_nodes, 0, all, 0, x, &i, &md)) return CLS_NOMEM;
+    } else if (!c->cls_fast && class_descend(c, L, v, le->acc, &i, &md) < 0) {
+        return CLS_NOMEM;
     }
 walk:;
     uint64_t steps0 = c->n_steps, nodes = 0;
@@ -1135,9 +1390,13 @@ walk:;
             const gb_bits *sb = &v->sub[i], *cl = &d->cloop[A];
             uint32_t adep = s_anc ? dep : c->anc_dep[dep];
             uint32_t before = c->path_ch[dep] - c->path_ch[adep]; /* characters since the anchor */
+            /* the path since the anchor may end inside a character (aq):
+             * then only well-formed UTF-8 from there on counts (an ASCII
+             * byte there kills the path even though it loops on its own) */
+            uint8_t aq = s_anc ? MT_U8_START : c->anc_u8[dep];
             bool ascii_in = !((sb->w[0] & ~cl->w[0]) | (sb->w[1] & ~cl->w[1]));
-            bool high_in = !((sb->w[2] & ~cl->w[2]) | (sb->w[3] & ~cl->w[3])) ||
-                           ((d->loop_known[A] & CLOOP_U8) && ((v->u8ok[i] >> (s_anc ? MT_U8_START : c->anc_u8[dep])) & 1));
+            bool high_in = (aq == MT_U8_START && !((sb->w[2] & ~cl->w[2]) | (sb->w[3] & ~cl->w[3]))) ||
+                           ((d->loop_known[A] & CLOOP_U8) && ((v->u8ok[i] >> aq) & 1));
             if (ascii_in && high_in) {
                 /* a token of k characters from the anchor stays alive while
                  * k <= rem (each one a repetition); with REJ_OK a longer
@@ -1269,9 +1528,38 @@ static mt_local_entry *local_entry_for(di_grammar_matcher *m) {
     return le;
 }
 
+/* The whole-state row of state id S (made, all unknown, when absent);
+ * NULL when out of memory. Past RROWS_MAX rows all are dropped first. */
+static uint32_t *rrow(mt_mask_cache *c, uint32_t S) {
+    if (S < c->cap_rrow_of && c->rrow_of[S]) return c->rrows + (size_t)(c->rrow_of[S] - 1) * 256;
+    if (c->n_rrows == RROWS_MAX) {
+        memset(c->rrow_of, 0, c->cap_rrow_of * sizeof *c->rrow_of);
+        c->n_rrows = 0;
+    }
+    if (S >= c->cap_rrow_of) {
+        uint32_t nc = c->cap_rrow_of ? c->cap_rrow_of : 1024;
+        while (nc <= S) nc *= 2;
+        uint32_t *x = di_realloc_array(c->rrow_of, nc, sizeof *x);
+        if (!x) return NULL;
+        memset(x + c->cap_rrow_of, 0, (nc - c->cap_rrow_of) * sizeof *x);
+        c->rrow_of = x, c->cap_rrow_of = nc;
+    }
+    if (c->n_rrows == c->cap_rrows) {
+        uint32_t nc = c->cap_rrows ? c->cap_rrows * 2 : 16;
+        uint32_t *x = di_realloc_array(c->rrows, (size_t)nc * 256, sizeof *x);
+        if (!x) return NULL;
+        c->rrows = x, c->cap_rrows = nc;
+    }
+    uint32_t *row = c->rrows + (size_t)c->n_rrows * 256;
+    memset(row, 0, 256 * sizeof *row);
+    c->rrow_of[S] = ++c->n_rrows;
+    return row;
+}
+
 /* Checks the uncertain tokens against the real state, sharing prefixes
- * between neighbours in trie order. */
-static void check_uncertain(di_grammar_matcher *m, const mt_local_entry *le, uint32_t *mask) {
+ * between neighbours in trie order; used when whole-state ids are not
+ * available. */
+static void check_uncertain_parse(di_grammar_matcher *m, const mt_local_entry *le, uint32_t *mask) {
     const di_grammar_vocab *v = m->vocab;
     const uint32_t base = m->n_sets;
     const uint8_t *prev = NULL;
@@ -1289,6 +1577,88 @@ static void check_uncertain(di_grammar_matcher *m, const mt_local_entry *le, uin
         mt_truncate(m, base + from);
         uint32_t j = from;
         while (j < len && mt_push_byte(m, b[j])) j++;
+        prev = b, prev_len = len, ok_len = j;
+        fail_at = j < len ? j : UINT32_MAX;
+        if (j == len) mask[t >> 5] |= 1u << (t & 31);
+    }
+    mt_truncate(m, base);
+}
+
+/* Checks the uncertain tokens against the real state sid (the top set's
+ * whole-state id), stepping whole-state ids rather than the parser: equal
+ * ids have the same future, so the id after a byte is a function of the id
+ * before it, kept in rows (rrow) across masks. The parser only steps where
+ * a row is not known yet, materialized along the token's path first. The
+ * uncertain tokens after a backslash in a JSON string (every token that
+ * starts with an escape character: some 3k with 128k tokens) step through
+ * a few string states, so after the first bytes almost every step is a
+ * row lookup. */
+static void check_uncertain(di_grammar_matcher *m, const mt_local_entry *le, uint32_t *mask, uint32_t sid) {
+    mt_mask_cache *c = m->cache;
+    const di_grammar_vocab *v = m->vocab;
+    const uint32_t base = m->n_sets;
+    size_t need = (size_t)base + v->max_len + 1;
+    if (sid == UINT32_MAX || m->n_sid_valid != base) {
+        check_uncertain_parse(m, le, mask);
+        return;
+    }
+    if (!c->rpath && !(c->rpath = di_malloc_array((size_t)v->max_len + 1, sizeof(uint32_t)))) {
+        check_uncertain_parse(m, le, mask);
+        return;
+    }
+    if (m->cap_sids < need) {
+        uint32_t *x = need <= UINT32_MAX ? di_realloc_array(m->sids, need, sizeof *x) : NULL;
+        if (!x) {
+            check_uncertain_parse(m, le, mask);
+            return;
+        }
+        m->sids = x, m->cap_sids = (uint32_t)need;
+    }
+    uint32_t *rp = c->rpath;
+    rp[0] = sid;
+    uint32_t md = 0; /* bytes of the path pushed on the parser: n_sets == base + md */
+    const uint8_t *prev = NULL;
+    uint32_t prev_len = 0, ok_len = 0; /* bytes of prev stepped alive (rp[0 .. ok_len] hold) */
+    uint32_t fail_at = UINT32_MAX;     /* prev died at this byte */
+    for (uint32_t u = 0; u < le->n_unc; u++) {
+        uint32_t t = le->unc[u];
+        const uint8_t *b = v->data + v->off[t];
+        uint32_t len = (uint32_t)(v->off[t + 1] - v->off[t]);
+        uint32_t lcp = 0;
+        if (prev)
+            while (lcp < len && lcp < prev_len && b[lcp] == prev[lcp]) lcp++;
+        if (fail_at != UINT32_MAX && lcp > fail_at) continue; /* same dying prefix */
+        uint32_t j = lcp < ok_len ? lcp : ok_len;
+        if (md > j) mt_truncate(m, base + j), md = j;
+        while (j < len) {
+            uint32_t *row = rrow(c, rp[j]);
+            uint32_t e = row ? row[b[j]] : ROW_UNKNOWN;
+            if (e == ROW_UNKNOWN) {
+                /* step the parser: push the path up to here first */
+                while (md < j && mt_push_byte(m, b[md])) {
+                    m->sids[base + md] = rp[md + 1];
+                    m->n_sid_valid = base + md + 1;
+                    md++;
+                }
+                if (md < j) break; /* out of memory: the path was alive */
+                if (mt_push_byte(m, b[j])) {
+                    uint32_t id = state_id(m, base + j);
+                    if (id == UINT32_MAX) break;
+                    m->sids[base + j] = id;
+                    m->n_sid_valid = base + j + 1;
+                    md = j + 1;
+                    e = id + 2;
+                } else if (m->oom) {
+                    break;
+                } else {
+                    e = ROW_DEAD;
+                }
+                if (row) row[b[j]] = e; /* state_id left the rows alone */
+            }
+            if (e == ROW_DEAD) break;
+            rp[j + 1] = e - 2;
+            j++;
+        }
         prev = b, prev_len = len, ok_len = j;
         fail_at = j < len ? j : UINT32_MAX;
         if (j == len) mask[t >> 5] |= 1u << (t & 31);
@@ -1376,7 +1746,7 @@ di_status di_grammar_matcher_fill_mask(di_grammar_matcher *m, uint32_t *mask, si
     const mt_local_entry *le = local_entry_for(m);
     if (le) {
         memcpy(mask, le->acc, words * sizeof(uint32_t));
-        check_uncertain(m, le, mask);
+        check_uncertain(m, le, mask, sid);
     } else {
         trie_walk(m, mask);
     }

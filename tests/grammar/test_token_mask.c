@@ -407,6 +407,191 @@ static void rollback_then_mask_matches_fresh_state(void **state) {
     di_grammar_free(g);
 }
 
+/* Uncertain tokens (those that leave the local state, then go on through
+ * the outside) are checked by stepping whole-state ids, with the parser
+ * stepped only where a step is not known yet (check_uncertain). Right
+ * after a backslash in a string every token that starts with an escape
+ * character is uncertain. A byte-level vocabulary with every single byte
+ * (partial and ill-formed UTF-8 among them), tokens that are prefixes of
+ * each other past the escape, tokens that close the string and go on into
+ * the next member, and non-ASCII and ill-formed bytes after the escape;
+ * several escapes per string and strings per instance, so that later
+ * masks step through what earlier ones learnt. Fast masks equal the
+ * reference at every step. */
+static void uncertain_tokens_after_escapes_equal_reference(void **state) {
+    (void)state;
+    static const char *extra[] = {
+        "n", "na", "nab", "nabc", "n\"", "n\",", "n\",\"", "n\",\"b", "n\",\"b\":", "n\"}", "n\"]", "n\"x",
+        "\"\"", "\"\",", "\"\",\"", "\"\"}", "\\\\", "\\\\\"", "\\\\\",", "\\\"", "\\n", "/", "/\"", "/\xF0\x9F\xA6\x99",
+        "/\xF0\x9F\xA6\x99\"", "t\xC3\xA9", "t\xC3\xA9\",", "t\xE4\x28", "t\xE4\xB8", "t\xE4\xB8\xAD\"", "t\xFF",
+        "t\xC0\xAF", "t\x01", "b\\", "b\\n", "b\\u", "f\\\"", "r\"\"", "u0", "u00", "u00e", "u00e9", "u00e9x",
+        "u00e9\"", "u00e9\",", "uD83D", "u12G", "\xC3\xA9", "\xE4\xB8\xAD", "ab", "ab\\", "12", "12}", "\":",
+        "\",\"", "\",", ",\"", "{\"", "\"]", "\"}", "null", "c\":\"",
+    };
+    uint32_t n_extra = sizeof extra / sizeof extra[0];
+    const char *toks[255 + sizeof extra / sizeof extra[0]];
+    char singles[255][2];
+    for (uint32_t b = 1; b < 256; b++) singles[b - 1][0] = (char)b, singles[b - 1][1] = 0, toks[b - 1] = singles[b - 1];
+    for (uint32_t k = 0; k < n_extra; k++) toks[255 + k] = extra[k];
+    di_grammar_vocab *v = gt_vocab(toks, 255 + n_extra);
+    v->share_budget = 1; /* the shared cache too */
+    static const struct {
+        int kind; /* 0 schema, 1 regex, 2 any JSON object */
+        const char *grammar, *text;
+    } cases[] = {
+        {0, "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\"},\"b\":{\"type\":\"integer\"},"
+            "\"c\":{\"type\":\"string\",\"maxLength\":6}},\"required\":[\"a\",\"b\"]}",
+         "{\"a\":\"x\\nab\\\"\\\\\\u00e9\\/\xF0\x9F\xA6\x99\\t\xC3\xA9\\n\",\"b\":12,\"c\":\"\\n\\t\\u00e9\\\\\"}"},
+        {0, "{\"type\":\"array\",\"items\":{\"type\":\"string\"}}",
+         "[\"\\n\",\"\\\"\\\"\",\"ab\\\\\",\"\\u00e9x\",\"\\/\xE4\xB8\xAD\",\"\\b\\f\\r\"]"},
+        {0, "{\"type\":\"object\",\"additionalProperties\":{\"type\":\"string\"}}",
+         "{\"n\\\"\":\"\\n\",\"\\\\b\":\"\\\"\",\"c\":\"\\u00e9\\nab\"}"},
+        {1, "\"([a-z]|\\\\[nt\"])*\"x[0-9]*", "\"ab\\nc\\\"\"x12"},
+        {2, NULL, "{\"n\\\"\": [\"\\n\", \"\\u00e9\\\\\"], \"b\": {\"\\/\": \"\\\"\"}}"},
+    };
+    size_t words = di_grammar_vocab_mask_words(v);
+    uint32_t ids[256], *fast = malloc(words * 4), *slow = malloc(words * 4);
+    for (size_t s = 0; s < sizeof cases / sizeof cases[0]; s++) {
+        int64_t nt = di_grammar_vocab_greedy_tokenize(v, (const uint8_t *)cases[s].text, strlen(cases[s].text), ids, 256);
+        assert_true(nt > 0 && nt <= 256);
+        di_grammar *g;
+        di_error err;
+        const char *gr = cases[s].grammar;
+        di_grammar_options opt = di_grammar_options_default();
+        opt.whitespace = DI_GRAMMAR_WS_FLEXIBLE;
+        di_status st = cases[s].kind == 1   ? di_grammar_compile_regex(gr, strlen(gr), &g, &err)
+                       : cases[s].kind == 2 ? di_grammar_compile_json_object(&opt, &g, &err)
+                                            : di_grammar_compile_json_schema(gr, strlen(gr), NULL, &g, &err);
+        if (st) fail_msg("case %zu: %s", s, err.msg);
+        di_grammar_matcher *m;
+        assert_int_equal(di_grammar_matcher_create(g, v, &m, &err), DI_OK);
+        uint32_t n_unc = 0; /* masks right after a token that ends in a backslash */
+        for (int64_t i = 0; i <= nt; i++) {
+            assert_int_equal(di_grammar_matcher_fill_mask(m, fast, words, &err), DI_OK);
+            assert_int_equal(di_grammar_matcher_fill_mask_slow(m, slow, words, &err), DI_OK);
+            if (memcmp(fast, slow, words * 4)) {
+                uint32_t t = 0;
+                while (gt_bit(fast, t) == gt_bit(slow, t)) t++;
+                fail_msg("case %zu step %lld: fast mask differs from the reference (token %u)", s, (long long)i, t);
+            }
+            n_unc += i > 0 && v->data[v->off[ids[i - 1] + 1] - 1] == '\\';
+            if (i == nt) break;
+            if (!gt_bit(fast, ids[i])) fail_msg("case %zu step %lld: token %u not allowed", s, (long long)i, ids[i]);
+            assert_true(di_grammar_matcher_advance_token(m, ids[i]));
+        }
+        assert_true(n_unc > 0); /* some masks came right after a backslash */
+        assert_true(di_grammar_matcher_is_accepting(m));
+        di_grammar_matcher_free(m);
+        di_grammar_free(g);
+    }
+    free(fast), free(slow);
+    di_grammar_vocab_free(v);
+}
+
+/* The same with DeepSeek-V3's 128k tokens: some 3k of them are uncertain
+ * right after a backslash. */
+static void escapes_walk_equals_reference(void **state) {
+    (void)state;
+    if (!g_vocab) skip();
+    const char *schema = "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\"},"
+                         "\"b\":{\"type\":\"array\",\"items\":{\"type\":\"string\",\"maxLength\":8}}}}";
+    di_grammar *g;
+    di_error err;
+    assert_int_equal(di_grammar_compile_json_schema(schema, strlen(schema), NULL, &g, &err), DI_OK);
+    di_grammar_matcher *m;
+    assert_int_equal(di_grammar_matcher_create(g, g_vocab, &m, &err), DI_OK);
+    assert_true(walk(m, "{\"a\":\"say \\\"hi\\\"\\n\\tto \\u00e9\\\\ \xE4\xB8\xAD\\/\",\"b\":[\"\\n\",\"x\\\"\\\"\",\"\\u4e2d\"]}", 1));
+    di_grammar_matcher_free(m);
+    di_grammar_free(g);
+}
+
+/* Class descend: a string whose pattern class is not all of string
+ * content, with its length counted in the automaton's states (each count a
+ * new state, nothing loops): the tokens made of class bytes are decided by
+ * their length, and only the subtrees past the first byte off the class
+ * are walked. Exact length (dies after the count), minimum only (loops
+ * once reached), and small classes (letters, digits: below the table's
+ * threshold, walked as before), on a byte-level
+ * vocabulary with every single byte, runs of class bytes of many lengths,
+ * prefixes of each other, class runs ending in a quote, an escape, a
+ * non-ASCII or an ill-formed byte, or a byte off the class. Fast masks
+ * equal the reference at every step. */
+static void class_descend_masks_equal_reference(void **state) {
+    (void)state;
+    static const char *extra[] = {
+        "ab", "abc", "abcd", "abcde", "abcdef", "abcdefgh", "abcdefghijkl", "abcdefghijklmnop", "aaaaaaaaaaaaaaaaaaaaaaaaa",
+        "ab\"", "abc\",", "abcdefgh\"", "abcdefghijkl\"}", "ab\\\"", "ab\\\\", "a\\", "ab~", "a~b", "ab\xC3\xA9", "ab\xE4\x28",
+        "ab\xE4\xB8", "ab\xFF", "\xC3\xA9", "\"\"", "\",\"", "\"}", "12", "123", "1234", "12345678", "123a", "12.5", "1e5",
+        "12\"", " (x)", "(x)", "x{}", "{}\"", "=\\\"", ": ", "aaaa", "aaaaaaaa", "aaaaaaaaaaaaaaaa",
+    };
+    uint32_t n_extra = sizeof extra / sizeof extra[0];
+    const char *toks[255 + sizeof extra / sizeof extra[0]];
+    char singles[255][2];
+    for (uint32_t b = 1; b < 256; b++) singles[b - 1][0] = (char)b, singles[b - 1][1] = 0, toks[b - 1] = singles[b - 1];
+    for (uint32_t k = 0; k < n_extra; k++) toks[255 + k] = extra[k];
+    di_grammar_vocab *v = gt_vocab(toks, 255 + n_extra);
+    v->share_budget = 1;
+    static const struct {
+        const char *schema, *text;
+    } cases[] = {
+        {"{\"type\":\"object\",\"properties\":{\"id\":{\"type\":\"string\",\"pattern\":\"^[ !\\\"#$%&()*+,./0-9:;<=>?@A-Z\\\\\\\\a-z{|}]+$\","
+         "\"minLength\":12,\"maxLength\":12},\"s\":{\"type\":\"string\",\"pattern\":\"^[ !\\\"#$%&()*+,./0-9:;<=>?@A-Z\\\\\\\\a-z{|}]+$\","
+         "\"minLength\":9}},\"additionalProperties\":false}",
+         "{\"id\":\"ab\\\"cd (x)1{}\",\"s\":\"abcdefghijkl\\\\\\\"x:  aaaaaaaaaaaaaaaa\"}"},
+        {"{\"type\":\"object\",\"properties\":{\"id\":{\"type\":\"string\",\"pattern\":\"^[a-z]+$\",\"minLength\":3,\"maxLength\":5},"
+         "\"n\":{\"type\":\"string\",\"pattern\":\"^[0-9]*$\",\"maxLength\":10}}}",
+         "{\"id\":\"abcd\",\"n\":\"12345678\"}"},
+    };
+    size_t words = di_grammar_vocab_mask_words(v);
+    uint32_t ids[256], *fast = malloc(words * 4), *slow = malloc(words * 4);
+    for (size_t s = 0; s < sizeof cases / sizeof cases[0]; s++) {
+        int64_t nt = di_grammar_vocab_greedy_tokenize(v, (const uint8_t *)cases[s].text, strlen(cases[s].text), ids, 256);
+        assert_true(nt > 0 && nt <= 256);
+        di_grammar *g;
+        di_error err;
+        const char *gr = cases[s].schema;
+        if (di_grammar_compile_json_schema(gr, strlen(gr), NULL, &g, &err)) fail_msg("case %zu: %s", s, err.msg);
+        di_grammar_matcher *m;
+        assert_int_equal(di_grammar_matcher_create(g, v, &m, &err), DI_OK);
+        for (int64_t i = 0; i <= nt; i++) {
+            assert_int_equal(di_grammar_matcher_fill_mask(m, fast, words, &err), DI_OK);
+            assert_int_equal(di_grammar_matcher_fill_mask_slow(m, slow, words, &err), DI_OK);
+            if (memcmp(fast, slow, words * 4)) {
+                uint32_t t = 0;
+                while (gt_bit(fast, t) == gt_bit(slow, t)) t++;
+                fail_msg("case %zu step %lld: fast mask differs from the reference (token %u)", s, (long long)i, t);
+            }
+            if (i == nt) break;
+            if (!gt_bit(fast, ids[i])) fail_msg("case %zu step %lld: token %u not allowed", s, (long long)i, ids[i]);
+            assert_true(di_grammar_matcher_advance_token(m, ids[i]));
+        }
+        assert_true(di_grammar_matcher_is_accepting(m));
+        di_grammar_matcher_free(m);
+        di_grammar_free(g);
+    }
+    free(fast), free(slow);
+    di_grammar_vocab_free(v);
+}
+
+/* The same with DeepSeek-V3's 128k tokens (Github_easy o10012's class). */
+static void class_descend_walk_equals_reference(void **state) {
+    (void)state;
+    if (!g_vocab) skip();
+    const char *schema = "{\"type\":\"object\",\"properties\":{"
+                         "\"id\":{\"type\":\"string\",\"pattern\":\"^[ !\\\"#$%&()*+,./0-9:;<=>?@A-Z\\\\\\\\a-z{|}]+$\","
+                         "\"minLength\":20,\"maxLength\":20},"
+                         "\"s\":{\"type\":\"string\",\"pattern\":\"^[ !\\\"#$%&()*+,./0-9:;<=>?@A-Z\\\\\\\\a-z{|}]+$\","
+                         "\"minLength\":10}},\"additionalProperties\":false}";
+    di_grammar *g;
+    di_error err;
+    assert_int_equal(di_grammar_compile_json_schema(schema, strlen(schema), NULL, &g, &err), DI_OK);
+    di_grammar_matcher *m;
+    assert_int_equal(di_grammar_matcher_create(g, g_vocab, &m, &err), DI_OK);
+    assert_true(walk(m, "{\"id\":\"say \\\"hi\\\" to (all) 12\",\"s\":\"The quick brown fox: {jumps} \\\\ over\"}", 1));
+    di_grammar_matcher_free(m);
+    di_grammar_free(g);
+}
+
 /* The real tokenizer (text module) through the adapter: its encoding of
  * an instance walks through the mask, and its EOS ends the walk. */
 static void tokenizer_encoding_walks_through_the_mask(void **state) {
@@ -460,6 +645,10 @@ int main(void) {
         cmocka_unit_test(content_descend_masks_equal_reference_on_edge_tokens),
         cmocka_unit_test(pattern_automaton_masks_equal_reference),
         cmocka_unit_test(open_key_masks_equal_reference),
+        cmocka_unit_test(uncertain_tokens_after_escapes_equal_reference),
+        cmocka_unit_test(escapes_walk_equals_reference),
+        cmocka_unit_test(class_descend_masks_equal_reference),
+        cmocka_unit_test(class_descend_walk_equals_reference),
         cmocka_unit_test(tokenizer_encoding_walks_through_the_mask),
     };
     return cmocka_run_group_tests(tests, load_vocab, free_vocab);
