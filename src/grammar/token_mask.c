@@ -1027,6 +1027,8 @@ static bool open_string_root(const di_grammar_vocab *v, const di_grammar *g, con
     const uint32_t *t = v->content_le + (size_t)v->content_max * words;
     for (size_t w = 0; w < words; w++) acc[w] |= t[w];
     return true;
+}
+
 /* The table of class cls (see ctab), built on first use from the C paths
  * of the trie (those nodes and the frontier only); NULL when out of
  * memory. */
