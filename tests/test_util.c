@@ -38,3 +38,10 @@ char *di_test_read_file(const char *path, size_t *size) {
     if (buf) { buf[n] = '\0'; if (size) *size = (size_t)n; }
     return buf;
 }
+
+uint32_t di_test_rand(di_test_rng *r) {
+    r->s ^= r->s >> 12;
+    r->s ^= r->s << 25;
+    r->s ^= r->s >> 27;
+    return (uint32_t)((r->s * 0x2545F4914F6CDD1Dull) >> 32);
+}

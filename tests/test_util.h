@@ -19,4 +19,11 @@ const char *di_test_default_model(void);
 /* Reads a whole file into a malloc'd buffer (NUL-terminated); NULL on error. */
 char *di_test_read_file(const char *path, size_t *size);
 
+/* xorshift64* stream for deterministic random test data: a file keeps one
+ * with a fixed seed, so its data is the same on every run. */
+typedef struct di_test_rng {
+    uint64_t s;
+} di_test_rng;
+uint32_t di_test_rand(di_test_rng *r);
+
 #endif

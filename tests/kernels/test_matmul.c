@@ -15,13 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
-static uint32_t rnd(void) { /* xorshift64*: deterministic test data */
-    rng_state ^= rng_state >> 12;
-    rng_state ^= rng_state << 25;
-    rng_state ^= rng_state >> 27;
-    return (uint32_t)((rng_state * 0x2545F4914F6CDD1Dull) >> 32);
-}
+static di_test_rng rng = {0x9E3779B97F4A7C15ull};
+static uint32_t rnd(void) { return di_test_rand(&rng); }
 static float rndf(void) { return (float)rnd() / 4294967296.0f * 2.0f - 1.0f; } /* [-1, 1) */
 
 static const di_dtype FAST_TYPES[] = {DI_DTYPE_F32, DI_DTYPE_F16, DI_DTYPE_BF16, DI_DTYPE_Q4_0,

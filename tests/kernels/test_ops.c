@@ -12,13 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static uint64_t rng_state = 0x243F6A8885A308D3ull;
-static uint32_t rnd(void) {
-    rng_state ^= rng_state >> 12;
-    rng_state ^= rng_state << 25;
-    rng_state ^= rng_state >> 27;
-    return (uint32_t)((rng_state * 0x2545F4914F6CDD1Dull) >> 32);
-}
+static di_test_rng rng = {0x243F6A8885A308D3ull};
+static uint32_t rnd(void) { return di_test_rand(&rng); }
 static float rndf(void) { return (float)rnd() / 4294967296.0f * 2.0f - 1.0f; }
 
 static void half_round_trips_and_matches_tables(void **state) {
