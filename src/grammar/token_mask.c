@@ -47,7 +47,8 @@
  *    content only (vocab.c's cskip: their tokens are contiguous in trie
  *    order) instead of visiting each (every visit there is a cache miss
  *    with 128k tokens). Deeper states of a bounded string, the counts
- *    further on, inherit their anchor's count loops, and decide whole
+ *    further on, inherit their anchor's count loops (also as their own,
+ *    when they get hot, instead of learning them), and decide whole
  *    subtrees by their tokens' character counts.
  *
  *    Class descend: at the root of a classification that is no string
@@ -850,7 +851,11 @@ static int learn_ctarget(mt_mask_cache *c, di_grammar_matcher *L, const di_gramm
         if (cnt[k] > cnt[best]) best = k;
     if (!nc || cnt[best] < CTARGET_MIN_BYTES) return 0;
     uint32_t N = cand[best];
-    if (N == S) return 0;
+    /* a bounded string (maxLength): content steps to S with the counts one
+     * further, which reads content on to the next count, never back to
+     * itself (no LOOP_CONTENT); N learns its count loops from S instead,
+     * when it gets hot (classify) */
+    if (N == S || is_shift(c, g, canon_lim(v), S, N)) return 0;
     if (!d->loop_known[N]) {
         if (!mt_push_byte(L, (uint8_t)first[best])) return L->oom ? -1 : 0; /* alive: the row says so */
         L->sids[L->n_sets - 1] = N;
@@ -1454,8 +1459,12 @@ walk:;
             uint32_t t = v->trie_tok[q];
             le->acc[t >> 5] |= 1u << (t & 31);
         }
-        /* a hot state learns its self-loop bytes (one step per byte group, once) */
-        if (!d->loop_known[S] && d->visits[S] < LOOP_HOT_NODES && (d->visits[S] += v->skip[i] - i) >= LOOP_HOT_NODES) {
+        /* a hot state learns its self-loop bytes (one step per byte group,
+         * once), or takes the count loops of its anchor A when it is A with
+         * the counts further (inherit_loops: a bounded string's first
+         * characters, where learning costs some fifty parser steps a count) */
+        if (!d->loop_known[S] && d->visits[S] < LOOP_HOT_NODES && (d->visits[S] += v->skip[i] - i) >= LOOP_HOT_NODES &&
+            !inherit_loops(c, m->g, v, A, S)) {
             if (md > dep) mt_truncate(L, 2 + dep), md = dep;
             if (!materialize(c, L, &md, dep) || learn_loops(c, L, m->g, v, S, dep, true) < 0) return CLS_NOMEM;
         }
