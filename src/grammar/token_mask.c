@@ -1539,6 +1539,19 @@ static mt_local_entry *local_entry_for(di_grammar_matcher *m) {
     return le;
 }
 
+/* Grows the index *a (0 = absent) to cover entry i, new entries 0; false
+ * when out of memory (*a unchanged). */
+static bool cover_index(uint32_t **a, uint32_t *cap, uint32_t i) {
+    if (i < *cap) return true;
+    uint32_t nc = *cap ? *cap : 1024;
+    while (nc <= i) nc *= 2;
+    uint32_t *x = di_realloc_array(*a, nc, sizeof *x);
+    if (!x) return false;
+    memset(x + *cap, 0, (nc - *cap) * sizeof *x);
+    *a = x, *cap = nc;
+    return true;
+}
+
 /* The whole-state row of state id S (made, all unknown, when absent);
  * NULL when out of memory. Past RROWS_MAX rows all are dropped first. */
 static uint32_t *rrow(mt_mask_cache *c, uint32_t S) {
@@ -1547,14 +1560,7 @@ static uint32_t *rrow(mt_mask_cache *c, uint32_t S) {
         memset(c->rrow_of, 0, c->cap_rrow_of * sizeof *c->rrow_of);
         c->n_rrows = 0;
     }
-    if (S >= c->cap_rrow_of) {
-        uint32_t nc = c->cap_rrow_of ? c->cap_rrow_of : 1024;
-        while (nc <= S) nc *= 2;
-        uint32_t *x = di_realloc_array(c->rrow_of, nc, sizeof *x);
-        if (!x) return NULL;
-        memset(x + c->cap_rrow_of, 0, (nc - c->cap_rrow_of) * sizeof *x);
-        c->rrow_of = x, c->cap_rrow_of = nc;
-    }
+    if (!cover_index(&c->rrow_of, &c->cap_rrow_of, S)) return NULL;
     if (c->n_rrows == c->cap_rrows) {
         uint32_t nc = c->cap_rrows ? c->cap_rrows * 2 : 16;
         uint32_t *x = di_realloc_array(c->rrows, (size_t)nc * 256, sizeof *x);
@@ -1768,14 +1774,7 @@ di_status di_grammar_matcher_fill_mask(di_grammar_matcher *m, uint32_t *mask, si
             free(c->mask_of), c->mask_of = NULL, c->cap_mask_of = 0;
             c->n_masks = 0;
         }
-        if (sid >= c->cap_mask_of) {
-            uint32_t nc = c->cap_mask_of ? c->cap_mask_of : 1024;
-            while (nc <= sid) nc *= 2;
-            uint32_t *x = di_realloc_array(c->mask_of, nc, sizeof *x);
-            if (!x) return DI_OK;
-            memset(x + c->cap_mask_of, 0, (nc - c->cap_mask_of) * sizeof *x);
-            c->mask_of = x, c->cap_mask_of = nc;
-        }
+        if (!cover_index(&c->mask_of, &c->cap_mask_of, sid)) return DI_OK;
         if (c->n_masks == c->cap_masks) {
             uint32_t nc = c->cap_masks ? c->cap_masks * 2 : 16;
             uint32_t *x = di_realloc_array(c->masks, (size_t)nc * words, sizeof *x);

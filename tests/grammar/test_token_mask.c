@@ -59,6 +59,20 @@ static bool walk(di_grammar_matcher *m, const char *text, uint32_t every) {
     return ok;
 }
 
+/* Compiles schema and walks text through it, the fast mask checked against
+ * the reference at every step (walk's every = 1); fails the test on a
+ * mismatch or when text is not accepted. */
+static void walk_schema(const char *schema, const char *text) {
+    di_grammar *g;
+    di_error err;
+    assert_int_equal(di_grammar_compile_json_schema(schema, strlen(schema), NULL, &g, &err), DI_OK);
+    di_grammar_matcher *m;
+    assert_int_equal(di_grammar_matcher_create(g, g_vocab, &m, &err), DI_OK);
+    assert_true(walk(m, text, 1));
+    di_grammar_matcher_free(m);
+    di_grammar_free(g);
+}
+
 static void instances_walk_through_the_mask_token_by_token(void **state) {
     (void)state;
     if (!g_vocab) skip();
@@ -313,14 +327,7 @@ static void open_object_key_masks_equal_reference(void **state) {
     if (!g_vocab) skip();
     const char *schema = "{\"type\":\"object\",\"properties\":{\"title\":{\"type\":\"string\"},"
                          "\"order\":{\"type\":\"integer\"},\"image\":{\"type\":\"string\"}}}";
-    di_grammar *g;
-    di_error err;
-    assert_int_equal(di_grammar_compile_json_schema(schema, strlen(schema), NULL, &g, &err), DI_OK);
-    di_grammar_matcher *m;
-    assert_int_equal(di_grammar_matcher_create(g, g_vocab, &m, &err), DI_OK);
-    assert_true(walk(m, "{\"title\":\"ünï\",\"order\":7,\"image\":\"\",\"t\u00e9 x\":\"a\\\"b\",\"\":null}", 1));
-    di_grammar_matcher_free(m);
-    di_grammar_free(g);
+    walk_schema(schema, "{\"title\":\"ünï\",\"order\":7,\"image\":\"\",\"t\u00e9 x\":\"a\\\"b\",\"\":null}");
 }
 
 /* The key of an extra member is marked open-string (every content token is
@@ -495,14 +502,7 @@ static void escapes_walk_equals_reference(void **state) {
     if (!g_vocab) skip();
     const char *schema = "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\"},"
                          "\"b\":{\"type\":\"array\",\"items\":{\"type\":\"string\",\"maxLength\":8}}}}";
-    di_grammar *g;
-    di_error err;
-    assert_int_equal(di_grammar_compile_json_schema(schema, strlen(schema), NULL, &g, &err), DI_OK);
-    di_grammar_matcher *m;
-    assert_int_equal(di_grammar_matcher_create(g, g_vocab, &m, &err), DI_OK);
-    assert_true(walk(m, "{\"a\":\"say \\\"hi\\\"\\n\\tto \\u00e9\\\\ \xE4\xB8\xAD\\/\",\"b\":[\"\\n\",\"x\\\"\\\"\",\"\\u4e2d\"]}", 1));
-    di_grammar_matcher_free(m);
-    di_grammar_free(g);
+    walk_schema(schema, "{\"a\":\"say \\\"hi\\\"\\n\\tto \\u00e9\\\\ \xE4\xB8\xAD\\/\",\"b\":[\"\\n\",\"x\\\"\\\"\",\"\\u4e2d\"]}");
 }
 
 /* Class descend: a string whose pattern class is not all of string
@@ -582,14 +582,7 @@ static void class_descend_walk_equals_reference(void **state) {
                          "\"minLength\":20,\"maxLength\":20},"
                          "\"s\":{\"type\":\"string\",\"pattern\":\"^[ !\\\"#$%&()*+,./0-9:;<=>?@A-Z\\\\\\\\a-z{|}]+$\","
                          "\"minLength\":10}},\"additionalProperties\":false}";
-    di_grammar *g;
-    di_error err;
-    assert_int_equal(di_grammar_compile_json_schema(schema, strlen(schema), NULL, &g, &err), DI_OK);
-    di_grammar_matcher *m;
-    assert_int_equal(di_grammar_matcher_create(g, g_vocab, &m, &err), DI_OK);
-    assert_true(walk(m, "{\"id\":\"say \\\"hi\\\" to (all) 12\",\"s\":\"The quick brown fox: {jumps} \\\\ over\"}", 1));
-    di_grammar_matcher_free(m);
-    di_grammar_free(g);
+    walk_schema(schema, "{\"id\":\"say \\\"hi\\\" to (all) 12\",\"s\":\"The quick brown fox: {jumps} \\\\ over\"}");
 }
 
 /* The real tokenizer (text module) through the adapter: its encoding of
