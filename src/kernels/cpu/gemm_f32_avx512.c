@@ -63,20 +63,6 @@ TGT static inline ALWAYS void nib_lookup(const uint8_t *qs, __m512 table, __m512
     *hi = _mm512_permutexvar_ps(_mm512_srli_epi32(idx, 4), table);
 }
 
-/* A 4-bit block's 16 possible values, table[q] (d, m: its block_scales
- * entries). Every shape and index scheme takes its tables from here, so a
- * value is the same bits whichever path looks it up. */
-TGT static inline ALWAYS __m512 nib_table(int kind, float d, float m) {
-    switch (kind) {
-    case K_Q4_0: /* (q - 8) * d */
-        return _mm512_mul_ps(_mm512_sub_ps(iota16(), _mm512_set1_ps(8.0f)), _mm512_set1_ps(d));
-    case K_Q4_1: /* q * d + m, fused */
-        return _mm512_fmadd_ps(iota16(), _mm512_set1_ps(d), _mm512_set1_ps(m));
-    default: /* Q4_K: q * d - m, fused */
-        return _mm512_fmsub_ps(iota16(), _mm512_set1_ps(d), _mm512_set1_ps(m));
-    }
-}
-
 /* Per-block scale d and offset m of blocks c0 .. c0+n-1 (n <= CHUNK) of a
  * weight row, as floats: Q4_0 and Q8_0 d only, Q4_1 d and m, Q4_K the
  * sub-block's d * sc and dmin * mn. The f16 fields of Q4_0/Q4_1/Q8_0 are
@@ -131,12 +117,14 @@ TGT static inline ALWAYS void deq32(int kind, const uint8_t *row, int64_t b, flo
     }
     case K_Q4_0: { /* (q - 8) * d */
         const di_block_q4_0 *bl = (const di_block_q4_0 *)(const void *)row + b;
-        nib_lookup(bl->qs, nib_table(kind, d, m), v0, v1);
+        __m512 t = _mm512_mul_ps(_mm512_sub_ps(iota16(), _mm512_set1_ps(8.0f)), _mm512_set1_ps(d));
+        nib_lookup(bl->qs, t, v0, v1);
         return;
     }
     case K_Q4_1: { /* q * d + m, fused */
         const di_block_q4_1 *bl = (const di_block_q4_1 *)(const void *)row + b;
-        nib_lookup(bl->qs, nib_table(kind, d, m), v0, v1);
+        __m512 t = _mm512_fmadd_ps(iota16(), _mm512_set1_ps(d), _mm512_set1_ps(m));
+        nib_lookup(bl->qs, t, v0, v1);
         return;
     }
     case K_Q8_0: {
@@ -153,7 +141,7 @@ TGT static inline ALWAYS void deq32(int kind, const uint8_t *row, int64_t b, flo
         int j = (int)(b & 7);
         /* sub-block j: bytes 32*(j/2) .. +31, low nibbles if j even */
         const uint8_t *qs = bl->qs + 32 * (j >> 1);
-        __m512 t = nib_table(kind, d, m);
+        __m512 t = _mm512_fmsub_ps(iota16(), _mm512_set1_ps(d), _mm512_set1_ps(m)); /* q * d - m, fused */
         /* the 32 elements are one nibble half of 32 bytes: low or high */
         __m512i i0 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)qs));
         __m512i i1 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(qs + 16)));
@@ -180,7 +168,8 @@ TGT static inline ALWAYS void deq64_q4_K(const uint8_t *row, int64_t b, float d0
                                          __m512 v[4]) {
     const di_block_q4_K *bl = (const di_block_q4_K *)(const void *)row + (b >> 3);
     const uint8_t *qs = bl->qs + 32 * ((int)(b & 7) >> 1);
-    __m512 t0 = nib_table(K_Q4_K, d0, m0), t1 = nib_table(K_Q4_K, d1, m1);
+    __m512 t0 = _mm512_fmsub_ps(iota16(), _mm512_set1_ps(d0), _mm512_set1_ps(m0));
+    __m512 t1 = _mm512_fmsub_ps(iota16(), _mm512_set1_ps(d1), _mm512_set1_ps(m1));
     __m512i i0 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)qs));
     __m512i i1 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(qs + 16)));
     v[0] = _mm512_permutexvar_ps(i0, t0);
@@ -286,226 +275,9 @@ TGT static inline ALWAYS void tile_deq(const int nr, const int nc, const float *
         for (int j = 0; j < nc; j++) y[(r0 + i) * ldy + o + j] = hsum16(acc[i][j]);
 }
 
-/* ---- decode of the 4-bit kinds with staged indices -----------------------
- * EXPERIMENT, reverted in the next commit: 25-30% SLOWER than tile_fused on
- * the dev VM (bench/results/exact4.md); kept in history for the record.
- * deq32 widens each block's 16 bytes of nibbles to dword indices (vpmovzxbd)
- * and shifts them for the high nibbles: with the table, the two lookups and
- * the two FMAs that is 7 operations per 32 weights on the two 512-bit ports,
- * and the widen and the shift are 2 of them. vpermps reads only the low 4
- * bits of each dword index, so a plain 64-byte load whose dword k starts
- * with the wanted byte in its low bits is an index vector too; loads cost
- * no vector port. So each weight row is first staged: per group of 4
- * blocks (Q4_0/Q4_1; Q4_K: 64 bytes of qs, two sub-block pairs) one byte
- * permute (vpermt2b/vpermb, VBMI) transposes the 4 x 16 bytes into
- * lo[4k + s] = byte k of block s (Q4_K: qs[16s + k]) and one shift stores
- * hi = lo >> 4 beside it; then the indices of block 4g+s are the loads at
- * lo + 64g + s (low nibbles, elements 0..15) and hi + 64g + s (high, 16..31),
- * unaligned. Per 32 weights that leaves the table, two lookups, two FMAs and
- * a quarter of a permute and a shift. The values are the same tables
- * indexed by the same nibbles in the same lanes, and the FMAs run in
- * tile_fused's order, so every bit is tile_fused's (and so the prefill
- * shape's).
- * A staged load reads its 64-byte slot at an offset of 1-3 bytes: it
- * straddles two stores, which the CPU cannot forward, so the load waits
- * until those stores reach L1. Staging therefore runs one tile of NC rows
- * ahead (two buffers): a tile's indices were stored while the previous tile
- * computed. */
-#define TGT_VBMI __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vbmi")))
-#define STAGE_SLOT 64 /* bytes per group and half (lo or hi) */
-
-/* Staged bytes per weight row: the lo half, a slot of padding (loads read
- * up to 3 bytes past a slot), the hi half, padding. */
-static inline int64_t stage_row_bytes(int64_t nb) {
-    return 2 * (STAGE_SLOT * ((nb + 3) / 4) + STAGE_SLOT);
-}
-
-/* True when the staged decode runs: a 4-bit kind, a CPU with VBMI, and the
- * scratch (di_gemm_q8_scratch_floats(n_in) floats, >= 5760 bytes per
- * block) holds two tiles of staged rows. */
-static int staged_ok(int kind, int64_t nb) {
-    if (kind != K_Q4_0 && kind != K_Q4_1 && kind != K_Q4_K) return 0;
-    if (!__builtin_cpu_supports("avx512vbmi")) return 0;
-    return 2 * NC * stage_row_bytes(nb) + 64 <= di_gemm_q8_scratch_floats(32 * nb) * (int64_t)sizeof(float);
-}
-
-/* The byte permute of one group: lo[4k + s] = byte k of block s. Q4_0 and
- * Q4_1 take the group's 4 blocks from two loads, a (bytes 0..63) and b
- * (bytes 4 bb - 64 .. 4 bb - 1, indices 64..127 of vpermt2b); Q4_K's 64
- * bytes of qs are one load: lo[4k + s] = qs[16s + k]. */
-static void stage_index(int kind, uint8_t ix[64]) {
-    const int bb = kind == K_Q4_0 ? 18 : 20, off = kind == K_Q4_0 ? 2 : 4; /* block bytes, qs offset */
-    for (int p = 0; p < 64; p++) {
-        int k = p >> 2, s = p & 3;
-        if (kind == K_Q4_K) {
-            ix[p] = (uint8_t)(16 * s + k);
-            continue;
-        }
-        int src = bb * s + off + k;
-        ix[p] = (uint8_t)(src < 64 ? src : 64 + src - (4 * bb - 64));
-    }
-}
-
-/* Stages one weight row of nb blocks into lo and lo + stage_row_bytes / 2.
- * A last group of fewer than 4 blocks (Q4_0/Q4_1) is read with masked loads,
- * never past the row. */
-TGT_VBMI static inline ALWAYS void stage_row(int kind, const uint8_t *row, int64_t nb, __m512i ix, uint8_t *lo) {
-    uint8_t *hi = lo + stage_row_bytes(nb) / 2;
-    const int64_t bb = block_bytes(kind), ng = (nb + 3) / 4;
-    for (int64_t g = 0; g < ng; g++) {
-        __m512i t;
-        if (kind == K_Q4_K) {
-            const uint8_t *src = row + (g >> 1) * (int64_t)sizeof(di_block_q4_K) + 16 + STAGE_SLOT * (g & 1);
-            t = _mm512_permutexvar_epi8(ix, _mm512_loadu_si512(src));
-        } else {
-            const uint8_t *src = row + 4 * bb * g;
-            const int64_t left = (nb - 4 * g) * bb; /* bytes of the row from src */
-            __m512i a, b;
-            if (left >= 4 * bb) {
-                a = _mm512_loadu_si512(src);
-                b = _mm512_loadu_si512(src + 4 * bb - 64);
-            } else {
-                int64_t nbb = left - (4 * bb - 64);
-                __mmask64 ka = left >= 64 ? ~(__mmask64)0 : ((__mmask64)1 << left) - 1;
-                __mmask64 kb = nbb <= 0 ? 0 : ((__mmask64)1 << nbb) - 1;
-                a = _mm512_maskz_loadu_epi8(ka, src);
-                b = _mm512_maskz_loadu_epi8(kb, src + 4 * bb - 64);
-            }
-            t = _mm512_permutex2var_epi8(a, ix, b);
-        }
-        _mm512_storeu_si512(lo + STAGE_SLOT * g, t);
-        _mm512_storeu_si512(hi + STAGE_SLOT * g, _mm512_srli_epi16(t, 4));
-    }
-}
-
-/* Index vector at byte p of a staged half. */
-TGT_VBMI static inline ALWAYS __m512i staged_idx(const uint8_t *p) { return _mm512_loadu_si512(p); }
-
-/* tile_fused for one activation row r and nc staged weight rows (w[j]
- * staged at lo[j]): the same scales, tables, lookups (values and lanes) and
- * FMA order. */
-TGT_VBMI static inline ALWAYS void tile_staged(int kind, const int nc, const uint8_t *const *w,
-                                               const uint8_t *const *lo, int64_t half, int64_t pf,
-                                               const float *xr, int64_t n_in, float *y) {
-    __m512 acc[NC];
-#pragma GCC unroll 4
-    for (int j = 0; j < nc; j++) acc[j] = _mm512_setzero_ps();
-    const int64_t nb = n_in / 32;
-    if (kind == K_Q4_K) {
-        float d[NC][8], m[NC][8];
-        for (int64_t b = 0; b < nb; b += 2) {
-            __m512 wv[NC][4];
-            const int s = (int)(b & 7);
-            if (s == 0) {
-#pragma GCC unroll 4
-                for (int j = 0; j < nc; j++) block_scales(kind, w[j], b, 8, d[j], m[j]);
-            }
-            /* sub-blocks b (low nibbles) and b+1 (high): slot b/4, offsets 0-1 or 2-3 */
-            const int64_t at = STAGE_SLOT * (b >> 2) + (b & 2);
-#pragma GCC unroll 4
-            for (int j = 0; j < nc; j++) {
-                _mm_prefetch((const char *)w[j] + pf + b * 72, _MM_HINT_T0); /* 144 bytes per 8 sub-blocks */
-                __m512 t0 = nib_table(K_Q4_K, d[j][s], m[j][s]), t1 = nib_table(K_Q4_K, d[j][s + 1], m[j][s + 1]);
-                wv[j][0] = _mm512_permutexvar_ps(staged_idx(lo[j] + at), t0);
-                wv[j][1] = _mm512_permutexvar_ps(staged_idx(lo[j] + at + 1), t0);
-                wv[j][2] = _mm512_permutexvar_ps(staged_idx(lo[j] + half + at), t1);
-                wv[j][3] = _mm512_permutexvar_ps(staged_idx(lo[j] + half + at + 1), t1);
-            }
-#pragma GCC unroll 4
-            for (int c = 0; c < 4; c++) {
-                __m512 xv = _mm512_loadu_ps(xr + 32 * b + 16 * c);
-#pragma GCC unroll 4
-                for (int j = 0; j < nc; j++) acc[j] = _mm512_fmadd_ps(wv[j][c], xv, acc[j]);
-            }
-        }
-    } else {
-        float d[NC][CHUNK], m[NC][CHUNK];
-        for (int64_t c0 = 0; c0 < nb; c0 += CHUNK) {
-            const int n = nb - c0 < CHUNK ? (int)(nb - c0) : CHUNK;
-#pragma GCC unroll 4
-            for (int j = 0; j < nc; j++) block_scales(kind, w[j], c0, n, d[j], m[j]);
-            for (int p = 0; p < n; p++) {
-                const int64_t b = c0 + p, at = STAGE_SLOT * (b >> 2) + (b & 3);
-                __m512 w0[NC], w1[NC];
-#pragma GCC unroll 4
-                for (int j = 0; j < nc; j++) {
-                    _mm_prefetch((const char *)w[j] + pf + b * block_bytes(kind), _MM_HINT_T0);
-                    __m512 t = nib_table(kind, d[j][p], m[j][p]);
-                    w0[j] = _mm512_permutexvar_ps(staged_idx(lo[j] + at), t);
-                    w1[j] = _mm512_permutexvar_ps(staged_idx(lo[j] + half + at), t);
-                }
-                __m512 x0 = _mm512_loadu_ps(xr + 32 * b), x1 = _mm512_loadu_ps(xr + 32 * b + 16);
-#pragma GCC unroll 4
-                for (int j = 0; j < nc; j++) {
-                    acc[j] = _mm512_fmadd_ps(w0[j], x0, acc[j]);
-                    acc[j] = _mm512_fmadd_ps(w1[j], x1, acc[j]);
-                }
-            }
-        }
-    }
-#pragma GCC unroll 4
-    for (int j = 0; j < nc; j++) y[j] = hsum16(acc[j]);
-}
-
-/* Decode (n_rows <= FUSED_MAX_ROWS) of output rows [o0, o1) through staged
- * indices, one tile of NC rows staged ahead; scratch as staged_ok checks. */
-TGT_VBMI static inline ALWAYS void gemm_staged(int kind, const void *w, uint64_t row_bytes, int64_t o0, int64_t o1,
-                                               const float *x, int64_t ldx, int64_t n_rows, int64_t n_in,
-                                               float *y, int64_t ldy, float *scratch) {
-    const int64_t nb = n_in / 32, srow = stage_row_bytes(nb);
-    /* the compute of tile t prefetches tile t + 2, which tile t + 1 stages:
-     * staging alone would stall on every line it reads */
-    const int64_t pf = 2 * NC * (int64_t)row_bytes;
-    uint8_t *buf = (uint8_t *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63); /* (2, NC, srow) */
-    uint8_t ixb[64];
-    stage_index(kind, ixb);
-    const __m512i ix = _mm512_loadu_si512(ixb);
-#define STAGE_TILE(o_, side_)                                                                                   \
-    for (int64_t j_ = 0; j_ < NC && (o_) + j_ < o1; j_++)                                                       \
-        stage_row(kind, (const uint8_t *)w + (uint64_t)((o_) + j_) * row_bytes, nb, ix,                         \
-                  buf + ((side_) * NC + j_) * srow);
-    STAGE_TILE(o0, 0)
-    int side = 0;
-    for (int64_t o = o0; o < o1; o += NC, side ^= 1) {
-        if (o + NC < o1) STAGE_TILE(o + NC, side ^ 1)
-        const uint8_t *rows[NC], *lo[NC];
-        int nc = o1 - o < NC ? (int)(o1 - o) : NC;
-        for (int j = 0; j < nc; j++) {
-            rows[j] = (const uint8_t *)w + (uint64_t)(o + j) * row_bytes;
-            lo[j] = buf + (side * NC + j) * srow;
-        }
-        for (int64_t r = 0; r < n_rows; r++) {
-            const float *xr = x + r * ldx;
-            if (nc == NC) tile_staged(kind, NC, rows, lo, srow / 2, pf, xr, n_in, y + r * ldy + o);
-            else
-                for (int j = 0; j < nc; j++)
-                    tile_staged(kind, 1, rows + j, lo + j, srow / 2, pf, xr, n_in, y + r * ldy + o + j);
-        }
-    }
-#undef STAGE_TILE
-}
-
-/* One VBMI function per kind (the table is built for plain AVX-512 and
- * calls these only where staged_ok found VBMI). */
-#define DEFINE_STAGED(name, kind)                                                                              \
-    TGT_VBMI static void staged_##name(const void *w, uint64_t row_bytes, int64_t o0, int64_t o1,              \
-                                       const float *x, int64_t ldx, int64_t n_rows, int64_t n_in, float *y,   \
-                                       int64_t ldy, float *scratch) {                                          \
-        gemm_staged(kind, w, row_bytes, o0, o1, x, ldx, n_rows, n_in, y, ldy, scratch);                        \
-    }
-DEFINE_STAGED(q4_0, K_Q4_0)
-DEFINE_STAGED(q4_1, K_Q4_1)
-DEFINE_STAGED(q4_K, K_Q4_K)
-
 TGT static inline ALWAYS void gemm(int kind, const void *w, uint64_t row_bytes, int64_t o0, int64_t o1,
                                    const float *x, int64_t ldx, int64_t n_rows, int64_t n_in, float *y,
                                    int64_t ldy, float *scratch) {
-    if (n_rows <= FUSED_MAX_ROWS && staged_ok(kind, n_in / 32)) {
-        if (kind == K_Q4_0) staged_q4_0(w, row_bytes, o0, o1, x, ldx, n_rows, n_in, y, ldy, scratch);
-        else if (kind == K_Q4_1) staged_q4_1(w, row_bytes, o0, o1, x, ldx, n_rows, n_in, y, ldy, scratch);
-        else staged_q4_K(w, row_bytes, o0, o1, x, ldx, n_rows, n_in, y, ldy, scratch);
-        return;
-    }
     if (n_rows <= FUSED_MAX_ROWS) {
         for (int64_t o = o0; o < o1; o += NC) {
             const uint8_t *rows[NC];
