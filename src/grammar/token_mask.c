@@ -128,6 +128,7 @@
 #define CTAB_N 4          /* byte-class tables kept per matcher (class_tab): up to 1 MiB each */
 #define CTAB_MAX_LEN 64   /* longest class run tracked by length */
 #define CTAB_MIN_BYTES 32 /* smaller classes (digits, hex) are cheap to walk: not worth a table */
+#define REFUSED_N 64      /* items whose structural key was refused, remembered per matcher */
 
 /* Per byte class C (ASCII bytes): the tokens made of C bytes only, by
  * length (rows[k]: those of at most k bytes, k <= rmax; rows[rmax + 1]:
@@ -211,6 +212,12 @@ struct mt_mask_cache {
     uint32_t n_ctabs, ctab_next;
     uint64_t cseen[CTAB_N * 4][2]; /* classes seen once (a ring) */
     uint32_t n_cseen;
+    /* local keys whose structural key was refused (too large), by the hash
+     * of their items without the counts (a ring): the same items reach the
+     * same grammar, so the key of another count is refused too and is not
+     * worth building (tens of microseconds inside a large object) */
+    uint32_t refused[REFUSED_N];
+    uint32_t n_refused;
     mt_struct_scratch ss; /* structural keys for the shared cache */
 };
 
@@ -1599,6 +1606,24 @@ walk:;
     return CLS_OK;
 }
 
+/* Hash of local key k (n words of triples pos, here?, canonical aux)
+ * without the counts; never 0 (0 marks an empty slot of c->refused). */
+static uint32_t items_hash(const uint32_t *k, uint32_t n) {
+    uint64_t h = 0x9E3779B97F4A7C15ull ^ n;
+    for (uint32_t i = 0; i + 2 < n; i += 3) {
+        h ^= (uint64_t)k[i] << 1 | (k[i + 1] & 1);
+        h *= 0xff51afd7ed558ccdull;
+        h ^= h >> 32;
+    }
+    return (uint32_t)h | 1;
+}
+
+static bool refused_has(const mt_mask_cache *c, uint32_t h) {
+    for (uint32_t q = 0; q < REFUSED_N; q++)
+        if (c->refused[q] == h) return true;
+    return false;
+}
+
 static mt_local_entry *local_entry_for(di_grammar_matcher *m) {
     mt_mask_cache *c = m->cache;
     if (c->local_bytes > CACHE_MAX_LOCAL_BYTES) flush_locals(c);
@@ -1626,7 +1651,11 @@ static mt_local_entry *local_entry_for(di_grammar_matcher *m) {
     if (r == CLS_OVER) {
         /* the key is rebuilt: classify used c->key as scratch */
         n = local_key(m);
-        if (n != UINT32_MAX) sn = mt_struct_key(&c->ss, m->g, canon_lim(m->vocab), c->key, n);
+        uint32_t ih = n != UINT32_MAX ? items_hash(c->key, n) : 0;
+        if (ih && !refused_has(c, ih)) {
+            sn = mt_struct_key(&c->ss, m->g, canon_lim(m->vocab), c->key, n);
+            if (sn == UINT32_MAX) c->refused[c->n_refused++ % REFUSED_N] = ih;
+        }
         if (sn != UINT32_MAX) {
             const mt_local_entry *se = mt_shared_find(sh, c->ss.out, sn);
             if (se) {
