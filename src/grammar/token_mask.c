@@ -1261,6 +1261,29 @@ static bool same_items(const mt_mask_cache *c, uint32_t S, uint32_t T) {
     return true;
 }
 
+/* The row of state S on byte b taken from state P's (known) row, when S
+ * holds P's items but for their counts (same_items) and every item of P
+ * that scans b began before P's set: the step then advances the same
+ * items and completes them into the same earlier sets, never reading the
+ * items (the counts) of the set stepped from, so it ends where P's does
+ * (the closing quote of a bounded string from every count, say). Stored
+ * in S's row; ROW_UNKNOWN when not derivable. */
+static uint32_t row_from(mt_mask_cache *c, const di_grammar *g, uint32_t P, uint32_t S, uint8_t b) {
+    uint32_t *rows = c->dfa.rows, e = rows[(size_t)P * 256 + b];
+    if (e == ROW_UNKNOWN || (P != S && !same_items(c, P, S))) return ROW_UNKNOWN;
+    const mt_keytab *t = &c->dfa.states;
+    const uint32_t *k = t->data + t->off[P];
+    size_t n = t->off[P + 1] - t->off[P];
+    for (size_t q = 0; q + 2 < n; q += 3) {
+        if (k[q] >= g->n_syms) return ROW_UNKNOWN;
+        uint32_t sym = g->syms[k[q]];
+        if (SYM_KIND(sym) == SYM_TERM && gb_bits_has(&g->classes[SYM_VAL(sym)], b) && k[q + 1] == KEY_SELF)
+            return ROW_UNKNOWN;
+    }
+    rows[(size_t)S * 256 + b] = e;
+    return e;
+}
+
 /* Count descend at the root S0 of a classification that is a string
  * interior taking the content fast path (fast_content held: every content
  * character, ASCII or UTF-8, steps to S0 itself, or to S0 with the counts
@@ -1331,14 +1354,16 @@ static int count_descend(mt_mask_cache *c, di_grammar_matcher *L, const di_gramm
         c->jt = x, c->cap_jt = v->n_frontier + 1;
     }
     uint32_t n = 0;
-    const uint32_t *row0 = d->rows + (size_t)S0 * 256;
     for (uint32_t k = 0; k < v->n_frontier; k++) {
         const mt_fnode *f = &v->fnode[k];
         if (f->ch > rem) continue; /* dies on the way (REJ_OK) */
         if (f->ch <= kchain || loops) { /* the state in front is S_ch */
-            uint32_t at = f->ch < kchain ? f->ch : kchain;
-            if (row0[f->byte] == ROW_DEAD && (at == 0 || same_items(c, S0, c->path_sid[at]))) continue;
-            uint32_t e = row_at(c, L, md, at, f->byte);
+            uint32_t at = f->ch < kchain ? f->ch : kchain, S = c->path_sid[at];
+            /* (rows are read afresh: a parser step may move them) */
+            if (c->dfa.rows[(size_t)S0 * 256 + f->byte] == ROW_DEAD && (at == 0 || same_items(c, S0, S))) continue;
+            uint32_t e = c->dfa.rows[(size_t)S * 256 + f->byte];
+            if (e == ROW_UNKNOWN) e = row_from(c, L->g, S0, S, f->byte);
+            if (e == ROW_UNKNOWN) e = row_at(c, L, md, at, f->byte);
             if (e == UINT32_MAX) return -1;
             if (e == ROW_DEAD) continue; /* no escape on the way: rejected */
         }
