@@ -39,9 +39,16 @@
  *    further on: the next step of a maxLength string). A string interior
  *    then takes the fast path: per-tokenizer tables (vocab.c) hold the JSON
  *    string content tokens by character count, so their bits come from one
- *    table row (all of them, or those of at most the repetitions left) and
- *    the walk skips every subtree made of content only; what remains is
- *    the few thousand nodes on the way to quotes and backslashes. A deeper
+ *    table row (all of them, or those of at most the repetitions left), and
+ *    the rest lies below the content frontier (vocab.c's list of the nodes
+ *    where a content path first meets a quote, backslash, control byte or
+ *    ill-formed character, with the characters on each path): count
+ *    descend takes those nodes from the list instead of walking the few
+ *    thousand content nodes on the way to them, drops the ones past the
+ *    count left and those whose byte is dead from the state that many
+ *    characters on (a chain of count states on one content byte; rows of
+ *    a count state taken from the root's where the step cannot read the
+ *    counts), and walks the others. A deeper
  *    state that loops on all string content (an object key that became any
  *    string, say) accepts in one pass the run of sibling subtrees made of
  *    content only (vocab.c's cskip: their tokens are contiguous in trie

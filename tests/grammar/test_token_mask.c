@@ -203,6 +203,13 @@ static void frontier_matches_the_token_bytes(void **state) {
             assert_int_equal(f->skip, v->skip[i]);
             assert_int_equal(f->tok_lo, v->tok_start[i]);
             assert_int_equal(f->tok_hi, v->tok_start[v->skip[i]]);
+            /* its row for the count descend: depth, byte, and the
+             * characters above it (counted on its last token) */
+            const mt_fnode *fn = &v->fnode[g - 1];
+            uint32_t t = v->trie_tok[f->tok_hi - 1], ch = 0;
+            for (uint32_t j = 0; j < d; j++) ch += (v->data[v->off[t] + j] & 0xC0) != 0x80;
+            if (fn->dep != d || fn->byte != b || fn->ch != ch)
+                fail_msg("node %u: fnode (%u, %u, %u), expected (%u, %u, %u)", i, fn->ch, fn->dep, fn->byte, ch, d, b);
         } else if (g < v->n_frontier && v->frontier[g].node == i) {
             fail_msg("node %u: in the frontier, not on its edge", i);
         }
