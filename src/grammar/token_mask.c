@@ -205,6 +205,7 @@ struct mt_mask_cache {
     uint32_t *anc, *anc_dep, *path_ch; /* path_ch: characters on the path above */
     uint8_t *anc_u8;
     uint8_t *pc_ok, *pc_u8; /* per depth: the path above is string content; its decoder state */
+    uint8_t *csame;          /* count_descend scratch per chain state: 0 unknown, 1 holds S0's items, 2 not */
     uint32_t *lmap;          /* scratch: dedup of local seed items */
     uint32_t cap_lmap;
     /* Whole-state steps for the uncertain tokens (check_uncertain):
@@ -349,7 +350,7 @@ void mt_mask_cache_free(mt_mask_cache *c) {
     free(c->esc);
     free(c->anc), free(c->anc_dep), free(c->anc_u8), free(c->path_ch), free(c->pc_ok), free(c->pc_u8);
     free(c->lmap);
-    free(c->jt);
+    free(c->jt), free(c->csame);
     free(c->rrow_of), free(c->rrows), free(c->rpath);
     for (uint32_t k = 0; k < c->n_ctabs; k++)
         free(c->ctabs[k].rows), free(c->ctabs[k].fr), free(c->ctabs[k].fdep), free(c->ctabs[k].fbyte),
@@ -1360,6 +1361,7 @@ static int count_descend(mt_mask_cache *c, di_grammar_matcher *L, const di_gramm
         if (!x) return -1;
         c->jt = x, c->cap_jt = v->n_frontier + 1;
     }
+    memset(c->csame, 0, (size_t)kchain + 1);
     uint32_t n = 0;
     for (uint32_t k = 0; k < v->n_frontier; k++) {
         const mt_fnode *f = &v->fnode[k];
@@ -1367,7 +1369,10 @@ static int count_descend(mt_mask_cache *c, di_grammar_matcher *L, const di_gramm
         if (f->ch <= kchain || loops) { /* the state in front is S_ch */
             uint32_t at = f->ch < kchain ? f->ch : kchain, S = c->path_sid[at];
             /* (rows are read afresh: a parser step may move them) */
-            if (c->dfa.rows[(size_t)S0 * 256 + f->byte] == ROW_DEAD && (at == 0 || same_items(c, S0, S))) continue;
+            if (c->dfa.rows[(size_t)S0 * 256 + f->byte] == ROW_DEAD) {
+                if (!c->csame[at]) c->csame[at] = at == 0 || same_items(c, S0, S) ? 1 : 2;
+                if (c->csame[at] == 1) continue;
+            }
             uint32_t e = c->dfa.rows[(size_t)S * 256 + f->byte];
             if (e == ROW_UNKNOWN) e = row_from(c, L->g, S0, S, f->byte);
             if (e == ROW_UNKNOWN) e = row_at(c, L, md, at, f->byte);
@@ -1423,6 +1428,7 @@ static int classify(di_grammar_matcher *m, mt_local_entry *le, uint64_t budget, 
     if (!c->path_ch && !(c->path_ch = di_malloc_array(depth_cap, sizeof(uint32_t)))) return CLS_NOMEM;
     if (!c->pc_ok && !(c->pc_ok = malloc(depth_cap))) return CLS_NOMEM;
     if (!c->pc_u8 && !(c->pc_u8 = malloc(depth_cap))) return CLS_NOMEM;
+    if (!c->csame && !(c->csame = malloc(depth_cap))) return CLS_NOMEM;
     /* + 4: u8_returns explores up to four bytes past the deepest node */
     if (L->cap_sids < depth_cap + 6) {
         uint32_t *x = di_realloc_array(L->sids, depth_cap + 6, sizeof *x);
