@@ -48,6 +48,14 @@ typedef struct mt_frontier {
     uint32_t node, skip, tok_lo, tok_hi;
 } mt_frontier;
 
+/* What token_mask.c's count descend reads of each frontier node, in one
+ * row: the characters on the path to it (ch; ch == dep: the path is ASCII),
+ * its depth and its byte. */
+typedef struct mt_fnode {
+    uint16_t ch, dep;
+    uint8_t byte;
+} mt_fnode;
+
 /* A node's share of the frontier: entries idx .. idx + cnt - 1 lie in its
  * subtree; cnt is UINT32_MAX when the path from the root to the node is
  * not string content ending at a character boundary. */
@@ -79,6 +87,7 @@ struct di_grammar_vocab {
     uint16_t *maxdep;   /* (n_nodes) deepest depth in node i's subtree */
     mt_frontier *frontier; /* (n_frontier) in preorder */
     uint32_t n_frontier;
+    mt_fnode *fnode;    /* (n_frontier) */
     mt_gspan *gspan;    /* (n_nodes) */
     /* (n_nodes) cskip[i]: i when node i's subtree holds a byte that is not
      * JSON string content (mt_json_content, or UTF-8 well formed from a

@@ -39,9 +39,16 @@
  *    further on: the next step of a maxLength string). A string interior
  *    then takes the fast path: per-tokenizer tables (vocab.c) hold the JSON
  *    string content tokens by character count, so their bits come from one
- *    table row (all of them, or those of at most the repetitions left) and
- *    the walk skips every subtree made of content only; what remains is
- *    the few thousand nodes on the way to quotes and backslashes. A deeper
+ *    table row (all of them, or those of at most the repetitions left), and
+ *    the rest lies below the content frontier (vocab.c's list of the nodes
+ *    where a content path first meets a quote, backslash, control byte or
+ *    ill-formed character, with the characters on each path): count
+ *    descend takes those nodes from the list instead of walking the few
+ *    thousand content nodes on the way to them, drops the ones past the
+ *    count left and those whose byte is dead from the state that many
+ *    characters on (a chain of count states on one content byte; rows of
+ *    a count state taken from the root's where the step cannot read the
+ *    counts), and walks the others. A deeper
  *    state that loops on all string content (an object key that became any
  *    string, say) accepts in one pass the run of sibling subtrees made of
  *    content only (vocab.c's cskip: their tokens are contiguous in trie
@@ -128,6 +135,7 @@
 #define CTAB_N 4          /* byte-class tables kept per matcher (class_tab): up to 1 MiB each */
 #define CTAB_MAX_LEN 64   /* longest class run tracked by length */
 #define CTAB_MIN_BYTES 32 /* smaller classes (digits, hex) are cheap to walk: not worth a table */
+#define REFUSED_N 64      /* items whose structural key was refused, remembered per matcher */
 
 /* Per byte class C (ASCII bytes): the tokens made of C bytes only, by
  * length (rows[k]: those of at most k bytes, k <= rmax; rows[rmax + 1]:
@@ -185,6 +193,10 @@ struct mt_mask_cache {
      * state does not loop on content), so one level is all there is. */
     bool j_on;
     uint32_t j_next, j_end, j_stop, j_after, j_dep;
+    /* the anchor (see classify) that jump_path gives the nodes on the way
+     * to each frontier node: the root of a count descend, whose paths
+     * there are looping characters; NO_ANCHOR otherwise */
+    uint32_t j_anc;
     mt_frontier *jt;
     uint32_t cap_jt;
     uint8_t *esc;            /* scratch: escape seen along the walk, per depth */
@@ -193,6 +205,7 @@ struct mt_mask_cache {
     uint32_t *anc, *anc_dep, *path_ch; /* path_ch: characters on the path above */
     uint8_t *anc_u8;
     uint8_t *pc_ok, *pc_u8; /* per depth: the path above is string content; its decoder state */
+    uint8_t *csame;          /* count_descend scratch per chain state: 0 unknown, 1 holds S0's items, 2 not */
     uint32_t *lmap;          /* scratch: dedup of local seed items */
     uint32_t cap_lmap;
     /* Whole-state steps for the uncertain tokens (check_uncertain):
@@ -207,6 +220,12 @@ struct mt_mask_cache {
     uint32_t n_ctabs, ctab_next;
     uint64_t cseen[CTAB_N * 4][2]; /* classes seen once (a ring) */
     uint32_t n_cseen;
+    /* local keys whose structural key was refused (too large), by the hash
+     * of their items without the counts (a ring): the same items reach the
+     * same grammar, so the key of another count is refused too and is not
+     * worth building (tens of microseconds inside a large object) */
+    uint32_t refused[REFUSED_N];
+    uint32_t n_refused;
     mt_struct_scratch ss; /* structural keys for the shared cache */
 };
 
@@ -331,7 +350,7 @@ void mt_mask_cache_free(mt_mask_cache *c) {
     free(c->esc);
     free(c->anc), free(c->anc_dep), free(c->anc_u8), free(c->path_ch), free(c->pc_ok), free(c->pc_u8);
     free(c->lmap);
-    free(c->jt);
+    free(c->jt), free(c->csame);
     free(c->rrow_of), free(c->rrows), free(c->rpath);
     for (uint32_t k = 0; k < c->n_ctabs; k++)
         free(c->ctabs[k].rows), free(c->ctabs[k].fr), free(c->ctabs[k].fdep), free(c->ctabs[k].fbyte),
@@ -933,10 +952,11 @@ static bool jump_path(mt_mask_cache *c, di_grammar_matcher *L, const di_grammar_
         if (e == ROW_DEAD) return false;
         c->path_sid[dd + 1] = (e & ~ROW_ESC) - 2;
         c->esc[dd + 1] = c->esc[dd] | ((e & ROW_ESC) != 0);
-        c->anc[dd + 1] = NO_ANCHOR;
         c->path_ch[dd + 1] = c->path_ch[dd] + ((b & 0xC0) != 0x80);
         c->pc_u8[dd + 1] = mt_u8_next(c->pc_u8[dd], b);
         c->pc_ok[dd + 1] = c->pc_ok[dd] && c->pc_u8[dd + 1] != MT_U8_BAD && (b >= 0x80 || mt_json_content(b));
+        c->anc[dd + 1] = c->j_anc;
+        if (c->j_anc != NO_ANCHOR) c->anc_dep[dd + 1] = 0, c->anc_u8[dd + 1] = c->pc_u8[dd + 1];
     }
     return true;
 }
@@ -1235,6 +1255,144 @@ static int class_descend(mt_mask_cache *c, di_grammar_matcher *L, const di_gramm
     return jump_path(c, L, v, 0, &c->jt[0], md) ? 1 : -1;
 }
 
+/* Whether DFA states S and T hold the same items but for their counts
+ * (the positions and origins of their keys agree): then the same items
+ * scan, so a byte is dead from one exactly when it is dead from the other
+ * (a byte is dead when no scanning item's class holds it). */
+static bool same_items(const mt_mask_cache *c, uint32_t S, uint32_t T) {
+    const mt_keytab *t = &c->dfa.states;
+    size_t n = t->off[S + 1] - t->off[S];
+    if (n != t->off[T + 1] - t->off[T]) return false;
+    const uint32_t *ks = t->data + t->off[S], *kt = t->data + t->off[T];
+    for (size_t q = 0; q + 2 < n; q += 3)
+        if (ks[q] != kt[q] || ks[q + 1] != kt[q + 1]) return false;
+    return true;
+}
+
+/* The row of state S on byte b taken from state P's (known) row, when S
+ * holds P's items but for their counts (same_items) and every item of P
+ * that scans b began before P's set: the step then advances the same
+ * items and completes them into the same earlier sets, never reading the
+ * items (the counts) of the set stepped from, so it ends where P's does
+ * (the closing quote of a bounded string from every count, say). Stored
+ * in S's row; ROW_UNKNOWN when not derivable. */
+static uint32_t row_from(mt_mask_cache *c, const di_grammar *g, uint32_t P, uint32_t S, uint8_t b) {
+    uint32_t *rows = c->dfa.rows, e = rows[(size_t)P * 256 + b];
+    if (e == ROW_UNKNOWN || (P != S && !same_items(c, P, S))) return ROW_UNKNOWN;
+    const mt_keytab *t = &c->dfa.states;
+    const uint32_t *k = t->data + t->off[P];
+    size_t n = t->off[P + 1] - t->off[P];
+    for (size_t q = 0; q + 2 < n; q += 3) {
+        if (k[q] >= g->n_syms) return ROW_UNKNOWN;
+        uint32_t sym = g->syms[k[q]];
+        if (SYM_KIND(sym) == SYM_TERM && gb_bits_has(&g->classes[SYM_VAL(sym)], b) && k[q + 1] == KEY_SELF)
+            return ROW_UNKNOWN;
+    }
+    rows[(size_t)S * 256 + b] = e;
+    return e;
+}
+
+/* Count descend at the root S0 of a classification that is a string
+ * interior taking the content fast path (fast_content held: every content
+ * character, ASCII or UTF-8, steps to S0 itself, or to S0 with the counts
+ * one further; the content tokens of at most rem characters came from the
+ * per-tokenizer table, and with REJ_OK the longer ones die). Every other
+ * token lies below a node of the content frontier (vocab.c), reached
+ * through k content characters, so it dies on the way when k > rem
+ * (REJ_OK); else the state in front of the node is S_k, S0 with the counts
+ * k further (S0 itself when it loops). The frontier nodes are taken from
+ * the per-tokenizer list instead of walking the content paths down to
+ * them (4k nodes per string root with 128k tokens, each a cache miss); a
+ * node whose byte is dead from S_k is dropped (known without a parser
+ * step when S0's row has it dead and S_k holds S0's items), and the rest
+ * are walked, each from the state the rows give for its path (jump_path).
+ * S_k is the end of the chain S0 -> S1 -> ... on 'a', used while every
+ * ASCII content byte steps alike from each chain state (checked); that
+ * every UTF-8 character steps there too is what CLOOP_U8 / LOOP_U8 says of
+ * S0 and the counts further (as inherit_loops takes it). The first mask
+ * inside each property's bounded string is such a root (its state holds
+ * the rest of the object, so every property classifies its own). Returns
+ * 1 done (*i: the first subtree to walk), 0 not applicable (the plain walk
+ * follows), -1 no memory. */
+static int count_descend(mt_mask_cache *c, di_grammar_matcher *L, const di_grammar_vocab *v, uint32_t *i,
+                         uint32_t *md) {
+    const ldfa *d = &c->dfa;
+    uint32_t S0 = c->path_sid[0];
+    uint8_t lk = d->loop_known[S0];
+    bool exact = (lk & LOOP_U8) != 0; /* fast_content: then every content byte loops */
+    if (!v->n_frontier) return 0;
+    uint32_t rem = exact ? UINT32_MAX : d->rem[S0];
+    /* content tokens past the table's longest would be alive: walk them */
+    if (!v->content_all && rem >= v->content_max) return 0;
+    /* the longest path to a frontier node within rem */
+    uint32_t top = 0;
+    for (uint32_t k = 0; k < v->n_frontier; k++) {
+        uint32_t ch = v->fnode[k].ch;
+        if (ch > rem && !(lk & REJ_OK)) return 0; /* alive past rem: not decided here */
+        if (ch <= rem && ch > top) top = ch;
+    }
+    /* the chain S0 .. S_kchain on 'a', written on the path arrays (row_at
+     * materializes them); loops: S_kchain steps to itself, so it is S_k
+     * for every k past it too */
+    uint32_t kchain = 0;
+    bool loops = false;
+    for (; kchain < top; kchain++) {
+        uint32_t e = row_at(c, L, md, kchain, 'a');
+        if (e == UINT32_MAX) return -1;
+        if (e == ROW_DEAD || (e & ROW_ESC)) break;
+        bool alike = true;
+        for (uint32_t x = 0x20; x < 0x80 && alike; x++) {
+            if (!mt_json_content((uint8_t)x)) continue;
+            uint32_t ex = row_at(c, L, md, kchain, (uint8_t)x);
+            if (ex == UINT32_MAX) return -1;
+            alike = ex == e;
+        }
+        if (!alike) break;
+        if (e - 2 == c->path_sid[kchain]) {
+            loops = true;
+            break;
+        }
+        c->path_byte[kchain] = 'a';
+        c->path_sid[kchain + 1] = e - 2;
+        c->esc[kchain + 1] = 0;
+    }
+    if (v->n_frontier + 1 > c->cap_jt) {
+        mt_frontier *x = di_realloc_array(c->jt, v->n_frontier + 1, sizeof *x);
+        if (!x) return -1;
+        c->jt = x, c->cap_jt = v->n_frontier + 1;
+    }
+    memset(c->csame, 0, (size_t)kchain + 1);
+    uint32_t n = 0;
+    for (uint32_t k = 0; k < v->n_frontier; k++) {
+        const mt_fnode *f = &v->fnode[k];
+        if (f->ch > rem) continue; /* dies on the way (REJ_OK) */
+        if (f->ch <= kchain || loops) { /* the state in front is S_ch */
+            uint32_t at = f->ch < kchain ? f->ch : kchain, S = c->path_sid[at];
+            /* (rows are read afresh: a parser step may move them) */
+            if (c->dfa.rows[(size_t)S0 * 256 + f->byte] == ROW_DEAD) {
+                if (!c->csame[at]) c->csame[at] = at == 0 || same_items(c, S0, S) ? 1 : 2;
+                if (c->csame[at] == 1) continue;
+            }
+            uint32_t e = c->dfa.rows[(size_t)S * 256 + f->byte];
+            if (e == ROW_UNKNOWN) e = row_from(c, L->g, S0, S, f->byte);
+            if (e == ROW_UNKNOWN) e = row_at(c, L, md, at, f->byte);
+            if (e == UINT32_MAX) return -1;
+            if (e == ROW_DEAD) continue; /* no escape on the way: rejected */
+        }
+        c->jt[n++] = v->frontier[k];
+    }
+    if (!n) {
+        *i = v->n_nodes;
+        return 1;
+    }
+    c->j_on = true;
+    c->j_next = 1, c->j_end = n;
+    c->j_after = v->n_nodes, c->j_dep = 0, c->j_stop = c->jt[0].skip;
+    c->j_anc = exact ? NO_ANCHOR : S0;
+    *i = c->jt[0].node;
+    return jump_path(c, L, v, 0, &c->jt[0], md) ? 1 : -1;
+}
+
 /* Walks the whole trie with the seeded local parser, through the DFA. */
 /* classify() results */
 enum { CLS_OK, CLS_NOMEM, CLS_OVER };
@@ -1270,6 +1428,7 @@ static int classify(di_grammar_matcher *m, mt_local_entry *le, uint64_t budget, 
     if (!c->path_ch && !(c->path_ch = di_malloc_array(depth_cap, sizeof(uint32_t)))) return CLS_NOMEM;
     if (!c->pc_ok && !(c->pc_ok = malloc(depth_cap))) return CLS_NOMEM;
     if (!c->pc_u8 && !(c->pc_u8 = malloc(depth_cap))) return CLS_NOMEM;
+    if (!c->csame && !(c->csame = malloc(depth_cap))) return CLS_NOMEM;
     /* + 4: u8_returns explores up to four bytes past the deepest node */
     if (L->cap_sids < depth_cap + 6) {
         uint32_t *x = di_realloc_array(L->sids, depth_cap + 6, sizeof *x);
@@ -1294,18 +1453,22 @@ static int classify(di_grammar_matcher *m, mt_local_entry *le, uint64_t budget, 
     if (!d->loop_known[seed] && !inherit_loops(c, m->g, v, c->last_seed, seed) && learn_loops(c, L, m->g, v, seed, 0, true) < 0)
         return CLS_NOMEM;
     c->last_seed = seed;
-    c->cls_fast = fast_content(c, v, seed, le->acc) || open_string_root(v, m->g, L, le->acc);
+    bool fc = fast_content(c, v, seed, le->acc);
+    c->cls_fast = fc || open_string_root(v, m->g, L, le->acc);
     c->path_sid[0] = seed;
     c->esc[0] = 0;
     c->anc[0] = NO_ANCHOR;
     c->path_ch[0] = 0;
     c->pc_ok[0] = 1, c->pc_u8[0] = MT_U8_START;
     c->j_on = false;
-    if (!c->cls_fast && (d->loop_known[seed] & (LOOP_CONTENT | LOOP_CTARGET))) {
+    c->j_anc = NO_ANCHOR;
+    if (c->cls_fast) {
+        if (fc && count_descend(c, L, v, &i, &md) < 0) return CLS_NOMEM;
+    } else if (d->loop_known[seed] & (LOOP_CONTENT | LOOP_CTARGET)) {
         const gb_bits *x = (d->loop_known[seed] & LOOP_CONTENT) ? NULL : &d->cx[seed];
         mt_gspan all = {0, v->n_frontier};
         if (!descend(c, L, v, le->acc, 0, v->n_nodes, 0, all, 0, x, &i, &md)) return CLS_NOMEM;
-    } else if (!c->cls_fast && class_descend(c, L, v, le->acc, &i, &md) < 0) {
+    } else if (class_descend(c, L, v, le->acc, &i, &md) < 0) {
         return CLS_NOMEM;
     }
 walk:;
@@ -1481,6 +1644,24 @@ walk:;
     return CLS_OK;
 }
 
+/* Hash of local key k (n words of triples pos, here?, canonical aux)
+ * without the counts; never 0 (0 marks an empty slot of c->refused). */
+static uint32_t items_hash(const uint32_t *k, uint32_t n) {
+    uint64_t h = 0x9E3779B97F4A7C15ull ^ n;
+    for (uint32_t i = 0; i + 2 < n; i += 3) {
+        h ^= (uint64_t)k[i] << 1 | (k[i + 1] & 1);
+        h *= 0xff51afd7ed558ccdull;
+        h ^= h >> 32;
+    }
+    return (uint32_t)h | 1;
+}
+
+static bool refused_has(const mt_mask_cache *c, uint32_t h) {
+    for (uint32_t q = 0; q < REFUSED_N; q++)
+        if (c->refused[q] == h) return true;
+    return false;
+}
+
 static mt_local_entry *local_entry_for(di_grammar_matcher *m) {
     mt_mask_cache *c = m->cache;
     if (c->local_bytes > CACHE_MAX_LOCAL_BYTES) flush_locals(c);
@@ -1508,7 +1689,11 @@ static mt_local_entry *local_entry_for(di_grammar_matcher *m) {
     if (r == CLS_OVER) {
         /* the key is rebuilt: classify used c->key as scratch */
         n = local_key(m);
-        if (n != UINT32_MAX) sn = mt_struct_key(&c->ss, m->g, canon_lim(m->vocab), c->key, n);
+        uint32_t ih = n != UINT32_MAX ? items_hash(c->key, n) : 0;
+        if (ih && !refused_has(c, ih)) {
+            sn = mt_struct_key(&c->ss, m->g, canon_lim(m->vocab), c->key, n);
+            if (sn == UINT32_MAX) c->refused[c->n_refused++ % REFUSED_N] = ih;
+        }
         if (sn != UINT32_MAX) {
             const mt_local_entry *se = mt_shared_find(sh, c->ss.out, sn);
             if (se) {

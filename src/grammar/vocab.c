@@ -105,6 +105,18 @@ static di_status build_frontier(di_grammar_vocab *v, const uint8_t *cok, uint8_t
         uint32_t sk = v->skip[i];
         v->gspan[i].cnt = (sk < nn ? v->gspan[sk].idx : v->n_frontier) - v->gspan[i].idx;
     }
+    /* per frontier node, the depth, byte and characters on the path to it
+     * (those of its first token's bytes above the node) in one array */
+    v->fnode = di_malloc_array(v->n_frontier ? v->n_frontier : 1, sizeof *v->fnode);
+    if (!v->fnode) return di_error_set(err, DI_ERR_NOMEM, "out of memory");
+    for (uint32_t k = 0; k < v->n_frontier; k++) {
+        const mt_frontier *f = &v->frontier[k];
+        const uint8_t *s = v->data + v->off[v->trie_tok[f->tok_lo]];
+        uint32_t ch = 0, dep = v->depth[f->node];
+        for (uint32_t j = 0; j < dep; j++) ch += (s[j] & 0xC0) != 0x80;
+        /* both at most VOCAB_MAX_TOKEN_BYTES */
+        v->fnode[k] = (mt_fnode){(uint16_t)ch, (uint16_t)dep, v->byte[f->node]};
+    }
     return DI_OK;
 }
 
@@ -279,7 +291,7 @@ void di_grammar_vocab_free(di_grammar_vocab *v) {
     free(v->maxdep);
     free(v->cskip);
     free(v->maxch), free(v->nch), free(v->content_le);
-    free(v->frontier), free(v->gspan);
+    free(v->frontier), free(v->gspan), free(v->fnode);
     mt_shared_free(v->shared);
     free(v);
 }

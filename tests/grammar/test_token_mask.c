@@ -203,6 +203,13 @@ static void frontier_matches_the_token_bytes(void **state) {
             assert_int_equal(f->skip, v->skip[i]);
             assert_int_equal(f->tok_lo, v->tok_start[i]);
             assert_int_equal(f->tok_hi, v->tok_start[v->skip[i]]);
+            /* its row for the count descend: depth, byte, and the
+             * characters above it (counted on its last token) */
+            const mt_fnode *fn = &v->fnode[g - 1];
+            uint32_t t = v->trie_tok[f->tok_hi - 1], ch = 0;
+            for (uint32_t j = 0; j < d; j++) ch += (v->data[v->off[t] + j] & 0xC0) != 0x80;
+            if (fn->dep != d || fn->byte != b || fn->ch != ch)
+                fail_msg("node %u: fnode (%u, %u, %u), expected (%u, %u, %u)", i, fn->ch, fn->dep, fn->byte, ch, d, b);
         } else if (g < v->n_frontier && v->frontier[g].node == i) {
             fail_msg("node %u: in the frontier, not on its edge", i);
         }
@@ -573,6 +580,84 @@ static void class_descend_masks_equal_reference(void **state) {
     di_grammar_vocab_free(v);
 }
 
+/* Count descend (token_mask.c): at a string-interior root on the content
+ * fast path, the tokens that are not content alone are found from the
+ * per-tokenizer frontier list, each frontier node decided from the state k
+ * characters on. A byte-level vocabulary with runs of 0 to 9 characters
+ * (ASCII or multi-byte) ahead of a quote, an escape, a control byte, a
+ * partial or ill-formed character: bounded members of an object (the
+ * string closes into the rest of the object, which the classification
+ * walks), one with a minimum length (the quote dead for the first
+ * counts), one unbounded in effect (exact loops). Every count of every
+ * string is checked against the reference, characters added one at a
+ * time, so each frontier path meets the bound at every distance. */
+static void count_descend_masks_equal_reference(void **state) {
+    (void)state;
+    static const char *heads[] = {"", "a", "ab", "abc", "abcd", "abcde", "abcdef", "abcdefg", "abcdefgh", "abcdefghi",
+                                  "\xC3\xA9", "a\xC3\xA9", "\xE4\xB8\xAD\xE4\xB8\xAD", "\xF0\x9F\xA6\x99x", "  ", "    "};
+    static const char *tails[] = {"\"", "\",", "\"}", "\",\"", "\n", "\\n", "\\\"", "\\u00e9", "\\u00", "\\", "\x01",
+                                  "\xC3", "\xE4\x28", "\xE4\xB8", "\xFF", "\"\xC3\xA9"};
+    enum { N_HEADS = sizeof heads / sizeof heads[0], N_TAILS = sizeof tails / sizeof tails[0] };
+    static char extra[N_HEADS * N_TAILS][32];
+    const char *toks[255 + N_HEADS * N_TAILS + N_HEADS];
+    char singles[255][2];
+    uint32_t n = 0;
+    for (uint32_t b = 1; b < 256; b++) singles[b - 1][0] = (char)b, singles[b - 1][1] = 0, toks[n++] = singles[b - 1];
+    for (uint32_t h = 0; h < N_HEADS; h++) {
+        if (h && strlen(heads[h]) > 1) toks[n++] = heads[h]; /* the run alone: a content token */
+        for (uint32_t t = 0; t < N_TAILS; t++) {
+            snprintf(extra[h * N_TAILS + t], sizeof extra[0], "%s%s", heads[h], tails[t]);
+            if (strlen(extra[h * N_TAILS + t]) > 1) toks[n++] = extra[h * N_TAILS + t];
+        }
+    }
+    di_grammar_vocab *v = gt_vocab(toks, n);
+    v->share_budget = 1; /* the shared cache too */
+    const char *schema =
+        "{\"type\":\"object\",\"additionalProperties\":false,\"properties\":{"
+        "\"a\":{\"type\":\"string\",\"maxLength\":3},\"b\":{\"type\":\"string\",\"minLength\":3,\"maxLength\":7},"
+        "\"c\":{\"type\":\"string\",\"maxLength\":12},\"d\":{\"type\":\"string\",\"maxLength\":5000}},"
+        "\"required\":[\"a\",\"b\",\"c\",\"d\"]}";
+    static const struct {
+        const char *open;
+        uint32_t max;
+    } members[] = {{"{\"a\":\"", 3}, {"\",\"b\":\"", 7}, {"\",\"c\":\"", 12}, {"\",\"d\":\"", 14}};
+    static const char *chars[] = {"a", "\xC3\xA9", "z", "\xE4\xB8\xAD", "\\n", " "}; /* one character each */
+    size_t words = di_grammar_vocab_mask_words(v);
+    uint32_t *fast = malloc(words * 4), *slow = malloc(words * 4);
+    di_grammar *g;
+    di_error err;
+    assert_int_equal(di_grammar_compile_json_schema(schema, strlen(schema), NULL, &g, &err), DI_OK);
+    /* twice: the second matcher meets the strings with the first one's
+     * classifications published in the shared cache */
+    for (int pass = 0; pass < 2; pass++) {
+        di_grammar_matcher *m;
+        assert_int_equal(di_grammar_matcher_create(g, v, &m, &err), DI_OK);
+        for (size_t s = 0; s < sizeof members / sizeof members[0]; s++) {
+            const char *o = members[s].open;
+            assert_true(di_grammar_matcher_advance_bytes(m, (const uint8_t *)o, strlen(o)));
+            for (uint32_t k = 0;; k++) {
+                assert_int_equal(di_grammar_matcher_fill_mask(m, fast, words, &err), DI_OK);
+                assert_int_equal(di_grammar_matcher_fill_mask_slow(m, slow, words, &err), DI_OK);
+                if (memcmp(fast, slow, words * 4)) {
+                    uint32_t t = 0;
+                    while (gt_bit(fast, t) == gt_bit(slow, t)) t++;
+                    fail_msg("pass %d member %zu after %u characters: token %u fast %d reference %d", pass, s, k, t,
+                             gt_bit(fast, t), gt_bit(slow, t));
+                }
+                if (k == members[s].max) break;
+                const char *x = chars[(k + s + (uint32_t)pass) % (sizeof chars / sizeof chars[0])];
+                assert_true(di_grammar_matcher_advance_bytes(m, (const uint8_t *)x, strlen(x)));
+            }
+        }
+        assert_true(di_grammar_matcher_advance_bytes(m, (const uint8_t *)"\"}", 2));
+        assert_true(di_grammar_matcher_is_accepting(m));
+        di_grammar_matcher_free(m);
+    }
+    di_grammar_free(g);
+    free(fast), free(slow);
+    di_grammar_vocab_free(v);
+}
+
 /* The same with DeepSeek-V3's 128k tokens (Github_easy o10012's class). */
 static void class_descend_walk_equals_reference(void **state) {
     (void)state;
@@ -642,6 +727,7 @@ int main(void) {
         cmocka_unit_test(escapes_walk_equals_reference),
         cmocka_unit_test(class_descend_masks_equal_reference),
         cmocka_unit_test(class_descend_walk_equals_reference),
+        cmocka_unit_test(count_descend_masks_equal_reference),
         cmocka_unit_test(tokenizer_encoding_walks_through_the_mask),
     };
     return cmocka_run_group_tests(tests, load_vocab, free_vocab);
