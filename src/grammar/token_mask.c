@@ -94,6 +94,7 @@
 #define CACHE_MAX_STATES (1u << 20)
 #define CACHE_MAX_KEY_WORDS (1u << 24)       /* 64 MiB of interned keys */
 #define CACHE_MAX_MASK_BYTES (64u << 20)     /* whole-state masks */
+#define MASK_BLOCK 32u /* whole-state masks per storage block (512 KiB with 128k tokens) */
 #define CACHE_MAX_LOCAL_BYTES (128u << 20)   /* local classifications */
 
 /* Lazily built DFA over local parser sets (content ids as for whole
@@ -163,10 +164,13 @@ struct mt_mask_cache {
     uint32_t *path_sid; /* scratch per depth */
     uint8_t *path_byte;
     mt_keytab states;
-    uint32_t *mask_of;   /* per state id: index into masks + 1, 0 = none */
+    uint32_t *mask_of;   /* per state id: index of its mask + 1, 0 = none */
     uint32_t cap_mask_of;
-    uint32_t *masks;     /* n_masks * words */
-    uint32_t n_masks, cap_masks;
+    /* whole-state masks in blocks of MASK_BLOCK (mask_at): a new block
+     * never moves the others, so storing a mask never copies the cache
+     * (a doubling array cost up to 0.5 ms per growth with 128k tokens) */
+    uint32_t **mblocks;  /* (n_mblocks) each MASK_BLOCK * words, kept across flushes */
+    uint32_t n_masks, n_mblocks, cap_mblocks;
     mt_keytab locals;
     mt_local_entry *lents;
     uint32_t cap_lents;
@@ -325,7 +329,8 @@ void mt_mask_cache_free(mt_mask_cache *c) {
     mt_kt_free(&c->states);
     free(c->lents);
     free(c->mask_of);
-    free(c->masks);
+    for (uint32_t b = 0; b < c->n_mblocks; b++) free(c->mblocks[b]);
+    free(c->mblocks);
     di_grammar_matcher_free(c->lp);
     free(c->key);
     free(c->esc);
@@ -1552,6 +1557,35 @@ static bool cover_index(uint32_t **a, uint32_t *cap, uint32_t i) {
     return true;
 }
 
+/* Whole-state mask number k (k < n_masks). */
+static uint32_t *mask_at(const mt_mask_cache *c, uint32_t k, size_t words) {
+    return c->mblocks[k / MASK_BLOCK] + (size_t)(k % MASK_BLOCK) * words;
+}
+
+/* Remembers the mask of whole state sid (nothing when out of memory: the
+ * mask is then computed again next time). Past CACHE_MAX_MASK_BYTES every
+ * mask is dropped and the blocks are reused. */
+static void store_mask(mt_mask_cache *c, uint32_t sid, const uint32_t *mask, size_t words) {
+    if ((size_t)(c->n_masks + 1) * words * sizeof(uint32_t) > CACHE_MAX_MASK_BYTES) {
+        if (c->mask_of) memset(c->mask_of, 0, c->cap_mask_of * sizeof *c->mask_of);
+        c->n_masks = 0;
+    }
+    if (!cover_index(&c->mask_of, &c->cap_mask_of, sid)) return;
+    uint32_t b = c->n_masks / MASK_BLOCK;
+    if (b == c->n_mblocks) {
+        if (b == c->cap_mblocks) {
+            uint32_t nc = c->cap_mblocks ? c->cap_mblocks * 2 : 8;
+            uint32_t **x = di_realloc_array(c->mblocks, nc, sizeof *x);
+            if (!x) return;
+            c->mblocks = x, c->cap_mblocks = nc;
+        }
+        if (!(c->mblocks[b] = di_malloc_array((size_t)MASK_BLOCK * words, sizeof(uint32_t)))) return;
+        c->n_mblocks++;
+    }
+    memcpy(mask_at(c, c->n_masks, words), mask, words * sizeof(uint32_t));
+    c->mask_of[sid] = ++c->n_masks;
+}
+
 /* The whole-state row of state id S (made, all unknown, when absent);
  * NULL when out of memory. Past RROWS_MAX rows all are dropped first. */
 static uint32_t *rrow(mt_mask_cache *c, uint32_t S) {
@@ -1755,7 +1789,7 @@ di_status di_grammar_matcher_fill_mask(di_grammar_matcher *m, uint32_t *mask, si
     if (update_sids(m)) {
         sid = m->sids[m->n_sets - 1];
         if (sid < c->cap_mask_of && c->mask_of[sid]) {
-            memcpy(mask, c->masks + (size_t)(c->mask_of[sid] - 1) * words, words * sizeof(uint32_t));
+            memcpy(mask, mask_at(c, c->mask_of[sid] - 1, words), words * sizeof(uint32_t));
             return DI_OK;
         }
     }
@@ -1768,21 +1802,6 @@ di_status di_grammar_matcher_fill_mask(di_grammar_matcher *m, uint32_t *mask, si
         trie_walk(m, mask);
     }
     set_eos(m, mask);
-    /* remember the mask for this state */
-    if (sid != UINT32_MAX) {
-        if ((size_t)(c->n_masks + 1) * words * sizeof(uint32_t) > CACHE_MAX_MASK_BYTES) {
-            free(c->mask_of), c->mask_of = NULL, c->cap_mask_of = 0;
-            c->n_masks = 0;
-        }
-        if (!cover_index(&c->mask_of, &c->cap_mask_of, sid)) return DI_OK;
-        if (c->n_masks == c->cap_masks) {
-            uint32_t nc = c->cap_masks ? c->cap_masks * 2 : 16;
-            uint32_t *x = di_realloc_array(c->masks, (size_t)nc * words, sizeof *x);
-            if (!x) return DI_OK;
-            c->masks = x, c->cap_masks = nc;
-        }
-        memcpy(c->masks + (size_t)c->n_masks * words, mask, words * sizeof(uint32_t));
-        c->mask_of[sid] = ++c->n_masks;
-    }
+    if (sid != UINT32_MAX) store_mask(c, sid, mask, words);
     return DI_OK;
 }
