@@ -599,6 +599,20 @@ static bool materialize(mt_mask_cache *c, di_grammar_matcher *L, uint32_t *md, u
     return true;
 }
 
+/* The bytes that the scanning items of P's top set do not tell apart from
+ * b (each item's class holds all of them or none): stepping the set on
+ * any of them gives the same set, hence the same next state. */
+static gb_bits byte_group(const di_grammar_matcher *P, uint8_t b) {
+    const di_grammar *g = P->g;
+    gb_bits same = {{~0ull, ~0ull, ~0ull, ~0ull}};
+    for (uint32_t si = mt_cur(P)->scan_start; si < P->sets[P->n_sets].scan_start; si++) {
+        const gb_bits *cl = &g->classes[SYM_VAL(g->syms[P->items[P->scans[si]].pos])];
+        bool in = gb_bits_has(cl, b);
+        for (int w = 0; w < 4; w++) same.w[w] &= in ? cl->w[w] : ~cl->w[w];
+    }
+    return same;
+}
+
 /* One DFA step from the state at depth d (materialized) on byte b. */
 static uint32_t step(mt_mask_cache *c, di_grammar_matcher *L, uint32_t b) {
     c->n_steps++;
@@ -616,13 +630,7 @@ static uint32_t step(mt_mask_cache *c, di_grammar_matcher *L, uint32_t b) {
  * new set is the same. A JSON string interior has about a dozen such byte
  * groups, so learning a state costs a dozen parser steps, not 256. */
 static uint32_t step_row(mt_mask_cache *c, di_grammar_matcher *L, uint32_t S, uint32_t b) {
-    const di_grammar *g = L->g;
-    gb_bits same = {{~0ull, ~0ull, ~0ull, ~0ull}};
-    for (uint32_t si = mt_cur(L)->scan_start; si < L->sets[L->n_sets].scan_start; si++) {
-        const gb_bits *cl = &g->classes[SYM_VAL(g->syms[L->items[L->scans[si]].pos])];
-        bool in = gb_bits_has(cl, (uint8_t)b);
-        for (int w = 0; w < 4; w++) same.w[w] &= in ? cl->w[w] : ~cl->w[w];
-    }
+    gb_bits same = byte_group(L, (uint8_t)b);
     uint32_t e = step(c, L, b);
     if (e == UINT32_MAX) return e;
     uint32_t *row = c->dfa.rows + (size_t)S * 256; /* after step: rows may have moved */
@@ -696,13 +704,25 @@ static bool rep_then_stop(const mt_mask_cache *c, const di_grammar *g, uint32_t 
     return reps == 1 && ok;
 }
 
-/* Whether every well-formed UTF-8 character (two to four bytes) read from
- * local state T, entered with decoder state q, stays alive and ends back in
- * state S. T is the top of L; sets pushed above it are scratch. Steps go one
- * per (byte class, decoder state), so this costs a few dozen parser steps,
- * once per hot state. Returns 1 yes, 0 no, -1 no memory. */
-static int u8_returns(mt_mask_cache *c, di_grammar_matcher *L, const di_grammar *g, uint32_t S, uint32_t T,
-                      uint8_t q, bool count) {
+/* Mid-character states already shown to return (u8_walk): the answer
+ * from a state depends only on it and the decoder state, and different
+ * lead bytes often reach the same one (a grammar's UTF-8 rule has a few
+ * continuation states, shared by many byte classes). */
+#define U8_MEMO 64
+typedef struct u8_memo {
+    uint32_t st[U8_MEMO];
+    uint8_t q[U8_MEMO];
+    uint32_t n;
+} u8_memo;
+
+static bool u8_memo_has(const u8_memo *mo, uint32_t st, uint8_t q) {
+    for (uint32_t i = 0; i < mo->n; i++)
+        if (mo->st[i] == st && mo->q[i] == q) return true;
+    return false;
+}
+
+static int u8_walk(mt_mask_cache *c, di_grammar_matcher *L, const di_grammar *g, uint32_t S, uint32_t T, uint8_t q,
+                   bool count, u8_memo *mo) {
     uint32_t top = L->n_sets;
     uint8_t done[256] = {0}; /* per byte class: decoder states already tried */
     for (uint32_t b = 0x80; b < 256; b++) {
@@ -712,13 +732,16 @@ static int u8_returns(mt_mask_cache *c, di_grammar_matcher *L, const di_grammar 
         if (done[k] & (1u << nq)) continue;
         done[k] |= (uint8_t)(1u << nq);
         uint32_t e = c->dfa.rows[(size_t)T * 256 + b];
+        if (e != ROW_UNKNOWN && e != ROW_DEAD && nq != MT_U8_START && u8_memo_has(mo, (e & ~ROW_ESC) - 2, nq)) continue;
         if (e == ROW_UNKNOWN || (e != ROW_DEAD && nq != MT_U8_START)) {
             e = step_row(c, L, T, b); /* pushes a set unless dead */
             if (e == UINT32_MAX) return -1;
             if (e != ROW_DEAD && nq != MT_U8_START) {
-                int r = u8_returns(c, L, g, S, (e & ~ROW_ESC) - 2, nq, count);
+                uint32_t E = (e & ~ROW_ESC) - 2;
+                int r = u8_memo_has(mo, E, nq) ? 1 : u8_walk(c, L, g, S, E, nq, count, mo);
                 mt_truncate(L, top);
                 if (r != 1) return r;
+                if (mo->n < U8_MEMO && !u8_memo_has(mo, E, nq)) mo->st[mo->n] = E, mo->q[mo->n] = nq, mo->n++;
                 continue;
             }
             mt_truncate(L, top);
@@ -730,6 +753,19 @@ static int u8_returns(mt_mask_cache *c, di_grammar_matcher *L, const di_grammar 
         }
     }
     return 1;
+}
+
+/* Whether every well-formed UTF-8 character (two to four bytes) read from
+ * local state T, entered with decoder state q, stays alive and ends back in
+ * state S. T is the top of L; sets pushed above it are scratch. Steps go one
+ * per (byte class, decoder state) and mid-character state, so this costs
+ * one or two dozen parser steps, once per hot state. Returns 1 yes, 0 no,
+ * -1 no memory. */
+static int u8_returns(mt_mask_cache *c, di_grammar_matcher *L, const di_grammar *g, uint32_t S, uint32_t T,
+                      uint8_t q, bool count) {
+    u8_memo mo;
+    mo.n = 0;
+    return u8_walk(c, L, g, S, T, q, count, &mo);
 }
 
 /* Whether DFA state S is state P with every bounded repetition k >= 1
@@ -1692,6 +1728,7 @@ static void check_uncertain(di_grammar_matcher *m, const mt_local_entry *le, uin
                     md++;
                 }
                 if (md < j) break; /* out of memory: the path was alive */
+                gb_bits same = byte_group(m, b[j]);
                 if (mt_push_byte(m, b[j])) {
                     uint32_t id = state_id(m, base + j);
                     if (id == UINT32_MAX) break;
@@ -1704,7 +1741,10 @@ static void check_uncertain(di_grammar_matcher *m, const mt_local_entry *le, uin
                 } else {
                     e = ROW_DEAD;
                 }
-                if (row) row[b[j]] = e; /* state_id left the rows alone */
+                /* the whole byte group steps alike (state_id left the rows
+                 * alone): the bytes of one group cost one parser step */
+                for (int w = 0; row && w < 4; w++)
+                    for (uint64_t bits = same.w[w]; bits; bits &= bits - 1) row[w * 64 + __builtin_ctzll(bits)] = e;
             }
             if (e == ROW_DEAD) break;
             rp[j + 1] = e - 2;
