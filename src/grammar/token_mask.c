@@ -1331,11 +1331,21 @@ static int classify(di_grammar_matcher *m, mt_local_entry *le, uint64_t budget, 
      * a walk of a large vocabulary costs far more), so that a string
      * interior takes the fast path: the per-tokenizer table of content
      * tokens by length gives their bits at once, and the walk skips the
-     * subtrees made of content only. */
-    if (!d->loop_known[seed] && !inherit_loops(c, m->g, v, c->last_seed, seed) && learn_loops(c, L, m->g, v, seed, 0, true) < 0)
+     * subtrees made of content only. The key of an extra object member
+     * (open_string_root) takes that path without them: it reads no
+     * character back into itself, and what it would learn beyond that
+     * (its content target, LOOP_CTARGET: some hundred parser steps with
+     * the UTF-8 exploration) only serves the content descend, which the
+     * fast path replaces; so it is not made to learn during the walk
+     * either. */
+    bool open = !d->loop_known[seed] && open_string_root(v, m->g, L, le->acc);
+    if (open)
+        d->visits[seed] = LOOP_HOT_NODES;
+    else if (!d->loop_known[seed] && !inherit_loops(c, m->g, v, c->last_seed, seed) &&
+             learn_loops(c, L, m->g, v, seed, 0, true) < 0)
         return CLS_NOMEM;
     c->last_seed = seed;
-    c->cls_fast = fast_content(c, v, seed, le->acc) || open_string_root(v, m->g, L, le->acc);
+    c->cls_fast = open || fast_content(c, v, seed, le->acc) || open_string_root(v, m->g, L, le->acc);
     c->path_sid[0] = seed;
     c->esc[0] = 0;
     c->anc[0] = NO_ANCHOR;
