@@ -126,6 +126,7 @@
                          * string but the named keys' first bytes) */
 #define NO_ANCHOR UINT32_MAX
 #define RROWS_MAX 4096u /* whole-state rows of check_uncertain: 4 MiB */
+#define RROW_BLOCK 64u  /* whole-state rows per storage block (64 KiB) */
 #define CTAB_N 4          /* byte-class tables kept per matcher (class_tab): up to 1 MiB each */
 #define CTAB_MAX_LEN 64   /* longest class run tracked by length */
 #define CTAB_MIN_BYTES 32 /* smaller classes (digits, hex) are cheap to walk: not worth a table */
@@ -200,12 +201,13 @@ struct mt_mask_cache {
     uint32_t *lmap;          /* scratch: dedup of local seed items */
     uint32_t cap_lmap;
     /* Whole-state steps for the uncertain tokens (check_uncertain):
-     * rrows[(rrow_of[id] - 1) * 256 + byte] is ROW_UNKNOWN, ROW_DEAD or the
-     * next whole-state id + 2; rows only for the states stepped from, at
+     * row rrow_of[id] - 1 (rrow: in rblocks) holds per byte ROW_UNKNOWN,
+     * ROW_DEAD or the next whole-state id + 2; rows only for the states stepped from, at
      * most RROWS_MAX (then all are dropped); they go with the ids
      * (flush_states). rpath: scratch per depth, the id after each byte. */
     uint32_t *rrow_of, cap_rrow_of;
-    uint32_t *rrows, n_rrows, cap_rrows;
+    uint32_t **rblocks;     /* (n_rblocks) each RROW_BLOCK rows of 256; never moved (see store_mask) */
+    uint32_t n_rrows, n_rblocks, cap_rblocks;
     uint32_t *rpath;
     ctab ctabs[CTAB_N]; /* class_descend's tables, built when a class comes back */
     uint32_t n_ctabs, ctab_next;
@@ -337,7 +339,8 @@ void mt_mask_cache_free(mt_mask_cache *c) {
     free(c->anc), free(c->anc_dep), free(c->anc_u8), free(c->path_ch), free(c->pc_ok), free(c->pc_u8);
     free(c->lmap);
     free(c->jt);
-    free(c->rrow_of), free(c->rrows), free(c->rpath);
+    for (uint32_t b = 0; b < c->n_rblocks; b++) free(c->rblocks[b]);
+    free(c->rrow_of), free(c->rblocks), free(c->rpath);
     for (uint32_t k = 0; k < c->n_ctabs; k++)
         free(c->ctabs[k].rows), free(c->ctabs[k].fr), free(c->ctabs[k].fdep), free(c->ctabs[k].fbyte),
             free(c->ctabs[k].dbytes);
@@ -1635,19 +1638,27 @@ static void store_mask(mt_mask_cache *c, uint32_t sid, const uint32_t *mask, siz
 /* The whole-state row of state id S (made, all unknown, when absent);
  * NULL when out of memory. Past RROWS_MAX rows all are dropped first. */
 static uint32_t *rrow(mt_mask_cache *c, uint32_t S) {
-    if (S < c->cap_rrow_of && c->rrow_of[S]) return c->rrows + (size_t)(c->rrow_of[S] - 1) * 256;
+    if (S < c->cap_rrow_of && c->rrow_of[S]) {
+        uint32_t k = c->rrow_of[S] - 1;
+        return c->rblocks[k / RROW_BLOCK] + (size_t)(k % RROW_BLOCK) * 256;
+    }
     if (c->n_rrows == RROWS_MAX) {
         memset(c->rrow_of, 0, c->cap_rrow_of * sizeof *c->rrow_of);
         c->n_rrows = 0;
     }
     if (!cover_index(&c->rrow_of, &c->cap_rrow_of, S)) return NULL;
-    if (c->n_rrows == c->cap_rrows) {
-        uint32_t nc = c->cap_rrows ? c->cap_rrows * 2 : 16;
-        uint32_t *x = di_realloc_array(c->rrows, (size_t)nc * 256, sizeof *x);
-        if (!x) return NULL;
-        c->rrows = x, c->cap_rrows = nc;
+    uint32_t b = c->n_rrows / RROW_BLOCK;
+    if (b == c->n_rblocks) {
+        if (b == c->cap_rblocks) {
+            uint32_t nc = c->cap_rblocks ? c->cap_rblocks * 2 : 8;
+            uint32_t **x = di_realloc_array(c->rblocks, nc, sizeof *x);
+            if (!x) return NULL;
+            c->rblocks = x, c->cap_rblocks = nc;
+        }
+        if (!(c->rblocks[b] = di_malloc_array((size_t)RROW_BLOCK * 256, sizeof(uint32_t)))) return NULL;
+        c->n_rblocks++;
     }
-    uint32_t *row = c->rrows + (size_t)c->n_rrows * 256;
+    uint32_t *row = c->rblocks[b] + (size_t)(c->n_rrows % RROW_BLOCK) * 256;
     memset(row, 0, 256 * sizeof *row);
     c->rrow_of[S] = ++c->n_rrows;
     return row;
