@@ -98,7 +98,7 @@
 #define CACHE_MAX_LOCAL_BYTES (128u << 20)   /* local classifications */
 
 /* Lazily built DFA over local parser sets (content ids as for whole
- * states; set 0, the outside, has id 0). rows[id * 256 + byte]: 0 unknown,
+ * states; set 0, the outside, has id 0). drow(id)[byte]: 0 unknown,
  * 1 dead, otherwise (next id + 2) | ESC_BIT when that step tried to
  * complete into the outside. loop[id]: bytes that lead back to id, known
  * once the state was hot (then whole trie subtrees made of those bytes are
@@ -107,6 +107,7 @@
 #define ROW_DEAD 1u
 #define ROW_ESC 0x80000000u
 #define DFA_MAX_STATES (1u << 16)
+#define DFA_ROW_BLOCK 256u /* DFA rows per storage block (256 KiB) */
 /* A state learns its loops once the subtrees entered from it add up to
  * this many trie nodes: learning costs a few dozen parser steps (tens of
  * microseconds), walking a node a few nanoseconds. */
@@ -150,7 +151,8 @@ typedef struct ctab {
 
 typedef struct ldfa {
     mt_keytab states;
-    uint32_t *rows;
+    uint32_t **rblk;   /* rows in blocks of DFA_ROW_BLOCK states (drow): growing never copies them */
+    uint32_t n_rblk, cap_rblk;
     gb_bits *loop;
     gb_bits *cloop;    /* bytes stepping to the same state with counts advanced by one */
     uint32_t *rem;     /* repetitions left before the tightest count bound (UINT32_MAX: none) */
@@ -159,6 +161,11 @@ typedef struct ldfa {
     uint8_t *loop_known;
     uint32_t cap;
 } ldfa;
+
+/* Row of DFA state S: per byte, ROW_UNKNOWN, ROW_DEAD or (next + 2) | ROW_ESC. */
+static inline uint32_t *drow(const ldfa *d, uint32_t S) {
+    return d->rblk[S / DFA_ROW_BLOCK] + (size_t)(S % DFA_ROW_BLOCK) * 256;
+}
 
 struct mt_mask_cache {
     ldfa dfa;
@@ -318,7 +325,8 @@ static void flush_locals(mt_mask_cache *c) {
 
 static void dfa_free(ldfa *d) {
     mt_kt_free(&d->states);
-    free(d->rows), free(d->loop), free(d->visits), free(d->loop_known), free(d->cloop), free(d->rem);
+    for (uint32_t b = 0; b < d->n_rblk; b++) free(d->rblk[b]);
+    free(d->rblk), free(d->loop), free(d->visits), free(d->loop_known), free(d->cloop), free(d->rem);
     free(d->cx);
     memset(d, 0, sizeof *d);
 }
@@ -562,11 +570,18 @@ static uint32_t local_sid(mt_mask_cache *c, di_grammar_matcher *L, uint32_t k) {
     bool added;
     uint32_t id = mt_kt_intern(&d->states, c->key, 3 * n, &added);
     if (id == UINT32_MAX || !added) return id;
+    if (id / DFA_ROW_BLOCK >= d->n_rblk) {
+        if (d->n_rblk == d->cap_rblk) {
+            uint32_t nb = d->cap_rblk ? d->cap_rblk * 2 : 4;
+            uint32_t **x = di_realloc_array(d->rblk, nb, sizeof *x);
+            if (!x) return UINT32_MAX;
+            d->rblk = x, d->cap_rblk = nb;
+        }
+        if (!(d->rblk[d->n_rblk] = di_malloc_array((size_t)DFA_ROW_BLOCK * 256, sizeof(uint32_t)))) return UINT32_MAX;
+        d->n_rblk++;
+    }
     if (id >= d->cap) {
         uint32_t nc = d->cap ? d->cap * 2 : 256;
-        uint32_t *r = di_realloc_array(d->rows, (size_t)nc * 256, sizeof *r);
-        if (!r) return UINT32_MAX;
-        d->rows = r;
         gb_bits *lp = di_realloc_array(d->loop, nc, sizeof *lp);
         if (!lp) return UINT32_MAX;
         d->loop = lp;
@@ -586,7 +601,7 @@ static uint32_t local_sid(mt_mask_cache *c, di_grammar_matcher *L, uint32_t k) {
         if (!lk) return UINT32_MAX;
         d->loop_known = lk, d->cap = nc;
     }
-    memset(d->rows + (size_t)id * 256, 0, 256 * sizeof *d->rows);
+    memset(drow(d, id), 0, 256 * sizeof(uint32_t));
     d->visits[id] = 0, d->loop_known[id] = 0;
     return id;
 }
@@ -636,7 +651,7 @@ static uint32_t step_row(mt_mask_cache *c, di_grammar_matcher *L, uint32_t S, ui
     gb_bits same = byte_group(L, (uint8_t)b);
     uint32_t e = step(c, L, b);
     if (e == UINT32_MAX) return e;
-    uint32_t *row = c->dfa.rows + (size_t)S * 256; /* after step: rows may have moved */
+    uint32_t *row = drow(&c->dfa, S);
     for (int w = 0; w < 4; w++)
         for (uint64_t bits = same.w[w]; bits; bits &= bits - 1) row[w * 64 + __builtin_ctzll(bits)] = e;
     return e;
@@ -734,7 +749,7 @@ static int u8_walk(mt_mask_cache *c, di_grammar_matcher *L, const di_grammar *g,
         uint32_t k = g->byte_eq[b];
         if (done[k] & (1u << nq)) continue;
         done[k] |= (uint8_t)(1u << nq);
-        uint32_t e = c->dfa.rows[(size_t)T * 256 + b];
+        uint32_t e = drow(&c->dfa, T)[b];
         if (e != ROW_UNKNOWN && e != ROW_DEAD && nq != MT_U8_START && u8_memo_has(mo, (e & ~ROW_ESC) - 2, nq)) continue;
         if (e == ROW_UNKNOWN || (e != ROW_DEAD && nq != MT_U8_START)) {
             e = step_row(c, L, T, b); /* pushes a set unless dead */
@@ -824,11 +839,11 @@ static int learn_loops(mt_mask_cache *c, di_grammar_matcher *L, const di_grammar
     ldfa *d = &c->dfa;
     gb_bits lp = {{0}};
     for (uint32_t x = 0; x < 256; x++) { /* one step per byte group (step_row) */
-        if (d->rows[(size_t)S * 256 + x] == ROW_UNKNOWN) {
+        if (drow(d, S)[x] == ROW_UNKNOWN) {
             if (step_row(c, L, S, x) == UINT32_MAX) return -1;
             mt_truncate(L, 2 + dep);
         }
-        uint32_t r = d->rows[(size_t)S * 256 + x];
+        uint32_t r = drow(d, S)[x];
         if (r != ROW_DEAD && (r & ~ROW_ESC) - 2 == S) gb_bits_set(&lp, (uint8_t)x);
     }
     d->loop[S] = lp;
@@ -847,7 +862,7 @@ static int learn_loops(mt_mask_cache *c, di_grammar_matcher *L, const di_grammar
     d->rem[S] = rem_of(c, g, lim, S);
     if (d->rem[S] != 0 && !(lp.w[0] | lp.w[1])) {
         for (uint32_t x = 0; x < 256; x++) {
-            uint32_t r = d->rows[(size_t)S * 256 + x];
+            uint32_t r = drow(d, S)[x];
             if (r != ROW_DEAD && is_shift(c, g, lim, S, (r & ~ROW_ESC) - 2)) gb_bits_set(&cl, (uint8_t)x);
         }
         if (cl.w[0] | cl.w[1]) {
@@ -880,7 +895,7 @@ static int learn_ctarget(mt_mask_cache *c, di_grammar_matcher *L, const di_gramm
     /* the target of the most content bytes (escapes not counted) */
     uint32_t cand[8], cnt[8], nc = 0, first[8];
     for (uint32_t x = 0x20; x < 0x80; x++) {
-        uint32_t r = d->rows[(size_t)S * 256 + x];
+        uint32_t r = drow(d, S)[x];
         if (!mt_json_content((uint8_t)x) || r == ROW_DEAD || (r & ROW_ESC)) continue;
         uint32_t k = 0;
         while (k < nc && cand[k] != r - 2) k++;
@@ -910,7 +925,7 @@ static int learn_ctarget(mt_mask_cache *c, di_grammar_matcher *L, const di_gramm
     if (!(d->loop_known[N] & LOOP_CONTENT)) return 0;
     gb_bits x = {{0}};
     for (uint32_t b = 0x20; b < 0x80; b++)
-        if (mt_json_content((uint8_t)b) && d->rows[(size_t)S * 256 + b] != N + 2) gb_bits_set(&x, (uint8_t)b);
+        if (mt_json_content((uint8_t)b) && drow(d, S)[b] != N + 2) gb_bits_set(&x, (uint8_t)b);
     int r = u8_returns(c, L, g, N, S, MT_U8_START, false);
     mt_truncate(L, 2 + dep);
     if (r < 0) return -1;
@@ -967,7 +982,7 @@ static bool jump_path(mt_mask_cache *c, di_grammar_matcher *L, const di_grammar_
         uint8_t b = s[dd];
         uint32_t S = c->path_sid[dd];
         c->path_byte[dd] = b;
-        uint32_t e = c->dfa.rows[(size_t)S * 256 + b];
+        uint32_t e = drow(&c->dfa, S)[b];
         if (e == ROW_UNKNOWN) {
             if (!materialize(c, L, md, dd)) return false;
             e = step_row(c, L, S, b);
@@ -1157,7 +1172,7 @@ static const ctab *class_tab(mt_mask_cache *c, const di_grammar_vocab *v, const 
 
 /* The DFA row of path state k (the path materialized as needed) on byte b. */
 static uint32_t row_at(mt_mask_cache *c, di_grammar_matcher *L, uint32_t *md, uint32_t k, uint8_t b) {
-    uint32_t S = c->path_sid[k], e = c->dfa.rows[(size_t)S * 256 + b];
+    uint32_t S = c->path_sid[k], e = drow(&c->dfa, S)[b];
     if (e != ROW_UNKNOWN) return e;
     if (*md > k) mt_truncate(L, 2 + k), *md = k;
     if (!materialize(c, L, md, k)) return UINT32_MAX;
@@ -1261,11 +1276,10 @@ static int class_descend(mt_mask_cache *c, di_grammar_matcher *L, const di_gramm
             for (uint64_t bits = fb->w[w]; bits; bits &= bits - 1)
                 if (row_at(c, L, md, k < kend ? k : kend, (uint8_t)(w * 64 + __builtin_ctzll(bits))) == UINT32_MAX) return -1;
     }
-    const uint32_t *rows = c->dfa.rows;
     for (uint32_t k = 0; k < t->n_fr; k++) {
         uint32_t dep = t->fdep[k];
         if (len != UINT32_MAX && dep > len) continue;
-        if (rows[(size_t)c->path_sid[dep < kend ? dep : kend] * 256 + t->fbyte[k]] == ROW_DEAD) continue;
+        if (drow(&c->dfa, c->path_sid[dep < kend ? dep : kend])[t->fbyte[k]] == ROW_DEAD) continue;
         c->jt[n++] = t->fr[k];
     }
     if (!n) {
@@ -1402,7 +1416,7 @@ walk:;
             i = j;
             continue;
         }
-        if (d->rows[(size_t)S * 256 + b] == ROW_DEAD && !c->esc[dep]) {
+        if (drow(d, S)[b] == ROW_DEAD && !c->esc[dep]) {
             /* known dead, nothing to check later: skip before reading the
              * node's other fields (each a cache miss) */
             i = v->skip[i];
@@ -1475,7 +1489,7 @@ walk:;
                 }
             }
         }
-        uint32_t e = d->rows[(size_t)S * 256 + b];
+        uint32_t e = drow(d, S)[b];
         if (e == ROW_UNKNOWN) {
             if (!materialize(c, L, &md, dep)) return CLS_NOMEM;
             e = step_row(c, L, S, b);
