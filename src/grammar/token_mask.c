@@ -1706,6 +1706,60 @@ static void check_uncertain_parse(di_grammar_matcher *m, const mt_local_entry *l
     mt_truncate(m, base);
 }
 
+/* Whole-state step of the real parse (m, top set at depth base + d with
+ * id `from`) on byte b, through the rows: the parser steps (one per byte
+ * group) only where the row is not known. Leaves the parser at depth
+ * base + d. Returns the next id + 2, ROW_DEAD, or UINT32_MAX on no
+ * memory. */
+static uint32_t wstep(di_grammar_matcher *m, uint32_t base, uint32_t d, uint32_t from, uint8_t b) {
+    mt_mask_cache *c = m->cache;
+    uint32_t *row = rrow(c, from);
+    if (!row) return UINT32_MAX;
+    if (row[b] != ROW_UNKNOWN) return row[b];
+    gb_bits same = byte_group(m, b);
+    uint32_t e;
+    if (mt_push_byte(m, b)) {
+        uint32_t id = state_id(m, base + d);
+        mt_truncate(m, base + d);
+        if (id == UINT32_MAX) return UINT32_MAX;
+        e = id + 2;
+    } else if (m->oom) {
+        return UINT32_MAX;
+    } else {
+        e = ROW_DEAD;
+    }
+    row = rrow(c, from); /* state_id may have added states, not rows: still there */
+    for (int w = 0; row && w < 4; w++)
+        for (uint64_t bits = same.w[w]; bits; bits &= bits - 1) row[w * 64 + __builtin_ctzll(bits)] = e;
+    return e;
+}
+
+/* Whether the real state sid (the top set, at depth base), after the
+ * escape character e, is one that every ASCII string content byte leads
+ * back to (a string interior without a length bound or pattern): then
+ * every token e + ASCII content (vocab esc_tail) is allowed right after a
+ * backslash, without stepping its bytes. A few dozen row lookups once
+ * the rows are known, one parser step per byte group before. Leaves the
+ * parser at depth base. 1 yes, 0 no, -1 no memory. */
+static int escape_loops(di_grammar_matcher *m, uint32_t sid, uint8_t e) {
+    const uint32_t base = m->n_sets;
+    uint32_t r = wstep(m, base, 0, sid, e);
+    if (r == UINT32_MAX) return -1;
+    if (r == ROW_DEAD) return 0;
+    uint32_t X = r - 2;
+    if (!mt_push_byte(m, e)) return m->oom ? -1 : 0; /* alive: the row says so */
+    m->sids[base] = X;
+    m->n_sid_valid = base + 1;
+    int ok = 1;
+    for (uint32_t x = 0x20; x < 0x80 && ok == 1; x++) {
+        if (!mt_json_content((uint8_t)x)) continue;
+        uint32_t q = wstep(m, base, 1, X, (uint8_t)x);
+        ok = q == UINT32_MAX ? -1 : q == X + 2;
+    }
+    mt_truncate(m, base);
+    return ok;
+}
+
 /* Checks the uncertain tokens against the real state sid (the top set's
  * whole-state id), stepping whole-state ids rather than the parser: equal
  * ids have the same future, so the id after a byte is a function of the id
@@ -1714,7 +1768,10 @@ static void check_uncertain_parse(di_grammar_matcher *m, const mt_local_entry *l
  * uncertain tokens after a backslash in a JSON string (every token that
  * starts with an escape character: some 3k with 128k tokens) step through
  * a few string states, so after the first bytes almost every step is a
- * row lookup. */
+ * row lookup; and when the string reads every ASCII content byte back
+ * into itself after the escape (escape_loops), those made of the escape
+ * character and ASCII content (most of them) are allowed without reading
+ * their bytes (each token visited costs cache misses with 128k tokens). */
 static void check_uncertain(di_grammar_matcher *m, const mt_local_entry *le, uint32_t *mask, uint32_t sid) {
     mt_mask_cache *c = m->cache;
     const di_grammar_vocab *v = m->vocab;
@@ -1742,8 +1799,20 @@ static void check_uncertain(di_grammar_matcher *m, const mt_local_entry *le, uin
     const uint8_t *prev = NULL;
     uint32_t prev_len = 0, ok_len = 0; /* bytes of prev stepped alive (rp[0 .. ok_len] hold) */
     uint32_t fail_at = UINT32_MAX;     /* prev died at this byte */
+    uint8_t esc_ok[256] = {0};         /* per escape character: 0 not known yet, 1 its tails loop, 2 not */
     for (uint32_t u = 0; u < le->n_unc; u++) {
         uint32_t t = le->unc[u];
+        uint8_t et = v->esc_tail[t];
+        if (et) {
+            if (!esc_ok[et]) {
+                if (md) mt_truncate(m, base), md = 0;
+                esc_ok[et] = escape_loops(m, sid, et) == 1 ? 1 : 2;
+            }
+            if (esc_ok[et] == 1) { /* prev stays the last token stepped */
+                mask[t >> 5] |= 1u << (t & 31);
+                continue;
+            }
+        }
         const uint8_t *b = v->data + v->off[t];
         uint32_t len = (uint32_t)(v->off[t + 1] - v->off[t]);
         uint32_t lcp = 0;

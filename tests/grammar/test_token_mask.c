@@ -504,7 +504,7 @@ static void uncertain_tokens_after_escapes_equal_reference(void **state) {
         "/\xF0\x9F\xA6\x99\"", "t\xC3\xA9", "t\xC3\xA9\",", "t\xE4\x28", "t\xE4\xB8", "t\xE4\xB8\xAD\"", "t\xFF",
         "t\xC0\xAF", "t\x01", "b\\", "b\\n", "b\\u", "f\\\"", "r\"\"", "u0", "u00", "u00e", "u00e9", "u00e9x",
         "u00e9\"", "u00e9\",", "uD83D", "u12G", "\xC3\xA9", "\xE4\xB8\xAD", "ab", "ab\\", "12", "12}", "\":",
-        "\",\"", "\",", ",\"", "{\"", "\"]", "\"}", "null", "c\":\"",
+        "\",\"", "\",", ",\"", "{\"", "\"]", "\"}", "null", "c\":\"", "nq", "nqz", "tq", "/q",
     };
     uint32_t n_extra = sizeof extra / sizeof extra[0];
     const char *toks[255 + sizeof extra / sizeof extra[0]];
@@ -526,6 +526,11 @@ static void uncertain_tokens_after_escapes_equal_reference(void **state) {
          "{\"n\\\"\":\"\\n\",\"\\\\b\":\"\\\"\",\"c\":\"\\u00e9\\nab\"}"},
         {1, "\"([a-z]|\\\\[nt\"])*\"x[0-9]*", "\"ab\\nc\\\"\"x12"},
         {2, NULL, "{\"n\\\"\": [\"\\n\", \"\\u00e9\\\\\"], \"b\": {\"\\/\": \"\\\"\"}}"},
+        /* a string that reads all ASCII content but q after an escape:
+         * the tokens of an escape character and content (esc_tail) with a
+         * q must be rejected, the others allowed (escape_loops) */
+        {0, "{\"type\":\"string\",\"pattern\":\"^[^q]*$\"}", "\"ab\\nab\\tab\\/ab\\\"\""},
+        {0, "{\"type\":\"array\",\"items\":{\"type\":\"string\",\"maxLength\":4}}", "[\"ab\\na\",\"a\\tq\"]"},
     };
     size_t words = di_grammar_vocab_mask_words(v);
     uint32_t ids[256], *fast = malloc(words * 4), *slow = malloc(words * 4);
