@@ -188,6 +188,7 @@ struct mt_mask_cache {
     uint64_t n_steps;        /* local parser steps so far (classify's budget) */
     uint32_t cls_i, cls_cap_unc; /* a suspended classify: next node, capacity of unc */
     bool cls_fast;               /* the classify under way takes the content fast path */
+    bool cls_open;               /* ... from the key of an extra object member (no state learns its loops) */
     uint32_t last_seed;          /* root DFA state of the last classify (UINT32_MAX: none) */
     /* the content frontier being walked (see descend): the subtrees
      * jt[j_next .. j_end) are left, the current one ends at node j_stop,
@@ -1363,6 +1364,7 @@ static int classify(di_grammar_matcher *m, mt_local_entry *le, uint64_t budget, 
         return CLS_NOMEM;
     c->last_seed = seed;
     c->cls_fast = open || fast_content(c, v, seed, le->acc) || open_string_root(v, m->g, L, le->acc);
+    c->cls_open = open;
     c->path_sid[0] = seed;
     c->esc[0] = 0;
     c->anc[0] = NO_ANCHOR;
@@ -1531,8 +1533,8 @@ walk:;
          * once), or takes the count loops of its anchor A when it is A with
          * the counts further (inherit_loops: a bounded string's first
          * characters, where learning costs some fifty parser steps a count) */
-        if (!d->loop_known[S] && d->visits[S] < LOOP_HOT_NODES && (d->visits[S] += v->skip[i] - i) >= LOOP_HOT_NODES &&
-            !inherit_loops(c, m->g, v, A, S)) {
+        if (!c->cls_open && !d->loop_known[S] && d->visits[S] < LOOP_HOT_NODES &&
+            (d->visits[S] += v->skip[i] - i) >= LOOP_HOT_NODES && !inherit_loops(c, m->g, v, A, S)) {
             if (md > dep) mt_truncate(L, 2 + dep), md = dep;
             if (!materialize(c, L, &md, dep) || learn_loops(c, L, m->g, v, S, dep, true) < 0) return CLS_NOMEM;
         }
