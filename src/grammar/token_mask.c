@@ -61,6 +61,11 @@
  *    only the frontier subtrees whose first step is not known dead are
  *    walked.
  *
+ *    The key of an extra object member (open_string_root) takes the fast
+ *    path too, without learning loops (nor does any state of its walk):
+ *    the walk skips the content-only subtrees already, which is all that
+ *    loops would accept there.
+ *
  *    Content descend: when the children of a node (or the root) are read
  *    from a state that loops on all string content, or that steps to one
  *    such state on every character but a few ASCII bytes (an object key:
@@ -78,10 +83,17 @@
  *    rows across masks: the parser steps only where a row is new. Right
  *    after a backslash in a string every token that starts with an escape
  *    character is uncertain (the escape completes into the outside); they
- *    then cost a few row lookups each.
+ *    then cost a few row lookups each; and when the string reads every ASCII
+ *    content byte back into itself after the escape character, the tokens
+ *    of that character and ASCII content (most of them, per-tokenizer
+ *    esc_tail) are allowed without stepping their bytes (escape_loops).
+ *    A row is filled per byte group (the bytes the scanning items do not
+ *    tell apart), as step_row does for the local DFA.
  *
  * Caches are bounded; when one fills up it is emptied (ids are then
- * recomputed lazily). */
+ * recomputed lazily). Masks and rows are stored in fixed-size blocks, so
+ * that growing a cache never copies it (a doubling array of 128k-token
+ * masks or 1 KiB rows cost up to a millisecond per growth). */
 #include "grammar/matcher_internal.h"
 
 #include "base/alloc.h"
