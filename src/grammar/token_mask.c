@@ -1066,7 +1066,10 @@ static bool descend(mt_mask_cache *c, di_grammar_matcher *L, const di_grammar_vo
         size_t words = di_grammar_vocab_mask_words(v);
         const uint32_t *row = v->content_le + (size_t)v->content_max * words;
         for (size_t w = 0; w < words; w++) acc[w] |= row[w];
-        for (uint32_t k = 0; k < n; k++) {
+        /* (on the fast path, cls_fast, the walk skips the content-only
+         * subtrees below those and keeps the table's bits instead: every
+         * content token is allowed there) */
+        for (uint32_t k = 0; k < n && !c->cls_fast; k++) {
             uint8_t b = v->byte[c->jt[k].node];
             if (b < 0x80 && !mt_json_content(b)) continue; /* no content token below */
             for (uint32_t q = c->jt[k].tok_lo; q < c->jt[k].tok_hi; q++) {
@@ -1383,10 +1386,18 @@ static int classify(di_grammar_matcher *m, mt_local_entry *le, uint64_t budget, 
     c->path_ch[0] = 0;
     c->pc_ok[0] = 1, c->pc_u8[0] = MT_U8_START;
     c->j_on = false;
+    mt_gspan all = {0, v->n_frontier};
     if (!c->cls_fast && (d->loop_known[seed] & (LOOP_CONTENT | LOOP_CTARGET))) {
         const gb_bits *x = (d->loop_known[seed] & LOOP_CONTENT) ? NULL : &d->cx[seed];
-        mt_gspan all = {0, v->n_frontier};
         if (!descend(c, L, v, le->acc, 0, v->n_nodes, 0, all, 0, x, &i, &md)) return CLS_NOMEM;
+    } else if (open) {
+        /* every content token is allowed (open_string_root), so only the
+         * subtrees of the content frontier are left: walked one by one from
+         * the state the rows give for their path (a content path never dies
+         * in an open key), without visiting the content nodes on the way;
+         * the named keys' prefixes need no exception, their states come
+         * from the rows too */
+        if (!descend(c, L, v, le->acc, 0, v->n_nodes, 0, all, 0, NULL, &i, &md)) return CLS_NOMEM;
     } else if (!c->cls_fast && class_descend(c, L, v, le->acc, &i, &md) < 0) {
         return CLS_NOMEM;
     }
