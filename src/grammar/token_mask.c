@@ -62,9 +62,10 @@
  *    walked.
  *
  *    The key of an extra object member (open_string_root) takes the fast
- *    path too, without learning loops (nor does any state of its walk):
- *    the walk skips the content-only subtrees already, which is all that
- *    loops would accept there.
+ *    path too, without learning loops (nor does any state of its walk),
+ *    and walks only the subtrees of the content frontier (content descend
+ *    from the root, every other token being a content token the table
+ *    allows), each from the state the rows give for its path.
  *
  *    Content descend: when the children of a node (or the root) are read
  *    from a state that loops on all string content, or that steps to one
