@@ -105,6 +105,12 @@ struct di_grammar_vocab {
      * (mt_json_content, or UTF-8 from a character boundary), for the fast
      * path of string interiors (token_mask.c) */
     uint32_t *content_le;
+    /* (n_tokens) esc_tail[t]: t's first byte when it is a one-byte JSON
+     * escape character (" \\ / b f n r t) and every later byte of t is ASCII
+     * string content (mt_json_content), else 0. Right after a backslash
+     * such a token stays in the string it continues whenever that string
+     * reads all ASCII content (check_uncertain's shortcut, token_mask.c). */
+    uint8_t *esc_tail;
     uint32_t content_max;
     bool content_all;   /* no token is longer than content_max characters */
     uint32_t max_len;   /* longest token in bytes */

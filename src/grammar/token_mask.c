@@ -68,6 +68,12 @@
  *    only the frontier subtrees whose first step is not known dead are
  *    walked.
  *
+ *    The key of an extra object member (open_string_root) takes the fast
+ *    path too, without learning loops (nor does any state of its walk),
+ *    and walks only the subtrees of the content frontier (content descend
+ *    from the root, every other token being a content token the table
+ *    allows), each from the state the rows give for its path.
+ *
  *    Content descend: when the children of a node (or the root) are read
  *    from a state that loops on all string content, or that steps to one
  *    such state on every character but a few ASCII bytes (an object key:
@@ -85,10 +91,17 @@
  *    rows across masks: the parser steps only where a row is new. Right
  *    after a backslash in a string every token that starts with an escape
  *    character is uncertain (the escape completes into the outside); they
- *    then cost a few row lookups each.
+ *    then cost a few row lookups each; and when the string reads every ASCII
+ *    content byte back into itself after the escape character, the tokens
+ *    of that character and ASCII content (most of them, per-tokenizer
+ *    esc_tail) are allowed without stepping their bytes (escape_loops).
+ *    A row is filled per byte group (the bytes the scanning items do not
+ *    tell apart), as step_row does for the local DFA.
  *
  * Caches are bounded; when one fills up it is emptied (ids are then
- * recomputed lazily). */
+ * recomputed lazily). Masks and rows are stored in fixed-size blocks, so
+ * that growing a cache never copies it (a doubling array of 128k-token
+ * masks or 1 KiB rows cost up to a millisecond per growth). */
 #include "grammar/matcher_internal.h"
 
 #include "base/alloc.h"
@@ -101,10 +114,11 @@
 #define CACHE_MAX_STATES (1u << 20)
 #define CACHE_MAX_KEY_WORDS (1u << 24)       /* 64 MiB of interned keys */
 #define CACHE_MAX_MASK_BYTES (64u << 20)     /* whole-state masks */
+#define MASK_BLOCK 32u /* whole-state masks per storage block (512 KiB with 128k tokens) */
 #define CACHE_MAX_LOCAL_BYTES (128u << 20)   /* local classifications */
 
 /* Lazily built DFA over local parser sets (content ids as for whole
- * states; set 0, the outside, has id 0). rows[id * 256 + byte]: 0 unknown,
+ * states; set 0, the outside, has id 0). drow(id)[byte]: 0 unknown,
  * 1 dead, otherwise (next id + 2) | ESC_BIT when that step tried to
  * complete into the outside. loop[id]: bytes that lead back to id, known
  * once the state was hot (then whole trie subtrees made of those bytes are
@@ -113,6 +127,7 @@
 #define ROW_DEAD 1u
 #define ROW_ESC 0x80000000u
 #define DFA_MAX_STATES (1u << 16)
+#define DFA_ROW_BLOCK 256u /* DFA rows per storage block (256 KiB) */
 /* A state learns its loops once the subtrees entered from it add up to
  * this many trie nodes: learning costs a few dozen parser steps (tens of
  * microseconds), walking a node a few nanoseconds. */
@@ -132,6 +147,7 @@
                          * string but the named keys' first bytes) */
 #define NO_ANCHOR UINT32_MAX
 #define RROWS_MAX 4096u /* whole-state rows of check_uncertain: 4 MiB */
+#define RROW_BLOCK 64u  /* whole-state rows per storage block (64 KiB) */
 #define CTAB_N 4          /* byte-class tables kept per matcher (class_tab): up to 1 MiB each */
 #define CTAB_MAX_LEN 64   /* longest class run tracked by length */
 #define CTAB_MIN_BYTES 32 /* smaller classes (digits, hex) are cheap to walk: not worth a table */
@@ -156,7 +172,8 @@ typedef struct ctab {
 
 typedef struct ldfa {
     mt_keytab states;
-    uint32_t *rows;
+    uint32_t **rblk;   /* rows in blocks of DFA_ROW_BLOCK states (drow): growing never copies them */
+    uint32_t n_rblk, cap_rblk;
     gb_bits *loop;
     gb_bits *cloop;    /* bytes stepping to the same state with counts advanced by one */
     uint32_t *rem;     /* repetitions left before the tightest count bound (UINT32_MAX: none) */
@@ -166,15 +183,23 @@ typedef struct ldfa {
     uint32_t cap;
 } ldfa;
 
+/* Row of DFA state S: per byte, ROW_UNKNOWN, ROW_DEAD or (next + 2) | ROW_ESC. */
+static inline uint32_t *drow(const ldfa *d, uint32_t S) {
+    return d->rblk[S / DFA_ROW_BLOCK] + (size_t)(S % DFA_ROW_BLOCK) * 256;
+}
+
 struct mt_mask_cache {
     ldfa dfa;
     uint32_t *path_sid; /* scratch per depth */
     uint8_t *path_byte;
     mt_keytab states;
-    uint32_t *mask_of;   /* per state id: index into masks + 1, 0 = none */
+    uint32_t *mask_of;   /* per state id: index of its mask + 1, 0 = none */
     uint32_t cap_mask_of;
-    uint32_t *masks;     /* n_masks * words */
-    uint32_t n_masks, cap_masks;
+    /* whole-state masks in blocks of MASK_BLOCK (mask_at): a new block
+     * never moves the others, so storing a mask never copies the cache
+     * (a doubling array cost up to 0.5 ms per growth with 128k tokens) */
+    uint32_t **mblocks;  /* (n_mblocks) each MASK_BLOCK * words, kept across flushes */
+    uint32_t n_masks, n_mblocks, cap_mblocks;
     mt_keytab locals;
     mt_local_entry *lents;
     uint32_t cap_lents;
@@ -184,6 +209,7 @@ struct mt_mask_cache {
     uint64_t n_steps;        /* local parser steps so far (classify's budget) */
     uint32_t cls_i, cls_cap_unc; /* a suspended classify: next node, capacity of unc */
     bool cls_fast;               /* the classify under way takes the content fast path */
+    bool cls_open;               /* ... from the key of an extra object member (no state learns its loops) */
     uint32_t last_seed;          /* root DFA state of the last classify (UINT32_MAX: none) */
     /* the content frontier being walked (see descend): the subtrees
      * jt[j_next .. j_end) are left, the current one ends at node j_stop,
@@ -209,12 +235,13 @@ struct mt_mask_cache {
     uint32_t *lmap;          /* scratch: dedup of local seed items */
     uint32_t cap_lmap;
     /* Whole-state steps for the uncertain tokens (check_uncertain):
-     * rrows[(rrow_of[id] - 1) * 256 + byte] is ROW_UNKNOWN, ROW_DEAD or the
-     * next whole-state id + 2; rows only for the states stepped from, at
+     * row rrow_of[id] - 1 (rrow: in rblocks) holds per byte ROW_UNKNOWN,
+     * ROW_DEAD or the next whole-state id + 2; rows only for the states stepped from, at
      * most RROWS_MAX (then all are dropped); they go with the ids
      * (flush_states). rpath: scratch per depth, the id after each byte. */
     uint32_t *rrow_of, cap_rrow_of;
-    uint32_t *rrows, n_rrows, cap_rrows;
+    uint32_t **rblocks;     /* (n_rblocks) each RROW_BLOCK rows of 256; never moved (see store_mask) */
+    uint32_t n_rrows, n_rblocks, cap_rblocks;
     uint32_t *rpath;
     ctab ctabs[CTAB_N]; /* class_descend's tables, built when a class comes back */
     uint32_t n_ctabs, ctab_next;
@@ -331,7 +358,8 @@ static void flush_locals(mt_mask_cache *c) {
 
 static void dfa_free(ldfa *d) {
     mt_kt_free(&d->states);
-    free(d->rows), free(d->loop), free(d->visits), free(d->loop_known), free(d->cloop), free(d->rem);
+    for (uint32_t b = 0; b < d->n_rblk; b++) free(d->rblk[b]);
+    free(d->rblk), free(d->loop), free(d->visits), free(d->loop_known), free(d->cloop), free(d->rem);
     free(d->cx);
     memset(d, 0, sizeof *d);
 }
@@ -344,14 +372,16 @@ void mt_mask_cache_free(mt_mask_cache *c) {
     mt_kt_free(&c->states);
     free(c->lents);
     free(c->mask_of);
-    free(c->masks);
+    for (uint32_t b = 0; b < c->n_mblocks; b++) free(c->mblocks[b]);
+    free(c->mblocks);
     di_grammar_matcher_free(c->lp);
     free(c->key);
     free(c->esc);
     free(c->anc), free(c->anc_dep), free(c->anc_u8), free(c->path_ch), free(c->pc_ok), free(c->pc_u8);
     free(c->lmap);
     free(c->jt), free(c->csame);
-    free(c->rrow_of), free(c->rrows), free(c->rpath);
+    for (uint32_t b = 0; b < c->n_rblocks; b++) free(c->rblocks[b]);
+    free(c->rrow_of), free(c->rblocks), free(c->rpath);
     for (uint32_t k = 0; k < c->n_ctabs; k++)
         free(c->ctabs[k].rows), free(c->ctabs[k].fr), free(c->ctabs[k].fdep), free(c->ctabs[k].fbyte),
             free(c->ctabs[k].dbytes);
@@ -573,11 +603,18 @@ static uint32_t local_sid(mt_mask_cache *c, di_grammar_matcher *L, uint32_t k) {
     bool added;
     uint32_t id = mt_kt_intern(&d->states, c->key, 3 * n, &added);
     if (id == UINT32_MAX || !added) return id;
+    if (id / DFA_ROW_BLOCK >= d->n_rblk) {
+        if (d->n_rblk == d->cap_rblk) {
+            uint32_t nb = d->cap_rblk ? d->cap_rblk * 2 : 4;
+            uint32_t **x = di_realloc_array(d->rblk, nb, sizeof *x);
+            if (!x) return UINT32_MAX;
+            d->rblk = x, d->cap_rblk = nb;
+        }
+        if (!(d->rblk[d->n_rblk] = di_malloc_array((size_t)DFA_ROW_BLOCK * 256, sizeof(uint32_t)))) return UINT32_MAX;
+        d->n_rblk++;
+    }
     if (id >= d->cap) {
         uint32_t nc = d->cap ? d->cap * 2 : 256;
-        uint32_t *r = di_realloc_array(d->rows, (size_t)nc * 256, sizeof *r);
-        if (!r) return UINT32_MAX;
-        d->rows = r;
         gb_bits *lp = di_realloc_array(d->loop, nc, sizeof *lp);
         if (!lp) return UINT32_MAX;
         d->loop = lp;
@@ -597,7 +634,7 @@ static uint32_t local_sid(mt_mask_cache *c, di_grammar_matcher *L, uint32_t k) {
         if (!lk) return UINT32_MAX;
         d->loop_known = lk, d->cap = nc;
     }
-    memset(d->rows + (size_t)id * 256, 0, 256 * sizeof *d->rows);
+    memset(drow(d, id), 0, 256 * sizeof(uint32_t));
     d->visits[id] = 0, d->loop_known[id] = 0;
     return id;
 }
@@ -611,6 +648,20 @@ static bool materialize(mt_mask_cache *c, di_grammar_matcher *L, uint32_t *md, u
         (*md)++;
     }
     return true;
+}
+
+/* The bytes that the scanning items of P's top set do not tell apart from
+ * b (each item's class holds all of them or none): stepping the set on
+ * any of them gives the same set, hence the same next state. */
+static gb_bits byte_group(const di_grammar_matcher *P, uint8_t b) {
+    const di_grammar *g = P->g;
+    gb_bits same = {{~0ull, ~0ull, ~0ull, ~0ull}};
+    for (uint32_t si = mt_cur(P)->scan_start; si < P->sets[P->n_sets].scan_start; si++) {
+        const gb_bits *cl = &g->classes[SYM_VAL(g->syms[P->items[P->scans[si]].pos])];
+        bool in = gb_bits_has(cl, b);
+        for (int w = 0; w < 4; w++) same.w[w] &= in ? cl->w[w] : ~cl->w[w];
+    }
+    return same;
 }
 
 /* One DFA step from the state at depth d (materialized) on byte b. */
@@ -630,16 +681,10 @@ static uint32_t step(mt_mask_cache *c, di_grammar_matcher *L, uint32_t b) {
  * new set is the same. A JSON string interior has about a dozen such byte
  * groups, so learning a state costs a dozen parser steps, not 256. */
 static uint32_t step_row(mt_mask_cache *c, di_grammar_matcher *L, uint32_t S, uint32_t b) {
-    const di_grammar *g = L->g;
-    gb_bits same = {{~0ull, ~0ull, ~0ull, ~0ull}};
-    for (uint32_t si = mt_cur(L)->scan_start; si < L->sets[L->n_sets].scan_start; si++) {
-        const gb_bits *cl = &g->classes[SYM_VAL(g->syms[L->items[L->scans[si]].pos])];
-        bool in = gb_bits_has(cl, (uint8_t)b);
-        for (int w = 0; w < 4; w++) same.w[w] &= in ? cl->w[w] : ~cl->w[w];
-    }
+    gb_bits same = byte_group(L, (uint8_t)b);
     uint32_t e = step(c, L, b);
     if (e == UINT32_MAX) return e;
-    uint32_t *row = c->dfa.rows + (size_t)S * 256; /* after step: rows may have moved */
+    uint32_t *row = drow(&c->dfa, S);
     for (int w = 0; w < 4; w++)
         for (uint64_t bits = same.w[w]; bits; bits &= bits - 1) row[w * 64 + __builtin_ctzll(bits)] = e;
     return e;
@@ -710,13 +755,25 @@ static bool rep_then_stop(const mt_mask_cache *c, const di_grammar *g, uint32_t 
     return reps == 1 && ok;
 }
 
-/* Whether every well-formed UTF-8 character (two to four bytes) read from
- * local state T, entered with decoder state q, stays alive and ends back in
- * state S. T is the top of L; sets pushed above it are scratch. Steps go one
- * per (byte class, decoder state), so this costs a few dozen parser steps,
- * once per hot state. Returns 1 yes, 0 no, -1 no memory. */
-static int u8_returns(mt_mask_cache *c, di_grammar_matcher *L, const di_grammar *g, uint32_t S, uint32_t T,
-                      uint8_t q, bool count) {
+/* Mid-character states already shown to return (u8_walk): the answer
+ * from a state depends only on it and the decoder state, and different
+ * lead bytes often reach the same one (a grammar's UTF-8 rule has a few
+ * continuation states, shared by many byte classes). */
+#define U8_MEMO 64
+typedef struct u8_memo {
+    uint32_t st[U8_MEMO];
+    uint8_t q[U8_MEMO];
+    uint32_t n;
+} u8_memo;
+
+static bool u8_memo_has(const u8_memo *mo, uint32_t st, uint8_t q) {
+    for (uint32_t i = 0; i < mo->n; i++)
+        if (mo->st[i] == st && mo->q[i] == q) return true;
+    return false;
+}
+
+static int u8_walk(mt_mask_cache *c, di_grammar_matcher *L, const di_grammar *g, uint32_t S, uint32_t T, uint8_t q,
+                   bool count, u8_memo *mo) {
     uint32_t top = L->n_sets;
     uint8_t done[256] = {0}; /* per byte class: decoder states already tried */
     for (uint32_t b = 0x80; b < 256; b++) {
@@ -725,14 +782,17 @@ static int u8_returns(mt_mask_cache *c, di_grammar_matcher *L, const di_grammar 
         uint32_t k = g->byte_eq[b];
         if (done[k] & (1u << nq)) continue;
         done[k] |= (uint8_t)(1u << nq);
-        uint32_t e = c->dfa.rows[(size_t)T * 256 + b];
+        uint32_t e = drow(&c->dfa, T)[b];
+        if (e != ROW_UNKNOWN && e != ROW_DEAD && nq != MT_U8_START && u8_memo_has(mo, (e & ~ROW_ESC) - 2, nq)) continue;
         if (e == ROW_UNKNOWN || (e != ROW_DEAD && nq != MT_U8_START)) {
             e = step_row(c, L, T, b); /* pushes a set unless dead */
             if (e == UINT32_MAX) return -1;
             if (e != ROW_DEAD && nq != MT_U8_START) {
-                int r = u8_returns(c, L, g, S, (e & ~ROW_ESC) - 2, nq, count);
+                uint32_t E = (e & ~ROW_ESC) - 2;
+                int r = u8_memo_has(mo, E, nq) ? 1 : u8_walk(c, L, g, S, E, nq, count, mo);
                 mt_truncate(L, top);
                 if (r != 1) return r;
+                if (mo->n < U8_MEMO && !u8_memo_has(mo, E, nq)) mo->st[mo->n] = E, mo->q[mo->n] = nq, mo->n++;
                 continue;
             }
             mt_truncate(L, top);
@@ -744,6 +804,19 @@ static int u8_returns(mt_mask_cache *c, di_grammar_matcher *L, const di_grammar 
         }
     }
     return 1;
+}
+
+/* Whether every well-formed UTF-8 character (two to four bytes) read from
+ * local state T, entered with decoder state q, stays alive and ends back in
+ * state S. T is the top of L; sets pushed above it are scratch. Steps go one
+ * per (byte class, decoder state) and mid-character state, so this costs
+ * one or two dozen parser steps, once per hot state. Returns 1 yes, 0 no,
+ * -1 no memory. */
+static int u8_returns(mt_mask_cache *c, di_grammar_matcher *L, const di_grammar *g, uint32_t S, uint32_t T,
+                      uint8_t q, bool count) {
+    u8_memo mo;
+    mo.n = 0;
+    return u8_walk(c, L, g, S, T, q, count, &mo);
 }
 
 /* Whether DFA state S is state P with every bounded repetition k >= 1
@@ -799,11 +872,11 @@ static int learn_loops(mt_mask_cache *c, di_grammar_matcher *L, const di_grammar
     ldfa *d = &c->dfa;
     gb_bits lp = {{0}};
     for (uint32_t x = 0; x < 256; x++) { /* one step per byte group (step_row) */
-        if (d->rows[(size_t)S * 256 + x] == ROW_UNKNOWN) {
+        if (drow(d, S)[x] == ROW_UNKNOWN) {
             if (step_row(c, L, S, x) == UINT32_MAX) return -1;
             mt_truncate(L, 2 + dep);
         }
-        uint32_t r = d->rows[(size_t)S * 256 + x];
+        uint32_t r = drow(d, S)[x];
         if (r != ROW_DEAD && (r & ~ROW_ESC) - 2 == S) gb_bits_set(&lp, (uint8_t)x);
     }
     d->loop[S] = lp;
@@ -822,7 +895,7 @@ static int learn_loops(mt_mask_cache *c, di_grammar_matcher *L, const di_grammar
     d->rem[S] = rem_of(c, g, lim, S);
     if (d->rem[S] != 0 && !(lp.w[0] | lp.w[1])) {
         for (uint32_t x = 0; x < 256; x++) {
-            uint32_t r = d->rows[(size_t)S * 256 + x];
+            uint32_t r = drow(d, S)[x];
             if (r != ROW_DEAD && is_shift(c, g, lim, S, (r & ~ROW_ESC) - 2)) gb_bits_set(&cl, (uint8_t)x);
         }
         if (cl.w[0] | cl.w[1]) {
@@ -855,7 +928,7 @@ static int learn_ctarget(mt_mask_cache *c, di_grammar_matcher *L, const di_gramm
     /* the target of the most content bytes (escapes not counted) */
     uint32_t cand[8], cnt[8], nc = 0, first[8];
     for (uint32_t x = 0x20; x < 0x80; x++) {
-        uint32_t r = d->rows[(size_t)S * 256 + x];
+        uint32_t r = drow(d, S)[x];
         if (!mt_json_content((uint8_t)x) || r == ROW_DEAD || (r & ROW_ESC)) continue;
         uint32_t k = 0;
         while (k < nc && cand[k] != r - 2) k++;
@@ -885,7 +958,7 @@ static int learn_ctarget(mt_mask_cache *c, di_grammar_matcher *L, const di_gramm
     if (!(d->loop_known[N] & LOOP_CONTENT)) return 0;
     gb_bits x = {{0}};
     for (uint32_t b = 0x20; b < 0x80; b++)
-        if (mt_json_content((uint8_t)b) && d->rows[(size_t)S * 256 + b] != N + 2) gb_bits_set(&x, (uint8_t)b);
+        if (mt_json_content((uint8_t)b) && drow(d, S)[b] != N + 2) gb_bits_set(&x, (uint8_t)b);
     int r = u8_returns(c, L, g, N, S, MT_U8_START, false);
     mt_truncate(L, 2 + dep);
     if (r < 0) return -1;
@@ -942,7 +1015,7 @@ static bool jump_path(mt_mask_cache *c, di_grammar_matcher *L, const di_grammar_
         uint8_t b = s[dd];
         uint32_t S = c->path_sid[dd];
         c->path_byte[dd] = b;
-        uint32_t e = c->dfa.rows[(size_t)S * 256 + b];
+        uint32_t e = drow(&c->dfa, S)[b];
         if (e == ROW_UNKNOWN) {
             if (!materialize(c, L, md, dd)) return false;
             e = step_row(c, L, S, b);
@@ -1014,7 +1087,10 @@ static bool descend(mt_mask_cache *c, di_grammar_matcher *L, const di_grammar_vo
         size_t words = di_grammar_vocab_mask_words(v);
         const uint32_t *row = v->content_le + (size_t)v->content_max * words;
         for (size_t w = 0; w < words; w++) acc[w] |= row[w];
-        for (uint32_t k = 0; k < n; k++) {
+        /* (on the fast path, cls_fast, the walk skips the content-only
+         * subtrees below those and keeps the table's bits instead: every
+         * content token is allowed there) */
+        for (uint32_t k = 0; k < n && !c->cls_fast; k++) {
             uint8_t b = v->byte[c->jt[k].node];
             if (b < 0x80 && !mt_json_content(b)) continue; /* no content token below */
             for (uint32_t q = c->jt[k].tok_lo; q < c->jt[k].tok_hi; q++) {
@@ -1133,7 +1209,7 @@ static const ctab *class_tab(mt_mask_cache *c, const di_grammar_vocab *v, const 
 
 /* The DFA row of path state k (the path materialized as needed) on byte b. */
 static uint32_t row_at(mt_mask_cache *c, di_grammar_matcher *L, uint32_t *md, uint32_t k, uint8_t b) {
-    uint32_t S = c->path_sid[k], e = c->dfa.rows[(size_t)S * 256 + b];
+    uint32_t S = c->path_sid[k], e = drow(&c->dfa, S)[b];
     if (e != ROW_UNKNOWN) return e;
     if (*md > k) mt_truncate(L, 2 + k), *md = k;
     if (!materialize(c, L, md, k)) return UINT32_MAX;
@@ -1237,11 +1313,10 @@ static int class_descend(mt_mask_cache *c, di_grammar_matcher *L, const di_gramm
             for (uint64_t bits = fb->w[w]; bits; bits &= bits - 1)
                 if (row_at(c, L, md, k < kend ? k : kend, (uint8_t)(w * 64 + __builtin_ctzll(bits))) == UINT32_MAX) return -1;
     }
-    const uint32_t *rows = c->dfa.rows;
     for (uint32_t k = 0; k < t->n_fr; k++) {
         uint32_t dep = t->fdep[k];
         if (len != UINT32_MAX && dep > len) continue;
-        if (rows[(size_t)c->path_sid[dep < kend ? dep : kend] * 256 + t->fbyte[k]] == ROW_DEAD) continue;
+        if (drow(&c->dfa, c->path_sid[dep < kend ? dep : kend])[t->fbyte[k]] == ROW_DEAD) continue;
         c->jt[n++] = t->fr[k];
     }
     if (!n) {
@@ -1277,7 +1352,7 @@ static bool same_items(const mt_mask_cache *c, uint32_t S, uint32_t T) {
  * (the closing quote of a bounded string from every count, say). Stored
  * in S's row; ROW_UNKNOWN when not derivable. */
 static uint32_t row_from(mt_mask_cache *c, const di_grammar *g, uint32_t P, uint32_t S, uint8_t b) {
-    uint32_t *rows = c->dfa.rows, e = rows[(size_t)P * 256 + b];
+    uint32_t e = drow(&c->dfa, P)[b];
     if (e == ROW_UNKNOWN || (P != S && !same_items(c, P, S))) return ROW_UNKNOWN;
     const mt_keytab *t = &c->dfa.states;
     const uint32_t *k = t->data + t->off[P];
@@ -1288,7 +1363,7 @@ static uint32_t row_from(mt_mask_cache *c, const di_grammar *g, uint32_t P, uint
         if (SYM_KIND(sym) == SYM_TERM && gb_bits_has(&g->classes[SYM_VAL(sym)], b) && k[q + 1] == KEY_SELF)
             return ROW_UNKNOWN;
     }
-    rows[(size_t)S * 256 + b] = e;
+    drow(&c->dfa, S)[b] = e;
     return e;
 }
 
@@ -1368,12 +1443,11 @@ static int count_descend(mt_mask_cache *c, di_grammar_matcher *L, const di_gramm
         if (f->ch > rem) continue; /* dies on the way (REJ_OK) */
         if (f->ch <= kchain || loops) { /* the state in front is S_ch */
             uint32_t at = f->ch < kchain ? f->ch : kchain, S = c->path_sid[at];
-            /* (rows are read afresh: a parser step may move them) */
-            if (c->dfa.rows[(size_t)S0 * 256 + f->byte] == ROW_DEAD) {
+            if (drow(&c->dfa, S0)[f->byte] == ROW_DEAD) {
                 if (!c->csame[at]) c->csame[at] = at == 0 || same_items(c, S0, S) ? 1 : 2;
                 if (c->csame[at] == 1) continue;
             }
-            uint32_t e = c->dfa.rows[(size_t)S * 256 + f->byte];
+            uint32_t e = drow(&c->dfa, S)[f->byte];
             if (e == ROW_UNKNOWN) e = row_from(c, L->g, S0, S, f->byte);
             if (e == ROW_UNKNOWN) e = row_at(c, L, md, at, f->byte);
             if (e == UINT32_MAX) return -1;
@@ -1449,12 +1523,23 @@ static int classify(di_grammar_matcher *m, mt_local_entry *le, uint64_t budget, 
      * a walk of a large vocabulary costs far more), so that a string
      * interior takes the fast path: the per-tokenizer table of content
      * tokens by length gives their bits at once, and the walk skips the
-     * subtrees made of content only. */
-    if (!d->loop_known[seed] && !inherit_loops(c, m->g, v, c->last_seed, seed) && learn_loops(c, L, m->g, v, seed, 0, true) < 0)
+     * subtrees made of content only. The key of an extra object member
+     * (open_string_root) takes that path without them: it reads no
+     * character back into itself, and what it would learn beyond that
+     * (its content target, LOOP_CTARGET: some hundred parser steps with
+     * the UTF-8 exploration) only serves the content descend, which the
+     * fast path replaces; so it is not made to learn during the walk
+     * either. */
+    bool open = !d->loop_known[seed] && open_string_root(v, m->g, L, le->acc);
+    if (open)
+        d->visits[seed] = LOOP_HOT_NODES;
+    else if (!d->loop_known[seed] && !inherit_loops(c, m->g, v, c->last_seed, seed) &&
+             learn_loops(c, L, m->g, v, seed, 0, true) < 0)
         return CLS_NOMEM;
     c->last_seed = seed;
-    bool fc = fast_content(c, v, seed, le->acc);
-    c->cls_fast = fc || open_string_root(v, m->g, L, le->acc);
+    bool fc = !open && fast_content(c, v, seed, le->acc);
+    c->cls_fast = open || fc || open_string_root(v, m->g, L, le->acc);
+    c->cls_open = open;
     c->path_sid[0] = seed;
     c->esc[0] = 0;
     c->anc[0] = NO_ANCHOR;
@@ -1462,11 +1547,19 @@ static int classify(di_grammar_matcher *m, mt_local_entry *le, uint64_t budget, 
     c->pc_ok[0] = 1, c->pc_u8[0] = MT_U8_START;
     c->j_on = false;
     c->j_anc = NO_ANCHOR;
-    if (c->cls_fast) {
+    mt_gspan all = {0, v->n_frontier};
+    if (open) {
+        /* every content token is allowed (open_string_root), so only the
+         * subtrees of the content frontier are left: walked one by one from
+         * the state the rows give for their path (a content path never dies
+         * in an open key), without visiting the content nodes on the way;
+         * the named keys' prefixes need no exception, their states come
+         * from the rows too */
+        if (!descend(c, L, v, le->acc, 0, v->n_nodes, 0, all, 0, NULL, &i, &md)) return CLS_NOMEM;
+    } else if (c->cls_fast) {
         if (fc && count_descend(c, L, v, &i, &md) < 0) return CLS_NOMEM;
     } else if (d->loop_known[seed] & (LOOP_CONTENT | LOOP_CTARGET)) {
         const gb_bits *x = (d->loop_known[seed] & LOOP_CONTENT) ? NULL : &d->cx[seed];
-        mt_gspan all = {0, v->n_frontier};
         if (!descend(c, L, v, le->acc, 0, v->n_nodes, 0, all, 0, x, &i, &md)) return CLS_NOMEM;
     } else if (class_descend(c, L, v, le->acc, &i, &md) < 0) {
         return CLS_NOMEM;
@@ -1511,7 +1604,7 @@ walk:;
             i = j;
             continue;
         }
-        if (d->rows[(size_t)S * 256 + b] == ROW_DEAD && !c->esc[dep]) {
+        if (drow(d, S)[b] == ROW_DEAD && !c->esc[dep]) {
             /* known dead, nothing to check later: skip before reading the
              * node's other fields (each a cache miss) */
             i = v->skip[i];
@@ -1584,7 +1677,7 @@ walk:;
                 }
             }
         }
-        uint32_t e = d->rows[(size_t)S * 256 + b];
+        uint32_t e = drow(d, S)[b];
         if (e == ROW_UNKNOWN) {
             if (!materialize(c, L, &md, dep)) return CLS_NOMEM;
             e = step_row(c, L, S, b);
@@ -1626,8 +1719,8 @@ walk:;
          * once), or takes the count loops of its anchor A when it is A with
          * the counts further (inherit_loops: a bounded string's first
          * characters, where learning costs some fifty parser steps a count) */
-        if (!d->loop_known[S] && d->visits[S] < LOOP_HOT_NODES && (d->visits[S] += v->skip[i] - i) >= LOOP_HOT_NODES &&
-            !inherit_loops(c, m->g, v, A, S)) {
+        if (!c->cls_open && !d->loop_known[S] && d->visits[S] < LOOP_HOT_NODES &&
+            (d->visits[S] += v->skip[i] - i) >= LOOP_HOT_NODES && !inherit_loops(c, m->g, v, A, S)) {
             if (md > dep) mt_truncate(L, 2 + dep), md = dep;
             if (!materialize(c, L, &md, dep) || learn_loops(c, L, m->g, v, S, dep, true) < 0) return CLS_NOMEM;
         }
@@ -1737,22 +1830,59 @@ static bool cover_index(uint32_t **a, uint32_t *cap, uint32_t i) {
     return true;
 }
 
+/* Whole-state mask number k (k < n_masks). */
+static uint32_t *mask_at(const mt_mask_cache *c, uint32_t k, size_t words) {
+    return c->mblocks[k / MASK_BLOCK] + (size_t)(k % MASK_BLOCK) * words;
+}
+
+/* Remembers the mask of whole state sid (nothing when out of memory: the
+ * mask is then computed again next time). Past CACHE_MAX_MASK_BYTES every
+ * mask is dropped and the blocks are reused. */
+static void store_mask(mt_mask_cache *c, uint32_t sid, const uint32_t *mask, size_t words) {
+    if ((size_t)(c->n_masks + 1) * words * sizeof(uint32_t) > CACHE_MAX_MASK_BYTES) {
+        if (c->mask_of) memset(c->mask_of, 0, c->cap_mask_of * sizeof *c->mask_of);
+        c->n_masks = 0;
+    }
+    if (!cover_index(&c->mask_of, &c->cap_mask_of, sid)) return;
+    uint32_t b = c->n_masks / MASK_BLOCK;
+    if (b == c->n_mblocks) {
+        if (b == c->cap_mblocks) {
+            uint32_t nc = c->cap_mblocks ? c->cap_mblocks * 2 : 8;
+            uint32_t **x = di_realloc_array(c->mblocks, nc, sizeof *x);
+            if (!x) return;
+            c->mblocks = x, c->cap_mblocks = nc;
+        }
+        if (!(c->mblocks[b] = di_malloc_array((size_t)MASK_BLOCK * words, sizeof(uint32_t)))) return;
+        c->n_mblocks++;
+    }
+    memcpy(mask_at(c, c->n_masks, words), mask, words * sizeof(uint32_t));
+    c->mask_of[sid] = ++c->n_masks;
+}
+
 /* The whole-state row of state id S (made, all unknown, when absent);
  * NULL when out of memory. Past RROWS_MAX rows all are dropped first. */
 static uint32_t *rrow(mt_mask_cache *c, uint32_t S) {
-    if (S < c->cap_rrow_of && c->rrow_of[S]) return c->rrows + (size_t)(c->rrow_of[S] - 1) * 256;
+    if (S < c->cap_rrow_of && c->rrow_of[S]) {
+        uint32_t k = c->rrow_of[S] - 1;
+        return c->rblocks[k / RROW_BLOCK] + (size_t)(k % RROW_BLOCK) * 256;
+    }
     if (c->n_rrows == RROWS_MAX) {
         memset(c->rrow_of, 0, c->cap_rrow_of * sizeof *c->rrow_of);
         c->n_rrows = 0;
     }
     if (!cover_index(&c->rrow_of, &c->cap_rrow_of, S)) return NULL;
-    if (c->n_rrows == c->cap_rrows) {
-        uint32_t nc = c->cap_rrows ? c->cap_rrows * 2 : 16;
-        uint32_t *x = di_realloc_array(c->rrows, (size_t)nc * 256, sizeof *x);
-        if (!x) return NULL;
-        c->rrows = x, c->cap_rrows = nc;
+    uint32_t b = c->n_rrows / RROW_BLOCK;
+    if (b == c->n_rblocks) {
+        if (b == c->cap_rblocks) {
+            uint32_t nc = c->cap_rblocks ? c->cap_rblocks * 2 : 8;
+            uint32_t **x = di_realloc_array(c->rblocks, nc, sizeof *x);
+            if (!x) return NULL;
+            c->rblocks = x, c->cap_rblocks = nc;
+        }
+        if (!(c->rblocks[b] = di_malloc_array((size_t)RROW_BLOCK * 256, sizeof(uint32_t)))) return NULL;
+        c->n_rblocks++;
     }
-    uint32_t *row = c->rrows + (size_t)c->n_rrows * 256;
+    uint32_t *row = c->rblocks[b] + (size_t)(c->n_rrows % RROW_BLOCK) * 256;
     memset(row, 0, 256 * sizeof *row);
     c->rrow_of[S] = ++c->n_rrows;
     return row;
@@ -1786,6 +1916,60 @@ static void check_uncertain_parse(di_grammar_matcher *m, const mt_local_entry *l
     mt_truncate(m, base);
 }
 
+/* Whole-state step of the real parse (m, top set at depth base + d with
+ * id `from`) on byte b, through the rows: the parser steps (one per byte
+ * group) only where the row is not known. Leaves the parser at depth
+ * base + d. Returns the next id + 2, ROW_DEAD, or UINT32_MAX on no
+ * memory. */
+static uint32_t wstep(di_grammar_matcher *m, uint32_t base, uint32_t d, uint32_t from, uint8_t b) {
+    mt_mask_cache *c = m->cache;
+    uint32_t *row = rrow(c, from);
+    if (!row) return UINT32_MAX;
+    if (row[b] != ROW_UNKNOWN) return row[b];
+    gb_bits same = byte_group(m, b);
+    uint32_t e;
+    if (mt_push_byte(m, b)) {
+        uint32_t id = state_id(m, base + d);
+        mt_truncate(m, base + d);
+        if (id == UINT32_MAX) return UINT32_MAX;
+        e = id + 2;
+    } else if (m->oom) {
+        return UINT32_MAX;
+    } else {
+        e = ROW_DEAD;
+    }
+    row = rrow(c, from); /* state_id may have added states, not rows: still there */
+    for (int w = 0; row && w < 4; w++)
+        for (uint64_t bits = same.w[w]; bits; bits &= bits - 1) row[w * 64 + __builtin_ctzll(bits)] = e;
+    return e;
+}
+
+/* Whether the real state sid (the top set, at depth base), after the
+ * escape character e, is one that every ASCII string content byte leads
+ * back to (a string interior without a length bound or pattern): then
+ * every token e + ASCII content (vocab esc_tail) is allowed right after a
+ * backslash, without stepping its bytes. A few dozen row lookups once
+ * the rows are known, one parser step per byte group before. Leaves the
+ * parser at depth base. 1 yes, 0 no, -1 no memory. */
+static int escape_loops(di_grammar_matcher *m, uint32_t sid, uint8_t e) {
+    const uint32_t base = m->n_sets;
+    uint32_t r = wstep(m, base, 0, sid, e);
+    if (r == UINT32_MAX) return -1;
+    if (r == ROW_DEAD) return 0;
+    uint32_t X = r - 2;
+    if (!mt_push_byte(m, e)) return m->oom ? -1 : 0; /* alive: the row says so */
+    m->sids[base] = X;
+    m->n_sid_valid = base + 1;
+    int ok = 1;
+    for (uint32_t x = 0x20; x < 0x80 && ok == 1; x++) {
+        if (!mt_json_content((uint8_t)x)) continue;
+        uint32_t q = wstep(m, base, 1, X, (uint8_t)x);
+        ok = q == UINT32_MAX ? -1 : q == X + 2;
+    }
+    mt_truncate(m, base);
+    return ok;
+}
+
 /* Checks the uncertain tokens against the real state sid (the top set's
  * whole-state id), stepping whole-state ids rather than the parser: equal
  * ids have the same future, so the id after a byte is a function of the id
@@ -1794,7 +1978,10 @@ static void check_uncertain_parse(di_grammar_matcher *m, const mt_local_entry *l
  * uncertain tokens after a backslash in a JSON string (every token that
  * starts with an escape character: some 3k with 128k tokens) step through
  * a few string states, so after the first bytes almost every step is a
- * row lookup. */
+ * row lookup; and when the string reads every ASCII content byte back
+ * into itself after the escape (escape_loops), those made of the escape
+ * character and ASCII content (most of them) are allowed without reading
+ * their bytes (each token visited costs cache misses with 128k tokens). */
 static void check_uncertain(di_grammar_matcher *m, const mt_local_entry *le, uint32_t *mask, uint32_t sid) {
     mt_mask_cache *c = m->cache;
     const di_grammar_vocab *v = m->vocab;
@@ -1822,8 +2009,20 @@ static void check_uncertain(di_grammar_matcher *m, const mt_local_entry *le, uin
     const uint8_t *prev = NULL;
     uint32_t prev_len = 0, ok_len = 0; /* bytes of prev stepped alive (rp[0 .. ok_len] hold) */
     uint32_t fail_at = UINT32_MAX;     /* prev died at this byte */
+    uint8_t esc_ok[256] = {0};         /* per escape character: 0 not known yet, 1 its tails loop, 2 not */
     for (uint32_t u = 0; u < le->n_unc; u++) {
         uint32_t t = le->unc[u];
+        uint8_t et = v->esc_tail[t];
+        if (et) {
+            if (!esc_ok[et]) {
+                if (md) mt_truncate(m, base), md = 0;
+                esc_ok[et] = escape_loops(m, sid, et) == 1 ? 1 : 2;
+            }
+            if (esc_ok[et] == 1) { /* prev stays the last token stepped */
+                mask[t >> 5] |= 1u << (t & 31);
+                continue;
+            }
+        }
         const uint8_t *b = v->data + v->off[t];
         uint32_t len = (uint32_t)(v->off[t + 1] - v->off[t]);
         uint32_t lcp = 0;
@@ -1843,6 +2042,7 @@ static void check_uncertain(di_grammar_matcher *m, const mt_local_entry *le, uin
                     md++;
                 }
                 if (md < j) break; /* out of memory: the path was alive */
+                gb_bits same = byte_group(m, b[j]);
                 if (mt_push_byte(m, b[j])) {
                     uint32_t id = state_id(m, base + j);
                     if (id == UINT32_MAX) break;
@@ -1855,7 +2055,10 @@ static void check_uncertain(di_grammar_matcher *m, const mt_local_entry *le, uin
                 } else {
                     e = ROW_DEAD;
                 }
-                if (row) row[b[j]] = e; /* state_id left the rows alone */
+                /* the whole byte group steps alike (state_id left the rows
+                 * alone): the bytes of one group cost one parser step */
+                for (int w = 0; row && w < 4; w++)
+                    for (uint64_t bits = same.w[w]; bits; bits &= bits - 1) row[w * 64 + __builtin_ctzll(bits)] = e;
             }
             if (e == ROW_DEAD) break;
             rp[j + 1] = e - 2;
@@ -1940,7 +2143,7 @@ di_status di_grammar_matcher_fill_mask(di_grammar_matcher *m, uint32_t *mask, si
     if (update_sids(m)) {
         sid = m->sids[m->n_sets - 1];
         if (sid < c->cap_mask_of && c->mask_of[sid]) {
-            memcpy(mask, c->masks + (size_t)(c->mask_of[sid] - 1) * words, words * sizeof(uint32_t));
+            memcpy(mask, mask_at(c, c->mask_of[sid] - 1, words), words * sizeof(uint32_t));
             return DI_OK;
         }
     }
@@ -1953,21 +2156,6 @@ di_status di_grammar_matcher_fill_mask(di_grammar_matcher *m, uint32_t *mask, si
         trie_walk(m, mask);
     }
     set_eos(m, mask);
-    /* remember the mask for this state */
-    if (sid != UINT32_MAX) {
-        if ((size_t)(c->n_masks + 1) * words * sizeof(uint32_t) > CACHE_MAX_MASK_BYTES) {
-            free(c->mask_of), c->mask_of = NULL, c->cap_mask_of = 0;
-            c->n_masks = 0;
-        }
-        if (!cover_index(&c->mask_of, &c->cap_mask_of, sid)) return DI_OK;
-        if (c->n_masks == c->cap_masks) {
-            uint32_t nc = c->cap_masks ? c->cap_masks * 2 : 16;
-            uint32_t *x = di_realloc_array(c->masks, (size_t)nc * words, sizeof *x);
-            if (!x) return DI_OK;
-            c->masks = x, c->cap_masks = nc;
-        }
-        memcpy(c->masks + (size_t)c->n_masks * words, mask, words * sizeof(uint32_t));
-        c->mask_of[sid] = ++c->n_masks;
-    }
+    if (sid != UINT32_MAX) store_mask(c, sid, mask, words);
     return DI_OK;
 }

@@ -193,9 +193,10 @@ static di_status build_trie(di_grammar_vocab *v, di_error *err) {
     v->maxch = node_array(nn ? nn : 1, sizeof(uint16_t));
     v->cskip = node_array(nn ? nn : 1, sizeof(uint32_t));
     v->nch = di_malloc_array(v->n_tokens ? v->n_tokens : 1, sizeof(uint16_t));
+    v->esc_tail = calloc(v->n_tokens ? v->n_tokens : 1, 1);
     v->gspan = node_array(nn ? nn : 1, sizeof(mt_gspan));
     uint8_t *cok = malloc(nn ? nn : 1), *dec = malloc((size_t)VOCAB_MAX_TOKEN_BYTES + 2);
-    if (!v->u8ok || !v->maxdep || !v->maxch || !v->cskip || !v->nch || !v->gspan || !cok || !dec) {
+    if (!v->u8ok || !v->maxdep || !v->maxch || !v->cskip || !v->nch || !v->esc_tail || !v->gspan || !cok || !dec) {
         free(end_node), free(stack), free(cok), free(dec);
         return di_error_set(err, DI_ERR_NOMEM, "out of memory");
     }
@@ -203,6 +204,11 @@ static di_status build_trie(di_grammar_vocab *v, di_error *err) {
         uint32_t k = 0;
         for (uint64_t j = v->off[t]; j < v->off[t + 1]; j++) k += (v->data[j] & 0xC0) != 0x80;
         v->nch[t] = (uint16_t)(k < UINT16_MAX ? k : UINT16_MAX);
+        if (v->flags[t] != DI_GRAMMAR_TOKEN_NORMAL || v->off[t + 1] == v->off[t]) continue;
+        uint8_t e = v->data[v->off[t]];
+        bool tail = e && strchr("\"\\/bfnrt", e);
+        for (uint64_t j = v->off[t] + 1; tail && j < v->off[t + 1]; j++) tail = mt_json_content(v->data[j]);
+        if (tail) v->esc_tail[t] = e;
     }
     /* JSON string content tokens by length (a per-tokenizer table, like
      * XGrammar's tokenizer info): content_le[r] holds the tokens of at most
@@ -290,7 +296,7 @@ void di_grammar_vocab_free(di_grammar_vocab *v) {
     free(v->u8ok);
     free(v->maxdep);
     free(v->cskip);
-    free(v->maxch), free(v->nch), free(v->content_le);
+    free(v->maxch), free(v->nch), free(v->esc_tail), free(v->content_le);
     free(v->frontier), free(v->gspan), free(v->fnode);
     mt_shared_free(v->shared);
     free(v);

@@ -368,6 +368,35 @@ static void open_key_masks_equal_reference(void **state) {
     di_grammar_free(g);
 }
 
+/* Whether every UTF-8 character loops (u8_returns) is explored once per
+ * mid-character state (u8_memo). Strings that exclude one three-byte
+ * character (so one lead byte reaches its own mid-character states, where
+ * a single path dies) or every character of one lead byte, and one that
+ * allows all: tokens holding the excluded characters must be rejected at
+ * the string start and inside it. Fast masks equal the reference at every
+ * step. */
+static void utf8_loops_mask_like_the_reference(void **state) {
+    (void)state;
+    if (!g_vocab) skip();
+    static const struct {
+        const char *schema, *instance;
+    } cases[] = {
+        {"{\"type\":\"string\",\"pattern\":\"^[^\u4e2d]*$\"}", "\"ab\u6587\u5b57 \u00e9t\u00e9 x\u56fd\""},
+        {"{\"type\":\"string\",\"pattern\":\"^[^\u0400-\u04ff]*$\"}", "\"ab\u6587\u5b57 \u00e9t\u00e9 x\u4e2d\""},
+        {"{\"type\":\"string\"}", "\"ab\u6587\u4e2d \u00e9t\u00e9 x\u0416\""},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        di_grammar *g;
+        di_grammar_matcher *m;
+        di_error err;
+        assert_int_equal(di_grammar_compile_json_schema(cases[i].schema, strlen(cases[i].schema), NULL, &g, &err), DI_OK);
+        assert_int_equal(di_grammar_matcher_create(g, g_vocab, &m, &err), DI_OK);
+        assert_true(walk(m, cases[i].instance, 1));
+        di_grammar_matcher_free(m);
+        di_grammar_free(g);
+    }
+}
+
 /* Strings whose pattern is an automaton (rx_dfa): a search with a length
  * bound (one state per count) and an ambiguous pattern; the closing quote
  * lies inside the automaton, so tokens that run past the last allowed
@@ -421,6 +450,48 @@ static void rollback_then_mask_matches_fresh_state(void **state) {
     di_grammar_free(g);
 }
 
+/* Whole-state masks are stored in blocks (token_mask.c, store_mask): a
+ * walk through more distinct states than a block holds, one byte at a
+ * time through a sequence where every position allows different tokens,
+ * then the same walk again after rolling back to the start, now served
+ * from the stored masks. Every served mask must equal the one computed
+ * on the first pass; a few are checked against the reference too. */
+static void stored_masks_are_served_across_blocks(void **state) {
+    (void)state;
+    if (!g_vocab) skip();
+    const char *re = "(abcdefghijklmnopqrstuvwxyz){3}";
+    const char *text = "abcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwxyz";
+    size_t n = strlen(text), words = di_grammar_vocab_mask_words(g_vocab);
+    di_grammar *g;
+    di_grammar_matcher *m;
+    di_error err;
+    assert_int_equal(di_grammar_compile_regex(re, strlen(re), &g, &err), DI_OK);
+    assert_int_equal(di_grammar_matcher_create(g, g_vocab, &m, &err), DI_OK);
+    uint32_t *first = malloc((n + 1) * words * 4), *again = malloc(words * 4), *slow = malloc(words * 4);
+    uint32_t ids[80];
+    for (size_t i = 0; i < n; i++) {
+        uint32_t id;
+        assert_int_equal(di_grammar_vocab_greedy_tokenize(g_vocab, (const uint8_t *)text + i, 1, &id, 1), 1);
+        ids[i] = id;
+    }
+    for (int pass = 0; pass < 2; pass++) {
+        for (size_t i = 0; i <= n; i++) {
+            uint32_t *mk = pass ? again : first + i * words;
+            assert_int_equal(di_grammar_matcher_fill_mask(m, mk, words, &err), DI_OK);
+            if (pass && memcmp(mk, first + i * words, words * 4)) fail_msg("stored mask %zu differs", i);
+            if (pass && i % 25 == 0) {
+                assert_int_equal(di_grammar_matcher_fill_mask_slow(m, slow, words, &err), DI_OK);
+                assert_memory_equal(mk, slow, words * 4);
+            }
+            if (i < n) assert_true(di_grammar_matcher_advance_token(m, ids[i]));
+        }
+        assert_int_equal(di_grammar_matcher_rollback(m, (uint32_t)n), DI_OK);
+    }
+    free(first), free(again), free(slow);
+    di_grammar_matcher_free(m);
+    di_grammar_free(g);
+}
+
 /* Uncertain tokens (those that leave the local state, then go on through
  * the outside) are checked by stepping whole-state ids, with the parser
  * stepped only where a step is not known yet (check_uncertain). Right
@@ -440,7 +511,7 @@ static void uncertain_tokens_after_escapes_equal_reference(void **state) {
         "/\xF0\x9F\xA6\x99\"", "t\xC3\xA9", "t\xC3\xA9\",", "t\xE4\x28", "t\xE4\xB8", "t\xE4\xB8\xAD\"", "t\xFF",
         "t\xC0\xAF", "t\x01", "b\\", "b\\n", "b\\u", "f\\\"", "r\"\"", "u0", "u00", "u00e", "u00e9", "u00e9x",
         "u00e9\"", "u00e9\",", "uD83D", "u12G", "\xC3\xA9", "\xE4\xB8\xAD", "ab", "ab\\", "12", "12}", "\":",
-        "\",\"", "\",", ",\"", "{\"", "\"]", "\"}", "null", "c\":\"",
+        "\",\"", "\",", ",\"", "{\"", "\"]", "\"}", "null", "c\":\"", "nq", "nqz", "tq", "/q",
     };
     uint32_t n_extra = sizeof extra / sizeof extra[0];
     const char *toks[255 + sizeof extra / sizeof extra[0]];
@@ -462,6 +533,11 @@ static void uncertain_tokens_after_escapes_equal_reference(void **state) {
          "{\"n\\\"\":\"\\n\",\"\\\\b\":\"\\\"\",\"c\":\"\\u00e9\\nab\"}"},
         {1, "\"([a-z]|\\\\[nt\"])*\"x[0-9]*", "\"ab\\nc\\\"\"x12"},
         {2, NULL, "{\"n\\\"\": [\"\\n\", \"\\u00e9\\\\\"], \"b\": {\"\\/\": \"\\\"\"}}"},
+        /* a string that reads all ASCII content but q after an escape:
+         * the tokens of an escape character and content (esc_tail) with a
+         * q must be rejected, the others allowed (escape_loops) */
+        {0, "{\"type\":\"string\",\"pattern\":\"^[^q]*$\"}", "\"ab\\nab\\tab\\/ab\\\"\""},
+        {0, "{\"type\":\"array\",\"items\":{\"type\":\"string\",\"maxLength\":4}}", "[\"ab\\na\",\"a\\tq\"]"},
     };
     size_t words = di_grammar_vocab_mask_words(v);
     uint32_t ids[256], *fast = malloc(words * 4), *slow = malloc(words * 4);
@@ -717,11 +793,13 @@ int main(void) {
         cmocka_unit_test(instances_walk_through_the_mask_token_by_token),
         cmocka_unit_test(fast_mask_equals_reference_in_json_object_mode),
         cmocka_unit_test(rollback_then_mask_matches_fresh_state),
+        cmocka_unit_test(stored_masks_are_served_across_blocks),
         cmocka_unit_test(content_runs_match_the_token_bytes),
         cmocka_unit_test(open_object_key_masks_equal_reference),
         cmocka_unit_test(frontier_matches_the_token_bytes),
         cmocka_unit_test(content_descend_masks_equal_reference_on_edge_tokens),
         cmocka_unit_test(pattern_automaton_masks_equal_reference),
+        cmocka_unit_test(utf8_loops_mask_like_the_reference),
         cmocka_unit_test(open_key_masks_equal_reference),
         cmocka_unit_test(uncertain_tokens_after_escapes_equal_reference),
         cmocka_unit_test(escapes_walk_equals_reference),
