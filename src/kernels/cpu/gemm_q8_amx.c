@@ -466,6 +466,36 @@ TGT static inline ALWAYS void tile_pair(int kind, const int8_t *a, int64_t a_blo
         if (i < nr) _mm512_mask_storeu_ps(y + i * ldy, keep, acc[i]);
 }
 
+/* Fewer than DI_GEMM_Q8_AMX_FEW_ROWS rows (decode): the VNNI path of
+ * gemm_q8_amx_few.c with the same numerics, group by group, with the same
+ * scales. scratch: the rows' block sums of q, then dw and mw. */
+TGT static inline ALWAYS void gemm_few(int kind, const void *w, uint64_t row_bytes, int64_t o0, int64_t o1,
+                                       const di_q8_rows *x, int64_t n_rows, int64_t nb, float *y, int64_t ldy,
+                                       float *scratch) {
+    float *dw = (float *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63), *mw = dw + nb * NO;
+    int32_t *qsum = (int32_t *)(void *)(mw + nb * NO);
+    if (kind == K_Q4_0 || kind == K_Q8_0) di_gemm_q8_amx_few_qsum(x, n_rows, nb, qsum);
+    for (int64_t o = o0; o < o1; o += NO) {
+        const int nc = o1 - o < NO ? (int)(o1 - o) : NO;
+        prep_scales(kind, w, row_bytes, o, nc, nb, dw, mw);
+        float *yo = y + o;
+        switch (kind) {
+        case K_Q4_0:
+            di_gemm_q8_amx_few_q4_0(w, row_bytes, o, nc, dw, mw, x, qsum, (int)n_rows, nb, yo, ldy);
+            break;
+        case K_Q4_1:
+            di_gemm_q8_amx_few_q4_1(w, row_bytes, o, nc, dw, mw, x, qsum, (int)n_rows, nb, yo, ldy);
+            break;
+        case K_Q8_0:
+            di_gemm_q8_amx_few_q8_0(w, row_bytes, o, nc, dw, mw, x, qsum, (int)n_rows, nb, yo, ldy);
+            break;
+        default:
+            di_gemm_q8_amx_few_q4_K(w, row_bytes, o, nc, dw, mw, x, qsum, (int)n_rows, nb, yo, ldy);
+            break;
+        }
+    }
+}
+
 /* scratch: di_gemm_q8_scratch_floats(n_in) floats, 64-byte aligned inside:
  * the packed activations of up to DI_GEMM_Q8_AMX_ROWS rows (n_in bytes and
  * 2 floats per block each), one group's A tiles (nb * 512 bytes) and its
@@ -481,6 +511,10 @@ TGT static inline ALWAYS void gemm(int kind, const void *w, uint64_t row_bytes, 
     if (nb == 0) { /* an empty dot, as the other tables: 0 */
         for (int64_t r = 0; r < n_rows; r++)
             for (int64_t o = o0; o < o1; o++) y[r * ldy + o] = 0.0f;
+        return;
+    }
+    if (n_rows < DI_GEMM_Q8_AMX_FEW_ROWS) {
+        gemm_few(kind, w, row_bytes, o0, o1, x, n_rows, nb, y, ldy, scratch);
         return;
     }
     int8_t *bt = (int8_t *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
@@ -545,7 +579,7 @@ DEFINE_GEMM(q4_K, K_Q4_K)
 TGT void di_pack_q8_amx(const di_q8_rows *x, int64_t n_rows, int64_t n_in, int64_t t0, int64_t t1, int8_t *tiles,
                         float *td, float *ts) {
     const int64_t nb = n_in / DI_Q8_ACT_BLOCK, r0 = t0 * MR, r1 = t1 * MR < n_rows ? t1 * MR : n_rows;
-    if (r0 >= r1 || nb == 0) return;
+    if (r0 >= r1 || nb == 0 || n_rows < DI_GEMM_Q8_AMX_FEW_ROWS) return; /* the few-row path reads x->q */
     pack_rows(x, r0, r1 - r0, nb, tiles + t0 * nb * BLOCK_TILE_BYTES, td + t0 * nb * MR, ts + t0 * nb * MR);
 }
 
