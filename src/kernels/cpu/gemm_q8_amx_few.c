@@ -95,6 +95,14 @@ TGT static inline ALWAYS void transpose16x8(const uint8_t *const *rows, int64_t 
             if (!(i & (1 << p))) swap_round(&t[i], &t[i | (1 << p)], p);
 }
 
+/* Decode streams the weights once: while a group runs, the next group's
+ * rows (the 16 * row_bytes bytes after it, contiguous) are prefetched at
+ * the rate they will be read, step by step: span [lo, hi) of them. A
+ * prefetch past the matrix (the last group) never faults. */
+TGT static inline ALWAYS void prefetch_span(const uint8_t *next, int64_t lo, int64_t hi) {
+    for (int64_t p = lo & ~(int64_t)63; p < hi; p += 64) _mm_prefetch((const char *)next + p, _MM_HINT_T0);
+}
+
 /* Dword k of block b of a row's activations, in all 16 lanes. */
 TGT static inline ALWAYS __m512i bcast(const int8_t *q, int k) {
     int32_t v;
@@ -130,7 +138,9 @@ TGT static inline ALWAYS __m512 scale_block(int kind, __m512i isum, __m512 vdw, 
  * a constant in every instance, so acc stays in registers. */
 TGT static inline ALWAYS void group(int kind, const int NR, const uint8_t *const *rows, int nc, const float *dw,
                                     const float *mw, const di_q8_rows *x, const int32_t *qsum, int64_t nb, float *y,
-                                    int64_t ldy) {
+                                    int64_t ldy, uint64_t row_bytes) {
+    const uint8_t *next = rows[0] + NO * row_bytes;
+    const int64_t group_bytes = (int64_t)(NO * row_bytes);
     __m512 acc[DI_GEMM_Q8_AMX_FEW_ROWS];
 #pragma GCC unroll 16
     for (int i = 0; i < NR; i++) acc[i] = _mm512_setzero_ps();
@@ -138,6 +148,7 @@ TGT static inline ALWAYS void group(int kind, const int NR, const uint8_t *const
     if (kind == K_Q4_K) {
         for (int64_t c = 0; c < nb / 2; c++) { /* sub-blocks 2c and 2c+1: low and high nibbles of 32 bytes */
             __m512i t[8], u[8];
+            prefetch_span(next, group_bytes * c / (nb / 2), group_bytes * (c + 1) / (nb / 2));
             transpose16x8(rows, (c >> 2) * (int64_t)sizeof(di_block_q4_K) + 16 + 32 * (c & 3), t);
             for (int h = 0; h < 2; h++) {
                 const int64_t b = 2 * c + h;
@@ -156,6 +167,7 @@ TGT static inline ALWAYS void group(int kind, const int NR, const uint8_t *const
         const int64_t qs = kind == K_Q4_1 ? 4 : 2; /* bytes before the block's integers */
         for (int64_t b = 0; b < nb; b++) {
             __m512i u[8];
+            prefetch_span(next, group_bytes * b / nb, group_bytes * (b + 1) / nb);
             if (kind == K_Q8_0) {
                 transpose16x8(rows, b * bb + qs, u);
 #pragma GCC unroll 8
@@ -200,7 +212,7 @@ TGT void di_gemm_q8_amx_few_qsum(const di_q8_rows *x, int64_t n_rows, int64_t nb
 
 #define GROUP_CASE(kind, n)                                                                         \
     case n:                                                                                         \
-        group(kind, n, rows, nc, dw, mw, x, qsum, nb, y, ldy);                                      \
+        group(kind, n, rows, nc, dw, mw, x, qsum, nb, y, ldy, row_bytes);                                      \
         break;
 
 TGT static inline ALWAYS void few(int kind, const void *w, uint64_t row_bytes, int64_t o, int nc, const float *dw,
@@ -208,6 +220,7 @@ TGT static inline ALWAYS void few(int kind, const void *w, uint64_t row_bytes, i
                                   float *y, int64_t ldy) {
     const uint8_t *rows[NO];
     for (int j = 0; j < NO; j++) rows[j] = (const uint8_t *)w + (uint64_t)(o + (j < nc ? j : 0)) * row_bytes;
+    _Static_assert(DI_GEMM_Q8_AMX_FEW_ROWS == 11, "one case per row count below it");
     switch (n_rows) {
         GROUP_CASE(kind, 1)
         GROUP_CASE(kind, 2)
@@ -216,6 +229,9 @@ TGT static inline ALWAYS void few(int kind, const void *w, uint64_t row_bytes, i
         GROUP_CASE(kind, 5)
         GROUP_CASE(kind, 6)
         GROUP_CASE(kind, 7)
+        GROUP_CASE(kind, 8)
+        GROUP_CASE(kind, 9)
+        GROUP_CASE(kind, 10)
     default:
         break;
     }
