@@ -35,7 +35,8 @@
  * avx512 table whose int8 twin "avx512-amx-q8" runs its gemms on AMX tiles
  * (gemm_q8_amx.c): per-block integer sums scaled in a fixed block order,
  * batch-invariant, within the same error bound but not bit-identical to
- * avx512-q8.
+ * avx512-q8; batches too small to fill a tile (decode) run the same
+ * numerics on AVX-512 VNNI (gemm_q8_amx_few.c).
  *
  * Matrix convention: W is (n_out, n_in) row-major with rows of
  * di_dtype_row_bytes(dtype, n_in) bytes (ggml order: ne[0] = n_in). */
