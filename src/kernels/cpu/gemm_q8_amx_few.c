@@ -29,6 +29,7 @@
 #if defined(__x86_64__)
 
 #include <immintrin.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -149,7 +150,7 @@ TGT static inline ALWAYS void group(int kind, const int NR, const uint8_t *const
         for (int64_t c = 0; c < nb / 2; c++) { /* sub-blocks 2c and 2c+1: low and high nibbles of 32 bytes */
             __m512i t[8], u[8];
             prefetch_span(next, group_bytes * c / (nb / 2), group_bytes * (c + 1) / (nb / 2));
-            transpose16x8(rows, (c >> 2) * (int64_t)sizeof(di_block_q4_K) + 16 + 32 * (c & 3), t);
+            transpose16x8(rows, (c >> 2) * (int64_t)sizeof(di_block_q4_K) + (int64_t)offsetof(di_block_q4_K, qs) + 32 * (c & 3), t);
             for (int h = 0; h < 2; h++) {
                 const int64_t b = 2 * c + h;
 #pragma GCC unroll 8
@@ -163,8 +164,10 @@ TGT static inline ALWAYS void group(int kind, const int NR, const uint8_t *const
             }
         }
     } else {
-        const int64_t bb = kind == K_Q4_0 ? 18 : kind == K_Q4_1 ? 20 : 34;
-        const int64_t qs = kind == K_Q4_1 ? 4 : 2; /* bytes before the block's integers */
+        const int64_t bb = kind == K_Q4_0 ? (int64_t)sizeof(di_block_q4_0)
+                           : kind == K_Q4_1 ? (int64_t)sizeof(di_block_q4_1) : (int64_t)sizeof(di_block_q8_0);
+        const int64_t qs = kind == K_Q4_0 ? (int64_t)offsetof(di_block_q4_0, qs) /* the block's integers */
+                           : kind == K_Q4_1 ? (int64_t)offsetof(di_block_q4_1, qs) : (int64_t)offsetof(di_block_q8_0, qs);
         for (int64_t b = 0; b < nb; b++) {
             __m512i u[8];
             prefetch_span(next, group_bytes * b / nb, group_bytes * (b + 1) / nb);
@@ -212,7 +215,7 @@ TGT void di_gemm_q8_amx_few_qsum(const di_q8_rows *x, int64_t n_rows, int64_t nb
 
 #define GROUP_CASE(kind, n)                                                                         \
     case n:                                                                                         \
-        group(kind, n, rows, nc, dw, mw, x, qsum, nb, y, ldy, row_bytes);                                      \
+        group(kind, n, rows, nc, dw, mw, x, qsum, nb, y, ldy, row_bytes);                           \
         break;
 
 TGT static inline ALWAYS void few(int kind, const void *w, uint64_t row_bytes, int64_t o, int nc, const float *dw,
