@@ -572,7 +572,9 @@ static float amx_oracle(di_dtype t, const uint8_t *row, const int8_t *q, const f
 }
 
 /* Every AMX table (where the CPU has AMX) equals amx_oracle bit for bit for
- * all batch sizes around the 16-row tile (full and remainder tiles), output
+ * every batch size from 1 to past the gemm's row chunk: the VNNI few-row
+ * path (fewer than DI_GEMM_Q8_AMX_FEW_ROWS rows), the tiles' full and
+ * remainder row tiles (their own few-row epilogue included), output
  * groups cut short (unpacked) or full (Q8_0: loaded from the rows),
  * output sub-ranges, batches longer than the gemm's chunk of
  * DI_GEMM_Q8_AMX_ROWS packed rows, odd block counts, and 1 or 2 threads
@@ -580,7 +582,6 @@ static float amx_oracle(di_dtype t, const uint8_t *row, const int8_t *q, const f
 static void amx_gemm_matches_block_order_oracle_bitwise(void **state) {
     (void)state;
     const di_dtype types[] = {DI_DTYPE_Q4_0, DI_DTYPE_Q4_1, DI_DTYPE_Q8_0, DI_DTYPE_Q4_K};
-    const int64_t row_counts[] = {1, 2, 15, 16, 17, 31, 32, 33, 40, DI_GEMM_Q8_AMX_ROWS + 17};
     const int64_t max_rows = DI_GEMM_Q8_AMX_ROWS + 17, n_out = 53;
     const int64_t sub0 = 3, sub1 = n_out - 3; /* full groups and a short one */
     di_threadpool *pool;
@@ -609,8 +610,7 @@ static void amx_gemm_matches_block_order_oracle_bitwise(void **state) {
                 float *y = malloc(sizeof(float) * (size_t)(max_rows * n_out));
                 float *scratch = malloc(sizeof(float) * (size_t)di_matmul_scratch_floats(max_rows, n_in, 2));
                 di_q8_rows xq = {q, xd, xs, n_in, nb, NULL, NULL, NULL}; /* the gemm packs by itself */
-                for (size_t ri = 0; ri < sizeof row_counts / sizeof row_counts[0]; ri++) {
-                    int64_t rows = row_counts[ri];
+                for (int64_t rows = 1; rows <= max_rows; rows++) {
                     /* the gemm on a sub-range of outputs (a task's share) */
                     memset(y, 0xff, sizeof(float) * (size_t)(max_rows * n_out));
                     k->gemm_q8[t](w, rb, sub0, sub1, &xq, rows, n_in, y, n_out, scratch);

@@ -51,6 +51,26 @@ DI_GEMM_Q8_DECL(amx)
 void di_pack_q8_amx(const di_q8_rows *x, int64_t n_rows, int64_t n_in, int64_t t0, int64_t t1, int8_t *tiles,
                     float *td, float *ts);
 
+/* The AMX table's path for small batches (gemm_q8_amx_few.c): AVX-512
+ * VNNI with the tiles' numerics, bit for bit. Taken below
+ * DI_GEMM_Q8_AMX_FEW_ROWS rows (Q8_0: below DI_GEMM_Q8_AMX_FEW_ROWS_Q8_0,
+ * whose tiles load straight from the weight rows and win sooner; bench
+ * README), where one tile product would waste most of its 16 rows. One group of 16 outputs o .. o+nc-1 (nc <= 16) x rows 0 .. n_rows-1
+ * -> y[i * ldy + j]; dw, mw (nb, 16) the group's block scales and offsets
+ * (gemm_q8_amx.c's prep_scales), qsum (n_rows, nb) from
+ * di_gemm_q8_amx_few_qsum (read by Q4_0 and Q8_0). */
+#define DI_GEMM_Q8_AMX_FEW_ROWS 11
+#define DI_GEMM_Q8_AMX_FEW_ROWS_Q8_0 5
+#define DI_GEMM_Q8_AMX_FEW_DECL(name)                                                                  \
+    void di_gemm_q8_amx_few_##name(const void *w, uint64_t row_bytes, int64_t o, int nc, const float *dw, \
+                                   const float *mw, const di_q8_rows *x, const int32_t *qsum, int n_rows, \
+                                   int64_t nb, float *y, int64_t ldy);
+DI_GEMM_Q8_AMX_FEW_DECL(q4_0)
+DI_GEMM_Q8_AMX_FEW_DECL(q4_1)
+DI_GEMM_Q8_AMX_FEW_DECL(q8_0)
+DI_GEMM_Q8_AMX_FEW_DECL(q4_K)
+void di_gemm_q8_amx_few_qsum(const di_q8_rows *x, int64_t n_rows, int64_t nb, int32_t *qsum);
+
 /* Asks Linux for the AMX tile data state (gemm_q8_amx.c); 1 when granted. */
 int di_amx_request_permission(void);
 

@@ -1,5 +1,7 @@
 /* The int8-activation gemm on AMX tiles (Sapphire Rapids and later): the
- * gemm_q8 entries of the "avx512-amx-q8" table, for every row count.
+ * gemm_q8 entries of the "avx512-amx-q8" table. Batches too small to fill
+ * a tile (decode) run gemm_q8_amx_few.c's VNNI kernel instead, which
+ * computes the same bits (the numerics below); everything else runs here.
  *
  * Per tile product (TDPBSSD, signed x signed bytes into int32):
  *   A = 16 weight rows (one group of outputs) x one 32-element block: for
@@ -466,6 +468,37 @@ TGT static inline ALWAYS void tile_pair(int kind, const int8_t *a, int64_t a_blo
         if (i < nr) _mm512_mask_storeu_ps(y + i * ldy, keep, acc[i]);
 }
 
+/* Small batches (decode; gemm_q8.h has the limits): the VNNI path of
+ * gemm_q8_amx_few.c with the same numerics, group by group, with the same
+ * scales. No tile state is touched. scratch: dw and mw of one group, then
+ * the rows' block sums of q. */
+TGT static inline ALWAYS void gemm_few(int kind, const void *w, uint64_t row_bytes, int64_t o0, int64_t o1,
+                                       const di_q8_rows *x, int64_t n_rows, int64_t nb, float *y, int64_t ldy,
+                                       float *scratch) {
+    float *dw = (float *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63), *mw = dw + nb * NO;
+    int32_t *qsum = (int32_t *)(void *)(mw + nb * NO);
+    if (kind == K_Q4_0 || kind == K_Q8_0) di_gemm_q8_amx_few_qsum(x, n_rows, nb, qsum);
+    for (int64_t o = o0; o < o1; o += NO) {
+        const int nc = o1 - o < NO ? (int)(o1 - o) : NO;
+        prep_scales(kind, w, row_bytes, o, nc, nb, dw, mw);
+        float *yo = y + o;
+        switch (kind) {
+        case K_Q4_0:
+            di_gemm_q8_amx_few_q4_0(w, row_bytes, o, nc, dw, mw, x, qsum, (int)n_rows, nb, yo, ldy);
+            break;
+        case K_Q4_1:
+            di_gemm_q8_amx_few_q4_1(w, row_bytes, o, nc, dw, mw, x, qsum, (int)n_rows, nb, yo, ldy);
+            break;
+        case K_Q8_0:
+            di_gemm_q8_amx_few_q8_0(w, row_bytes, o, nc, dw, mw, x, qsum, (int)n_rows, nb, yo, ldy);
+            break;
+        default:
+            di_gemm_q8_amx_few_q4_K(w, row_bytes, o, nc, dw, mw, x, qsum, (int)n_rows, nb, yo, ldy);
+            break;
+        }
+    }
+}
+
 /* scratch: di_gemm_q8_scratch_floats(n_in) floats, 64-byte aligned inside:
  * the packed activations of up to DI_GEMM_Q8_AMX_ROWS rows (n_in bytes and
  * 2 floats per block each), one group's A tiles (nb * 512 bytes) and its
@@ -483,6 +516,10 @@ TGT static inline ALWAYS void gemm(int kind, const void *w, uint64_t row_bytes, 
             for (int64_t o = o0; o < o1; o++) y[r * ldy + o] = 0.0f;
         return;
     }
+    if (n_rows < (kind == K_Q8_0 ? DI_GEMM_Q8_AMX_FEW_ROWS_Q8_0 : DI_GEMM_Q8_AMX_FEW_ROWS)) {
+        gemm_few(kind, w, row_bytes, o0, o1, x, n_rows, nb, y, ldy, scratch);
+        return;
+    }
     int8_t *bt = (int8_t *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
     int8_t *at = bt + DI_GEMM_Q8_AMX_ROWS * n_in;
     float *dt = (float *)(void *)(at + nb * BLOCK_TILE_BYTES), *st = dt + DI_GEMM_Q8_AMX_ROWS * nb;
@@ -493,7 +530,7 @@ TGT static inline ALWAYS void gemm(int kind, const void *w, uint64_t row_bytes, 
         const int64_t n = n_rows - rc < DI_GEMM_Q8_AMX_ROWS ? n_rows - rc : DI_GEMM_Q8_AMX_ROWS;
         const int8_t *pt = bt;
         const float *pd = dt, *ps = st;
-        if (x->tiles) { /* packed once for every task (matmul.c) */
+        if (x->tiles && n_rows >= DI_GEMM_Q8_AMX_FEW_ROWS) { /* packed once for every task (matmul.c) */
             pt = x->tiles + rc / MR * nb * BLOCK_TILE_BYTES;
             pd = x->td + rc / MR * nb * MR;
             ps = x->ts + rc / MR * nb * MR;
@@ -545,7 +582,9 @@ DEFINE_GEMM(q4_K, K_Q4_K)
 TGT void di_pack_q8_amx(const di_q8_rows *x, int64_t n_rows, int64_t n_in, int64_t t0, int64_t t1, int8_t *tiles,
                         float *td, float *ts) {
     const int64_t nb = n_in / DI_Q8_ACT_BLOCK, r0 = t0 * MR, r1 = t1 * MR < n_rows ? t1 * MR : n_rows;
-    if (r0 >= r1 || nb == 0) return;
+    /* below DI_GEMM_Q8_AMX_FEW_ROWS nothing is packed: the VNNI path reads
+     * x->q, and a Q8_0 gemm on tiles packs its few rows itself */
+    if (r0 >= r1 || nb == 0 || n_rows < DI_GEMM_Q8_AMX_FEW_ROWS) return;
     pack_rows(x, r0, r1 - r0, nb, tiles + t0 * nb * BLOCK_TILE_BYTES, td + t0 * nb * MR, ts + t0 * nb * MR);
 }
 

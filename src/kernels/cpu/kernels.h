@@ -35,7 +35,8 @@
  * avx512 table whose int8 twin "avx512-amx-q8" runs its gemms on AMX tiles
  * (gemm_q8_amx.c): per-block integer sums scaled in a fixed block order,
  * batch-invariant, within the same error bound but not bit-identical to
- * avx512-q8.
+ * avx512-q8; batches too small to fill a tile (decode) run the same
+ * numerics on AVX-512 VNNI (gemm_q8_amx_few.c).
  *
  * Matrix convention: W is (n_out, n_in) row-major with rows of
  * di_dtype_row_bytes(dtype, n_in) bytes (ggml order: ne[0] = n_in). */
@@ -86,7 +87,9 @@ static inline int64_t di_q8_pack_bytes(int64_t n_rows, int64_t n_in) {
 /* x (n), n a multiple of 32 -> q (n), d (n/32), s (n/32). */
 typedef void (*di_quantize_q8_fn)(const float *x, int8_t *q, float *d, float *s, int64_t n);
 /* Row tiles [t0, t1) of x's n_rows rows (16 rows each, rows past n_rows
- * are 0) -> tiles, td, ts laid out as di_q8_rows' packing. */
+ * are 0) -> tiles, td, ts laid out as di_q8_rows' packing. A table may
+ * leave them unwritten for batches its gemm runs without them (the AMX
+ * table below DI_GEMM_Q8_AMX_FEW_ROWS rows, gemm_q8.h). */
 typedef void (*di_pack_q8_fn)(const di_q8_rows *x, int64_t n_rows, int64_t n_in, int64_t t0, int64_t t1,
                               int8_t *tiles, float *td, float *ts);
 /* Output rows [o0, o1) of W (rows of row_bytes) against every one of the
