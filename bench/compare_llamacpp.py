@@ -333,7 +333,8 @@ def main():
     ap.add_argument("--probe-passes", type=int, default=5, help="passes of the read probe between reps")
     ap.add_argument("--kernels", default="default,q8", help="our kernel modes to run (default = exact)")
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results"))
-    ap.add_argument("--omp-wait-policy", default="PASSIVE", help="OMP_WAIT_POLICY for llama.cpp (ACTIVE = its default)")
+    ap.add_argument("--omp-wait-policy", default="ACTIVE",
+                    help="OMP_WAIT_POLICY for llama.cpp (ACTIVE = its default; PASSIVE only on a busy machine)")
     ap.add_argument("--llama-extra-bufts", action="store_true",
                     help="let llama.cpp use AMX / repacked weight buffers (crashes on the dev VM)")
     a = ap.parse_args()
@@ -348,10 +349,16 @@ def main():
                 run([a.bin, "quantize", DEFAULT_MODEL, p, t])
             a.models.append(p)
     os.makedirs(a.out, exist_ok=True)
-    # OpenMP's default active spin-wait makes llama.cpp's 2-thread decode
-    # collapse (1-3 tok/s) on an oversubscribed machine; PASSIVE is its best
-    # setting there. Must be set before libgomp loads (first llama_cpp use).
+    # llama.cpp runs with OpenMP's default active spin-wait, its fastest
+    # setting on a quiet machine; on an oversubscribed one that spin makes
+    # its 2-thread decode collapse (1-8 tok/s), so a busy machine gets a
+    # warning (PASSIVE is its best setting there). Must be set before
+    # libgomp loads (first llama_cpp use).
     os.environ.setdefault("OMP_WAIT_POLICY", a.omp_wait_policy)
+    load1 = (load_avg() or [0.0])[0]
+    if os.environ["OMP_WAIT_POLICY"].upper() == "ACTIVE" and load1 > 1.0:
+        log("warning: load %.1f: llama.cpp's spinning threads lose most of their decode speed on a busy "
+            "machine; measure on a quiet one (or pass --omp-wait-policy PASSIVE)" % load1)
     log("machine: load %s, %d threads, OMP_WAIT_POLICY=%s" % (load_avg(), a.threads, os.environ["OMP_WAIT_POLICY"]))
     results = []
     version = "?"
