@@ -101,7 +101,13 @@
  * Caches are bounded; when one fills up it is emptied (ids are then
  * recomputed lazily). Masks and rows are stored in fixed-size blocks, so
  * that growing a cache never copies it (a doubling array of 128k-token
- * masks or 1 KiB rows cost up to a millisecond per growth). */
+ * masks or 1 KiB rows cost up to a millisecond per growth).
+ *
+ * This file holds the entry points, levels 1 and 3 and the local entries;
+ * level 2 lies in token_mask_dfa.c (the local DFA), token_mask_loops.c
+ * (what hot states learn, the content fast path), token_mask_walk.c (the
+ * trie walk, content descend) and token_mask_length.c (class and count
+ * descend); token_mask_internal.h holds what they share. */
 #include "grammar/token_mask_internal.h"
 
 #include <stdlib.h>
@@ -158,7 +164,7 @@ static uint32_t state_id(di_grammar_matcher *m, uint32_t k) {
     mt_mask_cache *c = m->cache;
     const mt_set *s = &m->sets[k], *e = &m->sets[k + 1];
     uint32_t n = (e->scan_start - s->scan_start) + (e->wait_start - s->wait_start) + 1;
-    if (!mt_ensure_key(c, 3 * n)) return UINT32_MAX;
+    if (!ensure_key(c, 3 * n)) return UINT32_MAX;
     uint32_t q = 0;
     for (int pass = 0; pass < 2; pass++) {
         const uint32_t *idx = pass ? m->waits : m->scans;

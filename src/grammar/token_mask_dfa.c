@@ -2,7 +2,7 @@
  * has the overview): the key table that interns uint32 arrays as dense
  * ids, the local key of a set, the local parser seeded with a set's items,
  * and the DFA over the local parser's sets, built lazily one byte group at
- * a time (step_row). */
+ * a time (mt_step_row). */
 #include "grammar/token_mask_internal.h"
 
 #include <stdlib.h>
@@ -97,16 +97,6 @@ void mt_dfa_free(ldfa *d) {
     memset(d, 0, sizeof *d);
 }
 
-bool mt_ensure_key(mt_mask_cache *c, uint32_t n) {
-    if (n <= c->cap_key) return true;
-    uint32_t nc = c->cap_key ? c->cap_key : 256;
-    while (nc < n) nc *= 2;
-    uint32_t *k = di_realloc_array(c->key, nc, sizeof *k);
-    if (!k) return false;
-    c->key = k, c->cap_key = nc;
-    return true;
-}
-
 /* Sorts (a, b, c) triples and drops duplicates; returns the new count. */
 uint32_t mt_sort_triples(uint32_t *k, uint32_t n) {
     for (uint32_t i = 1; i < n; i++) { /* insertion sort: sets are small */
@@ -147,7 +137,7 @@ uint32_t mt_local_key(di_grammar_matcher *m) {
     uint32_t k = m->n_sets - 1;
     const mt_set *s = &m->sets[k], *e = &m->sets[k + 1];
     uint32_t n = (e->scan_start - s->scan_start) + (e->wait_start - s->wait_start);
-    if (!mt_ensure_key(c, 3 * n + 3)) return UINT32_MAX;
+    if (!ensure_key(c, 3 * n + 3)) return UINT32_MAX;
     uint32_t q = 0;
     for (int pass = 0; pass < 2; pass++) {
         const uint32_t *idx = pass ? m->waits : m->scans;
@@ -235,7 +225,7 @@ uint32_t mt_local_sid(mt_mask_cache *c, di_grammar_matcher *L, uint32_t k) {
     ldfa *d = &c->dfa;
     const mt_set *s = &L->sets[k], *e = &L->sets[k + 1];
     uint32_t n = (e->scan_start - s->scan_start) + (e->wait_start - s->wait_start);
-    if (!mt_ensure_key(c, 3 * n + 3)) return UINT32_MAX;
+    if (!ensure_key(c, 3 * n + 3)) return UINT32_MAX;
     uint32_t q = 0;
     for (int pass = 0; pass < 2; pass++) {
         const uint32_t *idx = pass ? L->waits : L->scans;

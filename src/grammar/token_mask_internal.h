@@ -178,6 +178,17 @@ enum { CLS_OK, CLS_NOMEM, CLS_OVER };
  * min and to max, clamped. */
 static inline uint32_t canon_lim(const di_grammar_vocab *v) { return v->max_len + 2 < 0xFFFF ? v->max_len + 2 : 0xFFFF; }
 
+/* Grows the scratch key c->key to at least n words; false on no memory. */
+static inline bool ensure_key(mt_mask_cache *c, uint32_t n) {
+    if (n <= c->cap_key) return true;
+    uint32_t nc = c->cap_key ? c->cap_key : 256;
+    while (nc < n) nc *= 2;
+    uint32_t *k = di_realloc_array(c->key, nc, sizeof *k);
+    if (!k) return false;
+    c->key = k, c->cap_key = nc;
+    return true;
+}
+
 /* Appends x to the growable array *v (*n used, *cap allocated); false on
  * no memory (*v unchanged). */
 static inline bool push_u32(uint32_t **v, uint32_t *n, uint32_t *cap, uint32_t x) {
@@ -233,9 +244,6 @@ static inline void accept_range(uint32_t *acc, const uint32_t *trie_tok, uint32_
 /* Frees the local DFA's states and rows and leaves it empty. */
 void mt_dfa_free(ldfa *d);
 
-/* Grows the scratch key c->key to at least n words; false on no memory. */
-bool mt_ensure_key(mt_mask_cache *c, uint32_t n);
-
 /* Sorts (a, b, c) triples and drops duplicates; returns the new count. */
 uint32_t mt_sort_triples(uint32_t *k, uint32_t n);
 
@@ -259,7 +267,6 @@ uint32_t mt_local_sid(mt_mask_cache *c, di_grammar_matcher *L, uint32_t k);
  * new set is the same. A JSON string interior has about a dozen such byte
  * groups, so learning a state costs a dozen parser steps, not 256. */
 uint32_t mt_step_row(mt_mask_cache *c, di_grammar_matcher *L, uint32_t S, uint32_t b);
-
 
 /* ---- token_mask_loops.c: what hot states learn ------------------------- */
 
@@ -288,15 +295,11 @@ bool mt_fast_content(const mt_mask_cache *c, const di_grammar_vocab *v, uint32_t
  * this key; ORs them into acc from the per-tokenizer table. */
 bool mt_open_string_root(const di_grammar_vocab *v, const di_grammar *g, const di_grammar_matcher *L, uint32_t *acc);
 
-
 /* ---- token_mask_walk.c: the trie walk ---------------------------------- */
 
-/* Sets up the walk path from depth dep0 (the path arrays hold what is
- * above) down to frontier node f->node: the bytes are those of the first
- * token below it, each state comes from the DFA rows (stepping the local
- * parser where a row is not known yet). false when out of memory, or when
- * a step on the way dies, which a state that loops on all string content
- * rules out (the caller then gives up, which stays exact). */
+/* Sets up the walk path from depth dep0 down to frontier node f->node,
+ * each state from the DFA rows; false when out of memory or when a step on
+ * the way dies (the definition says why that stays exact). */
 bool mt_jump_path(mt_mask_cache *c, di_grammar_matcher *L, const di_grammar_vocab *v, uint32_t dep0,
                   const mt_frontier *f, uint32_t *md);
 
@@ -306,46 +309,23 @@ bool mt_jump_path(mt_mask_cache *c, di_grammar_matcher *L, const di_grammar_voca
  * wastes nothing. */
 int mt_classify(di_grammar_matcher *m, mt_local_entry *le, uint64_t budget, bool resume);
 
-
 /* ---- token_mask_length.c: class and count descends --------------------- */
 
-/* Class descend at the root of a classification (a string whose pattern
- * class is not all of string content, say, with its length counted in
- * the automaton's states: each count a new state, so nothing loops). C is
- * the largest set of ASCII bytes that step alike from the root state S0.
- * When every byte of C steps alike from each state along the way too
- * (S0 -> S1 -> ... without escaping), up to a state where all of C dies
- * (after L bytes) or loops, or past every C path of the trie, then the
- * tokens made of C bytes are decided by their length (one row of the
- * class table), and only the subtrees under the class frontier nodes
- * within reach are walked, each from the state the rows give for its
- * path. Returns 1 done (*i: the first subtree to walk), 0 not applicable,
- * -1 no memory. */
+/* Class descend at the root of a classification: the tokens made of the
+ * largest class C of ASCII bytes that step alike are decided by their
+ * length, and only the class frontier's subtrees within reach are walked
+ * (the definition says when it applies). Returns 1 done (*i: the first
+ * subtree to walk), 0 not applicable, -1 no memory. */
 int mt_class_descend(mt_mask_cache *c, di_grammar_matcher *L, const di_grammar_vocab *v, uint32_t *acc, uint32_t *i,
                      uint32_t *md);
 
-/* Count descend at the root S0 of a classification that is a string
- * interior taking the content fast path (mt_fast_content held: every content
- * character, ASCII or UTF-8, steps to S0 itself, or to S0 with the counts
- * one further; the content tokens of at most rem characters came from the
- * per-tokenizer table, and with REJ_OK the longer ones die). Every other
- * token lies below a node of the content frontier (vocab.c), reached
- * through k content characters, so it dies on the way when k > rem
- * (REJ_OK); else the state in front of the node is S_k, S0 with the counts
- * k further (S0 itself when it loops). The frontier nodes are taken from
- * the per-tokenizer list instead of walking the content paths down to
- * them (4k nodes per string root with 128k tokens, each a cache miss); a
- * node whose byte is dead from S_k is dropped (known without a parser
- * step when S0's row has it dead and S_k holds S0's items), and the rest
- * are walked, each from the state the rows give for its path (mt_jump_path).
- * S_k is the end of the chain S0 -> S1 -> ... on 'a', used while every
- * ASCII content byte steps alike from each chain state (checked); that
- * every UTF-8 character steps there too is what CLOOP_U8 / LOOP_U8 says of
- * S0 and the counts further (as mt_inherit_loops takes it). The first mask
- * inside each property's bounded string is such a root (its state holds
- * the rest of the object, so every property classifies its own). Returns
- * 1 done (*i: the first subtree to walk), 0 not applicable (the plain walk
- * follows), -1 no memory. */
+/* Count descend at the root S0 of a string interior on the content fast
+ * path: the content frontier's nodes are taken from the per-tokenizer list
+ * (those past the repetitions left, or dead from the state that many
+ * characters on, dropped) instead of walking the content paths down to
+ * them (the definition says when it applies). Returns 1 done (*i: the
+ * first subtree to walk), 0 not applicable (the plain walk follows), -1
+ * no memory. */
 int mt_count_descend(mt_mask_cache *c, di_grammar_matcher *L, const di_grammar_vocab *v, uint32_t *i,
                      uint32_t *md);
 

@@ -1,5 +1,5 @@
 /* The trie walk of a local classification (token_mask.c has the
- * overview, level 2): classify walks the vocabulary trie through the
+ * overview, level 2): mt_classify walks the vocabulary trie through the
  * local DFA, skipping whole subtrees that loop or die, and the content
  * descend walks only the subtrees of the content frontier below a state
  * that loops on all string content. */
@@ -121,6 +121,7 @@ static bool descend(mt_mask_cache *c, di_grammar_matcher *L, const di_grammar_vo
 /* Work units of classify's budget: one per trie node visited, STEP_WORK per
  * parser step (a step costs about as much as walking a hundred nodes). */
 #define STEP_WORK 100
+
 /* Walks the trie for le. budget (0: none): past it, returns CLS_OVER with
  * the walk suspended (le partly filled); mt_classify(..., resume = true)
  * continues where it stopped, so consulting the shared cache in between
