@@ -1,5 +1,5 @@
 /* Matcher internals shared by matcher.c (the Earley parser), vocab.c and
- * token_mask.c (allowed-token masks).
+ * token_mask*.c (allowed-token masks; token_mask_internal.h adds theirs).
  *
  * The parser keeps one Earley set per byte consumed, stacked: set k holds the
  * items after k bytes. Rolling back is truncating the stack, which is what
@@ -48,7 +48,7 @@ typedef struct mt_frontier {
     uint32_t node, skip, tok_lo, tok_hi;
 } mt_frontier;
 
-/* What token_mask.c's count descend reads of each frontier node, in one
+/* What token_mask_length.c's count descend reads of each frontier node, in one
  * row: the characters on the path to it (ch; ch == dep: the path is ASCII),
  * its depth and its byte. */
 typedef struct mt_fnode {
@@ -141,7 +141,7 @@ static inline bool mt_json_content_ascii(const gb_bits *b) {
     return !((b->w[0] & ~MT_CONTENT_W0) | (b->w[1] & ~MT_CONTENT_W1));
 }
 
-typedef struct mt_mask_cache mt_mask_cache; /* token_mask.c */
+typedef struct mt_mask_cache mt_mask_cache; /* token_mask_internal.h */
 
 /* Strict UTF-8 decoder states (RFC 3629: no overlongs, no surrogates, at
  * most U+10FFFF): what the next byte must be. */
@@ -218,7 +218,7 @@ static inline uint32_t mt_n_scans(const di_grammar_matcher *m) {
 
 void mt_mask_cache_free(mt_mask_cache *c);
 
-/* Interning of uint32 arrays: key -> dense id (token_mask.c). */
+/* Interning of uint32 arrays: key -> dense id (token_mask_dfa.c). */
 typedef struct mt_keytab {
     uint32_t *slot; /* cap entries: id + 1, 0 = empty */
     uint32_t cap;

@@ -171,7 +171,7 @@ static void content_runs_match_the_token_bytes(void **state) {
  * nodes off such paths at a character boundary. Then below a node whose
  * path is content and ends at a character boundary, the tokens outside its
  * frontier entries are string content to their end, which is what the
- * content descend of token_mask.c accepts unseen. */
+ * content descend of token_mask_walk.c accepts unseen. */
 static bool char_ok_below(const di_grammar_vocab *v, uint32_t a) {
     for (uint32_t q = v->tok_start[a]; q < v->tok_start[v->skip[a]]; q++) {
         uint32_t t = v->trie_tok[q];
@@ -656,7 +656,7 @@ static void class_descend_masks_equal_reference(void **state) {
     di_grammar_vocab_free(v);
 }
 
-/* Count descend (token_mask.c): at a string-interior root on the content
+/* Count descend (token_mask_length.c): at a string-interior root on the content
  * fast path, the tokens that are not content alone are found from the
  * per-tokenizer frontier list, each frontier node decided from the state k
  * characters on. A byte-level vocabulary with runs of 0 to 9 characters
