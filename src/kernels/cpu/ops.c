@@ -46,10 +46,28 @@ void di_rope(float *x, const int32_t *pos, int64_t n_rows, int32_t n_heads, int3
     }
 }
 
+/* Elements per chunk of di_swiglu: its exp arguments live on the stack. */
+#define SWIGLU_CHUNK 256
+
+/* silu(g) = g / (1 + e^-g), with e^-|g| from di_exp_nonpos (vectorized,
+ * explicit fmaf, within 2^-22 of exp) instead of libm's scalar expf, which
+ * made this loop ~13% of a 32-sequence decode step: for g >= 0 it is
+ * g / (1 + e) exactly as written, for g < 0 the same value as
+ * g e / (1 + e) (e = e^g <= 1: no overflow for large -g). Elementwise,
+ * so batch invariance holds; inf and NaN inputs give what the plain
+ * formula gives (silu(-inf) = NaN, as -inf / inf). */
 void di_swiglu(float *gate, const float *up, int64_t n) {
-    for (int64_t i = 0; i < n; i++) {
-        float g = gate[i];
-        gate[i] = g / (1.0f + expf(-g)) * up[i];
+    float e[SWIGLU_CHUNK];
+    for (int64_t i0 = 0; i0 < n; i0 += SWIGLU_CHUNK) {
+        int64_t m = n - i0 < SWIGLU_CHUNK ? n - i0 : SWIGLU_CHUNK;
+        float *g = gate + i0;
+        const float *u = up + i0;
+        for (int64_t i = 0; i < m; i++) e[i] = -fabsf(g[i]);
+        di_exp_nonpos(e, m);
+        for (int64_t i = 0; i < m; i++) {
+            float num = g[i] >= 0.0f ? g[i] : g[i] * e[i];
+            g[i] = num / (1.0f + e[i]) * u[i];
+        }
     }
 }
 
