@@ -20,29 +20,39 @@ void di_rmsnorm(const float *x, const float *w, float *out, int64_t n_rows, int6
     }
 }
 
+void di_rope_angles(int32_t pos, int32_t n_rot, const float *inv_freq, float *cs) {
+    int32_t n_pairs = n_rot / 2;
+    /* angle in float like the HF reference: (float)pos * inv_freq */
+    float p = (float)pos;
+    for (int32_t i = 0; i < n_pairs; i++) {
+        float ang = p * inv_freq[i];
+        cs[i] = cosf(ang);
+        cs[n_pairs + i] = sinf(ang);
+    }
+}
+
+void di_rope_apply(float *x, int32_t n_heads, int32_t head_dim, int32_t n_rot, const float *cs, int neox) {
+    int32_t n_pairs = n_rot / 2;
+    const float *c = cs, *s = cs + n_pairs;
+    for (int32_t h = 0; h < n_heads; h++) {
+        float *v = x + (int64_t)h * head_dim;
+        for (int32_t i = 0; i < n_pairs; i++) {
+            int32_t i0 = neox ? i : 2 * i;
+            int32_t i1 = neox ? i + n_pairs : 2 * i + 1;
+            float x0 = v[i0], x1 = v[i1];
+            v[i0] = x0 * c[i] - x1 * s[i];
+            v[i1] = x0 * s[i] + x1 * c[i];
+        }
+    }
+}
+
 void di_rope(float *x, const int32_t *pos, int64_t n_rows, int32_t n_heads, int32_t head_dim,
              int32_t n_rot, const float *inv_freq, int neox) {
-    int32_t n_pairs = n_rot / 2;
-    if (n_pairs > MAX_ROPE_PAIRS) n_pairs = MAX_ROPE_PAIRS; /* unreachable after load checks */
-    float c[MAX_ROPE_PAIRS], s[MAX_ROPE_PAIRS]; /* (n_pairs) of the current row */
+    if (n_rot / 2 > MAX_ROPE_PAIRS) n_rot = 2 * MAX_ROPE_PAIRS; /* unreachable after load checks */
+    float cs[2 * MAX_ROPE_PAIRS]; /* (n_rot) cos, sin of the current row */
     for (int64_t r = 0; r < n_rows; r++) {
-        /* angle in float like the HF reference: (float)pos * inv_freq */
-        float p = (float)pos[r];
-        for (int32_t i = 0; i < n_pairs; i++) {
-            float ang = p * inv_freq[i];
-            c[i] = cosf(ang);
-            s[i] = sinf(ang);
-        }
-        for (int32_t h = 0; h < n_heads; h++) {
-            float *v = x + (r * n_heads + h) * (int64_t)head_dim;
-            for (int32_t i = 0; i < n_pairs; i++) {
-                int32_t i0 = neox ? i : 2 * i;
-                int32_t i1 = neox ? i + n_pairs : 2 * i + 1;
-                float x0 = v[i0], x1 = v[i1];
-                v[i0] = x0 * c[i] - x1 * s[i];
-                v[i1] = x0 * s[i] + x1 * c[i];
-            }
-        }
+        di_rope_angles(pos[r], n_rot, inv_freq, cs);
+        di_rope_apply(x + r * n_heads * (int64_t)head_dim, n_heads, head_dim, n_rot, cs, neox);
     }
 }
 
