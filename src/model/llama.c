@@ -75,6 +75,7 @@ struct di_llama_ctx {
     float *gate, *up; /* (rows, n_ff) */
     float *mm_scratch;   /* di_matmul_scratch_floats(rows, max n_in, tasks) */
     float *attn_scratch; /* (tasks, attention scratch floats) */
+    float *rope_cs;      /* (rows, n_rot) cos then sin of each row's angles, for every layer */
     const int32_t **row_blocks; /* (rows) */
     int32_t *seq_last;   /* (seqs) last position seen per slot during validation */
 };
@@ -311,6 +312,7 @@ void di_llama_ctx_free(di_llama_ctx *c) {
     free(c->up);
     free(c->mm_scratch);
     free(c->attn_scratch);
+    free(c->rope_cs);
     free(c->row_blocks);
     free(c->seq_last);
     free(c);
@@ -340,6 +342,7 @@ static di_status ctx_reserve(di_llama_ctx *c, int64_t n_rows, int64_t n_tasks, i
             !regrow(&c->q, n * q_dim, sizeof(float)) || !regrow(&c->kx, n * kv_dim, sizeof(float)) ||
             !regrow(&c->vx, n * kv_dim, sizeof(float)) || !regrow(&c->att, n * q_dim, sizeof(float)) ||
             !regrow(&c->gate, n * hp->n_ff, sizeof(float)) || !regrow(&c->up, n * hp->n_ff, sizeof(float)) ||
+            !regrow(&c->rope_cs, n * hp->n_rot, sizeof(float)) ||
             !regrow(&c->row_blocks, n, sizeof(*c->row_blocks))) {
             c->cap_rows = 0; /* some buffers may be smaller now */
             return di_error_set(err, DI_ERR_NOMEM, "llama ctx: out of memory for %lld rows", (long long)n);
@@ -480,7 +483,8 @@ static void add_row(float *x, const float *d, int64_t n) {
  * that row alone, whichever thread computes it (batch invariance holds).
  * Neighbouring steps are fused so each row is touched once per stage. */
 typedef enum row_stage {
-    STAGE_EMBED_NORM, /* x = embed(token); h = rmsnorm(x, attn_norm of layer 0) */
+    STAGE_EMBED_NORM, /* x = embed(token); h = rmsnorm(x, attn_norm of layer 0);
+                       * the row's rope angles (shared by all layers) */
     STAGE_ADD_NORM,   /* x += h; h = rmsnorm(x, norm) */
     STAGE_ROPE_STORE, /* rope q and k; store k, v in the cache */
     STAGE_SWIGLU,     /* gate = silu(gate) * up */
@@ -516,6 +520,7 @@ static void rows_task(void *arg, int64_t task, int thread) {
             if (m->k->dequant[e->dtype]) m->k->dequant[e->dtype](row, x, E);
             else di_dtype_traits_of(e->dtype)->to_float(row, x, E);
             rmsnorm_row(m, x, j->norm, h);
+            if (!m->k->ggml) di_rope_angles(j->b->pos[r], (int32_t)hp->n_rot, m->inv_freq, c->rope_cs + r * hp->n_rot);
             break;
         }
         case STAGE_ADD_NORM:
@@ -533,10 +538,11 @@ static void rows_task(void *arg, int64_t task, int thread) {
                 kv_store_row(m, j->kv, j->il, j->b, (int32_t)r, c->kx + r * kv_dim, c->vx + r * kv_dim);
                 break;
             }
-            di_rope(c->q + r * q_dim, j->b->pos + r, 1, (int32_t)hp->n_heads, (int32_t)hp->head_dim,
-                    (int32_t)hp->n_rot, m->inv_freq, m->rope_neox);
-            di_rope(c->kx + r * kv_dim, j->b->pos + r, 1, (int32_t)hp->n_heads_kv, (int32_t)hp->head_dim,
-                    (int32_t)hp->n_rot, m->inv_freq, m->rope_neox);
+            /* di_rope's bits, with the angles of the embed stage */
+            di_rope_apply(c->q + r * q_dim, (int32_t)hp->n_heads, (int32_t)hp->head_dim, (int32_t)hp->n_rot,
+                          c->rope_cs + r * hp->n_rot, m->rope_neox);
+            di_rope_apply(c->kx + r * kv_dim, (int32_t)hp->n_heads_kv, (int32_t)hp->head_dim, (int32_t)hp->n_rot,
+                          c->rope_cs + r * hp->n_rot, m->rope_neox);
             kv_store_row(m, j->kv, j->il, j->b, (int32_t)r, c->kx + r * kv_dim, c->vx + r * kv_dim);
             break;
         case STAGE_SWIGLU:

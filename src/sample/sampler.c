@@ -192,42 +192,93 @@ struct processed {
     int32_t n_finite;
 };
 
+/* Lanes of the row scan: enough for one AVX-512 vector of floats. */
+#define SCAN_LANES 16
+
+/* zmax, argmax and n_finite of z (V), as one pass over the tokens in order
+ * would find them (strict >: the lowest id of the largest finite value),
+ * but branch-free so the compiler vectorizes it: lane k keeps the first
+ * maximum among tokens k, k + SCAN_LANES, ...; the lanes merge by value,
+ * then lowest id, and the tail runs in order after them (its ids are the
+ * highest). -inf never wins, so a row of -inf leaves argmax -1. Returns
+ * nonzero if some value is +inf (NaN cannot reach here). */
+static int scan_row(const float *z, int32_t V, struct processed *pr) {
+    float lmax[SCAN_LANES];
+    int32_t lidx[SCAN_LANES], lfin[SCAN_LANES];
+    int32_t linf[SCAN_LANES];
+    for (int k = 0; k < SCAN_LANES; k++) {
+        lmax[k] = -INFINITY;
+        lidx[k] = -1;
+        lfin[k] = 0;
+        linf[k] = 0;
+    }
+    int32_t t = 0;
+    for (; t + SCAN_LANES <= V; t += SCAN_LANES)
+        for (int k = 0; k < SCAN_LANES; k++) {
+            float x = z[t + k];
+            int gt = x > lmax[k];
+            lmax[k] = gt ? x : lmax[k];
+            lidx[k] = gt ? t + k : lidx[k];
+            lfin[k] += x != -INFINITY;
+            linf[k] |= x == INFINITY;
+        }
+    pr->zmax = -INFINITY;
+    pr->argmax = -1;
+    pr->n_finite = 0;
+    int inf = 0;
+    for (int k = 0; k < SCAN_LANES; k++) {
+        if (lidx[k] >= 0 && (lmax[k] > pr->zmax || (lmax[k] == pr->zmax && lidx[k] < pr->argmax))) {
+            pr->zmax = lmax[k];
+            pr->argmax = lidx[k];
+        }
+        pr->n_finite += lfin[k];
+        inf |= linf[k];
+    }
+    for (; t < V; t++) {
+        float x = z[t];
+        if (x > pr->zmax) {
+            pr->zmax = x;
+            pr->argmax = t;
+        }
+        pr->n_finite += x != -INFINITY;
+        inf |= x == INFINITY;
+    }
+    return inf;
+}
+
 static di_status process_row(di_sampler *s, const di_sampling_params *p,
                              const di_sample_input *in, struct processed *pr, di_error *err) {
     const int32_t V = s->n_vocab;
     float *z = s->z;
     /* Model logits may be -inf (a model that masks), never NaN or +inf: those
-     * mean a broken forward pass, and sampling from them would hide it. */
+     * mean a broken forward pass, and sampling from them would hide it. The
+     * check has no early exit so the compiler vectorizes the copy; the rare
+     * bad row is scanned again for the first offending token. */
+    int bad = 0;
     for (int32_t t = 0; t < V; t++) {
         float x = in->logits[t];
-        if (isnan(x) || x == INFINITY)
-            return di_error_set(err, DI_ERR_RANGE, "sampler: logit of token %d is %g", (int)t,
-                                (double)x);
+        bad |= (x != x) | (x == INFINITY);
         z[t] = x;
     }
+    if (bad)
+        for (int32_t t = 0; t < V; t++)
+            if (isnan(z[t]) || z[t] == INFINITY)
+                return di_error_set(err, DI_ERR_RANGE, "sampler: logit of token %d is %g", (int)t,
+                                    (double)z[t]);
     for (size_t i = 0; i < p->n_logit_bias; i++) z[p->logit_bias[i].token] += p->logit_bias[i].bias;
     if (in->allowed)
         for (int32_t t = 0; t < V; t++)
             if (!((in->allowed[t >> 5] >> (t & 31)) & 1u)) z[t] = -INFINITY;
     apply_penalties(s, p, in);
 
-    pr->zmax = -INFINITY;
-    pr->argmax = -1;
-    pr->n_finite = 0;
-    for (int32_t t = 0; t < V; t++) {
-        float x = z[t];
-        if (x == -INFINITY) continue;
-        /* A tiny repetition penalty can push a large logit to +inf. */
-        if (!isfinite(x))
-            return di_error_set(err, DI_ERR_RANGE,
-                                "sampler: logit of token %d overflowed to %g after penalties",
-                                (int)t, (double)x);
-        pr->n_finite++;
-        if (x > pr->zmax) { /* strict: the first (lowest id) maximum wins */
-            pr->zmax = x;
-            pr->argmax = t;
-        }
-    }
+    /* A tiny repetition penalty can push a large logit to +inf (no NaN is
+     * possible here: finite values and -inf stay clear of it). */
+    if (scan_row(z, V, pr))
+        for (int32_t t = 0; t < V; t++)
+            if (z[t] == INFINITY)
+                return di_error_set(err, DI_ERR_RANGE,
+                                    "sampler: logit of token %d overflowed to %g after penalties",
+                                    (int)t, (double)z[t]);
     if (pr->n_finite == 0)
         return di_error_set(err, DI_ERR_INVALID_ARG,
                             "sampler: the mask and logit_bias leave no token to sample");

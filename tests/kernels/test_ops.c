@@ -118,6 +118,29 @@ static void swiglu_and_softmax_are_exact_enough(void **state) {
     assert_true(fabsf(s[0] - 0.5f) < 1e-6f && fabsf(s[1] - 0.5f) < 1e-6f && s[3] == 0.0f);
 }
 
+/* di_swiglu on a sweep of gates over [-100, 100] (both signs, both
+ * branches, past where e^-|g| underflows) and odd lengths (chunk tails):
+ * within 2^-21 relative of silu(g) * u computed in double; inf and NaN
+ * behave like the plain formula. */
+static void swiglu_matches_double_silu_on_a_sweep(void **state) {
+    (void)state;
+    enum { N = 4099 };
+    static float g[N], u[N], g0[N];
+    for (int i = 0; i < N; i++) {
+        g0[i] = g[i] = -100.0f + 200.0f * (float)i / (float)(N - 1);
+        u[i] = 0.5f + (float)(i % 7);
+    }
+    di_swiglu(g, u, N);
+    for (int i = 0; i < N; i++) {
+        double x = g0[i], want = x / (1.0 + exp(-x)) * u[i];
+        double tol = fabs(want) * ldexp(1.0, -21) + 1e-30;
+        if (fabs((double)g[i] - want) > tol) fail_msg("swiglu(%g) = %g, want %g", x, (double)g[i], want);
+    }
+    float gi[3] = {INFINITY, -INFINITY, NAN}, ui[3] = {2.0f, 1.0f, 1.0f};
+    di_swiglu(gi, ui, 3);
+    assert_true(gi[0] == INFINITY && isnan(gi[1]) && isnan(gi[2]));
+}
+
 /* The attention softmax's polynomial exp: within 2^-22 relative of exp
  * (in double) on [-87, 0], exactly 1 at 0, 0 below -87 and at -inf. */
 static void exp_nonpos_is_within_its_bound(void **state) {
@@ -264,6 +287,7 @@ int main(void) {
         cmocka_unit_test(rmsnorm_scales_to_unit_rms),
         cmocka_unit_test(rope_adjacent_pairs_equal_halves_under_permutation),
         cmocka_unit_test(swiglu_and_softmax_are_exact_enough),
+        cmocka_unit_test(swiglu_matches_double_silu_on_a_sweep),
         cmocka_unit_test(exp_nonpos_is_within_its_bound),
         cmocka_unit_test(attention_matches_naive_softmax_and_is_invariant),
     };

@@ -73,6 +73,42 @@ static void greedy_picks_argmax_with_lowest_id_on_ties(void **state) {
     di_sampler_free(s);
 }
 
+/* The greedy scan runs in vector lanes plus an in-order tail: on rows of
+ * every width around the lane count, with few distinct values (ties across
+ * lanes and in the tail) and -inf holes, it must pick what one in-order
+ * pass picks: the lowest id of the largest value. */
+static void greedy_matches_in_order_scan_on_wide_rows_with_ties(void **state) {
+    (void)state;
+    const int32_t widths[] = {1, 2, 15, 16, 17, 31, 32, 33, 100, 1000, 4099};
+    const float values[] = {-INFINITY, -1.0f, 0.0f, -0.0f, 0.5f, 2.0f};
+    float z[4099];
+    di_sampling_params p = di_sampling_params_default();
+    p.temperature = 0.0f;
+    uint32_t rng = 12345u;
+    for (size_t w = 0; w < N_ELEMS(widths); w++) {
+        const int32_t V = widths[w];
+        di_sampler *s = make_sampler(V);
+        for (int trial = 0; trial < 50; trial++) {
+            for (int32_t t = 0; t < V; t++) {
+                rng = rng * 1664525u + 1013904223u;
+                z[t] = values[(rng >> 16) % N_ELEMS(values)];
+            }
+            if (trial % 5 == 0) z[V - 1] = 3.0f; /* the best in the tail */
+            z[(trial * 7) % V] = z[(trial * 7) % V] == -INFINITY ? 1.0f : z[(trial * 7) % V];
+            int32_t want = -1;
+            float best = -INFINITY;
+            for (int32_t t = 0; t < V; t++)
+                if (z[t] > best) {
+                    best = z[t];
+                    want = t;
+                }
+            di_sample_input in = row(z);
+            assert_int_equal(sample_one(s, &p, &in), want);
+        }
+        di_sampler_free(s);
+    }
+}
+
 static void temperature_scales_the_distribution(void **state) {
     (void)state;
     const float logits[] = {0.5f, -1.0f, 2.0f, 0.0f, 1.25f, -3.0f};
@@ -838,6 +874,7 @@ static void golden_distributions_and_logprobs_match(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(greedy_picks_argmax_with_lowest_id_on_ties),
+        cmocka_unit_test(greedy_matches_in_order_scan_on_wide_rows_with_ties),
         cmocka_unit_test(temperature_scales_the_distribution),
         cmocka_unit_test(top_k_keeps_exactly_the_k_best),
         cmocka_unit_test(top_p_keeps_the_smallest_prefix_reaching_p),

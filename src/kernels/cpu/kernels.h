@@ -258,6 +258,14 @@ void di_rmsnorm(const float *x, const float *w, float *out, int64_t n_rows, int6
 void di_rope(float *x, const int32_t *pos, int64_t n_rows, int32_t n_heads, int32_t head_dim,
              int32_t n_rot, const float *inv_freq, int neox);
 
+/* di_rope in two halves, so a caller that rotates many vectors at one
+ * position (every layer's q and k of a row) computes the angles once:
+ * di_rope_angles fills cs (n_rot) with cos then sin of the n_rot / 2
+ * angles at pos; di_rope_apply rotates x (n_heads * head_dim) with them.
+ * Together they give di_rope's bits. */
+void di_rope_angles(int32_t pos, int32_t n_rot, const float *inv_freq, float *cs);
+void di_rope_apply(float *x, int32_t n_heads, int32_t head_dim, int32_t n_rot, const float *cs, int neox);
+
 /* gate[i] = silu(gate[i]) * up[i]; gate, up (n). */
 void di_swiglu(float *gate, const float *up, int64_t n);
 
