@@ -162,22 +162,11 @@ void mt_mask_cache_free(mt_mask_cache *c) {
 /* Content id of set k (all lower sets have ids); UINT32_MAX on no memory. */
 static uint32_t state_id(di_grammar_matcher *m, uint32_t k) {
     mt_mask_cache *c = m->cache;
-    const mt_set *s = &m->sets[k], *e = &m->sets[k + 1];
-    uint32_t n = (e->scan_start - s->scan_start) + (e->wait_start - s->wait_start) + 1;
-    if (!ensure_key(c, 3 * n)) return UINT32_MAX;
-    uint32_t q = 0;
-    for (int pass = 0; pass < 2; pass++) {
-        const uint32_t *idx = pass ? m->waits : m->scans;
-        uint32_t a = pass ? s->wait_start : s->scan_start, z = pass ? e->wait_start : e->scan_start;
-        for (uint32_t i = a; i < z; i++) {
-            const mt_item *it = &m->items[idx[i]];
-            c->key[q++] = it->pos;
-            c->key[q++] = it->origin == k ? KEY_SELF : m->sids[it->origin];
-            c->key[q++] = it->aux;
-        }
-    }
+    const mt_set *s = &m->sets[k];
+    uint32_t q = mt_set_key(c, m, k, MT_KEY_IDS);
+    if (q == UINT32_MAX) return UINT32_MAX;
     c->key[q++] = KEY_ACCEPT, c->key[q++] = s->accept, c->key[q++] = 0;
-    n = mt_sort_triples(c->key, q / 3);
+    uint32_t n = mt_sort_triples(c->key, q / 3);
     bool added;
     return mt_kt_intern(&c->states, c->key, 3 * n, &added);
 }

@@ -130,11 +130,7 @@ static uint32_t canon_aux(const di_grammar *g, const di_grammar_vocab *v, const 
     return to_min << 16 | to_max;
 }
 
-/* Builds the local key of the current set into c->key; returns its length
- * in words (triples pos, here?, canon aux). */
-uint32_t mt_local_key(di_grammar_matcher *m) {
-    mt_mask_cache *c = m->cache;
-    uint32_t k = m->n_sets - 1;
+uint32_t mt_set_key(mt_mask_cache *c, const di_grammar_matcher *m, uint32_t k, mt_key_kind kind) {
     const mt_set *s = &m->sets[k], *e = &m->sets[k + 1];
     uint32_t n = (e->scan_start - s->scan_start) + (e->wait_start - s->wait_start);
     if (!ensure_key(c, 3 * n + 3)) return UINT32_MAX;
@@ -145,11 +141,19 @@ uint32_t mt_local_key(di_grammar_matcher *m) {
         for (uint32_t i = a; i < z; i++) {
             const mt_item *it = &m->items[idx[i]];
             c->key[q++] = it->pos;
-            c->key[q++] = it->origin == k;
-            c->key[q++] = canon_aux(m->g, m->vocab, it);
+            if (kind == MT_KEY_LOCAL) c->key[q++] = it->origin == k;
+            else c->key[q++] = it->origin == k ? KEY_SELF : m->sids[it->origin];
+            c->key[q++] = kind == MT_KEY_IDS ? it->aux : canon_aux(m->g, m->vocab, it);
         }
     }
-    return 3 * mt_sort_triples(c->key, q / 3);
+    return q;
+}
+
+/* Builds the local key of the current set into c->key; returns its length
+ * in words (triples pos, here?, canon aux). */
+uint32_t mt_local_key(di_grammar_matcher *m) {
+    uint32_t q = mt_set_key(m->cache, m, m->n_sets - 1, MT_KEY_LOCAL);
+    return q == UINT32_MAX ? q : 3 * mt_sort_triples(m->cache->key, q / 3);
 }
 
 /* Seeds the local parser with the current set's items: origin "here" -> 1,
@@ -223,21 +227,9 @@ bool mt_seed_local(di_grammar_matcher *m) {
  * makes sure its DFA row exists. UINT32_MAX on no memory. */
 uint32_t mt_local_sid(mt_mask_cache *c, di_grammar_matcher *L, uint32_t k) {
     ldfa *d = &c->dfa;
-    const mt_set *s = &L->sets[k], *e = &L->sets[k + 1];
-    uint32_t n = (e->scan_start - s->scan_start) + (e->wait_start - s->wait_start);
-    if (!ensure_key(c, 3 * n + 3)) return UINT32_MAX;
-    uint32_t q = 0;
-    for (int pass = 0; pass < 2; pass++) {
-        const uint32_t *idx = pass ? L->waits : L->scans;
-        uint32_t a = pass ? s->wait_start : s->scan_start, z = pass ? e->wait_start : e->scan_start;
-        for (uint32_t i = a; i < z; i++) {
-            const mt_item *it = &L->items[idx[i]];
-            c->key[q++] = it->pos;
-            c->key[q++] = it->origin == k ? KEY_SELF : L->sids[it->origin];
-            c->key[q++] = canon_aux(L->g, L->vocab, it);
-        }
-    }
-    n = mt_sort_triples(c->key, q / 3);
+    uint32_t q = mt_set_key(c, L, k, MT_KEY_IDS_CANON);
+    if (q == UINT32_MAX) return UINT32_MAX;
+    uint32_t n = mt_sort_triples(c->key, q / 3);
     bool added;
     uint32_t id = mt_kt_intern(&d->states, c->key, 3 * n, &added);
     if (id == UINT32_MAX || !added) return id;

@@ -247,6 +247,18 @@ void mt_dfa_free(ldfa *d);
 /* Sorts (a, b, c) triples and drops duplicates; returns the new count. */
 uint32_t mt_sort_triples(uint32_t *k, uint32_t n);
 
+/* How mt_set_key writes an item's origin and aux. */
+typedef enum {
+    MT_KEY_LOCAL,     /* origin: 1 when the item began in set k, else 0; canonical aux */
+    MT_KEY_IDS_CANON, /* origin: KEY_SELF for set k, else the set's id (m->sids); canonical aux */
+    MT_KEY_IDS,       /* origin as MT_KEY_IDS_CANON; the item's own aux */
+} mt_key_kind;
+
+/* Writes set k's scanning, then waiting items into c->key as triples (pos,
+ * origin, aux), leaving room for one more triple; returns the words
+ * written, UINT32_MAX on no memory. */
+uint32_t mt_set_key(mt_mask_cache *c, const di_grammar_matcher *m, uint32_t k, mt_key_kind kind);
+
 /* Builds the local key of the current set into c->key; returns its length
  * in words (triples pos, here?, canon aux). */
 uint32_t mt_local_key(di_grammar_matcher *m);
