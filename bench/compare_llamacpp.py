@@ -28,9 +28,11 @@ Usage (llama-cpp-python from scripts/requirements-llamacpp.txt):
   $(scripts/venv.sh llamacpp) bench/compare_llamacpp.py [--reps 3] [--threads 2]
 """
 import argparse
+import concurrent.futures
 import ctypes
 import datetime
 import json
+import multiprocessing
 import os
 import re
 import statistics
@@ -220,44 +222,61 @@ def probe_read(a, mib, full):
     return json.loads(run(cmd))
 
 
+def llama_once(model, threads, n_ctx, n_batch, n_seq_max, extra_bufts, n_prompt, n_gen, batches, batch_gen):
+    """One repetition of llama.cpp's tests, run in a process of its own
+    (measure_model): with OMP_WAIT_POLICY=ACTIVE its idle OpenMP threads
+    keep spinning for seconds after its last llama_decode, so in our process
+    they would take a core from the read probes and from our runs. The
+    process exits before the next probe, and its threads with it."""
+    lc = LlamaCpp(model, threads, n_ctx, n_batch, n_seq_max, extra_bufts)
+    try:
+        seed = 12345
+        prompt = []
+        for _ in range(n_prompt + max(batches) + 1):
+            seed = (seed * 1664525 + 1013904223) % 2 ** 32
+            prompt.append(seed % lc.n_vocab)
+        lc.pp(prompt[:16])  # warm-up
+        r = {"pp%d" % n_prompt: lc.pp(prompt[:n_prompt]), "tg%d" % n_gen: lc.tg(prompt[0], n_gen)}
+        for b in batches:
+            r["batch%d" % b] = lc.batched(prompt[:b], batch_gen)
+        return r, lc.version
+    finally:
+        lc.close()
+
+
 def measure_model(bin_path, model, a, mib):
-    """Reps of: read probe, ours (each kernel mode), llama.cpp; then a last
-    probe. Returns the results and the probes (len reps + 1: probe i is
-    taken just before rep i, probe i+1 just after it)."""
+    """Reps of: read probe, ours (each kernel mode), llama.cpp (in a fresh
+    process, llama_once); then a last probe. Returns the results and the
+    probes (len reps + 1: probe i is taken just before rep i, probe i+1
+    just after it)."""
     tests = ["pp%d" % a.n_prompt, "tg%d" % a.n_gen] + ["batch%d" % b for b in a.batches]
     ours = {k: {t: [] for t in tests} for k in a.kernels}
     names = {}
     llama = {t: [] for t in tests}
     n_ctx = max(a.n_prompt + a.n_gen + 16, max(a.batches) * (a.batch_gen + 8) + 16)
-    lc = LlamaCpp(model, a.threads, n_ctx, max(a.n_prompt, max(a.batches)), max(a.batches), a.llama_extra_bufts)
-    seed = 12345
-    prompt = []
-    for _ in range(a.n_prompt + max(a.batches) + 1):
-        seed = (seed * 1664525 + 1013904223) % 2 ** 32
-        prompt.append(seed % lc.n_vocab)
+    spawn = multiprocessing.get_context("spawn")
     probes = []
-    try:
-        lc.pp(prompt[:16])  # warm-up
-        for rep in range(a.reps):
-            probes.append(probe_read(a, mib, full=rep == 0))
-            for k in a.kernels:
-                r = ours_once(bin_path, model, a, k)
-                for t in tests:
-                    ours[k][t].append(r[t][0])
-                    names[k] = r[t][1]
-            llama[tests[0]].append(lc.pp(prompt[:a.n_prompt]))
-            llama[tests[1]].append(lc.tg(prompt[0], a.n_gen))
-            for b in a.batches:
-                llama["batch%d" % b].append(lc.batched(prompt[:b], a.batch_gen))
-            log("  rep %d/%d: ours %s | llama.cpp %s" % (
-                rep + 1, a.reps,
-                " ".join("%s=%.0f" % (t, ours[a.kernels[0]][t][-1]) for t in tests),
-                " ".join("%s=%.0f" % (t, llama[t][-1]) for t in tests)))
-        probes.append(probe_read(a, mib, full=True))
-    finally:
-        lc.close()
+    version = "?"
+    for rep in range(a.reps):
+        probes.append(probe_read(a, mib, full=rep == 0))
+        for k in a.kernels:
+            r = ours_once(bin_path, model, a, k)
+            for t in tests:
+                ours[k][t].append(r[t][0])
+                names[k] = r[t][1]
+        with concurrent.futures.ProcessPoolExecutor(1, mp_context=spawn) as ex:
+            r, version = ex.submit(llama_once, model, a.threads, n_ctx, max(a.n_prompt, max(a.batches)),
+                                   max(a.batches), a.llama_extra_bufts, a.n_prompt, a.n_gen, list(a.batches),
+                                   a.batch_gen).result()
+        for t in tests:
+            llama[t].append(r[t])
+        log("  rep %d/%d: ours %s | llama.cpp %s" % (
+            rep + 1, a.reps,
+            " ".join("%s=%.0f" % (t, ours[a.kernels[0]][t][-1]) for t in tests),
+            " ".join("%s=%.0f" % (t, llama[t][-1]) for t in tests)))
+    probes.append(probe_read(a, mib, full=True))
     return tests, {k: {t: summarize(v) for t, v in ours[k].items()} for k in a.kernels}, names, \
-        {t: summarize(v) for t, v in llama.items()}, lc.version, ours, llama, probes
+        {t: summarize(v) for t, v in llama.items()}, version, ours, llama, probes
 
 
 def bandwidth_shares(per_rep, weight_bytes, probes):
