@@ -38,18 +38,27 @@ static bool kt_rehash(mt_keytab *t, uint32_t nc) {
     return true;
 }
 
-/* Returns the id of key (adding it when absent; *added tells), or
- * UINT32_MAX when out of memory. */
-uint32_t mt_kt_intern(mt_keytab *t, const uint32_t *k, uint32_t n, bool *added) {
-    *added = false;
-    if ((t->n_ids + 1) * 2 > t->cap && !kt_rehash(t, t->cap ? t->cap * 2 : 1024)) return UINT32_MAX;
-    uint32_t h = hash_words(k, n), i = h & (t->cap - 1);
+/* The id of key k (hash h) in t, or UINT32_MAX with *slot at the empty
+ * slot where it would go. t->cap must be nonzero. */
+static uint32_t kt_probe(const mt_keytab *t, const uint32_t *k, uint32_t n, uint32_t h, uint32_t *slot) {
+    uint32_t i = h & (t->cap - 1);
     while (t->slot[i]) {
         uint32_t id = t->slot[i] - 1;
         if (t->hash[id] == h && t->off[id + 1] - t->off[id] == n && (!n || !memcmp(t->data + t->off[id], k, n * sizeof *k)))
             return id;
         i = (i + 1) & (t->cap - 1);
     }
+    *slot = i;
+    return UINT32_MAX;
+}
+
+/* Returns the id of key (adding it when absent; *added tells), or
+ * UINT32_MAX when out of memory. */
+uint32_t mt_kt_intern(mt_keytab *t, const uint32_t *k, uint32_t n, bool *added) {
+    *added = false;
+    if ((t->n_ids + 1) * 2 > t->cap && !kt_rehash(t, t->cap ? t->cap * 2 : 1024)) return UINT32_MAX;
+    uint32_t h = hash_words(k, n), i = 0, id = kt_probe(t, k, n, h, &i);
+    if (id != UINT32_MAX) return id;
     if (t->n_ids + 2 > t->cap_ids) {
         uint32_t nc = t->cap_ids ? t->cap_ids * 2 : 1024;
         size_t *o = di_realloc_array(t->off, (size_t)nc + 1, sizeof *o);
@@ -69,7 +78,7 @@ uint32_t mt_kt_intern(mt_keytab *t, const uint32_t *k, uint32_t n, bool *added) 
     if (t->n_ids == 0) t->off[0] = 0;
     if (n) memcpy(t->data + t->n_data, k, n * sizeof *k); /* empty keys are valid (a finished state) */
     t->n_data += n;
-    uint32_t id = t->n_ids++;
+    id = t->n_ids++;
     t->off[id + 1] = t->n_data;
     t->hash[id] = h;
     t->slot[i] = id + 1;
@@ -79,13 +88,8 @@ uint32_t mt_kt_intern(mt_keytab *t, const uint32_t *k, uint32_t n, bool *added) 
 
 uint32_t mt_kt_find(const mt_keytab *t, const uint32_t *k, uint32_t n) {
     if (!t->cap) return UINT32_MAX;
-    uint32_t h = hash_words(k, n), i = h & (t->cap - 1);
-    while (t->slot[i]) {
-        uint32_t id = t->slot[i] - 1;
-        if (t->hash[id] == h && t->off[id + 1] - t->off[id] == n && (!n || !memcmp(t->data + t->off[id], k, n * sizeof *k)))
-            return id;
-        i = (i + 1) & (t->cap - 1);
-    }
+    uint32_t i;
+    return kt_probe(t, k, n, hash_words(k, n), &i);
     return UINT32_MAX;
 }
 
