@@ -6,7 +6,9 @@
 #   scripts/venv.sh NAME       .venv-NAME     from scripts/requirements-NAME.txt
 #
 # Named venvs exist because oracles pin different transformers versions: the
-# llama goldens need 4.55 (GGUF loading), DeepSeek-V4 needs 5.24.
+# llama goldens need 4.55 (GGUF loading), DeepSeek-V4 needs 5.24. A
+# requirements file may name the interpreter that creates its venv in a line
+# "# python: python3.12" (DeepInfer and tile-kernels need Python >= 3.12).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 if [ $# -eq 0 ]; then
@@ -25,8 +27,9 @@ else
 fi
 STAMP=$VENV/.req-sha256
 want=$(sha256sum "$REQ" | cut -d' ' -f1)
+PYBIN=$(sed -n 's/^# python: *\([A-Za-z0-9._/-]*\).*$/\1/p' "$REQ" | head -1)
 if [ ! -x "$VENV/bin/python" ]; then
-  python3 -m venv "$VENV" >&2
+  "${PYBIN:-python3}" -m venv "$VENV" >&2
 fi
 if [ "$(cat "$STAMP" 2>/dev/null)" != "$want" ]; then
   "$VENV/bin/pip" install --quiet --upgrade pip >&2
