@@ -109,6 +109,10 @@ typedef struct di_engine_params {
                                 * small models); "ggml" = llama.cpp's CPU
                                 * numerics (same argmaxes as llama.cpp, for
                                 * comparisons); or a name ("avx2", "c-q8") */
+    const char *numerics;      /* DeepSeek-V4.1 only: "deepinfer" (NULL, the
+                                * default: DeepInfer's activation and KV
+                                * quantization, what DeepSeek serves) or
+                                * "ideal" (f32, no simulated quantization) */
 } di_engine_params;
 
 di_engine_params di_engine_params_default(void);

@@ -6,6 +6,7 @@
 
 #include "format/safetensors.h"
 #include "model/deepseek_v4.h"
+#include "model/deepseek_v41.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -68,6 +69,7 @@ static void print_tensors(const di_safetensors_checkpoint *ck) {
 }
 
 int di_info_hf(const char *dir) {
+    if (di_dsv41_is_config(dir)) return di_info_hf_v41(dir);
     di_error err = {0};
     di_dsv4_hparams hp;
     printf("folder:          %s\n", dir);

@@ -43,6 +43,8 @@ int di_gen_opts_specs(di_gen_opts *o, di_arg *s, int n) {
         {"--no-prefix-cache", NULL, DI_ARG_FLAG, &o->no_prefix_cache, 0, 0, "do not reuse cached prompts"},
         {"--kv-f32", NULL, DI_ARG_FLAG, &o->kv_f32, 0, 0, "keep the KV cache in f32"},
         {"--kernels", NULL, DI_ARG_STR, &o->kernels, 0, 0, "kernel table: q8 (int8 activations), ggml (llama.cpp's numerics)"},
+        {"--numerics", NULL, DI_ARG_STR, &o->numerics, 0, 0,
+         "DeepSeek-V4.1: deepinfer (default: DeepInfer's quantization) or ideal (f32)"},
     };
     for (size_t i = 0; i < sizeof add / sizeof add[0]; i++) s[n++] = add[i];
     return n;
@@ -61,6 +63,7 @@ di_engine_params di_gen_engine_params(const di_gen_opts *o) {
     p.no_prefix_cache = o->no_prefix_cache;
     p.kv_f32 = o->kv_f32;
     p.kernels = o->kernels;
+    p.numerics = o->numerics;
     return p;
 }
 

@@ -12,6 +12,7 @@ typedef struct di_gen_opts {
     double temp, top_p, min_p, repeat_penalty, tpot_target_ms;
     bool no_prefix_cache, kv_f32;
     const char *kernels; /* kernel table name, NULL = the default exact one */
+    const char *numerics; /* DeepSeek-V4.1 numerics policy, NULL = deepinfer */
 } di_gen_opts;
 
 /* Fills defaults: the default model path, greedy-ish sampling tuned for the

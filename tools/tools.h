@@ -20,6 +20,7 @@ int di_cmd_tokenize(int argc, char **argv);
 int di_cmd_grammar(int argc, char **argv);
 /* deepinfer info on an HF checkpoint folder (cmd_info_hf.c). */
 int di_info_hf(const char *dir);
+int di_info_hf_v41(const char *dir); /* DeepSeek-V4.1 folders (cmd_info_v41.c) */
 int di_cmd_perplexity(int argc, char **argv);
 int di_cmd_bench(int argc, char **argv);
 int di_cmd_quantize(int argc, char **argv);

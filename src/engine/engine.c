@@ -125,7 +125,7 @@ di_status di_engine_create(const di_engine_params *p, di_engine **out, di_error 
     pthread_mutexattr_destroy(&attr);
     e->next_id = 1;
 
-    di_status s = di_model_open(p->model_path, p->kernels, &e->model, err);
+    di_status s = di_model_open(p->model_path, p->kernels, p->numerics, &e->model, err);
     if (s) goto fail;
     di_model_get_facts(e->model, &e->facts);
     e->tok = di_model_tokenizer(e->model);

@@ -180,6 +180,15 @@ double dsv4_linear_bytes(const dsv4_linear *w);
 
 di_status dsv4_hparams_from_config(const char *path, di_dsv4_hparams *hp, di_error *err);
 di_status dsv4_bind_weights(di_dsv4_model *m, di_error *err);
+/* The binders bind_weights uses, for DeepSeek-V4.1's loader: m supplies the
+ * mapping (m->ck), the FP8 block edge (m->hp.fp8_block) and the owned list. */
+di_status dsv4_bind_linear(di_dsv4_model *m, const char *base, int64_t n_out, int64_t n_in, int allow_mx,
+                           dsv4_linear *w, di_error *err);
+di_status dsv4_bind_vec(di_dsv4_model *m, const char *name, int64_t n, const float **out, di_error *err);
+di_status dsv4_bind_float_matrix(di_dsv4_model *m, const char *name, int64_t rows, int64_t cols, dsv4_linear *w,
+                                 di_error *err);
+/* Rotary inverse frequencies (n_rot/2) for base theta, YaRN from hp when yarn. */
+void dsv4_build_inv_freq(const di_dsv4_hparams *hp, double base, int yarn, float *out);
 /* Keeps p until the model is freed; frees p and fails on no memory. */
 di_status dsv4_own(di_dsv4_model *m, void *p, di_error *err);
 

@@ -501,3 +501,23 @@ di_status dsv4_bind_weights(di_dsv4_model *m, di_error *err) {
     build_inv_freq(hp, hp->compress_rope_theta, hp->yarn, m->inv_freq_compress);
     return DI_OK;
 }
+
+/* ---- binders shared with DeepSeek-V4.1 (deepseek_v41_load.c) ---------------- */
+
+di_status dsv4_bind_linear(di_dsv4_model *m, const char *base, int64_t n_out, int64_t n_in, int allow_mx,
+                           dsv4_linear *w, di_error *err) {
+    return bind_linear(m, base, n_out, n_in, allow_mx, w, err);
+}
+
+di_status dsv4_bind_vec(di_dsv4_model *m, const char *name, int64_t n, const float **out, di_error *err) {
+    return bind_vec(m, name, n, out, err);
+}
+
+di_status dsv4_bind_float_matrix(di_dsv4_model *m, const char *name, int64_t rows, int64_t cols, dsv4_linear *w,
+                                 di_error *err) {
+    return bind_float_matrix(m, name, rows, cols, w, err);
+}
+
+void dsv4_build_inv_freq(const di_dsv4_hparams *hp, double base, int yarn, float *out) {
+    build_inv_freq(hp, base, yarn, out);
+}

@@ -7,11 +7,14 @@
 #include "base/alloc.h"
 #include "format/gguf.h"
 #include "model/deepseek_v4.h"
+#include "model/deepseek_v41.h"
 #include "model/llama.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 /* One architecture. impl/kv/ctx are that architecture's own handles. */
 typedef struct arch_ops {
@@ -103,6 +106,36 @@ static di_status dsv4_forward_(void *c, void *kv, const di_batch *b, float *lg, 
 static const arch_ops DSV4_OPS = {"deepseek_v4", dsv4_free_, dsv4_facts, dsv4_kv_bytes, dsv4_kv_create_,
                                   dsv4_kv_free_, dsv4_ctx_create_, dsv4_ctx_free_, dsv4_forward_};
 
+static void dsv41_free_(void *m) { di_dsv41_free(m); }
+static void dsv41_facts(const void *impl, di_model_facts *out) {
+    const di_dsv41_hparams *hp = di_dsv41_hparams_of(impl);
+    out->arch = "deepseek_v41";
+    out->n_vocab = hp->n_vocab;
+    out->n_ctx_train = hp->n_ctx_train;
+    out->n_layers = hp->n_layers;
+    out->n_embd = hp->n_embd;
+    out->kernels = di_dsv41_kernels(impl)->name;
+}
+/* V4.1's KV formats follow its numerics policy, not the engine's f16/f32 choice */
+static uint64_t dsv41_kv_bytes(const void *impl, di_dtype dtype) {
+    (void)dtype;
+    return di_dsv41_kv_bytes_per_token(impl);
+}
+static di_status dsv41_kv_create_(const void *impl, int32_t nb, int32_t bs, di_dtype dt, void **out, di_error *err) {
+    (void)dt;
+    return di_dsv41_kv_create(impl, nb, bs, (di_dsv41_kv **)out, err);
+}
+static void dsv41_kv_free_(void *kv) { di_dsv41_kv_free(kv); }
+static di_status dsv41_ctx_create_(const void *impl, void **out, di_error *err) {
+    return di_dsv41_ctx_create(impl, (di_dsv41_ctx **)out, err);
+}
+static void dsv41_ctx_free_(void *c) { di_dsv41_ctx_free(c); }
+static di_status dsv41_forward_(void *c, void *kv, const di_batch *b, float *lg, di_threadpool *p, di_error *err) {
+    return di_dsv41_forward(c, kv, b, lg, p, err);
+}
+static const arch_ops DSV41_OPS = {"deepseek_v41", dsv41_free_, dsv41_facts, dsv41_kv_bytes, dsv41_kv_create_,
+                                   dsv41_kv_free_, dsv41_ctx_create_, dsv41_ctx_free_, dsv41_forward_};
+
 /* ---- opening ------------------------------------------------------------------- */
 
 static di_status open_gguf(di_model *m, const char *path, const di_cpu_kernels *k, di_error *err) {
@@ -118,17 +151,36 @@ static di_status open_gguf(di_model *m, const char *path, const di_cpu_kernels *
     return di_tok_load_gguf(m->gguf, &m->tok, err);
 }
 
-/* An HF checkpoint folder: config.json says the architecture (only
- * deepseek_v4 so far; V4.1 is refused by its config reader), tokenizer.json
- * next to it. */
-static di_status open_folder(di_model *m, const char *dir, const di_cpu_kernels *k, di_error *err) {
+/* An HF checkpoint folder: config.json says the architecture
+ * (deepseek_v41 or deepseek_v4), tokenizer.json next to it. V4.1 reads the
+ * tokenizer first: its Engram layers compress the vocabulary through it. */
+static di_status open_folder(di_model *m, const char *dir, const di_cpu_kernels *k, const char *numerics,
+                             di_error *err) {
+    if (di_dsv41_is_config(dir)) {
+        int num = numerics ? di_dsv41_numerics_from_name(numerics) : DI_DSV41_NUMERICS_DEEPINFER;
+        if (num < 0)
+            return di_error_set(err, DI_ERR_INVALID_ARG, "numerics '%.32s' unknown (deepinfer or ideal)", numerics);
+        m->ops = &DSV41_OPS;
+        char path[4096];
+        snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+        di_status s = DI_OK;
+        if (access(path, R_OK) == 0 && (s = di_tok_load_json(dir, &m->tok, err))) return s;
+        if ((s = di_dsv41_load(dir, k, (di_dsv41_numerics)num, m->tok, (di_dsv41_model **)&m->impl, err))) return s;
+        if (!m->tok) return di_error_set(err, DI_ERR_FORMAT, "%s: no tokenizer.json", dir);
+        if (di_tok_chat_kind(m->tok) == DI_CHAT_UNKNOWN || di_tok_chat_kind(m->tok) == DI_CHAT_DEEPSEEK3)
+            di_tok_set_chat_kind(m->tok, DI_CHAT_DEEPSEEK41);
+        return DI_OK;
+    }
+    if (numerics)
+        return di_error_set(err, DI_ERR_INVALID_ARG, "--numerics applies to DeepSeek-V4.1 checkpoints only");
     m->ops = &DSV4_OPS;
     di_status s = di_dsv4_load(dir, k, (di_dsv4_model **)&m->impl, err);
     if (s) return s;
     return di_tok_load_json(dir, &m->tok, err);
 }
 
-di_status di_model_open(const char *path, const char *kernels, di_model **out, di_error *err) {
+di_status di_model_open(const char *path, const char *kernels, const char *numerics, di_model **out,
+                        di_error *err) {
     *out = NULL;
     di_model *m = calloc(1, sizeof *m);
     if (!m) return di_error_set(err, DI_ERR_NOMEM, "%s: out of memory", path);
@@ -138,7 +190,9 @@ di_status di_model_open(const char *path, const char *kernels, di_model **out, d
     di_status s = DI_OK;
     if (kernels && !(k = di_cpu_kernels_by_name(kernels)))
         s = di_error_set(err, DI_ERR_INVALID_ARG, "kernel table '%s' unknown or not runnable on this CPU", kernels);
-    if (!s) s = is_dir ? open_folder(m, path, k, err) : open_gguf(m, path, k, err);
+    if (!s && numerics && !is_dir)
+        s = di_error_set(err, DI_ERR_INVALID_ARG, "--numerics applies to DeepSeek-V4.1 checkpoints only");
+    if (!s) s = is_dir ? open_folder(m, path, k, numerics, err) : open_gguf(m, path, k, err);
     di_model_facts f;
     if (s == DI_OK) {
         di_model_get_facts(m, &f);

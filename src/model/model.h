@@ -26,7 +26,7 @@ typedef struct di_model_kv di_model_kv;
 typedef struct di_model_ctx di_model_ctx;
 
 typedef struct di_model_facts {
-    const char *arch;      /* "llama", "deepseek_v4" */
+    const char *arch;      /* "llama", "deepseek_v4", "deepseek_v41" */
     int32_t n_vocab;       /* rows of the logits */
     int32_t n_ctx_train;   /* context the model was trained for */
     int32_t n_layers;
@@ -35,8 +35,11 @@ typedef struct di_model_facts {
 } di_model_facts;
 
 /* kernels: a table name for di_cpu_kernels_by_name, or NULL for the
- * default (di_cpu_kernels_best). */
-di_status di_model_open(const char *path, const char *kernels, di_model **out, di_error *err);
+ * default (di_cpu_kernels_best). numerics: DeepSeek-V4.1's numerics policy
+ * ("deepinfer", the default when NULL, or "ideal"); other architectures
+ * refuse anything but NULL. */
+di_status di_model_open(const char *path, const char *kernels, const char *numerics, di_model **out,
+                        di_error *err);
 void di_model_free(di_model *m);
 void di_model_get_facts(const di_model *m, di_model_facts *out);
 const di_tokenizer *di_model_tokenizer(const di_model *m);

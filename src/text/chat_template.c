@@ -9,6 +9,9 @@
  *   ChatML     "<|im_start|>"                       SmolLM2, Qwen2, many fine-tunes
  *   Llama-3    "<|start_header_id|>"                Llama-3.x
  *   DeepSeek   "<｜User｜>" and "<｜Assistant｜>"    DeepSeek V3 / R1 / V4
+ *   DeepSeek-V4.1  by name or set by the V4.1 loader  deepseek-recipe's
+ *              DeepseekV41Encoding with thinking off: "<｜System｜>" before
+ *              the system text, "<｜Assistant｜></think>" opening each reply
  *   Phi-3      "<|user|>" and "<|end|>"             Phi-3
  *
  * ChatML templates that insert a default system prompt when the first
@@ -45,7 +48,8 @@ static const struct {
     {"chatml", DI_CHAT_CHATML},       {"smollm", DI_CHAT_CHATML},         {"qwen2", DI_CHAT_CHATML},
     {"llama3", DI_CHAT_LLAMA3},       {"llama-3", DI_CHAT_LLAMA3},        {"deepseek3", DI_CHAT_DEEPSEEK3},
     {"deepseek-v3", DI_CHAT_DEEPSEEK3}, {"deepseek-v4", DI_CHAT_DEEPSEEK3}, {"deepseek", DI_CHAT_DEEPSEEK3},
-    {"phi3", DI_CHAT_PHI3},           {"phi-3", DI_CHAT_PHI3},
+    {"phi3", DI_CHAT_PHI3},           {"phi-3", DI_CHAT_PHI3},            {"deepseek-v4.1", DI_CHAT_DEEPSEEK41},
+    {"deepseek41", DI_CHAT_DEEPSEEK41},
 };
 
 di_chat_kind di_tok_chat_from_name(const char *name) {
@@ -61,12 +65,14 @@ const char *di_tok_chat_name(di_chat_kind k) {
     case DI_CHAT_LLAMA3: return "llama3";
     case DI_CHAT_DEEPSEEK3: return "deepseek3";
     case DI_CHAT_PHI3: return "phi3";
+    case DI_CHAT_DEEPSEEK41: return "deepseek-v4.1";
     default: return "unknown";
     }
 }
 
 di_chat_kind di_tok_chat_kind(const di_tokenizer *t) { return t->chat_kind; }
 const char *di_tok_chat_template(const di_tokenizer *t) { return t->chat_template; }
+void di_tok_set_chat_kind(di_tokenizer *t, di_chat_kind kind) { t->chat_kind = kind; }
 
 static bool put(tok_buf *b, const char *s) { return tok_buf_append(b, s, strlen(s)); }
 
@@ -172,6 +178,24 @@ static bool render_deepseek(const di_tokenizer *t, const di_chat_msg *m, size_t 
     return ok;
 }
 
+/* deepseek-recipe's DeepseekV41Encoding.render_conversation with
+ * thinking_mode False (the tests' strings come from it): BOS, then every
+ * message in place -- <｜System｜>, <｜User｜>, or a reply opened with an
+ * empty thought and closed by <｜end▁of▁sentence｜>. Tool turns are the
+ * protocol's. */
+static bool render_deepseek41(const di_tokenizer *t, const di_chat_msg *m, size_t n, bool gen, tok_buf *b) {
+    bool ok = t ? put_token(b, t, t->bos) : true;
+    for (size_t i = 0; i < n && ok; i++) {
+        const char *r = m[i].role, *c = m[i].content;
+        if (!strcmp(r, "system")) ok = put(b, "<｜System｜>") && put(b, c);
+        else if (!strcmp(r, "user")) ok = put(b, "<｜User｜>") && put(b, c);
+        else if (!strcmp(r, "assistant"))
+            ok = put(b, "<｜Assistant｜></think>") && put(b, c) && put(b, "<｜end▁of▁sentence｜>");
+    }
+    if (ok && gen) ok = put(b, "<｜Assistant｜></think>");
+    return ok;
+}
+
 static bool render_phi3(const di_tokenizer *t, const di_chat_msg *m, size_t n, bool gen, tok_buf *b) {
     bool ok = t ? put_token(b, t, t->bos) : true;
     for (size_t i = 0; i < n && ok; i++)
@@ -195,6 +219,7 @@ di_status di_tok_chat_apply(const di_tokenizer *t, di_chat_kind kind, const di_c
     case DI_CHAT_LLAMA3: ok = render_llama3(t, msgs, n_msgs, add_generation_prompt, &b); break;
     case DI_CHAT_DEEPSEEK3: ok = render_deepseek(t, msgs, n_msgs, add_generation_prompt, &b); break;
     case DI_CHAT_PHI3: ok = render_phi3(t, msgs, n_msgs, add_generation_prompt, &b); break;
+    case DI_CHAT_DEEPSEEK41: ok = render_deepseek41(t, msgs, n_msgs, add_generation_prompt, &b); break;
     default: ok = render_chatml(t, msgs, n_msgs, add_generation_prompt, &b); break;
     }
     if (ok && !b.data) ok = tok_buf_reserve(&b, 0);

@@ -149,6 +149,7 @@ typedef enum di_chat_kind {
     DI_CHAT_LLAMA3,      /* <|start_header_id|>role<|end_header_id|>\n\n...<|eot_id|> */
     DI_CHAT_DEEPSEEK3,   /* <｜User｜>...<｜Assistant｜>...<｜end▁of▁sentence｜> (V3, V4) */
     DI_CHAT_PHI3,        /* <|user|>\n...<|end|>\n<|assistant|>\n */
+    DI_CHAT_DEEPSEEK41,  /* <｜System｜>..<｜User｜>..<｜Assistant｜></think>.. (V4.1, non-thinking) */
 } di_chat_kind;
 
 typedef struct di_chat_msg {
@@ -158,7 +159,8 @@ typedef struct di_chat_msg {
 
 /* Recognizes a Jinja template text by its markers; DI_CHAT_UNKNOWN if none. */
 di_chat_kind di_tok_chat_detect(const char *template_text);
-/* "chatml", "llama3", "deepseek3" (also "deepseek-v3", "deepseek-v4"), "phi3";
+/* "chatml", "llama3", "deepseek3" (also "deepseek-v3", "deepseek-v4"), "phi3",
+ * "deepseek-v4.1";
  * DI_CHAT_UNKNOWN for anything else. */
 di_chat_kind di_tok_chat_from_name(const char *name);
 const char *di_tok_chat_name(di_chat_kind k);
@@ -167,6 +169,9 @@ const char *di_tok_chat_name(di_chat_kind k);
 di_chat_kind di_tok_chat_kind(const di_tokenizer *t);
 /* The shipped template text, or NULL. */
 const char *di_tok_chat_template(const di_tokenizer *t);
+/* Sets the kind apply uses by default (the model's loader knows the family
+ * when the tokenizer files do not say it: DeepSeek-V4.1 folders). */
+void di_tok_set_chat_kind(di_tokenizer *t, di_chat_kind kind);
 
 /* Renders messages into the prompt string (malloc'd, NUL-terminated; caller
  * frees). kind DI_CHAT_UNKNOWN means "the model's own template", and when

@@ -266,8 +266,41 @@ static void chat_kinds_by_text_and_name(void **state) {
     di_tok_free(t);
 }
 
+/* DeepSeek-V4.1 non-thinking chat equals deepseek-recipe's
+ * DeepseekV41Encoding (tests/data/golden/chat/deepseek_v41.json, from
+ * scripts/gen_goldens_chat_v41.py); without a tokenizer no BOS is written,
+ * and the goldens are stored without it. */
+static void chat_deepseek41_matches_deepseek_recipe(void **state) {
+    (void)state;
+    char path[1024];
+    di_test_path(path, sizeof path, "tests/data/golden/chat/deepseek_v41.json");
+    json_error_t jerr;
+    json_t *doc = json_load_file(path, 0, &jerr);
+    assert_non_null(doc);
+    size_t i;
+    json_t *c;
+    json_array_foreach(json_object_get(doc, "cases"), i, c) {
+        json_t *msgs = json_object_get(c, "messages");
+        di_chat_msg m[16];
+        size_t n = json_array_size(msgs);
+        assert_true(n <= 16);
+        for (size_t k = 0; k < n; k++) {
+            m[k].role = json_string_value(json_object_get(json_array_get(msgs, k), "role"));
+            m[k].content = json_string_value(json_object_get(json_array_get(msgs, k), "content"));
+        }
+        char *out;
+        di_error err;
+        assert_int_equal(di_tok_chat_apply(NULL, DI_CHAT_DEEPSEEK41, m, n, true, &out, NULL, &err), DI_OK);
+        assert_string_equal(out, json_string_value(json_object_get(c, "prompt")));
+        free(out);
+    }
+    assert_int_equal(di_tok_chat_from_name("deepseek-v4.1"), DI_CHAT_DEEPSEEK41);
+    json_decref(doc);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(chat_deepseek41_matches_deepseek_recipe),
         cmocka_unit_test(stream_equals_decode_for_fixtures),
         cmocka_unit_test(byte_fallback_is_joined_and_held),
         cmocka_unit_test(leading_space_is_dropped_once),

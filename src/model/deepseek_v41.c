@@ -1,0 +1,669 @@
+/* DeepSeek-V4.1 forward over a flat ragged batch (DeepInfer
+ * mm/deepseek.py:DeepseekModel.forward with the shifted mHC of
+ * v4_modules/hc.py; oracle: scripts/oracle_v41.py). Reads like the reference:
+ *
+ *   R = N copies of embed(tokens); pre = one-hot stream 0      (n, N, D)
+ *   per layer l:
+ *     [Engram layers: R = engram(R)]
+ *     x = sum_j pre_j R_j ; (pre, post, C) = mixes(R, fn_attn)  shifted: the
+ *     R = post * attention(attn_norm(x)) + C^T R                 previous pre
+ *     x = sum_j pre_j R_j ; (pre, post, C) = mixes(R, fn_ffn)
+ *     R = post * moe(ffn_norm(x)) + C^T R
+ *   logits = head(norm(sum_j pre_j R_j))       no hc_head in V4.1
+ *
+ * KV per position and layer (bytes, deepinfer / ideal numerics):
+ *   window K=V record        528 (MXFP8) / 2048 (f32)       every layer
+ *   compressed entry         288 (FP4) / 2048               kv sources, in the
+ *                                                           slot that closes it
+ *   ratio-2 pending state    4096 (f32 latent + gate)       kv sources of ratio 2
+ *   index key                68 (FP4) / 512                 index-K sources
+ * plus the token id of each position (Engram's n-grams). Decoder layers own
+ * only the window record: they read their kv source's entries. */
+#include "model/deepseek_v41_internal.h"
+
+#include "base/alloc.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_BATCH_ROWS (1 << 20)
+#define MAX_SEQ_SLOTS (1 << 24)
+#define TASKS_PER_THREAD 4
+
+/* ---- model ---------------------------------------------------------------------- */
+
+static di_status build_engram(di_dsv41_model *m, const di_tokenizer *tok, di_error *err) {
+    const di_dsv41_hparams *hp = &m->hp;
+    di_status s;
+    if (hp->engram_compressed_vocab) {
+        if (!tok)
+            return di_error_set(err, DI_ERR_FORMAT,
+                                "Engram compresses the vocabulary through tokenizer.json, which is missing");
+        if ((s = di_engram_vocab_build(tok, &m->vocab, err))) return s;
+        if (m->vocab.n_compressed != hp->engram_compressed_vocab)
+            return di_error_set(err, DI_ERR_FORMAT,
+                                "tokenizer.json gives %d compressed ids, config.json engram_compressed_vocab_size %d",
+                                (int)m->vocab.n_compressed, (int)hp->engram_compressed_vocab);
+        if (m->vocab.n_vocab < hp->n_vocab) {
+            /* ids past the tokenizer (padding rows of the vocab) map to pad */
+            int32_t *lk = di_realloc_array(m->vocab.lookup, (size_t)hp->n_vocab, sizeof(int32_t));
+            if (!lk) return di_error_set(err, DI_ERR_NOMEM, "out of memory");
+            for (int32_t i = m->vocab.n_vocab; i < hp->n_vocab; i++) lk[i] = m->vocab.pad;
+            m->vocab.lookup = lk;
+            m->vocab.n_vocab = hp->n_vocab;
+        }
+    } else {
+        m->vocab.lookup = di_malloc_array((size_t)hp->n_vocab, sizeof(int32_t));
+        if (!m->vocab.lookup) return di_error_set(err, DI_ERR_NOMEM, "out of memory");
+        for (int32_t i = 0; i < hp->n_vocab; i++) m->vocab.lookup[i] = i;
+        m->vocab.n_vocab = m->vocab.n_compressed = hp->n_vocab;
+        m->vocab.pad = DI_ENGRAM_PAD_TOKEN_ID < hp->n_vocab ? DI_ENGRAM_PAD_TOKEN_ID : 0;
+    }
+    di_engram_config ec = {.layer_ids = hp->engram_layers, .n_layers = hp->n_engram,
+                           .max_ngram = hp->engram_max_ngram, .n_heads = hp->engram_heads,
+                           .vocab_size = hp->engram_vocab, .compressed_vocab = m->vocab.n_compressed, .seed = 0};
+    if ((s = di_engram_layout_create(&ec, &m->layout, err))) return s;
+    m->engram = di_calloc((size_t)hp->n_engram, sizeof *m->engram);
+    if ((s = dsv4_own(&m->base, m->engram, err))) return s;
+    for (int32_t i = 0; i < hp->n_engram; i++) m->engram[i].hash = &m->layout.layers[i];
+    return DI_OK;
+}
+
+static void fill_base(di_dsv41_model *m) {
+    di_dsv4_hparams *b = &m->base.hp;
+    const di_dsv41_hparams *hp = &m->hp;
+    b->fp8_block = DSV41_FP8_BLOCK;
+    b->n_rot = hp->n_rot;
+    b->yarn_factor = hp->yarn_factor;
+    b->yarn_orig_ctx = hp->yarn_orig_ctx;
+    b->yarn_beta_fast = hp->yarn_beta_fast;
+    b->yarn_beta_slow = hp->yarn_beta_slow;
+}
+
+di_status di_dsv41_load(const char *dir, const di_cpu_kernels *kernels, di_dsv41_numerics numerics,
+                        const di_tokenizer *tok, di_dsv41_model **out, di_error *err) {
+    *out = NULL;
+    if (numerics != DI_DSV41_NUMERICS_DEEPINFER && numerics != DI_DSV41_NUMERICS_IDEAL)
+        return di_error_set(err, DI_ERR_INVALID_ARG, "deepseek_v41: unknown numerics %d", (int)numerics);
+    di_dsv41_model *m = di_calloc(1, sizeof *m);
+    if (!m) return di_error_set(err, DI_ERR_NOMEM, "deepseek_v41: out of memory");
+    m->k = m->base.k = kernels ? kernels : di_cpu_kernels_best();
+    m->num = numerics;
+    di_status s = di_dsv41_read_config(dir, &m->hp, err);
+    if (s == DI_OK) {
+        fill_base(m);
+        s = di_safetensors_checkpoint_open(dir, &m->base.ck, err);
+        if (s == DI_OK && (s = build_engram(m, tok, err)) == DI_OK) s = dsv41_bind_weights(m, err);
+        if (s) di_error_prefix(err, "%s: ", dir);
+    }
+    if (s != DI_OK) {
+        di_dsv41_free(m);
+        return s;
+    }
+    dsv4_build_inv_freq(&m->base.hp, m->hp.rope_theta, 0, m->inv_freq_main);
+    dsv4_build_inv_freq(&m->base.hp, m->hp.compress_rope_theta, m->hp.yarn, m->inv_freq_compress);
+    *out = m;
+    return DI_OK;
+}
+
+void di_dsv41_free(di_dsv41_model *m) {
+    if (!m) return;
+    di_engram_vocab_free(&m->vocab);
+    di_engram_layout_free(&m->layout);
+    for (int32_t i = 0; i < m->base.n_owned; i++) free(m->base.owned[i]);
+    free(m->base.owned);
+    di_safetensors_checkpoint_close(m->base.ck);
+    free(m);
+}
+
+const di_dsv41_hparams *di_dsv41_hparams_of(const di_dsv41_model *m) { return &m->hp; }
+const di_cpu_kernels *di_dsv41_kernels(const di_dsv41_model *m) { return m->k; }
+di_dsv41_numerics di_dsv41_numerics_of(const di_dsv41_model *m) { return m->num; }
+
+/* ---- KV cache ----------------------------------------------------------------------- */
+
+static dsv41_kv_layout layout_of(const di_dsv41_hparams *hp, di_dsv41_numerics num, int32_t il) {
+    const di_dsv41_role *r = &hp->role[il];
+    const int faithful = num == DI_DSV41_NUMERICS_DEEPINFER;
+    const int32_t hd = hp->head_dim, ihd = hp->index_dim;
+    dsv41_kv_layout l = {.off_win = 0, .off_comp = -1, .off_state = -1, .off_ikey = -1};
+    l.row = faithful ? dsv41_mxfp8_bytes(hd) : 4 * hd;
+    if (r->ratio && r->kv_src == il) {
+        l.off_comp = l.row;
+        l.row += !faithful ? 4 * hd : hp->use_fp4_kv ? dsv41_nvfp4_bytes(hd) : dsv41_mxfp8_bytes(hd);
+        if (r->ratio == 2) {
+            l.row = (l.row + 3) & ~3; /* f32 state */
+            l.off_state = l.row;
+            l.row += 8 * hd;
+        }
+    }
+    if (r->ratio && r->idxk_src == il) {
+        l.off_ikey = l.row;
+        l.row += faithful ? dsv41_fp4i_bytes(ihd) : 4 * ihd;
+    }
+    l.row = (l.row + 3) & ~3;
+    return l;
+}
+
+uint64_t di_dsv41_kv_bytes_per_token(const di_dsv41_model *m) {
+    uint64_t bytes = sizeof(int32_t); /* the token id */
+    for (int32_t il = 0; il < m->hp.n_layers; il++) bytes += (uint64_t)layout_of(&m->hp, m->num, il).row;
+    return bytes;
+}
+
+di_status di_dsv41_kv_create(const di_dsv41_model *m, int32_t n_blocks, int32_t block_size, di_dsv41_kv **out,
+                             di_error *err) {
+    *out = NULL;
+    if (n_blocks < 1 || block_size < 1)
+        return di_error_set(err, DI_ERR_INVALID_ARG, "kv cache: %d blocks of %d tokens", (int)n_blocks, (int)block_size);
+    uint64_t slots = (uint64_t)n_blocks * (uint64_t)block_size;
+    di_dsv41_kv *kv = di_calloc(1, sizeof *kv);
+    if (!kv) return di_error_set(err, DI_ERR_NOMEM, "kv cache: out of memory");
+    kv->n_layers = m->hp.n_layers;
+    kv->n_blocks = n_blocks;
+    kv->block_size = block_size;
+    kv->num = m->num;
+    kv->lay = di_calloc((size_t)kv->n_layers, sizeof *kv->lay);
+    kv->data = di_calloc((size_t)kv->n_layers, sizeof *kv->data);
+    kv->tokens = di_calloc((size_t)slots, sizeof(int32_t));
+    if (!kv->lay || !kv->data || !kv->tokens) goto nomem;
+    for (int32_t il = 0; il < kv->n_layers; il++) {
+        kv->lay[il] = layout_of(&m->hp, m->num, il);
+        uint64_t bytes;
+        if (di_mul_overflow_u64(slots, (uint64_t)kv->lay[il].row, &bytes) || bytes > SIZE_MAX / 2) {
+            di_dsv41_kv_free(kv);
+            return di_error_set(err, DI_ERR_RANGE, "kv cache: size overflows");
+        }
+        kv->data[il] = di_calloc((size_t)bytes, 1);
+        if (!kv->data[il]) goto nomem;
+    }
+    *out = kv;
+    return DI_OK;
+nomem:
+    di_dsv41_kv_free(kv);
+    return di_error_set(err, DI_ERR_NOMEM, "kv cache: out of memory");
+}
+
+void di_dsv41_kv_free(di_dsv41_kv *kv) {
+    if (!kv) return;
+    for (int32_t il = 0; kv->data && il < kv->n_layers; il++) free(kv->data[il]);
+    free(kv->data);
+    free(kv->lay);
+    free(kv->tokens);
+    free(kv);
+}
+
+/* ---- context ------------------------------------------------------------------------- */
+
+di_status di_dsv41_ctx_create(const di_dsv41_model *m, di_dsv41_ctx **out, di_error *err) {
+    *out = NULL;
+    di_dsv41_ctx *c = di_calloc(1, sizeof *c);
+    if (!c) return di_error_set(err, DI_ERR_NOMEM, "deepseek_v41 ctx: out of memory");
+    c->m = m;
+    c->record_layer = -1;
+    *out = c;
+    return DI_OK;
+}
+
+void di_dsv41_ctx_free(di_dsv41_ctx *c) {
+    if (!c) return;
+    void *ps[] = {c->R, c->Rn, c->pre, c->mix, c->post, c->comb, c->h, c->y, c->xq, c->qr, c->q, c->kvr,
+                  c->ckv, c->cg, c->iq, c->iw, c->att, c->oa, c->logit, c->sel, c->selw, c->ysel, c->grow,
+                  c->xg, c->g1, c->g3, c->yg, c->eg, c->ekv, c->topk, c->cand, c->mm_scratch, c->attn_scratch,
+                  c->seq_last, c->rec_topk};
+    for (size_t i = 0; i < sizeof ps / sizeof *ps; i++) free(ps[i]);
+    free(c);
+}
+
+static int regrow(void *pp, int64_t n, size_t size) {
+    void **p = pp;
+    void *q = di_malloc_array((size_t)(n > 0 ? n : 1), size);
+    if (!q) return 0;
+    free(*p);
+    *p = q;
+    return 1;
+}
+
+static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
+
+static di_status ctx_reserve(di_dsv41_ctx *c, int64_t n, int64_t n_tasks, int64_t n_seqs, int32_t max_pos,
+                             di_error *err) {
+    const di_dsv41_hparams *hp = &c->m->hp;
+    const int64_t D = hp->n_embd, N = hp->hc_mult, M = (2 + N) * N, HD = (int64_t)hp->n_heads * hp->head_dim;
+    const int64_t K = hp->n_experts_used, F = hp->moe_ff, IHD = (int64_t)hp->index_heads * hp->index_dim;
+    const int64_t ecols = (int64_t)(hp->engram_max_ngram > 1 ? hp->engram_max_ngram - 1 : 0) * hp->engram_heads;
+    if (n > c->cap_rows) {
+        c->cap_rows = 0;
+        if (!regrow(&c->R, n * N * D, 4) || !regrow(&c->Rn, n * N * D, 4) || !regrow(&c->pre, n * N, 4) ||
+            !regrow(&c->mix, n * M, 4) || !regrow(&c->post, n * N, 4) || !regrow(&c->comb, n * N * N, 4) ||
+            !regrow(&c->h, n * D, 4) || !regrow(&c->y, n * D, 4) || !regrow(&c->xq, n * D, 4) ||
+            !regrow(&c->qr, n * hp->q_lora, 4) || !regrow(&c->q, n * HD, 4) || !regrow(&c->kvr, n * hp->head_dim, 4) ||
+            !regrow(&c->ckv, n * hp->head_dim, 4) || !regrow(&c->cg, n * hp->head_dim, 4) ||
+            !regrow(&c->iq, n * IHD, 4) || !regrow(&c->iw, n * hp->index_heads, 4) || !regrow(&c->att, n * HD, 4) ||
+            !regrow(&c->oa, n * hp->o_groups * hp->o_lora, 4) || !regrow(&c->logit, n * hp->n_experts, 4) ||
+            !regrow(&c->sel, n * K, 4) || !regrow(&c->selw, n * K, 4) || !regrow(&c->ysel, n * K * D, 4) ||
+            !regrow(&c->grow, n * K, 4) || !regrow(&c->xg, n * K * D, 4) || !regrow(&c->g1, n * K * F, 4) ||
+            !regrow(&c->g3, n * K * F, 4) || !regrow(&c->yg, n * K * D, 4) ||
+            !regrow(&c->eg, n * max64(ecols * hp->engram_head_dim, 1), 4) || !regrow(&c->ekv, n * (N + 1) * D, 4) ||
+            !regrow(&c->topk, n * hp->index_topk, 4) || !regrow(&c->cand, n * max64(hp->cand_topk_blocks, 1), 4) ||
+            !regrow(&c->rec_topk, n * hp->index_topk, 4))
+            return di_error_set(err, DI_ERR_NOMEM, "deepseek_v41 ctx: out of memory for %lld rows", (long long)n);
+        c->cap_rows = n;
+    }
+    int64_t max_in = max64(max64(N * D, HD), max64(max64(hp->q_lora, F), (int64_t)hp->o_groups * hp->o_lora));
+    max_in = max64(max64(max_in, D), ecols * hp->engram_head_dim);
+    int64_t mm = dsv4_linear_scratch_floats(c->cap_rows, max_in, n_tasks, (int)n_tasks);
+    if (mm > c->cap_mm) {
+        c->cap_mm = 0;
+        if (!regrow(&c->mm_scratch, mm, 4)) return di_error_set(err, DI_ERR_NOMEM, "deepseek_v41 ctx: out of memory");
+        c->cap_mm = mm;
+    }
+    c->attn_floats = dsv41_attention_scratch_floats(c->m, max_pos);
+    if (n_tasks * c->attn_floats > c->cap_attn) {
+        c->cap_attn = 0;
+        if (!regrow(&c->attn_scratch, n_tasks * c->attn_floats, 4))
+            return di_error_set(err, DI_ERR_NOMEM, "deepseek_v41 ctx: out of memory for attention scratch");
+        c->cap_attn = n_tasks * c->attn_floats;
+    }
+    if (n_seqs > c->cap_seqs) {
+        if (!regrow(&c->seq_last, n_seqs, sizeof(int32_t)))
+            return di_error_set(err, DI_ERR_NOMEM, "deepseek_v41 ctx: out of memory");
+        c->cap_seqs = n_seqs;
+    }
+    return DI_OK;
+}
+
+void di_dsv41_ctx_record_topk(di_dsv41_ctx *c, int32_t il) {
+    c->record_layer = il;
+    c->rec_valid = 0;
+}
+
+di_status di_dsv41_ctx_topk(const di_dsv41_ctx *c, int32_t row, int32_t *out, int32_t cap, int32_t *n_out) {
+    *n_out = 0;
+    if (row < 0 || row >= c->rec_valid) return DI_ERR_NOT_FOUND;
+    const int32_t K = c->m->hp.index_topk, *sel = c->rec_topk + (int64_t)row * K;
+    for (int32_t i = 0; i < K && sel[i] >= 0 && *n_out < cap; i++) out[(*n_out)++] = sel[i];
+    return DI_OK;
+}
+
+/* ---- numerics-aware helpers ----------------------------------------------------------- */
+
+void dsv41_linear(const di_dsv41_ctx *c, const dsv4_linear *w, float *x, int64_t ldx, float *y, int64_t ldy,
+                  int64_t n, int round_out, di_threadpool *pool) {
+    const int faithful = dsv41_faithful(c);
+    if (faithful && w->kind != DSV4_W_PLAIN)
+        for (int64_t i = 0; i < n; i++) dsv41_round_fp8(x + i * ldx, w->n_in);
+    dsv4_linear_apply(c->m->k, w, x, ldx, y, ldy, n, c->mm_scratch, pool);
+    if (faithful && round_out)
+        for (int64_t i = 0; i < n; i++) dsv41_round_bf16(y + i * ldy, w->n_out);
+}
+
+void dsv41_norm(const di_dsv41_ctx *c, const float *x, const float *w, float *out, int64_t n) {
+    dsv4_rmsnorm(x, w, out, n, (float)c->m->hp.rms_eps);
+    if (dsv41_faithful(c)) dsv41_round_bf16(out, n);
+}
+
+static float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+/* ---- shifted mHC ---------------------------------------------------------------------- */
+
+typedef struct rows_job {
+    di_dsv41_ctx *c;
+    const float *base, *scale;
+    const dsv41_layer *L;
+    const di_batch *b;
+    di_dsv41_kv *kv;
+    int64_t n;
+    int n_tasks;
+    di_status st;
+} rows_job;
+
+static int rows_tasks(int64_t n, di_threadpool *pool) {
+    int64_t t = (int64_t)di_threadpool_n_threads(pool) * TASKS_PER_THREAD;
+    return (int)(t < n ? t : n);
+}
+
+/* After the mix projection: the sublayer input h = sum_j pre_prev_j R_j
+ * (the carried pre), then this sublayer's pre / post / comb from mix
+ * (TK torch/mhc.py mhc_pre_split_mixes_ref + the Sinkhorn loop). */
+static void mixes_rows(void *arg, int64_t task, int thread) {
+    (void)thread;
+    const rows_job *j = arg;
+    di_dsv41_ctx *c = j->c;
+    const di_dsv41_hparams *hp = &c->m->hp;
+    const int32_t N = hp->hc_mult, D = hp->n_embd, M = (2 + N) * N;
+    const float eps = (float)hp->hc_eps, *base = j->base, *scale = j->scale;
+    const int faithful = dsv41_faithful(c);
+    int64_t r0, r1;
+    di_threadpool_split(j->n, j->n_tasks, (int)task, &r0, &r1);
+    for (int64_t r = r0; r < r1; r++) {
+        const float *R = c->R + r * N * D;
+        float *pre = c->pre + r * N, *post = c->post + r * N, *comb = c->comb + r * N * N, *h = c->h + r * D;
+        for (int32_t d = 0; d < D; d++) {
+            float s = 0.0f;
+            for (int32_t i = 0; i < N; i++) s += pre[i] * R[(int64_t)i * D + d];
+            h[d] = s;
+        }
+        if (faithful) dsv41_round_bf16(h, D);
+        /* the mix projection already ran on the raw copies: scale by rsqrt(mean R^2 + eps) */
+        double ss = 0.0;
+        float ssf = 0.0f;
+        for (int64_t i = 0; i < (int64_t)N * D; i++) ssf += R[i] * R[i];
+        ss = ssf;
+        float rs = 1.0f / sqrtf((float)(ss / ((double)N * D)) + (float)hp->rms_eps);
+        float mx[16 * 18];
+        for (int32_t i = 0; i < M; i++) mx[i] = c->mix[r * M + i] * rs;
+        for (int32_t i = 0; i < N; i++) {
+            pre[i] = sigmoidf(mx[i] * scale[0] + base[i]) + eps;
+            post[i] = 2.0f * sigmoidf(mx[N + i] * scale[1] + base[N + i]);
+        }
+        for (int32_t i = 0; i < N; i++) { /* row softmax */
+            float *row = comb + i * N, m = -INFINITY;
+            for (int32_t k = 0; k < N; k++) {
+                row[k] = mx[2 * N + i * N + k] * scale[2] + base[2 * N + i * N + k];
+                m = row[k] > m ? row[k] : m;
+            }
+            float sum = 0.0f;
+            for (int32_t k = 0; k < N; k++) sum += row[k] = expf(row[k] - m);
+            for (int32_t k = 0; k < N; k++) row[k] = row[k] / sum + eps;
+        }
+        for (int32_t it = 0; it < hp->hc_iters; it++) {
+            if (it > 0) /* the first pass normalizes columns only */
+                for (int32_t i = 0; i < N; i++) {
+                    float sm = 0.0f;
+                    for (int32_t k = 0; k < N; k++) sm += comb[i * N + k];
+                    for (int32_t k = 0; k < N; k++) comb[i * N + k] /= sm + eps;
+                }
+            for (int32_t k = 0; k < N; k++) {
+                float sm = 0.0f;
+                for (int32_t i = 0; i < N; i++) sm += comb[i * N + k];
+                for (int32_t i = 0; i < N; i++) comb[i * N + k] /= sm + eps;
+            }
+        }
+    }
+}
+
+/* Sublayer input h from the carried pre, and the new pre / post / comb. */
+static void hc_pre(di_dsv41_ctx *c, const dsv4_linear *fn, const float *base, const float *scale, int64_t n,
+                   di_threadpool *pool) {
+    const di_dsv41_hparams *hp = &c->m->hp;
+    const int64_t N = hp->hc_mult, D = hp->n_embd, M = (2 + N) * N;
+    dsv4_linear_apply(c->m->k, fn, c->R, N * D, c->mix, M, n, c->mm_scratch, pool);
+    rows_job j = {.c = c, .base = base, .scale = scale, .n = n, .n_tasks = rows_tasks(n, pool)};
+    di_threadpool_run(pool, j.n_tasks, mixes_rows, &j);
+}
+
+/* R_k <- post_k y + sum_j comb[j][k] R_j (TK mhc_post_ref), bf16 when faithful. */
+static void post_rows(void *arg, int64_t task, int thread) {
+    (void)thread;
+    const rows_job *j = arg;
+    di_dsv41_ctx *c = j->c;
+    const int32_t N = c->m->hp.hc_mult, D = c->m->hp.n_embd;
+    int64_t r0, r1;
+    di_threadpool_split(j->n, j->n_tasks, (int)task, &r0, &r1);
+    for (int64_t r = r0; r < r1; r++) {
+        const float *R = c->R + r * N * D, *y = c->y + r * D;
+        const float *post = c->post + r * N, *comb = c->comb + r * N * N;
+        float *Rn = c->Rn + r * N * D;
+        for (int32_t k = 0; k < N; k++)
+            for (int32_t d = 0; d < D; d++) {
+                float sm = 0.0f;
+                for (int32_t i = 0; i < N; i++) sm += comb[i * N + k] * R[(int64_t)i * D + d];
+                Rn[(int64_t)k * D + d] = post[k] * y[d] + sm;
+            }
+        if (dsv41_faithful(c)) dsv41_round_bf16(Rn, (int64_t)N * D);
+    }
+}
+
+static void hc_post(di_dsv41_ctx *c, int64_t n, di_threadpool *pool) {
+    rows_job j = {.c = c, .n = n, .n_tasks = rows_tasks(n, pool)};
+    di_threadpool_run(pool, j.n_tasks, post_rows, &j);
+    float *t = c->R;
+    c->R = c->Rn;
+    c->Rn = t;
+}
+
+/* ---- MoE ------------------------------------------------------------------------------ */
+
+static float sqrt_softplus(float x) {
+    float sp = x > 20.0f ? x : log1pf(expf(x)); /* torch softplus, threshold 20 */
+    return sqrtf(sp);
+}
+
+/* gate <- silu(min(gate, limit)) * clamp(up, -limit, limit), times w when w */
+static void clamped_swiglu(float *gate, const float *up, int64_t n, float limit) {
+    for (int64_t i = 0; i < n; i++) {
+        float g = gate[i] < limit ? gate[i] : limit;
+        float u = up[i] < -limit ? -limit : up[i] > limit ? limit : up[i];
+        gate[i] = g / (1.0f + expf(-g)) * u;
+    }
+}
+
+/* sqrt-softplus scores, top-K of score + bias (ties to the lower id),
+ * weights s / (sum s + 1e-20) * routed_scale (TK moe_topk_gate_forward). */
+static void route(di_dsv41_ctx *c, const dsv41_layer *L, int64_t n) {
+    const di_dsv41_hparams *hp = &c->m->hp;
+    const int32_t E = hp->n_experts, K = hp->n_experts_used;
+    for (int64_t r = 0; r < n; r++) {
+        float *lg = c->logit + r * E;
+        int32_t *sel = c->sel + r * K;
+        float *w = c->selw + r * K;
+        for (int32_t e = 0; e < E; e++) lg[e] = sqrt_softplus(lg[e]);
+        for (int32_t k = 0; k < K; k++) {
+            int32_t best = -1;
+            float bv = 0.0f;
+            for (int32_t e = 0; e < E; e++) {
+                int taken = 0;
+                for (int32_t q = 0; q < k; q++) taken |= sel[q] == e;
+                float v = lg[e] + L->gate_bias[e];
+                if (!taken && (best < 0 || v > bv)) {
+                    best = e;
+                    bv = v;
+                }
+            }
+            sel[k] = best;
+        }
+        float sum = 0.0f;
+        for (int32_t k = 0; k < K; k++) sum += lg[sel[k]];
+        for (int32_t k = 0; k < K; k++) w[k] = lg[sel[k]] / (sum + 1e-20f) * (float)hp->routed_scale;
+    }
+}
+
+static void moe(di_dsv41_ctx *c, const dsv41_layer *L, int64_t n, di_threadpool *pool) {
+    const di_dsv41_model *m = c->m;
+    const di_dsv41_hparams *hp = &m->hp;
+    const int32_t E = hp->n_experts, K = hp->n_experts_used, D = hp->n_embd, F = hp->moe_ff;
+    const int faithful = dsv41_faithful(c);
+    const float limit = (float)hp->swiglu_limit;
+    dsv4_linear_apply(m->k, &L->gate, c->h, D, c->logit, E, n, c->mm_scratch, pool); /* bf16 GEMM, f32 out */
+    route(c, L, n);
+    memcpy(c->xq, c->h, (size_t)n * D * sizeof(float));
+    if (faithful)
+        for (int64_t i = 0; i < n; i++) dsv41_round_fp8(c->xq + i * D, D);
+    /* each expert over the rows that chose it; the routing weight scales
+     * the activation before w2 (DeepInfer's mega-MoE) */
+    for (int32_t e = 0; e < E; e++) {
+        int64_t cnt = 0;
+        for (int64_t i = 0; i < n * K; i++)
+            if (c->sel[i] == e) {
+                c->grow[cnt] = (int32_t)i;
+                memcpy(c->xg + cnt * D, c->xq + (i / K) * D, (size_t)D * sizeof(float));
+                cnt++;
+            }
+        if (!cnt) continue;
+        dsv4_linear_apply(m->k, &L->w1[e], c->xg, D, c->g1, F, cnt, c->mm_scratch, pool);
+        dsv4_linear_apply(m->k, &L->w3[e], c->xg, D, c->g3, F, cnt, c->mm_scratch, pool);
+        if (faithful) {
+            dsv41_round_bf16(c->g1, cnt * F);
+            dsv41_round_bf16(c->g3, cnt * F);
+        }
+        clamped_swiglu(c->g1, c->g3, cnt * F, limit);
+        for (int64_t q = 0; q < cnt; q++) {
+            float w = c->selw[c->grow[q]], *a = c->g1 + q * F;
+            for (int32_t f = 0; f < F; f++) a[f] *= w;
+        }
+        dsv41_linear(c, &L->w2[e], c->g1, F, c->yg, D, cnt, 1, pool);
+        for (int64_t q = 0; q < cnt; q++)
+            memcpy(c->ysel + (int64_t)c->grow[q] * D, c->yg + q * D, (size_t)D * sizeof(float));
+    }
+    /* the shared expert on the same cast input */
+    dsv4_linear_apply(m->k, &L->sh_w1, c->xq, D, c->g1, F, n, c->mm_scratch, pool);
+    dsv4_linear_apply(m->k, &L->sh_w3, c->xq, D, c->g3, F, n, c->mm_scratch, pool);
+    if (faithful) {
+        dsv41_round_bf16(c->g1, n * F);
+        dsv41_round_bf16(c->g3, n * F);
+    }
+    clamped_swiglu(c->g1, c->g3, n * F, limit);
+    dsv41_linear(c, &L->sh_w2, c->g1, F, c->yg, D, n, 1, pool);
+    /* routed outputs in choice order, then the shared one */
+    for (int64_t r = 0; r < n; r++) {
+        float *y = c->y + r * D;
+        for (int32_t d = 0; d < D; d++) {
+            float s = 0.0f;
+            for (int32_t k = 0; k < K; k++) s += c->ysel[(r * K + k) * D + d];
+            y[d] = s + c->yg[r * D + d];
+        }
+        if (faithful) dsv41_round_bf16(y, D);
+    }
+}
+
+/* ---- Engram ------------------------------------------------------------------------------ */
+
+/* R <- engram(R) for every row (notes 2.8): n-gram ids from the sequence's
+ * stored tokens, hashed rows of the FP8 table, keys and value from one
+ * projection, then the gate per residual copy. */
+static di_status engram(di_dsv41_ctx *c, di_dsv41_kv *kv, const dsv41_layer *L, const di_batch *b,
+                        di_threadpool *pool, di_error *err) {
+    const di_dsv41_model *m = c->m;
+    const di_dsv41_hparams *hp = &m->hp;
+    const dsv41_engram_w *e = L->engram;
+    const int32_t N = hp->hc_mult, D = hp->n_embd, G = hp->engram_max_ngram, ehd = hp->engram_head_dim;
+    const int32_t cols = e->hash->n_cols;
+    const int64_t n = b->n_rows, W = (int64_t)cols * ehd;
+    di_status s;
+    for (int64_t i = 0; i < n; i++) {
+        int32_t ids[DI_ENGRAM_MAX_NGRAM];
+        int64_t rows[DI_ENGRAM_MAX_COLS];
+        for (int32_t r = 0; r < G; r++) {
+            int32_t p = b->pos[i] - r;
+            ids[r] = p < 0 ? m->vocab.pad : m->vocab.lookup[kv->tokens[dsv41_slot(b, b->seq[i], p)]];
+        }
+        if ((s = di_engram_hash_row(e->hash, ids, rows, err)) ||
+            (s = di_engram_gather_rows(e->table, e->table_scale, e->rows, ehd, rows, cols, c->eg + i * W, err)))
+            return s;
+    }
+    dsv41_linear(c, &e->wkv, c->eg, W, c->ekv, (int64_t)(N + 1) * D, n, 1, pool);
+    for (int64_t i = 0; i < n; i++) {
+        float *R = c->R + i * N * D;
+        const float *kvv = c->ekv + i * (N + 1) * D;
+        if ((s = di_engram_gate(R, kvv, kvv + (int64_t)N * D, e->q_weight, e->k_weight, N, D, (float)hp->rms_eps,
+                                dsv41_faithful(c), R, NULL, err)))
+            return s;
+    }
+    return DI_OK;
+}
+
+/* ---- forward ------------------------------------------------------------------------------- */
+
+static di_status validate_batch(di_dsv41_ctx *c, const di_dsv41_kv *kv, const di_batch *b, di_error *err) {
+    const di_dsv41_hparams *hp = &c->m->hp;
+    if (!b->token || !b->seq || !b->pos || !b->want_logits || !b->block_tables || !b->n_blocks)
+        return di_error_set(err, DI_ERR_INVALID_ARG, "batch: missing array");
+    if (b->block_size != kv->block_size)
+        return di_error_set(err, DI_ERR_INVALID_ARG, "batch: block_size %d but the cache has %d", (int)b->block_size,
+                            (int)kv->block_size);
+    for (int32_t s = 0; s < b->n_seq_slots; s++) c->seq_last[s] = -1;
+    for (int32_t i = 0; i < b->n_rows; i++) {
+        int32_t tok = b->token[i], s = b->seq[i], p = b->pos[i];
+        if (tok < 0 || tok >= hp->n_vocab)
+            return di_error_set(err, DI_ERR_RANGE, "batch row %d: token %d not in [0, %d)", (int)i, (int)tok,
+                                (int)hp->n_vocab);
+        if (s < 0 || s >= b->n_seq_slots)
+            return di_error_set(err, DI_ERR_RANGE, "batch row %d: seq %d not in [0, %d)", (int)i, (int)s,
+                                (int)b->n_seq_slots);
+        if (p < 0 || p == INT32_MAX)
+            return di_error_set(err, DI_ERR_RANGE, "batch row %d: position %d out of range", (int)i, (int)p);
+        if (p <= c->seq_last[s])
+            return di_error_set(err, DI_ERR_INVALID_ARG, "batch row %d: seq %d position %d after position %d", (int)i,
+                                (int)s, (int)p, (int)c->seq_last[s]);
+        c->seq_last[s] = p;
+    }
+    for (int32_t s = 0; s < b->n_seq_slots; s++) {
+        if (c->seq_last[s] < 0) continue;
+        int32_t need = c->seq_last[s] / b->block_size + 1;
+        if (b->n_blocks[s] < need || !b->block_tables[s])
+            return di_error_set(err, DI_ERR_RANGE, "batch seq %d: position %d needs %d blocks, table has %d", (int)s,
+                                (int)c->seq_last[s], (int)need, (int)b->n_blocks[s]);
+        for (int32_t j = 0; j < need; j++)
+            if (b->block_tables[s][j] < 0 || b->block_tables[s][j] >= kv->n_blocks)
+                return di_error_set(err, DI_ERR_RANGE, "batch seq %d: block table entry %d = %d not in [0, %d)",
+                                    (int)s, (int)j, (int)b->block_tables[s][j], (int)kv->n_blocks);
+    }
+    return DI_OK;
+}
+
+di_status di_dsv41_forward(di_dsv41_ctx *c, di_dsv41_kv *kv, const di_batch *b, float *logits_out,
+                           di_threadpool *pool, di_error *err) {
+    if (!c || !kv || !b) return di_error_set(err, DI_ERR_INVALID_ARG, "forward: NULL argument");
+    const di_dsv41_model *m = c->m;
+    const di_dsv41_hparams *hp = &m->hp;
+    if (kv->n_layers != hp->n_layers || kv->num != m->num || kv->lay[0].row != layout_of(hp, m->num, 0).row)
+        return di_error_set(err, DI_ERR_INVALID_ARG, "forward: kv cache was made for another model");
+    if (b->n_rows < 0 || b->n_rows > MAX_BATCH_ROWS)
+        return di_error_set(err, DI_ERR_INVALID_ARG, "batch: n_rows %d not in [0, %d]", (int)b->n_rows, MAX_BATCH_ROWS);
+    if (b->n_rows == 0) return DI_OK;
+    if (b->n_seq_slots < 1 || b->n_seq_slots > MAX_SEQ_SLOTS)
+        return di_error_set(err, DI_ERR_INVALID_ARG, "batch: n_seq_slots %d not in [1, %d]", (int)b->n_seq_slots,
+                            MAX_SEQ_SLOTS);
+    int32_t max_pos = 0;
+    if (b->pos)
+        for (int32_t i = 0; i < b->n_rows; i++) max_pos = b->pos[i] > max_pos ? b->pos[i] : max_pos;
+    di_status s = ctx_reserve(c, b->n_rows, di_threadpool_n_threads(pool), b->n_seq_slots, max_pos, err);
+    if (s || (s = validate_batch(c, kv, b, err))) return s;
+    int32_t n_want = 0;
+    for (int32_t i = 0; i < b->n_rows; i++) n_want += b->want_logits[i] != 0;
+    if (n_want > 0 && !logits_out)
+        return di_error_set(err, DI_ERR_INVALID_ARG, "forward: %d rows want logits but logits_out is NULL", (int)n_want);
+    c->rec_valid = 0;
+
+    const int64_t n = b->n_rows, D = hp->n_embd, N = hp->hc_mult;
+    for (int64_t i = 0; i < n; i++) {
+        kv->tokens[dsv41_slot(b, b->seq[i], b->pos[i])] = b->token[i];
+        float *x = c->R + i * N * D;
+        dsv4_linear_row(m->k, &m->embed, b->token[i], x);
+        for (int64_t j = 1; j < N; j++) memcpy(x + j * D, x, (size_t)D * sizeof(float));
+        for (int64_t j = 0; j < N; j++) c->pre[i * N + j] = j == 0 ? 1.0f : 0.0f; /* one-hot first pre */
+    }
+    for (int32_t il = 0; il < hp->n_layers; il++) {
+        const dsv41_layer *L = &m->layers[il];
+        if (L->engram && (s = engram(c, kv, L, b, pool, err))) return s;
+        hc_pre(c, &L->hc_attn_fn, L->hc_attn_base, L->hc_attn_scale, n, pool);
+        for (int64_t i = 0; i < n; i++) dsv41_norm(c, c->h + i * D, L->attn_norm, c->h + i * D, D);
+        dsv41_attention(c, kv, il, b, pool);
+        hc_post(c, n, pool);
+        hc_pre(c, &L->hc_ffn_fn, L->hc_ffn_base, L->hc_ffn_scale, n, pool);
+        for (int64_t i = 0; i < n; i++) dsv41_norm(c, c->h + i * D, L->ffn_norm, c->h + i * D, D);
+        moe(c, L, n, pool);
+        hc_post(c, n, pool);
+    }
+    if (n_want == 0) return DI_OK;
+    /* the last FFN's pre collapses the copies (no hc_head) */
+    int64_t j = 0;
+    for (int32_t i = 0; i < b->n_rows; i++) {
+        if (!b->want_logits[i]) continue;
+        const float *R = c->R + (int64_t)i * N * D, *pre = c->pre + (int64_t)i * N;
+        float *h = c->h + j * D;
+        for (int64_t d = 0; d < D; d++) {
+            float sm = 0.0f;
+            for (int64_t k = 0; k < N; k++) sm += pre[k] * R[k * D + d];
+            h[d] = sm;
+        }
+        if (dsv41_faithful(c)) dsv41_round_bf16(h, D);
+        dsv41_norm(c, h, m->norm, h, D);
+        j++;
+    }
+    dsv4_linear_apply(m->k, &m->head, c->h, D, logits_out, hp->n_vocab, n_want, c->mm_scratch, pool);
+    return DI_OK;
+}

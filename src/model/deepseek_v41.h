@@ -1,0 +1,139 @@
+/* DeepSeek-V4.1-Flash (`deepseek_v41`, the causal encoder-decoder) forward
+ * over an HF checkpoint folder in the released layout.
+ *
+ *   m   = di_dsv41_load(dir, kernels, numerics)  config + shards, validated;
+ *                                    weights stay in the mapping (FP8 32x32,
+ *                                    FP4 experts, Engram tables mmapped)
+ *   kv  = di_dsv41_kv_create(...)    paged per-position state, caller owns
+ *   ctx = di_dsv41_ctx_create(m)     forward scratch
+ *   di_dsv41_forward(ctx, kv, batch, logits, pool)
+ *
+ * The math is DeepSeek's DeepInfer 0.1.0 (model_executor/models/, read with
+ * ../shared/reference/notes/v41_forward_and_oracle.md); the oracle is
+ * scripts/oracle_v41.py, which calls DeepInfer's and tile-kernels' own
+ * reference functions. What differs from V4 (deepseek_v4.h): shifted mHC
+ * (a sublayer's input uses the previous sublayer's pre mix) with no hc_head,
+ * no per-head q norm, ratio-2 gated pair pooling and ratio-1 compressors,
+ * cross-layer sharing of compressed KV / index keys / top-k selections (the
+ * role table below), an indexer whose keys come from the compressed latent,
+ * a candidate-block stage, Engram n-gram memory on some layers, 32x32 FP8
+ * blocks, no hash routing.
+ *
+ * Numerics: DI_DSV41_NUMERICS_DEEPINFER (the default) reproduces what
+ * DeepSeek serves: per-token fp8 activations before every FP8/FP4 GEMM, bf16
+ * at DeepInfer's rounding points, MXFP8 window KV, FP4 compressed KV, FP4
+ * index q/k, bf16 index scores -- and stores the KV in those formats.
+ * DI_DSV41_NUMERICS_IDEAL computes in f32 without simulated quantization
+ * (weights are still the checkpoint's) and keeps f32 KV.
+ *
+ * Ownership: the model owns its mapping; kv caches and contexts are freed
+ * before the model. One ctx per concurrent caller. */
+#ifndef DI_MODEL_DEEPSEEK_V41_H
+#define DI_MODEL_DEEPSEEK_V41_H
+
+#include "base/status.h"
+#include "base/threadpool.h"
+#include "engine/batch.h"
+#include "kernels/cpu/kernels.h"
+#include "text/tokenizer.h"
+
+#include <stdint.h>
+
+#define DI_DSV41_MAX_LAYERS 256
+#define DI_DSV41_MAX_ENGRAM 8        /* Engram layers */
+
+typedef enum di_dsv41_numerics {
+    DI_DSV41_NUMERICS_DEEPINFER = 0,
+    DI_DSV41_NUMERICS_IDEAL = 1,
+} di_dsv41_numerics;
+
+/* "deepinfer" / "ideal" -> value; -1 when unknown. */
+int di_dsv41_numerics_from_name(const char *name);
+const char *di_dsv41_numerics_name(di_dsv41_numerics n);
+
+/* What one layer is and whom it reads, derived once from the config the way
+ * DeepInfer's hugging_face/config.py + cross_layer.py:SharedLayerTopology
+ * derive it (each map sends a layer to the nearest source at or before it),
+ * then checked consistent. */
+typedef struct di_dsv41_role {
+    int32_t ratio;      /* compress_ratios[l]: 0 window only, 1 or 2 */
+    int32_t kv_src;     /* layer whose compressed KV it reads (itself: owns a compressor); -1 */
+    int32_t idx_src;    /* layer whose top-k selection it attends with (itself: owns an indexer); -1 */
+    int32_t idxk_src;   /* index sources: the layer whose index keys it scores; -1 */
+    int32_t cand_src;   /* index sources past the candidate source: scores only inside its blocks; -1 */
+    int32_t engram;     /* slot in the Engram layer list, -1 */
+    uint8_t cand_producer; /* the candidate source itself: keeps the top candidate blocks */
+    uint8_t decoder;    /* past n_prefill_layer: owns only its window KV */
+} di_dsv41_role;
+
+typedef struct di_dsv41_hparams {
+    int32_t n_vocab, n_embd, n_layers, n_ctx_train;
+    int32_t n_heads, head_dim, n_rot, q_lora, o_groups, o_lora;
+    int32_t window;
+    int32_t n_experts, n_experts_used, moe_ff, n_shared;
+    double routed_scale, swiglu_limit, rms_eps;
+    int32_t hc_mult, hc_iters;
+    double hc_eps;
+    double rope_theta, compress_rope_theta;
+    int yarn;
+    double yarn_factor, yarn_orig_ctx, yarn_beta_fast, yarn_beta_slow;
+    int32_t index_topk, index_heads, index_dim;
+    int32_t cand_topk_blocks, cand_block;   /* 0 when there is no candidate source */
+    int32_t n_prefill_layer;                /* first ratio-1 layer */
+    int use_fp4_kv;                          /* use_fp4_sparse_kv */
+    int tied;
+    int32_t bos, eos, pad;
+    /* Engram */
+    int32_t n_engram, engram_layers[DI_DSV41_MAX_ENGRAM];
+    int32_t engram_max_ngram, engram_heads, engram_head_dim;
+    int64_t engram_vocab;                    /* engram_vocab_size (prime search start + 1) */
+    int32_t engram_compressed_vocab;         /* engram_compressed_vocab_size, 0 = not compressed */
+    /* DSpark (loaded and validated; run by the drafting issue) */
+    int32_t n_mtp, dspark_block, dspark_markov_rank, dspark_noise_token;
+    int32_t dspark_n_experts, dspark_n_experts_used;
+    int32_t n_dspark_targets, dspark_targets[8];
+    di_dsv41_role role[DI_DSV41_MAX_LAYERS];
+} di_dsv41_hparams;
+
+typedef struct di_dsv41_model di_dsv41_model;
+typedef struct di_dsv41_kv di_dsv41_kv;
+typedef struct di_dsv41_ctx di_dsv41_ctx;
+
+/* Reads dir/config.json only: 1 when it declares deepseek_v41. */
+int di_dsv41_is_config(const char *dir);
+/* Reads dir/config.json only: fills *hp when it is a valid V4.1 config. */
+di_status di_dsv41_read_config(const char *dir, di_dsv41_hparams *hp, di_error *err);
+
+/* Opens the folder; tok (optional, not owned, must outlive the model) is the
+ * folder's tokenizer, needed when the config compresses the Engram vocab. */
+di_status di_dsv41_load(const char *dir, const di_cpu_kernels *kernels, di_dsv41_numerics numerics,
+                        const di_tokenizer *tok, di_dsv41_model **out, di_error *err);
+void di_dsv41_free(di_dsv41_model *m);
+const di_dsv41_hparams *di_dsv41_hparams_of(const di_dsv41_model *m);
+const di_cpu_kernels *di_dsv41_kernels(const di_dsv41_model *m);
+di_dsv41_numerics di_dsv41_numerics_of(const di_dsv41_model *m);
+/* Writes the layer topology (one line per layer) into buf; returns buf. */
+const char *di_dsv41_describe_layer(const di_dsv41_hparams *hp, int32_t il, char *buf, size_t cap);
+
+/* KV bytes one token costs across all layers in the model's numerics (the
+ * ratio-2 compressors' pending pair state included). */
+uint64_t di_dsv41_kv_bytes_per_token(const di_dsv41_model *m);
+di_status di_dsv41_kv_create(const di_dsv41_model *m, int32_t n_blocks, int32_t block_size, di_dsv41_kv **out,
+                             di_error *err);
+void di_dsv41_kv_free(di_dsv41_kv *kv);
+
+di_status di_dsv41_ctx_create(const di_dsv41_model *m, di_dsv41_ctx **out, di_error *err);
+void di_dsv41_ctx_free(di_dsv41_ctx *ctx);
+
+/* Same contract as di_dsv4_forward: batch invariant, rows of one sequence in
+ * increasing positions, logits (n_want, n_vocab) in row order. */
+di_status di_dsv41_forward(di_dsv41_ctx *ctx, di_dsv41_kv *kv, const di_batch *b, float *logits_out,
+                           di_threadpool *pool, di_error *err);
+
+/* Debug/test hook: after the next forward, the selected compressed-entry
+ * indices of index-source layer il for batch row r (ascending, n_out of
+ * them, at most cap). Returns DI_ERR_NOT_FOUND when not recorded. */
+void di_dsv41_ctx_record_topk(di_dsv41_ctx *ctx, int32_t il);
+di_status di_dsv41_ctx_topk(const di_dsv41_ctx *ctx, int32_t row, int32_t *out, int32_t cap, int32_t *n_out);
+
+#endif

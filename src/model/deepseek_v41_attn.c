@@ -1,0 +1,372 @@
+/* V4.1 attention of one layer over a batch (DeepInfer v4_modules/attn.py:
+ * V4Attention.forward, compress.py:Compressor, index_attn.py:MQA and
+ * tilelang_ops/candidate_blocks.py), with the layer's role deciding which
+ * parts run (deepseek_v41.h):
+ *
+ *   qa, kv  = fp8act(h) [Wq_a; Wkv]                      (n, q_lora), (n, hd)
+ *   qr      = q_norm(qa); q = fp8act(qr) Wq_b, rotary    (n, H, hd)  no per-head norm
+ *   kv      = rotary(kv_norm(kv))  -> window record of the row's slot (MXFP8)
+ *   kv source, ratio 2: latent, gate = h [Wkv_c; Wgate] (f32); the pair's
+ *             first token keeps them in its slot; the second pools
+ *             c = sum_t softmax_t(gate)[ch] latent_t[ch]
+ *   kv source, ratio 1: c = h Wkv_c per token
+ *             c -> pre = norm_c(c); entry = rotary(pre) at the pair's first
+ *             position -> compressed record (FP4) of the closing slot;
+ *             index-K sources also key = rotary(k_norm(pre Wk)) (FP4)
+ *   index source: iq = fp8act(qr) Wq_b_idx, rotary, FP4; w = h Wproj
+ *             score_j = sum_h w_h relu(iq_h . key_j) (bf16) over the visible
+ *             entries j < (p+1)/ratio of its kv source (inside the
+ *             candidate blocks past the candidate source); top index_topk
+ *             of them, ties to the lower index, kept for the layers that
+ *             reuse this selection; the candidate source also keeps its
+ *             top blocks (block score = max, the last block always kept)
+ *   o       = softmax-with-sink over window positions p-window+1..p of its
+ *             own records and the selected entries of its kv source;
+ *             inverse rotary at p; y = (fp8 per group o Wo_a_g) Wo_b.
+ *
+ * Every record is a function of its own position, so it lives in that
+ * position's paged slot and chunked prefill, prefix hits and recompute all
+ * read the same bytes; a row's result depends only on its sequence. */
+#include "model/deepseek_v41_internal.h"
+
+#include <float.h>
+#include <math.h>
+#include <string.h>
+
+#define BF16_MAX 3.38953139e38f
+
+int64_t dsv41_slot(const di_batch *b, int32_t seq, int32_t pos) {
+    return (int64_t)b->block_tables[seq][pos / b->block_size] * b->block_size + pos % b->block_size;
+}
+
+static uint8_t *rec(const di_dsv41_kv *kv, int32_t il, int64_t slot, int32_t off) {
+    return kv->data[il] + slot * kv->lay[il].row + off;
+}
+
+/* window and compressed records: MXFP8 / FP4 in the faithful mode, f32 otherwise */
+static void put_win(di_dsv41_kv *kv, int32_t il, int64_t slot, const float *x, int32_t n) {
+    uint8_t *d = rec(kv, il, slot, kv->lay[il].off_win);
+    if (kv->num == DI_DSV41_NUMERICS_DEEPINFER) dsv41_mxfp8_encode(x, n, d);
+    else memcpy(d, x, (size_t)n * 4);
+}
+static void get_win(const di_dsv41_kv *kv, int32_t il, int64_t slot, float *x, int32_t n) {
+    const uint8_t *d = rec(kv, il, slot, kv->lay[il].off_win);
+    if (kv->num == DI_DSV41_NUMERICS_DEEPINFER) dsv41_mxfp8_decode(d, n, x);
+    else memcpy(x, d, (size_t)n * 4);
+}
+static void put_comp(di_dsv41_kv *kv, int32_t il, int64_t slot, const float *x, int32_t n, int fp4) {
+    uint8_t *d = rec(kv, il, slot, kv->lay[il].off_comp);
+    if (kv->num != DI_DSV41_NUMERICS_DEEPINFER) memcpy(d, x, (size_t)n * 4);
+    else if (fp4) dsv41_nvfp4_encode(x, n, d);
+    else dsv41_mxfp8_encode(x, n, d);
+}
+static void get_comp(const di_dsv41_kv *kv, int32_t il, int64_t slot, float *x, int32_t n, int fp4) {
+    const uint8_t *d = rec(kv, il, slot, kv->lay[il].off_comp);
+    if (kv->num != DI_DSV41_NUMERICS_DEEPINFER) memcpy(x, d, (size_t)n * 4);
+    else if (fp4) dsv41_nvfp4_decode(d, n, x);
+    else dsv41_mxfp8_decode(d, n, x);
+}
+static void put_ikey(di_dsv41_kv *kv, int32_t il, int64_t slot, const float *x, int32_t n) {
+    uint8_t *d = rec(kv, il, slot, kv->lay[il].off_ikey);
+    if (kv->num == DI_DSV41_NUMERICS_DEEPINFER) dsv41_fp4i_encode(x, n, d);
+    else memcpy(d, x, (size_t)n * 4);
+}
+static void get_ikey(const di_dsv41_kv *kv, int32_t il, int64_t slot, float *x, int32_t n) {
+    const uint8_t *d = rec(kv, il, slot, kv->lay[il].off_ikey);
+    if (kv->num == DI_DSV41_NUMERICS_DEEPINFER) dsv41_fp4i_decode(d, n, x);
+    else memcpy(x, d, (size_t)n * 4);
+}
+
+static void maybe_bf16(const di_dsv41_ctx *c, float *x, int64_t n) {
+    if (dsv41_faithful(c)) dsv41_round_bf16(x, n);
+}
+
+/* ---- compressed entries ------------------------------------------------------ */
+
+/* Entry j of sequence seq is closed by the row at position j*r + r - 1:
+ * pool (ratio 2) or take (ratio 1) the latent, normalize, rotate at j*r,
+ * store; index-K sources add the index key. lat/gate: this row's f32
+ * projections. */
+static void close_entry(di_dsv41_ctx *c, di_dsv41_kv *kv, int32_t il, const di_batch *b, int64_t row,
+                        const float *lat, const float *gate, float *tmp) {
+    const di_dsv41_model *m = c->m;
+    const di_dsv41_hparams *hp = &m->hp;
+    const dsv41_layer *L = &m->layers[il];
+    const int32_t hd = hp->head_dim, r = hp->role[il].ratio, p = b->pos[row], seq = b->seq[row];
+    float *e = tmp, *pre = tmp + hd, *key = tmp + 2 * hd; /* (hd), (hd), (ihd) */
+    if (r == 2) {
+        const float *st = (const float *)rec(kv, il, dsv41_slot(b, seq, p - 1), kv->lay[il].off_state);
+        const float *lat0 = st, *gate0 = st + hd;
+        for (int32_t d = 0; d < hd; d++) {
+            /* per-channel softmax over the two tokens (tl/compress.py ref) */
+            float mx = gate0[d] > gate[d] ? gate0[d] : gate[d];
+            float e0 = expf(gate0[d] - mx), e1 = expf(gate[d] - mx), s = e0 + e1;
+            e[d] = lat0[d] * (e0 / s) + lat[d] * (e1 / s);
+        }
+        maybe_bf16(c, e, hd);
+    } else {
+        memcpy(e, lat, (size_t)hd * sizeof(float));
+    }
+    dsv41_norm(c, e, L->c_norm, pre, hd);
+    int32_t j = (p + 1) / r - 1, rpos = j * r;
+    memcpy(e, pre, (size_t)hd * sizeof(float));
+    dsv4_rope(e, 1, hd, hp->n_rot, m->inv_freq_compress, rpos, 1.0f);
+    maybe_bf16(c, e, hd);
+    int64_t slot = dsv41_slot(b, seq, p);
+    put_comp(kv, il, slot, e, hd, hp->use_fp4_kv);
+    if (hp->role[il].idxk_src == il) {
+        const int32_t ihd = hp->index_dim;
+        for (int32_t o = 0; o < ihd; o++) { /* wk is a small bf16 matrix: one row at a time */
+            float w[4096];
+            dsv4_linear_row(m->k, &L->i_wk, o, w);
+            key[o] = m->k->dot_f32(w, pre, hd);
+        }
+        maybe_bf16(c, key, ihd);
+        dsv41_norm(c, key, L->i_knorm, key, ihd);
+        dsv4_rope(key, 1, ihd, hp->n_rot, m->inv_freq_compress, rpos, 1.0f);
+        maybe_bf16(c, key, ihd);
+        put_ikey(kv, il, slot, key, ihd);
+    }
+}
+
+/* ---- per-row attention ----------------------------------------------------------- */
+
+int64_t dsv41_attention_scratch_floats(const di_dsv41_model *m, int32_t max_pos) {
+    const di_dsv41_hparams *hp = &m->hp;
+    int64_t n_ent = (int64_t)max_pos + 1; /* ratio 1 bounds every layer's entry count */
+    int64_t n_win = hp->window < n_ent ? hp->window : n_ent;
+    int64_t n_sel = hp->index_topk < n_ent ? hp->index_topk : n_ent;
+    int64_t n_keys = n_win + n_sel;
+    int64_t n_blk = hp->cand_block ? n_ent / hp->cand_block + 1 : 0;
+    /* keys (n_keys, hd), logits (n_keys), scores + order (2 n_ent), block
+     * scores + order (2 n_blk), an index key, a head dot row */
+    return n_keys * hp->head_dim + n_keys + 2 * n_ent + 2 * n_blk + hp->index_dim + 64;
+}
+
+typedef struct attn_job {
+    di_dsv41_ctx *c;
+    di_dsv41_kv *kv;
+    int32_t il;
+    const di_batch *b;
+} attn_job;
+
+/* k largest of v[0..n) by (value desc, index asc) into out, ascending indices. */
+static int32_t top_k(const float *v, int32_t n, int32_t k, int32_t *idx, int32_t *out) {
+    if (k >= n) {
+        for (int32_t i = 0; i < n; i++) out[i] = i;
+        return n;
+    }
+    for (int32_t i = 0; i < n; i++) idx[i] = i;
+    /* partial selection: k rounds of a max scan would be O(nk); a heap-free
+     * quickselect keeps it O(n) on average and the tie rule exact */
+    int32_t lo = 0, hi = n - 1, want = k - 1;
+    while (lo < hi) {
+        int32_t piv = idx[(lo + hi) / 2], i = lo, j = hi;
+        float pv = v[piv];
+        while (i <= j) {
+            while (v[idx[i]] > pv || (v[idx[i]] == pv && idx[i] < piv)) i++;
+            while (v[idx[j]] < pv || (v[idx[j]] == pv && idx[j] > piv)) j--;
+            if (i <= j) {
+                int32_t t = idx[i];
+                idx[i] = idx[j];
+                idx[j] = t;
+                i++;
+                j--;
+            }
+        }
+        if (want <= j) hi = j;
+        else if (want >= i) lo = i;
+        else break;
+    }
+    memcpy(out, idx, (size_t)k * sizeof(int32_t));
+    for (int32_t a = 1; a < k; a++) /* ascending indices: k is small */
+        for (int32_t z = a; z > 0 && out[z - 1] > out[z]; z--) {
+            int32_t t = out[z];
+            out[z] = out[z - 1];
+            out[z - 1] = t;
+        }
+    return k;
+}
+
+/* The index source's selection for one row into c->topk[row] (-1 filled),
+ * and at the candidate source its candidate blocks into c->cand[row]. */
+static void index_select(di_dsv41_ctx *c, const di_dsv41_kv *kv, int32_t il, const di_batch *b, int64_t row,
+                         float *scr) {
+    const di_dsv41_model *m = c->m;
+    const di_dsv41_hparams *hp = &m->hp;
+    const di_dsv41_role *ro = &hp->role[il];
+    const int32_t IH = hp->index_heads, ihd = hp->index_dim, r = ro->ratio, p = b->pos[row], seq = b->seq[row];
+    const int32_t klen = (p + 1) / r, K = hp->index_topk;
+    const float *iq = c->iq + row * IH * ihd, *iw = c->iw + row * IH;
+    float *score = scr, *ik = scr + 2 * (int64_t)klen; /* (klen) scores, (klen) order, (ihd) */
+    int32_t *order = (int32_t *)(scr + klen);
+    int32_t *sel = c->topk + row * K;
+    for (int32_t i = 0; i < K; i++) sel[i] = -1;
+    if (klen <= 0) return;
+    /* which entries may be scored: all, or the candidate source's blocks */
+    const int32_t *cand = ro->cand_src >= 0 ? c->cand + row * hp->cand_topk_blocks : NULL;
+    for (int32_t j = 0; j < klen; j++) score[j] = -INFINITY;
+    int32_t n_scored = 0;
+    for (int32_t bi = 0; cand ? bi < hp->cand_topk_blocks : bi < 1; bi++) {
+        int32_t j0 = 0, j1 = klen;
+        if (cand) {
+            if (cand[bi] < 0) break;
+            j0 = cand[bi] * hp->cand_block;
+            j1 = j0 + hp->cand_block < klen ? j0 + hp->cand_block : klen;
+        }
+        for (int32_t j = j0; j < j1; j++, n_scored++) {
+            get_ikey(kv, ro->idxk_src, dsv41_slot(b, seq, j * r + r - 1), ik, ihd);
+            float s = 0.0f;
+            for (int32_t h = 0; h < IH; h++) {
+                float d = m->k->dot_f32(iq + (int64_t)h * ihd, ik, ihd);
+                s += iw[h] * (d > 0.0f ? d : 0.0f);
+            }
+            score[j] = s;
+        }
+    }
+    if (dsv41_faithful(c)) dsv41_round_bf16(score, klen); /* -inf stays -inf */
+    if (n_scored < klen && n_scored <= K) { /* every scored entry is kept */
+        int32_t t = 0;
+        for (int32_t j = 0; j < klen; j++)
+            if (score[j] != -INFINITY) sel[t++] = j;
+    } else {
+        top_k(score, klen, K, order, sel);
+    }
+    if (ro->cand_producer && hp->cand_topk_blocks) {
+        const int32_t B = hp->cand_block, nb = (klen + B - 1) / B, TB = hp->cand_topk_blocks;
+        float *bs = score; /* reuse: block scores overwrite the first nb scores */
+        for (int32_t bi = 0; bi < nb; bi++) {
+            float mx = -INFINITY;
+            for (int32_t j = bi * B; j < (bi + 1) * B && j < klen; j++) mx = score[j] > mx ? score[j] : mx;
+            bs[bi] = mx < BF16_MAX ? mx : BF16_MAX;
+        }
+        bs[nb - 1] = INFINITY; /* the last valid block is always kept */
+        int32_t *cd = c->cand + row * TB;
+        for (int32_t i = 0; i < TB; i++) cd[i] = -1;
+        top_k(bs, nb, TB, order, cd);
+    }
+}
+
+static void attend_row(void *arg, int64_t row, int thread) {
+    const attn_job *j = arg;
+    di_dsv41_ctx *c = j->c;
+    const di_dsv41_model *m = c->m;
+    const di_dsv41_hparams *hp = &m->hp;
+    const dsv41_layer *L = &m->layers[j->il];
+    const di_dsv41_role *ro = &hp->role[j->il];
+    const di_batch *b = j->b;
+    const int32_t hd = hp->head_dim, H = hp->n_heads, p = b->pos[row], seq = b->seq[row];
+    float *scr = c->attn_scratch + (int64_t)thread * c->attn_floats;
+
+    if (ro->ratio && ro->idx_src == j->il) index_select(c, j->kv, j->il, b, row, scr);
+    int32_t n_win = hp->window < p + 1 ? hp->window : p + 1;
+    const int32_t *sel = ro->ratio ? c->topk + row * hp->index_topk : NULL;
+    int32_t n_sel = 0;
+    if (sel)
+        while (n_sel < hp->index_topk && sel[n_sel] >= 0) n_sel++;
+    float *keys = scr, *logits = scr + (int64_t)(n_win + n_sel) * hd;
+    int32_t n_keys = 0;
+    for (int32_t t = p - n_win + 1; t <= p; t++, n_keys++)
+        get_win(j->kv, j->il, dsv41_slot(b, seq, t), keys + (int64_t)n_keys * hd, hd);
+    for (int32_t i = 0; i < n_sel; i++, n_keys++)
+        get_comp(j->kv, ro->kv_src, dsv41_slot(b, seq, sel[i] * ro->ratio + ro->ratio - 1),
+                 keys + (int64_t)n_keys * hd, hd, hp->use_fp4_kv);
+
+    const float scale = 1.0f / sqrtf((float)hd);
+    for (int32_t h = 0; h < H; h++) {
+        const float *q = c->q + (row * H + h) * (int64_t)hd;
+        float *out = c->att + (row * H + h) * (int64_t)hd;
+        float mx = L->sink[h];
+        for (int32_t t = 0; t < n_keys; t++) {
+            logits[t] = m->k->dot_f32(q, keys + (int64_t)t * hd, hd) * scale;
+            mx = logits[t] > mx ? logits[t] : mx;
+        }
+        float sum = expf(L->sink[h] - mx); /* the sink takes mass, gives no value */
+        for (int32_t t = 0; t < n_keys; t++) sum += logits[t] = expf(logits[t] - mx);
+        memset(out, 0, (size_t)hd * sizeof(float));
+        for (int32_t t = 0; t < n_keys; t++) {
+            float pr = logits[t] / sum;
+            const float *v = keys + (int64_t)t * hd;
+            for (int32_t d = 0; d < hd; d++) out[d] += pr * v[d];
+        }
+    }
+    float *o = c->att + row * H * (int64_t)hd;
+    maybe_bf16(c, o, (int64_t)H * hd);
+    dsv4_rope(o, H, hd, hp->n_rot, ro->ratio ? m->inv_freq_compress : m->inv_freq_main, p, -1.0f);
+    maybe_bf16(c, o, (int64_t)H * hd);
+}
+
+/* ---- the layer ------------------------------------------------------------------- */
+
+void dsv41_attention(di_dsv41_ctx *c, di_dsv41_kv *kv, int32_t il, const di_batch *b, di_threadpool *pool) {
+    const di_dsv41_model *m = c->m;
+    const di_dsv41_hparams *hp = &m->hp;
+    const dsv41_layer *L = &m->layers[il];
+    const di_dsv41_role *ro = &hp->role[il];
+    const int64_t n = b->n_rows, D = hp->n_embd, hd = hp->head_dim, H = hp->n_heads;
+    const int64_t IH = hp->index_heads, ihd = hp->index_dim, QL = hp->q_lora;
+    const float *inv_freq = ro->ratio ? m->inv_freq_compress : m->inv_freq_main;
+
+    /* q_a and the window kv from one cast of h (DeepInfer merges the two GEMMs) */
+    memcpy(c->xq, c->h, (size_t)(n * D) * sizeof(float));
+    dsv41_linear(c, &L->wq_a, c->xq, D, c->qr, QL, n, 1, pool);
+    dsv41_linear(c, &L->wkv, c->xq, D, c->kvr, hd, n, 1, pool);
+    for (int64_t i = 0; i < n; i++) dsv41_norm(c, c->qr + i * QL, L->q_norm, c->qr + i * QL, QL);
+    dsv41_linear(c, &L->wq_b, c->qr, QL, c->q, H * hd, n, 1, pool);
+    if (ro->ratio && ro->idx_src == il) {
+        dsv41_linear(c, &L->i_wq_b, c->qr, QL, c->iq, IH * ihd, n, 1, pool);
+        dsv41_linear(c, &L->i_wproj, c->h, D, c->iw, IH, n, 1, pool); /* bf16 GEMM on bf16 h */
+    }
+    for (int64_t i = 0; i < n; i++) {
+        float *q = c->q + i * H * hd, *kvr = c->kvr + i * hd;
+        dsv4_rope(q, (int32_t)H, (int32_t)hd, hp->n_rot, inv_freq, b->pos[i], 1.0f);
+        maybe_bf16(c, q, H * hd);
+        dsv41_norm(c, kvr, L->kv_norm, kvr, hd);
+        dsv4_rope(kvr, 1, (int32_t)hd, hp->n_rot, inv_freq, b->pos[i], 1.0f);
+        maybe_bf16(c, kvr, hd);
+        put_win(kv, il, dsv41_slot(b, b->seq[i], b->pos[i]), kvr, (int32_t)hd);
+        if (ro->ratio && ro->idx_src == il) {
+            float *iq = c->iq + i * IH * ihd;
+            dsv4_rope(iq, (int32_t)IH, (int32_t)ihd, hp->n_rot, m->inv_freq_compress, b->pos[i], 1.0f);
+            maybe_bf16(c, iq, IH * ihd);
+            if (dsv41_faithful(c)) dsv41_round_fp4_index(iq, IH * ihd);
+        }
+    }
+    if (ro->ratio && ro->kv_src == il) {
+        /* compressor projections: bf16 weights on the bf16 h, no fp8 cast */
+        dsv41_linear(c, &L->c_wkv, c->h, D, c->ckv, hd, n, ro->ratio == 1, pool);
+        if (ro->ratio == 2) dsv41_linear(c, &L->c_wgate, c->h, D, c->cg, hd, n, 0, pool);
+        /* first every pending first-of-pair state, then close entries, so a
+         * pair split across rows of this batch finds its first half */
+        if (ro->ratio == 2)
+            for (int64_t i = 0; i < n; i++) {
+                if (b->pos[i] % 2) continue;
+                float *st = (float *)rec(kv, il, dsv41_slot(b, b->seq[i], b->pos[i]), kv->lay[il].off_state);
+                memcpy(st, c->ckv + i * hd, (size_t)hd * sizeof(float));
+                memcpy(st + hd, c->cg + i * hd, (size_t)hd * sizeof(float));
+            }
+        float *tmp = c->attn_scratch; /* 2 hd + ihd floats; rows are done one by one here */
+        for (int64_t i = 0; i < n; i++) {
+            if ((b->pos[i] + 1) % ro->ratio) continue;
+            close_entry(c, kv, il, b, i, c->ckv + i * hd, ro->ratio == 2 ? c->cg + i * hd : NULL, tmp);
+        }
+    }
+    attn_job job = {c, kv, il, b};
+    di_threadpool_run(pool, n, attend_row, &job);
+    if (c->record_layer == il && ro->ratio && ro->idx_src == il) {
+        memcpy(c->rec_topk, c->topk, (size_t)(n * hp->index_topk) * sizeof(int32_t));
+        c->rec_valid = (int32_t)n;
+    }
+    /* grouped output projection: group g reads heads [g*H/G, (g+1)*H/G) */
+    const int64_t G = hp->o_groups, gin = H * hd / G, olr = hp->o_lora;
+    for (int64_t g = 0; g < G; g++) {
+        dsv4_linear wg = L->wo_a;
+        wg.n_out = olr;
+        wg.data = (const uint8_t *)L->wo_a.data + (uint64_t)(g * olr) * L->wo_a.row_bytes;
+        if (wg.kind == DSV4_W_FP8) wg.row_off = L->wo_a.row_off + g * olr;
+        dsv41_linear(c, &wg, c->att + g * gin, H * hd, c->oa + g * olr, G * olr, n, 0, pool);
+    }
+    if (dsv41_faithful(c)) /* use_fp8_einsum_output: wo_a's output is fp8 per 32 */
+        for (int64_t i = 0; i < n; i++) dsv41_round_fp8(c->oa + i * G * olr, G * olr);
+    dsv41_linear(c, &L->wo_b, c->oa, G * olr, c->y, D, n, 1, pool);
+}

@@ -1,0 +1,163 @@
+/* Binds a V4.1 checkpoint's tensors (the release's names, the table of
+ * notes/v41_forward_and_oracle.md section 3, DeepInfer hugging_face/names.py)
+ * to dsv41_layer fields through V4's binders, checking every shape and
+ * dtype against the validated hyper-parameters and the role table: a layer
+ * binds a compressor only when it is a kv source, an indexer only when it is
+ * an index source, index keys (wk, k_norm) only when it is an index-K
+ * source, Engram tensors only on Engram layers. A tensor the role says must
+ * exist and does not is an error naming it; so is a wrong dtype or shape.
+ *
+ *   linear   FP8 e4m3 [out, in] + F8_E8M0 `.scale` [out/32, in/32]; BF16
+ *   experts  I8 packed e2m1 [out, in/2] + F8_E8M0 `.scale` [out, in/32]
+ *   mHC      hc_{attn,ffn}_fn F32 [(2+N)*N, N*D], _base [(2+N)*N], _scale [3]
+ *   Engram   engram.embed.weight F8_E4M3 [rows, head_dim] + F8_E8M0 .scale
+ *            [rows, head_dim/32] (memory-mapped, never copied), wkv FP8,
+ *            q_weight / k_weight [N, D]
+ *
+ * mtp.* (DSpark) tensors are left to the drafting code. */
+#include "model/deepseek_v41_internal.h"
+
+#include "base/alloc.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define NAME_LEN 256
+
+#define LIN(suffix, o, i, mx, dst)                                                   \
+    do {                                                                             \
+        snprintf(name, sizeof name, "layers.%d.%s", (int)il, suffix);                \
+        if ((s = dsv4_bind_linear(B, name, o, i, mx, dst, err))) return s;           \
+    } while (0)
+#define VEC(suffix, n, dst)                                                          \
+    do {                                                                             \
+        snprintf(name, sizeof name, "layers.%d.%s", (int)il, suffix);                \
+        if ((s = dsv4_bind_vec(B, name, n, dst, err))) return s;                     \
+    } while (0)
+
+static di_status expect_kind(const dsv4_linear *w, dsv4_wkind kind, const char *name, const char *what,
+                             di_error *err) {
+    if (w->kind != kind)
+        return di_error_set(err, DI_ERR_FORMAT, "tensor '%s.weight': must be %s", name, what);
+    return DI_OK;
+}
+
+static di_status bind_engram(di_dsv41_model *m, int32_t il, dsv41_engram_w *e, di_error *err) {
+    di_dsv4_model *B = &m->base;
+    const di_dsv41_hparams *hp = &m->hp;
+    const int64_t D = hp->n_embd, N = hp->hc_mult, hd = hp->engram_head_dim;
+    const int64_t cols = (int64_t)(hp->engram_max_ngram - 1) * hp->engram_heads;
+    char name[NAME_LEN];
+    di_status s;
+    dsv4_linear qw, kw; /* [N, D] float matrices, widened to f32 */
+    snprintf(name, sizeof name, "layers.%d.engram.q_weight", (int)il);
+    if ((s = dsv4_bind_float_matrix(B, name, N, D, &qw, err))) return s;
+    snprintf(name, sizeof name, "layers.%d.engram.k_weight", (int)il);
+    if ((s = dsv4_bind_float_matrix(B, name, N, D, &kw, err))) return s;
+    e->q_weight = qw.data;
+    e->k_weight = kw.data;
+    LIN("engram.wkv", (N + 1) * D, cols * hd, 0, &e->wkv);
+    if ((s = expect_kind(&e->wkv, DSV4_W_FP8, name, "FP8 e4m3 with .scale", err))) return s;
+    snprintf(name, sizeof name, "layers.%d.engram.embed.weight", (int)il);
+    const di_safetensors_tensor *t = di_safetensors_checkpoint_find(B->ck, name);
+    if (!t) return di_error_set(err, DI_ERR_FORMAT, "missing tensor '%s'", name);
+    if (t->dtype != DI_DTYPE_F8_E4M3 || t->n_dims != 2 || t->shape[1] != hd)
+        return di_error_set(err, DI_ERR_FORMAT, "tensor '%s': must be F8_E4M3 [rows, %lld]", name, (long long)hd);
+    e->rows = t->shape[0];
+    e->table = t->data;
+    snprintf(name, sizeof name, "layers.%d.engram.embed.scale", (int)il);
+    const di_safetensors_tensor *sc = di_safetensors_checkpoint_find(B->ck, name);
+    if (!sc) return di_error_set(err, DI_ERR_FORMAT, "missing tensor '%s'", name);
+    if ((sc->dtype != DI_DTYPE_F8_E8M0 && sc->dtype != DI_DTYPE_U8) || sc->n_dims != 2 || sc->shape[0] != e->rows ||
+        sc->shape[1] != hd / 32)
+        return di_error_set(err, DI_ERR_FORMAT, "tensor '%s': must be F8_E8M0 [%lld, %lld]", name, (long long)e->rows,
+                            (long long)(hd / 32));
+    e->table_scale = sc->data;
+    /* the hashed rows must fit the table: the primes' sum is its row count */
+    int64_t need = e->hash->n_rows;
+    if (need > e->rows)
+        return di_error_set(err, DI_ERR_FORMAT,
+                            "tensor 'layers.%d.engram.embed.weight': %lld rows, the hash needs %lld (truncated table?)",
+                            (int)il, (long long)e->rows, (long long)need);
+    return DI_OK;
+}
+
+static di_status bind_layer(di_dsv41_model *m, int32_t il, dsv41_layer *L, di_error *err) {
+    di_dsv4_model *B = &m->base;
+    const di_dsv41_hparams *hp = &m->hp;
+    const di_dsv41_role *r = &hp->role[il];
+    const int64_t D = hp->n_embd, N = hp->hc_mult, M = (2 + N) * N, hd = hp->head_dim;
+    const int64_t HD = (int64_t)hp->n_heads * hd, IH = hp->index_heads, ihd = hp->index_dim;
+    char name[NAME_LEN];
+    di_status s;
+    snprintf(name, sizeof name, "layers.%d.hc_attn_fn", (int)il);
+    if ((s = dsv4_bind_float_matrix(B, name, M, N * D, &L->hc_attn_fn, err))) return s;
+    snprintf(name, sizeof name, "layers.%d.hc_ffn_fn", (int)il);
+    if ((s = dsv4_bind_float_matrix(B, name, M, N * D, &L->hc_ffn_fn, err))) return s;
+    VEC("hc_attn_base", M, &L->hc_attn_base);
+    VEC("hc_attn_scale", 3, &L->hc_attn_scale);
+    VEC("hc_ffn_base", M, &L->hc_ffn_base);
+    VEC("hc_ffn_scale", 3, &L->hc_ffn_scale);
+    VEC("attn_norm.weight", D, &L->attn_norm);
+    VEC("ffn_norm.weight", D, &L->ffn_norm);
+    LIN("attn.wq_a", hp->q_lora, D, 0, &L->wq_a);
+    VEC("attn.q_norm.weight", hp->q_lora, &L->q_norm);
+    LIN("attn.wq_b", HD, hp->q_lora, 0, &L->wq_b);
+    LIN("attn.wkv", hd, D, 0, &L->wkv);
+    VEC("attn.kv_norm.weight", hd, &L->kv_norm);
+    LIN("attn.wo_a", (int64_t)hp->o_groups * hp->o_lora, HD / hp->o_groups, 0, &L->wo_a);
+    LIN("attn.wo_b", D, (int64_t)hp->o_groups * hp->o_lora, 0, &L->wo_b);
+    VEC("attn.attn_sink", hp->n_heads, &L->sink);
+    if (r->ratio && r->kv_src == il) {
+        LIN("attn.compressor.wkv", hd, D, 0, &L->c_wkv);
+        if (r->ratio == 2) LIN("attn.compressor.wgate", hd, D, 0, &L->c_wgate);
+        VEC("attn.compressor.norm.weight", hd, &L->c_norm);
+    }
+    if (r->ratio && r->idx_src == il) {
+        LIN("attn.indexer.wq_b", IH * ihd, hp->q_lora, 0, &L->i_wq_b);
+        LIN("attn.indexer.weights_proj", IH, D, 0, &L->i_wproj);
+        if (r->idxk_src == il) {
+            LIN("attn.indexer.wk", ihd, hd, 0, &L->i_wk);
+            VEC("attn.indexer.k_norm.weight", ihd, &L->i_knorm);
+        }
+    }
+    LIN("ffn.gate", hp->n_experts, D, 0, &L->gate);
+    VEC("ffn.gate.bias", hp->n_experts, &L->gate_bias);
+    dsv4_linear *ws = di_calloc((size_t)hp->n_experts * 3, sizeof *ws);
+    if ((s = dsv4_own(B, ws, err))) return s;
+    L->w1 = ws;
+    L->w2 = ws + hp->n_experts;
+    L->w3 = ws + 2 * (int64_t)hp->n_experts;
+    for (int32_t e = 0; e < hp->n_experts; e++) {
+        char ex[64];
+        snprintf(ex, sizeof ex, "ffn.experts.%d.w1", (int)e);
+        LIN(ex, hp->moe_ff, D, 1, &L->w1[e]);
+        snprintf(ex, sizeof ex, "ffn.experts.%d.w2", (int)e);
+        LIN(ex, D, hp->moe_ff, 1, &L->w2[e]);
+        snprintf(ex, sizeof ex, "ffn.experts.%d.w3", (int)e);
+        LIN(ex, hp->moe_ff, D, 1, &L->w3[e]);
+    }
+    LIN("ffn.shared_experts.w1", hp->moe_ff, D, 0, &L->sh_w1);
+    LIN("ffn.shared_experts.w2", D, hp->moe_ff, 0, &L->sh_w2);
+    LIN("ffn.shared_experts.w3", hp->moe_ff, D, 0, &L->sh_w3);
+    if (r->engram >= 0) {
+        L->engram = &m->engram[r->engram];
+        if ((s = bind_engram(m, il, L->engram, err))) return s;
+    }
+    return DI_OK;
+}
+
+di_status dsv41_bind_weights(di_dsv41_model *m, di_error *err) {
+    di_dsv4_model *B = &m->base;
+    const di_dsv41_hparams *hp = &m->hp;
+    const int64_t D = hp->n_embd;
+    di_status s;
+    if ((s = dsv4_bind_linear(B, "embed", hp->n_vocab, D, 0, &m->embed, err))) return s;
+    if ((s = dsv4_bind_linear(B, hp->tied ? "embed" : "head", hp->n_vocab, D, 0, &m->head, err))) return s;
+    if ((s = dsv4_bind_vec(B, "norm.weight", D, &m->norm, err))) return s;
+    m->layers = di_calloc((size_t)hp->n_layers, sizeof *m->layers);
+    if ((s = dsv4_own(B, m->layers, err))) return s;
+    for (int32_t il = 0; il < hp->n_layers; il++)
+        if ((s = bind_layer(m, il, &m->layers[il], err))) return s;
+    return DI_OK;
+}

@@ -1,0 +1,578 @@
+/* model/deepseek_v41: DeepSeek-V4.1-Flash against the goldens of
+ * scripts/gen_goldens_deepseek_v41.py, whose oracle (scripts/oracle_v41.py)
+ * calls DeepSeek's DeepInfer 0.1.0 / tile-kernels / deepinfer-gemm
+ * reference functions. For each tiny checkpoint (tests/data/golden/
+ * deepseek_v41/<name>, the released layout) and each numerics mode:
+ *
+ *   - logits at every position for one prefill, token-by-token decode and
+ *     5-token chunks;
+ *   - greedy continuations of 32 tokens;
+ *   - the indexer's top-k sets (ideal mode) modulo exact ties;
+ *   - bit-identical logits alone vs batched with another sequence, 1 vs 2
+ *     threads, and through the engine with prefix hits and preemption.
+ *
+ * Tolerances. ideal: the oracle runs in float64, we in float32 from the
+ * same dequantized weights; the bar is 1e-4 of the logit scale (the
+ * golden's max |logit|) at every position. deepinfer: both sides round to
+ * bf16 / fp8 / fp4 at the same points, so a value lands on the same grid
+ * point unless float32 summation order moves it across a rounding
+ * boundary; one such flip in an fp8 activation moves that element by up to
+ * one e4m3 step (2^-3 relative) and shifts downstream logits by a few
+ * 1e-3 of the scale. The bound asserted (FAITHFUL_TOL, stated relative to
+ * the logit scale) is the measured worst case times ~4; the test prints the
+ * median and maximum so a drift is visible long before it fails. */
+#include "test_util.h"
+
+#include "deepinfer.h"
+#include "base/threadpool.h"
+#include "model/deepseek_v41.h"
+#include "text/tokenizer.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define IDEAL_TOL 1e-4     /* of the logit scale */
+#define FAITHFUL_TOL 3e-2  /* of the logit scale; see above */
+#define GREEDY_MIN_MARGIN 1e-3
+#define BLOCK 8
+#define N_BLOCKS 512
+#define MAX_SLOTS 4
+
+static const char *const MODELS[] = {"tiny", "tiny_b"};
+#define N_MODELS 2
+static const char *const MODES[] = {"deepinfer", "ideal"};
+
+typedef struct golden {
+    di_tokenizer *tok;
+    di_dsv41_model *m[2]; /* by di_dsv41_numerics */
+    const di_dsv41_hparams *hp;
+    json_t *doc;
+    float *logits[2];
+    size_t n_logits[2];
+    double scale;
+} golden;
+
+typedef struct fixture {
+    golden g[N_MODELS];
+    di_threadpool *pool2;
+} fixture;
+
+static char *model_dir(char *buf, size_t size, const char *name) {
+    char rel[256];
+    snprintf(rel, sizeof rel, "tests/data/golden/deepseek_v41/%s", name);
+    return di_test_path(buf, size, rel);
+}
+
+static int setup(void **state) {
+    static fixture f;
+    memset(&f, 0, sizeof f);
+    *state = &f;
+    di_error err;
+    for (int i = 0; i < N_MODELS; i++) {
+        golden *g = &f.g[i];
+        char dir[4096], path[4200];
+        model_dir(dir, sizeof dir, MODELS[i]);
+        if (di_tok_load_json(dir, &g->tok, &err)) {
+            fprintf(stderr, "tokenizer %s: %s\n", MODELS[i], err.msg);
+            return -1;
+        }
+        for (int n = 0; n < 2; n++) {
+            if (di_dsv41_load(dir, NULL, (di_dsv41_numerics)n, g->tok, &g->m[n], &err) != DI_OK) {
+                fprintf(stderr, "load %s: %s\n", MODELS[i], err.msg);
+                return -1;
+            }
+            snprintf(path, sizeof path, "%s/logits_%s.f32", dir, MODES[n]);
+            size_t size;
+            g->logits[n] = (float *)di_test_read_file(path, &size);
+            if (!g->logits[n]) return -1;
+            g->n_logits[n] = size / sizeof(float);
+        }
+        g->hp = di_dsv41_hparams_of(g->m[0]);
+        snprintf(path, sizeof path, "%s/goldens.json", dir);
+        json_error_t jerr;
+        g->doc = json_load_file(path, 0, &jerr);
+        if (!g->doc) {
+            fprintf(stderr, "%s: %s\n", path, jerr.text);
+            return -1;
+        }
+        g->scale = json_number_value(json_object_get(g->doc, "logit_scale"));
+        if (!(g->scale > 0)) {
+            fprintf(stderr, "%s: no logit_scale\n", path);
+            return -1;
+        }
+    }
+    di_error e2;
+    if (di_threadpool_create(2, &f.pool2, &e2)) return -1;
+    return 0;
+}
+
+static int teardown(void **state) {
+    fixture *f = *state;
+    di_threadpool_free(f->pool2);
+    for (int i = 0; i < N_MODELS; i++) {
+        for (int n = 0; n < 2; n++) {
+            di_dsv41_free(f->g[i].m[n]);
+            free(f->g[i].logits[n]);
+        }
+        di_tok_free(f->g[i].tok);
+        json_decref(f->g[i].doc);
+    }
+    return 0;
+}
+
+/* ---- a tiny driver: sequences in slots, scattered block tables ------------ */
+
+typedef struct runner {
+    const di_dsv41_model *m;
+    di_dsv41_kv *kv;
+    di_dsv41_ctx *ctx;
+    int32_t tables[MAX_SLOTS][N_BLOCKS / MAX_SLOTS];
+    const int32_t *table_ptrs[MAX_SLOTS];
+    int32_t n_blocks[MAX_SLOTS];
+    int32_t n, cap, *tok, *seq, *pos;
+    uint8_t *want;
+} runner;
+
+static void runner_init(runner *r, const di_dsv41_model *m) {
+    memset(r, 0, sizeof *r);
+    r->m = m;
+    di_error err;
+    assert_int_equal(di_dsv41_kv_create(m, N_BLOCKS, BLOCK, &r->kv, &err), DI_OK);
+    assert_int_equal(di_dsv41_ctx_create(m, &r->ctx, &err), DI_OK);
+    int32_t per = N_BLOCKS / MAX_SLOTS;
+    for (int s = 0; s < MAX_SLOTS; s++) {
+        for (int j = 0; j < per; j++) r->tables[s][j] = s * per + (per - 1 - j);
+        r->table_ptrs[s] = r->tables[s];
+        r->n_blocks[s] = per;
+    }
+    r->cap = 4096;
+    r->tok = malloc(sizeof(int32_t) * (size_t)r->cap);
+    r->seq = malloc(sizeof(int32_t) * (size_t)r->cap);
+    r->pos = malloc(sizeof(int32_t) * (size_t)r->cap);
+    r->want = malloc((size_t)r->cap);
+}
+
+static void runner_free(runner *r) {
+    di_dsv41_ctx_free(r->ctx);
+    di_dsv41_kv_free(r->kv);
+    free(r->tok);
+    free(r->seq);
+    free(r->pos);
+    free(r->want);
+}
+
+static void add_row(runner *r, int32_t tok, int32_t seq, int32_t pos, int want) {
+    assert_true(r->n < r->cap);
+    r->tok[r->n] = tok;
+    r->seq[r->n] = seq;
+    r->pos[r->n] = pos;
+    r->want[r->n] = (uint8_t)want;
+    r->n++;
+}
+
+static di_status run(runner *r, float *logits, di_threadpool *pool, di_error *err) {
+    di_batch b = {.n_rows = r->n, .token = r->tok, .seq = r->seq, .pos = r->pos, .want_logits = r->want,
+                  .n_seq_slots = MAX_SLOTS, .block_size = BLOCK, .block_tables = r->table_ptrs,
+                  .n_blocks = r->n_blocks};
+    di_status s = di_dsv41_forward(r->ctx, r->kv, &b, logits, pool, err);
+    r->n = 0;
+    return s;
+}
+
+/* ---- the goldens -------------------------------------------------------------- */
+
+typedef struct gcase {
+    int32_t *ids;
+    int32_t n;
+    const float *logits[2]; /* (n, vocab) per numerics */
+    json_t *greedy[2], *margins[2];
+} gcase;
+
+static size_t n_cases(const golden *g) { return json_array_size(json_object_get(g->doc, "cases")); }
+
+static void get_case(const golden *g, size_t i, gcase *c) {
+    json_t *jc = json_array_get(json_object_get(g->doc, "cases"), i);
+    json_t *ids = json_object_get(jc, "prompt");
+    c->n = (int32_t)json_array_size(ids);
+    assert_true(c->n > 0);
+    c->ids = malloc(sizeof(int32_t) * (size_t)c->n);
+    for (int32_t t = 0; t < c->n; t++) c->ids[t] = (int32_t)json_integer_value(json_array_get(ids, (size_t)t));
+    size_t off = (size_t)json_integer_value(json_object_get(jc, "offset"));
+    for (int n = 0; n < 2; n++) {
+        assert_true(off + (size_t)c->n * (size_t)g->hp->n_vocab <= g->n_logits[n]);
+        c->logits[n] = g->logits[n] + off;
+        char key[64];
+        snprintf(key, sizeof key, "greedy_%s", MODES[n]);
+        c->greedy[n] = json_object_get(jc, key);
+        snprintf(key, sizeof key, "margins_%s", MODES[n]);
+        c->margins[n] = json_object_get(jc, key);
+    }
+}
+
+typedef struct errstat {
+    double max_abs;
+    int32_t worst_pos;
+    double *pos_err; /* per position max |diff| (for the median) */
+    int32_t n_pos, cap_pos;
+} errstat;
+
+static void stat_add(errstat *st, double e, int32_t pos) {
+    if (e > st->max_abs) {
+        st->max_abs = e;
+        st->worst_pos = pos;
+    }
+    if (st->n_pos == st->cap_pos) {
+        st->cap_pos = st->cap_pos ? 2 * st->cap_pos : 1024;
+        st->pos_err = realloc(st->pos_err, sizeof(double) * (size_t)st->cap_pos);
+    }
+    st->pos_err[st->n_pos++] = e;
+}
+
+static int cmp_d(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(errstat *st) {
+    if (!st->n_pos) return 0;
+    qsort(st->pos_err, (size_t)st->n_pos, sizeof(double), cmp_d);
+    return st->pos_err[st->n_pos / 2];
+}
+
+typedef enum { FEED_PREFILL, FEED_DECODE, FEED_CHUNK5 } feed_mode;
+
+/* Feeds case c into slot 1 of a fresh cache; per-position max |diff|. */
+static void check_case(const golden *g, int num, const gcase *c, feed_mode mode, di_threadpool *pool,
+                       errstat *st) {
+    runner r;
+    runner_init(&r, g->m[num]);
+    const int32_t V = g->hp->n_vocab;
+    float *out = malloc(sizeof(float) * (size_t)c->n * (size_t)V);
+    int32_t step = mode == FEED_PREFILL ? c->n : mode == FEED_DECODE ? 1 : 5;
+    di_error err;
+    for (int32_t t0 = 0; t0 < c->n; t0 += step) {
+        int32_t t1 = t0 + step < c->n ? t0 + step : c->n;
+        for (int32_t t = t0; t < t1; t++) add_row(&r, c->ids[t], 1, t, 1);
+        if (run(&r, out + (size_t)t0 * V, pool, &err) != DI_OK) {
+            fprintf(stderr, "%s\n", err.msg);
+            fail();
+        }
+    }
+    for (int32_t t = 0; t < c->n; t++) {
+        double e = 0;
+        for (int32_t v = 0; v < V; v++)
+            e = fmax(e, fabs((double)out[(size_t)t * V + v] - (double)c->logits[num][(size_t)t * V + v]));
+        stat_add(st, e, t);
+    }
+    free(out);
+    runner_free(&r);
+}
+
+static void check_feed(void **state, feed_mode mode, const char *name) {
+    fixture *f = *state;
+    for (int i = 0; i < N_MODELS; i++)
+        for (int num = 0; num < 2; num++) {
+            const golden *g = &f->g[i];
+            errstat st = {0};
+            for (size_t k = 0; k < n_cases(g); k++) {
+                gcase c;
+                get_case(g, k, &c);
+                /* decode of the longest prompt is the slowest check: 5-token
+                 * chunks and prefill cover it */
+                if (!(mode == FEED_DECODE && c.n > 200)) check_case(g, num, &c, mode, f->pool2, &st);
+                free(c.ids);
+            }
+            double tol = (num == DI_DSV41_NUMERICS_IDEAL ? IDEAL_TOL : FAITHFUL_TOL) * g->scale;
+            printf("%s %-9s %-8s: max |diff| %.3g (%.2g of the logit scale %.3g, worst at position %d), median %.3g"
+                   " over %d positions\n",
+                   MODELS[i], MODES[num], name, st.max_abs, st.max_abs / g->scale, g->scale, (int)st.worst_pos,
+                   median(&st), (int)st.n_pos);
+            free(st.pos_err);
+            if (st.max_abs > tol) {
+                fprintf(stderr, "%s %s %s: max |diff| %.3g over the bound %.3g\n", MODELS[i], MODES[num], name,
+                        st.max_abs, tol);
+                fail();
+            }
+        }
+}
+
+static void test_prefill_matches_oracle(void **state) { check_feed(state, FEED_PREFILL, "prefill"); }
+static void test_decode_matches_oracle(void **state) { check_feed(state, FEED_DECODE, "decode"); }
+static void test_chunked_prefill_matches_oracle(void **state) { check_feed(state, FEED_CHUNK5, "chunks-5"); }
+
+static int32_t argmax(const float *x, int32_t n) {
+    int32_t b = 0;
+    for (int32_t i = 1; i < n; i++)
+        if (x[i] > x[b]) b = i;
+    return b;
+}
+
+/* Prefill, then decode greedily: the oracle's ids in both modes. */
+static void test_greedy_matches_oracle(void **state) {
+    fixture *f = *state;
+    for (int i = 0; i < N_MODELS; i++)
+        for (int num = 0; num < 2; num++) {
+            const golden *g = &f->g[i];
+            const int32_t V = g->hp->n_vocab;
+            float *lg = malloc(sizeof(float) * (size_t)V);
+            int n_checked = 0;
+            for (size_t k = 0; k < n_cases(g); k++) {
+                gcase c;
+                get_case(g, k, &c);
+                if (c.greedy[num]) {
+                    runner r;
+                    runner_init(&r, g->m[num]);
+                    di_error err;
+                    for (int32_t t = 0; t < c.n; t++) add_row(&r, c.ids[t], 0, t, t == c.n - 1);
+                    assert_int_equal(run(&r, lg, f->pool2, &err), DI_OK);
+                    size_t steps = json_array_size(c.greedy[num]);
+                    for (size_t s = 0; s < steps; s++) {
+                        int32_t want = (int32_t)json_integer_value(json_array_get(c.greedy[num], s));
+                        double margin = json_number_value(json_array_get(c.margins[num], s));
+                        int32_t got = argmax(lg, V);
+                        if (got != want) {
+                            fprintf(stderr, "%s %s case %zu step %zu: got %d want %d (golden margin %g)\n",
+                                    MODELS[i], MODES[num], k, s, (int)got, (int)want, margin);
+                            fail();
+                        }
+                        add_row(&r, want, 0, c.n + (int32_t)s, 1);
+                        assert_int_equal(run(&r, lg, NULL, &err), DI_OK);
+                    }
+                    printf("%s %s: greedy case %zu, %zu tokens identical\n", MODELS[i], MODES[num], k, steps);
+                    runner_free(&r);
+                    n_checked++;
+                }
+                free(c.ids);
+            }
+            assert_true(n_checked > 0);
+            free(lg);
+        }
+}
+
+/* Bit-identical logits for a sequence alone (1 thread) and interleaved with
+ * another sequence in uneven chunks on 2 threads. */
+static void test_batch_and_thread_invariance(void **state) {
+    fixture *f = *state;
+    for (int i = 0; i < N_MODELS; i++)
+        for (int num = 0; num < 2; num++) {
+            const golden *g = &f->g[i];
+            const int32_t V = g->hp->n_vocab;
+            gcase a, b;
+            get_case(g, 3, &a);
+            get_case(g, 2, &b);
+            float *alone = malloc(sizeof(float) * (size_t)a.n * V);
+            float *mixed = malloc(sizeof(float) * (size_t)(a.n + b.n) * V);
+            runner r;
+            di_error err;
+            runner_init(&r, g->m[num]);
+            for (int32_t t = 0; t < a.n; t++) add_row(&r, a.ids[t], 0, t, 1);
+            assert_int_equal(run(&r, alone, NULL, &err), DI_OK);
+            runner_free(&r);
+            runner_init(&r, g->m[num]);
+            int32_t cut_a = a.n / 3, cut_b = b.n / 2;
+            for (int step = 0; step < 2; step++) {
+                int32_t a0 = step ? cut_a : 0, a1 = step ? a.n : cut_a, b0 = step ? cut_b : 0, b1 = step ? b.n : cut_b;
+                int32_t ia = a0, ib = b0, no = 0, *order = malloc(sizeof(int32_t) * (size_t)(a.n + b.n));
+                while (ia < a1 || ib < b1) {
+                    if (ib < b1) {
+                        add_row(&r, b.ids[ib], 1, ib, 1);
+                        ib++;
+                        order[no++] = 0;
+                    }
+                    if (ia < a1) {
+                        add_row(&r, a.ids[ia], 2, ia, 1);
+                        ia++;
+                        order[no++] = 1;
+                    }
+                }
+                assert_int_equal(run(&r, mixed, f->pool2, &err), DI_OK);
+                for (int32_t j = 0, ta = a0; j < no; j++)
+                    if (order[j]) {
+                        if (memcmp(mixed + (size_t)j * V, alone + (size_t)ta * V, sizeof(float) * V)) {
+                            fprintf(stderr, "%s %s: position %d differs when batched\n", MODELS[i], MODES[num],
+                                    (int)ta);
+                            fail();
+                        }
+                        ta++;
+                    }
+                free(order);
+            }
+            runner_free(&r);
+            free(alone);
+            free(mixed);
+            free(a.ids);
+            free(b.ids);
+        }
+}
+
+/* Index top-k sets of the ideal mode equal the oracle's modulo exact ties:
+ * the goldens list, per index-source layer and position, the set and
+ * whether the k-th and (k+1)-th scores tie. */
+static void test_index_topk_matches_oracle(void **state) {
+    fixture *f = *state;
+    for (int i = 0; i < N_MODELS; i++) {
+        const golden *g = &f->g[i];
+        json_t *tk = json_object_get(g->doc, "topk");
+        assert_non_null(tk);
+        size_t ci;
+        json_t *entry;
+        int n_sets = 0, n_ties = 0;
+        json_array_foreach(tk, ci, entry) {
+            int32_t case_i = (int32_t)json_integer_value(json_object_get(entry, "case"));
+            int32_t layer = (int32_t)json_integer_value(json_object_get(entry, "layer"));
+            json_t *sets = json_object_get(entry, "sets"), *ties = json_object_get(entry, "tie");
+            gcase c;
+            get_case(g, (size_t)case_i, &c);
+            runner r;
+            runner_init(&r, g->m[DI_DSV41_NUMERICS_IDEAL]);
+            di_dsv41_ctx_record_topk(r.ctx, layer);
+            for (int32_t t = 0; t < c.n; t++) add_row(&r, c.ids[t], 0, t, t == c.n - 1);
+            float *lg = malloc(sizeof(float) * (size_t)g->hp->n_vocab);
+            di_error err;
+            assert_int_equal(run(&r, lg, NULL, &err), DI_OK);
+            int32_t got[4096], n_got;
+            for (int32_t t = 0; t < c.n && t < (int32_t)json_array_size(sets); t++) {
+                json_t *want = json_array_get(sets, (size_t)t);
+                if (json_is_true(json_array_get(ties, (size_t)t))) {
+                    n_ties++;
+                    continue;
+                }
+                assert_int_equal(di_dsv41_ctx_topk(r.ctx, t, got, 4096, &n_got), DI_OK);
+                int ok = n_got == (int32_t)json_array_size(want);
+                for (int32_t q = 0; ok && q < n_got; q++) ok = got[q] == json_integer_value(json_array_get(want, (size_t)q));
+                if (!ok) {
+                    fprintf(stderr, "%s layer %d case %d position %d: top-k set differs (%d vs %zu entries)\n",
+                            MODELS[i], (int)layer, (int)case_i, (int)t, (int)n_got, json_array_size(want));
+                    fail();
+                }
+                n_sets++;
+            }
+            free(lg);
+            runner_free(&r);
+            free(c.ids);
+        }
+        printf("%s: %d top-k sets identical, %d skipped as exact ties\n", MODELS[i], n_sets, n_ties);
+        assert_true(n_sets > 0);
+    }
+}
+
+/* ---- through the engine -------------------------------------------------------- */
+
+typedef struct engine_out {
+    int32_t ids[64];
+    int32_t n;
+    int done;
+} engine_out;
+
+static int on_engine_event(const di_event *ev) {
+    engine_out *o = ev->user;
+    if (ev->finish != DI_FINISH_REASON_NONE) {
+        for (int32_t i = 0; i < ev->n_tokens && i < 64; i++) o->ids[i] = ev->tokens[i];
+        o->n = ev->n_tokens;
+        o->done = 1;
+    }
+    return 0;
+}
+
+/* The greedy cases submitted together, twice (the second round hits the
+ * prefix cache), through a cache small enough to preempt, with prompt
+ * chunks mixed with decode rows: the oracle's ids in both modes. */
+static void test_engine_greedy_prefix_cache_preemption(void **state) {
+    fixture *f = *state;
+    for (int i = 0; i < N_MODELS; i++)
+        for (int num = 0; num < 2; num++) {
+            const golden *g = &f->g[i];
+            char dir[4096];
+            model_dir(dir, sizeof dir, MODELS[i]);
+            di_engine_params p = di_engine_params_default();
+            p.model_path = dir;
+            p.numerics = MODES[num];
+            p.n_threads = 2;
+            p.block_size = 8;
+            p.max_batch_tokens = 24;
+            p.check_integrity = true;
+            gcase cs[8];
+            engine_out outs[16];
+            int n = 0, total = 0;
+            for (size_t k = 0; k < n_cases(g) && n < 8; k++) {
+                get_case(g, k, &cs[n]);
+                if (cs[n].greedy[num] && cs[n].n <= 200) {
+                    total += cs[n].n + 32;
+                    n++;
+                } else {
+                    free(cs[n].ids);
+                }
+            }
+            p.kv_tokens = total * 2 / 3 + 64; /* not enough for all at once */
+            di_engine *e;
+            di_error err;
+            assert_int_equal(di_engine_create(&p, &e, &err), DI_OK);
+            memset(outs, 0, sizeof outs);
+            for (int round = 0; round < 2; round++) {
+                for (int j = 0; j < n; j++) {
+                    di_request r;
+                    memset(&r, 0, sizeof r);
+                    r.tokens = cs[j].ids;
+                    r.n_tokens = (size_t)cs[j].n;
+                    r.max_tokens = (int32_t)json_array_size(cs[j].greedy[num]);
+                    r.sampling = di_sampling_params_default();
+                    r.sampling.temperature = 0;
+                    r.ignore_eos = true;
+                    r.on_event = on_engine_event;
+                    r.user = &outs[round * n + j];
+                    assert_int_equal(di_engine_submit(e, &r, NULL, &err), DI_OK);
+                }
+                assert_int_equal(di_engine_run(e, &err), DI_OK);
+            }
+            di_engine_stats st;
+            di_engine_get_stats(e, &st);
+            printf("%s %s engine: %lld prefix-hit tokens, %lld preemptions\n", MODELS[i], MODES[num],
+                   (long long)st.n_prefix_hit_tokens, (long long)st.n_preemptions);
+            assert_true(st.n_prefix_hit_tokens > 0);
+            for (int j = 0; j < 2 * n; j++) {
+                const gcase *c = &cs[j % n];
+                assert_true(outs[j].done);
+                assert_int_equal(outs[j].n, (int32_t)json_array_size(c->greedy[num]));
+                for (int32_t t = 0; t < outs[j].n; t++)
+                    assert_int_equal(outs[j].ids[t],
+                                     (int32_t)json_integer_value(json_array_get(c->greedy[num], (size_t)t)));
+            }
+            for (int j = 0; j < n; j++) free(cs[j].ids);
+            di_engine_free(e);
+        }
+}
+
+static void test_bad_batches_rejected(void **state) {
+    fixture *f = *state;
+    runner r;
+    runner_init(&r, f->g[0].m[0]);
+    di_error err;
+    float *lg = malloc(sizeof(float) * 4 * (size_t)f->g[0].hp->n_vocab);
+    add_row(&r, f->g[0].hp->n_vocab, 0, 0, 1); /* token outside the vocab */
+    assert_int_equal(run(&r, lg, NULL, &err), DI_ERR_RANGE);
+    assert_non_null(strstr(err.msg, "not in [0,"));
+    add_row(&r, 5, 0, 3, 1);
+    add_row(&r, 6, 0, 2, 1); /* decreasing position */
+    assert_int_equal(run(&r, lg, NULL, &err), DI_ERR_INVALID_ARG);
+    add_row(&r, 5, 0, BLOCK * (N_BLOCKS / MAX_SLOTS), 1); /* beyond the block table */
+    assert_int_equal(run(&r, lg, NULL, &err), DI_ERR_RANGE);
+    free(lg);
+    runner_free(&r);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_prefill_matches_oracle),
+        cmocka_unit_test(test_decode_matches_oracle),
+        cmocka_unit_test(test_chunked_prefill_matches_oracle),
+        cmocka_unit_test(test_greedy_matches_oracle),
+        cmocka_unit_test(test_batch_and_thread_invariance),
+        cmocka_unit_test(test_index_topk_matches_oracle),
+        cmocka_unit_test(test_engine_greedy_prefix_cache_preemption),
+        cmocka_unit_test(test_bad_batches_rejected),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
