@@ -290,12 +290,33 @@ di_status di_dsv41_ctx_topk(const di_dsv41_ctx *c, int32_t row, int32_t *out, in
 
 /* ---- numerics-aware helpers ----------------------------------------------------------- */
 
+static void lin_apply(const di_dsv41_ctx *c, const dsv4_linear *w, const float *x, int64_t ldx, float *y, int64_t ldy,
+                      int64_t n, di_threadpool *pool);
+static void lin_apply(const di_dsv41_ctx *c, const dsv4_linear *w, const float *x, int64_t ldx, float *y, int64_t ldy,
+                      int64_t n, di_threadpool *pool) {
+    if (getenv("DSV41_F64")) {
+        float *row = malloc(sizeof(float) * (size_t)w->n_in);
+        for (int64_t o = 0; o < w->n_out; o++) {
+            dsv4_linear_row(c->m->k, w, o, row);
+            for (int64_t i = 0; i < n; i++) {
+                double acc = 0;
+                const float *xr = x + i * ldx;
+                for (int64_t j = 0; j < w->n_in; j++) acc += (double)row[j] * (double)xr[j];
+                y[i * ldy + o] = (float)acc;
+            }
+        }
+        free(row);
+        return;
+    }
+    dsv4_linear_apply(c->m->k, w, x, ldx, y, ldy, n, c->mm_scratch, pool);
+}
+
 void dsv41_linear(const di_dsv41_ctx *c, const dsv4_linear *w, float *x, int64_t ldx, float *y, int64_t ldy,
                   int64_t n, int round_out, di_threadpool *pool) {
     const int faithful = dsv41_faithful(c);
     if (faithful && w->kind != DSV4_W_PLAIN)
         for (int64_t i = 0; i < n; i++) dsv41_round_fp8(x + i * ldx, w->n_in);
-    dsv4_linear_apply(c->m->k, w, x, ldx, y, ldy, n, c->mm_scratch, pool);
+    lin_apply(c, w, x, ldx, y, ldy, n, pool);
     if (faithful && round_out)
         for (int64_t i = 0; i < n; i++) dsv41_round_bf16(y + i * ldy, w->n_out);
 }
@@ -390,7 +411,7 @@ static void hc_pre(di_dsv41_ctx *c, const dsv4_linear *fn, const float *base, co
                    di_threadpool *pool) {
     const di_dsv41_hparams *hp = &c->m->hp;
     const int64_t N = hp->hc_mult, D = hp->n_embd, M = (2 + N) * N;
-    dsv4_linear_apply(c->m->k, fn, c->R, N * D, c->mix, M, n, c->mm_scratch, pool);
+    lin_apply(c, fn, c->R, N * D, c->mix, M, n, pool);
     rows_job j = {.c = c, .base = base, .scale = scale, .n = n, .n_tasks = rows_tasks(n, pool)};
     di_threadpool_run(pool, j.n_tasks, mixes_rows, &j);
 }
@@ -477,7 +498,7 @@ static void moe(di_dsv41_ctx *c, const dsv41_layer *L, int64_t n, di_threadpool 
     const int32_t E = hp->n_experts, K = hp->n_experts_used, D = hp->n_embd, F = hp->moe_ff;
     const int faithful = dsv41_faithful(c);
     const float limit = (float)hp->swiglu_limit;
-    dsv4_linear_apply(m->k, &L->gate, c->h, D, c->logit, E, n, c->mm_scratch, pool); /* bf16 GEMM, f32 out */
+    lin_apply(c, &L->gate, c->h, D, c->logit, E, n, pool); /* bf16 GEMM, f32 out */
     route(c, L, n);
     memcpy(c->xq, c->h, (size_t)n * D * sizeof(float));
     if (faithful)
@@ -493,8 +514,8 @@ static void moe(di_dsv41_ctx *c, const dsv41_layer *L, int64_t n, di_threadpool 
                 cnt++;
             }
         if (!cnt) continue;
-        dsv4_linear_apply(m->k, &L->w1[e], c->xg, D, c->g1, F, cnt, c->mm_scratch, pool);
-        dsv4_linear_apply(m->k, &L->w3[e], c->xg, D, c->g3, F, cnt, c->mm_scratch, pool);
+        lin_apply(c, &L->w1[e], c->xg, D, c->g1, F, cnt, pool);
+        lin_apply(c, &L->w3[e], c->xg, D, c->g3, F, cnt, pool);
         if (faithful) {
             dsv41_round_bf16(c->g1, cnt * F);
             dsv41_round_bf16(c->g3, cnt * F);
@@ -509,8 +530,8 @@ static void moe(di_dsv41_ctx *c, const dsv41_layer *L, int64_t n, di_threadpool 
             memcpy(c->ysel + (int64_t)c->grow[q] * D, c->yg + q * D, (size_t)D * sizeof(float));
     }
     /* the shared expert on the same cast input */
-    dsv4_linear_apply(m->k, &L->sh_w1, c->xq, D, c->g1, F, n, c->mm_scratch, pool);
-    dsv4_linear_apply(m->k, &L->sh_w3, c->xq, D, c->g3, F, n, c->mm_scratch, pool);
+    lin_apply(c, &L->sh_w1, c->xq, D, c->g1, F, n, pool);
+    lin_apply(c, &L->sh_w3, c->xq, D, c->g3, F, n, pool);
     if (faithful) {
         dsv41_round_bf16(c->g1, n * F);
         dsv41_round_bf16(c->g3, n * F);
@@ -565,6 +586,8 @@ static di_status engram(di_dsv41_ctx *c, di_dsv41_kv *kv, const dsv41_layer *L, 
     return DI_OK;
 }
 
+#define DBG_DUMP2(name, il, ptr, cnt) do { const char *p_ = getenv("DSV41_DUMP"); if (p_) { char fn_[512]; snprintf(fn_, sizeof fn_, "%s/%s.%d", p_, name, (int)(il)); FILE *f_ = fopen(fn_, "ab"); fwrite(ptr, 4, (size_t)(cnt), f_); fclose(f_); } } while (0)
+#define DBG_INJECT(name, il, ptr, cnt) do { const char *p_ = getenv("DSV41_INJECT"); if (p_ && (il) >= 0) { char fn_[512]; snprintf(fn_, sizeof fn_, "%s/%s.%d", p_, name, (int)(il)); FILE *f_ = fopen(fn_, "rb"); if (f_) { if (fread(ptr, 4, (size_t)(cnt), f_) != (size_t)(cnt)) fprintf(stderr, "short %s\n", fn_); fclose(f_); } } } while (0)
 /* ---- forward ------------------------------------------------------------------------------- */
 
 static di_status validate_batch(di_dsv41_ctx *c, const di_dsv41_kv *kv, const di_batch *b, di_error *err) {
@@ -638,15 +661,24 @@ di_status di_dsv41_forward(di_dsv41_ctx *c, di_dsv41_kv *kv, const di_batch *b, 
     }
     for (int32_t il = 0; il < hp->n_layers; il++) {
         const dsv41_layer *L = &m->layers[il];
+        DBG_INJECT("R_after_ffn", il - 1, c->R, n * N * D);
         if (L->engram && (s = engram(c, kv, L, b, pool, err))) return s;
+        if (L->engram) DBG_DUMP2("R_after_engram", il, c->R, n * N * D);
         hc_pre(c, &L->hc_attn_fn, L->hc_attn_base, L->hc_attn_scale, n, pool);
         for (int64_t i = 0; i < n; i++) dsv41_norm(c, c->h + i * D, L->attn_norm, c->h + i * D, D);
+        DBG_DUMP2("xn_attn", il, c->h, n * D);
         dsv41_attention(c, kv, il, b, pool);
+        DBG_DUMP2("attn_out", il, c->y, n * D);
         hc_post(c, n, pool);
+        DBG_DUMP2("R_after_attn", il, c->R, n * N * D);
+        DBG_INJECT("R_after_attn", il, c->R, n * N * D);
         hc_pre(c, &L->hc_ffn_fn, L->hc_ffn_base, L->hc_ffn_scale, n, pool);
         for (int64_t i = 0; i < n; i++) dsv41_norm(c, c->h + i * D, L->ffn_norm, c->h + i * D, D);
+        DBG_DUMP2("xn_ffn", il, c->h, n * D);
         moe(c, L, n, pool);
+        DBG_DUMP2("moe_out", il, c->y, n * D);
         hc_post(c, n, pool);
+        DBG_DUMP2("R_after_ffn", il, c->R, n * N * D);
     }
     if (n_want == 0) return DI_OK;
     /* the last FFN's pre collapses the copies (no hc_head) */
@@ -664,6 +696,6 @@ di_status di_dsv41_forward(di_dsv41_ctx *c, di_dsv41_kv *kv, const di_batch *b, 
         dsv41_norm(c, h, m->norm, h, D);
         j++;
     }
-    dsv4_linear_apply(m->k, &m->head, c->h, D, logits_out, hp->n_vocab, n_want, c->mm_scratch, pool);
+    lin_apply(c, &m->head, c->h, D, logits_out, hp->n_vocab, n_want, pool);
     return DI_OK;
 }
