@@ -25,38 +25,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from oracle_v41.model import Model, State  # noqa: E402
-
-
-def run(model: Model, prompt: list[int], n_new: int, decode: bool = False, dump: dict | None = None):
-    """Returns (generated ids, logits rows [len(prompt)+n_new-1, V] float64/32, margins, timings)."""
-    st = State()
-    t0 = time.perf_counter()
-    if decode:
-        rows = [model.forward([t], st, decode=True, dump=dump) for t in prompt]
-        logits = [torch.cat(rows)]
-    else:
-        logits = [model.forward(prompt, st, dump=dump)]
-    t1 = time.perf_counter()
-    out, margins = [], []
-    last = logits[0][-1]
-    for k in range(n_new):
-        top2 = torch.topk(last.double(), 2)
-        nxt = int(top2.indices[0])
-        margins.append(float(top2.values[0] - top2.values[1]))
-        out.append(nxt)
-        if k + 1 < n_new:
-            last = model.forward([nxt], st, decode=True, dump=dump)[-1]
-            logits.append(last.unsqueeze(0))
-    t2 = time.perf_counter()
-    return out, torch.cat(logits), margins, st, {"prefill_s": t1 - t0, "decode_s": t2 - t1}
+from oracle_v41.model import Model, run  # noqa: E402
 
 
 def main() -> None:

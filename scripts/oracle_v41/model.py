@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 import types
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -593,3 +594,27 @@ class Model:
         if dump is not None:
             dump.setdefault("final_hidden", []).append(h.float())
         return num.mm(h, self.w("head.weight").T)  # lay/sampler_utils.py:get_logits (bf16 GEMM, fp32 out)
+
+
+def run(model: Model, prompt: list[int], n_new: int, decode: bool = False, dump: dict | None = None):
+    """Returns (generated ids, logits rows [len(prompt)+n_new-1, V] float64/32, margins, timings)."""
+    st = State()
+    t0 = time.perf_counter()
+    if decode:
+        rows = [model.forward([t], st, decode=True, dump=dump) for t in prompt]
+        logits = [torch.cat(rows)]
+    else:
+        logits = [model.forward(prompt, st, dump=dump)]
+    t1 = time.perf_counter()
+    out, margins = [], []
+    last = logits[0][-1]
+    for k in range(n_new):
+        top2 = torch.topk(last.double(), 2)
+        nxt = int(top2.indices[0])
+        margins.append(float(top2.values[0] - top2.values[1]))
+        out.append(nxt)
+        if k + 1 < n_new:
+            last = model.forward([nxt], st, decode=True, dump=dump)[-1]
+            logits.append(last.unsqueeze(0))
+    t2 = time.perf_counter()
+    return out, torch.cat(logits), margins, st, {"prefill_s": t1 - t0, "decode_s": t2 - t1}
