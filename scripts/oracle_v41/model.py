@@ -566,9 +566,11 @@ class Model:
         out = post = comb = None
         for L in range(self.L):
             pfx = f"layers.{L}"
+            before_engram = None
             if L in self.engram_layers:
                 if out is not None:
                     R = self.mhc_post(out, R, post, comb)
+                    before_engram = R
                 R = self.engram(L, R, hashes)
                 R, xn, pre, post, comb = self.mhc_pre(pfx, "attn", R, prev, self.w(f"{pfx}.attn_norm.weight"))
             elif out is None:
@@ -576,8 +578,8 @@ class Model:
             else:
                 R, xn, pre, post, comb = self.mhc_pre(pfx, "attn", R, prev, self.w(f"{pfx}.attn_norm.weight"),
                                                       x=out, post=post, comb=comb)
-            if dump is not None and L > 0:
-                dump.setdefault(f"R_after_ffn.{L - 1}", []).append(R.float())
+            if dump is not None and L > 0:  # the trunk after layer L-1's FFN post (before layer L's Engram)
+                dump.setdefault(f"R_after_ffn.{L - 1}", []).append((R if before_engram is None else before_engram).float())
             out = self.attention(L, xn, pos, st, decode)
             R, xn, pre2, post, comb = self.mhc_pre(pfx, "ffn", R, pre, self.w(f"{pfx}.ffn_norm.weight"),
                                                    x=out, post=post, comb=comb)
