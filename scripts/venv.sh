@@ -6,9 +6,16 @@
 #   scripts/venv.sh NAME       .venv-NAME     from scripts/requirements-NAME.txt
 #
 # Named venvs exist because oracles pin different transformers versions: the
-# llama goldens need 4.55 (GGUF loading), DeepSeek-V4 needs 5.24. A
-# requirements file may name the interpreter that creates its venv in a line
-# "# python: python3.12" (DeepInfer and tile-kernels need Python >= 3.12).
+# llama goldens need 4.55 (GGUF loading), DeepSeek-V4 needs 5.24.
+#
+# A requirements file may carry header lines:
+#   # python: 3.12                 create the venv with that Python (default python3);
+#                                  looked up as pythonX.Y on PATH, then `pyenv which`,
+#                                  then $PYENV_ROOT/versions/X.Y*/bin/python
+#   # no-deps-wheel: PATH          after the requirements, pip install --no-deps PATH
+#                                  (PATH relative to the repository root)
+# (scripts/requirements-v41.txt uses both: DeepInfer needs Python 3.12 and the
+# tile-kernels wheel comes from ../shared/reference/.)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 if [ $# -eq 0 ]; then
@@ -27,13 +34,31 @@ else
 fi
 STAMP=$VENV/.req-sha256
 want=$(sha256sum "$REQ" | cut -d' ' -f1)
-PYBIN=$(sed -n 's/^# python: *\([A-Za-z0-9._/-]*\).*$/\1/p' "$REQ" | head -1)
+pyver=$(sed -n 's/^# python: *\([0-9][0-9.]*\) *$/\1/p' "$REQ" | head -n1)
+find_python() {
+  if [ -z "$pyver" ]; then command -v python3; return; fi
+  if command -v "python$pyver" >/dev/null 2>&1; then command -v "python$pyver"; return; fi
+  if command -v pyenv >/dev/null 2>&1 && pyenv which "python$pyver" >/dev/null 2>&1; then
+    pyenv which "python$pyver"; return
+  fi
+  local d
+  for d in "${PYENV_ROOT:-$HOME/.pyenv}"/versions/"$pyver"*; do
+    if [ -x "$d/bin/python" ]; then echo "$d/bin/python"; return; fi
+  done
+  echo "venv.sh: $REQ wants Python $pyver, none found (PATH, pyenv)" >&2
+  return 1
+}
 if [ ! -x "$VENV/bin/python" ]; then
-  "${PYBIN:-python3}" -m venv "$VENV" >&2
+  PY=$(find_python)
+  "$PY" -m venv "$VENV" >&2
 fi
 if [ "$(cat "$STAMP" 2>/dev/null)" != "$want" ]; then
   "$VENV/bin/pip" install --quiet --upgrade pip >&2
   "$VENV/bin/pip" install --quiet -r "$REQ" >&2
+  sed -n 's/^# no-deps-wheel: *\(.*[^ ]\) *$/\1/p' "$REQ" | while read -r whl; do
+    case "$whl" in /*) ;; *) whl=$ROOT/$whl ;; esac
+    "$VENV/bin/pip" install --quiet --no-deps "$whl" >&2
+  done
   echo "$want" > "$STAMP"
 fi
 echo "$VENV/bin/python"
