@@ -35,7 +35,7 @@ $(BUILD_ASAN)/Makefile:
 
 test-sanitize: deps model $(BUILD_ASAN)/Makefile
 	@cmake --build $(BUILD_ASAN) -j $(JOBS)
-	cd $(BUILD_ASAN) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+	cd $(BUILD_ASAN) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=1 \
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest $(CTEST_ARGS) -j $(JOBS)
 
 # The same tree built with clang, -Werror: CI checks both compilers.

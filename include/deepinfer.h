@@ -146,7 +146,9 @@ typedef struct di_request_stats {
 } di_request_stats;
 
 /* One event of a request: a new token (text may be empty while bytes are
- * held back for UTF-8 or a possible stop string) and/or its end. */
+ * held back for UTF-8 or a possible stop string) and/or its end. Every
+ * pointer in it (text, top, error, tokens, prompt_*) is borrowed for the
+ * duration of the callback only: copy what must outlive it. */
 typedef struct di_event {
     int64_t request_id;
     void *user;
@@ -157,7 +159,7 @@ typedef struct di_event {
     int32_t n_top;
     const di_token_prob *top;  /* (n_top) alternatives, by logprob desc */
     di_finish finish;          /* != NONE in the request's last event */
-    const char *error;         /* finish == ERROR: why */
+    const char *error;         /* finish == ERROR: why (borrowed: copy it) */
     const int32_t *tokens;     /* final event: (n_tokens) all completion tokens */
     int32_t n_tokens;
     di_request_stats stats;    /* final event */

@@ -16,7 +16,9 @@ typedef struct stream_state {
     di_finish finish;
     char *reply;        /* accumulated text (chat keeps it as history) */
     size_t len, cap;
-    const char *error;
+    /* The final event's error text, copied: ev->error lives only as long
+     * as the callback (it points into the engine's stack frame). */
+    char error[256];
 } stream_state;
 
 static int on_event(const di_event *ev) {
@@ -44,7 +46,7 @@ static int on_event(const di_event *ev) {
     if (ev->finish != DI_FINISH_REASON_NONE) {
         st->finish = ev->finish;
         st->stats = ev->stats;
-        st->error = ev->error;
+        snprintf(st->error, sizeof st->error, "%s", ev->error ? ev->error : "");
     }
     return 0;
 }
@@ -75,7 +77,7 @@ static void print_summary(const stream_state *st) {
             prefill_ms > 0 ? n_computed / (prefill_ms / 1e3) : 0.0,
             decode_ms > 0 && s->n_generated > 1 ? (s->n_generated - 1) / (decode_ms / 1e3) : 0.0,
             finish_name(st->finish));
-    if (st->finish == DI_FINISH_REASON_ERROR) fprintf(stderr, "error: %s\n", st->error ? st->error : "?");
+    if (st->finish == DI_FINISH_REASON_ERROR) fprintf(stderr, "error: %s\n", st->error[0] ? st->error : "generation failed");
 }
 
 /* Submits r, steps until it is done. Returns 0 ok, 1 on failure. */

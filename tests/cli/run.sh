@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# deepinfer run / chat from the command line: the messages a user sees when
+# a request fails, the caps that keep small contexts usable, and the chat
+# loop's handling of Ctrl-C, Ctrl-D and a full context. Each block is a
+# regression test for one defect of issue 15.
+set -euo pipefail
+BIN=$1
+MODEL=models/SmolLM2-135M-Instruct.Q4_1.gguf
+[ -f "$MODEL" ] || { echo "run.sh: default model not fetched, skipping"; exit 0; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# An unsatisfiable schema: the user sees a readable reason, never an empty
+# or dangling "error: " line (the event's error text was kept past its
+# callback), and the command fails.
+printf '{"type":"integer","minimum":10,"maximum":5}' >"$tmp/unsat.json"
+rc=0; "$BIN" run -m "$MODEL" -p x -n 8 --json-schema "$tmp/unsat.json" >"$tmp/out" 2>"$tmp/err" || rc=$?
+[ "$rc" != 0 ] || fail "unsatisfiable schema: exit 0"
+grep -Eq '^error: .*[a-z]' "$tmp/err" || fail "unsatisfiable schema: no reason: $(cat -v "$tmp/err")"
+! grep -Eq '^error: *$' "$tmp/err" || fail "unsatisfiable schema: empty error line"
+
+echo ok
