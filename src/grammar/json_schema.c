@@ -95,6 +95,20 @@ static size_t path_push(jsc *c, const char *seg) {
 }
 static void path_pop(jsc *c, size_t n) { c->path[n] = 0; }
 
+/* gb_nothing with the reason noted (gb_note_empty) for the message an
+ * entirely unsatisfiable schema gets: why, at the current path. */
+static uint32_t nothing_because(jsc *c, const char *why) {
+    gb_note_empty(c->b, "%s at #%s", why, c->path);
+    return gb_nothing(c->b);
+}
+
+/* "'lo_key' lo is above 'hi_key' hi" for a pair of count bounds. */
+static uint32_t counts_cross(jsc *c, const char *lo_key, uint32_t lo, const char *hi_key, uint32_t hi) {
+    char why[128];
+    snprintf(why, sizeof why, "'%s' %u is above '%s' %u", lo_key, lo, hi_key, hi);
+    return nothing_because(c, why);
+}
+
 static uint32_t schema_node(jsc *c, json_t *s);
 
 /* ---- shared rules ------------------------------------------------------ */
@@ -642,7 +656,7 @@ static uint32_t string_node(jsc *c, json_t *s) {
     gb *b = c->b;
     uint32_t lo = 0, hi = GB_INF;
     if (!get_count(c, s, "minLength", &lo) || !get_count(c, s, "maxLength", &hi)) return GB_NIL;
-    if (hi != GB_INF && lo > hi) return gb_nothing(b);
+    if (hi != GB_INF && lo > hi) return counts_cross(c, "minLength", lo, "maxLength", hi);
     bool has_len = lo > 0 || hi != GB_INF;
     json_t *pat = json_object_get(s, "pattern"), *fmt = json_object_get(s, "format");
     /* `format` is an annotation in the specification; we enforce the
@@ -755,7 +769,21 @@ static uint32_t number_node(jsc *c, json_t *s, bool integer) {
         if (integer) return jn_number(c->b, true, NULL, false, NULL, false);
         return any_number(c);
     }
-    return jn_number(c->b, integer, hlo ? &lo : NULL, lo_strict, hhi ? &hi : NULL, hi_strict);
+    uint32_t r = jn_number(c->b, integer, hlo ? &lo : NULL, lo_strict, hhi ? &hi : NULL, hi_strict);
+    if (r != GB_NIL && c->b->nodes[r].kind == GN_NOTHING) {
+        /* name the bounds as the schema spelled them */
+        char why[160];
+        size_t n = (size_t)snprintf(why, sizeof why, "no %s satisfies", integer ? "integer" : "number");
+        static const char *const keys[] = {"minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"};
+        for (int i = 0, n_named = 0; i < 4 && n < sizeof why; i++) {
+            json_t *v = json_object_get(s, keys[i]);
+            if (json_is_number(v))
+                n += (size_t)snprintf(why + n, sizeof why - n, "%s '%s' %g", n_named++ ? "," : "", keys[i],
+                                      json_number_value(v));
+        }
+        return nothing_because(c, why);
+    }
+    return r;
 }
 
 /* ---- objects ------------------------------------------------------------ */
@@ -950,7 +978,10 @@ static uint32_t object_node(jsc *c, json_t *s) {
         return jfail(c, DI_ERR_UNSUPPORTED, "%s", "'minProperties' above the required count (other than 1)");
     }
     if (max_props != GB_INF && (extra || n > max_props) && !c->opt.lenient) {
-        if (max_props < n_required) { free(m); return gb_nothing(b); }
+        if (max_props < n_required) {
+            free(m);
+            return counts_cross(c, "required count", n_required, "maxProperties", max_props);
+        }
         free(m);
         return jfail(c, DI_ERR_UNSUPPORTED, "%s", "'maxProperties' below the possible member count");
     }
@@ -1035,7 +1066,7 @@ static uint32_t contains_node(jsc *c, json_t *s, json_t *items) {
     if (json_object_get(s, "prefixItems") || json_is_array(items) || json_object_get(s, "minItems") ||
         json_object_get(s, "maxItems"))
         return jfail(c, DI_ERR_UNSUPPORTED, "%s", "'contains' together with prefixItems / minItems / maxItems");
-    if (hi != GB_INF && lo > hi) return gb_nothing(b);
+    if (hi != GB_INF && lo > hi) return counts_cross(c, "minContains", lo, "maxContains", hi);
     uint32_t top = hi == GB_INF ? lo : hi; /* counts past top are all alike */
     if (top > JS_MAX_CONTAINS) return jfail(c, DI_ERR_UNSUPPORTED, "%s", "'minContains' / 'maxContains' above 64");
     json_t *item = items ? items : json_true();
@@ -1079,7 +1110,7 @@ static uint32_t array_node(jsc *c, json_t *s) {
     uint32_t lo = 0, hi = GB_INF;
     if (json_object_get(s, "contains")) return contains_node(c, s, json_object_get(s, "items"));
     if (!get_count(c, s, "minItems", &lo) || !get_count(c, s, "maxItems", &hi)) return GB_NIL;
-    if (hi != GB_INF && lo > hi) return gb_nothing(b);
+    if (hi != GB_INF && lo > hi) return counts_cross(c, "minItems", lo, "maxItems", hi);
     json_t *items = json_object_get(s, "items"), *prefix = json_object_get(s, "prefixItems");
     json_t *rest = items;
     if (json_is_array(items)) prefix = items, rest = json_object_get(s, "additionalItems");
@@ -1503,7 +1534,7 @@ static json_t *rewrite_logic(jsc *c, json_t *s) {
 static uint32_t schema_body(jsc *c, json_t *s) {
     gb *b = c->b;
     if (json_is_true(s)) return any_value(c);
-    if (json_is_false(s)) return gb_nothing(b);
+    if (json_is_false(s)) return nothing_because(c, "the schema false");
     if (!json_is_object(s)) return jfail(c, DI_ERR_FORMAT, "%s", "schema is not an object or boolean");
     const char *k;
     json_t *v;
@@ -1629,6 +1660,8 @@ static di_status compile(json_t *schema, const di_grammar_options *opt, bool obj
                          di_error *err) {
     gb b;
     gb_init(&b, err);
+    b.empty_what = "the schema";
+    b.empty_fallback = "every '$ref' cycle in it lacks a way out (a schema that only refers to itself)";
     jsc c = {.b = &b, .root = schema, .r_value = GB_NIL, .r_string = GB_NIL, .r_number = GB_NIL,
              .r_ws = GB_NIL, .r_char = GB_NIL};
     c.opt = opt ? *opt : di_grammar_options_default();

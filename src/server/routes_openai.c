@@ -731,7 +731,7 @@ static const char *finish_name(di_finish f) {
     case DI_FINISH_REASON_STOP: return "stop";
     case DI_FINISH_REASON_LENGTH: return "length";
     case DI_FINISH_REASON_CANCEL: return "abort"; /* vLLM's name; only at shutdown */
-    case DI_FINISH_REASON_ERROR: return "error";
+    case DI_FINISH_REASON_ERROR: break; /* no OpenAI value: the answer is an error object */
     case DI_FINISH_REASON_NONE: break;
     }
     return NULL;
@@ -824,11 +824,17 @@ static bool sse_produce(srv_job *j, srv_buf *out) {
         if (t.finished) {
             account_final(rs, &t, i);
             if (t.finish == DI_FINISH_REASON_ERROR) {
-                json_t *e = json_pack("{s:{s:s, s:s, s:n, s:n}}", "error", "message", rs->error, "type",
-                                      "server_error", "param", "code");
+                /* The status line is long gone: a failure after the stream
+                 * began ends it with an OpenAI error object (as vLLM does),
+                 * not with a finish_reason OpenAI does not have. */
+                char msg[sizeof rs->error + 32];
+                snprintf(msg, sizeof msg, "Generation failed: %s", rs->error);
+                json_t *e = json_pack("{s:{s:s, s:s, s:n, s:s}}", "error", "message", msg, "type",
+                                      "server_error", "param", "code", "generation_failed");
                 if (e) sse_put(out, e);
+            } else {
+                sse_choice_chunk(rs, out, i, &t, false, finish_name(t.finish));
             }
-            sse_choice_chunk(rs, out, i, &t, false, finish_name(t.finish));
         }
         srv_taken_free(&t);
     }

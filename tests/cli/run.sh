@@ -17,7 +17,13 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 printf '{"type":"integer","minimum":10,"maximum":5}' >"$tmp/unsat.json"
 rc=0; "$BIN" run -m "$MODEL" -p x -n 8 --json-schema "$tmp/unsat.json" >"$tmp/out" 2>"$tmp/err" || rc=$?
 [ "$rc" != 0 ] || fail "unsatisfiable schema: exit 0"
-grep -Eq '^error: .*[a-z]' "$tmp/err" || fail "unsatisfiable schema: no reason: $(cat -v "$tmp/err")"
+grep -Eq '^(error|deepinfer run): .*[a-z]' "$tmp/err" || fail "unsatisfiable schema: no reason: $(cat -v "$tmp/err")"
 ! grep -Eq '^error: *$' "$tmp/err" || fail "unsatisfiable schema: empty error line"
+# ... and the empty language is found when compiling, naming the keyword
+grep -q "matches nothing: no integer satisfies 'minimum' 10, 'maximum' 5" "$tmp/err" \
+  || fail "unsatisfiable schema: reason does not name the keywords: $(cat -v "$tmp/err")"
+printf '{"$ref":"#"}' >"$tmp/self.json"
+rc=0; "$BIN" run -m "$MODEL" -p x -n 8 --json-schema "$tmp/self.json" >"$tmp/out" 2>"$tmp/err" || rc=$?
+[ "$rc" != 0 ] && grep -q "'\$ref'" "$tmp/err" || fail "self-referring schema: exit $rc: $(cat -v "$tmp/err")"
 
 echo ok
