@@ -162,6 +162,10 @@ uint32_t di_grammar_matcher_n_tokens(const di_grammar_matcher *m);
 /* True when the bytes so far form a complete sentence of the grammar. */
 bool di_grammar_matcher_is_accepting(const di_grammar_matcher *m);
 
+/* The bytes that may come next: next[b] is set when advancing by byte b
+ * would succeed (all false once terminated). For error messages. */
+void di_grammar_matcher_next_bytes(const di_grammar_matcher *m, bool next[256]);
+
 /* True after an EOS token was accepted or when nothing but the end can
  * follow (no byte can extend the output). */
 bool di_grammar_matcher_is_terminated(const di_grammar_matcher *m);
