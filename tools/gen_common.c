@@ -1,7 +1,9 @@
 #include "gen_common.h"
 
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #define DEFAULT_MODEL "models/SmolLM2-135M-Instruct.Q4_1.gguf"
 /* SmolLM2's model card suggests a low temperature with nucleus sampling. */
@@ -75,8 +77,19 @@ di_sampling_params di_gen_sampling(const di_gen_opts *o) {
     return s;
 }
 
+int32_t di_gen_cap_threads(const char *cmd, int64_t threads) {
+    cpu_set_t set;
+    long n_cpu = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : sysconf(_SC_NPROCESSORS_ONLN);
+    if (n_cpu < 1) n_cpu = 1;
+    if (threads <= n_cpu) return (int32_t)threads;
+    fprintf(stderr, "deepinfer %s: warning: -t %lld is more than the %ld CPUs available; using %ld\n", cmd,
+            (long long)threads, n_cpu, n_cpu);
+    return (int32_t)n_cpu;
+}
+
 di_engine *di_gen_engine_open(const char *cmd, const di_gen_opts *o) {
     di_engine_params p = di_gen_engine_params(o);
+    p.n_threads = di_gen_cap_threads(cmd, o->threads);
     di_engine *e = NULL;
     di_error err;
     if (di_engine_create(&p, &e, &err)) {

@@ -21,6 +21,11 @@ void di_gen_opts_defaults(di_gen_opts *o);
 int di_gen_opts_specs(di_gen_opts *o, di_arg *specs, int n);
 di_engine_params di_gen_engine_params(const di_gen_opts *o);
 di_sampling_params di_gen_sampling(const di_gen_opts *o);
+/* Threads for -t N: N itself up to the CPUs this process may run on;
+ * more would only time-slice one core between spinning workers, so N
+ * above that is capped with a warning on stderr naming cmd. 0 stays 0
+ * (the engine's one per CPU). */
+int32_t di_gen_cap_threads(const char *cmd, int64_t threads);
 /* Creates the engine, printing a one-line reason on failure (returns NULL). */
 di_engine *di_gen_engine_open(const char *cmd, const di_gen_opts *o);
 

@@ -26,4 +26,17 @@ printf '{"$ref":"#"}' >"$tmp/self.json"
 rc=0; "$BIN" run -m "$MODEL" -p x -n 8 --json-schema "$tmp/self.json" >"$tmp/out" 2>"$tmp/err" || rc=$?
 [ "$rc" != 0 ] && grep -q "'\$ref'" "$tmp/err" || fail "self-referring schema: exit $rc: $(cat -v "$tmp/err")"
 
+# -t beyond the CPUs is capped, with a warning, and the run still works
+n_cpu=$(nproc)
+"$BIN" run -m "$MODEL" -p hi -n 2 --temp 0 -t 1000 >"$tmp/out" 2>"$tmp/err" || fail "-t 1000: exit $?: $(cat "$tmp/err")"
+grep -q "warning: -t 1000 is more than the $n_cpu CPUs available; using $n_cpu" "$tmp/err" \
+  || fail "-t 1000: no warning: $(cat "$tmp/err")"
+
+# messages name what the user gave, never an internal function
+rc=0; "$BIN" tokenize -m "$MODEL" $'a\xffb' >"$tmp/out" 2>"$tmp/err" || rc=$?
+[ "$rc" = 1 ] && grep -q "not valid UTF-8" "$tmp/err" || fail "invalid UTF-8: exit $rc: $(cat -v "$tmp/err")"
+rc=0; "$BIN" tokenize -m "$MODEL" --decode 99999999 >"$tmp/out" 2>>"$tmp/err" || rc=$?
+[ "$rc" = 1 ] || fail "bad id: exit $rc"
+! grep -Eq '(tok|detok|chat)_[a-z_]+:|di_[a-z_]+' "$tmp/err" || fail "internal names in messages: $(cat -v "$tmp/err")"
+
 echo ok
