@@ -281,6 +281,10 @@ di_status di_engine_detokenize(di_engine *e, const int32_t *ids, size_t n_ids, c
  * bytes written or needed, never writes past size, adds no NUL; negative
  * when id is outside the vocabulary. */
 int64_t di_engine_token_piece(di_engine *e, int32_t id, char *buf, size_t size);
+/* The number of prompt tokens r would have (its messages through the chat
+ * template, its text with BOS per the model, or its tokens), as submit
+ * counts them: for callers that fit a request into the context first. */
+di_status di_engine_count_prompt(di_engine *e, const di_request *r, size_t *n_tokens, di_error *err);
 /* Renders messages with the chat template (NULL = the model's). */
 di_status di_engine_apply_chat(di_engine *e, const char *chat_template, const di_message *msgs,
                                size_t n_msgs, bool add_generation_prompt, char **text,

@@ -39,4 +39,43 @@ rc=0; "$BIN" tokenize -m "$MODEL" --decode 99999999 >"$tmp/out" 2>>"$tmp/err" ||
 [ "$rc" = 1 ] || fail "bad id: exit $rc"
 ! grep -Eq '(tok|detok|chat)_[a-z_]+:|di_[a-z_]+' "$tmp/err" || fail "internal names in messages: $(cat -v "$tmp/err")"
 
+# run --ctx 64: the default -n (256) is capped to what the context leaves
+"$BIN" run -m "$MODEL" --ctx 64 -p hi -t 2 >"$tmp/out" 2>"$tmp/err" || fail "--ctx 64: exit $?: $(cat "$tmp/err")"
+grep -q "^deepinfer run: -n 256 capped to 33: the context holds 64 tokens (prompt 31)" "$tmp/err" \
+  || fail "--ctx 64: no cap note: $(cat "$tmp/err")"
+
+# chat: a conversation that outgrows the context drops its oldest turns,
+# keeps the system prompt, says so, and goes on
+printf 'Tell me a long story about a dragon.\nAnd another one about a cat.\nA third story, about a dog?\n' |
+  "$BIN" chat -m "$MODEL" --ctx 256 --system "You are helpful." -n 100 --temp 0 -t 2 >"$tmp/out" 2>"$tmp/err" \
+  || fail "chat --ctx 256: exit $?: $(cat "$tmp/err")"
+grep -q "context of 256 tokens full: dropped the oldest 1 turn; the system prompt stays" "$tmp/err" \
+  || fail "chat --ctx 256: no note: $(cat "$tmp/err")"
+[ "$(grep -c '\[prompt' "$tmp/err")" = 3 ] || fail "chat --ctx 256: not three replies: $(cat "$tmp/err")"
+
+# chat: Ctrl-C stops the reply, the session goes on; Ctrl-C at the prompt quits
+mkfifo "$tmp/in"
+"$BIN" chat -m "$MODEL" -n 2000 --ctx 4096 -t 2 <"$tmp/in" >"$tmp/out" 2>"$tmp/err" &
+pid=$!
+exec 3>"$tmp/in"
+echo "Write a very long essay about the history of bread." >&3
+for _ in $(seq 200); do [ -s "$tmp/out" ] && break; sleep 0.1; done
+[ -s "$tmp/out" ] || fail "chat: no reply streamed"
+kill -INT $pid
+for _ in $(seq 100); do grep -q '^\[stopped\]' "$tmp/err" && break; sleep 0.1; done
+grep -q '^\[stopped\]' "$tmp/err" || fail "chat: Ctrl-C did not stop the reply: $(cat "$tmp/err")"
+kill -0 $pid 2>/dev/null || fail "chat: Ctrl-C ended the session"
+grep -q "finish cancel" "$tmp/err" || fail "chat: reply not cancelled: $(cat "$tmp/err")"
+echo "Say hi." >&3
+for _ in $(seq 300); do [ "$(grep -c '\[prompt' "$tmp/err")" = 2 ] && break; sleep 0.1; done
+[ "$(grep -c '\[prompt' "$tmp/err")" = 2 ] || fail "chat: no second reply: $(cat "$tmp/err")"
+# the second turn reused the first one's prompt from the cache: the history was kept
+sed -n '/^\[stopped\]/,$p' "$tmp/err" | grep -Eq '\[prompt [0-9]+ tok \([1-9][0-9]* cached\)' \
+  || fail "chat: history lost after Ctrl-C: $(cat "$tmp/err")"
+sleep 0.5
+kill -INT $pid
+rc=0; wait $pid || rc=$?
+exec 3>&-
+[ "$rc" = 0 ] || fail "chat: Ctrl-C at the prompt: exit $rc"
+
 echo ok
