@@ -7,7 +7,7 @@ JOBS        ?= $(shell nproc)
 MODEL       ?= models/SmolLM2-135M-Instruct.Q4_1.gguf
 CTEST_ARGS  ?= --output-on-failure
 
-.PHONY: all deps model build build-clang run test test-sanitize fuzz goldens clean
+.PHONY: all deps model build build-clang run test test-sanitize fuzz goldens install clean
 
 all: build
 
@@ -55,6 +55,17 @@ fuzz: deps $(BUILD_FUZZ)/Makefile
 
 goldens:
 	@bash scripts/make-goldens.sh
+
+# make install [PREFIX=/usr/local]: bin/deepinfer, lib/libdeepinfer.a,
+# include/deepinfer.h, lib/pkgconfig/deepinfer.pc and, when fetched, the
+# default model in share/deepinfer/models (where the command looks for it).
+PREFIX ?= /usr/local
+install: deps
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX=$(PREFIX) >/dev/null
+	@cmake --build $(BUILD) -j $(JOBS)
+	cmake --install $(BUILD)
+	@if [ -f $(MODEL) ]; then install -d $(PREFIX)/share/deepinfer/models && \
+	  install -m 644 $(MODEL) $(PREFIX)/share/deepinfer/models/; fi
 
 clean:
 	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_FUZZ) $(BUILD_CLANG)
