@@ -285,6 +285,13 @@ int64_t di_engine_token_piece(di_engine *e, int32_t id, char *buf, size_t size);
  * template, its text with BOS per the model, or its tokens), as submit
  * counts them: for callers that fit a request into the context first. */
 di_status di_engine_count_prompt(di_engine *e, const di_request *r, size_t *n_tokens, di_error *err);
+/* Compiles a constraint as submit would (the result is cached for the
+ * submit that follows) and writes to notes (cap bytes, NUL-terminated, ""
+ * when none) what a lenient JSON Schema compile dropped because it cannot
+ * be enforced ("'uniqueItems' at #/tags; 'format' 'ipv6' at #/ip"), so the
+ * caller can say so. A constraint that does not compile fails as in submit. */
+di_status di_engine_check_constraint(di_engine *e, const di_constraint *c, char *notes, size_t cap,
+                                     di_error *err);
 /* Renders messages with the chat template (NULL = the model's). */
 di_status di_engine_apply_chat(di_engine *e, const char *chat_template, const di_message *msgs,
                                size_t n_msgs, bool add_generation_prompt, char **text,

@@ -211,7 +211,7 @@ int di_cmd_run(int argc, char **argv) {
     di_gen_opts_defaults(&o);
     const char *prompt = NULL, *system = NULL, *tmpl = NULL;
     const char *schema_file = NULL, *regex = NULL, *ebnf_file = NULL, *prompt_ids = NULL;
-    bool raw = false, json = false, print_ids = false;
+    bool raw = false, json = false, print_ids = false, strict = false;
     di_arg specs[32];
     int n = di_gen_opts_specs(&o, specs, 0);
     specs[n++] = (di_arg){"-p", "--prompt", DI_ARG_STR, &prompt, 0, 0, "the prompt"};
@@ -221,6 +221,8 @@ int di_cmd_run(int argc, char **argv) {
     specs[n++] = (di_arg){"--prompt-ids", NULL, DI_ARG_STR, &prompt_ids, 0, 0, "prompt as token ids (\"0 15 27\")"};
     specs[n++] = (di_arg){"--print-ids", NULL, DI_ARG_FLAG, &print_ids, 0, 0, "print generated token ids, not text"};
     specs[n++] = (di_arg){"--json-schema", NULL, DI_ARG_STR, &schema_file, 0, 0, "constrain output to this JSON Schema file"};
+    specs[n++] = (di_arg){"--strict", NULL, DI_ARG_FLAG, &strict, 0, 0,
+                          "--json-schema: refuse what cannot be enforced (default: drop it with a warning)"};
     specs[n++] = (di_arg){"--json", NULL, DI_ARG_FLAG, &json, 0, 0, "constrain output to a JSON object"};
     specs[n++] = (di_arg){"--regex", NULL, DI_ARG_STR, &regex, 0, 0, "constrain output to match this regex"};
     specs[n++] = (di_arg){"--grammar", NULL, DI_ARG_STR, &ebnf_file, 0, 0, "constrain output to this GBNF grammar file"};
@@ -243,6 +245,9 @@ int di_cmd_run(int argc, char **argv) {
     memset(&r, 0, sizeof r);
     char *grammar_text = NULL;
     rc = parse_constraint(schema_file, json, regex, ebnf_file, &r.constraint, &grammar_text);
+    /* OpenAI's policy, as the server applies it: strict refuses what the
+     * grammar cannot enforce, non-strict drops it and says so */
+    r.constraint.lenient = !strict;
     di_engine *e = rc ? NULL : di_gen_engine_open("run", &o);
     if (!e) {
         free(grammar_text);
@@ -266,7 +271,17 @@ int di_cmd_run(int argc, char **argv) {
     r.max_tokens = (int32_t)o.max_tokens;
     r.sampling = di_gen_sampling(&o);
     stream_state st = {.print_ids = print_ids};
-    rc = generate("run", e, &r, &st);
+    char notes[512];
+    di_error err;
+    if (r.constraint.kind != DI_CONSTRAINT_NONE &&
+        di_engine_check_constraint(e, &r.constraint, notes, sizeof notes, &err)) {
+        fprintf(stderr, "deepinfer run: %s\n", err.msg);
+        rc = 1;
+    } else {
+        if (r.constraint.kind != DI_CONSTRAINT_NONE && notes[0])
+            fprintf(stderr, "deepinfer run: warning: not enforced (dropped; --strict refuses them): %s\n", notes);
+        rc = generate("run", e, &r, &st);
+    }
     free(st.reply);
     free(grammar_text);
     free(ids);

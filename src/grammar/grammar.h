@@ -93,6 +93,11 @@ void di_grammar_free(di_grammar *g);
  * debugging and tests; NULL on no memory. */
 char *di_grammar_to_text(const di_grammar *g);
 
+/* What a lenient compile dropped because it cannot be enforced (keywords,
+ * formats; each with its schema path, "; "-separated), or NULL when the
+ * grammar enforces all of its source. Owned by the grammar. */
+const char *di_grammar_dropped(const di_grammar *g);
+
 /* Number of rules / symbols after lowering (for size reports). */
 uint32_t di_grammar_n_rules(const di_grammar *g);
 

@@ -602,6 +602,7 @@ void di_grammar_free(di_grammar *g) {
     free(g->nullable);
     free(g->first);
     free(g->open_start);
+    free(g->dropped);
     free(g);
 }
 
@@ -700,6 +701,8 @@ di_status gb_finish(gb *b, uint32_t root_rule, di_grammar **out) {
 }
 
 uint32_t di_grammar_n_rules(const di_grammar *g) { return g->n_rules; }
+
+const char *di_grammar_dropped(const di_grammar *g) { return g->dropped; }
 
 /* ---- printing ---------------------------------------------------------- */
 

@@ -80,6 +80,7 @@ struct di_grammar {
      * classification whose root begins such a rule allows every content
      * token at once (token_mask.c). */
     uint8_t *open_start;
+    char *dropped;        /* NULL, or what a lenient compile dropped (di_grammar_dropped) */
     uint32_t start_rule;  /* synthetic `$start ::= root` */
     uint32_t accept_pos;  /* position of the END of $start: item (accept_pos, 0) = accepting */
 };

@@ -54,6 +54,9 @@ typedef struct jsc {
     uint32_t n_refs, cap_refs;
     /* temporary merged schemas (allOf), freed at the end */
     json_t *scratch;
+    /* lenient: what was dropped ("'uniqueItems' at #/tags; ..."), for
+     * di_grammar_dropped; truncated quietly when long */
+    char dropped[512];
     /* shared rules, GB_NIL until first use */
     uint32_t r_value, r_string, r_number, r_ws, r_char;
 } jsc;
@@ -94,6 +97,16 @@ static size_t path_push(jsc *c, const char *seg) {
     return n;
 }
 static void path_pop(jsc *c, size_t n) { c->path[n] = 0; }
+
+/* Lenient mode drops what it cannot enforce: note what and where (once
+ * per what and place), so that callers can say so. */
+static void note_dropped(jsc *c, const char *what) {
+    char item[480];
+    snprintf(item, sizeof item, "%.200s at #%.255s", what, c->path);
+    if (strstr(c->dropped, item)) return;
+    size_t n = strlen(c->dropped);
+    snprintf(c->dropped + n, sizeof c->dropped - n, "%s%s", n ? "; " : "", item);
+}
 
 /* gb_nothing with the reason noted (gb_note_empty) for the message an
  * entirely unsatisfiable schema gets: why, at the current path. */
@@ -668,6 +681,14 @@ static uint32_t string_node(jsc *c, json_t *s) {
         if (!f) return jfail(c, DI_ERR_FORMAT, "%s", "'format' is not a string");
         for (size_t i = 0; i < sizeof FORMATS / sizeof FORMATS[0]; i++)
             if (!strcmp(f, FORMATS[i].name)) fre = FORMATS[i].re;
+        /* an unknown format is one we cannot enforce: strict refuses it,
+         * lenient drops it and says so (a pattern next to it still holds) */
+        if (!fre && !pat) {
+            char what[160];
+            snprintf(what, sizeof what, "'format' '%.80s'", f);
+            if (!c->opt.lenient) return jfail(c, DI_ERR_UNSUPPORTED, "%s is not enforced", what);
+            note_dropped(c, what);
+        }
     }
     if (pat) {
         /* a pattern is an assertion: it wins over the format annotation */
@@ -679,7 +700,7 @@ static uint32_t string_node(jsc *c, json_t *s) {
         if (body == GB_NIL && gb_ok(b) && !fits) {
             if (!c->opt.lenient)
                 jfail(c, DI_ERR_UNSUPPORTED, "%s", "'pattern' together with minLength/maxLength (automaton too large)");
-            else if ((body = rx_translate(b, re, strlen(re), true, true, c->opt.max_depth)) != GB_NIL)
+            else if (note_dropped(c, "'minLength'/'maxLength' next to 'pattern'"), (body = rx_translate(b, re, strlen(re), true, true, c->opt.max_depth)) != GB_NIL)
                 body = quoted(c, body);
         } else if (body == GB_NIL) {
             di_error_prefix(b->err, "json schema at %s: ", c->path);
@@ -758,6 +779,8 @@ static uint32_t number_node(jsc *c, json_t *s, bool integer) {
             return jfail(c, DI_ERR_UNSUPPORTED, "%s", "'multipleOf' other than 1 or 10^-k (without bounds)");
         else if (integer && !(q < 1 && k < 9) && !c->opt.lenient)
             return jfail(c, DI_ERR_UNSUPPORTED, "%s", "'multipleOf' on integers other than 1");
+        else if (!integer || !(q < 1 && k < 9))
+            note_dropped(c, "'multipleOf'");
     }
     if (frac_digits != UINT32_MAX) {
         gb *b = c->b;
@@ -961,6 +984,7 @@ static uint32_t object_node(jsc *c, json_t *s) {
             pcre2_code_free(re);
         }
         if (why && !c->opt.lenient) { free(m); return jfail(c, DI_ERR_UNSUPPORTED, "%s", why); }
+        if (why) note_dropped(c, why);
         extra = true; /* pattern keys are allowed even under additionalProperties: false */
     }
     /* minProperties / maxProperties: the cases a member chain expresses
@@ -977,6 +1001,7 @@ static uint32_t object_node(jsc *c, json_t *s) {
         free(m);
         return jfail(c, DI_ERR_UNSUPPORTED, "%s", "'minProperties' above the required count (other than 1)");
     }
+    if (min_props > n_required && min_props > 1) note_dropped(c, "'minProperties'");
     if (max_props != GB_INF && (extra || n > max_props) && !c->opt.lenient) {
         if (max_props < n_required) {
             free(m);
@@ -985,6 +1010,7 @@ static uint32_t object_node(jsc *c, json_t *s) {
         free(m);
         return jfail(c, DI_ERR_UNSUPPORTED, "%s", "'maxProperties' below the possible member count");
     }
+    if (max_props != GB_INF && (extra || n > max_props) && max_props >= n_required) note_dropped(c, "'maxProperties'");
     /* member nodes: "name" ws ":" ws value */
     uint32_t *mem = di_malloc_array(n + 1, sizeof(uint32_t));
     if (!mem) { free(m); return gb_fail(b, DI_ERR_NOMEM, "out of memory"), GB_NIL; }
@@ -1250,7 +1276,12 @@ static bool push_branch(jsc *c, json_t *out, json_t *b) {
 /* A negation we cannot build: an error naming it, or when lenient, rest
  * itself (the `not` is dropped, as lenient mode drops keywords). */
 static bool not_unsupported(jsc *c, json_t *rest, json_t *out, const char *fmt, const char *arg) {
-    if (c->opt.lenient) return push_branch(c, out, rest);
+    if (c->opt.lenient) {
+        char what[200];
+        snprintf(what, sizeof what, fmt, arg);
+        note_dropped(c, what);
+        return push_branch(c, out, rest);
+    }
     jfail(c, DI_ERR_UNSUPPORTED, fmt, arg);
     return false;
 }
@@ -1455,7 +1486,10 @@ static json_t *with_dependencies(jsc *c, json_t *s) {
             if (json_is_array(x) && !json_array_size(x)) continue;
             if (json_is_true(x) || (json_is_object(x) && !json_object_size(x))) continue;
             if (n == JS_MAX_DEPENDENCIES) {
-                if (c->opt.lenient) continue; /* dropped */
+                if (c->opt.lenient) { /* dropped */
+                    note_dropped(c, "dependencies beyond the sixth");
+                    continue;
+                }
                 return jfail(c, DI_ERR_UNSUPPORTED, "'%s': more than 6 dependencies", kws[i]), NULL;
             }
             names[n] = k, needs[n++] = x;
@@ -1539,11 +1573,14 @@ static uint32_t schema_body(jsc *c, json_t *s) {
     const char *k;
     json_t *v;
     json_object_foreach(s, k, v) {
-        if (in_list(UNSUPPORTED, k) && !c->opt.lenient) {
+        if (in_list(UNSUPPORTED, k)) {
             /* keywords whose given value is no constraint */
             if (!strcmp(k, "uniqueItems") && json_is_false(v)) continue;
             if ((!strcmp(k, "then") || !strcmp(k, "else")) && !json_object_get(s, "if")) continue;
-            return jfail(c, DI_ERR_UNSUPPORTED, "keyword '%s' is not supported", k);
+            if (!c->opt.lenient) return jfail(c, DI_ERR_UNSUPPORTED, "keyword '%s' is not supported", k);
+            char what[200];
+            snprintf(what, sizeof what, "'%.100s'", k);
+            note_dropped(c, what);
         }
     }
     json_t *ref = json_object_get(s, "$ref");
@@ -1679,6 +1716,11 @@ static di_status compile(json_t *schema, const di_grammar_options *opt, bool obj
         root = gb_rule_of(&b, "root", r == GB_NIL ? GB_NIL : gb_ref(&b, r));
     }
     di_status s = gb_ok(&b) ? gb_finish(&b, root, out) : b.status;
+    if (!s && c.dropped[0] && !((*out)->dropped = di_strdup(c.dropped))) {
+        di_grammar_free(*out);
+        *out = NULL;
+        s = di_error_set(err, DI_ERR_NOMEM, "out of memory");
+    }
     json_decref(c.scratch);
     free(c.ref_keys);
     free(c.ref_rules);

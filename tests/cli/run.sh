@@ -26,6 +26,15 @@ printf '{"$ref":"#"}' >"$tmp/self.json"
 rc=0; "$BIN" run -m "$MODEL" -p x -n 8 --json-schema "$tmp/self.json" >"$tmp/out" 2>"$tmp/err" || rc=$?
 [ "$rc" != 0 ] && grep -q "'\$ref'" "$tmp/err" || fail "self-referring schema: exit $rc: $(cat -v "$tmp/err")"
 
+# unenforceable schema features: non-strict (the default, as OpenAI's)
+# drops them with a warning; --strict refuses them, naming the feature
+printf '{"type":"object","properties":{"ip":{"type":"string","format":"ipv6"},"tags":{"type":"array","items":{"type":"string"},"uniqueItems":true}},"required":["ip","tags"]}' >"$tmp/unenf.json"
+"$BIN" run -m "$MODEL" -p "An address" -n 24 --temp 0 -t 2 --json-schema "$tmp/unenf.json" >"$tmp/out" 2>"$tmp/err" \
+  || fail "non-strict schema: exit $?: $(cat "$tmp/err")"
+grep -q "warning: not enforced.*'format' 'ipv6' at #/ip; 'uniqueItems' at #/tags" "$tmp/err" || fail "non-strict: $(cat "$tmp/err")"
+rc=0; "$BIN" run -m "$MODEL" -p x -n 4 -t 2 --strict --json-schema "$tmp/unenf.json" >"$tmp/out" 2>"$tmp/err" || rc=$?
+[ "$rc" = 1 ] && grep -q "'format' 'ipv6' is not enforced" "$tmp/err" || fail "--strict: exit $rc: $(cat "$tmp/err")"
+
 # -t beyond the CPUs is capped, with a warning, and the run still works
 n_cpu=$(nproc)
 "$BIN" run -m "$MODEL" -p hi -n 2 --temp 0 -t 1000 >"$tmp/out" 2>"$tmp/err" || fail "-t 1000: exit $?: $(cat "$tmp/err")"

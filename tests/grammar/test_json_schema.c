@@ -488,6 +488,29 @@ static void unsatisfiable_schemas_fail_naming_the_keyword(void **state) {
     assert_non_null(strstr(err.msg, "the regex matches nothing"));
 }
 
+/* One policy for what the grammar cannot enforce: strict (the default
+ * options) refuses it naming it; lenient drops it and lists it, with the
+ * path, in di_grammar_dropped; a fully enforced schema lists nothing. */
+static void unenforced_features_are_refused_or_listed(void **state) {
+    (void)state;
+    const char *s = "{\"type\":\"object\",\"properties\":{\"ip\":{\"type\":\"string\",\"format\":\"ipv6\"},"
+                    "\"t\":{\"type\":\"array\",\"uniqueItems\":true}}}";
+    di_grammar *g = NULL;
+    di_error err = {0};
+    assert_int_equal(di_grammar_compile_json_schema(s, strlen(s), NULL, &g, &err), DI_ERR_UNSUPPORTED);
+    assert_non_null(strstr(err.msg, "'format' 'ipv6' is not enforced"));
+    di_grammar_options opt = di_grammar_options_default();
+    opt.lenient = true;
+    g = schema_opt(s, &opt);
+    assert_non_null(di_grammar_dropped(g));
+    assert_string_equal(di_grammar_dropped(g), "'format' 'ipv6' at #/ip; 'uniqueItems' at #/t");
+    assert_true(gt_accepts_str(g, "{\"ip\":\"not an address\",\"t\":[1,1]}"));
+    di_grammar_free(g);
+    g = schema_opt("{\"type\":\"string\",\"format\":\"ipv4\"}", &opt);
+    assert_null(di_grammar_dropped(g));
+    di_grammar_free(g);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(properties_follow_schema_order_and_required),
@@ -506,6 +529,7 @@ int main(void) {
         cmocka_unit_test(random_mutations_never_crash),
         cmocka_unit_test(ambiguous_grammar_is_bounded),
         cmocka_unit_test(unsatisfiable_schemas_fail_naming_the_keyword),
+        cmocka_unit_test(unenforced_features_are_refused_or_listed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
