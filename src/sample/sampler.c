@@ -105,7 +105,7 @@ di_status di_sampling_params_validate(const di_sampling_params *p, int32_t n_voc
     if (p->top_logprobs > 0 && !p->logprobs)
         return di_error_set(err, DI_ERR_INVALID_ARG, "top_logprobs needs logprobs enabled");
     if (p->logprobs_mode != DI_LOGPROBS_PROCESSED && p->logprobs_mode != DI_LOGPROBS_RAW)
-        return di_error_set(err, DI_ERR_INVALID_ARG, "sampler: unknown logprobs mode value %d",
+        return di_error_set(err, DI_ERR_INVALID_ARG, "logprobs_mode: unknown value %d",
                             (int)p->logprobs_mode);
     return DI_OK;
 }
