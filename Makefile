@@ -7,7 +7,7 @@ JOBS        ?= $(shell nproc)
 MODEL       ?= models/SmolLM2-135M-Instruct.Q4_1.gguf
 CTEST_ARGS  ?= --output-on-failure
 
-.PHONY: all deps model build build-clang run test test-sanitize fuzz goldens clean
+.PHONY: all deps model build build-clang run test test-sanitize fuzz goldens install clean
 
 all: build
 
@@ -35,7 +35,7 @@ $(BUILD_ASAN)/Makefile:
 
 test-sanitize: deps model $(BUILD_ASAN)/Makefile
 	@cmake --build $(BUILD_ASAN) -j $(JOBS)
-	cd $(BUILD_ASAN) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+	cd $(BUILD_ASAN) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=1 \
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest $(CTEST_ARGS) -j $(JOBS)
 
 # The same tree built with clang, -Werror: CI checks both compilers.
@@ -55,6 +55,17 @@ fuzz: deps $(BUILD_FUZZ)/Makefile
 
 goldens:
 	@bash scripts/make-goldens.sh
+
+# make install [PREFIX=/usr/local]: bin/deepinfer, lib/libdeepinfer.a,
+# include/deepinfer.h, lib/pkgconfig/deepinfer.pc and, when fetched, the
+# default model in share/deepinfer/models (where the command looks for it).
+PREFIX ?= /usr/local
+install: deps
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX=$(PREFIX) >/dev/null
+	@cmake --build $(BUILD) -j $(JOBS)
+	cmake --install $(BUILD)
+	@if [ -f $(MODEL) ]; then install -d $(PREFIX)/share/deepinfer/models && \
+	  install -m 644 $(MODEL) $(PREFIX)/share/deepinfer/models/; fi
 
 clean:
 	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_FUZZ) $(BUILD_CLANG)

@@ -150,7 +150,9 @@ typedef struct di_request_stats {
 } di_request_stats;
 
 /* One event of a request: a new token (text may be empty while bytes are
- * held back for UTF-8 or a possible stop string) and/or its end. */
+ * held back for UTF-8 or a possible stop string) and/or its end. Every
+ * pointer in it (text, top, error, tokens, prompt_*) is borrowed for the
+ * duration of the callback only: copy what must outlive it. */
 typedef struct di_event {
     int64_t request_id;
     void *user;
@@ -161,7 +163,7 @@ typedef struct di_event {
     int32_t n_top;
     const di_token_prob *top;  /* (n_top) alternatives, by logprob desc */
     di_finish finish;          /* != NONE in the request's last event */
-    const char *error;         /* finish == ERROR: why */
+    const char *error;         /* finish == ERROR: why (borrowed: copy it) */
     const int32_t *tokens;     /* final event: (n_tokens) all completion tokens */
     int32_t n_tokens;
     di_request_stats stats;    /* final event */
@@ -283,6 +285,17 @@ di_status di_engine_detokenize(di_engine *e, const int32_t *ids, size_t n_ids, c
  * bytes written or needed, never writes past size, adds no NUL; negative
  * when id is outside the vocabulary. */
 int64_t di_engine_token_piece(di_engine *e, int32_t id, char *buf, size_t size);
+/* The number of prompt tokens r would have (its messages through the chat
+ * template, its text with BOS per the model, or its tokens), as submit
+ * counts them: for callers that fit a request into the context first. */
+di_status di_engine_count_prompt(di_engine *e, const di_request *r, size_t *n_tokens, di_error *err);
+/* Compiles a constraint as submit would (the result is cached for the
+ * submit that follows) and writes to notes (cap bytes, NUL-terminated, ""
+ * when none) what a lenient JSON Schema compile dropped because it cannot
+ * be enforced ("'uniqueItems' at #/tags; 'format' 'ipv6' at #/ip"), so the
+ * caller can say so. A constraint that does not compile fails as in submit. */
+di_status di_engine_check_constraint(di_engine *e, const di_constraint *c, char *notes, size_t cap,
+                                     di_error *err);
 /* Renders messages with the chat template (NULL = the model's). */
 di_status di_engine_apply_chat(di_engine *e, const char *chat_template, const di_message *msgs,
                                size_t n_msgs, bool add_generation_prompt, char **text,

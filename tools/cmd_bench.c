@@ -14,6 +14,7 @@
  * Progress goes to stderr; results to stdout as a table or, with --json, as
  * one JSON object per test. */
 #include "args.h"
+#include "gen_common.h"
 #include "tools.h"
 
 #include <stdio.h>
@@ -202,7 +203,7 @@ int di_cmd_bench(int argc, char **argv) {
 
     di_engine_params p = di_engine_params_default();
     p.model_path = model;
-    p.n_threads = (int32_t)threads;
+    p.n_threads = di_gen_cap_threads("bench", threads);
     p.n_ctx = (int32_t)(n_prompt + (n_gen > batch_gen ? n_gen : batch_gen) + 16);
     p.kv_tokens = p.n_ctx > max_seqs * (int32_t)(batch_gen + 16) ? p.n_ctx : max_seqs * (int32_t)(batch_gen + 16);
     p.kv_tokens += 64;

@@ -100,6 +100,96 @@ static di_status compile(const opts *o, const char *schema_path, di_grammar **g,
     return s;
 }
 
+static bool json_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+/* A JSON instance as the grammar spells it: the whitespace JSON allows
+ * around the value is dropped (a file's trailing newline), and with the
+ * compact grammar also the whitespace between tokens (outside strings,
+ * where it carries no meaning). In place; returns the new length and
+ * writes to orig[i] (room for n + 1) where byte i came from. */
+static size_t json_normalize(char *s, size_t n, bool compact, size_t *orig) {
+    size_t a = 0, b = n;
+    while (a < b && json_ws(s[a])) a++;
+    while (b > a && json_ws(s[b - 1])) b--;
+    size_t o = 0;
+    bool in_str = false, esc = false;
+    for (size_t i = a; i < b; i++) {
+        char c = s[i];
+        if (in_str) {
+            if (esc) esc = false;
+            else if (c == '\\') esc = true;
+            else if (c == '"') in_str = false;
+        } else if (c == '"') {
+            in_str = true;
+        } else if (compact && json_ws(c)) {
+            continue;
+        }
+        orig[o] = i;
+        s[o++] = c;
+    }
+    orig[o] = b;
+    s[o] = 0;
+    return o;
+}
+
+/* Appends byte b to a message the way a reader wants to see it. */
+static size_t put_byte(char *out, size_t cap, size_t n, int b) {
+    if (n >= cap) return n;
+    if (b >= 0x21 && b < 0x7f) return n + (size_t)snprintf(out + n, cap - n, "'%c'", b);
+    if (b == ' ') return n + (size_t)snprintf(out + n, cap - n, "' '");
+    return n + (size_t)snprintf(out + n, cap - n, "0x%02x", b);
+}
+
+/* Explains a reject: walks the bytes through a byte matcher to the first
+ * one the grammar refuses and prints where it is in the file (file, orig:
+ * see json_normalize; orig NULL when the bytes are the file's) and which
+ * bytes the grammar would take there (ranges, at most a few dozen). */
+static void explain_reject(const di_grammar *g, const char *inst, size_t n, const char *file,
+                           const size_t *orig) {
+    di_grammar_matcher *m = NULL;
+    di_error err;
+    if (di_grammar_matcher_create(g, NULL, &m, &err)) return;
+    size_t i = 0;
+    while (i < n && di_grammar_matcher_advance_bytes(m, (const uint8_t *)inst + i, 1)) i++;
+    size_t at = orig ? orig[i] : i, line = 1, col = 1;
+    for (size_t j = 0; j < at; j++) {
+        if (file[j] == '\n') line++, col = 1;
+        else col++;
+    }
+    bool next[256];
+    di_grammar_matcher_next_bytes(m, next);
+    char exp[400];
+    size_t k = 0;
+    int shown = 0;
+    for (int b = 0; b < 256 && k < sizeof exp; b++) {
+        if (!next[b]) continue;
+        int e = b;
+        while (e + 1 < 256 && next[e + 1]) e++;
+        if (shown++ == 24) {
+            k += (size_t)snprintf(exp + k, sizeof exp - k, ", ...");
+            break;
+        }
+        if (shown > 1) k += (size_t)snprintf(exp + k, sizeof exp - k, ", ");
+        k = put_byte(exp, sizeof exp, k, b);
+        if (e > b) {
+            if (k < sizeof exp) k += (size_t)snprintf(exp + k, sizeof exp - k, "-");
+            k = put_byte(exp, sizeof exp, k, e);
+        }
+        b = e;
+    }
+    if (!shown) snprintf(exp, sizeof exp, "nothing more");
+    if (i < n) {
+        char got[16];
+        put_byte(got, sizeof got, 0, (uint8_t)inst[i]);
+        printf("at byte %zu (line %zu, column %zu): got %s, expected %s\n", at, line, col, got, exp);
+    } else if (!di_grammar_matcher_is_accepting(m)) {
+        printf("at byte %zu (line %zu, column %zu): the instance ends too early, expected %s\n", at, line, col, exp);
+    } else {
+        printf("the bytes match, but the tokenizer's split of them does not\n");
+    }
+    di_grammar_matcher_free(m);
+}
+
 /* --check: tokenize, then per token: mask, check the bit, advance. */
 static int run_check(const opts *o, const di_tokenizer *tok, const di_grammar_vocab *v) {
     di_error err = {0};
@@ -117,10 +207,18 @@ static int run_check(const opts *o, const di_tokenizer *tok, const di_grammar_vo
         di_grammar_free(g);
         return 2;
     }
+    /* the file as written, for positions in messages */
+    char *file = malloc(n + 1);
+    size_t *orig = NULL;
+    if (file) memcpy(file, inst, n + 1);
+    if (!o->regex && !o->ebnf && file && (orig = malloc((n + 1) * sizeof *orig)))
+        n = json_normalize(inst, n, o->gopt.whitespace == DI_GRAMMAR_WS_COMPACT, orig);
     di_tok_ids enc = {0};
     if (di_tok_encode(tok, inst, n, false, false, &enc, &err)) {
         fprintf(stderr, "deepinfer grammar: cannot tokenize %s: %s\n", o->check, err.msg);
         free(inst);
+        free(file);
+        free(orig);
         di_grammar_free(g);
         return 2;
     }
@@ -143,12 +241,15 @@ static int run_check(const opts *o, const di_tokenizer *tok, const di_grammar_vo
     }
     if (ok) ok = di_grammar_matcher_is_accepting(m);
     printf("%s\n", ok ? "accept" : "reject");
+    if (!ok && nt >= 0 && file) explain_reject(g, inst, n, file, orig);
     printf("compile %.1f us, %lld tokens, mask p50 %.1f us, p99 %.1f us\n", compile_us, (long long)nt,
            pct(times.v, times.n, 0.5), pct(times.v, times.n, 0.99));
     free(times.v);
     free(mask);
     free(ids);
     free(inst);
+    free(file);
+    free(orig);
     di_grammar_matcher_free(m);
     di_grammar_free(g);
     return ok ? 0 : 1;
@@ -325,6 +426,8 @@ static void usage(FILE *f) {
                "       deepinfer grammar --tokenizer MODEL (--schema F.json | ...) --sample N [--seed S] [--tokens MAX]\n"
                "MODEL: tokenizer.json, a folder with one, or a GGUF file\n"
                "options: --ws compact|flexible  --lenient  --draft7  --seed N  --json (bench: one JSON line)\n"
+               "--check: JSON whitespace around the value (and, with --ws compact, between tokens) is ignored;\n"
+               "  a reject says at which byte, line and column and which bytes the grammar expected there\n"
                "exit: 0 accept, 1 reject, 2 usage error or schema that does not compile\n");
 }
 

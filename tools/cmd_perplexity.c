@@ -32,6 +32,7 @@
  * likes; the kernels are batch-invariant, so the result does not depend on
  * that (nor on --threads or --batch-tokens). */
 #include "args.h"
+#include "gen_common.h"
 #include "tools.h"
 
 #include <math.h>
@@ -257,7 +258,7 @@ int di_cmd_perplexity(int argc, char **argv) {
     }
     di_engine_params p = di_engine_params_default();
     p.model_path = model;
-    p.n_threads = (int32_t)threads;
+    p.n_threads = di_gen_cap_threads("perplexity", threads);
     p.n_ctx = (int32_t)ctx + 1; /* the window plus the one token each request samples */
     p.max_batch_tokens = (int32_t)batch_tokens;
     p.kv_f32 = kv_f32;

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define FALLBACK_K DI_DTYPE_Q4_1
 
@@ -48,6 +49,15 @@ int di_cmd_quantize(int argc, char **argv) {
     }
     if (target == DI_DTYPE_COUNT) {
         fprintf(stderr, "deepinfer quantize: type '%s' not one of f32 f16 q4_0 q4_1 q8_0 q4_K q6_K\n", argv[3]);
+        return 2;
+    }
+    /* The output is written to OUT.tmp and renamed over OUT only when
+     * complete (di_gguf_write_file); still, OUT naming the input would
+     * replace the model being read, so that is refused outright. */
+    struct stat st_in, st_out;
+    if (stat(argv[1], &st_in) == 0 && stat(argv[2], &st_out) == 0 && st_in.st_dev == st_out.st_dev &&
+        st_in.st_ino == st_out.st_ino) {
+        fprintf(stderr, "deepinfer quantize: %s is the input file; write to another path\n", argv[2]);
         return 2;
     }
     di_error err;

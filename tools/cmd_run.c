@@ -5,22 +5,36 @@
 #include "tools.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+/* SIGINT presses since chat installed its handler (0 elsewhere). */
+static volatile sig_atomic_t g_interrupts;
+
+static void on_sigint(int sig) {
+    (void)sig;
+    g_interrupts++;
+}
+
 typedef struct stream_state {
     bool print_ids;     /* print generated ids instead of text */
+    sig_atomic_t interrupts_before; /* g_interrupts when the request began */
     di_request_stats stats;
     di_finish finish;
     char *reply;        /* accumulated text (chat keeps it as history) */
     size_t len, cap;
-    const char *error;
+    /* The final event's error text, copied: ev->error lives only as long
+     * as the callback (it points into the engine's stack frame). */
+    char error[256];
 } stream_state;
 
 static int on_event(const di_event *ev) {
     stream_state *st = ev->user;
+    /* Ctrl-C in chat: cancel the reply (its final event still comes) */
+    int cancel = g_interrupts != st->interrupts_before;
     if (st->print_ids) {
         /* the last event carries every id: print them once, on one line */
         if (ev->finish != DI_FINISH_REASON_NONE) {
@@ -44,9 +58,9 @@ static int on_event(const di_event *ev) {
     if (ev->finish != DI_FINISH_REASON_NONE) {
         st->finish = ev->finish;
         st->stats = ev->stats;
-        st->error = ev->error;
+        snprintf(st->error, sizeof st->error, "%s", ev->error ? ev->error : "");
     }
-    return 0;
+    return cancel;
 }
 
 static const char *finish_name(di_finish f) {
@@ -75,12 +89,30 @@ static void print_summary(const stream_state *st) {
             prefill_ms > 0 ? n_computed / (prefill_ms / 1e3) : 0.0,
             decode_ms > 0 && s->n_generated > 1 ? (s->n_generated - 1) / (decode_ms / 1e3) : 0.0,
             finish_name(st->finish));
-    if (st->finish == DI_FINISH_REASON_ERROR) fprintf(stderr, "error: %s\n", st->error ? st->error : "?");
+    if (st->finish == DI_FINISH_REASON_ERROR) fprintf(stderr, "error: %s\n", st->error[0] ? st->error : "generation failed");
+}
+
+/* Caps r->max_tokens so that prompt + reply fit the context (-n defaults
+ * to more than a small --ctx holds), saying so on stderr. A prompt that
+ * alone fills the context is left for submit to refuse. */
+static void fit_max_tokens(const char *cmd, di_engine *e, di_request *r) {
+    di_model_desc d;
+    di_engine_describe(e, &d);
+    size_t n_prompt;
+    di_error err;
+    if (di_engine_count_prompt(e, r, &n_prompt, &err) || n_prompt >= (size_t)d.n_ctx) return;
+    int32_t room = d.n_ctx - (int32_t)n_prompt;
+    if (r->max_tokens == 0 || r->max_tokens <= room) return;
+    fprintf(stderr, "deepinfer %s: -n %d capped to %d: the context holds %d tokens (prompt %zu)\n", cmd,
+            r->max_tokens, room, d.n_ctx, n_prompt);
+    r->max_tokens = room;
 }
 
 /* Submits r, steps until it is done. Returns 0 ok, 1 on failure. */
 static int generate(const char *cmd, di_engine *e, di_request *r, stream_state *st) {
     di_error err;
+    fit_max_tokens(cmd, e, r);
+    st->interrupts_before = g_interrupts;
     r->on_event = on_event;
     r->user = st;
     if (di_engine_submit(e, r, NULL, &err)) {
@@ -179,7 +211,7 @@ int di_cmd_run(int argc, char **argv) {
     di_gen_opts_defaults(&o);
     const char *prompt = NULL, *system = NULL, *tmpl = NULL;
     const char *schema_file = NULL, *regex = NULL, *ebnf_file = NULL, *prompt_ids = NULL;
-    bool raw = false, json = false, print_ids = false;
+    bool raw = false, json = false, print_ids = false, strict = false;
     di_arg specs[32];
     int n = di_gen_opts_specs(&o, specs, 0);
     specs[n++] = (di_arg){"-p", "--prompt", DI_ARG_STR, &prompt, 0, 0, "the prompt"};
@@ -189,6 +221,8 @@ int di_cmd_run(int argc, char **argv) {
     specs[n++] = (di_arg){"--prompt-ids", NULL, DI_ARG_STR, &prompt_ids, 0, 0, "prompt as token ids (\"0 15 27\")"};
     specs[n++] = (di_arg){"--print-ids", NULL, DI_ARG_FLAG, &print_ids, 0, 0, "print generated token ids, not text"};
     specs[n++] = (di_arg){"--json-schema", NULL, DI_ARG_STR, &schema_file, 0, 0, "constrain output to this JSON Schema file"};
+    specs[n++] = (di_arg){"--strict", NULL, DI_ARG_FLAG, &strict, 0, 0,
+                          "--json-schema: refuse what cannot be enforced (default: drop it with a warning)"};
     specs[n++] = (di_arg){"--json", NULL, DI_ARG_FLAG, &json, 0, 0, "constrain output to a JSON object"};
     specs[n++] = (di_arg){"--regex", NULL, DI_ARG_STR, &regex, 0, 0, "constrain output to match this regex"};
     specs[n++] = (di_arg){"--grammar", NULL, DI_ARG_STR, &ebnf_file, 0, 0, "constrain output to this GBNF grammar file"};
@@ -211,6 +245,9 @@ int di_cmd_run(int argc, char **argv) {
     memset(&r, 0, sizeof r);
     char *grammar_text = NULL;
     rc = parse_constraint(schema_file, json, regex, ebnf_file, &r.constraint, &grammar_text);
+    /* OpenAI's policy, as the server applies it: strict refuses what the
+     * grammar cannot enforce, non-strict drops it and says so */
+    r.constraint.lenient = !strict;
     di_engine *e = rc ? NULL : di_gen_engine_open("run", &o);
     if (!e) {
         free(grammar_text);
@@ -234,7 +271,17 @@ int di_cmd_run(int argc, char **argv) {
     r.max_tokens = (int32_t)o.max_tokens;
     r.sampling = di_gen_sampling(&o);
     stream_state st = {.print_ids = print_ids};
-    rc = generate("run", e, &r, &st);
+    char notes[512];
+    di_error err;
+    if (r.constraint.kind != DI_CONSTRAINT_NONE &&
+        di_engine_check_constraint(e, &r.constraint, notes, sizeof notes, &err)) {
+        fprintf(stderr, "deepinfer run: %s\n", err.msg);
+        rc = 1;
+    } else {
+        if (r.constraint.kind != DI_CONSTRAINT_NONE && notes[0])
+            fprintf(stderr, "deepinfer run: warning: not enforced (dropped; --strict refuses them): %s\n", notes);
+        rc = generate("run", e, &r, &st);
+    }
     free(st.reply);
     free(grammar_text);
     free(ids);
@@ -243,7 +290,7 @@ int di_cmd_run(int argc, char **argv) {
 }
 
 /* Reads one line from stdin into a malloc'd string without the newline;
- * NULL at end of input. */
+ * NULL at end of input or when a signal interrupted the read. */
 static char *read_line(void) {
     char *line = NULL;
     size_t cap = 0;
@@ -256,6 +303,76 @@ static char *read_line(void) {
     return line;
 }
 
+/* The conversation: hist[i] borrows owned[i] (NULL for the system
+ * message, which the caller owns). */
+typedef struct chat_history {
+    di_message *hist;
+    char **owned;
+    size_t n, cap;
+    size_t first; /* index of the first turn: 1 with a system message */
+} chat_history;
+
+static bool history_push(chat_history *h, const char *role, char *text) {
+    if (h->n == h->cap) {
+        size_t cap = h->cap ? h->cap * 2 : 16;
+        di_message *m = realloc(h->hist, cap * sizeof *m);
+        if (m) h->hist = m;
+        char **o = realloc(h->owned, cap * sizeof *o);
+        if (o) h->owned = o;
+        if (!m || !o) return false;
+        h->cap = cap;
+    }
+    h->owned[h->n] = text;
+    h->hist[h->n++] = (di_message){role, text};
+    return true;
+}
+
+/* Drops the messages [first, first + k) (the oldest turns). */
+static void history_drop(chat_history *h, size_t k) {
+    for (size_t i = h->first; i < h->first + k; i++) free(h->owned[i]);
+    memmove(h->hist + h->first, h->hist + h->first + k, (h->n - h->first - k) * sizeof *h->hist);
+    memmove(h->owned + h->first, h->owned + h->first + k, (h->n - h->first - k) * sizeof *h->owned);
+    h->n -= k;
+}
+
+/* Room the reply needs at least: a quarter of the context, or -n when
+ * smaller. Turns are dropped until the prompt leaves that much. */
+#define CHAT_REPLY_SHARE 4
+
+/* Drops the oldest user/assistant turns (never the system message nor the
+ * new user message) until the conversation leaves room for a reply, and
+ * says so. Returns false when even the new message alone does not fit. */
+static bool history_fit(di_engine *e, chat_history *h, di_request *r, int32_t max_tokens) {
+    di_model_desc d;
+    di_engine_describe(e, &d);
+    int32_t reserve = d.n_ctx / CHAT_REPLY_SHARE;
+    if (max_tokens > 0 && max_tokens < reserve) reserve = max_tokens;
+    if (reserve < 1) reserve = 1;
+    size_t dropped = 0;
+    for (;;) {
+        r->messages = h->hist;
+        r->n_messages = h->n;
+        size_t n_prompt;
+        di_error err;
+        if (di_engine_count_prompt(e, r, &n_prompt, &err)) return true; /* submit reports it */
+        if (n_prompt + (size_t)reserve <= (size_t)d.n_ctx) break;
+        if (h->n - h->first < 3) {
+            fprintf(stderr, "deepinfer chat: the message (%zu tokens with the history kept) does not fit the context "
+                            "of %d tokens; it was not sent\n", n_prompt, d.n_ctx);
+            return false;
+        }
+        history_drop(h, 2); /* one user message and its reply */
+        dropped++;
+    }
+    if (dropped)
+        fprintf(stderr, "[context of %d tokens full: dropped the oldest %zu turn%s%s]\n", d.n_ctx, dropped,
+                dropped == 1 ? "" : "s", h->first ? "; the system prompt stays" : "");
+    return true;
+}
+
+/* deepinfer chat. Ctrl-C stops the reply being generated (what came so far
+ * stays in the history); Ctrl-C at the prompt, a second one during a
+ * reply, Ctrl-D or an empty line quit. */
 int di_cmd_chat(int argc, char **argv) {
     di_gen_opts o;
     di_gen_opts_defaults(&o);
@@ -270,64 +387,60 @@ int di_cmd_chat(int argc, char **argv) {
     if (rc) return rc == 1 ? 0 : 2;
     di_engine *e = di_gen_engine_open("chat", &o);
     if (!e) return 1;
-    /* history[i] owns its content strings */
-    size_t cap = 16, nm = 0;
-    di_message *hist = malloc(cap * sizeof *hist);
-    char **owned = malloc(cap * sizeof *owned);
-    if (!hist || !owned) {
-        free(hist);
-        free(owned);
-        di_engine_free(e);
-        return 1;
-    }
-    if (system) {
-        owned[nm] = NULL;
-        hist[nm++] = (di_message){"system", system};
-    }
-    fprintf(stderr, "chat: type a message, empty line or end of input to quit\n");
-    rc = 0;
-    for (;;) {
+    chat_history h = {0};
+    if (system && !history_push(&h, "system", NULL)) rc = 1;
+    if (system && !rc) h.hist[0].content = system, h.first = 1;
+    /* no SA_RESTART: Ctrl-C at the prompt interrupts the read */
+    struct sigaction sa, old_sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_sa);
+    fprintf(stderr, "chat: type a message; Ctrl-C stops a reply; Ctrl-D, Ctrl-C or an empty line quits\n");
+    while (!rc) {
         fprintf(stderr, "> ");
+        sig_atomic_t before = g_interrupts;
         char *line = read_line();
-        if (!line || !line[0]) {
+        if (!line || !line[0] || g_interrupts != before) {
+            if (line || g_interrupts != before) fprintf(stderr, "\n");
             free(line);
             break;
         }
-        if (nm + 2 > cap) {
-            cap *= 2;
-            di_message *h2 = realloc(hist, cap * sizeof *hist);
-            if (h2) hist = h2;
-            char **o2 = realloc(owned, cap * sizeof *owned);
-            if (o2) owned = o2;
-            if (!h2 || !o2) {
-                free(line);
-                rc = 1;
-                break;
-            }
-        }
-        owned[nm] = line;
-        hist[nm++] = (di_message){"user", line};
-        di_request r;
-        memset(&r, 0, sizeof r);
-        r.messages = hist;
-        r.n_messages = nm;
-        r.chat_template = tmpl;
-        r.max_tokens = (int32_t)o.max_tokens;
-        r.sampling = di_gen_sampling(&o);
-        stream_state st = {0};
-        if (generate("chat", e, &r, &st)) {
-            free(st.reply);
+        if (!history_push(&h, "user", line)) {
+            free(line);
             rc = 1;
             break;
         }
+        di_request r;
+        memset(&r, 0, sizeof r);
+        r.chat_template = tmpl;
+        r.max_tokens = (int32_t)o.max_tokens;
+        r.sampling = di_gen_sampling(&o);
+        bool sent = history_fit(e, &h, &r, r.max_tokens);
+        stream_state st = {0};
+        before = g_interrupts;
+        if (sent && generate("chat", e, &r, &st)) {
+            free(st.reply);
+            sent = false;
+        }
+        if (!sent) {
+            /* the session survives a failed turn: forget its message */
+            free(h.owned[--h.n]);
+            continue;
+        }
+        if (st.finish == DI_FINISH_REASON_CANCEL) fprintf(stderr, "[stopped]\n");
         char *reply = st.reply ? st.reply : calloc(1, 1);
-        owned[nm] = reply;
-        hist[nm] = (di_message){"assistant", reply ? reply : ""};
-        nm++;
+        if (!reply || !history_push(&h, "assistant", reply)) {
+            free(reply);
+            rc = 1;
+            break;
+        }
+        if (g_interrupts - before >= 2) break; /* a second Ctrl-C during the reply */
     }
-    for (size_t i = 0; i < nm; i++) free(owned[i]);
-    free(owned);
-    free(hist);
+    sigaction(SIGINT, &old_sa, NULL);
+    for (size_t i = 0; i < h.n; i++) free(h.owned[i]);
+    free(h.owned);
+    free(h.hist);
     di_engine_free(e);
     return rc;
 }

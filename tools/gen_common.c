@@ -1,9 +1,19 @@
 #include "gen_common.h"
 
+#include <limits.h>
+#include <sched.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
-#define DEFAULT_MODEL "models/SmolLM2-135M-Instruct.Q4_1.gguf"
+/* The embedded default model: scripts/fetch-model.sh puts it in models/ of
+ * the checkout and in the user cache, `make install` under the prefix. */
+#define DEFAULT_MODEL_FILE "SmolLM2-135M-Instruct.Q4_1.gguf"
+#ifndef DI_INSTALL_PREFIX
+#define DI_INSTALL_PREFIX "/usr/local"
+#endif
+#define MODEL_PATH_MAX 4096
 /* SmolLM2's model card suggests a low temperature with nucleus sampling. */
 #define DEFAULT_TEMP 0.2
 #define DEFAULT_TOP_P 0.9
@@ -12,7 +22,7 @@
 
 void di_gen_opts_defaults(di_gen_opts *o) {
     memset(o, 0, sizeof *o);
-    o->model = DEFAULT_MODEL;
+    o->model = NULL; /* resolved by di_gen_resolve_model */
     o->temp = DEFAULT_TEMP;
     o->top_p = DEFAULT_TOP_P;
     o->seed = DEFAULT_SEED;
@@ -78,12 +88,60 @@ di_sampling_params di_gen_sampling(const di_gen_opts *o) {
     return s;
 }
 
-di_engine *di_gen_engine_open(const char *cmd, const di_gen_opts *o) {
+int32_t di_gen_cap_threads(const char *cmd, int64_t threads) {
+    cpu_set_t set;
+    long n_cpu = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : sysconf(_SC_NPROCESSORS_ONLN);
+    if (n_cpu < 1) n_cpu = 1;
+    if (threads <= n_cpu) return (int32_t)threads;
+    fprintf(stderr, "deepinfer %s: warning: -t %lld is more than the %ld CPUs available; using %ld\n", cmd,
+            (long long)threads, n_cpu, n_cpu);
+    return (int32_t)n_cpu;
+}
+
+static bool readable(const char *path) { return access(path, R_OK) == 0; }
+
+const char *di_gen_resolve_model(const char *cmd) {
+    static char found[MODEL_PATH_MAX];
+    const char *env = getenv("DEEPINFER_MODEL");
+    if (env && env[0]) return env; /* the user's choice: errors name it */
+    char cand[5][MODEL_PATH_MAX];
+    int n = 0;
+    snprintf(cand[n++], MODEL_PATH_MAX, "models/%s", DEFAULT_MODEL_FILE);
+    /* the checkout the binary was built in: <root>/build/deepinfer */
+    char exe[MODEL_PATH_MAX];
+    ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (k > 0) {
+        exe[k] = 0;
+        char *slash = strrchr(exe, '/');
+        if (slash) *slash = 0;
+        snprintf(cand[n++], MODEL_PATH_MAX, "%.3000s/../models/%s", exe, DEFAULT_MODEL_FILE);
+    }
+    const char *cache = getenv("DEEPINFER_CACHE"), *home = getenv("HOME");
+    if (cache && cache[0]) snprintf(cand[n++], MODEL_PATH_MAX, "%.3000s/%s", cache, DEFAULT_MODEL_FILE);
+    else if (home && home[0]) snprintf(cand[n++], MODEL_PATH_MAX, "%.3000s/.cache/deepinfer/%s", home, DEFAULT_MODEL_FILE);
+    snprintf(cand[n++], MODEL_PATH_MAX, "%s/share/deepinfer/models/%s", DI_INSTALL_PREFIX, DEFAULT_MODEL_FILE);
+    for (int i = 0; i < n; i++)
+        if (readable(cand[i])) {
+            memcpy(found, cand[i], sizeof found);
+            return found;
+        }
+    fprintf(stderr, "deepinfer %s: no -m MODEL given and the default model %s is not in any of:\n"
+                    "  $DEEPINFER_MODEL (unset)\n", cmd, DEFAULT_MODEL_FILE);
+    for (int i = 0; i < n; i++) fprintf(stderr, "  %s\n", cand[i]);
+    fprintf(stderr, "fetch it with scripts/fetch-model.sh (make model), or give -m MODEL\n");
+    return NULL;
+}
+
+di_engine *di_gen_engine_open(const char *cmd, di_gen_opts *o) {
+    if (!o->model && !(o->model = di_gen_resolve_model(cmd))) return NULL;
     di_engine_params p = di_gen_engine_params(o);
+    p.n_threads = di_gen_cap_threads(cmd, o->threads);
     di_engine *e = NULL;
     di_error err;
     if (di_engine_create(&p, &e, &err)) {
-        fprintf(stderr, "deepinfer %s: %s\n", cmd, err.msg);
+        const char *env = getenv("DEEPINFER_MODEL");
+        bool from_env = env && o->model == env;
+        fprintf(stderr, "deepinfer %s: %s%s\n", cmd, err.msg, from_env ? " (the model $DEEPINFER_MODEL names)" : "");
         return NULL;
     }
     return e;

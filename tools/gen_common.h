@@ -22,7 +22,19 @@ void di_gen_opts_defaults(di_gen_opts *o);
 int di_gen_opts_specs(di_gen_opts *o, di_arg *specs, int n);
 di_engine_params di_gen_engine_params(const di_gen_opts *o);
 di_sampling_params di_gen_sampling(const di_gen_opts *o);
-/* Creates the engine, printing a one-line reason on failure (returns NULL). */
-di_engine *di_gen_engine_open(const char *cmd, const di_gen_opts *o);
+/* Threads for -t N: N itself up to the CPUs this process may run on;
+ * more would only time-slice one core between spinning workers, so N
+ * above that is capped with a warning on stderr naming cmd. 0 stays 0
+ * (the engine's one per CPU). */
+int32_t di_gen_cap_threads(const char *cmd, int64_t threads);
+/* The default model's path when -m is not given: $DEEPINFER_MODEL, else
+ * the first readable of models/ (cwd), models/ of the checkout holding
+ * the binary, the user cache ($DEEPINFER_CACHE or ~/.cache/deepinfer) and
+ * PREFIX/share/deepinfer/models. NULL (after printing every place it
+ * looked) when none has it. The string is static or the environment's. */
+const char *di_gen_resolve_model(const char *cmd);
+/* Creates the engine (resolving o->model when NULL), printing a one-line
+ * reason on failure (returns NULL). */
+di_engine *di_gen_engine_open(const char *cmd, di_gen_opts *o);
 
 #endif

@@ -5,6 +5,7 @@
 #include "grammar/grammar_tok.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -149,6 +150,18 @@ di_status di_constraint_begin(di_constraint_cache *c, const di_constraint *k,
     }
     pthread_mutex_unlock(&c->mu);
     return s;
+}
+
+di_status di_constraint_check(di_constraint_cache *c, const di_constraint *k, char *notes, size_t cap,
+                              di_error *err) {
+    if (cap) notes[0] = 0;
+    di_constraint_state st;
+    di_status s = di_constraint_begin(c, k, &st, err);
+    if (s || !st.entry) return s;
+    const char *d = di_grammar_dropped(st.entry->grammar);
+    if (d && cap) snprintf(notes, cap, "%s", d);
+    di_constraint_end(c, &st);
+    return DI_OK;
 }
 
 void di_constraint_end(di_constraint_cache *c, di_constraint_state *st) {

@@ -32,6 +32,11 @@ void di_constraint_cache_free(di_constraint_cache *c);
  * kind NONE leaves *st empty. */
 di_status di_constraint_begin(di_constraint_cache *cache, const di_constraint *c,
                               di_constraint_state *st, di_error *err);
+/* Compiles c as di_constraint_begin would (the grammar stays cached for
+ * the submit that follows) and writes to notes (cap bytes, NUL-terminated,
+ * "" when none) what a lenient compile dropped (di_grammar_dropped). */
+di_status di_constraint_check(di_constraint_cache *cache, const di_constraint *c, char *notes, size_t cap,
+                              di_error *err);
 /* Frees the matcher and drops the grammar reference. */
 void di_constraint_end(di_constraint_cache *cache, di_constraint_state *st);
 

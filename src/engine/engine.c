@@ -258,6 +258,23 @@ static di_status build_prompt(di_engine *e, const di_request *r, di_tok_ids *ids
     return s;
 }
 
+di_status di_engine_check_constraint(di_engine *e, const di_constraint *c, char *notes, size_t cap,
+                                     di_error *err) {
+    if (cap) notes[0] = 0;
+    if (!e || !c) return di_error_set(err, DI_ERR_INVALID_ARG, "constraint: NULL argument");
+    return di_constraint_check(e->constraints, c, notes, cap, err);
+}
+
+di_status di_engine_count_prompt(di_engine *e, const di_request *r, size_t *n_tokens, di_error *err) {
+    *n_tokens = 0;
+    if (!e || !r) return di_error_set(err, DI_ERR_INVALID_ARG, "request: NULL argument");
+    di_tok_ids ids = {0};
+    di_status s = build_prompt(e, r, &ids, err);
+    if (!s) *n_tokens = ids.n;
+    di_tok_ids_free(&ids);
+    return s;
+}
+
 static di_status request_init(di_engine *e, const di_request *r, request *q, di_error *err) {
     di_status s = di_sampling_params_validate(&r->sampling, e->facts.n_vocab, err);
     if (s) return s;

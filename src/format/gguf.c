@@ -571,10 +571,10 @@ static di_status open_image(di_gguf *g, di_gguf **out, di_error *err) {
 
 di_status di_gguf_open_memory(const void *data, uint64_t size, const char *name, di_gguf **out,
                               di_error *err) {
-    if (!out) return di_error_set(err, DI_ERR_INVALID_ARG, "di_gguf_open_memory: out is NULL");
+    if (!out) return di_error_set(err, DI_ERR_INVALID_ARG, "gguf: out is NULL");
     *out = NULL;
     if (!data && size)
-        return di_error_set(err, DI_ERR_INVALID_ARG, "di_gguf_open_memory: data is NULL");
+        return di_error_set(err, DI_ERR_INVALID_ARG, "gguf: data is NULL");
     di_gguf *g = di_calloc(1, sizeof *g);
     if (!g) return di_error_set(err, DI_ERR_NOMEM, "out of memory");
     g->name = di_strdup(name ? name : "<memory>");
@@ -588,7 +588,7 @@ di_status di_gguf_open_memory(const void *data, uint64_t size, const char *name,
 }
 
 di_status di_gguf_open(const char *path, di_gguf **out, di_error *err) {
-    if (!out || !path) return di_error_set(err, DI_ERR_INVALID_ARG, "di_gguf_open: NULL argument");
+    if (!out || !path) return di_error_set(err, DI_ERR_INVALID_ARG, "gguf: NULL argument");
     *out = NULL;
     di_gguf *g = di_calloc(1, sizeof *g);
     if (!g) return di_error_set(err, DI_ERR_NOMEM, "%s: out of memory", path);

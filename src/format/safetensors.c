@@ -480,7 +480,7 @@ di_status di_safetensors_open(const char *path, di_safetensors **out, di_error *
 
 di_status di_safetensors_open_memory(const void *data, uint64_t size, const char *name,
                                      di_safetensors **out, di_error *err) {
-    if (!out) return di_error_set(err, DI_ERR_INVALID_ARG, "di_safetensors_open_memory: out is NULL");
+    if (!out) return di_error_set(err, DI_ERR_INVALID_ARG, "safetensors: out is NULL");
     *out = NULL;
     if (!data && size > 0)
         return di_error_set(err, DI_ERR_INVALID_ARG, "%s: NULL data of %llu bytes",

@@ -93,6 +93,11 @@ void di_grammar_free(di_grammar *g);
  * debugging and tests; NULL on no memory. */
 char *di_grammar_to_text(const di_grammar *g);
 
+/* What a lenient compile dropped because it cannot be enforced (keywords,
+ * formats; each with its schema path, "; "-separated), or NULL when the
+ * grammar enforces all of its source. Owned by the grammar. */
+const char *di_grammar_dropped(const di_grammar *g);
+
 /* Number of rules / symbols after lowering (for size reports). */
 uint32_t di_grammar_n_rules(const di_grammar *g);
 
@@ -161,6 +166,10 @@ uint32_t di_grammar_matcher_n_tokens(const di_grammar_matcher *m);
 
 /* True when the bytes so far form a complete sentence of the grammar. */
 bool di_grammar_matcher_is_accepting(const di_grammar_matcher *m);
+
+/* The bytes that may come next: next[b] is set when advancing by byte b
+ * would succeed (all false once terminated). For error messages. */
+void di_grammar_matcher_next_bytes(const di_grammar_matcher *m, bool next[256]);
 
 /* True after an EOS token was accepted or when nothing but the end can
  * follow (no byte can extend the output). */

@@ -42,6 +42,14 @@ di_status gb_fail(gb *b, di_status code, const char *fmt, ...) {
 
 /* Grows *p (element size sz) so that n + extra elements fit; false (and the
  * builder fails) on overflow or no memory. */
+void gb_note_empty(gb *b, const char *fmt, ...) {
+    if (b->empty_why[0]) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(b->empty_why, sizeof b->empty_why, fmt, ap);
+    va_end(ap);
+}
+
 static bool grow(gb *b, void **p, uint32_t *cap, uint32_t n, uint32_t extra, size_t sz, uint32_t limit) {
     if (b->status != DI_OK) return false;
     if (extra > limit || n > limit - extra) {
@@ -549,6 +557,38 @@ static void compute_sets(di_grammar *g) {
     }
 }
 
+/* Productive rules: those that derive at least one byte string (a TERM
+ * with a non-empty class, a repetition that may be empty or of a productive
+ * rule, a productive rule). The least fixpoint over the rules; a rule that
+ * only refers to itself ($ref "#") never becomes productive. Writes
+ * (n_rules) flags to prod. */
+static void compute_productive(const di_grammar *g, uint8_t *prod) {
+    bool changed = true;
+    while (changed) {
+        changed = false;
+        for (uint32_t r = 0; r < g->n_rules; r++) {
+            if (prod[r]) continue;
+            for (uint32_t a = g->rule_alt[r]; a < g->rule_alt[r + 1] && !prod[r]; a++) {
+                bool ok = true;
+                for (uint32_t p = g->alt_pos[a];; p++) {
+                    uint32_t s = g->syms[p], k = SYM_KIND(s), v = SYM_VAL(s);
+                    if (k == SYM_END) break;
+                    if (k == SYM_TERM) {
+                        const gb_bits *c = &g->classes[v];
+                        ok = (c->w[0] | c->w[1] | c->w[2] | c->w[3]) != 0;
+                    } else if (k == SYM_RULE) {
+                        ok = prod[v];
+                    } else {
+                        ok = g->reps[v].min == 0 || prod[g->reps[v].rule];
+                    }
+                    if (!ok) break;
+                }
+                if (ok) prod[r] = 1, changed = true;
+            }
+        }
+    }
+}
+
 void di_grammar_free(di_grammar *g) {
     if (!g) return;
     if (g->names)
@@ -562,6 +602,7 @@ void di_grammar_free(di_grammar *g) {
     free(g->nullable);
     free(g->first);
     free(g->open_start);
+    free(g->dropped);
     free(g);
 }
 
@@ -638,6 +679,21 @@ di_status gb_finish(gb *b, uint32_t root_rule, di_grammar **out) {
         }
         for (uint32_t a = g->rule_alt[r]; a < g->rule_alt[r + 1]; a++) g->open_start[g->alt_pos[a]] = 1;
     }
+    uint8_t *prod = calloc(g->n_rules, 1);
+    if (!prod) {
+        di_grammar_free(g);
+        return gb_fail(b, DI_ERR_NOMEM, "out of memory");
+    }
+    compute_productive(g, prod);
+    bool empty = !prod[start];
+    free(prod);
+    if (empty) {
+        di_grammar_free(g);
+        const char *what = b->empty_what ? b->empty_what : "the grammar";
+        if (b->empty_why[0]) return gb_fail(b, DI_ERR_FORMAT, "%s matches nothing: %s", what, b->empty_why);
+        return gb_fail(b, DI_ERR_FORMAT, "%s matches nothing: %s", what,
+                       b->empty_fallback ? b->empty_fallback : "no rule of it ever completes (a rule that only refers to itself?)");
+    }
     compute_sets(g);
     byte_partition(g);
     *out = g;
@@ -645,6 +701,8 @@ di_status gb_finish(gb *b, uint32_t root_rule, di_grammar **out) {
 }
 
 uint32_t di_grammar_n_rules(const di_grammar *g) { return g->n_rules; }
+
+const char *di_grammar_dropped(const di_grammar *g) { return g->dropped; }
 
 /* ---- printing ---------------------------------------------------------- */
 

@@ -80,6 +80,7 @@ struct di_grammar {
      * classification whose root begins such a rule allows every content
      * token at once (token_mask.c). */
     uint8_t *open_start;
+    char *dropped;        /* NULL, or what a lenient compile dropped (di_grammar_dropped) */
     uint32_t start_rule;  /* synthetic `$start ::= root` */
     uint32_t accept_pos;  /* position of the END of $start: item (accept_pos, 0) = accepting */
 };
@@ -123,6 +124,12 @@ typedef struct gb {
     uint32_t cap_ht;
     di_status status;
     di_error *err;
+    /* Why a part of the grammar matches nothing (the first reason a front
+     * end noted, e.g. "'minimum' 10 is above 'maximum' 5"): the message
+     * gb_finish gives when the whole language turns out empty. */
+    char empty_why[200];
+    const char *empty_what;     /* "the schema" / "the regex" ...; NULL: "the grammar" */
+    const char *empty_fallback; /* the reason when none was noted; NULL: a generic one */
 } gb;
 
 void gb_init(gb *b, di_error *err);
@@ -167,8 +174,15 @@ uint32_t gb_rule_of(gb *b, const char *name, uint32_t body);
  * it. Only speeds masks up; a wrong mark would make them wrong. */
 void gb_rule_mark_open_string(gb *b, uint32_t rule);
 
+/* Notes why the node a front end is about to return matches nothing (the
+ * first note wins; see gb.empty_why). */
+void gb_note_empty(gb *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 /* Lowers the tree under root_rule into a di_grammar. Undefined referenced
- * rules are an error (named). Consumes nothing; call gb_free after. */
+ * rules are an error (named), and so is an empty language (DI_ERR_FORMAT:
+ * no output could ever complete, so a sampler would find no token to
+ * sample); the message gives the first gb_note_empty reason. Consumes
+ * nothing; call gb_free after. */
 di_status gb_finish(gb *b, uint32_t root_rule, di_grammar **out);
 
 #endif

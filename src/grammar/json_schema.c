@@ -54,6 +54,9 @@ typedef struct jsc {
     uint32_t n_refs, cap_refs;
     /* temporary merged schemas (allOf), freed at the end */
     json_t *scratch;
+    /* lenient: what was dropped ("'uniqueItems' at #/tags; ..."), for
+     * di_grammar_dropped; truncated quietly when long */
+    char dropped[512];
     /* shared rules, GB_NIL until first use */
     uint32_t r_value, r_string, r_number, r_ws, r_char;
 } jsc;
@@ -94,6 +97,30 @@ static size_t path_push(jsc *c, const char *seg) {
     return n;
 }
 static void path_pop(jsc *c, size_t n) { c->path[n] = 0; }
+
+/* Lenient mode drops what it cannot enforce: note what and where (once
+ * per what and place), so that callers can say so. */
+static void note_dropped(jsc *c, const char *what) {
+    char item[480];
+    snprintf(item, sizeof item, "%.200s at #%.255s", what, c->path);
+    if (strstr(c->dropped, item)) return;
+    size_t n = strlen(c->dropped);
+    snprintf(c->dropped + n, sizeof c->dropped - n, "%s%s", n ? "; " : "", item);
+}
+
+/* gb_nothing with the reason noted (gb_note_empty) for the message an
+ * entirely unsatisfiable schema gets: why, at the current path. */
+static uint32_t nothing_because(jsc *c, const char *why) {
+    gb_note_empty(c->b, "%s at #%s", why, c->path);
+    return gb_nothing(c->b);
+}
+
+/* "'lo_key' lo is above 'hi_key' hi" for a pair of count bounds. */
+static uint32_t counts_cross(jsc *c, const char *lo_key, uint32_t lo, const char *hi_key, uint32_t hi) {
+    char why[128];
+    snprintf(why, sizeof why, "'%s' %u is above '%s' %u", lo_key, lo, hi_key, hi);
+    return nothing_because(c, why);
+}
 
 static uint32_t schema_node(jsc *c, json_t *s);
 
@@ -642,7 +669,7 @@ static uint32_t string_node(jsc *c, json_t *s) {
     gb *b = c->b;
     uint32_t lo = 0, hi = GB_INF;
     if (!get_count(c, s, "minLength", &lo) || !get_count(c, s, "maxLength", &hi)) return GB_NIL;
-    if (hi != GB_INF && lo > hi) return gb_nothing(b);
+    if (hi != GB_INF && lo > hi) return counts_cross(c, "minLength", lo, "maxLength", hi);
     bool has_len = lo > 0 || hi != GB_INF;
     json_t *pat = json_object_get(s, "pattern"), *fmt = json_object_get(s, "format");
     /* `format` is an annotation in the specification; we enforce the
@@ -654,6 +681,14 @@ static uint32_t string_node(jsc *c, json_t *s) {
         if (!f) return jfail(c, DI_ERR_FORMAT, "%s", "'format' is not a string");
         for (size_t i = 0; i < sizeof FORMATS / sizeof FORMATS[0]; i++)
             if (!strcmp(f, FORMATS[i].name)) fre = FORMATS[i].re;
+        /* an unknown format is one we cannot enforce: strict refuses it,
+         * lenient drops it and says so (a pattern next to it still holds) */
+        if (!fre && !pat) {
+            char what[160];
+            snprintf(what, sizeof what, "'format' '%.80s'", f);
+            if (!c->opt.lenient) return jfail(c, DI_ERR_UNSUPPORTED, "%s is not enforced", what);
+            note_dropped(c, what);
+        }
     }
     if (pat) {
         /* a pattern is an assertion: it wins over the format annotation */
@@ -665,7 +700,7 @@ static uint32_t string_node(jsc *c, json_t *s) {
         if (body == GB_NIL && gb_ok(b) && !fits) {
             if (!c->opt.lenient)
                 jfail(c, DI_ERR_UNSUPPORTED, "%s", "'pattern' together with minLength/maxLength (automaton too large)");
-            else if ((body = rx_translate(b, re, strlen(re), true, true, c->opt.max_depth)) != GB_NIL)
+            else if (note_dropped(c, "'minLength'/'maxLength' next to 'pattern'"), (body = rx_translate(b, re, strlen(re), true, true, c->opt.max_depth)) != GB_NIL)
                 body = quoted(c, body);
         } else if (body == GB_NIL) {
             di_error_prefix(b->err, "json schema at %s: ", c->path);
@@ -744,6 +779,8 @@ static uint32_t number_node(jsc *c, json_t *s, bool integer) {
             return jfail(c, DI_ERR_UNSUPPORTED, "%s", "'multipleOf' other than 1 or 10^-k (without bounds)");
         else if (integer && !(q < 1 && k < 9) && !c->opt.lenient)
             return jfail(c, DI_ERR_UNSUPPORTED, "%s", "'multipleOf' on integers other than 1");
+        else if (!integer || !(q < 1 && k < 9))
+            note_dropped(c, "'multipleOf'");
     }
     if (frac_digits != UINT32_MAX) {
         gb *b = c->b;
@@ -755,7 +792,21 @@ static uint32_t number_node(jsc *c, json_t *s, bool integer) {
         if (integer) return jn_number(c->b, true, NULL, false, NULL, false);
         return any_number(c);
     }
-    return jn_number(c->b, integer, hlo ? &lo : NULL, lo_strict, hhi ? &hi : NULL, hi_strict);
+    uint32_t r = jn_number(c->b, integer, hlo ? &lo : NULL, lo_strict, hhi ? &hi : NULL, hi_strict);
+    if (r != GB_NIL && c->b->nodes[r].kind == GN_NOTHING) {
+        /* name the bounds as the schema spelled them */
+        char why[160];
+        size_t n = (size_t)snprintf(why, sizeof why, "no %s satisfies", integer ? "integer" : "number");
+        static const char *const keys[] = {"minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"};
+        for (int i = 0, n_named = 0; i < 4 && n < sizeof why; i++) {
+            json_t *v = json_object_get(s, keys[i]);
+            if (json_is_number(v))
+                n += (size_t)snprintf(why + n, sizeof why - n, "%s '%s' %g", n_named++ ? "," : "", keys[i],
+                                      json_number_value(v));
+        }
+        return nothing_because(c, why);
+    }
+    return r;
 }
 
 /* ---- objects ------------------------------------------------------------ */
@@ -933,6 +984,7 @@ static uint32_t object_node(jsc *c, json_t *s) {
             pcre2_code_free(re);
         }
         if (why && !c->opt.lenient) { free(m); return jfail(c, DI_ERR_UNSUPPORTED, "%s", why); }
+        if (why) note_dropped(c, why);
         extra = true; /* pattern keys are allowed even under additionalProperties: false */
     }
     /* minProperties / maxProperties: the cases a member chain expresses
@@ -949,11 +1001,16 @@ static uint32_t object_node(jsc *c, json_t *s) {
         free(m);
         return jfail(c, DI_ERR_UNSUPPORTED, "%s", "'minProperties' above the required count (other than 1)");
     }
+    if (min_props > n_required && min_props > 1) note_dropped(c, "'minProperties'");
     if (max_props != GB_INF && (extra || n > max_props) && !c->opt.lenient) {
-        if (max_props < n_required) { free(m); return gb_nothing(b); }
+        if (max_props < n_required) {
+            free(m);
+            return counts_cross(c, "required count", n_required, "maxProperties", max_props);
+        }
         free(m);
         return jfail(c, DI_ERR_UNSUPPORTED, "%s", "'maxProperties' below the possible member count");
     }
+    if (max_props != GB_INF && (extra || n > max_props) && max_props >= n_required) note_dropped(c, "'maxProperties'");
     /* member nodes: "name" ws ":" ws value */
     uint32_t *mem = di_malloc_array(n + 1, sizeof(uint32_t));
     if (!mem) { free(m); return gb_fail(b, DI_ERR_NOMEM, "out of memory"), GB_NIL; }
@@ -1035,7 +1092,7 @@ static uint32_t contains_node(jsc *c, json_t *s, json_t *items) {
     if (json_object_get(s, "prefixItems") || json_is_array(items) || json_object_get(s, "minItems") ||
         json_object_get(s, "maxItems"))
         return jfail(c, DI_ERR_UNSUPPORTED, "%s", "'contains' together with prefixItems / minItems / maxItems");
-    if (hi != GB_INF && lo > hi) return gb_nothing(b);
+    if (hi != GB_INF && lo > hi) return counts_cross(c, "minContains", lo, "maxContains", hi);
     uint32_t top = hi == GB_INF ? lo : hi; /* counts past top are all alike */
     if (top > JS_MAX_CONTAINS) return jfail(c, DI_ERR_UNSUPPORTED, "%s", "'minContains' / 'maxContains' above 64");
     json_t *item = items ? items : json_true();
@@ -1079,7 +1136,7 @@ static uint32_t array_node(jsc *c, json_t *s) {
     uint32_t lo = 0, hi = GB_INF;
     if (json_object_get(s, "contains")) return contains_node(c, s, json_object_get(s, "items"));
     if (!get_count(c, s, "minItems", &lo) || !get_count(c, s, "maxItems", &hi)) return GB_NIL;
-    if (hi != GB_INF && lo > hi) return gb_nothing(b);
+    if (hi != GB_INF && lo > hi) return counts_cross(c, "minItems", lo, "maxItems", hi);
     json_t *items = json_object_get(s, "items"), *prefix = json_object_get(s, "prefixItems");
     json_t *rest = items;
     if (json_is_array(items)) prefix = items, rest = json_object_get(s, "additionalItems");
@@ -1219,7 +1276,12 @@ static bool push_branch(jsc *c, json_t *out, json_t *b) {
 /* A negation we cannot build: an error naming it, or when lenient, rest
  * itself (the `not` is dropped, as lenient mode drops keywords). */
 static bool not_unsupported(jsc *c, json_t *rest, json_t *out, const char *fmt, const char *arg) {
-    if (c->opt.lenient) return push_branch(c, out, rest);
+    if (c->opt.lenient) {
+        char what[200];
+        snprintf(what, sizeof what, fmt, arg);
+        note_dropped(c, what);
+        return push_branch(c, out, rest);
+    }
     jfail(c, DI_ERR_UNSUPPORTED, fmt, arg);
     return false;
 }
@@ -1424,7 +1486,10 @@ static json_t *with_dependencies(jsc *c, json_t *s) {
             if (json_is_array(x) && !json_array_size(x)) continue;
             if (json_is_true(x) || (json_is_object(x) && !json_object_size(x))) continue;
             if (n == JS_MAX_DEPENDENCIES) {
-                if (c->opt.lenient) continue; /* dropped */
+                if (c->opt.lenient) { /* dropped */
+                    note_dropped(c, "dependencies beyond the sixth");
+                    continue;
+                }
                 return jfail(c, DI_ERR_UNSUPPORTED, "'%s': more than 6 dependencies", kws[i]), NULL;
             }
             names[n] = k, needs[n++] = x;
@@ -1503,16 +1568,19 @@ static json_t *rewrite_logic(jsc *c, json_t *s) {
 static uint32_t schema_body(jsc *c, json_t *s) {
     gb *b = c->b;
     if (json_is_true(s)) return any_value(c);
-    if (json_is_false(s)) return gb_nothing(b);
+    if (json_is_false(s)) return nothing_because(c, "the schema false");
     if (!json_is_object(s)) return jfail(c, DI_ERR_FORMAT, "%s", "schema is not an object or boolean");
     const char *k;
     json_t *v;
     json_object_foreach(s, k, v) {
-        if (in_list(UNSUPPORTED, k) && !c->opt.lenient) {
+        if (in_list(UNSUPPORTED, k)) {
             /* keywords whose given value is no constraint */
             if (!strcmp(k, "uniqueItems") && json_is_false(v)) continue;
             if ((!strcmp(k, "then") || !strcmp(k, "else")) && !json_object_get(s, "if")) continue;
-            return jfail(c, DI_ERR_UNSUPPORTED, "keyword '%s' is not supported", k);
+            if (!c->opt.lenient) return jfail(c, DI_ERR_UNSUPPORTED, "keyword '%s' is not supported", k);
+            char what[200];
+            snprintf(what, sizeof what, "'%.100s'", k);
+            note_dropped(c, what);
         }
     }
     json_t *ref = json_object_get(s, "$ref");
@@ -1629,6 +1697,8 @@ static di_status compile(json_t *schema, const di_grammar_options *opt, bool obj
                          di_error *err) {
     gb b;
     gb_init(&b, err);
+    b.empty_what = "the schema";
+    b.empty_fallback = "every '$ref' cycle in it lacks a way out (a schema that only refers to itself)";
     jsc c = {.b = &b, .root = schema, .r_value = GB_NIL, .r_string = GB_NIL, .r_number = GB_NIL,
              .r_ws = GB_NIL, .r_char = GB_NIL};
     c.opt = opt ? *opt : di_grammar_options_default();
@@ -1646,6 +1716,11 @@ static di_status compile(json_t *schema, const di_grammar_options *opt, bool obj
         root = gb_rule_of(&b, "root", r == GB_NIL ? GB_NIL : gb_ref(&b, r));
     }
     di_status s = gb_ok(&b) ? gb_finish(&b, root, out) : b.status;
+    if (!s && c.dropped[0] && !((*out)->dropped = di_strdup(c.dropped))) {
+        di_grammar_free(*out);
+        *out = NULL;
+        s = di_error_set(err, DI_ERR_NOMEM, "out of memory");
+    }
     json_decref(c.scratch);
     free(c.ref_keys);
     free(c.ref_rules);

@@ -325,3 +325,15 @@ bool di_grammar_matcher_is_accepting(const di_grammar_matcher *m) { return mt_cu
 bool di_grammar_matcher_is_terminated(const di_grammar_matcher *m) {
     return m->eos_done || mt_n_scans(m) == 0;
 }
+
+void di_grammar_matcher_next_bytes(const di_grammar_matcher *m, bool next[256]) {
+    memset(next, 0, 256 * sizeof next[0]);
+    if (m->eos_done) return;
+    /* the scan items of the current set wait for one byte of their class */
+    const di_grammar *g = m->g;
+    uint32_t first = mt_cur(m)->scan_start, end = first + mt_n_scans(m);
+    for (uint32_t si = first; si < end; si++) {
+        const gb_bits *c = &g->classes[SYM_VAL(g->syms[m->items[m->scans[si]].pos])];
+        for (int b = 0; b < 256; b++) next[b] |= gb_bits_has(c, (uint8_t)b);
+    }
+}

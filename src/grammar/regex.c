@@ -585,6 +585,8 @@ di_status di_grammar_compile_regex(const char *re, size_t len, di_grammar **out,
     if (len > GB_MAX_NODES) return di_error_set(err, DI_ERR_RANGE, "regex too long (%zu bytes)", len);
     gb b;
     gb_init(&b, err);
+    b.empty_what = "the regex";
+    b.empty_fallback = "no string matches it (an empty class or a contradiction)";
     uint32_t node = rx_translate(&b, re, len, false, false, 0);
     if (node != GB_NIL && rx_is_ambiguous(&b, node)) { /* one automaton state instead of many splits */
         bool big;

@@ -164,6 +164,7 @@ static enum MHD_Result send_reply(di_server *s, struct MHD_Connection *conn, int
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
         /* Proxies (nginx) must not buffer a token stream. */
         MHD_add_response_header(resp, "X-Accel-Buffering", "no");
+        if (r->warning[0]) MHD_add_response_header(resp, "X-DeepInfer-Warning", r->warning);
         return queue(conn, r->status, resp);
     }
     char *body;
@@ -188,6 +189,7 @@ static enum MHD_Result send_reply(di_server *s, struct MHD_Connection *conn, int
         return MHD_NO;
     }
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
+    if (r->warning[0]) MHD_add_response_header(resp, "X-DeepInfer-Warning", r->warning);
     return queue(conn, r->status, resp);
 }
 

@@ -489,8 +489,8 @@ static bool refuse_unsupported(json_t *root, req_kind kind, srv_reply *r) {
 
 /* response_format: "text" (free), "json_object" (any JSON object) or
  * "json_schema" ({"json_schema": {"schema": {...}, "strict": bool}}).
- * Non-strict schemas compile leniently (unsupported keywords ignored, as
- * OpenAI does outside strict mode); strict ones must compile exactly. */
+ * Non-strict schemas compile leniently (what cannot be enforced is dropped
+ * and reported in X-DeepInfer-Warning); strict ones must compile exactly. */
 static bool parse_response_format(json_t *root, gen_req *g, srv_reply *r) {
     json_t *v = json_object_get(root, "response_format");
     if (!v || json_is_null(v)) return true;
@@ -731,7 +731,7 @@ static const char *finish_name(di_finish f) {
     case DI_FINISH_REASON_STOP: return "stop";
     case DI_FINISH_REASON_LENGTH: return "length";
     case DI_FINISH_REASON_CANCEL: return "abort"; /* vLLM's name; only at shutdown */
-    case DI_FINISH_REASON_ERROR: return "error";
+    case DI_FINISH_REASON_ERROR: break; /* no OpenAI value: the answer is an error object */
     case DI_FINISH_REASON_NONE: break;
     }
     return NULL;
@@ -824,11 +824,17 @@ static bool sse_produce(srv_job *j, srv_buf *out) {
         if (t.finished) {
             account_final(rs, &t, i);
             if (t.finish == DI_FINISH_REASON_ERROR) {
-                json_t *e = json_pack("{s:{s:s, s:s, s:n, s:n}}", "error", "message", rs->error, "type",
-                                      "server_error", "param", "code");
+                /* The status line is long gone: a failure after the stream
+                 * began ends it with an OpenAI error object (as vLLM does),
+                 * not with a finish_reason OpenAI does not have. */
+                char msg[sizeof rs->error + 32];
+                snprintf(msg, sizeof msg, "Generation failed: %s", rs->error);
+                json_t *e = json_pack("{s:{s:s, s:s, s:n, s:s}}", "error", "message", msg, "type",
+                                      "server_error", "param", "code", "generation_failed");
                 if (e) sse_put(out, e);
+            } else {
+                sse_choice_chunk(rs, out, i, &t, false, finish_name(t.finish));
             }
-            sse_choice_chunk(rs, out, i, &t, false, finish_name(t.finish));
         }
         srv_taken_free(&t);
     }
@@ -968,6 +974,24 @@ static void generate(di_server *s, const srv_http_req *q, srv_reply *r, req_kind
         srv_reply_error(r, 400, "invalid_request_error", "n", "invalid_value",
                         "%zu choices exceed this server's queue of %d.", n_choices, s->p.max_queue);
         goto out;
+    }
+    if (g.constraint.kind != DI_CONSTRAINT_NONE) {
+        /* One policy with the CLI (OpenAI's): a strict schema refuses what
+         * the grammar cannot enforce (400 from the compile), a non-strict
+         * one drops it, and the response and the log say what. */
+        char notes[sizeof r->warning - 64];
+        di_error err;
+        di_status st = di_engine_check_constraint(s->engine, &g.constraint, notes, sizeof notes, &err);
+        if (st) {
+            submit_error(r, st, &err, kind);
+            goto out;
+        }
+        if (notes[0]) {
+            fprintf(stderr, "deepinfer serve: response_format: not enforced (non-strict schema): %s\n", notes);
+            for (char *p = notes; *p; p++)
+                if ((unsigned char)*p < 0x20 || (unsigned char)*p >= 0x7f) *p = '?'; /* a header value */
+            snprintf(r->warning, sizeof r->warning, "response_format not enforced: %s", notes);
+        }
     }
     srv_admit_result ar = srv_job_create(s, n_choices, q->fd, &j);
     if (ar == SRV_ADMIT_STOPPING) {

@@ -205,6 +205,9 @@ typedef struct srv_reply {
     srv_job *stream;            /* or an SSE stream over this job (reference moves) */
     srv_sse_fn sse;
     bool hang_up;               /* the client is gone: close without answering */
+    /* Non-empty: sent as the X-DeepInfer-Warning header (printable ASCII),
+     * e.g. the schema features a non-strict response_format dropped. */
+    char warning[400];
 } srv_reply;
 
 /* Fills r with an OpenAI error body {"error": {message, type, param, code}}. */

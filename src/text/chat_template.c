@@ -207,10 +207,10 @@ static bool render_phi3(const di_tokenizer *t, const di_chat_msg *m, size_t n, b
 di_status di_tok_chat_apply(const di_tokenizer *t, di_chat_kind kind, const di_chat_msg *msgs,
                             size_t n_msgs, bool add_generation_prompt, char **out, size_t *out_len,
                             di_error *err) {
-    if (!out || (!msgs && n_msgs)) return di_error_set(err, DI_ERR_INVALID_ARG, "chat_apply: NULL argument");
+    if (!out || (!msgs && n_msgs)) return di_error_set(err, DI_ERR_INVALID_ARG, "chat template: NULL argument");
     for (size_t i = 0; i < n_msgs; i++)
         if (!msgs[i].role || !msgs[i].content)
-            return di_error_set(err, DI_ERR_INVALID_ARG, "chat_apply: message %zu has no role or content", i);
+            return di_error_set(err, DI_ERR_INVALID_ARG, "chat template: message %zu has no role or content", i);
     if (kind == DI_CHAT_UNKNOWN && t) kind = t->chat_kind;
     if (kind == DI_CHAT_UNKNOWN) kind = DI_CHAT_CHATML;
     tok_buf b = {0};
@@ -225,7 +225,7 @@ di_status di_tok_chat_apply(const di_tokenizer *t, di_chat_kind kind, const di_c
     if (ok && !b.data) ok = tok_buf_reserve(&b, 0);
     if (!ok) {
         tok_buf_free(&b);
-        return di_error_set(err, DI_ERR_NOMEM, "chat_apply: out of memory");
+        return di_error_set(err, DI_ERR_NOMEM, "chat template: out of memory");
     }
     *out = b.data;
     if (out_len) *out_len = b.len;

@@ -30,9 +30,9 @@ struct di_tok_detok {
 
 di_status di_tok_detok_create(const di_tokenizer *t, const di_tok_detok_opts *opts, di_tok_detok **out,
                               di_error *err) {
-    if (!t || !out) return di_error_set(err, DI_ERR_INVALID_ARG, "detok_create: NULL argument");
+    if (!t || !out) return di_error_set(err, DI_ERR_INVALID_ARG, "detokenizer: NULL argument");
     di_tok_detok *d = di_calloc(1, sizeof *d);
-    if (!d) return di_error_set(err, DI_ERR_NOMEM, "detok_create: out of memory");
+    if (!d) return di_error_set(err, DI_ERR_NOMEM, "detokenizer: out of memory");
     d->t = t;
     d->first = true;
     d->stopped = -1;
@@ -41,13 +41,13 @@ di_status di_tok_detok_create(const di_tokenizer *t, const di_tok_detok_opts *op
         if (opts->n_stops) {
             if (!opts->stops) {
                 di_tok_detok_free(d);
-                return di_error_set(err, DI_ERR_INVALID_ARG, "detok_create: stops is NULL");
+                return di_error_set(err, DI_ERR_INVALID_ARG, "detokenizer: stops is NULL");
             }
             d->stops = di_calloc(opts->n_stops, sizeof *d->stops);
             d->stop_len = di_calloc(opts->n_stops, sizeof *d->stop_len);
             if (!d->stops || !d->stop_len) {
                 di_tok_detok_free(d);
-                return di_error_set(err, DI_ERR_NOMEM, "detok_create: out of memory");
+                return di_error_set(err, DI_ERR_NOMEM, "detokenizer: out of memory");
             }
             d->n_stops = opts->n_stops;
             for (size_t i = 0; i < opts->n_stops; i++) {
@@ -55,13 +55,13 @@ di_status di_tok_detok_create(const di_tokenizer *t, const di_tok_detok_opts *op
                 size_t n = s ? strlen(s) : 0;
                 if (!n || !tok_utf8_valid((const uint8_t *)s, n)) {
                     di_tok_detok_free(d);
-                    return di_error_set(err, DI_ERR_INVALID_ARG, "detok_create: stop string %zu is empty or not UTF-8", i);
+                    return di_error_set(err, DI_ERR_INVALID_ARG, "detokenizer: stop string %zu is empty or not UTF-8", i);
                 }
                 d->stops[i] = di_strdup(s);
                 d->stop_len[i] = n;
                 if (!d->stops[i]) {
                     di_tok_detok_free(d);
-                    return di_error_set(err, DI_ERR_NOMEM, "detok_create: out of memory");
+                    return di_error_set(err, DI_ERR_NOMEM, "detokenizer: out of memory");
                 }
             }
         }
@@ -168,11 +168,11 @@ static void set_out(di_tok_detok *d, di_tok_detok_out *out) {
 }
 
 di_status di_tok_detok_push(di_tok_detok *d, int32_t id, di_tok_detok_out *out, di_error *err) {
-    if (!d) return di_error_set(err, DI_ERR_INVALID_ARG, "detok_push: NULL detokenizer");
+    if (!d) return di_error_set(err, DI_ERR_INVALID_ARG, "detokenizer: NULL detokenizer");
     d->outb.len = 0;
     if (id < 0 || id >= d->t->n_vocab) {
         set_out(d, out);
-        return di_error_set(err, DI_ERR_RANGE, "detok_push: token id %d out of range [0, %d)", id, d->t->n_vocab);
+        return di_error_set(err, DI_ERR_RANGE, "detokenizer: token id %d out of range [0, %d)", id, d->t->n_vocab);
     }
     if (d->stopped < 0) {
         const tok_entry *e = &d->t->tokens[id];
@@ -183,7 +183,7 @@ di_status di_tok_detok_push(di_tok_detok *d, int32_t id, di_tok_detok_out *out, 
             d->first = false;
             if (!tok_buf_append(&d->pend, p, (size_t)n) || !drain_pending(d, false) || !release(d, false)) {
                 set_out(d, out);
-                return di_error_set(err, DI_ERR_NOMEM, "detok_push: out of memory");
+                return di_error_set(err, DI_ERR_NOMEM, "detokenizer: out of memory");
             }
         }
     }
@@ -192,11 +192,11 @@ di_status di_tok_detok_push(di_tok_detok *d, int32_t id, di_tok_detok_out *out, 
 }
 
 di_status di_tok_detok_flush(di_tok_detok *d, di_tok_detok_out *out, di_error *err) {
-    if (!d) return di_error_set(err, DI_ERR_INVALID_ARG, "detok_flush: NULL detokenizer");
+    if (!d) return di_error_set(err, DI_ERR_INVALID_ARG, "detokenizer: NULL detokenizer");
     d->outb.len = 0;
     if (d->stopped < 0 && (!drain_pending(d, true) || !release(d, true))) {
         set_out(d, out);
-        return di_error_set(err, DI_ERR_NOMEM, "detok_flush: out of memory");
+        return di_error_set(err, DI_ERR_NOMEM, "detokenizer: out of memory");
     }
     set_out(d, out);
     return DI_OK;

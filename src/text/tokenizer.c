@@ -83,10 +83,10 @@ static int32_t match_added(const di_tokenizer *t, const char *text, size_t len, 
 
 di_status di_tok_encode(const di_tokenizer *t, const char *text, size_t len, bool add_special,
                         bool parse_special, di_tok_ids *out, di_error *err) {
-    if (!t || !out || (!text && len)) return di_error_set(err, DI_ERR_INVALID_ARG, "tok_encode: NULL argument");
+    if (!t || !out || (!text && len)) return di_error_set(err, DI_ERR_INVALID_ARG, "tokenizer: NULL argument");
     if (!tok_utf8_valid((const uint8_t *)text, len))
-        return di_error_set(err, DI_ERR_INVALID_ARG, "tok_encode: input is not valid UTF-8");
-    if (len > UINT32_MAX) return di_error_set(err, DI_ERR_RANGE, "tok_encode: input longer than 4 GiB");
+        return di_error_set(err, DI_ERR_INVALID_ARG, "tokenizer: input is not valid UTF-8");
+    if (len > UINT32_MAX) return di_error_set(err, DI_ERR_RANGE, "tokenizer: input longer than 4 GiB");
     size_t n0 = out->n;
     tok_scratch s = {0};
     di_status rc = DI_OK;
@@ -120,13 +120,13 @@ done:
     tok_scratch_free(&s);
     return rc;
 nomem:
-    rc = di_error_set(err, DI_ERR_NOMEM, "tok_encode: out of memory");
+    rc = di_error_set(err, DI_ERR_NOMEM, "tokenizer: out of memory");
     goto done;
 }
 
 di_status di_tok_decode(const di_tokenizer *t, const int32_t *ids, size_t n_ids, bool render_special,
                         char **out, size_t *out_len, di_error *err) {
-    if (!t || !out || (!ids && n_ids)) return di_error_set(err, DI_ERR_INVALID_ARG, "tok_decode: NULL argument");
+    if (!t || !out || (!ids && n_ids)) return di_error_set(err, DI_ERR_INVALID_ARG, "tokenizer: NULL argument");
     tok_buf b = {0};
     if (!tok_buf_reserve(&b, n_ids * 4)) goto nomem;
     bool first = true;
@@ -134,7 +134,7 @@ di_status di_tok_decode(const di_tokenizer *t, const int32_t *ids, size_t n_ids,
         int32_t id = ids[i];
         if (id < 0 || id >= t->n_vocab) {
             tok_buf_free(&b);
-            return di_error_set(err, DI_ERR_RANGE, "tok_decode: token id %d out of range [0, %d)", id, t->n_vocab);
+            return di_error_set(err, DI_ERR_RANGE, "tokenizer: token id %d out of range [0, %d)", id, t->n_vocab);
         }
         const tok_entry *e = &t->tokens[id];
         int64_t n = di_tok_piece(t, id, render_special, NULL, 0);
@@ -150,11 +150,11 @@ di_status di_tok_decode(const di_tokenizer *t, const int32_t *ids, size_t n_ids,
     return DI_OK;
 nomem:
     tok_buf_free(&b);
-    return di_error_set(err, DI_ERR_NOMEM, "tok_decode: out of memory");
+    return di_error_set(err, DI_ERR_NOMEM, "tokenizer: out of memory");
 }
 
 di_status di_tok_load(const char *path, di_tokenizer **out, di_error *err) {
-    if (!path || !out) return di_error_set(err, DI_ERR_INVALID_ARG, "tok_load: NULL argument");
+    if (!path || !out) return di_error_set(err, DI_ERR_INVALID_ARG, "tokenizer: NULL argument");
     size_t n = strlen(path);
     if (n >= 5 && !strcmp(path + n - 5, ".gguf")) {
         di_gguf *g = NULL;

@@ -25,7 +25,7 @@ static int32_t get_id(const di_gguf *g, const char *key, int32_t n_vocab) {
 }
 
 di_status di_tok_load_gguf(const di_gguf *g, di_tokenizer **out, di_error *err) {
-    if (!g || !out) return di_error_set(err, DI_ERR_INVALID_ARG, "tok_load_gguf: NULL argument");
+    if (!g || !out) return di_error_set(err, DI_ERR_INVALID_ARG, "tokenizer: NULL argument");
     di_gguf_str model_s;
     di_status s = di_gguf_get_str(g, "tokenizer.ggml.model", &model_s, err);
     if (s) return s;

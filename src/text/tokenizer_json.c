@@ -400,7 +400,7 @@ fail:
 }
 
 di_status di_tok_load_json(const char *path, di_tokenizer **out, di_error *err) {
-    if (!path || !out) return di_error_set(err, DI_ERR_INVALID_ARG, "tok_load_json: NULL argument");
+    if (!path || !out) return di_error_set(err, DI_ERR_INVALID_ARG, "tokenizer: NULL argument");
     struct stat st;
     if (stat(path, &st) != 0) return di_error_set(err, DI_ERR_IO, "%s: cannot open", path);
     size_t n = strlen(path);

@@ -10,6 +10,12 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
+# a directory is not an input file: an error, not "0 requests" and exit 0
+rc=0; "$BIN" batch -m "$MODEL" --in "$tmp" --out "$tmp/dir.jsonl" 2>"$tmp/err" || rc=$?
+[ "$rc" = 1 ] || fail "batch --in DIR: exit $rc"
+grep -q "is a directory" "$tmp/err" || fail "batch --in DIR: $(cat "$tmp/err")"
+[ ! -e "$tmp/dir.jsonl" ] || fail "batch --in DIR wrote an output file"
+
 cat >"$tmp/in.jsonl" <<'JSONL'
 {"id":"a","prompt":"The quick brown fox","max_tokens":8,"temperature":0}
 {"id":"b","messages":[{"role":"user","content":"Name a color."}],"max_tokens":8,"seed":3}

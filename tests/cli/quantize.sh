@@ -11,6 +11,17 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 if "$BIN" quantize "$SEED" "$tmp/x.gguf" q9_9 2>/dev/null; then fail "bad type accepted"; fi
 if "$BIN" quantize "$SEED" 2>/dev/null; then fail "missing arguments accepted"; fi
 if "$BIN" quantize /nonexistent.gguf "$tmp/x.gguf" q8_0 2>/dev/null; then fail "missing input accepted"; fi
+# the output naming the input (or a link to it) is refused; the input stays
+cp "$SEED" "$tmp/self.gguf"
+ln -s "$tmp/self.gguf" "$tmp/link.gguf"
+sum=$(sha256sum <"$tmp/self.gguf")
+for out in "$tmp/self.gguf" "$tmp/link.gguf"; do
+  rc=0; "$BIN" quantize "$tmp/self.gguf" "$out" q8_0 2>"$tmp/err" || rc=$?
+  [ "$rc" = 2 ] || fail "quantize onto its input ($out): exit $rc"
+  grep -q "is the input file" "$tmp/err" || fail "quantize onto its input: $(cat "$tmp/err")"
+done
+[ "$(sha256sum <"$tmp/self.gguf")" = "$sum" ] || fail "quantize changed its input"
+[ ! -e "$tmp/self.gguf.tmp" ] || fail "temporary file left behind"
 # check SRC TYPE: quantize, validate, and find TYPE tensors in the result
 check() {
   "$BIN" quantize "$1" "$tmp/$2.gguf" "$2" 2>"$tmp/err" || fail "$2: $(cat "$tmp/err")"

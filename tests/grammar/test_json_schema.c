@@ -449,6 +449,68 @@ static void ambiguous_grammar_is_bounded(void **state) {
     di_grammar_free(g);
 }
 
+/* A schema whose language is empty fails to compile, naming the keyword
+ * (a sampler would otherwise find no token to sample); an empty branch
+ * inside a satisfiable schema is fine. */
+static void unsatisfiable_schemas_fail_naming_the_keyword(void **state) {
+    (void)state;
+    static const struct { const char *schema, *named; } cases[] = {
+        {"{\"type\":\"integer\",\"minimum\":10,\"maximum\":5}", "'minimum' 10, 'maximum' 5"},
+        {"{\"type\":\"number\",\"exclusiveMinimum\":1,\"exclusiveMaximum\":1}", "'exclusiveMinimum' 1"},
+        {"{\"type\":\"string\",\"minLength\":5,\"maxLength\":2}", "'minLength' 5 is above 'maxLength' 2"},
+        {"{\"type\":\"array\",\"minItems\":3,\"maxItems\":1}", "'minItems' 3 is above 'maxItems' 1"},
+        {"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\",\"minLength\":2,\"maxLength\":1}},"
+         "\"required\":[\"a\"]}", "at #/a"},
+        {"{\"$ref\":\"#\"}", "'$ref'"},
+        {"{\"$defs\":{\"a\":{\"$ref\":\"#/$defs/b\"},\"b\":{\"$ref\":\"#/$defs/a\"}},\"$ref\":\"#/$defs/a\"}", "'$ref'"},
+        {"false", "false"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        di_grammar *g = NULL;
+        di_error err = {0};
+        di_status st = di_grammar_compile_json_schema(cases[i].schema, strlen(cases[i].schema), NULL, &g, &err);
+        if (st != DI_ERR_FORMAT || !strstr(err.msg, "matches nothing") || !strstr(err.msg, cases[i].named))
+            fail_msg("%s: status %d, '%s' (wanted it to name %s)", cases[i].schema, (int)st, err.msg, cases[i].named);
+        assert_null(g);
+    }
+    /* one empty branch of anyOf leaves the other */
+    di_grammar *g = schema("{\"anyOf\":[{\"type\":\"integer\",\"minimum\":10,\"maximum\":5},{\"type\":\"boolean\"}]}");
+    assert_true(gt_accepts_str(g, "true"));
+    assert_false(gt_accepts_str(g, "7"));
+    di_grammar_free(g);
+    /* a recursive $ref with a way out is satisfiable */
+    g = schema("{\"type\":\"array\",\"items\":{\"$ref\":\"#\"}}");
+    assert_true(gt_accepts_str(g, "[[],[[]]]"));
+    di_grammar_free(g);
+    /* regexes: an empty class matches nothing either */
+    di_error err = {0};
+    assert_int_equal(di_grammar_compile_regex("a[^\\s\\S]", 8, &g, &err), DI_ERR_FORMAT);
+    assert_non_null(strstr(err.msg, "the regex matches nothing"));
+}
+
+/* One policy for what the grammar cannot enforce: strict (the default
+ * options) refuses it naming it; lenient drops it and lists it, with the
+ * path, in di_grammar_dropped; a fully enforced schema lists nothing. */
+static void unenforced_features_are_refused_or_listed(void **state) {
+    (void)state;
+    const char *s = "{\"type\":\"object\",\"properties\":{\"ip\":{\"type\":\"string\",\"format\":\"ipv6\"},"
+                    "\"t\":{\"type\":\"array\",\"uniqueItems\":true}}}";
+    di_grammar *g = NULL;
+    di_error err = {0};
+    assert_int_equal(di_grammar_compile_json_schema(s, strlen(s), NULL, &g, &err), DI_ERR_UNSUPPORTED);
+    assert_non_null(strstr(err.msg, "'format' 'ipv6' is not enforced"));
+    di_grammar_options opt = di_grammar_options_default();
+    opt.lenient = true;
+    g = schema_opt(s, &opt);
+    assert_non_null(di_grammar_dropped(g));
+    assert_string_equal(di_grammar_dropped(g), "'format' 'ipv6' at #/ip; 'uniqueItems' at #/t");
+    assert_true(gt_accepts_str(g, "{\"ip\":\"not an address\",\"t\":[1,1]}"));
+    di_grammar_free(g);
+    g = schema_opt("{\"type\":\"string\",\"format\":\"ipv4\"}", &opt);
+    assert_null(di_grammar_dropped(g));
+    di_grammar_free(g);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(properties_follow_schema_order_and_required),
@@ -466,6 +528,8 @@ int main(void) {
         cmocka_unit_test(deep_schema_nesting_hits_the_limit),
         cmocka_unit_test(random_mutations_never_crash),
         cmocka_unit_test(ambiguous_grammar_is_bounded),
+        cmocka_unit_test(unsatisfiable_schemas_fail_naming_the_keyword),
+        cmocka_unit_test(unenforced_features_are_refused_or_listed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -262,6 +262,50 @@ def test_response_format_json_schema(client):
     assert e.value.param and e.value.param.startswith("response_format")
 
 
+
+@pytest.mark.parametrize("schema,keyword", [
+    ({"type": "integer", "minimum": 10, "maximum": 5}, "maximum"),
+    ({"type": "string", "minLength": 5, "maxLength": 2}, "maxLength"),
+    ({"$ref": "#"}, "$ref"),
+])
+@pytest.mark.parametrize("stream", [False, True])
+def test_unsatisfiable_schema_is_a_400_naming_the_keyword(client, schema, keyword, stream):
+    # Before: 500 "no token to sample", or a 200 stream that ended with
+    # finish_reason "error". The empty language is found when compiling.
+    with pytest.raises(openai.BadRequestError) as e:
+        r = client.chat.completions.create(
+            model=model_id(client), messages=CHAT, max_tokens=4, stream=stream,
+            response_format={"type": "json_schema", "json_schema": {"name": "a", "schema": schema}})
+        if stream:
+            list(r)
+    assert e.value.param == "response_format"
+    assert keyword in e.value.message and "matches nothing" in e.value.message
+
+
+UNENFORCED = {"type": "object", "properties": {
+    "ip": {"type": "string", "format": "ipv6"},
+    "tags": {"type": "array", "items": {"type": "string"}, "uniqueItems": True}}, "required": ["ip", "tags"]}
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_unenforced_schema_features_follow_strict(server, stream):
+    # One policy with the CLI (OpenAI's strict flag): strict refuses what
+    # the grammar cannot enforce; non-strict drops it and says so.
+    import json as _json
+    body = {"messages": CHAT, "max_tokens": 8, "stream": stream,
+            "response_format": {"type": "json_schema", "json_schema": {"name": "a", "schema": UNENFORCED}}}
+    st, hd, _ = server.request("POST", "/v1/chat/completions", _json.dumps(body))
+    assert st == 200
+    warn = hd.get("x-deepinfer-warning", "")
+    assert "'uniqueItems' at #/tags" in warn and "'format' 'ipv6' at #/ip" in warn, hd
+    body["response_format"]["json_schema"]["strict"] = True
+    st, err = server.json("POST", "/v1/chat/completions", body)
+    assert st == 400 and err["error"]["param"] == "response_format"
+    assert "ipv6" in err["error"]["message"] or "uniqueItems" in err["error"]["message"]
+    body["response_format"]["json_schema"]["schema"] = {"type": "object", "properties": {"n": {"type": "integer"}}}
+    st, hd, _ = server.request("POST", "/v1/chat/completions", _json.dumps(body))
+    assert st == 200 and "x-deepinfer-warning" not in hd
+
 def test_tokenize_detokenize_round_trip(server):
     st, tok = server.json("POST", "/tokenize", {"prompt": "Hello, world! ünïcödé"})
     assert st == 200 and tok["count"] == len(tok["tokens"]) > 0

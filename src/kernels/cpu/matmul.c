@@ -263,12 +263,12 @@ void di_matmul(const di_cpu_kernels *k, const di_matmul_args *a, float *scratch,
 
 di_status di_matmul_ref(const di_matmul_args *a, di_error *err) {
     const di_dtype_traits *tr = di_dtype_traits_of(a->dtype);
-    if (!tr) return di_error_set(err, DI_ERR_INVALID_ARG, "matmul_ref: bad dtype %d", (int)a->dtype);
+    if (!tr) return di_error_set(err, DI_ERR_INVALID_ARG, "matmul: bad dtype %d", (int)a->dtype);
     int direct = a->dtype == DI_DTYPE_F32 || a->dtype == DI_DTYPE_F16;
     if (!direct && !tr->to_float)
-        return di_error_set(err, DI_ERR_UNSUPPORTED, "matmul_ref: dtype %s has no to_float", tr->name);
+        return di_error_set(err, DI_ERR_UNSUPPORTED, "matmul: dtype %s has no to_float", tr->name);
     if (a->n_in % tr->block_size != 0)
-        return di_error_set(err, DI_ERR_INVALID_ARG, "matmul_ref: n_in %lld not a multiple of %d",
+        return di_error_set(err, DI_ERR_INVALID_ARG, "matmul: n_in %lld not a multiple of %d",
                             (long long)a->n_in, (int)tr->block_size);
     float buf[REF_CHUNK]; /* one dequantized chunk of a weight row */
     for (int64_t o = 0; o < a->n_out; o++) {
