@@ -65,12 +65,46 @@ def engram_golden(m: Model) -> dict:
     }
 
 
+TRACE_CASE = 3  # the 40-token prompt
+
+
+def write_trace(name: str) -> None:
+    """trace_<mode>.f32 + goldens.json "trace_<mode>": every sublayer boundary of one
+    prefill of case TRACE_CASE (the oracle's --dump points: xn_attn, attn_out,
+    R_after_attn, xn_ffn, moe_out, R_after_ffn per layer), so a C port can
+    teacher-force each sublayer with the oracle's own inputs and compare its
+    output: in deepinfer mode that isolates rounding-boundary flips from the
+    cascade an fp8-activation network turns them into."""
+    d = OUT / name
+    g = json.loads((d / "goldens.json").read_text())
+    p = g["cases"][TRACE_CASE]["prompt"]
+    for mode in ("ideal", "deepinfer"):
+        m = Model(d, mode)
+        dump: dict = {}
+        m.forward(p, State(), dump=dump)
+        blobs, index, off = [], {}, 0
+        for k, v in dump.items():
+            t = torch.cat(v).float().contiguous().numpy().astype("<f4").ravel()
+            index[k] = {"offset": off, "n_rows": len(p), "row_floats": int(t.size // len(p))}
+            off += t.size
+            blobs.append(t)
+        np.concatenate(blobs).tofile(d / f"trace_{mode}.f32")
+        g[f"trace_{mode}"] = {"file": f"trace_{mode}.f32", "case": TRACE_CASE, "points": index}
+    (d / "goldens.json").write_text(json.dumps(g, indent=1) + "\n")
+    print(f"{name}: trace written", file=sys.stderr)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--only")
     ap.add_argument("--quick", action="store_true", help="skip the 600-token case (debugging)")
+    ap.add_argument("--trace-only", action="store_true", help="only (re)write the sublayer traces")
     a = ap.parse_args()
     names = [a.only] if a.only else ["tiny", "tiny_b"]
+    if a.trace_only:
+        for name in names:
+            write_trace(name)
+        return
     for name in names:
         d = OUT / name
         t_start = time.perf_counter()
@@ -135,6 +169,7 @@ def main() -> None:
             "engram": engram_golden(models["ideal"]),
         }
         (d / "goldens.json").write_text(json.dumps(g, indent=1) + "\n")
+        write_trace(name)
         print(f"{name}: {time.perf_counter() - t_start:.0f}s, checks {checks}", file=sys.stderr)
 
 

@@ -580,13 +580,21 @@ class Model:
                                                       x=out, post=post, comb=comb)
             if dump is not None and L > 0:  # the trunk after layer L-1's FFN post (before layer L's Engram)
                 dump.setdefault(f"R_after_ffn.{L - 1}", []).append((R if before_engram is None else before_engram).float())
+            if dump is not None:
+                dump.setdefault(f"xn_attn.{L}", []).append(xn.float())
             out = self.attention(L, xn, pos, st, decode)
+            if dump is not None:
+                dump.setdefault(f"attn_out.{L}", []).append(out.float())
             R, xn, pre2, post, comb = self.mhc_pre(pfx, "ffn", R, pre, self.w(f"{pfx}.ffn_norm.weight"),
                                                    x=out, post=post, comb=comb)
             if dump is not None:
                 dump.setdefault(f"R_after_attn.{L}", []).append(R.float())
             prev = pre2
+            if dump is not None:
+                dump.setdefault(f"xn_ffn.{L}", []).append(xn.float())
             out = self.moe(pfx, xn)
+            if dump is not None:
+                dump.setdefault(f"moe_out.{L}", []).append(out.float())
         R = self.mhc_post(out, R, post, comb)
         if dump is not None:
             dump.setdefault(f"R_after_ffn.{self.L - 1}", []).append(R.float())

@@ -290,24 +290,9 @@ di_status di_dsv41_ctx_topk(const di_dsv41_ctx *c, int32_t row, int32_t *out, in
 
 /* ---- numerics-aware helpers ----------------------------------------------------------- */
 
-static void lin_apply(const di_dsv41_ctx *c, const dsv4_linear *w, const float *x, int64_t ldx, float *y, int64_t ldy,
-                      int64_t n, di_threadpool *pool);
+/* y = x W^T, f32 accumulation in the kernel table's fixed order. */
 static void lin_apply(const di_dsv41_ctx *c, const dsv4_linear *w, const float *x, int64_t ldx, float *y, int64_t ldy,
                       int64_t n, di_threadpool *pool) {
-    if (getenv("DSV41_F64")) {
-        float *row = malloc(sizeof(float) * (size_t)w->n_in);
-        for (int64_t o = 0; o < w->n_out; o++) {
-            dsv4_linear_row(c->m->k, w, o, row);
-            for (int64_t i = 0; i < n; i++) {
-                double acc = 0;
-                const float *xr = x + i * ldx;
-                for (int64_t j = 0; j < w->n_in; j++) acc += (double)row[j] * (double)xr[j];
-                y[i * ldy + o] = (float)acc;
-            }
-        }
-        free(row);
-        return;
-    }
     dsv4_linear_apply(c->m->k, w, x, ldx, y, ldy, n, c->mm_scratch, pool);
 }
 
@@ -586,8 +571,17 @@ static di_status engram(di_dsv41_ctx *c, di_dsv41_kv *kv, const dsv41_layer *L, 
     return DI_OK;
 }
 
-#define DBG_DUMP2(name, il, ptr, cnt) do { const char *p_ = getenv("DSV41_DUMP"); if (p_) { char fn_[512]; snprintf(fn_, sizeof fn_, "%s/%s.%d", p_, name, (int)(il)); FILE *f_ = fopen(fn_, "ab"); fwrite(ptr, 4, (size_t)(cnt), f_); fclose(f_); } } while (0)
-#define DBG_INJECT(name, il, ptr, cnt) do { const char *p_ = getenv("DSV41_INJECT"); if (p_ && (il) >= 0) { char fn_[512]; snprintf(fn_, sizeof fn_, "%s/%s.%d", p_, name, (int)(il)); FILE *f_ = fopen(fn_, "rb"); if (f_) { if (fread(ptr, 4, (size_t)(cnt), f_) != (size_t)(cnt)) fprintf(stderr, "short %s\n", fn_); fclose(f_); } } } while (0)
+/* The trace hook (di_dsv41_ctx_set_hook): a no-op unless a test set one. */
+#define HOOK(c, point, il, ptr, n, width)                                             \
+    do {                                                                              \
+        if ((c)->hook) (c)->hook((c)->hook_user, point, il, ptr, n, width);           \
+    } while (0)
+
+void di_dsv41_ctx_set_hook(di_dsv41_ctx *c, di_dsv41_hook_fn fn, void *user) {
+    c->hook = fn;
+    c->hook_user = user;
+}
+
 /* ---- forward ------------------------------------------------------------------------------- */
 
 static di_status validate_batch(di_dsv41_ctx *c, const di_dsv41_kv *kv, const di_batch *b, di_error *err) {
@@ -661,24 +655,22 @@ di_status di_dsv41_forward(di_dsv41_ctx *c, di_dsv41_kv *kv, const di_batch *b, 
     }
     for (int32_t il = 0; il < hp->n_layers; il++) {
         const dsv41_layer *L = &m->layers[il];
-        DBG_INJECT("R_after_ffn", il - 1, c->R, n * N * D);
         if (L->engram && (s = engram(c, kv, L, b, pool, err))) return s;
-        if (L->engram) DBG_DUMP2("R_after_engram", il, c->R, n * N * D);
+        if (L->engram) HOOK(c, "R_after_engram", il, c->R, n, N * D);
         hc_pre(c, &L->hc_attn_fn, L->hc_attn_base, L->hc_attn_scale, n, pool);
         for (int64_t i = 0; i < n; i++) dsv41_norm(c, c->h + i * D, L->attn_norm, c->h + i * D, D);
-        DBG_DUMP2("xn_attn", il, c->h, n * D);
+        HOOK(c, "xn_attn", il, c->h, n, D);
         dsv41_attention(c, kv, il, b, pool);
-        DBG_DUMP2("attn_out", il, c->y, n * D);
+        HOOK(c, "attn_out", il, c->y, n, D);
         hc_post(c, n, pool);
-        DBG_DUMP2("R_after_attn", il, c->R, n * N * D);
-        DBG_INJECT("R_after_attn", il, c->R, n * N * D);
+        HOOK(c, "R_after_attn", il, c->R, n, N * D);
         hc_pre(c, &L->hc_ffn_fn, L->hc_ffn_base, L->hc_ffn_scale, n, pool);
         for (int64_t i = 0; i < n; i++) dsv41_norm(c, c->h + i * D, L->ffn_norm, c->h + i * D, D);
-        DBG_DUMP2("xn_ffn", il, c->h, n * D);
+        HOOK(c, "xn_ffn", il, c->h, n, D);
         moe(c, L, n, pool);
-        DBG_DUMP2("moe_out", il, c->y, n * D);
+        HOOK(c, "moe_out", il, c->y, n, D);
         hc_post(c, n, pool);
-        DBG_DUMP2("R_after_ffn", il, c->R, n * N * D);
+        HOOK(c, "R_after_ffn", il, c->R, n, N * D);
     }
     if (n_want == 0) return DI_OK;
     /* the last FFN's pre collapses the copies (no hc_head) */

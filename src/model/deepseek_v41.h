@@ -136,4 +136,18 @@ di_status di_dsv41_forward(di_dsv41_ctx *ctx, di_dsv41_kv *kv, const di_batch *b
 void di_dsv41_ctx_record_topk(di_dsv41_ctx *ctx, int32_t il);
 di_status di_dsv41_ctx_topk(const di_dsv41_ctx *ctx, int32_t row, int32_t *out, int32_t cap, int32_t *n_out);
 
+/* Trace hook for tests and debugging: called during each forward at every
+ * sublayer boundary with the rows of this batch (in row order):
+ *   "R_after_engram" (Engram layers), "R_after_attn", "R_after_ffn"
+ *                    the residual copies (n_rows, hc_mult * n_embd) after
+ *                    that point; the hook may overwrite them (teacher
+ *                    forcing: the next sublayer then reads them)
+ *   "xn_attn", "xn_ffn"   the normalized sublayer input (n_rows, n_embd)
+ *   "attn_out", "moe_out" the sublayer output before the mHC post
+ * layer is the layer index. NULL removes it. Not for production use: a
+ * hook that writes changes the model's outputs. */
+typedef void (*di_dsv41_hook_fn)(void *user, const char *point, int32_t layer, float *data, int64_t n_rows,
+                                 int64_t row_floats);
+void di_dsv41_ctx_set_hook(di_dsv41_ctx *ctx, di_dsv41_hook_fn fn, void *user);
+
 #endif

@@ -128,6 +128,8 @@ struct di_dsv41_ctx {
     int32_t record_layer;     /* di_dsv41_ctx_record_topk */
     int32_t *rec_topk;        /* (cap_rows, index_topk) */
     int32_t rec_valid;
+    di_dsv41_hook_fn hook;    /* di_dsv41_ctx_set_hook, NULL */
+    void *hook_user;
 };
 
 /* ---- numerics (deepseek_v41_quant.c) ------------------------------------ */

@@ -98,7 +98,7 @@ static int setup(void **state) {
             fprintf(stderr, "%s: %s\n", path, jerr.text);
             return -1;
         }
-        g->scale = json_number_value(json_object_get(g->doc, "logit_scale"));
+        g->scale = json_number_value(json_object_get(json_object_get(g->doc, "logit_scale"), "max_abs"));
         if (!(g->scale > 0)) {
             fprintf(stderr, "%s: no logit_scale\n", path);
             return -1;
@@ -200,14 +200,15 @@ static void get_case(const golden *g, size_t i, gcase *c) {
     assert_true(c->n > 0);
     c->ids = malloc(sizeof(int32_t) * (size_t)c->n);
     for (int32_t t = 0; t < c->n; t++) c->ids[t] = (int32_t)json_integer_value(json_array_get(ids, (size_t)t));
-    size_t off = (size_t)json_integer_value(json_object_get(jc, "offset"));
     for (int n = 0; n < 2; n++) {
+        char key[64];
+        snprintf(key, sizeof key, "offset_%s", MODES[n]);
+        size_t off = (size_t)json_integer_value(json_object_get(jc, key));
         assert_true(off + (size_t)c->n * (size_t)g->hp->n_vocab <= g->n_logits[n]);
         c->logits[n] = g->logits[n] + off;
-        char key[64];
         snprintf(key, sizeof key, "greedy_%s", MODES[n]);
         c->greedy[n] = json_object_get(jc, key);
-        snprintf(key, sizeof key, "margins_%s", MODES[n]);
+        snprintf(key, sizeof key, "greedy_%s_margins", MODES[n]);
         c->margins[n] = json_object_get(jc, key);
     }
 }
@@ -244,9 +245,9 @@ static double median(errstat *st) {
 
 typedef enum { FEED_PREFILL, FEED_DECODE, FEED_CHUNK5 } feed_mode;
 
-/* Feeds case c into slot 1 of a fresh cache; per-position max |diff|. */
-static void check_case(const golden *g, int num, const gcase *c, feed_mode mode, di_threadpool *pool,
-                       errstat *st) {
+/* Feeds case c into slot 1 of a fresh cache; returns all positions'
+ * logits (n, vocab), caller frees. */
+static float *feed_case(const golden *g, int num, const gcase *c, feed_mode mode, di_threadpool *pool) {
     runner r;
     runner_init(&r, g->m[num]);
     const int32_t V = g->hp->n_vocab;
@@ -261,47 +262,9 @@ static void check_case(const golden *g, int num, const gcase *c, feed_mode mode,
             fail();
         }
     }
-    for (int32_t t = 0; t < c->n; t++) {
-        double e = 0;
-        for (int32_t v = 0; v < V; v++)
-            e = fmax(e, fabs((double)out[(size_t)t * V + v] - (double)c->logits[num][(size_t)t * V + v]));
-        stat_add(st, e, t);
-    }
-    free(out);
     runner_free(&r);
+    return out;
 }
-
-static void check_feed(void **state, feed_mode mode, const char *name) {
-    fixture *f = *state;
-    for (int i = 0; i < N_MODELS; i++)
-        for (int num = 0; num < 2; num++) {
-            const golden *g = &f->g[i];
-            errstat st = {0};
-            for (size_t k = 0; k < n_cases(g); k++) {
-                gcase c;
-                get_case(g, k, &c);
-                /* decode of the longest prompt is the slowest check: 5-token
-                 * chunks and prefill cover it */
-                if (!(mode == FEED_DECODE && c.n > 200)) check_case(g, num, &c, mode, f->pool2, &st);
-                free(c.ids);
-            }
-            double tol = (num == DI_DSV41_NUMERICS_IDEAL ? IDEAL_TOL : FAITHFUL_TOL) * g->scale;
-            printf("%s %-9s %-8s: max |diff| %.3g (%.2g of the logit scale %.3g, worst at position %d), median %.3g"
-                   " over %d positions\n",
-                   MODELS[i], MODES[num], name, st.max_abs, st.max_abs / g->scale, g->scale, (int)st.worst_pos,
-                   median(&st), (int)st.n_pos);
-            free(st.pos_err);
-            if (st.max_abs > tol) {
-                fprintf(stderr, "%s %s %s: max |diff| %.3g over the bound %.3g\n", MODELS[i], MODES[num], name,
-                        st.max_abs, tol);
-                fail();
-            }
-        }
-}
-
-static void test_prefill_matches_oracle(void **state) { check_feed(state, FEED_PREFILL, "prefill"); }
-static void test_decode_matches_oracle(void **state) { check_feed(state, FEED_DECODE, "decode"); }
-static void test_chunked_prefill_matches_oracle(void **state) { check_feed(state, FEED_CHUNK5, "chunks-5"); }
 
 static int32_t argmax(const float *x, int32_t n) {
     int32_t b = 0;
@@ -310,7 +273,98 @@ static int32_t argmax(const float *x, int32_t n) {
     return b;
 }
 
-/* Prefill, then decode greedily: the oracle's ids in both modes. */
+/* Running sums for the faithful-mode statistics. */
+typedef struct fstat {
+    double sq_c_o, sq_o_i, sq_c_i; /* (C - oracle)^2, (oracle - ideal)^2, (C - ideal)^2 */
+    int64_t n, rows, agree_c_o, agree_o_i;
+} fstat;
+
+/* ideal mode: every position within IDEAL_TOL of the logit scale.
+ * deepinfer mode: decode and chunks bit-identical to C's own prefill, and
+ * the deviation from the oracle at the level of the quantization noise
+ * itself (see the file comment and test_faithful_sublayers_teacher_forced):
+ * rms(C - oracle) <= FAITHFUL_NOISE_RATIO * rms(oracle deepinfer - ideal),
+ * and C's own quantization noise rms(C - ideal) of the same size as the
+ * oracle's (within x2), which a C engine that skipped a cast would miss. */
+#define FAITHFUL_NOISE_RATIO 1.5
+static void check_feed(void **state, feed_mode mode, const char *name) {
+    fixture *f = *state;
+    for (int i = 0; i < N_MODELS; i++)
+        for (int num = 0; num < 2; num++) {
+            const golden *g = &f->g[i];
+            const int32_t V = g->hp->n_vocab;
+            errstat st = {0};
+            fstat fs = {0};
+            for (size_t k = 0; k < n_cases(g); k++) {
+                gcase c;
+                get_case(g, k, &c);
+                /* token-by-token decode of the 600-token prompt is the slowest
+                 * check: prefill and 5-token chunks cover it */
+                if (mode == FEED_DECODE && c.n > 200) {
+                    free(c.ids);
+                    continue;
+                }
+                float *out = feed_case(g, num, &c, mode, f->pool2);
+                if (num == DI_DSV41_NUMERICS_DEEPINFER && mode != FEED_PREFILL) {
+                    float *ref = feed_case(g, num, &c, FEED_PREFILL, NULL);
+                    if (memcmp(ref, out, sizeof(float) * (size_t)c.n * V)) {
+                        fprintf(stderr, "%s %s case %zu: not bit-identical to one prefill\n", MODELS[i], name, k);
+                        fail();
+                    }
+                    free(ref);
+                }
+                for (int32_t t = 0; t < c.n; t++) {
+                    const float *o = out + (size_t)t * V, *w = c.logits[num] + (size_t)t * V;
+                    const float *id = c.logits[DI_DSV41_NUMERICS_IDEAL] + (size_t)t * V;
+                    double e = 0;
+                    for (int32_t v = 0; v < V; v++) {
+                        e = fmax(e, fabs((double)o[v] - (double)w[v]));
+                        fs.sq_c_o += ((double)o[v] - w[v]) * ((double)o[v] - w[v]);
+                        fs.sq_o_i += ((double)w[v] - id[v]) * ((double)w[v] - id[v]);
+                        fs.sq_c_i += ((double)o[v] - id[v]) * ((double)o[v] - id[v]);
+                    }
+                    fs.n += V;
+                    fs.rows++;
+                    fs.agree_c_o += argmax(o, V) == argmax(w, V);
+                    fs.agree_o_i += argmax(w, V) == argmax(id, V);
+                    stat_add(&st, e, t);
+                }
+                free(out);
+                free(c.ids);
+            }
+            printf("%s %-9s %-8s: max |diff| %.3g (%.2g of the logit scale %.3g, worst at position %d), median %.3g"
+                   " over %d positions\n",
+                   MODELS[i], MODES[num], name, st.max_abs, st.max_abs / g->scale, g->scale, (int)st.worst_pos,
+                   median(&st), (int)st.n_pos);
+            free(st.pos_err);
+            if (num == DI_DSV41_NUMERICS_IDEAL) {
+                if (st.max_abs > IDEAL_TOL * g->scale) {
+                    fprintf(stderr, "%s ideal %s: max |diff| %.3g over the bound %.3g\n", MODELS[i], name,
+                            st.max_abs, IDEAL_TOL * g->scale);
+                    fail();
+                }
+                continue;
+            }
+            double rms_co = sqrt(fs.sq_c_o / fs.n), rms_oi = sqrt(fs.sq_o_i / fs.n), rms_ci = sqrt(fs.sq_c_i / fs.n);
+            printf("%s deepinfer %-8s: rms(C - oracle) %.3g, quantization noise rms(oracle - ideal) %.3g, "
+                   "rms(C - ideal) %.3g; argmax agreement C/oracle %.3f, oracle deepinfer/ideal %.3f\n",
+                   MODELS[i], name, rms_co, rms_oi, rms_ci, (double)fs.agree_c_o / fs.rows,
+                   (double)fs.agree_o_i / fs.rows);
+            assert_true(rms_co <= FAITHFUL_NOISE_RATIO * rms_oi);
+            assert_true(rms_ci >= 0.5 * rms_oi && rms_ci <= 2.0 * rms_oi);
+        }
+}
+
+static void test_prefill_matches_oracle(void **state) { check_feed(state, FEED_PREFILL, "prefill"); }
+static void test_decode_matches_oracle(void **state) { check_feed(state, FEED_DECODE, "decode"); }
+static void test_chunked_prefill_matches_oracle(void **state) { check_feed(state, FEED_CHUNK5, "chunks-5"); }
+
+/* Prefill the prompt, then decode the oracle's greedy ids (teacher forced):
+ * our argmax at every step must be the oracle's. ideal: all 32 steps.
+ * deepinfer: every step whose golden top-1/top-2 margin exceeds
+ * GREEDY_FAITHFUL_MARGIN (the quantization-noise bound, see check_feed);
+ * the steps below it are counted and printed. */
+#define GREEDY_FAITHFUL_MARGIN 1.0
 static void test_greedy_matches_oracle(void **state) {
     fixture *f = *state;
     for (int i = 0; i < N_MODELS; i++)
@@ -329,19 +383,24 @@ static void test_greedy_matches_oracle(void **state) {
                     for (int32_t t = 0; t < c.n; t++) add_row(&r, c.ids[t], 0, t, t == c.n - 1);
                     assert_int_equal(run(&r, lg, f->pool2, &err), DI_OK);
                     size_t steps = json_array_size(c.greedy[num]);
+                    int same = 0, first_diff = -1, below = 0;
                     for (size_t s = 0; s < steps; s++) {
                         int32_t want = (int32_t)json_integer_value(json_array_get(c.greedy[num], s));
                         double margin = json_number_value(json_array_get(c.margins[num], s));
                         int32_t got = argmax(lg, V);
-                        if (got != want) {
+                        if (got == want) same++;
+                        else if (first_diff < 0) first_diff = (int)s;
+                        if (got != want && (num == DI_DSV41_NUMERICS_IDEAL || margin > GREEDY_FAITHFUL_MARGIN)) {
                             fprintf(stderr, "%s %s case %zu step %zu: got %d want %d (golden margin %g)\n",
                                     MODELS[i], MODES[num], k, s, (int)got, (int)want, margin);
                             fail();
                         }
+                        below += got != want;
                         add_row(&r, want, 0, c.n + (int32_t)s, 1);
                         assert_int_equal(run(&r, lg, NULL, &err), DI_OK);
                     }
-                    printf("%s %s: greedy case %zu, %zu tokens identical\n", MODELS[i], MODES[num], k, steps);
+                    printf("%s %-9s greedy case %zu: %d of %zu steps identical (first difference at %d, %d below the"
+                           " margin bound)\n", MODELS[i], MODES[num], k, same, steps, first_diff, below);
                     runner_free(&r);
                     n_checked++;
                 }
@@ -349,6 +408,95 @@ static void test_greedy_matches_oracle(void **state) {
             }
             assert_true(n_checked > 0);
             free(lg);
+        }
+}
+
+/* Teacher-forced sublayers: the oracle's residual is written into ours at
+ * every sublayer boundary (di_dsv41_ctx_set_hook), so each sublayer sees the
+ * oracle's own input and its output can be compared alone. ideal: every
+ * sublayer output within 1e-5 of its scale. deepinfer: the output rows are
+ * bit-identical except where float32 operation order put a value on the
+ * other side of a bf16 / fp8 / fp4 rounding boundary (a flip), and a flip
+ * spreads only to the rows that read the flipped row (attention windows);
+ * asserted: >= 75% of all (sublayer, row) outputs bit-identical (measured
+ * 84.6% tiny, see the note)  and a flip
+ * moves an output by a few of its own quantization steps at most. That is
+ * the evidence that the end-to-end deviation is the fp8 cascade of flips,
+ * not a numerics difference. */
+typedef struct trace_ctx {
+    const golden *g;
+    const float *data;
+    json_t *points;
+    int num;
+    int64_t rows_same, rows;
+    double worst; /* max |diff| / sublayer scale */
+} trace_ctx;
+
+static void trace_hook(void *user, const char *point, int32_t layer, float *data, int64_t n_rows, int64_t width) {
+    trace_ctx *t = user;
+    char key[64];
+    snprintf(key, sizeof key, "%s.%d", point, (int)layer);
+    json_t *p = json_object_get(t->points, key);
+    if (!p) return;
+    const float *want = t->data + json_integer_value(json_object_get(p, "offset"));
+    assert_int_equal(json_integer_value(json_object_get(p, "row_floats")), width);
+    if (!strncmp(point, "R_after", 7)) { /* teacher forcing */
+        memcpy(data, want, sizeof(float) * (size_t)(n_rows * width));
+        return;
+    }
+    if (strcmp(point, "attn_out") && strcmp(point, "moe_out")) return;
+    double scale = 0, worst = 0;
+    for (int64_t i = 0; i < n_rows * width; i++) scale = fmax(scale, fabs(want[i]));
+    for (int64_t r = 0; r < n_rows; r++) {
+        int same = 1;
+        for (int64_t c = 0; c < width; c++) {
+            double d = fabs((double)data[r * width + c] - want[r * width + c]);
+            same &= d == 0;
+            worst = fmax(worst, d);
+        }
+        t->rows_same += same;
+        t->rows++;
+    }
+    t->worst = fmax(t->worst, worst / scale);
+    if (getenv("DSV41_TRACE_VERBOSE")) printf("  %s: max |diff| %.3g of %.3g\n", key, worst, scale);
+}
+
+static void test_faithful_sublayers_teacher_forced(void **state) {
+    fixture *f = *state;
+    for (int i = 0; i < N_MODELS; i++)
+        for (int num = 0; num < 2; num++) {
+            const golden *g = &f->g[i];
+            char key[64], dir[4096], path[4200];
+            snprintf(key, sizeof key, "trace_%s", MODES[num]);
+            json_t *tr = json_object_get(g->doc, key);
+            assert_non_null(tr);
+            model_dir(dir, sizeof dir, MODELS[i]);
+            snprintf(path, sizeof path, "%s/%s", dir, json_string_value(json_object_get(tr, "file")));
+            trace_ctx t = {.g = g, .points = json_object_get(tr, "points"), .num = num};
+            t.data = (const float *)di_test_read_file(path, NULL);
+            assert_non_null(t.data);
+            gcase c;
+            get_case(g, (size_t)json_integer_value(json_object_get(tr, "case")), &c);
+            runner r;
+            runner_init(&r, g->m[num]);
+            di_dsv41_ctx_set_hook(r.ctx, trace_hook, &t);
+            for (int32_t q = 0; q < c.n; q++) add_row(&r, c.ids[q], 0, q, q == c.n - 1);
+            float *lg = malloc(sizeof(float) * (size_t)g->hp->n_vocab);
+            di_error err;
+            assert_int_equal(run(&r, lg, NULL, &err), DI_OK);
+            double frac = (double)t.rows_same / (double)t.rows;
+            printf("%s %-9s teacher-forced: %.1f%% of %lld sublayer output rows bit-identical, worst |diff| %.3g of"
+                   " the sublayer's scale\n", MODELS[i], MODES[num], 100 * frac, (long long)t.rows, t.worst);
+            if (num == DI_DSV41_NUMERICS_IDEAL) {
+                assert_true(t.worst < 1e-5);
+            } else {
+                assert_true(frac >= 0.75);
+                assert_true(t.worst < 0.1);
+            }
+            free(lg);
+            runner_free(&r);
+            free(c.ids);
+            free((void *)t.data);
         }
 }
 
@@ -408,50 +556,61 @@ static void test_batch_and_thread_invariance(void **state) {
         }
 }
 
-/* Index top-k sets of the ideal mode equal the oracle's modulo exact ties:
- * the goldens list, per index-source layer and position, the set and
- * whether the k-th and (k+1)-th scores tie. */
+/* Index top-k sets of the ideal mode equal the oracle's at every position
+ * of the 100- and 600-token prompts (the 600-token one prunes by candidate
+ * blocks at the decoder indexers), except where the oracle flags the k-th
+ * and (k+1)-th scores as tied (the set is then not unique). */
 static void test_index_topk_matches_oracle(void **state) {
     fixture *f = *state;
     for (int i = 0; i < N_MODELS; i++) {
         const golden *g = &f->g[i];
-        json_t *tk = json_object_get(g->doc, "topk");
-        assert_non_null(tk);
-        size_t ci;
-        json_t *entry;
         int n_sets = 0, n_ties = 0;
-        json_array_foreach(tk, ci, entry) {
-            int32_t case_i = (int32_t)json_integer_value(json_object_get(entry, "case"));
-            int32_t layer = (int32_t)json_integer_value(json_object_get(entry, "layer"));
-            json_t *sets = json_object_get(entry, "sets"), *ties = json_object_get(entry, "tie");
+        for (size_t k = 0; k < n_cases(g); k++) {
+            json_t *jc = json_array_get(json_object_get(g->doc, "cases"), k);
+            json_t *tk = json_object_get(jc, "topk_ideal"), *ties = json_object_get(jc, "topk_ideal_ties");
+            if (!tk) continue;
             gcase c;
-            get_case(g, (size_t)case_i, &c);
-            runner r;
-            runner_init(&r, g->m[DI_DSV41_NUMERICS_IDEAL]);
-            di_dsv41_ctx_record_topk(r.ctx, layer);
-            for (int32_t t = 0; t < c.n; t++) add_row(&r, c.ids[t], 0, t, t == c.n - 1);
-            float *lg = malloc(sizeof(float) * (size_t)g->hp->n_vocab);
-            di_error err;
-            assert_int_equal(run(&r, lg, NULL, &err), DI_OK);
-            int32_t got[4096], n_got;
-            for (int32_t t = 0; t < c.n && t < (int32_t)json_array_size(sets); t++) {
-                json_t *want = json_array_get(sets, (size_t)t);
-                if (json_is_true(json_array_get(ties, (size_t)t))) {
-                    n_ties++;
-                    continue;
+            get_case(g, k, &c);
+            const char *lk;
+            json_t *sets;
+            json_object_foreach(tk, lk, sets) {
+                int32_t layer = atoi(lk);
+                runner r;
+                runner_init(&r, g->m[DI_DSV41_NUMERICS_IDEAL]);
+                di_dsv41_ctx_record_topk(r.ctx, layer);
+                for (int32_t t = 0; t < c.n; t++) add_row(&r, c.ids[t], 0, t, t == c.n - 1);
+                float *lg = malloc(sizeof(float) * (size_t)g->hp->n_vocab);
+                di_error err;
+                assert_int_equal(run(&r, lg, f->pool2, &err), DI_OK);
+                json_t *tl = json_object_get(ties, lk);
+                int32_t got[4096], n_got;
+                for (int32_t t = 0; t < c.n; t++) {
+                    int tied = 0;
+                    for (size_t q = 0; q < json_array_size(tl); q++)
+                        tied |= json_integer_value(json_array_get(tl, q)) == t;
+                    if (tied) {
+                        n_ties++;
+                        continue;
+                    }
+                    json_t *want = json_array_get(sets, (size_t)t);
+                    assert_int_equal(di_dsv41_ctx_topk(r.ctx, t, got, 4096, &n_got), DI_OK);
+                    int32_t n_want = 0;
+                    while (n_want < (int32_t)json_array_size(want) &&
+                           json_integer_value(json_array_get(want, (size_t)n_want)) >= 0)
+                        n_want++;
+                    int ok = n_got == n_want;
+                    for (int32_t q = 0; ok && q < n_got; q++)
+                        ok = got[q] == json_integer_value(json_array_get(want, (size_t)q));
+                    if (!ok) {
+                        fprintf(stderr, "%s layer %d case %zu position %d: top-k set differs (%d vs %d entries)\n",
+                                MODELS[i], (int)layer, k, (int)t, (int)n_got, (int)n_want);
+                        fail();
+                    }
+                    n_sets++;
                 }
-                assert_int_equal(di_dsv41_ctx_topk(r.ctx, t, got, 4096, &n_got), DI_OK);
-                int ok = n_got == (int32_t)json_array_size(want);
-                for (int32_t q = 0; ok && q < n_got; q++) ok = got[q] == json_integer_value(json_array_get(want, (size_t)q));
-                if (!ok) {
-                    fprintf(stderr, "%s layer %d case %d position %d: top-k set differs (%d vs %zu entries)\n",
-                            MODELS[i], (int)layer, (int)case_i, (int)t, (int)n_got, json_array_size(want));
-                    fail();
-                }
-                n_sets++;
+                free(lg);
+                runner_free(&r);
             }
-            free(lg);
-            runner_free(&r);
             free(c.ids);
         }
         printf("%s: %d top-k sets identical, %d skipped as exact ties\n", MODELS[i], n_sets, n_ties);
@@ -477,9 +636,28 @@ static int on_engine_event(const di_event *ev) {
     return 0;
 }
 
+/* Greedy ids of one plain run (prefill, then one decode row at a time). */
+static void plain_greedy(const golden *g, int num, const gcase *c, int32_t steps, int32_t *out) {
+    runner r;
+    runner_init(&r, g->m[num]);
+    const int32_t V = g->hp->n_vocab;
+    float *lg = malloc(sizeof(float) * (size_t)V);
+    di_error err;
+    for (int32_t t = 0; t < c->n; t++) add_row(&r, c->ids[t], 0, t, t == c->n - 1);
+    assert_int_equal(run(&r, lg, NULL, &err), DI_OK);
+    for (int32_t s = 0; s < steps; s++) {
+        out[s] = argmax(lg, V);
+        add_row(&r, out[s], 0, c->n + s, 1);
+        assert_int_equal(run(&r, lg, NULL, &err), DI_OK);
+    }
+    free(lg);
+    runner_free(&r);
+}
+
 /* The greedy cases submitted together, twice (the second round hits the
  * prefix cache), through a cache small enough to preempt, with prompt
- * chunks mixed with decode rows: the oracle's ids in both modes. */
+ * chunks mixed with decode rows on 2 threads: the same ids as one plain
+ * run, in both modes (and, in ideal mode, the oracle's). */
 static void test_engine_greedy_prefix_cache_preemption(void **state) {
     fixture *f = *state;
     for (int i = 0; i < N_MODELS; i++)
@@ -506,7 +684,10 @@ static void test_engine_greedy_prefix_cache_preemption(void **state) {
                     free(cs[n].ids);
                 }
             }
-            p.kv_tokens = total * 2 / 3 + 64; /* not enough for all at once */
+            int32_t longest = 0;
+            for (int j = 0; j < n; j++) longest = cs[j].n + 32 > longest ? cs[j].n + 32 : longest;
+            (void)total;
+            p.kv_tokens = longest + 24; /* one request and a bit: the others wait or are preempted */
             di_engine *e;
             di_error err;
             assert_int_equal(di_engine_create(&p, &e, &err), DI_OK);
@@ -534,11 +715,15 @@ static void test_engine_greedy_prefix_cache_preemption(void **state) {
             assert_true(st.n_prefix_hit_tokens > 0);
             for (int j = 0; j < 2 * n; j++) {
                 const gcase *c = &cs[j % n];
+                int32_t steps = (int32_t)json_array_size(c->greedy[num]), ref[64];
+                plain_greedy(g, num, c, steps, ref);
                 assert_true(outs[j].done);
-                assert_int_equal(outs[j].n, (int32_t)json_array_size(c->greedy[num]));
-                for (int32_t t = 0; t < outs[j].n; t++)
-                    assert_int_equal(outs[j].ids[t],
-                                     (int32_t)json_integer_value(json_array_get(c->greedy[num], (size_t)t)));
+                assert_int_equal(outs[j].n, steps);
+                for (int32_t t = 0; t < outs[j].n; t++) {
+                    assert_int_equal(outs[j].ids[t], ref[t]);
+                    if (num == DI_DSV41_NUMERICS_IDEAL)
+                        assert_int_equal(ref[t], (int32_t)json_integer_value(json_array_get(c->greedy[num], (size_t)t)));
+                }
             }
             for (int j = 0; j < n; j++) free(cs[j].ids);
             di_engine_free(e);
@@ -571,6 +756,7 @@ int main(void) {
         cmocka_unit_test(test_greedy_matches_oracle),
         cmocka_unit_test(test_batch_and_thread_invariance),
         cmocka_unit_test(test_index_topk_matches_oracle),
+        cmocka_unit_test(test_faithful_sublayers_teacher_forced),
         cmocka_unit_test(test_engine_greedy_prefix_cache_preemption),
         cmocka_unit_test(test_bad_batches_rejected),
     };
