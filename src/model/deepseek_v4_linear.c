@@ -29,11 +29,17 @@
  * output's arithmetic depends on how the rows were split. */
 #define INLINE_MAX_MACS (1 << 18)
 
+/* Output rows dequantized at once for the table's f32 gemm (prefill). */
+#define GEMM_TILE 16
+/* Floats the f32 gemm itself needs next to them (its DEQ_ROWS copy). */
+#define GEMM_SCRATCH_ROWS 8
+
 int64_t dsv4_linear_scratch_floats(int64_t n_rows, int64_t n_in, int64_t n_tasks, int n_threads) {
     /* plain weights go through di_matmul (its own layout over all threads);
-     * FP8/MXFP4 tiles use one (TILE, n_in) region per task */
+     * FP8/MXFP4 tiles use one (GEMM_TILE + GEMM_SCRATCH_ROWS, n_in) region
+     * per task */
     int64_t mm = di_matmul_scratch_floats(n_rows, n_in, n_threads);
-    int64_t tile = n_tasks * (TILE * n_in + 16);
+    int64_t tile = n_tasks * ((GEMM_TILE + GEMM_SCRATCH_ROWS) * n_in + 64);
     return mm > tile ? mm : tile;
 }
 
@@ -71,11 +77,43 @@ static void lin_task(void *arg, int64_t task, int thread) {
     float *tmp = j->scratch + (int64_t)thread * j->scratch_floats; /* (TILE, n_in) */
     int64_t o0, o1;
     di_threadpool_split_aligned(j->w->n_out, TILE, j->n_tasks, (int)task, &o0, &o1);
+    const di_fused_fp8_kernels *fz = j->k->fused_fp8;
+    if (j->n_rows <= ROWWISE_MAX_ROWS && fz) {
+        /* decode: decode each weight row in registers against each x row */
+        const dsv4_linear *w = j->w;
+        for (int64_t o = o0; o < o1; o++) {
+            const uint8_t *row = (const uint8_t *)w->data + (uint64_t)o * w->row_bytes;
+            for (int64_t r = 0; r < j->n_rows; r++) {
+                const float *xr = j->x + r * j->ldx;
+                float v;
+                if (w->kind == DSV4_W_FP8)
+                    v = fz->fp8_dot(row, w->scale + ((o + w->row_off) / w->block) * w->scale_cols, w->block, xr, n_in);
+                else
+                    v = fz->mxfp4_dot(row, w->mx_scale + (uint64_t)o * (uint64_t)(n_in / 32), xr, n_in);
+                j->y[r * j->ldy + o] = v;
+            }
+        }
+        return;
+    }
     if (j->n_rows <= ROWWISE_MAX_ROWS) {
         for (int64_t o = o0; o < o1; o++) {
             dsv4_linear_row(j->k, j->w, o, tmp);
             for (int64_t r = 0; r < j->n_rows; r++)
                 j->y[r * j->ldy + o] = j->k->dot_f32(tmp, j->x + r * j->ldx, n_in);
+        }
+        return;
+    }
+    di_gemm_f32_fn gemm = j->k->gemm_f32[DI_DTYPE_F32];
+    if (gemm && n_in % 32 == 0) {
+        /* prefill: dequantize GEMM_TILE rows once, then the table's register-
+         * tiled f32 gemm over every activation row; its per-pair order is
+         * dot_f32's (one zmm = the two canonical accumulators), so the bits
+         * equal the decode path's */
+        float *g_scr = tmp + GEMM_TILE * n_in;
+        for (int64_t o = o0; o < o1; o += GEMM_TILE) {
+            int64_t nt = o1 - o < GEMM_TILE ? o1 - o : GEMM_TILE;
+            for (int64_t t = 0; t < nt; t++) dsv4_linear_row(j->k, j->w, o + t, tmp + t * n_in);
+            gemm(tmp, (uint64_t)n_in * sizeof(float), 0, nt, j->x, j->ldx, j->n_rows, n_in, j->y + o, j->ldy, g_scr);
         }
         return;
     }
@@ -106,7 +144,7 @@ void dsv4_linear_apply(const di_cpu_kernels *k, const dsv4_linear *w, const floa
     int64_t n_tiles = (w->n_out + TILE - 1) / TILE;
     int64_t n_tasks = (int64_t)di_threadpool_n_threads(pool) * TASKS_PER_THREAD;
     if (n_tasks > n_tiles) n_tasks = n_tiles;
-    lin_job j = {k, w, x, ldx, y, ldy, n_rows, scratch, TILE * w->n_in + 16, (int)n_tasks};
+    lin_job j = {k, w, x, ldx, y, ldy, n_rows, scratch, (GEMM_TILE + GEMM_SCRATCH_ROWS) * w->n_in + 64, (int)n_tasks};
     di_threadpool_run(pool, n_tasks, lin_task, &j);
 }
 

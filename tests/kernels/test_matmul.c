@@ -297,6 +297,44 @@ static void tables_dequantize_fp8_and_mxfp4_exactly(void **state) {
     }
 }
 
+/* The fused FP8 / MXFP4 row dots equal dot_f32 of the dequantized row bit
+ * for bit (the decode path uses them, the batched path dequantizes), for
+ * blocks of 32 and 128, lengths with and without a tail, NaN-free random
+ * codes including subnormal and extreme scales. */
+static void fused_fp8_dots_equal_dequantized_dots(void **state) {
+    (void)state;
+    enum { N = 1024 + 64 + 8, NMX = 1024 };
+    static uint8_t w[N], e[NMX / 32];
+    static float x[N], row[N];
+    for (int i = 0; i < N; i++) {
+        w[i] = (uint8_t)rnd();
+        if ((w[i] & 0x7f) == 0x7f) w[i] ^= 1; /* no NaN codes */
+        x[i] = (float)((int)(rnd() % 2001) - 1000) / 257.0f;
+    }
+    for (int g = 0; g < NMX / 32; g++) e[g] = (uint8_t)(g < 2 ? (uint32_t)g : 100 + rnd() % 50);
+    int n_checked = 0;
+    for (int ti = 0; ti < n_tables; ti++) {
+        const di_cpu_kernels *k = tables[ti];
+        if (!k->fused_fp8) continue;
+        const int blocks[] = {32, 128, 24};
+        for (int bi = 0; bi < 3; bi++) {
+            int B = blocks[bi];
+            float scale[N / 24 + 2];
+            for (int b = 0; b < N / 24 + 2; b++) scale[b] = ldexpf(1.0f, (int)(rnd() % 40) - 20);
+            for (int n = N; n >= N - 9; n -= 3) {
+                k->fp8_row(w, scale, B, row, n);
+                float want = k->dot_f32(row, x, n), got = k->fused_fp8->fp8_dot(w, scale, B, x, n);
+                if (memcmp(&got, &want, 4)) fail_msg("%s fp8_dot block %d n %d: %a vs %a", k->name, B, n, (double)got, (double)want);
+            }
+        }
+        k->mxfp4_row(w, e, row, NMX);
+        float want = k->dot_f32(row, x, NMX), got = k->fused_fp8->mxfp4_dot(w, e, x, NMX);
+        if (memcmp(&got, &want, 4)) fail_msg("%s mxfp4_dot: %a vs %a", k->name, (double)got, (double)want);
+        n_checked++;
+    }
+    print_message("%d tables with fused FP8 dots checked\n", n_checked);
+}
+
 /* A row's outputs are the same bits alone, inside batches of every size
  * (both the fused and the tiled shape), and on 1 or 2 threads. */
 static void matmul_is_batch_and_thread_invariant(void **state) {
@@ -656,6 +694,7 @@ int main(void) {
         cmocka_unit_test(matmul_matches_reference_on_random_data),
         cmocka_unit_test(tables_agree_on_dequantization),
         cmocka_unit_test(tables_dequantize_fp8_and_mxfp4_exactly),
+        cmocka_unit_test(fused_fp8_dots_equal_dequantized_dots),
         cmocka_unit_test(matmul_is_batch_and_thread_invariant),
         cmocka_unit_test(matmul_multi_equals_separate_matmuls),
         cmocka_unit_test(q4_K_scales_mins_match_scale_min),

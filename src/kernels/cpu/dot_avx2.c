@@ -321,29 +321,30 @@ AVX2 static float dot_bf16_row_avx2(const void *w, const float *x, int64_t n) {
  * gemm_q8_avx512.c: VNNI); their remaining float entries are these AVX2
  * ones. */
 extern const di_cpu_kernels di_cpu_kernels_avx2_q8, di_cpu_kernels_avx512_q8;
+extern const di_fused_fp8_kernels di_fused_fp8_avx2, di_fused_fp8_avx512;
 const di_cpu_kernels di_cpu_kernels_avx2 = {
-    .name = "avx2", AVX2_FLOAT_ENTRIES, .exact = &di_cpu_kernels_avx2, .q8 = &di_cpu_kernels_avx2_q8,
+    .name = "avx2", AVX2_FLOAT_ENTRIES, .fused_fp8 = &di_fused_fp8_avx2, .exact = &di_cpu_kernels_avx2, .q8 = &di_cpu_kernels_avx2_q8,
 };
 const di_cpu_kernels di_cpu_kernels_avx2_q8 = {
-    .name = "avx2-q8", AVX2_FLOAT_ENTRIES, DI_GEMM_Q8_ENTRIES(avx2),
+    .name = "avx2-q8", AVX2_FLOAT_ENTRIES, .fused_fp8 = &di_fused_fp8_avx2, DI_GEMM_Q8_ENTRIES(avx2),
     .exact = &di_cpu_kernels_avx2, .q8 = &di_cpu_kernels_avx2_q8,
 };
 const di_cpu_kernels di_cpu_kernels_avx512 = {
-    .name = "avx512", AVX2_FLOAT_ENTRIES, .attn_run = di_attn_run_avx512, DI_GEMM_F32_ENTRIES(avx512),
+    .name = "avx512", AVX2_FLOAT_ENTRIES, .fused_fp8 = &di_fused_fp8_avx512, .attn_run = di_attn_run_avx512, DI_GEMM_F32_ENTRIES(avx512),
     .exact = &di_cpu_kernels_avx512, .q8 = &di_cpu_kernels_avx512_q8,
 };
 const di_cpu_kernels di_cpu_kernels_avx512_q8 = {
-    .name = "avx512-q8", AVX2_FLOAT_ENTRIES, .attn_run = di_attn_run_avx512, DI_GEMM_F32_ENTRIES(avx512), DI_GEMM_Q8_ENTRIES(avx512),
+    .name = "avx512-q8", AVX2_FLOAT_ENTRIES, .fused_fp8 = &di_fused_fp8_avx512, .attn_run = di_attn_run_avx512, DI_GEMM_F32_ENTRIES(avx512), DI_GEMM_Q8_ENTRIES(avx512),
     .exact = &di_cpu_kernels_avx512, .q8 = &di_cpu_kernels_avx512_q8,
 };
 /* AMX: the avx512 exact entries; the int8 twin's gemms are gemm_q8_amx.c. */
 extern const di_cpu_kernels di_cpu_kernels_avx512_amx_q8;
 const di_cpu_kernels di_cpu_kernels_avx512_amx = {
-    .name = "avx512-amx", AVX2_FLOAT_ENTRIES, .attn_run = di_attn_run_avx512, DI_GEMM_F32_ENTRIES(avx512),
+    .name = "avx512-amx", AVX2_FLOAT_ENTRIES, .fused_fp8 = &di_fused_fp8_avx512, .attn_run = di_attn_run_avx512, DI_GEMM_F32_ENTRIES(avx512),
     .exact = &di_cpu_kernels_avx512_amx, .q8 = &di_cpu_kernels_avx512_amx_q8,
 };
 const di_cpu_kernels di_cpu_kernels_avx512_amx_q8 = {
-    .name = "avx512-amx-q8", AVX2_FLOAT_ENTRIES, .attn_run = di_attn_run_avx512, DI_GEMM_F32_ENTRIES(avx512), DI_GEMM_Q8_ENTRIES(amx), .pack_q8 = di_pack_q8_amx,
+    .name = "avx512-amx-q8", AVX2_FLOAT_ENTRIES, .fused_fp8 = &di_fused_fp8_avx512, .attn_run = di_attn_run_avx512, DI_GEMM_F32_ENTRIES(avx512), DI_GEMM_Q8_ENTRIES(amx), .pack_q8 = di_pack_q8_amx,
     .exact = &di_cpu_kernels_avx512_amx, .q8 = &di_cpu_kernels_avx512_amx_q8,
 };
 

@@ -126,6 +126,14 @@ static inline int64_t di_gemm_q8_scratch_floats(int64_t n_in) {
 struct di_attn_args;
 typedef int (*di_attn_run_fn)(const struct di_attn_args *a, int32_t r0, int32_t n, int32_t kvh, float *scratch);
 
+/* Fused forms of fp8_row / mxfp4_row followed by dot_f32 with x
+ * (dot_fp8_fused.c): each MUST equal dot_f32(dequantized row, x, n) of its
+ * table bit for bit. */
+typedef struct di_fused_fp8_kernels {
+    float (*fp8_dot)(const uint8_t *w, const float *scale, int32_t block, const float *x, int64_t n);
+    float (*mxfp4_dot)(const uint8_t *w, const uint8_t *e8m0, const float *x, int64_t n);
+} di_fused_fp8_kernels;
+
 typedef struct di_cpu_kernels {
     const char *name; /* "c", "avx2" */
     /* a (n), b (n) -> sum a[i]*b[i] in this table's fixed order */
@@ -149,6 +157,8 @@ typedef struct di_cpu_kernels {
      * loader rejects NaN scales). Exact, so every table agrees bit for bit
      * (including -0 for the negative zero code). */
     void (*mxfp4_row)(const uint8_t *w, const uint8_t *e8m0, float *dst, int64_t n);
+    /* fused row dots for the few-rows (decode) path; NULL: dequantize then dot */
+    const di_fused_fp8_kernels *fused_fp8;
     void (*f16_to_f32)(const uint16_t *src, float *dst, int64_t n);
     void (*f32_to_f16)(const float *src, uint16_t *dst, int64_t n);
     /* Whole-tile f32 gemm per dtype (NULL: matmul.c's generic dequant +
