@@ -172,7 +172,7 @@ static int parse_sizes(const char *s, int *sizes) {
 }
 
 int di_cmd_bench(int argc, char **argv) {
-    const char *model = "models/SmolLM2-135M-Instruct.Q4_1.gguf", *batches = "1,8,32", *kernels = NULL;
+    const char *model = "models/SmolLM2-135M-Instruct.Q4_1.gguf", *batches = "1,8,32", *kernels = NULL, *numerics = NULL;
     int64_t n_prompt = 512, n_gen = 128, threads = 2, reps = 3, batch_gen = 0;
     bool json = false;
     di_arg specs[] = {
@@ -184,6 +184,7 @@ int di_cmd_bench(int argc, char **argv) {
         {"-b", "--batch", DI_ARG_STR, &batches, 0, 0, "concurrent sequences of the batch tests, e.g. 1,8,32 ('' = skip)"},
         {"--batch-gen", NULL, DI_ARG_INT, &batch_gen, 0, 8192, "tokens per sequence in batch tests (0 = max(16, n/4))"},
         {"--kernels", NULL, DI_ARG_STR, &kernels, 0, 0, "kernel table: q8, ggml, avx512, avx2-q8, ... (default: exact best)"},
+        {"--numerics", NULL, DI_ARG_STR, &numerics, 0, 0, "DeepSeek-V4.1: deepinfer (default) or ideal"},
         {"--json", NULL, DI_ARG_FLAG, &json, 0, 0, "one JSON object per test on stdout"},
     };
     const char *pos[1];
@@ -211,6 +212,7 @@ int di_cmd_bench(int argc, char **argv) {
     p.max_seqs = max_seqs > 64 ? max_seqs : 64;
     p.no_prefix_cache = true; /* every rep computes its prompt */
     p.kernels = kernels;
+    p.numerics = numerics;
     di_engine *e;
     di_error err;
     if (di_engine_create(&p, &e, &err)) {

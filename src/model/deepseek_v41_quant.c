@@ -18,6 +18,7 @@
  * Every function is elementwise over its own blocks, so batch invariant. */
 #include "model/deepseek_v41_internal.h"
 
+#include "model/deepseek_v41_luts.h"
 #include "tensor/fp8.h"
 #include "tensor/half.h"
 
@@ -66,15 +67,33 @@ static uint8_t e2m1_code(float v) {
 #define FP4I_MIN_AMAX (6.0f * 1.17549435e-38f)   /* 6 * 2^-126 */
 #define NVFP4_MIN_AMAX (6.0f * 0.001953125f)     /* e4m3 min subnormal 2^-9, times 6 */
 
+/* v (|v| <= 448, finite) rounded to the nearest e4m3 value, ties to even:
+ * the value di_e4m3_to_f32(di_f32_to_e4m3(v)) gives, without the codes
+ * (inlined and vectorizable; tests compare the two on every f32 pattern
+ * of a sweep). */
+static inline float e4m3_round(float v) {
+    uint32_t u = f_bits(v), s = u & 0x80000000u, a = u & 0x7fffffffu;
+    if (a < 0x3c800000u) { /* below 2^-6: multiples of 2^-9 by the FPU's RNE */
+        float t = bits_f(a) + 0x1p14f;
+        return bits_f(f_bits(t - 0x1p14f) | s);
+    }
+    a += 0x7ffffu + ((a >> 20) & 1u); /* drop 20 mantissa bits, ties to even */
+    return bits_f((a & ~0xfffffu) | s);
+}
+
 /* one block of n through e4m3 with scale sc; out codes optional */
 static void fp8_block(float *x, int32_t n, float sc, uint8_t *codes) {
     float inv = 1.0f / sc;
     for (int32_t i = 0; i < n; i++) {
         float v = x[i] * inv;
         v = v > DI_E4M3_MAX ? DI_E4M3_MAX : v < -DI_E4M3_MAX ? -DI_E4M3_MAX : v;
-        uint8_t q = di_f32_to_e4m3(v);
-        if (codes) codes[i] = q;
-        x[i] = di_e4m3_to_f32(q) * sc;
+        if (codes) {
+            uint8_t q = di_f32_to_e4m3(v);
+            codes[i] = q;
+            x[i] = E4M3_LUT[q] * sc;
+        } else {
+            x[i] = e4m3_round(v) * sc;
+        }
     }
 }
 
@@ -91,7 +110,7 @@ void dsv41_round_fp4_index(float *x, int64_t n) {
         int32_t len = n - b < 32 ? (int32_t)(n - b) : 32;
         float a = block_amax(x + b, len);
         float sc = pow2_scale(a > FP4I_MIN_AMAX ? a : FP4I_MIN_AMAX, DI_E2M1_MAX), inv = 1.0f / sc;
-        for (int32_t i = 0; i < len; i++) x[b + i] = di_e2m1_to_f32(e2m1_code(x[b + i] * inv)) * sc;
+        for (int32_t i = 0; i < len; i++) x[b + i] = E2M1_LUT[e2m1_code(x[b + i] * inv)] * sc;
     }
 }
 
@@ -113,7 +132,7 @@ void dsv41_mxfp8_encode(const float *x, int32_t n, uint8_t *out) {
 void dsv41_mxfp8_decode(const uint8_t *in, int32_t n, float *out) {
     for (int32_t b = 0; b < n / 32; b++) {
         float sc = di_e8m0_to_f32(in[n + b]);
-        for (int32_t i = 0; i < 32; i++) out[32 * b + i] = di_e4m3_to_f32(in[32 * b + i]) * sc;
+        for (int32_t i = 0; i < 32; i++) out[32 * b + i] = E4M3_LUT[in[32 * b + i]] * sc;
     }
     dsv41_round_bf16(out, n); /* read back as bf16 */
 }
@@ -135,11 +154,11 @@ void dsv41_nvfp4_encode(const float *x, int32_t n, uint8_t *out) {
 
 void dsv41_nvfp4_decode(const uint8_t *in, int32_t n, float *out) {
     for (int32_t b = 0; b < n / 16; b++) {
-        float sc = di_e4m3_to_f32(in[n / 2 + b]);
+        float sc = E4M3_LUT[in[n / 2 + b]];
         for (int32_t i = 0; i < 16; i += 2) {
             uint8_t p = in[8 * b + i / 2];
-            out[16 * b + i] = di_e2m1_to_f32(p & 15u) * sc;
-            out[16 * b + i + 1] = di_e2m1_to_f32(p >> 4) * sc;
+            out[16 * b + i] = E2M1_LUT[p & 15u] * sc;
+            out[16 * b + i + 1] = E2M1_LUT[p >> 4] * sc;
         }
     }
     dsv41_round_bf16(out, n);
@@ -161,8 +180,8 @@ void dsv41_fp4i_decode(const uint8_t *in, int32_t n, float *out) {
         float sc = di_e8m0_to_f32(in[n / 2 + b]);
         for (int32_t i = 0; i < 32; i += 2) {
             uint8_t p = in[16 * b + i / 2];
-            out[32 * b + i] = di_e2m1_to_f32(p & 15u) * sc;
-            out[32 * b + i + 1] = di_e2m1_to_f32(p >> 4) * sc;
+            out[32 * b + i] = E2M1_LUT[p & 15u] * sc;
+            out[32 * b + i + 1] = E2M1_LUT[p >> 4] * sc;
         }
     }
 }

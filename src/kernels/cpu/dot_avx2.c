@@ -250,7 +250,9 @@ AVX2 static inline __m256 e2m1x8(__m128i codes8, __m256 vs) {
 AVX2 static void mxfp4_row_avx2(const uint8_t *w, const uint8_t *e8m0, float *dst, int64_t n) {
     const __m128i low4 = _mm_set1_epi8(0x0f);
     for (int64_t g = 0; g < n / 32; g++) {
-        __m256 vs = _mm256_set1_ps(ldexpf(1.0f, (int)e8m0[g] - 127));
+        /* 2^(e-127): the exponent field itself, but for the subnormal e = 0 */
+        __m256 vs = e8m0[g] ? _mm256_castsi256_ps(_mm256_set1_epi32((int)((uint32_t)e8m0[g] << 23)))
+                            : _mm256_set1_ps(ldexpf(1.0f, -127));
         __m128i bytes = _mm_loadu_si128((const __m128i *)(const void *)(w + g * 16));
         __m128i lo = _mm_and_si128(bytes, low4), hi = _mm_and_si128(_mm_srli_epi16(bytes, 4), low4);
         __m128i c0 = _mm_unpacklo_epi8(lo, hi), c1 = _mm_unpackhi_epi8(lo, hi); /* elements 0..15, 16..31 */
