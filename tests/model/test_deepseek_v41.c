@@ -26,6 +26,7 @@
 #include "deepinfer.h"
 #include "base/threadpool.h"
 #include "model/deepseek_v41.h"
+#include "model/deepseek_v41_internal.h"
 #include "text/tokenizer.h"
 
 #include <jansson.h>
@@ -618,16 +619,76 @@ static void test_index_topk_matches_oracle(void **state) {
     }
 }
 
+/* The loaded model's Engram tables of each checkpoint -- compressed
+ * vocabulary from its tokenizer.json, multipliers, primes, offsets -- and
+ * the hashed rows of random sequences equal DeepInfer's own
+ * (CompressedVocabulary, NgramHashMapping, tile-kernels engram_hash_ref). */
+static void test_engram_matches_deepinfer(void **state) {
+    fixture *f = *state;
+    for (int i = 0; i < N_MODELS; i++) {
+        const golden *g = &f->g[i];
+        const di_dsv41_model *m = g->m[0];
+        json_t *e = json_object_get(g->doc, "engram");
+        json_t *lk = json_object_get(e, "lookup");
+        assert_int_equal(json_integer_value(json_object_get(e, "compressed_vocab_size")), m->vocab.n_compressed);
+        assert_int_equal(json_integer_value(json_object_get(e, "pad_compressed_id")), m->vocab.pad);
+        for (size_t t = 0; t < json_array_size(lk); t++)
+            assert_int_equal(m->vocab.lookup[t], json_integer_value(json_array_get(lk, t)));
+        int n_hashes = 0;
+        for (int32_t li = 0; li < m->layout.n_layers; li++) {
+            const di_engram_layer *L = &m->layout.layers[li];
+            char key[16];
+            snprintf(key, sizeof key, "%d", (int)L->layer_id);
+            json_t *jl = json_object_get(json_object_get(e, "layers"), key);
+            assert_non_null(jl);
+            json_t *mul = json_object_get(jl, "multipliers"), *pr = json_object_get(jl, "primes"),
+                   *off = json_object_get(jl, "offsets");
+            for (int32_t q = 0; q < L->max_ngram; q++)
+                assert_true(L->multipliers[q] == json_integer_value(json_array_get(mul, (size_t)q)));
+            for (int32_t c = 0; c < L->n_cols; c++) {
+                json_t *row = json_array_get(pr, (size_t)(c / L->n_heads));
+                assert_true(L->primes[c] == json_integer_value(json_array_get(row, (size_t)(c % L->n_heads))));
+                assert_true(L->offsets[c] == json_integer_value(json_array_get(off, (size_t)c)));
+            }
+            size_t hc;
+            json_t *cs;
+            json_array_foreach(json_object_get(e, "hash_cases"), hc, cs) {
+                json_t *ng = json_object_get(cs, "ngram_ids"), *hs = json_object_get(json_object_get(cs, "hashes"), key);
+                for (size_t t = 0; t < json_array_size(ng); t++) {
+                    int32_t ids[DI_ENGRAM_MAX_NGRAM];
+                    int64_t rows[DI_ENGRAM_MAX_COLS];
+                    for (int32_t q = 0; q < L->max_ngram; q++)
+                        ids[q] = (int32_t)json_integer_value(json_array_get(json_array_get(ng, t), (size_t)q));
+                    di_error err;
+                    assert_int_equal(di_engram_hash_row(L, ids, rows, &err), DI_OK);
+                    for (int32_t c = 0; c < L->n_cols; c++, n_hashes++)
+                        assert_true(rows[c] == json_integer_value(json_array_get(json_array_get(hs, t), (size_t)c)));
+                }
+            }
+        }
+        printf("%s: Engram vocabulary (%d -> %d ids), layout and %d hashed rows equal DeepInfer's\n", MODELS[i],
+               (int)json_array_size(lk), (int)m->vocab.n_compressed, n_hashes);
+        assert_true(n_hashes > 0);
+    }
+}
+
 /* ---- through the engine -------------------------------------------------------- */
 
 typedef struct engine_out {
     int32_t ids[64];
     int32_t n;
     int done;
+    int32_t cancel_after; /* > 0: cancel once this many tokens came (n counts them) */
+    di_finish finish;
 } engine_out;
 
 static int on_engine_event(const di_event *ev) {
     engine_out *o = ev->user;
+    if (ev->finish == DI_FINISH_REASON_NONE) {
+        o->n += ev->token >= 0; /* one token an event until the final one */
+        return o->cancel_after > 0 && o->n >= o->cancel_after;
+    }
+    o->finish = ev->finish;
     if (ev->finish != DI_FINISH_REASON_NONE) {
         for (int32_t i = 0; i < ev->n_tokens && i < 64; i++) o->ids[i] = ev->tokens[i];
         o->n = ev->n_tokens;
@@ -656,8 +717,9 @@ static void plain_greedy(const golden *g, int num, const gcase *c, int32_t steps
 
 /* The greedy cases submitted together, twice (the second round hits the
  * prefix cache), through a cache small enough to preempt, with prompt
- * chunks mixed with decode rows on 2 threads: the same ids as one plain
- * run, in both modes (and, in ideal mode, the oracle's). */
+ * chunks mixed with decode rows on 2 threads, next to a request cancelled
+ * half way: the same ids as one plain run, in both modes (and, in ideal
+ * mode, the oracle's). */
 static void test_engine_greedy_prefix_cache_preemption(void **state) {
     fixture *f = *state;
     for (int i = 0; i < N_MODELS; i++)
@@ -706,7 +768,21 @@ static void test_engine_greedy_prefix_cache_preemption(void **state) {
                     r.user = &outs[round * n + j];
                     assert_int_equal(di_engine_submit(e, &r, NULL, &err), DI_OK);
                 }
+                /* a request cancelled half way shares the steps: nobody else's ids change */
+                engine_out victim = {.cancel_after = 5};
+                di_request rc;
+                memset(&rc, 0, sizeof rc);
+                rc.tokens = cs[0].ids;
+                rc.n_tokens = (size_t)cs[0].n;
+                rc.max_tokens = 32;
+                rc.sampling = di_sampling_params_default();
+                rc.sampling.temperature = 0;
+                rc.ignore_eos = true;
+                rc.on_event = on_engine_event;
+                rc.user = &victim;
+                assert_int_equal(di_engine_submit(e, &rc, NULL, &err), DI_OK);
                 assert_int_equal(di_engine_run(e, &err), DI_OK);
+                assert_true(victim.done && victim.finish == DI_FINISH_REASON_CANCEL);
             }
             di_engine_stats st;
             di_engine_get_stats(e, &st);
@@ -757,6 +833,7 @@ int main(void) {
         cmocka_unit_test(test_batch_and_thread_invariance),
         cmocka_unit_test(test_index_topk_matches_oracle),
         cmocka_unit_test(test_faithful_sublayers_teacher_forced),
+        cmocka_unit_test(test_engram_matches_deepinfer),
         cmocka_unit_test(test_engine_greedy_prefix_cache_preemption),
         cmocka_unit_test(test_bad_batches_rejected),
     };
