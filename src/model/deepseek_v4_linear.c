@@ -81,7 +81,27 @@ static void lin_task(void *arg, int64_t task, int thread) {
     if (j->n_rows <= ROWWISE_MAX_ROWS && fz) {
         /* decode: decode each weight row in registers against each x row */
         const dsv4_linear *w = j->w;
-        for (int64_t o = o0; o < o1; o++) {
+        int64_t o = o0;
+        /* four output rows at once where the four share one FP8 scale row
+         * block (or are MXFP4): independent chains, same bits */
+        for (; o + 4 <= o1; o += 4) {
+            const uint8_t *row = (const uint8_t *)w->data + (uint64_t)o * w->row_bytes;
+            int fp8 = w->kind == DSV4_W_FP8;
+            if (fp8 ? !fz->fp8_dot4 || (o + w->row_off) / w->block != (o + 3 + w->row_off) / w->block : !fz->mxfp4_dot4)
+                break;
+            for (int64_t r = 0; r < j->n_rows; r++) {
+                const float *xr = j->x + r * j->ldx;
+                float out[4];
+                if (fp8)
+                    fz->fp8_dot4(row, w->row_bytes, w->scale + ((o + w->row_off) / w->block) * w->scale_cols, 0,
+                                 w->block, xr, n_in, out);
+                else
+                    fz->mxfp4_dot4(row, w->row_bytes, w->mx_scale + (uint64_t)o * (uint64_t)(n_in / 32), n_in / 32, xr,
+                                   n_in, out);
+                for (int q = 0; q < 4; q++) j->y[r * j->ldy + o + q] = out[q];
+            }
+        }
+        for (; o < o1; o++) {
             const uint8_t *row = (const uint8_t *)w->data + (uint64_t)o * w->row_bytes;
             for (int64_t r = 0; r < j->n_rows; r++) {
                 const float *xr = j->x + r * j->ldx;

@@ -330,6 +330,21 @@ static void fused_fp8_dots_equal_dequantized_dots(void **state) {
         k->mxfp4_row(w, e, row, NMX);
         float want = k->dot_f32(row, x, NMX), got = k->fused_fp8->mxfp4_dot(w, e, x, NMX);
         if (memcmp(&got, &want, 4)) fail_msg("%s mxfp4_dot: %a vs %a", k->name, (double)got, (double)want);
+        /* the four-row forms: rows 256 bytes apart, their own scales */
+        if (k->fused_fp8->fp8_dot4) {
+            float scale4[4 * 8], out[4];
+            for (int b = 0; b < 4 * 8; b++) scale4[b] = ldexpf(1.0f, (int)(rnd() % 30) - 15);
+            k->fused_fp8->fp8_dot4(w, 256, scale4, 8, 32, x, 256, out);
+            for (int q = 0; q < 4; q++) {
+                float one = k->fused_fp8->fp8_dot(w + 256 * q, scale4 + 8 * q, 32, x, 256);
+                if (memcmp(&one, &out[q], 4)) fail_msg("%s fp8_dot4 row %d: %a vs %a", k->name, q, (double)out[q], (double)one);
+            }
+            k->fused_fp8->mxfp4_dot4(w, 128, e, 8, x, 256, out);
+            for (int q = 0; q < 4; q++) {
+                float one = k->fused_fp8->mxfp4_dot(w + 128 * q, e + 8 * q, x, 256);
+                if (memcmp(&one, &out[q], 4)) fail_msg("%s mxfp4_dot4 row %d", k->name, q);
+            }
+        }
         n_checked++;
     }
     print_message("%d tables with fused FP8 dots checked\n", n_checked);

@@ -132,6 +132,12 @@ typedef int (*di_attn_run_fn)(const struct di_attn_args *a, int32_t r0, int32_t 
 typedef struct di_fused_fp8_kernels {
     float (*fp8_dot)(const uint8_t *w, const float *scale, int32_t block, const float *x, int64_t n);
     float (*mxfp4_dot)(const uint8_t *w, const uint8_t *e8m0, const float *x, int64_t n);
+    /* optional: four rows at once (rows row_bytes apart, their scale rows
+     * sstride elements apart); out[j] equals the single-row form bit for bit */
+    void (*fp8_dot4)(const uint8_t *w, uint64_t row_bytes, const float *scale, int64_t sstride, int32_t block,
+                     const float *x, int64_t n, float out[4]);
+    void (*mxfp4_dot4)(const uint8_t *w, uint64_t row_bytes, const uint8_t *e8m0, int64_t sstride, const float *x,
+                       int64_t n, float out[4]);
 } di_fused_fp8_kernels;
 
 typedef struct di_cpu_kernels {
