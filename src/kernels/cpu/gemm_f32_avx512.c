@@ -35,7 +35,7 @@
 #define PREFETCH_BYTES_Q8_0 3072
 #define CHUNK 16 /* blocks whose scales are converted at once */
 
-enum { K_F32, K_F16, K_Q4_0, K_Q4_1, K_Q8_0, K_Q4_K };
+enum { K_F32, K_F16, K_Q4_0, K_Q4_1, K_Q8_0, K_Q4_K, K_BF16 };
 
 TGT static inline float hsum16(__m512 v) {
     __m256 a = _mm256_add_ps(_mm512_castps512_ps256(v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
@@ -73,6 +73,7 @@ TGT static inline ALWAYS void block_scales(int kind, const uint8_t *row, int64_t
     switch (kind) {
     case K_F32:
     case K_F16:
+    case K_BF16:
         return;
     case K_Q4_K: { /* n is a multiple of 8: whole super-blocks */
         for (int h = 0; h < n / 8; h++) {
@@ -113,6 +114,13 @@ TGT static inline ALWAYS void deq32(int kind, const uint8_t *row, int64_t b, flo
         const uint16_t *h = (const uint16_t *)(const void *)row + 32 * b;
         *v0 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)h));
         *v1 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(h + 16)));
+        return;
+    }
+    case K_BF16: { /* the top half of an f32: widen and shift, exact */
+        const uint16_t *h = (const uint16_t *)(const void *)row + 32 * b;
+        *v0 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)h)), 16));
+        *v1 = _mm512_castsi512_ps(
+            _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(h + 16))), 16));
         return;
     }
     case K_Q4_0: { /* (q - 8) * d */
@@ -158,7 +166,7 @@ TGT static inline ALWAYS void deq32(int kind, const uint8_t *row, int64_t b, flo
 
 /* Bytes of weight per 32-element block, for prefetching. */
 static inline int64_t block_bytes(int kind) {
-    return kind == K_F32 ? 128 : kind == K_F16 ? 64 : kind == K_Q4_1 ? 20 : kind == K_Q8_0 ? 34 : 18;
+    return kind == K_F32 ? 128 : kind == K_F16 || kind == K_BF16 ? 64 : kind == K_Q4_1 ? 20 : kind == K_Q8_0 ? 34 : 18;
 }
 
 /* Q4_K sub-blocks 2h and 2h+1 of a super-block share 32 bytes of qs (low
@@ -328,6 +336,7 @@ TGT static inline ALWAYS void gemm(int kind, const void *w, uint64_t row_bytes, 
 
 DEFINE_GEMM_F32(f32, K_F32)
 DEFINE_GEMM_F32(f16, K_F16)
+DEFINE_GEMM_F32(bf16, K_BF16)
 DEFINE_GEMM_F32(q4_0, K_Q4_0)
 DEFINE_GEMM_F32(q4_1, K_Q4_1)
 DEFINE_GEMM_F32(q8_0, K_Q8_0)

@@ -28,6 +28,7 @@
                                     float *y, int64_t ldy, float *scratch);
 DI_GEMM_F32_DECL(avx512, f32)
 DI_GEMM_F32_DECL(avx512, f16)
+DI_GEMM_F32_DECL(avx512, bf16)
 DI_GEMM_F32_DECL(avx512, q4_0)
 DI_GEMM_F32_DECL(avx512, q4_1)
 DI_GEMM_F32_DECL(avx512, q8_0)
@@ -37,6 +38,7 @@ DI_GEMM_F32_DECL(avx512, q4_K)
     .gemm_f32 = {                                                                                 \
         [DI_DTYPE_F32] = di_gemm_f32_f32_##isa,                                                   \
         [DI_DTYPE_F16] = di_gemm_f32_f16_##isa,                                                   \
+        [DI_DTYPE_BF16] = di_gemm_f32_bf16_##isa,                                                 \
         [DI_DTYPE_Q4_0] = di_gemm_f32_q4_0_##isa,                                                 \
         [DI_DTYPE_Q4_1] = di_gemm_f32_q4_1_##isa,                                                 \
         [DI_DTYPE_Q8_0] = di_gemm_f32_q8_0_##isa,                                                 \
