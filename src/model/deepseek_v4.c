@@ -302,7 +302,14 @@ di_status di_dsv4_forward(di_dsv4_ctx *c, di_dsv4_kv *kv, const di_batch *b, flo
         return di_error_set(err, DI_ERR_INVALID_ARG, "forward: kv cache was made for another model");
     if (b->n_rows < 0 || b->n_rows > MAX_BATCH_ROWS)
         return di_error_set(err, DI_ERR_INVALID_ARG, "batch: n_rows %d not in [0, %d]", (int)b->n_rows, MAX_BATCH_ROWS);
-    if (b->n_rows == 0) return DI_OK;
+    if (b->n_rows == 0 && !c->ep) return DI_OK;
+    if (b->n_rows == 0) { /* placeholder step: join every layer's exchange with no rows */
+        for (int32_t il = 0; il < hp->n_layers; il++) {
+            di_status s = dsv4_moe(c, il, NULL, 0, pool, err);
+            if (s) return s;
+        }
+        return dsv4_ep_after_forward(c, err);
+    }
     if (b->n_seq_slots < 1 || b->n_seq_slots > MAX_SEQ_SLOTS)
         return di_error_set(err, DI_ERR_INVALID_ARG, "batch: n_seq_slots %d not in [1, %d]", (int)b->n_seq_slots,
                             MAX_SEQ_SLOTS);
@@ -345,11 +352,12 @@ di_status di_dsv4_forward(di_dsv4_ctx *c, di_dsv4_kv *kv, const di_batch *b, flo
         t0 = dsv4_prof_now(c);
         for (int64_t i = 0; i < n; i++) dsv4_rmsnorm(c->h + i * D, L->ffn_norm, c->h + i * D, D, hp->rms_eps);
         dsv4_prof_add(c, DI_DSV4_BLK_NORM, t0);
-        dsv4_moe(c, L, b->token, n, pool);
+        if ((s = dsv4_moe(c, il, b->token, n, pool, err))) return s;
         t0 = dsv4_prof_now(c);
         dsv4_hc_post(c, n, pool);
         dsv4_prof_add(c, DI_DSV4_BLK_MHC, t0);
     }
+    if (c->ep && (s = dsv4_ep_after_forward(c, err))) return s;
     if (n_want == 0) return DI_OK;
     t0 = dsv4_prof_now(c);
     /* collapse only the rows that want logits: move them to the front */
