@@ -91,7 +91,7 @@ static int generate(const char *cmd, di_engine *e, di_request *r, stream_state *
         fprintf(stderr, "deepinfer %s: %s\n", cmd, err.msg);
         return 1;
     }
-    print_summary(st);
+    if (di_gen_rank() == 0) print_summary(st);
     return st->finish == DI_FINISH_REASON_ERROR;
 }
 
@@ -234,11 +234,14 @@ int di_cmd_run(int argc, char **argv) {
     r.max_tokens = (int32_t)o.max_tokens;
     r.sampling = di_gen_sampling(&o);
     stream_state st = {.print_ids = print_ids};
-    rc = generate("run", e, &r, &st);
+    /* --ep: every rank runs the request (data-parallel replicas, one
+     * expert slice each); rank 0 prints it */
+    if (di_gen_rank() > 0 && !freopen("/dev/null", "w", stdout)) rc = 1;
+    rc = rc ? rc : generate("run", e, &r, &st);
     free(st.reply);
     free(grammar_text);
     free(ids);
-    di_engine_free(e);
+    di_gen_engine_close(e);
     return rc;
 }
 

@@ -1,7 +1,14 @@
 #include "gen_common.h"
 
+#include "dist/dist.h"
+
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+/* The MPI group of this process (--ep): one per process, made by the first
+ * engine that asks for it, ended by di_gen_engine_close. */
+static di_dist *g_dist;
 
 #define DEFAULT_MODEL "models/SmolLM2-135M-Instruct.Q4_1.gguf"
 /* SmolLM2's model card suggests a low temperature with nucleus sampling. */
@@ -43,6 +50,17 @@ int di_gen_opts_specs(di_gen_opts *o, di_arg *s, int n) {
         {"--no-prefix-cache", NULL, DI_ARG_FLAG, &o->no_prefix_cache, 0, 0, "do not reuse cached prompts"},
         {"--kv-f32", NULL, DI_ARG_FLAG, &o->kv_f32, 0, 0, "keep the KV cache in f32"},
         {"--kernels", NULL, DI_ARG_STR, &o->kernels, 0, 0, "kernel table: q8 (int8 activations), ggml (llama.cpp's numerics)"},
+        {"--ep", NULL, DI_ARG_FLAG, &o->ep, 0, 0,
+         "expert + data parallel over the MPI job (run under mpirun; MoE models)"},
+        {"--ep-extra-experts", NULL, DI_ARG_INT, &o->ep_extra, 0, 1 << 16, "--ep: redundant expert slots for EPLB"},
+        {"--eplb-interval", NULL, DI_ARG_INT, &o->eplb_interval, 0, 1 << 30,
+         "--ep: rebalance experts every N steps (0 = never)"},
+        {"--eplb-window", NULL, DI_ARG_INT, &o->eplb_window, 0, 1 << 20, "--ep: steps of expert counts (0 = 100)"},
+        {"--eplb-log", NULL, DI_ARG_FLAG, &o->eplb_log, 0, 0, "--ep: log moe_lb at each rebalance"},
+        {"--ep-force-imbalance", NULL, DI_ARG_FLOAT, &o->ep_force_imbalance, 0, 1000,
+         "--ep: route with rank 0's experts this much hotter (>= 1; load tests, changes outputs)"},
+        {"--ep-timeout", NULL, DI_ARG_FLOAT, &o->ep_timeout_s, 0, 86400,
+         "--ep: end the job when an exchange waits this many seconds (60)"},
     };
     for (size_t i = 0; i < sizeof add / sizeof add[0]; i++) s[n++] = add[i];
     return n;
@@ -61,6 +79,10 @@ di_engine_params di_gen_engine_params(const di_gen_opts *o) {
     p.no_prefix_cache = o->no_prefix_cache;
     p.kv_f32 = o->kv_f32;
     p.kernels = o->kernels;
+    p.dist = g_dist;
+    p.ep = (di_ep_params){.n_extra_experts = (int32_t)o->ep_extra, .eplb_interval = (int32_t)o->eplb_interval,
+                          .eplb_window = (int32_t)o->eplb_window, .force_imbalance = o->ep_force_imbalance,
+                          .log = o->eplb_log};
     return p;
 }
 
@@ -75,13 +97,45 @@ di_sampling_params di_gen_sampling(const di_gen_opts *o) {
     return s;
 }
 
+#define DEFAULT_EP_TIMEOUT_S 60.0 /* a tiny-model step is milliseconds; a real one well under this */
+
 di_engine *di_gen_engine_open(const char *cmd, const di_gen_opts *o) {
+    di_error err;
+    if (o->ep && !g_dist) {
+        if (strcmp(cmd, "run") && strcmp(cmd, "batch")) {
+            fprintf(stderr, "deepinfer %s: --ep works with run and batch\n", cmd);
+            return NULL;
+        }
+#ifdef DI_HAVE_MPI
+        if (di_dist_mpi_create(NULL, NULL, o->ep_timeout_s > 0 ? o->ep_timeout_s : DEFAULT_EP_TIMEOUT_S, &g_dist,
+                               &err)) {
+            fprintf(stderr, "deepinfer %s: --ep: %s\n", cmd, err.msg);
+            return NULL;
+        }
+#else
+        fprintf(stderr, "deepinfer %s: --ep: this deepinfer was built without MPI (install Open MPI and rebuild)\n",
+                cmd);
+        return NULL;
+#endif
+    }
     di_engine_params p = di_gen_engine_params(o);
     di_engine *e = NULL;
-    di_error err;
     if (di_engine_create(&p, &e, &err)) {
-        fprintf(stderr, "deepinfer %s: %s\n", cmd, err.msg);
+        if (g_dist)
+            fprintf(stderr, "deepinfer %s: rank %d: %s\n", cmd, (int)g_dist->rank, err.msg);
+        else
+            fprintf(stderr, "deepinfer %s: %s\n", cmd, err.msg);
         return NULL;
     }
     return e;
 }
+
+void di_gen_engine_close(di_engine *e) {
+    di_engine_free(e);
+    di_dist_free(g_dist);
+    g_dist = NULL;
+}
+
+int di_gen_rank(void) { return g_dist ? g_dist->rank : 0; }
+int di_gen_ranks(void) { return g_dist ? g_dist->size : 1; }
+struct di_dist *di_gen_dist(void) { return g_dist; }

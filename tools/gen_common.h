@@ -12,6 +12,10 @@ typedef struct di_gen_opts {
     double temp, top_p, min_p, repeat_penalty, tpot_target_ms;
     bool no_prefix_cache, kv_f32;
     const char *kernels; /* kernel table name, NULL = the default exact one */
+    /* expert + data parallelism under mpirun (--ep) */
+    bool ep, eplb_log;
+    int64_t ep_extra, eplb_interval, eplb_window;
+    double ep_force_imbalance, ep_timeout_s;
 } di_gen_opts;
 
 /* Fills defaults: the default model path, greedy-ish sampling tuned for the
@@ -21,7 +25,15 @@ void di_gen_opts_defaults(di_gen_opts *o);
 int di_gen_opts_specs(di_gen_opts *o, di_arg *specs, int n);
 di_engine_params di_gen_engine_params(const di_gen_opts *o);
 di_sampling_params di_gen_sampling(const di_gen_opts *o);
-/* Creates the engine, printing a one-line reason on failure (returns NULL). */
+/* Creates the engine, printing a one-line reason on failure (returns NULL).
+ * With --ep it first joins the MPI job (one group for the whole process). */
 di_engine *di_gen_engine_open(const char *cmd, const di_gen_opts *o);
+/* Frees the engine, then leaves the MPI job if --ep joined one. */
+void di_gen_engine_close(di_engine *e);
+/* This process's rank and the group size (0 and 1 without --ep). */
+int di_gen_rank(void);
+int di_gen_ranks(void);
+/* The group (NULL without --ep), for commands that split work over it. */
+struct di_dist *di_gen_dist(void);
 
 #endif
