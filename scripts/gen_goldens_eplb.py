@@ -8,8 +8,11 @@ the CPU, loaded straight from its file (the deepinfer package itself imports
 CUDA-only modules). Inputs are synthetic per-step, per-layer, per-expert
 token counts (uniform, Zipf-skewed, one hot expert, a hot rank, sparse
 steps) over the shapes EP runs with here and at scale, plus counts recorded
-from the tiny DeepSeek-V4 checkpoint (tests/data/golden/eplb/recorded.txt
-when present: one step per line, layers x experts counts).
+from the tiny DeepSeek-V4 checkpoint's own routing
+(tests/data/golden/eplb/recorded.txt: one step per line, layers x experts
+counts, written by
+  scripts/mpirun.sh 2 build/mpi_ep_forward tests/data/golden/deepseek_v4/tiny_fp8 \
+      --seqs 16 --decode 24 --record tests/data/golden/eplb/recorded.txt).
 
 Needs Python 3.12 with torch and numpy (/path/to/python3.12 -m pip install
 torch numpy; `scripts/venv.sh v41` builds that venv) and DeepInfer's sources:

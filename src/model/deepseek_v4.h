@@ -196,6 +196,10 @@ const int32_t *di_dsv4_ep_placement(const di_dsv4_ep *ep, int32_t layer);
 /* Collective: rebalance now from the window (also run by the forward every
  * interval); moves expert weights between ranks point to point. */
 di_status di_dsv4_ep_rebalance(di_dsv4_ep *ep, di_error *err);
+/* This rank's per-step logical expert counts in the EPLB window, oldest
+ * first, into out (window steps, n_layers, n_experts) when out != NULL;
+ * returns the number of steps held. */
+int32_t di_dsv4_ep_window(const di_dsv4_ep *ep, int64_t *out);
 /* Collective: moe_lb = sum(max)/sum(mean) of the entries each rank received
  * per forward and layer since the last call (1.0 = even). */
 di_status di_dsv4_ep_measure_lb(di_dsv4_ep *ep, double *moe_lb, di_error *err);

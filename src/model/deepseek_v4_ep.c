@@ -256,6 +256,10 @@ const int32_t *di_dsv4_ep_placement(const di_dsv4_ep *ep, int32_t layer) {
     return ep->p2l + (int64_t)layer * ep->P;
 }
 
+int32_t di_dsv4_ep_window(const di_dsv4_ep *ep, int64_t *out) {
+    return out ? di_eplb_window_copy(&ep->win, out) : ep->win.n_filled;
+}
+
 static int grow(void *pp, int64_t *cap, int64_t n, size_t size) {
     if (n <= *cap) return 1;
     void **p = pp;

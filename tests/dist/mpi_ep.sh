@@ -3,7 +3,8 @@
 # loopback only, oversubscribed), each run bounded by `timeout`:
 #   1. mpi_ep_forward: EP logits byte-equal to one process at 1, 2 and 4
 #      ranks, placeholder steps, EPLB rebalances moving weights (with
-#      redundant slots and a forced skew), both tiny checkpoints;
+#      redundant slots and a forced skew: the measured moe_lb after the
+#      first rebalance is lower than before it), both tiny checkpoints;
 #   2. deepinfer run --ep: the greedy ids of goldens.json (transformers);
 #   3. deepinfer batch --ep: lines sharded over 2 / 4 ranks give the same
 #      records as one process;
@@ -32,7 +33,9 @@ G=$ROOT/tests/data/golden/deepseek_v4
 
 # 1. forward-level bit equality
 for args in "1 tiny_fp8" "2 tiny_fp8" "2 tiny_bf16 --interval 4 --extra 2 --skew 1.8 --decode 10" \
-            "4 tiny_fp8 --seqs 3 --interval 4 --decode 8" "4 tiny_bf16 --interval 8 --extra 4 --skew 3 --decode 10"; do
+            "4 tiny_fp8 --seqs 3 --interval 4 --decode 8" "4 tiny_bf16 --interval 8 --extra 4 --skew 3 --decode 10" \
+            "2 tiny_fp8 --seqs 16 --decode 24 --interval 32 --skew 2 --check-measured" \
+            "4 tiny_bf16 --seqs 16 --decode 24 --interval 32 --skew 2 --extra 4 --check-measured"; do
   set -- $args
   np=$1 model=$2
   shift 2

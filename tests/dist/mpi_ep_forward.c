@@ -13,7 +13,13 @@
  * contexts) and the rebalance must lower moe_lb on its window.
  *
  *   mpirun -np 2 mpi_ep_forward MODEL_DIR [--seqs N] [--decode N] [--extra N]
- *          [--interval N] [--skew RATIO] [--threads N] [--bench]
+ *          [--interval N] [--skew RATIO] [--threads N] [--bench] [--check-measured]
+ *          [--record FILE]
+ * --bench skips the one-process twin (timing only); --check-measured also
+ * requires the measured moe_lb after the first rebalance to be lower than
+ * before it (needs enough rows per step to be more than noise); --record
+ * writes the window's expert counts, summed over ranks, for
+ * scripts/gen_goldens_eplb.py (tests/data/golden/eplb/recorded.txt).
  * Prints one summary line on rank 0; exit 0 when everything matched. */
 #include "dist/dist.h"
 #include "model/deepseek_v4.h"
@@ -49,7 +55,8 @@ int main(int argc, char **argv) {
     di_error err = {0};
     if (di_dist_mpi_create(&argc, &argv, 60.0, &d, &err)) return fail(d, "mpi", &err);
     const char *dir = NULL;
-    int n_seqs = 6, n_decode = 6, n_threads = 1, bench = 0;
+    int n_seqs = 6, n_decode = 6, n_threads = 1, bench = 0, check_measured = 0;
+    const char *record = NULL;
     di_dsv4_ep_params ep_p = {0};
     double skew = 0.0;
     for (int i = 1; i < argc; i++) {
@@ -60,6 +67,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--skew") && i + 1 < argc) skew = atof(argv[++i]);
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc) n_threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--bench")) bench = 1;
+        else if (!strcmp(argv[i], "--check-measured")) check_measured = 1;
+        else if (!strcmp(argv[i], "--record") && i + 1 < argc) record = argv[++i];
         else dir = argv[i];
     }
     if (!dir || n_seqs < 1 || n_seqs > MAX_SEQS || n_decode < 0 || n_decode > 32) {
@@ -207,6 +216,28 @@ int main(int argc, char **argv) {
                     st.moe_lb_after);
             rc = 1;
         }
+    }
+    if (check_measured && d->rank == 0 && !(lb_after < lb_before)) {
+        fprintf(stderr, "mpi_ep_forward: FAIL: measured moe_lb did not drop (%.4f -> %.4f)\n", lb_before, lb_after);
+        rc = 1;
+    }
+    if (record) { /* the window's counts, summed over ranks */
+        const int64_t per = (int64_t)hp->n_layers * hp->n_experts;
+        int32_t ns = di_dsv4_ep_window(ep, NULL);
+        int64_t *w = calloc((size_t)(ns > 0 ? ns : 1) * (size_t)per, sizeof *w);
+        di_dsv4_ep_window(ep, w);
+        if (ns && di_dist_allreduce_i64(d, w, (int32_t)(ns * per), DI_DIST_SUM, &err)) goto done;
+        FILE *f = d->rank == 0 ? fopen(record, "w") : NULL;
+        if (f) {
+            fprintf(f, "# layers=%d experts=%d ranks=%d model=%s\n", (int)hp->n_layers, (int)hp->n_experts,
+                    (int)d->size, dir);
+            for (int32_t st_i = 0; st_i < ns; st_i++) {
+                for (int64_t j = 0; j < per; j++) fprintf(f, j ? " %lld" : "%lld", (long long)w[st_i * per + j]);
+                fprintf(f, "\n");
+            }
+            fclose(f);
+        }
+        free(w);
     }
     int64_t r64 = rc;
     di_dist_allreduce_i64(d, &r64, 1, DI_DIST_MAX, &err);
