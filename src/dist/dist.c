@@ -87,3 +87,36 @@ done:
     free(cnt);
     return s;
 }
+
+di_status di_dist_allgather_bytes(di_dist *d, const void *buf, int64_t n_bytes, void **out, int64_t *out_bytes,
+                                  di_error *err) {
+    *out = NULL;
+    const int32_t P = d->size;
+    int64_t *cnt = di_malloc_array((size_t)P * 2, sizeof *cnt), *sb = cnt + P;
+    if (!cnt) return di_error_set(err, DI_ERR_NOMEM, "dist: out of memory");
+    for (int32_t q = 0; q < P; q++) cnt[q] = n_bytes;
+    di_status s = di_dist_alltoall_i64(d, cnt, out_bytes, err);
+    int64_t total = 0;
+    for (int32_t q = 0; !s && q < P; q++) total += out_bytes[q];
+    void *all = s ? NULL : malloc((size_t)(total > 0 ? total : 1));
+    if (!s && !all) s = di_error_set(err, DI_ERR_NOMEM, "dist: out of memory for %lld bytes", (long long)total);
+    /* the same bytes to every peer: one send buffer repeated */
+    char *rep = NULL;
+    if (!s && !(rep = malloc((size_t)(n_bytes * P > 0 ? n_bytes * P : 1))))
+        s = di_error_set(err, DI_ERR_NOMEM, "dist: out of memory");
+    if (!s) {
+        for (int32_t q = 0; q < P; q++) {
+            if (n_bytes) memcpy(rep + (int64_t)q * n_bytes, buf, (size_t)n_bytes);
+            sb[q] = n_bytes;
+        }
+        s = di_dist_alltoallv(d, rep, sb, all, out_bytes, err);
+    }
+    free(rep);
+    free(cnt);
+    if (s) {
+        free(all);
+        return s;
+    }
+    *out = all;
+    return DI_OK;
+}

@@ -64,6 +64,11 @@ di_status di_dist_local_create(di_dist **out, di_error *err);
  * finished after that many seconds ends the process with a message naming
  * the operation (a peer died or hangs); 0 = the default 120 s. */
 di_status di_dist_mpi_create(int *argc, char ***argv, double timeout_s, di_dist **out, di_error *err);
+/* Every rank's bytes on every rank: *out (malloc'd, caller frees) holds
+ * them in rank order, out_bytes[q] (size entries) their lengths. */
+di_status di_dist_allgather_bytes(di_dist *d, const void *buf, int64_t n_bytes, void **out, int64_t *out_bytes,
+                                  di_error *err);
+
 #endif
 void di_dist_free(di_dist *d);
 
@@ -86,5 +91,10 @@ di_status di_dist_alltoall_i64(di_dist *d, const int64_t *send, int64_t *recv, d
  * ranks get *out = NULL. */
 di_status di_dist_gather_bytes(di_dist *d, int32_t root, const void *buf, int64_t n_bytes, void **out,
                                int64_t *out_bytes, di_error *err);
+
+/* Every rank's bytes on every rank: *out (malloc'd, caller frees) holds
+ * them in rank order, out_bytes[q] (size entries) their lengths. */
+di_status di_dist_allgather_bytes(di_dist *d, const void *buf, int64_t n_bytes, void **out, int64_t *out_bytes,
+                                  di_error *err);
 
 #endif

@@ -177,6 +177,10 @@ typedef struct di_dsv4_ep_params {
 typedef struct di_dsv4_ep_stats {
     int32_t n_physical, n_local;    /* expert slots in all, per rank */
     int64_t bytes_sent;             /* dispatch + combine bytes this rank sent to others */
+    int64_t bytes_rows, bytes_meta, bytes_counts, bytes_combine; /* its parts: hidden rows
+                                     * (once per row and remote rank), (row, slot) entry
+                                     * metadata, per-layer counts, expert outputs (one per
+                                     * remote entry: the fixed-order sum needs each) */
     int64_t bytes_min;              /* the routing's minimum: each row once to each distinct
                                      * remote rank and one row back, D floats each */
     int64_t n_row_layers;           /* rows x MoE layers this rank routed */
@@ -209,6 +213,17 @@ di_status di_dsv4_ep_measure_lb(di_dsv4_ep *ep, double *moe_lb, di_error *err);
  * others would be over `groups` ranks (DeepInfer's mapping to a score
  * scale). ratio 0 turns it off. */
 void di_dsv4_ctx_set_route_skew(di_dsv4_ctx *c, double ratio, int32_t groups);
+
+/* ---- context parallelism (prefill) -----------------------------------------
+ * The ranks of cp each run a share of the same sequences' rows (e.g.
+ * di_cp_zigzag's split) over identical block tables and their own caches;
+ * per layer each rank's state rows (window K=V row, raw compressor and
+ * indexer projections) are gathered into every rank's cache, every rank
+ * pools every group the gathered rows close, and each rank attends for its
+ * own rows: a row's logits are bit-identical to one process, and every
+ * rank ends with the whole sequences' cache (decode can go on anywhere).
+ * Collective per layer; a rank with no rows still calls di_dsv4_forward. */
+void di_dsv4_ctx_set_cp(di_dsv4_ctx *c, di_dist *cp);
 
 /* Runs the batch like di_llama_forward (same validation and contract):
  * every row's state is written to kv, and for each row with want_logits (in

@@ -363,6 +363,7 @@ di_status dsv4_moe_ep_routed(di_dsv4_ctx *c, int32_t il, int64_t n, di_threadpoo
     }
     /* counts, then metadata and rows */
     int64_t *sb = ep->b_s, *rb = ep->b_r;
+    int64_t before = d->bytes_sent;
     for (int32_t q = 0; q < R; q++) sb[q] = 2 * (int64_t)sizeof(int64_t);
     if ((s = di_dist_alltoallv(d, cnt_s, sb, cnt_r, sb, err))) return s;
     int64_t n_rows_r = 0, n_ent_r = 0;
@@ -371,7 +372,6 @@ di_status dsv4_moe_ep_routed(di_dsv4_ctx *c, int32_t il, int64_t n, di_threadpoo
         n_ent_r += cnt_r[q * 2 + 1];
     }
     if ((s = reserve_recv(ep, n_ent_r, n_rows_r, di_threadpool_n_threads(pool), err))) return s;
-    int64_t before = d->bytes_sent;
     for (int32_t q = 0; q < R; q++) {
         sb[q] = cnt_s[q * 2 + 1] * META_INTS * (int64_t)sizeof(int32_t);
         rb[q] = cnt_r[q * 2 + 1] * META_INTS * (int64_t)sizeof(int32_t);
@@ -422,6 +422,13 @@ di_status dsv4_moe_ep_routed(di_dsv4_ctx *c, int32_t il, int64_t n, di_threadpoo
     /* statistics: this rank's load, bytes moved vs the routing's minimum
      * (each row to each distinct remote rank once and one D-row back) */
     ep->st.bytes_sent += d->bytes_sent - before;
+    for (int32_t q = 0; q < R; q++) {
+        if (q == d->rank) continue;
+        ep->st.bytes_counts += 2 * (int64_t)sizeof(int64_t);
+        ep->st.bytes_meta += cnt_s[q * 2 + 1] * META_INTS * (int64_t)sizeof(int32_t);
+        ep->st.bytes_rows += cnt_s[q * 2] * D * (int64_t)sizeof(float);
+        ep->st.bytes_combine += cnt_r[q * 2 + 1] * D * (int64_t)sizeof(float);
+    }
     ep->st.bytes_min += min_bytes;
     ep->st.n_row_layers += n;
     if (grow(&ep->lb_loads, &ep->cap_lb, (ep->n_lb + 1) * ep->L, sizeof(int64_t))) {

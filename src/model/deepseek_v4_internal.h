@@ -165,6 +165,9 @@ struct di_dsv4_ctx {
     double *prof_thread;  /* (cap_tasks, DSV4_PROF_THREAD_SLOTS) per pool thread: indexer
                              seconds, row seconds, core flops, core cache bytes */
     di_dsv4_ep *ep;       /* expert parallelism (not owned), NULL = all experts here */
+    di_dist *cp;          /* context parallelism group (not owned), NULL = none */
+    int32_t *cp_rows;     /* (cap_cp_rows, 2) (seq, pos) of the CP group's rows this layer */
+    int64_t cap_cp_rows;
     float skew_factor;    /* forced routing imbalance (di_dsv4_ctx_set_route_skew), 0 = off */
     int32_t skew_groups;
 };
@@ -231,8 +234,10 @@ di_status dsv4_moe_ep_routed(di_dsv4_ctx *c, int32_t il, int64_t n, di_threadpoo
 di_status dsv4_ep_after_forward(di_dsv4_ctx *c, di_error *err);
 
 /* Attention of layer il on h (n, D) -> y (n, D); writes this layer's state
- * of every row into kv first. The batch was validated. */
-void dsv4_attention(di_dsv4_ctx *c, di_dsv4_kv *kv, int32_t il, const di_batch *b, di_threadpool *pool);
+ * of every row into kv first (with c->cp: of every row of the CP group,
+ * gathered; collective then). The batch was validated. */
+di_status dsv4_attention(di_dsv4_ctx *c, di_dsv4_kv *kv, int32_t il, const di_batch *b, di_threadpool *pool,
+                         di_error *err);
 /* Scratch floats per task that dsv4_attention needs for positions < max_pos+1. */
 int64_t dsv4_attention_scratch_floats(const di_dsv4_model *m, int32_t max_pos);
 

@@ -5,6 +5,8 @@
 #      ranks, placeholder steps, EPLB rebalances moving weights (with
 #      redundant slots and a forced skew: the measured moe_lb after the
 #      first rebalance is lower than before it), both tiny checkpoints;
+#   1b. mpi_cp_forward: a context-parallel prefill (DeepInfer's zigzag split
+#      over 2 / 3 / 4 ranks) byte-equal to one process, and decode after it;
 #   2. deepinfer run --ep: the greedy ids of goldens.json (transformers);
 #   3. deepinfer batch --ep: lines sharded over 2 / 4 ranks give the same
 #      records as one process;
@@ -41,6 +43,17 @@ for args in "1 tiny_fp8" "2 tiny_fp8" "2 tiny_bf16 --interval 4 --extra 2 --skew
   shift 2
   out=$(timeout $T "$MPIRUN_SH" "$np" "$FWD" "$G/$model" "$@" 2>"$TMP/err") ||
     { cat "$TMP/err" >&2; fail "mpi_ep_forward -np $np $model $*"; }
+  echo "$out"
+done
+
+# 1b. context-parallel prefill (zigzag split): every row's logits and the
+#     decode after it byte-equal to one process
+for args in "2 tiny_fp8" "3 tiny_bf16" "4 tiny_fp8 --len 100"; do
+  set -- $args
+  np=$1 model=$2
+  shift 2
+  out=$(timeout $T "$MPIRUN_SH" "$np" "$BUILD/mpi_cp_forward" "$G/$model" "$@" 2>"$TMP/err") ||
+    { cat "$TMP/err" >&2; fail "mpi_cp_forward -np $np $model $*"; }
   echo "$out"
 done
 

@@ -187,9 +187,10 @@ int main(int argc, char **argv) {
     int64_t agg[4] = {mismatches, placeholders, rows_total, 0};
     di_dsv4_ep_stats st;
     di_dsv4_ep_get_stats(ep, &st);
-    int64_t bytes[3] = {st.bytes_sent, st.bytes_min, st.n_row_layers};
+    int64_t bytes[7] = {st.bytes_sent, st.bytes_min, st.n_row_layers, st.bytes_rows, st.bytes_meta, st.bytes_counts,
+                        st.bytes_combine};
     int64_t tus = (int64_t)(t_ep * 1e6);
-    if (di_dist_allreduce_i64(d, agg, 4, DI_DIST_SUM, &err) || di_dist_allreduce_i64(d, bytes, 3, DI_DIST_SUM, &err) ||
+    if (di_dist_allreduce_i64(d, agg, 4, DI_DIST_SUM, &err) || di_dist_allreduce_i64(d, bytes, 7, DI_DIST_SUM, &err) ||
         di_dist_allreduce_i64(d, &tus, 1, DI_DIST_MAX, &err))
         goto done;
     rc = agg[0] ? 1 : 0;
@@ -203,6 +204,12 @@ int main(int argc, char **argv) {
                (int)st.n_physical, (int)st.n_local, (long long)st.n_rebalances, (long long)st.weight_bytes_moved,
                per, pmin, rebal_seen ? lb_before : lb_after, lb_after, st.moe_lb_before, st.moe_lb_after,
                1e-3 * (double)tus / (double)n_steps);
+        if (bytes[2])
+            printf("mpi_ep_forward: a2a bytes per row per layer: rows %.1f + metadata %.1f + counts %.1f + "
+                   "outputs %.1f = %.1f (sent %.1f); routing minimum %.1f\n",
+                   (double)bytes[3] / bytes[2], (double)bytes[4] / bytes[2], (double)bytes[5] / bytes[2],
+                   (double)bytes[6] / bytes[2], (double)(bytes[3] + bytes[4] + bytes[5] + bytes[6]) / bytes[2],
+                   per, pmin);
         if (agg[0]) fprintf(stderr, "mpi_ep_forward: FAIL: EP logits differ from one process\n");
         if (ep_p.interval && !st.n_rebalances) {
             fprintf(stderr, "mpi_ep_forward: FAIL: no rebalance happened\n");
