@@ -254,7 +254,7 @@ int di_cmd_batch(int argc, char **argv) {
     di_gen_opts o;
     di_gen_opts_defaults(&o);
     const char *in_path = NULL, *out_path = NULL;
-    di_arg specs[32];
+    di_arg specs[DI_GEN_MAX_SPECS];
     int n = di_gen_opts_specs(&o, specs, 0);
     specs[n++] = (di_arg){"--in", "-i", DI_ARG_STR, &in_path, 0, 0, "input JSONL (one request per line)"};
     specs[n++] = (di_arg){"--out", "-o", DI_ARG_STR, &out_path, 0, 0, "output JSONL"};

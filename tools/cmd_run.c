@@ -180,7 +180,7 @@ int di_cmd_run(int argc, char **argv) {
     const char *prompt = NULL, *system = NULL, *tmpl = NULL;
     const char *schema_file = NULL, *regex = NULL, *ebnf_file = NULL, *prompt_ids = NULL;
     bool raw = false, json = false, print_ids = false;
-    di_arg specs[32];
+    di_arg specs[DI_GEN_MAX_SPECS];
     int n = di_gen_opts_specs(&o, specs, 0);
     specs[n++] = (di_arg){"-p", "--prompt", DI_ARG_STR, &prompt, 0, 0, "the prompt"};
     specs[n++] = (di_arg){"--system", NULL, DI_ARG_STR, &system, 0, 0, "system message"};
@@ -263,7 +263,7 @@ int di_cmd_chat(int argc, char **argv) {
     di_gen_opts o;
     di_gen_opts_defaults(&o);
     const char *system = NULL, *tmpl = NULL;
-    di_arg specs[32];
+    di_arg specs[DI_GEN_MAX_SPECS];
     int n = di_gen_opts_specs(&o, specs, 0);
     specs[n++] = (di_arg){"--system", NULL, DI_ARG_STR, &system, 0, 0, "system message"};
     specs[n++] = (di_arg){"--chat-template", NULL, DI_ARG_STR, &tmpl, 0, 0, "chatml, llama3, deepseek3, phi3"};

@@ -21,6 +21,9 @@ typedef struct di_gen_opts {
 /* Fills defaults: the default model path, greedy-ish sampling tuned for the
  * small default model. */
 void di_gen_opts_defaults(di_gen_opts *o);
+/* Room for the shared flags plus a command's own: the size of every specs
+ * array passed to di_gen_opts_specs. */
+#define DI_GEN_MAX_SPECS 64
 /* Appends the shared flag specs to specs (returns the new count). */
 int di_gen_opts_specs(di_gen_opts *o, di_arg *specs, int n);
 di_engine_params di_gen_engine_params(const di_gen_opts *o);
