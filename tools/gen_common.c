@@ -60,7 +60,7 @@ int di_gen_opts_specs(di_gen_opts *o, di_arg *s, int n) {
         {"--ep-force-imbalance", NULL, DI_ARG_FLOAT, &o->ep_force_imbalance, 0, 1000,
          "--ep: route with rank 0's experts this much hotter (>= 1; load tests, changes outputs)"},
         {"--ep-timeout", NULL, DI_ARG_FLOAT, &o->ep_timeout_s, 0, 86400,
-         "--ep: end the job when an exchange waits this many seconds (60)"},
+         "--ep: end the job when an exchange waits this many seconds (300; above the slowest step)"},
     };
     for (size_t i = 0; i < sizeof add / sizeof add[0]; i++) s[n++] = add[i];
     return n;
@@ -97,7 +97,7 @@ di_sampling_params di_gen_sampling(const di_gen_opts *o) {
     return s;
 }
 
-#define DEFAULT_EP_TIMEOUT_S 60.0 /* a tiny-model step is milliseconds; a real one well under this */
+#define DEFAULT_EP_TIMEOUT_S 300.0 /* longer than any step: a peer silent this long is hung */
 
 di_engine *di_gen_engine_open(const char *cmd, const di_gen_opts *o) {
     di_error err;
