@@ -27,6 +27,7 @@ for np in 1 2 4; do
 done
 for np in 2 4; do
   "$RUN" "$np" "$FWD" "$MODEL" --seqs 32 --decode 30 2>/dev/null | grep "per row" | sed "s/^/np=$np /"
+  "$RUN" "$np" "$FWD" "$MODEL" --seqs 32 --decode 30 --bench 2>/dev/null | grep "inside MPI" | sed "s/^/np=$np /"
 done
 for skew in 0 2; do
   for np in 2 4; do

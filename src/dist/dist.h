@@ -54,6 +54,7 @@ struct di_dist {
     /* bytes this rank sent to other ranks through alltoallv (not itself) */
     int64_t bytes_sent;
     int64_t n_collectives;
+    double seconds;      /* wall time inside operations (MPI: waiting included) */
     void *impl;
 };
 

@@ -82,6 +82,7 @@ static void begin(di_dist *d, const char *op) {
 
 static void end(di_dist *d) {
     mpi_impl *im = d->impl;
+    d->seconds += now_s() - atomic_load(&im->op_t0);
     atomic_store(&im->op, (const char *)NULL);
     d->n_collectives++;
 }

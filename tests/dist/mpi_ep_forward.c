@@ -189,9 +189,9 @@ int main(int argc, char **argv) {
     di_dsv4_ep_get_stats(ep, &st);
     int64_t bytes[7] = {st.bytes_sent, st.bytes_min, st.n_row_layers, st.bytes_rows, st.bytes_meta, st.bytes_counts,
                         st.bytes_combine};
-    int64_t tus = (int64_t)(t_ep * 1e6);
+    int64_t tus = (int64_t)(t_ep * 1e6), comm[2] = {(int64_t)(d->seconds * 1e6), d->n_collectives};
     if (di_dist_allreduce_i64(d, agg, 4, DI_DIST_SUM, &err) || di_dist_allreduce_i64(d, bytes, 7, DI_DIST_SUM, &err) ||
-        di_dist_allreduce_i64(d, &tus, 1, DI_DIST_MAX, &err))
+        di_dist_allreduce_i64(d, &tus, 1, DI_DIST_MAX, &err) || di_dist_allreduce_i64(d, comm, 2, DI_DIST_MAX, &err))
         goto done;
     rc = agg[0] ? 1 : 0;
     if (d->rank == 0) {
@@ -210,6 +210,9 @@ int main(int argc, char **argv) {
                    (double)bytes[3] / bytes[2], (double)bytes[4] / bytes[2], (double)bytes[5] / bytes[2],
                    (double)bytes[6] / bytes[2], (double)(bytes[3] + bytes[4] + bytes[5] + bytes[6]) / bytes[2],
                    per, pmin);
+        printf("mpi_ep_forward: inside MPI (max over ranks): %.3f ms per step, %lld calls, %.1f us per call\n",
+               1e-3 * (double)comm[0] / (double)n_steps, (long long)comm[1],
+               comm[1] ? (double)comm[0] / (double)comm[1] : 0.0);
         if (agg[0]) fprintf(stderr, "mpi_ep_forward: FAIL: EP logits differ from one process\n");
         if (ep_p.interval && !st.n_rebalances) {
             fprintf(stderr, "mpi_ep_forward: FAIL: no rebalance happened\n");
