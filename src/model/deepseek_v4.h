@@ -178,9 +178,10 @@ typedef struct di_dsv4_ep_stats {
     int32_t n_physical, n_local;    /* expert slots in all, per rank */
     int64_t bytes_sent;             /* dispatch + combine bytes this rank sent to others */
     int64_t bytes_rows, bytes_meta, bytes_counts, bytes_combine; /* its parts: hidden rows
-                                     * (once per row and remote rank), (row, slot) entry
-                                     * metadata, per-layer counts, expert outputs (one per
-                                     * remote entry: the fixed-order sum needs each) */
+                                     * (once per row and remote rank), (row, slot, weight)
+                                     * entry metadata, per-layer counts, expert outputs (one
+                                     * per row's leading run on an owner, one per later
+                                     * remote expert: the fixed-order sum allows no more) */
     int64_t bytes_min;              /* the routing's minimum: each row once to each distinct
                                      * remote rank and one row back, D floats each */
     int64_t n_row_layers;           /* rows x MoE layers this rank routed */

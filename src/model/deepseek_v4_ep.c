@@ -4,17 +4,22 @@
  * rows (attention data parallelism), and per layer
  *
  *   counts   alltoall: rows and (row, expert) entries this rank sends each peer
- *   dispatch alltoallv: entry metadata (row in message, slot), then each
- *            row's h once per destination rank (D floats), however many of
- *            its experts live there
+ *   dispatch alltoallv: entry metadata (row in message, slot, weight), then
+ *            each row's h once per destination rank (D floats), however
+ *            many of its experts live there
  *   compute  each local slot runs on the rows that chose it
- *   combine  alltoallv: one output (D floats) per entry, back in entry order
+ *   combine  alltoallv, back in entry order: for a row's leading run of
+ *            experts on one owner (k = 0..j-1) their weighted sum, computed
+ *            by the owner from 0 in k order; every later expert's output
  *
- * The owner writes each (row, k) output where the one-process forward would
- * have, and the weighted sum runs in the same ascending-expert order: the
- * expert linears are batch invariant (a row's result does not depend on its
- * neighbours), so the output is bit-identical to one process, whatever the
- * placement and whichever replica a row uses. A rank with no rows still
+ * The row's weighted sum then goes on from that partial in the same
+ * ascending-expert order the one-process forward uses (dsv4_moe_mac on both
+ * sides), and the expert linears are batch invariant (a row's result does
+ * not depend on its neighbours), so the output is bit-identical to one
+ * process, whatever the placement and whichever replica a row uses. With
+ * top-2 this is the routing's minimum (one row back per remote owner); with
+ * top-k a later run on one owner still comes back entry by entry, since
+ * summing it there would change the order of the additions. A rank with no rows still
  * makes every call with zero counts (a placeholder step), so the
  * collectives never wait on an idle rank.
  *
@@ -38,7 +43,8 @@
 
 #define ALIGN_BYTES 64          /* packed sections start on a cache line (di_matmul rows) */
 #define DEFAULT_WINDOW 100      /* DEEPINFER_EXPERT_COUNT_WINDOW_SIZE */
-#define META_INTS 2             /* (row in message, local slot) per entry */
+#define META_INTS 3             /* (row in message, local slot | PREFIX_BIT, weight bits) per entry */
+#define PREFIX_BIT (1 << 30)    /* entry of its row's leading run on one rank (slots < 2^30) */
 
 /* Where the three linears of one expert sit in a packed slot. */
 typedef struct lin_layout {
@@ -61,7 +67,11 @@ struct di_dsv4_ep {
     int64_t n_forward, until_rebalance;
     /* per-forward scratch, grown on demand */
     int64_t cap_ent, cap_rows_s, cap_ent_r, cap_rows_r;
-    int32_t *ent_dest, *ent_slot, *ent_row_msg; /* (n*K) */
+    int32_t *ent_dest, *ent_slot, *ent_row_msg; /* (n*K); ent_row_msg: its unit back */
+    int32_t *plen;                       /* (n) leading experts summed by their owner */
+    float *partial;                      /* (n, D) their weighted sum, from the owner */
+    int64_t *ucnt_s, *ucnt_r;            /* (ranks) units back from / to each peer */
+    float *unit_r;                       /* (entries recv, D) units this rank returns */
     int32_t *row_seen;                   /* (P ranks) last row sent to each rank */
     int64_t *cnt_s, *cnt_r, *b_s, *b_r;  /* (ranks*2), (ranks*2), (ranks), (ranks) */
     int32_t *meta_s, *meta_r;            /* (entries, 2) */
@@ -186,14 +196,16 @@ di_status di_dsv4_ep_create(const di_dsv4_model *m, di_dist *d, const di_dsv4_ep
     ep->w = di_calloc((size_t)Lr * ep->n_local * 3, sizeof *ep->w);
     ep->row_seen = di_malloc_array((size_t)d->size, sizeof(int32_t));
     ep->cnt_s = di_malloc_array((size_t)d->size * 6, sizeof(int64_t));
+    ep->ucnt_s = di_malloc_array((size_t)d->size * 2, sizeof(int64_t));
     if (!ep->p2l || !ep->l2p || !ep->lcount || !ep->lay || !ep->slot_bytes || !ep->blob || !ep->w ||
-        !ep->row_seen || !ep->cnt_s) {
+        !ep->row_seen || !ep->cnt_s || !ep->ucnt_s) {
         s = di_error_set(err, DI_ERR_NOMEM, "ep: out of memory");
         goto fail;
     }
     ep->cnt_r = ep->cnt_s + 2 * d->size;
     ep->b_s = ep->cnt_s + 4 * d->size;
     ep->b_r = ep->cnt_s + 5 * d->size;
+    ep->ucnt_r = ep->ucnt_s + d->size;
     di_eplb_initial(Lr, E, P, ep->p2l, ep->l2p, ep->lcount);
     if ((s = di_eplb_window_init(&ep->win, ep->p.window, Lr, E, err))) goto fail;
     for (int32_t l = 0; l < Lr; l++) {
@@ -235,7 +247,8 @@ void di_dsv4_ep_free(di_dsv4_ep *ep) {
     for (int32_t l = 0; ep->blob && l < ep->L; l++) free(ep->blob[l]);
     void *ps[] = {ep->p2l, ep->l2p, ep->lcount, ep->lay, ep->slot_bytes, ep->blob, ep->w, ep->row_seen,
                   ep->cnt_s, ep->ent_dest, ep->ent_slot, ep->ent_row_msg, ep->meta_s, ep->meta_r, ep->rows_s,
-                  ep->rows_r, ep->out_r, ep->out_s, ep->gidx, ep->xg, ep->g1, ep->g3, ep->yg, ep->lb_loads, ep->mm};
+                  ep->rows_r, ep->out_r, ep->out_s, ep->gidx, ep->xg, ep->g1, ep->g3, ep->yg, ep->lb_loads, ep->mm,
+                  ep->plen, ep->partial, ep->ucnt_s, ep->unit_r};
     for (size_t i = 0; i < sizeof ps / sizeof *ps; i++) free(ps[i]);
     di_eplb_window_free(&ep->win);
     free(ep);
@@ -279,7 +292,10 @@ static di_status reserve(di_dsv4_ep *ep, int64_t n_ent, int64_t n_rows_s, di_err
              grow(&ep->meta_s, &c4, n_ent, META_INTS * sizeof(int32_t)) &&
              grow(&ep->out_s, &c5, n_ent, (size_t)D * sizeof(float));
     if (ok) ep->cap_ent = c1 < c5 ? c1 : c5;
-    ok = ok && grow(&ep->rows_s, &ep->cap_rows_s, n_rows_s, (size_t)D * sizeof(float));
+    int64_t r1 = ep->cap_rows_s, r2 = ep->cap_rows_s;
+    ok = ok && grow(&ep->plen, &r1, n_rows_s, sizeof(int32_t)) &&
+         grow(&ep->partial, &r2, n_rows_s, (size_t)D * sizeof(float)) &&
+         grow(&ep->rows_s, &ep->cap_rows_s, n_rows_s, (size_t)D * sizeof(float));
     return ok ? DI_OK : di_error_set(err, DI_ERR_NOMEM, "ep: out of memory for %lld entries", (long long)n_ent);
 }
 
@@ -294,7 +310,9 @@ static di_status reserve_recv(di_dsv4_ep *ep, int64_t n_ent, int64_t n_rows, int
              grow(&ep->out_r, &b, n_ent, (size_t)D * sizeof(float)) && grow(&ep->gidx, &c, n_ent, sizeof(int32_t)) &&
              grow(&ep->xg, &d1, n_ent, (size_t)D * sizeof(float)) && grow(&ep->g1, &e1, n_ent, (size_t)F * sizeof(float)) &&
              grow(&ep->g3, &f1, n_ent, (size_t)F * sizeof(float)) && grow(&ep->yg, &g, n_ent, (size_t)D * sizeof(float));
-    if (ok) ep->cap_ent_r = a < g ? a : g;
+    int64_t h = ep->cap_ent_r;
+    ok = ok && grow(&ep->unit_r, &h, n_ent, (size_t)D * sizeof(float));
+    if (ok) ep->cap_ent_r = a < h ? a : h;
     ok = ok && grow(&ep->rows_r, &ep->cap_rows_r, n_rows, (size_t)D * sizeof(float));
     return ok ? DI_OK : di_error_set(err, DI_ERR_NOMEM, "ep: out of memory for %lld received entries", (long long)n_ent);
 }
@@ -318,6 +336,17 @@ di_status dsv4_moe_ep_routed(di_dsv4_ctx *c, int32_t il, int64_t n, di_threadpoo
         ep->ent_slot[i] = phys % NL;
         cnt_s[ep->ent_dest[i] * 2 + 1]++;
     }
+    /* a row's leading experts that share one owner come back as one
+     * weighted sum, which the owner computes in the same order the
+     * one-process sum would (dsv4_moe_mac from 0): the rest one by one */
+    memset(ep->ucnt_s, 0, (size_t)R * sizeof *ep->ucnt_s);
+    for (int64_t r = 0; r < n; r++) {
+        int32_t j = 1;
+        while (j < K && ep->ent_dest[r * K + j] == ep->ent_dest[r * K]) j++;
+        ep->plen[r] = K > 0 ? j : 0;
+        for (int32_t k = 0; k < K; k++)
+            if (k == 0 || k >= j) ep->ucnt_s[ep->ent_dest[r * K + k]]++;
+    }
     for (int32_t q = 0; q < R; q++) ep->row_seen[q] = -1;
     /* offsets of each destination's rows and entries in the send buffers */
     int64_t *row_off = ep->b_s, *ent_off = ep->b_r;
@@ -329,12 +358,15 @@ di_status dsv4_moe_ep_routed(di_dsv4_ctx *c, int32_t il, int64_t n, di_threadpoo
                 cnt_s[q * 2]++;
             }
         }
-    int64_t ro = 0, eo = 0;
+    int64_t ro = 0, eo = 0, uo = 0;
+    int64_t *unit_off = ep->ucnt_r; /* scratch until the owner side needs it */
     for (int32_t q = 0; q < R; q++) {
         row_off[q] = ro;
         ent_off[q] = eo;
+        unit_off[q] = uo;
         ro += cnt_s[q * 2];
         eo += cnt_s[q * 2 + 1];
+        uo += ep->ucnt_s[q];
     }
     for (int32_t q = 0; q < R; q++) ep->row_seen[q] = -1;
     int64_t min_bytes = 0;
@@ -348,9 +380,13 @@ di_status dsv4_moe_ep_routed(di_dsv4_ctx *c, int32_t il, int64_t n, di_threadpoo
                 row_off[q]++;
                 if (q != d->rank) min_bytes += 2 * (int64_t)D * (int64_t)sizeof(float);
             }
-            ep->ent_row_msg[i] = (int32_t)ent_off[q]; /* where its output comes back */
-            ep->meta_s[ent_off[q] * META_INTS] = (int32_t)(row_off[q] - 1);
-            ep->meta_s[ent_off[q] * META_INTS + 1] = ep->ent_slot[i];
+            int prefix = k < ep->plen[r];
+            if (k == 0 || !prefix) ep->ent_row_msg[i] = (int32_t)unit_off[q]++; /* where it comes back */
+            else ep->ent_row_msg[i] = ep->ent_row_msg[r * K];
+            int32_t *mt = ep->meta_s + ent_off[q] * META_INTS;
+            mt[0] = (int32_t)(row_off[q] - 1);
+            mt[1] = ep->ent_slot[i] | (prefix ? PREFIX_BIT : 0);
+            memcpy(&mt[2], &c->selw[i], sizeof(float));
             ent_off[q]++;
         }
     /* meta row index is relative to q's message */
@@ -396,7 +432,7 @@ di_status dsv4_moe_ep_routed(di_dsv4_ctx *c, int32_t il, int64_t n, di_threadpoo
     for (int32_t sl = 0; sl < NL; sl++) {
         int64_t cnt = 0;
         for (int64_t j = 0; j < n_ent_r; j++)
-            if (ep->meta_r[j * META_INTS + 1] == sl) {
+            if ((ep->meta_r[j * META_INTS + 1] & ~PREFIX_BIT) == sl) {
                 ep->gidx[cnt] = (int32_t)j;
                 memcpy(ep->xg + cnt * D, ep->rows_r + (int64_t)ep->meta_r[j * META_INTS] * D, (size_t)D * sizeof(float));
                 cnt++;
@@ -411,14 +447,45 @@ di_status dsv4_moe_ep_routed(di_dsv4_ctx *c, int32_t il, int64_t n, di_threadpoo
             memcpy(ep->out_r + (int64_t)ep->gidx[j] * D, ep->yg + j * D, (size_t)D * sizeof(float));
         if (c->prof_on) c->prof.flops[DI_DSV4_BLK_MOE_ROUTED] += 6.0 * (double)cnt * (double)D * (double)F;
     }
-    /* combine: outputs back in entry order */
+    /* combine: per source, in its entry order, one unit per leading run
+     * (its weighted sum from 0, as the one-process loop) or per other entry */
+    int64_t nu = 0;
+    eo = 0;
     for (int32_t q = 0; q < R; q++) {
-        sb[q] = cnt_r[q * 2 + 1] * D * (int64_t)sizeof(float);
-        rb[q] = cnt_s[q * 2 + 1] * D * (int64_t)sizeof(float);
+        int64_t u0 = nu;
+        for (int64_t j = eo; j < eo + cnt_r[q * 2 + 1]; j++) {
+            const int32_t *mt = ep->meta_r + j * META_INTS;
+            const float *y = ep->out_r + j * D;
+            if (!(mt[1] & PREFIX_BIT)) {
+                memcpy(ep->unit_r + nu++ * D, y, (size_t)D * sizeof(float));
+                continue;
+            }
+            int joins = j > eo && (mt[-META_INTS + 1] & PREFIX_BIT) && mt[-META_INTS] == mt[0];
+            float w, *acc = ep->unit_r + (joins ? nu - 1 : nu) * D;
+            memcpy(&w, &mt[2], sizeof w);
+            if (!joins) {
+                for (int32_t dd = 0; dd < D; dd++) acc[dd] = 0.0f;
+                nu++;
+            }
+            for (int32_t dd = 0; dd < D; dd++) acc[dd] = dsv4_moe_mac(acc[dd], y[dd], w);
+        }
+        ep->ucnt_r[q] = nu - u0;
+        eo += cnt_r[q * 2 + 1];
     }
-    if ((s = di_dist_alltoallv(d, ep->out_r, sb, ep->out_s, rb, err))) return s;
-    for (int64_t i = 0; i < n * K; i++)
-        memcpy(c->ysel + i * D, ep->out_s + (int64_t)ep->ent_row_msg[i] * D, (size_t)D * sizeof(float));
+    for (int32_t q = 0; q < R; q++) {
+        sb[q] = ep->ucnt_r[q] * D * (int64_t)sizeof(float);
+        rb[q] = ep->ucnt_s[q] * D * (int64_t)sizeof(float);
+    }
+    if ((s = di_dist_alltoallv(d, ep->unit_r, sb, ep->out_s, rb, err))) return s;
+    for (int64_t r = 0; r < n; r++) {
+        if (ep->plen[r])
+            memcpy(ep->partial + r * D, ep->out_s + (int64_t)ep->ent_row_msg[r * K] * D, (size_t)D * sizeof(float));
+        for (int32_t k = ep->plen[r]; k < K; k++)
+            memcpy(c->ysel + (r * K + k) * D, ep->out_s + (int64_t)ep->ent_row_msg[r * K + k] * D,
+                   (size_t)D * sizeof(float));
+    }
+    c->ep_plen = ep->plen;
+    c->ep_partial = ep->partial;
     /* statistics: this rank's load, bytes moved vs the routing's minimum
      * (each row to each distinct remote rank once and one D-row back) */
     ep->st.bytes_sent += d->bytes_sent - before;
@@ -427,7 +494,7 @@ di_status dsv4_moe_ep_routed(di_dsv4_ctx *c, int32_t il, int64_t n, di_threadpoo
         ep->st.bytes_counts += 2 * (int64_t)sizeof(int64_t);
         ep->st.bytes_meta += cnt_s[q * 2 + 1] * META_INTS * (int64_t)sizeof(int32_t);
         ep->st.bytes_rows += cnt_s[q * 2] * D * (int64_t)sizeof(float);
-        ep->st.bytes_combine += cnt_r[q * 2 + 1] * D * (int64_t)sizeof(float);
+        ep->st.bytes_combine += ep->ucnt_r[q] * D * (int64_t)sizeof(float);
     }
     ep->st.bytes_min += min_bytes;
     ep->st.n_row_layers += n;

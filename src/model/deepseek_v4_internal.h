@@ -165,6 +165,8 @@ struct di_dsv4_ctx {
     double *prof_thread;  /* (cap_tasks, DSV4_PROF_THREAD_SLOTS) per pool thread: indexer
                              seconds, row seconds, core flops, core cache bytes */
     di_dsv4_ep *ep;       /* expert parallelism (not owned), NULL = all experts here */
+    const int32_t *ep_plen;   /* EP, per row of the last MoE: leading experts already summed */
+    const float *ep_partial;  /* (rows, D) that sum (the owner's, in the one-process order) */
     di_dist *cp;          /* context parallelism group (not owned), NULL = none */
     int32_t *cp_rows;     /* (cap_cp_rows, 2) (seq, pos) of the CP group's rows this layer */
     int64_t cap_cp_rows;
@@ -225,6 +227,9 @@ void dsv4_hc_head(di_dsv4_ctx *c, int64_t n, di_threadpool *pool);
  * calls it for every layer, n may be 0). */
 di_status dsv4_moe(di_dsv4_ctx *c, int32_t il, const int32_t *tokens, int64_t n, di_threadpool *pool,
                    di_error *err);
+/* One step of the routed sum, s + y * w: the one-process combine and an EP
+ * owner's partial sums use this same expression, so they round alike. */
+static inline float dsv4_moe_mac(float s, float y, float w) { return s + y * w; }
 /* gate (n) <- silu(min(gate, limit)) * clamp(up, -limit, limit) */
 void dsv4_clamped_swiglu(float *gate, const float *up, int64_t n, float limit);
 /* EP: the routed experts of c->sel / c->h (n rows) into c->ysel through the

@@ -180,9 +180,12 @@ di_status dsv4_moe(di_dsv4_ctx *c, int32_t il, const int32_t *tokens, int64_t n,
     t0 = dsv4_prof_now(c);
     for (int64_t r = 0; r < n; r++) {
         float *y = c->y + r * D;
+        /* EP: the owner of the row's leading experts sent their sum */
+        const int32_t k0 = c->ep ? c->ep_plen[r] : 0;
+        const float *part = c->ep ? c->ep_partial + r * D : NULL;
         for (int32_t d = 0; d < D; d++) {
-            float s = 0.0f;
-            for (int32_t k = 0; k < K; k++) s += c->ysel[(r * K + k) * D + d] * c->selw[r * K + k];
+            float s = k0 ? part[d] : 0.0f;
+            for (int32_t k = k0; k < K; k++) s = dsv4_moe_mac(s, c->ysel[(r * K + k) * D + d], c->selw[r * K + k]);
             y[d] = s + c->yg[r * D + d];
         }
     }
