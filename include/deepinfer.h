@@ -83,6 +83,22 @@ di_sampling_params di_sampling_params_default(void);
 
 typedef struct di_engine di_engine;
 
+/* Expert parallelism (MoE models: deepseek_v4) over a group of processes.
+ * Each process runs its own engine and requests (attention data
+ * parallelism) and owns a slice of the routed experts; steps are taken in
+ * lockstep (a process with no work runs placeholder steps), and every
+ * request's tokens are identical to a one-process run. */
+typedef struct di_ep_params {
+    int32_t n_extra_experts;   /* redundant expert slots for EPLB (rounded up to the group) */
+    int32_t eplb_interval;     /* rebalance every this many steps; 0 = never */
+    int32_t eplb_window;       /* steps of expert counts EPLB reads; 0 = 100 (<= interval) */
+    double force_imbalance;    /* >= 1: forced routing skew toward rank 0 (load tests; changes outputs) */
+    bool log;                  /* rank 0 logs each rebalance's moe_lb to stderr */
+} di_ep_params;
+
+/* The transport between processes (src/dist/dist.h: one process, or MPI). */
+struct di_dist;
+
 typedef struct di_engine_params {
     const char *model_path;    /* .gguf file */
     int32_t n_threads;         /* 0 = one per CPU */
@@ -113,6 +129,9 @@ typedef struct di_engine_params {
                                 * default: DeepInfer's activation and KV
                                 * quantization, what DeepSeek serves) or
                                 * "ideal" (f32, no simulated quantization) */
+    struct di_dist *dist;      /* expert + data parallel group (not owned; outlives
+                                * the engine); NULL = this process alone */
+    di_ep_params ep;           /* with dist */
 } di_engine_params;
 
 di_engine_params di_engine_params_default(void);
@@ -237,11 +256,14 @@ di_status di_engine_submit(di_engine *e, const di_request *r, int64_t *id, di_er
 di_status di_engine_cancel(di_engine *e, int64_t id);
 /* Runs one scheduler step (forward + sampling) and delivers events. One
  * thread steps an engine. A failed forward fails the requests in it (final
- * event with DI_FINISH_REASON_ERROR) and returns the error. */
+ * event with DI_FINISH_REASON_ERROR) and returns the error. With a dist
+ * group the step is collective: every process calls it the same number of
+ * times; one with no rows runs a placeholder forward while others work. */
 di_status di_engine_step(di_engine *e, di_error *err);
 /* No request queued or running. */
 bool di_engine_idle(di_engine *e);
-/* Steps until idle. */
+/* Steps until idle; with a dist group, until every process of the group is
+ * idle (all of them must call it). */
 di_status di_engine_run(di_engine *e, di_error *err);
 
 typedef struct di_engine_stats {

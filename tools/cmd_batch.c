@@ -5,6 +5,8 @@
 #include "gen_common.h"
 #include "tools.h"
 
+#include "dist/dist.h"
+
 #include <jansson.h>
 #include <errno.h>
 #include <stdio.h>
@@ -33,6 +35,7 @@ typedef struct batch_ctx {
     job *jobs;
     size_t n_jobs, n_done, n_written;
     FILE *out;
+    int rank, ranks;    /* --ep: this process runs lines i with i % ranks == rank */
     int64_t n_prompt, n_generated;
     bool tty;
     double t0;
@@ -55,8 +58,10 @@ static const char *finish_name(di_finish f) {
     return "none";
 }
 
-/* Writes every finished record at the head of the input order. */
+/* Writes every finished record at the head of the input order (with --ep
+ * the records stay until gather_records sends them to rank 0). */
 static void flush_in_order(batch_ctx *c) {
+    if (c->ranks > 1) return;
     while (c->n_written < c->n_jobs && c->jobs[c->n_written].result) {
         job *j = &c->jobs[c->n_written];
         char *line = json_dumps(j->result, JSON_COMPACT | JSON_ENSURE_ASCII);
@@ -205,11 +210,53 @@ static int parse_request(json_t *o, job *j, const di_gen_opts *defaults, di_requ
 #undef FAIL
 }
 
+/* --ep: every rank's records (index, line) go to rank 0, which writes all
+ * of them in input order. */
+static int gather_records(batch_ctx *c) {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&buf, &len);
+    if (!m) return 1;
+    for (size_t i = (size_t)c->rank; i < c->n_jobs; i += (size_t)c->ranks) {
+        job *j = &c->jobs[i];
+        char *line = j->result ? json_dumps(j->result, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
+        fprintf(m, "%zu\t%s\n", i, line ? line : "{\"finish_reason\": \"error\", \"error\": \"lost\"}");
+        free(line);
+        json_decref(j->result);
+        j->result = NULL;
+    }
+    fclose(m);
+    void *all = NULL;
+    int64_t *lens = calloc((size_t)c->ranks, sizeof *lens);
+    di_error err;
+    int rc = !lens || di_dist_gather_bytes(di_gen_dist(), 0, buf, (int64_t)len, &all, lens, &err);
+    free(buf);
+    if (!rc && c->rank == 0) {
+        char **rec = calloc(c->n_jobs ? c->n_jobs : 1, sizeof *rec);
+        char *p = all, *end = p;
+        for (int q = 0; q < c->ranks; q++) end += lens[q];
+        while (rec && p < end) {
+            char *nl = memchr(p, '\n', (size_t)(end - p)), *tab = memchr(p, '\t', (size_t)(end - p));
+            if (!nl || !tab || tab > nl) break;
+            *nl = 0;
+            size_t i = strtoull(p, NULL, 10);
+            if (i < c->n_jobs) rec[i] = tab + 1;
+            p = nl + 1;
+        }
+        for (size_t i = 0; rec && i < c->n_jobs; i++) fprintf(c->out, "%s\n", rec[i] ? rec[i] : "{}");
+        fflush(c->out);
+        free(rec);
+    }
+    free(all);
+    free(lens);
+    return rc;
+}
+
 int di_cmd_batch(int argc, char **argv) {
     di_gen_opts o;
     di_gen_opts_defaults(&o);
     const char *in_path = NULL, *out_path = NULL;
-    di_arg specs[32];
+    di_arg specs[DI_GEN_MAX_SPECS];
     int n = di_gen_opts_specs(&o, specs, 0);
     specs[n++] = (di_arg){"--in", "-i", DI_ARG_STR, &in_path, 0, 0, "input JSONL (one request per line)"};
     specs[n++] = (di_arg){"--out", "-o", DI_ARG_STR, &out_path, 0, 0, "output JSONL"};
@@ -275,7 +322,8 @@ int di_cmd_batch(int argc, char **argv) {
         rc = 1;
         goto done_lines;
     }
-    batch_ctx c = {.out = out, .n_jobs = n_lines, .tty = isatty(2), .t0 = now_s()};
+    batch_ctx c = {.out = out, .n_jobs = n_lines, .tty = isatty(2), .t0 = now_s(), .rank = di_gen_rank(),
+                   .ranks = di_gen_ranks()};
     c.jobs = calloc(n_lines ? n_lines : 1, sizeof *c.jobs);
     if (!c.jobs) {
         rc = 1;
@@ -286,6 +334,7 @@ int di_cmd_batch(int argc, char **argv) {
         j->ctx = &c;
         json_t *id = lines[i] ? json_object_get(lines[i], "id") : NULL;
         j->id = id ? json_incref(id) : json_integer((json_int_t)i);
+        if (i % (size_t)c.ranks != (size_t)c.rank) continue; /* another rank's line */
         if (errors[i]) {
             finish_job(j, error_record(errors[i]));
             continue;
@@ -304,6 +353,10 @@ int di_cmd_batch(int argc, char **argv) {
         fprintf(stderr, "\ndeepinfer batch: %s\n", err.msg);
         rc = 1;
     }
+    if (c.ranks > 1 && gather_records(&c)) {
+        fprintf(stderr, "deepinfer batch: gathering the records on rank 0 failed\n");
+        rc = 1;
+    }
     double dt = now_s() - c.t0;
     if (c.tty) fprintf(stderr, "\n");
     fprintf(stderr, "[batch: %zu requests, %lld prompt + %lld generated tokens in %.2f s | %.1f generated tok/s]\n",
@@ -314,7 +367,7 @@ int di_cmd_batch(int argc, char **argv) {
     }
     free(c.jobs);
 done_engine:
-    di_engine_free(e);
+    di_gen_engine_close(e);
     fclose(out);
 done_lines:
     for (size_t i = 0; lines && i < n_lines; i++) {

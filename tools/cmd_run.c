@@ -123,7 +123,7 @@ static int generate(const char *cmd, di_engine *e, di_request *r, stream_state *
         fprintf(stderr, "deepinfer %s: %s\n", cmd, err.msg);
         return 1;
     }
-    print_summary(st);
+    if (di_gen_rank() == 0) print_summary(st);
     return st->finish == DI_FINISH_REASON_ERROR;
 }
 
@@ -212,7 +212,7 @@ int di_cmd_run(int argc, char **argv) {
     const char *prompt = NULL, *system = NULL, *tmpl = NULL;
     const char *schema_file = NULL, *regex = NULL, *ebnf_file = NULL, *prompt_ids = NULL;
     bool raw = false, json = false, print_ids = false, strict = false;
-    di_arg specs[32];
+    di_arg specs[DI_GEN_MAX_SPECS];
     int n = di_gen_opts_specs(&o, specs, 0);
     specs[n++] = (di_arg){"-p", "--prompt", DI_ARG_STR, &prompt, 0, 0, "the prompt"};
     specs[n++] = (di_arg){"--system", NULL, DI_ARG_STR, &system, 0, 0, "system message"};
@@ -271,9 +271,13 @@ int di_cmd_run(int argc, char **argv) {
     r.max_tokens = (int32_t)o.max_tokens;
     r.sampling = di_gen_sampling(&o);
     stream_state st = {.print_ids = print_ids};
+    /* --ep: every rank runs the request (data-parallel replicas, one
+     * expert slice each); rank 0 prints it */
+    if (di_gen_rank() > 0 && !freopen("/dev/null", "w", stdout)) rc = 1;
     char notes[512];
     di_error err;
-    if (r.constraint.kind != DI_CONSTRAINT_NONE &&
+    if (rc) {
+    } else if (r.constraint.kind != DI_CONSTRAINT_NONE &&
         di_engine_check_constraint(e, &r.constraint, notes, sizeof notes, &err)) {
         fprintf(stderr, "deepinfer run: %s\n", err.msg);
         rc = 1;
@@ -285,7 +289,7 @@ int di_cmd_run(int argc, char **argv) {
     free(st.reply);
     free(grammar_text);
     free(ids);
-    di_engine_free(e);
+    di_gen_engine_close(e);
     return rc;
 }
 
@@ -377,7 +381,7 @@ int di_cmd_chat(int argc, char **argv) {
     di_gen_opts o;
     di_gen_opts_defaults(&o);
     const char *system = NULL, *tmpl = NULL;
-    di_arg specs[32];
+    di_arg specs[DI_GEN_MAX_SPECS];
     int n = di_gen_opts_specs(&o, specs, 0);
     specs[n++] = (di_arg){"--system", NULL, DI_ARG_STR, &system, 0, 0, "system message"};
     specs[n++] = (di_arg){"--chat-template", NULL, DI_ARG_STR, &tmpl, 0, 0, "chatml, llama3, deepseek3, phi3"};

@@ -64,7 +64,7 @@ int di_cmd_serve(int argc, char **argv) {
             idle = sp.idle_timeout_s, max_n = sp.max_n;
     double grace_s = 30;
     bool verbose = false;
-    di_arg specs[40];
+    di_arg specs[DI_GEN_MAX_SPECS];
     int n = di_gen_opts_specs(&o, specs, 0);
     specs[n++] = (di_arg){"--host", NULL, DI_ARG_STR, &host, 0, 0, "address to listen on (127.0.0.1)"};
     specs[n++] = (di_arg){"--port", NULL, DI_ARG_INT, &port, 0, 65535, "port (8080; 0 = any free port)"};

@@ -3,7 +3,9 @@
 #include <limits.h>
 #include <sched.h>
 #include <stdlib.h>
+#include "dist/dist.h"
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -14,6 +16,10 @@
 #define DI_INSTALL_PREFIX "/usr/local"
 #endif
 #define MODEL_PATH_MAX 4096
+
+/* The MPI group of this process (--ep): one per process, made by the first
+ * engine that asks for it, ended by di_gen_engine_close. */
+static di_dist *g_dist;
 /* SmolLM2's model card suggests a low temperature with nucleus sampling. */
 #define DEFAULT_TEMP 0.2
 #define DEFAULT_TOP_P 0.9
@@ -55,6 +61,17 @@ int di_gen_opts_specs(di_gen_opts *o, di_arg *s, int n) {
         {"--kernels", NULL, DI_ARG_STR, &o->kernels, 0, 0, "kernel table: q8 (int8 activations), ggml (llama.cpp's numerics)"},
         {"--numerics", NULL, DI_ARG_STR, &o->numerics, 0, 0,
          "DeepSeek-V4.1: deepinfer (default: DeepInfer's quantization) or ideal (f32)"},
+        {"--ep", NULL, DI_ARG_FLAG, &o->ep, 0, 0,
+         "expert + data parallel over the MPI job (run under mpirun; MoE models)"},
+        {"--ep-extra-experts", NULL, DI_ARG_INT, &o->ep_extra, 0, 1 << 16, "--ep: redundant expert slots for EPLB"},
+        {"--eplb-interval", NULL, DI_ARG_INT, &o->eplb_interval, 0, 1 << 30,
+         "--ep: rebalance experts every N steps (0 = never)"},
+        {"--eplb-window", NULL, DI_ARG_INT, &o->eplb_window, 0, 1 << 20, "--ep: steps of expert counts (0 = 100)"},
+        {"--eplb-log", NULL, DI_ARG_FLAG, &o->eplb_log, 0, 0, "--ep: log moe_lb at each rebalance"},
+        {"--ep-force-imbalance", NULL, DI_ARG_FLOAT, &o->ep_force_imbalance, 0, 1000,
+         "--ep: route with rank 0's experts this much hotter (>= 1; load tests, changes outputs)"},
+        {"--ep-timeout", NULL, DI_ARG_FLOAT, &o->ep_timeout_s, 0, 86400,
+         "--ep: end the job when an exchange waits this many seconds (300; above the slowest step)"},
     };
     for (size_t i = 0; i < sizeof add / sizeof add[0]; i++) s[n++] = add[i];
     return n;
@@ -74,6 +91,10 @@ di_engine_params di_gen_engine_params(const di_gen_opts *o) {
     p.kv_f32 = o->kv_f32;
     p.kernels = o->kernels;
     p.numerics = o->numerics;
+    p.dist = g_dist;
+    p.ep = (di_ep_params){.n_extra_experts = (int32_t)o->ep_extra, .eplb_interval = (int32_t)o->eplb_interval,
+                          .eplb_window = (int32_t)o->eplb_window, .force_imbalance = o->ep_force_imbalance,
+                          .log = o->eplb_log};
     return p;
 }
 
@@ -132,17 +153,50 @@ const char *di_gen_resolve_model(const char *cmd) {
     return NULL;
 }
 
+#define DEFAULT_EP_TIMEOUT_S 300.0 /* longer than any step: a peer silent this long is hung */
+
 di_engine *di_gen_engine_open(const char *cmd, di_gen_opts *o) {
     if (!o->model && !(o->model = di_gen_resolve_model(cmd))) return NULL;
+    di_error err;
+    if (o->ep && !g_dist) {
+        if (strcmp(cmd, "run") && strcmp(cmd, "batch")) {
+            fprintf(stderr, "deepinfer %s: --ep works with run and batch\n", cmd);
+            return NULL;
+        }
+#ifdef DI_HAVE_MPI
+        if (di_dist_mpi_create(NULL, NULL, o->ep_timeout_s > 0 ? o->ep_timeout_s : DEFAULT_EP_TIMEOUT_S, &g_dist,
+                               &err)) {
+            fprintf(stderr, "deepinfer %s: --ep: %s\n", cmd, err.msg);
+            return NULL;
+        }
+#else
+        fprintf(stderr, "deepinfer %s: --ep: this deepinfer was built without MPI (install Open MPI and rebuild)\n",
+                cmd);
+        return NULL;
+#endif
+    }
     di_engine_params p = di_gen_engine_params(o);
     p.n_threads = di_gen_cap_threads(cmd, o->threads);
     di_engine *e = NULL;
-    di_error err;
     if (di_engine_create(&p, &e, &err)) {
         const char *env = getenv("DEEPINFER_MODEL");
         bool from_env = env && o->model == env;
-        fprintf(stderr, "deepinfer %s: %s%s\n", cmd, err.msg, from_env ? " (the model $DEEPINFER_MODEL names)" : "");
+        if (g_dist)
+            fprintf(stderr, "deepinfer %s: rank %d: %s%s\n", cmd, (int)g_dist->rank, err.msg,
+                    from_env ? " (the model $DEEPINFER_MODEL names)" : "");
+        else
+            fprintf(stderr, "deepinfer %s: %s%s\n", cmd, err.msg, from_env ? " (the model $DEEPINFER_MODEL names)" : "");
         return NULL;
     }
     return e;
 }
+
+void di_gen_engine_close(di_engine *e) {
+    di_engine_free(e);
+    di_dist_free(g_dist);
+    g_dist = NULL;
+}
+
+int di_gen_rank(void) { return g_dist ? g_dist->rank : 0; }
+int di_gen_ranks(void) { return g_dist ? g_dist->size : 1; }
+struct di_dist *di_gen_dist(void) { return g_dist; }

@@ -13,11 +13,18 @@ typedef struct di_gen_opts {
     bool no_prefix_cache, kv_f32;
     const char *kernels; /* kernel table name, NULL = the default exact one */
     const char *numerics; /* DeepSeek-V4.1 numerics policy, NULL = deepinfer */
+    /* expert + data parallelism under mpirun (--ep) */
+    bool ep, eplb_log;
+    int64_t ep_extra, eplb_interval, eplb_window;
+    double ep_force_imbalance, ep_timeout_s;
 } di_gen_opts;
 
 /* Fills defaults: the default model path, greedy-ish sampling tuned for the
  * small default model. */
 void di_gen_opts_defaults(di_gen_opts *o);
+/* Room for the shared flags plus a command's own: the size of every specs
+ * array passed to di_gen_opts_specs. */
+#define DI_GEN_MAX_SPECS 64
 /* Appends the shared flag specs to specs (returns the new count). */
 int di_gen_opts_specs(di_gen_opts *o, di_arg *specs, int n);
 di_engine_params di_gen_engine_params(const di_gen_opts *o);
@@ -36,5 +43,13 @@ const char *di_gen_resolve_model(const char *cmd);
 /* Creates the engine (resolving o->model when NULL), printing a one-line
  * reason on failure (returns NULL). */
 di_engine *di_gen_engine_open(const char *cmd, di_gen_opts *o);
+/* With --ep it first joins the MPI job (one group for the whole process). */
+/* Frees the engine, then leaves the MPI job if --ep joined one. */
+void di_gen_engine_close(di_engine *e);
+/* This process's rank and the group size (0 and 1 without --ep). */
+int di_gen_rank(void);
+int di_gen_ranks(void);
+/* The group (NULL without --ep), for commands that split work over it. */
+struct di_dist *di_gen_dist(void);
 
 #endif

@@ -13,6 +13,7 @@
 #include "base/alloc.h"
 #include "base/status.h"
 #include "base/threadpool.h"
+#include "dist/dist.h"
 #include "engine/constraint.h"
 #include "engine/scheduler.h"
 #include "model/model.h"
@@ -147,6 +148,7 @@ di_status di_engine_create(const di_engine_params *p, di_engine **out, di_error 
     if (s) goto fail;
     s = di_model_ctx_create(e->model, &e->ctx, err);
     if (s) goto fail;
+    if (p->dist && (s = di_model_ctx_set_ep(e->model, e->ctx, p->dist, &p->ep, err))) goto fail;
     s = di_threadpool_create(p->n_threads, &e->pool, err);
     if (s) goto fail;
     di_scheduler_config sc = {
@@ -613,11 +615,35 @@ static void score_prompt_rows(di_engine *e, const di_batch *b) {
     for (int32_t i = 0; i < b->n_seq_slots; i++) e->slot_req[i] = NULL;
 }
 
+/* Data parallelism: the processes of the group agree whether anyone has
+ * rows this step (and whether anyone failed to schedule). *run: a forward
+ * is due here, with our rows or as a placeholder. */
+static di_status dp_vote(di_engine *e, di_status s, int32_t n_rows, int *run, di_error *err) {
+    int64_t v[2] = {n_rows > 0, s != DI_OK};
+    di_error e2;
+    di_status s2 = di_dist_allreduce_i64(e->params.dist, v, 2, DI_DIST_MAX, &e2);
+    if (s) return s;
+    if (s2) return di_error_set(err, s2, "%s", e2.msg);
+    if (v[1]) return di_error_set(err, DI_ERR_IO, "engine: another process of the group failed its step");
+    *run = v[0] != 0;
+    return DI_OK;
+}
+
 di_status di_engine_step(di_engine *e, di_error *err) {
     pthread_mutex_lock(&e->mu);
     apply_cancels(e);
     di_sched_output out;
     di_status s = di_scheduler_schedule(e->sched, &out, err);
+    if (e->params.dist) {
+        int run = 0;
+        s = dp_vote(e, s, s ? 0 : out.batch.n_rows, &run, err);
+        if (!s && run && out.batch.n_rows == 0) {
+            /* placeholder: others have rows; join their MoE exchanges */
+            pthread_mutex_unlock(&e->mu);
+            di_batch none = {0};
+            return di_model_forward(e->ctx, e->kv, &none, NULL, e->pool, err);
+        }
+    }
     if (s || out.batch.n_rows == 0) {
         pthread_mutex_unlock(&e->mu);
         return s;
@@ -699,11 +725,16 @@ bool di_engine_idle(di_engine *e) {
 }
 
 di_status di_engine_run(di_engine *e, di_error *err) {
-    while (!di_engine_idle(e)) {
+    for (;;) {
+        int64_t busy = !di_engine_idle(e);
+        if (e->params.dist) {
+            di_status s = di_dist_allreduce_i64(e->params.dist, &busy, 1, DI_DIST_MAX, err);
+            if (s) return s;
+        }
+        if (!busy) return DI_OK;
         di_status s = di_engine_step(e, err);
         if (s) return s;
     }
-    return DI_OK;
 }
 
 void di_engine_get_stats(di_engine *e, di_engine_stats *out) {

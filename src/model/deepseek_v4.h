@@ -152,6 +152,80 @@ void di_dsv4_ctx_set_profile(di_dsv4_ctx *ctx, int on);
 void di_dsv4_ctx_get_profile(const di_dsv4_ctx *ctx, di_dsv4_profile *out);
 const char *di_dsv4_block_name(di_dsv4_block b);
 
+/* ---- expert parallelism (deepseek_v4_ep.c) --------------------------------
+ * A group of ranks (di_dist, src/dist/dist.h) each runs its own batches
+ * (attention data parallelism) and owns a slice of the routed experts; the
+ * forward is then collective: every rank must call di_dsv4_forward the same
+ * number of times, with zero rows when it has no work (a placeholder step).
+ * Outputs are bit-identical to one process. The ep object owns the packed
+ * weights of this rank's expert slots; free it after the contexts that use
+ * it, before the model. */
+typedef struct di_dist di_dist;
+typedef struct di_dsv4_ep di_dsv4_ep;
+
+typedef struct di_dsv4_ep_params {
+    int32_t n_extra;        /* redundant expert slots, rounded up so every rank has as many */
+    int32_t window;         /* EPLB: steps of expert counts kept (0 = 100, DeepInfer's) */
+    int32_t interval;       /* EPLB: rebalance every this many forwards (first after a
+                             * quarter); 0 = never (DeepInfer's default) */
+    double force_imbalance; /* >= 1: route randomly with rank 0's initial experts this
+                             * much hotter (DeepInfer's DEEPINFER_FORCE_IMBALANCE_RATIO;
+                             * changes outputs, for load tests); 0 = off */
+    int log;                /* rank 0 prints each rebalance's moe_lb to stderr */
+} di_dsv4_ep_params;
+
+typedef struct di_dsv4_ep_stats {
+    int32_t n_physical, n_local;    /* expert slots in all, per rank */
+    int64_t bytes_sent;             /* dispatch + combine bytes this rank sent to others */
+    int64_t bytes_rows, bytes_meta, bytes_counts, bytes_combine; /* its parts: hidden rows
+                                     * (once per row and remote rank), (row, slot, weight)
+                                     * entry metadata, per-layer counts, expert outputs (one
+                                     * per row's leading run on an owner, one per later
+                                     * remote expert: the fixed-order sum allows no more) */
+    int64_t bytes_min;              /* the routing's minimum: each row once to each distinct
+                                     * remote rank and one row back, D floats each */
+    int64_t n_row_layers;           /* rows x MoE layers this rank routed */
+    int64_t n_rebalances, weight_bytes_moved;
+    double moe_lb_before, moe_lb_after; /* of the last rebalance, on its window */
+} di_dsv4_ep_stats;
+
+/* Collective. Each rank packs its slots' weights from its own mapping. */
+di_status di_dsv4_ep_create(const di_dsv4_model *m, di_dist *dist, const di_dsv4_ep_params *p,
+                            di_dsv4_ep **out, di_error *err);
+void di_dsv4_ep_free(di_dsv4_ep *ep);
+/* Makes c's forwards expert parallel (ep NULL: back to all experts local). */
+void di_dsv4_ctx_set_ep(di_dsv4_ctx *c, di_dsv4_ep *ep);
+void di_dsv4_ep_get_stats(const di_dsv4_ep *ep, di_dsv4_ep_stats *out);
+/* Logical expert of each physical slot of a layer (n_physical). */
+const int32_t *di_dsv4_ep_placement(const di_dsv4_ep *ep, int32_t layer);
+/* Collective: rebalance now from the window (also run by the forward every
+ * interval); moves expert weights between ranks point to point. */
+di_status di_dsv4_ep_rebalance(di_dsv4_ep *ep, di_error *err);
+/* This rank's per-step logical expert counts in the EPLB window, oldest
+ * first, into out (window steps, n_layers, n_experts) when out != NULL;
+ * returns the number of steps held. */
+int32_t di_dsv4_ep_window(const di_dsv4_ep *ep, int64_t *out);
+/* Collective: moe_lb = sum(max)/sum(mean) of the entries each rank received
+ * per forward and layer since the last call (1.0 = even). */
+di_status di_dsv4_ep_measure_lb(di_dsv4_ep *ep, double *moe_lb, di_error *err);
+/* Forced imbalance without EP (the one-process reference of a skewed EP
+ * run): non-hash layers route by a per-row hash with the first
+ * n_experts/groups experts `ratio` times as likely to be chosen as the
+ * others would be over `groups` ranks (DeepInfer's mapping to a score
+ * scale). ratio 0 turns it off. */
+void di_dsv4_ctx_set_route_skew(di_dsv4_ctx *c, double ratio, int32_t groups);
+
+/* ---- context parallelism (prefill) -----------------------------------------
+ * The ranks of cp each run a share of the same sequences' rows (e.g.
+ * di_cp_zigzag's split) over identical block tables and their own caches;
+ * per layer each rank's state rows (window K=V row, raw compressor and
+ * indexer projections) are gathered into every rank's cache, every rank
+ * pools every group the gathered rows close, and each rank attends for its
+ * own rows: a row's logits are bit-identical to one process, and every
+ * rank ends with the whole sequences' cache (decode can go on anywhere).
+ * Collective per layer; a rank with no rows still calls di_dsv4_forward. */
+void di_dsv4_ctx_set_cp(di_dsv4_ctx *c, di_dist *cp);
+
 /* Runs the batch like di_llama_forward (same validation and contract):
  * every row's state is written to kv, and for each row with want_logits (in
  * row order) n_vocab logits go to logits_out. Batch invariant: a row's

@@ -22,9 +22,13 @@
  * closed), so a row's result depends only on its own sequence's cache. */
 #include "model/deepseek_v4_internal.h"
 
+#include "base/alloc.h"
+#include "dist/dist.h"
+
 #include "kernels/cpu/half.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ---- paged state access --------------------------------------------------- */
@@ -238,7 +242,65 @@ static void store_raw(di_dsv4_kv *kv, int32_t il, const di_batch *b,
     }
 }
 
-void dsv4_attention(di_dsv4_ctx *c, di_dsv4_kv *kv, int32_t il, const di_batch *b, di_threadpool *pool) {
+/* Context parallelism: every rank of the group has stored its own rows'
+ * state of layer il (window row, raw compressor and indexer projections);
+ * the rows of all ranks, with their (seq, pos), are gathered and written
+ * into this rank's cache, so the pooling and the attention below see the
+ * whole sequence. The union's (seq, pos) go to c->cp_rows; *n_union rows. */
+static di_status cp_share_state(di_dsv4_ctx *c, di_dsv4_kv *kv, int32_t il, const di_batch *b, int64_t *n_union,
+                                di_error *err) {
+    const int32_t row = kv->lay[il].row, stride = 2 + row; /* (seq, pos) as int32 bits, then the row */
+    float *mine = di_malloc_array((size_t)(b->n_rows > 0 ? b->n_rows : 1) * (size_t)stride, sizeof(float));
+    int64_t *lens = di_malloc_array((size_t)c->cp->size, sizeof *lens);
+    void *all = NULL;
+    di_status s = DI_OK;
+    if (!mine || !lens) {
+        s = di_error_set(err, DI_ERR_NOMEM, "cp: out of memory");
+        goto done;
+    }
+    for (int32_t i = 0; i < b->n_rows; i++) {
+        float *o = mine + (int64_t)i * stride;
+        int32_t sp[2] = {b->seq[i], b->pos[i]};
+        memcpy(o, sp, sizeof sp);
+        kv_get(kv, il, slot_of(b, b->seq[i], b->pos[i]), 0, o + 2, row);
+    }
+    if ((s = di_dist_allgather_bytes(c->cp, mine, (int64_t)b->n_rows * stride * 4, &all, lens, err))) goto done;
+    int64_t total = 0;
+    for (int32_t q = 0; q < c->cp->size; q++) total += lens[q] / (4 * stride);
+    if (total > c->cap_cp_rows) {
+        int32_t *r = realloc(c->cp_rows, (size_t)total * 2 * sizeof *r);
+        if (!r) {
+            s = di_error_set(err, DI_ERR_NOMEM, "cp: out of memory for %lld rows", (long long)total);
+            goto done;
+        }
+        c->cp_rows = r;
+        c->cap_cp_rows = total;
+    }
+    const float *in = all;
+    for (int64_t j = 0; j < total; j++) {
+        const float *o = in + j * stride;
+        int32_t sp[2];
+        memcpy(sp, o, sizeof sp);
+        if (sp[0] < 0 || sp[0] >= b->n_seq_slots || sp[1] < 0 || !b->block_tables[sp[0]] ||
+            sp[1] / b->block_size >= b->n_blocks[sp[0]]) {
+            s = di_error_set(err, DI_ERR_INVALID_ARG, "cp: a peer's row (seq %d, pos %d) is outside this batch's tables",
+                             (int)sp[0], (int)sp[1]);
+            goto done;
+        }
+        c->cp_rows[2 * j] = sp[0];
+        c->cp_rows[2 * j + 1] = sp[1];
+        kv_put(kv, il, slot_of(b, sp[0], sp[1]), 0, o + 2, row);
+    }
+    *n_union = total;
+done:
+    free(mine);
+    free(lens);
+    free(all);
+    return s;
+}
+
+di_status dsv4_attention(di_dsv4_ctx *c, di_dsv4_kv *kv, int32_t il, const di_batch *b, di_threadpool *pool,
+                         di_error *err) {
     const di_dsv4_model *m = c->m;
     const di_dsv4_hparams *hp = &m->hp;
     const dsv4_layer *L = &m->layers[il];
@@ -249,6 +311,7 @@ void dsv4_attention(di_dsv4_ctx *c, di_dsv4_kv *kv, int32_t il, const di_batch *
     float *mm = c->mm_scratch;
 
     double t0 = dsv4_prof_now(c);
+    if (n == 0) goto share; /* CP placeholder: only the exchange and the pooling */
     dsv4_linear_apply(k, &L->wq_a, c->h, D, c->qr, hp->q_lora, n, mm, pool);
     for (int64_t i = 0; i < n; i++) dsv4_rmsnorm(c->qr + i * hp->q_lora, L->q_norm, c->qr + i * hp->q_lora, hp->q_lora, hp->rms_eps);
     dsv4_linear_apply(k, &L->wq_b, c->qr, hp->q_lora, c->q, H * hd, n, mm, pool);
@@ -287,21 +350,31 @@ void dsv4_attention(di_dsv4_ctx *c, di_dsv4_kv *kv, int32_t il, const di_batch *
         }
     }
     dsv4_prof_add(c, DI_DSV4_BLK_INDEXER, t0);
-    /* every row's raw state is stored: pool the groups this batch closes */
+share:;
+    /* context parallel: the other ranks' rows of the same sequences too */
+    int64_t n_pool = n;
+    if (c->cp) {
+        di_status s = cp_share_state(c, kv, il, b, &n_pool, err);
+        if (s) return s;
+    }
+    /* every row's raw state is stored: pool the groups this batch closes
+     * (with CP every rank pools every group the group's rows close) */
     if (L->ratio)
-        for (int32_t i = 0; i < b->n_rows; i++) {
-            if (b->pos[i] % L->ratio != L->ratio - 1) continue;
-            int32_t w = b->pos[i] / L->ratio;
+        for (int64_t i = 0; i < n_pool; i++) {
+            int32_t seq = c->cp ? c->cp_rows[2 * i] : b->seq[i], pos = c->cp ? c->cp_rows[2 * i + 1] : b->pos[i];
+            if (pos % L->ratio != L->ratio - 1) continue;
+            int32_t w = pos / L->ratio;
             t0 = dsv4_prof_now(c);
-            pool_group(m, kv, il, b, b->seq[i], w, L->ratio, &L->comp, lay->off_raw_kv, lay->off_raw_gate,
-                       lay->off_comp, c->pool_tmp);
+            pool_group(m, kv, il, b, seq, w, L->ratio, &L->comp, lay->off_raw_kv, lay->off_raw_gate, lay->off_comp,
+                       c->pool_tmp);
             dsv4_prof_add(c, DI_DSV4_BLK_COMPRESS, t0);
             t0 = dsv4_prof_now(c);
             if (L->kind == DI_DSV4_ATTN_CSA)
-                pool_group(m, kv, il, b, b->seq[i], w, L->ratio, &L->icomp, lay->off_iraw_kv, lay->off_iraw_gate,
+                pool_group(m, kv, il, b, seq, w, L->ratio, &L->icomp, lay->off_iraw_kv, lay->off_iraw_gate,
                            lay->off_icomp, c->pool_tmp);
             dsv4_prof_add(c, DI_DSV4_BLK_INDEXER, t0);
         }
+    if (n == 0) return DI_OK;
     attn_job job = {c, kv, il, b};
     int n_threads = di_threadpool_n_threads(pool);
     if (c->prof_on) memset(c->prof_thread, 0, (size_t)n_threads * DSV4_PROF_THREAD_SLOTS * sizeof(double));
@@ -334,4 +407,5 @@ void dsv4_attention(di_dsv4_ctx *c, di_dsv4_kv *kv, int32_t il, const di_batch *
     }
     dsv4_linear_apply(k, &L->wo_b, c->oa, G * olr, c->y, D, n, mm, pool);
     dsv4_prof_add(c, DI_DSV4_BLK_ATTN_PROJ, t0);
+    return DI_OK;
 }

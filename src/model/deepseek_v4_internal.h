@@ -6,6 +6,7 @@
  *   deepseek_v4_linear.c  y = W x for BF16/F16/F32, FP8 block-scaled, MXFP4
  *   deepseek_v4_attn.c    attention: window, compressor, indexer, sink
  *   deepseek_v4_moe.c     router (sqrt-softplus, bias, hash) and experts
+ *   deepseek_v4_ep.c      expert parallelism: dispatch/combine over di_dist, EPLB
  *   deepseek_v4_mhc.c     manifold-constrained hyper-connections
  *   deepseek_v4.c         KV cache, contexts, the forward over a batch
  */
@@ -163,6 +164,14 @@ struct di_dsv4_ctx {
     di_dsv4_profile prof;
     double *prof_thread;  /* (cap_tasks, DSV4_PROF_THREAD_SLOTS) per pool thread: indexer
                              seconds, row seconds, core flops, core cache bytes */
+    di_dsv4_ep *ep;       /* expert parallelism (not owned), NULL = all experts here */
+    const int32_t *ep_plen;   /* EP, per row of the last MoE: leading experts already summed */
+    const float *ep_partial;  /* (rows, D) that sum (the owner's, in the one-process order) */
+    di_dist *cp;          /* context parallelism group (not owned), NULL = none */
+    int32_t *cp_rows;     /* (cap_cp_rows, 2) (seq, pos) of the CP group's rows this layer */
+    int64_t cap_cp_rows;
+    float skew_factor;    /* forced routing imbalance (di_dsv4_ctx_set_route_skew), 0 = off */
+    int32_t skew_groups;
 };
 
 /* ---- per-block timers ---------------------------------------------------- */
@@ -222,12 +231,27 @@ void dsv4_hc_post(di_dsv4_ctx *c, int64_t n, di_threadpool *pool);
 /* Final collapse of X into h (n, D) (before the norm and head). */
 void dsv4_hc_head(di_dsv4_ctx *c, int64_t n, di_threadpool *pool);
 
-/* MoE on h (n, D) -> y (n, D); tokens for hash routing. */
-void dsv4_moe(di_dsv4_ctx *c, const dsv4_layer *L, const int32_t *tokens, int64_t n, di_threadpool *pool);
+/* MoE of layer il on h (n, D) -> y (n, D); tokens for hash routing. With
+ * c->ep the routed experts run on their owner ranks (collective: every rank
+ * calls it for every layer, n may be 0). */
+di_status dsv4_moe(di_dsv4_ctx *c, int32_t il, const int32_t *tokens, int64_t n, di_threadpool *pool,
+                   di_error *err);
+/* One step of the routed sum, s + y * w: the one-process combine and an EP
+ * owner's partial sums use this same expression, so they round alike. */
+static inline float dsv4_moe_mac(float s, float y, float w) { return s + y * w; }
+/* gate (n) <- silu(min(gate, limit)) * clamp(up, -limit, limit) */
+void dsv4_clamped_swiglu(float *gate, const float *up, int64_t n, float limit);
+/* EP: the routed experts of c->sel / c->h (n rows) into c->ysel through the
+ * owner ranks (deepseek_v4_ep.c). */
+di_status dsv4_moe_ep_routed(di_dsv4_ctx *c, int32_t il, int64_t n, di_threadpool *pool, di_error *err);
+/* EP: the window push and, when due, the rebalance after each forward. */
+di_status dsv4_ep_after_forward(di_dsv4_ctx *c, di_error *err);
 
 /* Attention of layer il on h (n, D) -> y (n, D); writes this layer's state
- * of every row into kv first. The batch was validated. */
-void dsv4_attention(di_dsv4_ctx *c, di_dsv4_kv *kv, int32_t il, const di_batch *b, di_threadpool *pool);
+ * of every row into kv first (with c->cp: of every row of the CP group,
+ * gathered; collective then). The batch was validated. */
+di_status dsv4_attention(di_dsv4_ctx *c, di_dsv4_kv *kv, int32_t il, const di_batch *b, di_threadpool *pool,
+                         di_error *err);
 /* Scratch floats per task that dsv4_attention needs for positions < max_pos+1. */
 int64_t dsv4_attention_scratch_floats(const di_dsv4_model *m, int32_t max_pos);
 

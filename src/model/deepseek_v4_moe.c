@@ -22,13 +22,44 @@ static float sqrt_softplus(float x) {
     return sqrtf(sp);
 }
 
-/* gate (n, F) <- silu(min(gate, limit)) * clamp(up, -limit, limit) */
-static void clamped_swiglu(float *gate, const float *up, int64_t n, float limit) {
+void dsv4_clamped_swiglu(float *gate, const float *up, int64_t n, float limit) {
     for (int64_t i = 0; i < n; i++) {
         float g = gate[i] < limit ? gate[i] : limit;
         float u = up[i] < -limit ? -limit : up[i] > limit ? limit : up[i];
         gate[i] = g / (1.0f + expf(-g)) * u;
     }
+}
+
+/* DeepInfer's _map_unbalanced_ratio_to_factor: the score scale f (hot
+ * experts ~ U(0, f), the others ~ U(0, 1)) that makes one group of n_hot of
+ * E experts get `ratio` times the selections of each of the other groups. */
+static float skew_factor_of(double ratio, int32_t groups, int32_t K, int32_t E) {
+    double x = ratio / (ratio + groups - 1), n_hot = (double)E / groups;
+    double t = 1.0 - (1.0 - x) * K / (E - n_hot), denom = 1.0 - x * K / n_hot;
+    return denom > 0 ? (float)(t / denom) : 100.0f; /* saturate when unachievable */
+}
+
+void di_dsv4_ctx_set_route_skew(di_dsv4_ctx *c, double ratio, int32_t groups) {
+    const di_dsv4_hparams *hp = &c->m->hp;
+    c->skew_factor = 0.0f;
+    c->skew_groups = groups;
+    if (ratio >= 1.0 && groups > 1 && hp->n_experts >= groups)
+        c->skew_factor = skew_factor_of(ratio, groups, hp->n_experts_used, hp->n_experts);
+}
+
+/* A uniform [0, 1) draw from a row's own content: the token, the layer and
+ * the bits of its first hidden values, so a row's draw never depends on its
+ * batch or rank (splitmix64). */
+static float row_uniform(int32_t token, int32_t il, const float *h, int32_t e) {
+    uint32_t b0, b1;
+    memcpy(&b0, &h[0], 4);
+    memcpy(&b1, &h[1], 4);
+    uint64_t z = ((uint64_t)(uint32_t)token << 32 | b0) ^ ((uint64_t)b1 << 17) ^ ((uint64_t)il << 48) ^
+                 ((uint64_t)e * 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return (float)(z >> 40) * (1.0f / 16777216.0f);
 }
 
 /* Chooses each row's experts and weights into c->sel / c->selw, sorted by
@@ -43,6 +74,24 @@ static void route(di_dsv4_ctx *c, const dsv4_layer *L, const int32_t *tokens, in
         for (int32_t e = 0; e < E; e++) lg[e] = sqrt_softplus(lg[e]);
         if (L->hash_moe) {
             memcpy(sel, L->tid2eid + (int64_t)tokens[r] * K, (size_t)K * sizeof *sel);
+        } else if (c->skew_factor > 0.0f) {
+            /* forced imbalance: top-K of skewed row-hashed draws */
+            const int32_t il = (int32_t)(L - c->m->layers), n_hot = E / c->skew_groups;
+            for (int32_t k = 0; k < K; k++) {
+                int32_t best = -1;
+                float bv = 0.0f;
+                for (int32_t e = 0; e < E; e++) {
+                    int taken = 0;
+                    for (int32_t j = 0; j < k; j++) taken |= sel[j] == e;
+                    if (taken) continue;
+                    float v = row_uniform(tokens[r], il, c->h + r * hp->n_embd, e) * (e < n_hot ? c->skew_factor : 1.0f);
+                    if (best < 0 || v > bv) {
+                        best = e;
+                        bv = v;
+                    }
+                }
+                sel[k] = best;
+            }
         } else {
             /* top-K of score + bias; ties go to the lower expert id */
             for (int32_t k = 0; k < K; k++) {
@@ -73,18 +122,27 @@ static void route(di_dsv4_ctx *c, const dsv4_layer *L, const int32_t *tokens, in
     }
 }
 
-void dsv4_moe(di_dsv4_ctx *c, const dsv4_layer *L, const int32_t *tokens, int64_t n, di_threadpool *pool) {
+di_status dsv4_moe(di_dsv4_ctx *c, int32_t il, const int32_t *tokens, int64_t n, di_threadpool *pool,
+                   di_error *err) {
     const di_dsv4_model *m = c->m;
     const di_dsv4_hparams *hp = &m->hp;
+    const dsv4_layer *L = &m->layers[il];
     const int32_t E = hp->n_experts, K = hp->n_experts_used, D = hp->n_embd, F = hp->moe_ff;
     double t0 = dsv4_prof_now(c);
-    dsv4_linear_apply(m->k, &L->gate, c->h, D, c->logit, E, n, c->mm_scratch, pool);
-    route(c, L, tokens, n);
+    if (n > 0) {
+        dsv4_linear_apply(m->k, &L->gate, c->h, D, c->logit, E, n, c->mm_scratch, pool);
+        route(c, L, tokens, n);
+    }
     dsv4_prof_add(c, DI_DSV4_BLK_MOE_ROUTER, t0);
     t0 = dsv4_prof_now(c);
+    if (c->ep) {
+        di_status s = dsv4_moe_ep_routed(c, il, n, pool, err);
+        if (s) return s;
+    }
+    if (n == 0) return DI_OK;
     /* one pass per expert over its gathered rows: each expert's weights are
      * read once per step however many rows chose it */
-    for (int32_t e = 0; e < E; e++) {
+    for (int32_t e = 0; e < E && !c->ep; e++) {
         int64_t cnt = 0;
         for (int64_t i = 0; i < n * K; i++)
             if (c->sel[i] == e) {
@@ -95,7 +153,7 @@ void dsv4_moe(di_dsv4_ctx *c, const dsv4_layer *L, const int32_t *tokens, int64_
         if (!cnt) continue;
         dsv4_linear_apply(m->k, &L->w1[e], c->xg, D, c->g1, F, cnt, c->mm_scratch, pool);
         dsv4_linear_apply(m->k, &L->w3[e], c->xg, D, c->g3, F, cnt, c->mm_scratch, pool);
-        clamped_swiglu(c->g1, c->g3, cnt * F, hp->swiglu_limit);
+        dsv4_clamped_swiglu(c->g1, c->g3, cnt * F, hp->swiglu_limit);
         dsv4_linear_apply(m->k, &L->w2[e], c->g1, F, c->yg, D, cnt, c->mm_scratch, pool);
         for (int64_t j = 0; j < cnt; j++)
             memcpy(c->ysel + (int64_t)c->grow[j] * D, c->yg + j * D, (size_t)D * sizeof(float));
@@ -110,7 +168,7 @@ void dsv4_moe(di_dsv4_ctx *c, const dsv4_layer *L, const int32_t *tokens, int64_
     t0 = dsv4_prof_now(c);
     dsv4_linear_apply(m->k, &L->sh_w1, c->h, D, c->g1, F, n, c->mm_scratch, pool);
     dsv4_linear_apply(m->k, &L->sh_w3, c->h, D, c->g3, F, n, c->mm_scratch, pool);
-    clamped_swiglu(c->g1, c->g3, n * F, hp->swiglu_limit);
+    dsv4_clamped_swiglu(c->g1, c->g3, n * F, hp->swiglu_limit);
     dsv4_linear_apply(m->k, &L->sh_w2, c->g1, F, c->yg, D, n, c->mm_scratch, pool);
     dsv4_prof_add(c, DI_DSV4_BLK_MOE_SHARED, t0);
     if (c->prof_on) {
@@ -122,11 +180,15 @@ void dsv4_moe(di_dsv4_ctx *c, const dsv4_layer *L, const int32_t *tokens, int64_
     t0 = dsv4_prof_now(c);
     for (int64_t r = 0; r < n; r++) {
         float *y = c->y + r * D;
+        /* EP: the owner of the row's leading experts sent their sum */
+        const int32_t k0 = c->ep ? c->ep_plen[r] : 0;
+        const float *part = c->ep ? c->ep_partial + r * D : NULL;
         for (int32_t d = 0; d < D; d++) {
-            float s = 0.0f;
-            for (int32_t k = 0; k < K; k++) s += c->ysel[(r * K + k) * D + d] * c->selw[r * K + k];
+            float s = k0 ? part[d] : 0.0f;
+            for (int32_t k = k0; k < K; k++) s = dsv4_moe_mac(s, c->ysel[(r * K + k) * D + d], c->selw[r * K + k]);
             y[d] = s + c->yg[r * D + d];
         }
     }
     dsv4_prof_add(c, DI_DSV4_BLK_MOE_ROUTED, t0);
+    return DI_OK;
 }

@@ -46,6 +46,7 @@ struct di_model_kv {
 struct di_model_ctx {
     const arch_ops *ops;
     void *impl;
+    di_dsv4_ep *ep; /* deepseek_v4 expert parallelism, owned */
 };
 
 /* ---- llama (GGUF) ---------------------------------------------------------- */
@@ -266,7 +267,22 @@ di_status di_model_ctx_create(const di_model *m, di_model_ctx **out, di_error *e
 void di_model_ctx_free(di_model_ctx *ctx) {
     if (!ctx) return;
     ctx->ops->ctx_free(ctx->impl);
+    di_dsv4_ep_free(ctx->ep);
     free(ctx);
+}
+
+di_status di_model_ctx_set_ep(const di_model *m, di_model_ctx *ctx, struct di_dist *d, const di_ep_params *p,
+                              di_error *err) {
+    if (m->ops != &DSV4_OPS)
+        return di_error_set(err, DI_ERR_UNSUPPORTED, "expert parallelism needs a MoE model (deepseek_v4), not %s",
+                            m->ops->name);
+    if (ctx->ep) return di_error_set(err, DI_ERR_INVALID_ARG, "forward context is already expert parallel");
+    di_dsv4_ep_params ep = {.n_extra = p->n_extra_experts, .window = p->eplb_window, .interval = p->eplb_interval,
+                            .force_imbalance = p->force_imbalance, .log = p->log};
+    di_status s = di_dsv4_ep_create(m->impl, d, &ep, &ctx->ep, err);
+    if (s) return s;
+    di_dsv4_ctx_set_ep(ctx->impl, ctx->ep);
+    return DI_OK;
 }
 
 di_status di_model_forward(di_model_ctx *ctx, di_model_kv *kv, const di_batch *b, float *logits_out,

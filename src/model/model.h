@@ -54,7 +54,14 @@ uint64_t di_model_kv_bytes_per_token(const di_model *m, di_dtype dtype);
 di_status di_model_ctx_create(const di_model *m, di_model_ctx **out, di_error *err);
 void di_model_ctx_free(di_model_ctx *ctx);
 
-/* logits_out: (rows of b with want_logits, n_vocab), in row order. */
+/* Makes ctx's forwards expert parallel over d (collective over d; MoE
+ * architectures only, DI_ERR_UNSUPPORTED otherwise). The ctx then owns the
+ * expert-parallel state and frees it with itself; d must outlive it. */
+di_status di_model_ctx_set_ep(const di_model *m, di_model_ctx *ctx, struct di_dist *d, const di_ep_params *p,
+                              di_error *err);
+
+/* logits_out: (rows of b with want_logits, n_vocab), in row order. With an
+ * expert-parallel ctx the call is collective and b may have zero rows. */
 di_status di_model_forward(di_model_ctx *ctx, di_model_kv *kv, const di_batch *b,
                            float *logits_out, di_threadpool *pool, di_error *err);
 

@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# Expert + data parallelism under mpirun (scripts/mpirun.sh: shared memory +
+# loopback only, oversubscribed), each run bounded by `timeout`:
+#   1. mpi_ep_forward: EP logits byte-equal to one process at 1, 2 and 4
+#      ranks, placeholder steps, EPLB rebalances moving weights (with
+#      redundant slots and a forced skew: the measured moe_lb after the
+#      first rebalance is lower than before it), both tiny checkpoints;
+#   1b. mpi_cp_forward: a context-parallel prefill (DeepInfer's zigzag split
+#      over 2 / 3 / 4 ranks) byte-equal to one process, and decode after it;
+#   2. deepinfer run --ep: the greedy ids of goldens.json (transformers);
+#   3. deepinfer batch --ep: lines sharded over 2 / 4 ranks give the same
+#      records as one process;
+#   4. a rank killed mid-run, and a rank that hangs: the job ends with an
+#      error within the bound.
+# Skips (exit 0 with a message) when MPI was not built or mpirun is absent.
+set -euo pipefail
+BIN=$1
+BUILD=$2
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+MPIRUN_SH="$ROOT/scripts/mpirun.sh"
+FWD="$BUILD/mpi_ep_forward"
+if ! command -v mpirun >/dev/null 2>&1 || [ ! -x "$FWD" ]; then
+  echo "mpi_ep.sh: SKIP (mpirun or an MPI build is missing)"
+  exit 0
+fi
+# Open MPI's own allocations are not ours to leak-check
+export ASAN_OPTIONS="${ASAN_OPTIONS:-}${ASAN_OPTIONS:+:}detect_leaks=0"
+SLOW=1
+[ "${DI_SANITIZE:-OFF}" = ON ] && SLOW=4
+T=$((60 * SLOW))
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+G=$ROOT/tests/data/golden/deepseek_v4
+
+# 1. forward-level bit equality
+for args in "1 tiny_fp8" "2 tiny_fp8" "2 tiny_bf16 --interval 4 --extra 2 --skew 1.8 --decode 10" \
+            "4 tiny_fp8 --seqs 3 --interval 4 --decode 8" "4 tiny_bf16 --interval 8 --extra 4 --skew 3 --decode 10" \
+            "2 tiny_fp8 --seqs 16 --decode 24 --interval 32 --skew 2 --check-measured" \
+            "4 tiny_bf16 --seqs 16 --decode 24 --interval 32 --skew 2 --extra 4 --check-measured"; do
+  set -- $args
+  np=$1 model=$2
+  shift 2
+  out=$(timeout $T "$MPIRUN_SH" "$np" "$FWD" "$G/$model" "$@" 2>"$TMP/err") ||
+    { cat "$TMP/err" >&2; fail "mpi_ep_forward -np $np $model $*"; }
+  echo "$out"
+done
+
+# 1b. context-parallel prefill (zigzag split): every row's logits and the
+#     decode after it byte-equal to one process
+for args in "2 tiny_fp8" "3 tiny_bf16" "4 tiny_fp8 --len 100"; do
+  set -- $args
+  np=$1 model=$2
+  shift 2
+  out=$(timeout $T "$MPIRUN_SH" "$np" "$BUILD/mpi_cp_forward" "$G/$model" "$@" 2>"$TMP/err") ||
+    { cat "$TMP/err" >&2; fail "mpi_cp_forward -np $np $model $*"; }
+  echo "$out"
+done
+
+# 2. run --ep: the goldens' greedy continuations
+for model in tiny_fp8 tiny_bf16; do
+  python3 - "$G/$model/goldens.json" >"$TMP/cases" <<'PY'
+import json, sys
+for c in json.load(open(sys.argv[1]))["cases"]:
+    if "greedy" in c:
+        print(" ".join(map(str, c["prompt"])) + "|" + " ".join(map(str, c["greedy"])))
+PY
+  while IFS='|' read -r prompt want; do
+    got=$(timeout $T "$MPIRUN_SH" 2 "$BIN" run --ep -m "$G/$model" --prompt-ids "$prompt" -n 32 --temp 0 \
+          --print-ids --kv-f32 -t 1 2>"$TMP/err") || { cat "$TMP/err" >&2; fail "$model: run --ep"; }
+    [ "$got" = "$want" ] || fail "$model: run --ep: got '$got' want '$want'"
+  done <"$TMP/cases"
+done
+echo "run --ep: goldens' greedy ids at 2 ranks"
+
+# 3. batch --ep: data-parallel shards equal one process
+python3 - >"$TMP/in.jsonl" <<'PY'
+import json
+for i in range(7):
+    print(json.dumps({"id": i, "prompt": "Hello number %d, DeepSeek" % i + " and more" * i,
+                      "max_tokens": 3 + 4 * (i % 3), "temperature": 0}))
+print(json.dumps({"id": "sampled", "prompt": "A seeded one", "max_tokens": 6, "temperature": 0.8, "seed": 5}))
+PY
+M=$G/tiny_bf16
+timeout $T "$BIN" batch -m "$M" --in "$TMP/in.jsonl" --out "$TMP/one.jsonl" -t 1 --kv-f32 2>/dev/null ||
+  fail "batch (one process)"
+for np in 2 4; do
+  timeout $T "$MPIRUN_SH" "$np" "$BIN" batch --ep -m "$M" --in "$TMP/in.jsonl" --out "$TMP/ep$np.jsonl" -t 1 \
+    --kv-f32 --eplb-interval 3 --ep-extra-experts 2 2>"$TMP/err" || { cat "$TMP/err" >&2; fail "batch --ep -np $np"; }
+  cmp -s "$TMP/one.jsonl" "$TMP/ep$np.jsonl" || { diff "$TMP/one.jsonl" "$TMP/ep$np.jsonl" >&2; fail "batch --ep -np $np differs"; }
+done
+echo "batch --ep: 2 and 4 ranks equal one process ($(wc -l <"$TMP/one.jsonl") records)"
+
+# 4. a dead rank and a hung rank end the job with an error in bounded time
+BOUND=$((30 * SLOW))
+for kind in kill hang; do
+  t0=$(date +%s)
+  if DI_DIST_FAULT=1:60:$kind timeout $((BOUND + 30)) "$MPIRUN_SH" 2 "$BIN" batch --ep -m "$M" --in "$TMP/in.jsonl" \
+       --out "$TMP/f.jsonl" -t 1 --ep-timeout 3 >"$TMP/fout" 2>"$TMP/ferr"; then
+    fail "$kind: the job succeeded with a dead rank"
+  fi
+  dt=$(($(date +%s) - t0))
+  [ "$dt" -le "$BOUND" ] || fail "$kind: took ${dt}s (bound ${BOUND}s)"
+  grep -q "DI_DIST_FAULT" "$TMP/ferr" || { cat "$TMP/ferr" >&2; fail "$kind: no fault message"; }
+  if [ "$kind" = hang ]; then
+    grep -q "has not finished after" "$TMP/ferr" || { cat "$TMP/ferr" >&2; fail "hang: no watchdog message"; }
+  fi
+  echo "fault $kind: the job ended with an error after ${dt}s"
+done
+echo "mpi_ep.sh: ok"
