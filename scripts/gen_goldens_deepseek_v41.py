@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# venv: v41
 """Goldens for the tiny DeepSeek-V4.1-Flash checkpoints (scripts/gen_tiny_v41.py).
 
     .venv-v41/bin/python scripts/gen_goldens_deepseek_v41.py [--only tiny|tiny_b]
