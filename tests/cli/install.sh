@@ -40,7 +40,11 @@ for f in bin/deepinfer lib/libdeepinfer.a include/deepinfer.h lib/pkgconfig/deep
   [ -f "$tmp/prefix/$f" ] || fail "not installed: $f"
 done
 "$tmp/prefix/bin/deepinfer" --version | grep -q '^deepinfer ' || fail "installed binary"
-PKG_CONFIG_PATH=$tmp/prefix/lib/pkgconfig cc -std=c11 -o "$tmp/example" "$SRC/examples/batch_generate.c" \
+# The sanitizer build's library carries ASan/UBSan references: a program
+# linked against it needs the same runtime flags.
+san=""
+case "${DI_SANITIZE:-OFF}" in ON|1|on|TRUE|true) san="-fsanitize=address,undefined" ;; esac
+PKG_CONFIG_PATH=$tmp/prefix/lib/pkgconfig cc -std=c11 $san -o "$tmp/example" "$SRC/examples/batch_generate.c" \
   $(PKG_CONFIG_PATH=$tmp/prefix/lib/pkgconfig pkg-config --define-variable=prefix="$tmp/prefix" --cflags --libs deepinfer) \
   2>"$tmp/err" || fail "building against the installed library: $(cat "$tmp/err")"
 echo ok
