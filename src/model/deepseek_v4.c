@@ -256,41 +256,41 @@ void dsv4_prof_add(di_dsv4_ctx *c, di_dsv4_block blk, double t0) {
 /* ---- forward ------------------------------------------------------------------- */
 
 /* Everything forward reads or writes through b (as di_llama_forward). */
-static di_status validate_batch(di_dsv4_ctx *c, const di_dsv4_kv *kv, const di_batch *b, di_error *err) {
-    const di_dsv4_hparams *hp = &c->m->hp;
+di_status dsv4_validate_batch(int32_t *seq_last, int32_t n_vocab, int32_t kv_block_size, int32_t kv_n_blocks,
+                              const di_batch *b, di_error *err) {
     if (!b->token || !b->seq || !b->pos || !b->want_logits || !b->block_tables || !b->n_blocks)
         return di_error_set(err, DI_ERR_INVALID_ARG, "batch: missing array");
-    if (b->block_size != kv->block_size)
+    if (b->block_size != kv_block_size)
         return di_error_set(err, DI_ERR_INVALID_ARG, "batch: block_size %d but the cache has %d", (int)b->block_size,
-                            (int)kv->block_size);
-    for (int32_t s = 0; s < b->n_seq_slots; s++) c->seq_last[s] = -1;
+                            (int)kv_block_size);
+    for (int32_t s = 0; s < b->n_seq_slots; s++) seq_last[s] = -1;
     for (int32_t i = 0; i < b->n_rows; i++) {
         int32_t tok = b->token[i], s = b->seq[i], p = b->pos[i];
-        if (tok < 0 || tok >= hp->n_vocab)
+        if (tok < 0 || tok >= n_vocab)
             return di_error_set(err, DI_ERR_RANGE, "batch row %d: token %d not in [0, %d)", (int)i, (int)tok,
-                                (int)hp->n_vocab);
+                                (int)n_vocab);
         if (s < 0 || s >= b->n_seq_slots)
             return di_error_set(err, DI_ERR_RANGE, "batch row %d: seq %d not in [0, %d)", (int)i, (int)s,
                                 (int)b->n_seq_slots);
         if (p < 0 || p == INT32_MAX)
             return di_error_set(err, DI_ERR_RANGE, "batch row %d: position %d out of range", (int)i, (int)p);
-        if (p <= c->seq_last[s])
+        if (p <= seq_last[s])
             return di_error_set(err, DI_ERR_INVALID_ARG,
                                 "batch row %d: seq %d position %d after position %d (must increase)", (int)i, (int)s,
-                                (int)p, (int)c->seq_last[s]);
-        c->seq_last[s] = p;
+                                (int)p, (int)seq_last[s]);
+        seq_last[s] = p;
     }
     for (int32_t s = 0; s < b->n_seq_slots; s++) {
-        if (c->seq_last[s] < 0) continue;
-        int32_t need = c->seq_last[s] / b->block_size + 1;
+        if (seq_last[s] < 0) continue;
+        int32_t need = seq_last[s] / b->block_size + 1;
         if (b->n_blocks[s] < need || !b->block_tables[s])
             return di_error_set(err, DI_ERR_RANGE, "batch seq %d: position %d needs %d blocks, table has %d", (int)s,
-                                (int)c->seq_last[s], (int)need, (int)b->n_blocks[s]);
+                                (int)seq_last[s], (int)need, (int)b->n_blocks[s]);
         for (int32_t j = 0; j < need; j++) {
             int32_t blk = b->block_tables[s][j];
-            if (blk < 0 || blk >= kv->n_blocks)
+            if (blk < 0 || blk >= kv_n_blocks)
                 return di_error_set(err, DI_ERR_RANGE, "batch seq %d: block table entry %d = %d not in [0, %d)",
-                                    (int)s, (int)j, (int)blk, (int)kv->n_blocks);
+                                    (int)s, (int)j, (int)blk, (int)kv_n_blocks);
         }
     }
     return DI_OK;
@@ -322,7 +322,7 @@ di_status di_dsv4_forward(di_dsv4_ctx *c, di_dsv4_kv *kv, const di_batch *b, flo
         for (int32_t i = 0; i < b->n_rows; i++) max_pos = b->pos[i] > max_pos ? b->pos[i] : max_pos;
     int32_t n_threads = di_threadpool_n_threads(pool);
     di_status s = ctx_reserve(c, b->n_rows, n_threads, b->n_seq_slots, max_pos, err);
-    if (s || (s = validate_batch(c, kv, b, err))) return s;
+    if (s || (s = dsv4_validate_batch(c->seq_last, hp->n_vocab, kv->block_size, kv->n_blocks, b, err))) return s;
     int32_t n_want = 0;
     for (int32_t i = 0; i < b->n_rows; i++) n_want += b->want_logits[i] != 0;
     if (n_want > 0 && !logits_out)

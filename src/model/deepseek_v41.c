@@ -433,20 +433,6 @@ static void hc_post(di_dsv41_ctx *c, int64_t n, di_threadpool *pool) {
 
 /* ---- MoE ------------------------------------------------------------------------------ */
 
-static float sqrt_softplus(float x) {
-    float sp = x > 20.0f ? x : log1pf(expf(x)); /* torch softplus, threshold 20 */
-    return sqrtf(sp);
-}
-
-/* gate <- silu(min(gate, limit)) * clamp(up, -limit, limit), times w when w */
-static void clamped_swiglu(float *gate, const float *up, int64_t n, float limit) {
-    for (int64_t i = 0; i < n; i++) {
-        float g = gate[i] < limit ? gate[i] : limit;
-        float u = up[i] < -limit ? -limit : up[i] > limit ? limit : up[i];
-        gate[i] = g / (1.0f + expf(-g)) * u;
-    }
-}
-
 /* sqrt-softplus scores, top-K of score + bias (ties to the lower id),
  * weights s / (sum s + 1e-20) * routed_scale (TK moe_topk_gate_forward). */
 static void route(di_dsv41_ctx *c, const dsv41_layer *L, int64_t n) {
@@ -456,7 +442,7 @@ static void route(di_dsv41_ctx *c, const dsv41_layer *L, int64_t n) {
         float *lg = c->logit + r * E;
         int32_t *sel = c->sel + r * K;
         float *w = c->selw + r * K;
-        for (int32_t e = 0; e < E; e++) lg[e] = sqrt_softplus(lg[e]);
+        for (int32_t e = 0; e < E; e++) lg[e] = dsv4_sqrt_softplus(lg[e]);
         for (int32_t k = 0; k < K; k++) {
             int32_t best = -1;
             float bv = 0.0f;
@@ -505,7 +491,7 @@ static void moe(di_dsv41_ctx *c, const dsv41_layer *L, int64_t n, di_threadpool 
             dsv41_round_bf16(c->g1, cnt * F);
             dsv41_round_bf16(c->g3, cnt * F);
         }
-        clamped_swiglu(c->g1, c->g3, cnt * F, limit);
+        dsv4_clamped_swiglu(c->g1, c->g3, cnt * F, limit);
         for (int64_t q = 0; q < cnt; q++) {
             float w = c->selw[c->grow[q]], *a = c->g1 + q * F;
             for (int32_t f = 0; f < F; f++) a[f] *= w;
@@ -521,7 +507,7 @@ static void moe(di_dsv41_ctx *c, const dsv41_layer *L, int64_t n, di_threadpool 
         dsv41_round_bf16(c->g1, n * F);
         dsv41_round_bf16(c->g3, n * F);
     }
-    clamped_swiglu(c->g1, c->g3, n * F, limit);
+    dsv4_clamped_swiglu(c->g1, c->g3, n * F, limit);
     dsv41_linear(c, &L->sh_w2, c->g1, F, c->yg, D, n, 1, pool);
     /* routed outputs in choice order, then the shared one */
     for (int64_t r = 0; r < n; r++) {
@@ -584,43 +570,6 @@ void di_dsv41_ctx_set_hook(di_dsv41_ctx *c, di_dsv41_hook_fn fn, void *user) {
 
 /* ---- forward ------------------------------------------------------------------------------- */
 
-static di_status validate_batch(di_dsv41_ctx *c, const di_dsv41_kv *kv, const di_batch *b, di_error *err) {
-    const di_dsv41_hparams *hp = &c->m->hp;
-    if (!b->token || !b->seq || !b->pos || !b->want_logits || !b->block_tables || !b->n_blocks)
-        return di_error_set(err, DI_ERR_INVALID_ARG, "batch: missing array");
-    if (b->block_size != kv->block_size)
-        return di_error_set(err, DI_ERR_INVALID_ARG, "batch: block_size %d but the cache has %d", (int)b->block_size,
-                            (int)kv->block_size);
-    for (int32_t s = 0; s < b->n_seq_slots; s++) c->seq_last[s] = -1;
-    for (int32_t i = 0; i < b->n_rows; i++) {
-        int32_t tok = b->token[i], s = b->seq[i], p = b->pos[i];
-        if (tok < 0 || tok >= hp->n_vocab)
-            return di_error_set(err, DI_ERR_RANGE, "batch row %d: token %d not in [0, %d)", (int)i, (int)tok,
-                                (int)hp->n_vocab);
-        if (s < 0 || s >= b->n_seq_slots)
-            return di_error_set(err, DI_ERR_RANGE, "batch row %d: seq %d not in [0, %d)", (int)i, (int)s,
-                                (int)b->n_seq_slots);
-        if (p < 0 || p == INT32_MAX)
-            return di_error_set(err, DI_ERR_RANGE, "batch row %d: position %d out of range", (int)i, (int)p);
-        if (p <= c->seq_last[s])
-            return di_error_set(err, DI_ERR_INVALID_ARG, "batch row %d: seq %d position %d after position %d", (int)i,
-                                (int)s, (int)p, (int)c->seq_last[s]);
-        c->seq_last[s] = p;
-    }
-    for (int32_t s = 0; s < b->n_seq_slots; s++) {
-        if (c->seq_last[s] < 0) continue;
-        int32_t need = c->seq_last[s] / b->block_size + 1;
-        if (b->n_blocks[s] < need || !b->block_tables[s])
-            return di_error_set(err, DI_ERR_RANGE, "batch seq %d: position %d needs %d blocks, table has %d", (int)s,
-                                (int)c->seq_last[s], (int)need, (int)b->n_blocks[s]);
-        for (int32_t j = 0; j < need; j++)
-            if (b->block_tables[s][j] < 0 || b->block_tables[s][j] >= kv->n_blocks)
-                return di_error_set(err, DI_ERR_RANGE, "batch seq %d: block table entry %d = %d not in [0, %d)",
-                                    (int)s, (int)j, (int)b->block_tables[s][j], (int)kv->n_blocks);
-    }
-    return DI_OK;
-}
-
 di_status di_dsv41_forward(di_dsv41_ctx *c, di_dsv41_kv *kv, const di_batch *b, float *logits_out,
                            di_threadpool *pool, di_error *err) {
     if (!c || !kv || !b) return di_error_set(err, DI_ERR_INVALID_ARG, "forward: NULL argument");
@@ -638,7 +587,7 @@ di_status di_dsv41_forward(di_dsv41_ctx *c, di_dsv41_kv *kv, const di_batch *b, 
     if (b->pos)
         for (int32_t i = 0; i < b->n_rows; i++) max_pos = b->pos[i] > max_pos ? b->pos[i] : max_pos;
     di_status s = ctx_reserve(c, b->n_rows, di_threadpool_n_threads(pool), b->n_seq_slots, max_pos, err);
-    if (s || (s = validate_batch(c, kv, b, err))) return s;
+    if (s || (s = dsv4_validate_batch(c->seq_last, hp->n_vocab, kv->block_size, kv->n_blocks, b, err))) return s;
     int32_t n_want = 0;
     for (int32_t i = 0; i < b->n_rows; i++) n_want += b->want_logits[i] != 0;
     if (n_want > 0 && !logits_out)

@@ -255,6 +255,14 @@ di_status dsv4_attention(di_dsv4_ctx *c, di_dsv4_kv *kv, int32_t il, const di_ba
 /* Scratch floats per task that dsv4_attention needs for positions < max_pos+1. */
 int64_t dsv4_attention_scratch_floats(const di_dsv4_model *m, int32_t max_pos);
 
+/* The batch checks every forward makes before touching the cache (tokens in
+ * the vocab, slots in range, increasing positions per sequence, block
+ * tables covering them); seq_last: n_seq_slots of scratch. Shared by V4.1. */
+di_status dsv4_validate_batch(int32_t *seq_last, int32_t n_vocab, int32_t kv_block_size, int32_t kv_n_blocks,
+                              const di_batch *b, di_error *err);
+/* sqrt(softplus(x)) as torch computes it (threshold 20): the router score. */
+float dsv4_sqrt_softplus(float x);
+
 /* ---- small math --------------------------------------------------------- */
 
 /* out = x / sqrt(mean(x^2) + eps) (* w when w != NULL), n elements. */

@@ -16,7 +16,7 @@
 #include <math.h>
 #include <string.h>
 
-static float sqrt_softplus(float x) {
+float dsv4_sqrt_softplus(float x) {
     /* torch softplus: beta 1, threshold 20 (linear above it) */
     float sp = x > 20.0f ? x : log1pf(expf(x));
     return sqrtf(sp);
@@ -71,7 +71,7 @@ static void route(di_dsv4_ctx *c, const dsv4_layer *L, const int32_t *tokens, in
         float *lg = c->logit + r * E; /* becomes the scores in place */
         int32_t *sel = c->sel + r * K;
         float *w = c->selw + r * K;
-        for (int32_t e = 0; e < E; e++) lg[e] = sqrt_softplus(lg[e]);
+        for (int32_t e = 0; e < E; e++) lg[e] = dsv4_sqrt_softplus(lg[e]);
         if (L->hash_moe) {
             memcpy(sel, L->tid2eid + (int64_t)tokens[r] * K, (size_t)K * sizeof *sel);
         } else if (c->skew_factor > 0.0f) {
