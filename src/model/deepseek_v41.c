@@ -354,12 +354,10 @@ static void mixes_rows(void *arg, int64_t task, int thread) {
         }
         if (faithful) dsv41_round_bf16(h, D);
         /* the mix projection already ran on the raw copies: scale by rsqrt(mean R^2 + eps) */
-        double ss = 0.0;
-        float ssf = 0.0f;
-        for (int64_t i = 0; i < (int64_t)N * D; i++) ssf += R[i] * R[i];
-        ss = ssf;
-        float rs = 1.0f / sqrtf((float)(ss / ((double)N * D)) + (float)hp->rms_eps);
-        float mx[16 * 18];
+        float ss = 0.0f;
+        for (int64_t i = 0; i < (int64_t)N * D; i++) ss += R[i] * R[i];
+        float rs = 1.0f / sqrtf((float)((double)ss / ((double)N * D)) + (float)hp->rms_eps);
+        float mx[(2 + DSV41_MAX_HC) * DSV41_MAX_HC]; /* (2+N)*N mixes, hc_mult <= DSV41_MAX_HC */
         for (int32_t i = 0; i < M; i++) mx[i] = c->mix[r * M + i] * rs;
         for (int32_t i = 0; i < N; i++) {
             pre[i] = sigmoidf(mx[i] * scale[0] + base[i]) + eps;

@@ -25,7 +25,7 @@
 #define MAX_RANK 65536
 #define MAX_EXPERTS 65536
 #define MAX_FF (1 << 20)
-#define MAX_HC 16
+
 #define MAX_WINDOW (1 << 20)
 #define MAX_TOPK (1 << 20)
 
@@ -248,7 +248,7 @@ static di_status read_text(const di_hf_config *t, di_dsv41_hparams *hp, di_error
     GET_FLOAT(t, "swiglu_limit", 0.0, 1e9, hp->swiglu_limit);
     if ((s = di_hf_config_get_bool_or(t, "tie_word_embeddings", false, &b, err))) goto done;
     hp->tied = b;
-    GET_INT(t, "hc_mult", 1, MAX_HC, hp->hc_mult);
+    GET_INT(t, "hc_mult", 1, DSV41_MAX_HC, hp->hc_mult);
     GET_INT(t, "hc_sinkhorn_iters", 1, 1000, hp->hc_iters);
     GET_FLOAT(t, "hc_eps", 0.0, 1.0, hp->hc_eps);
     if ((s = di_hf_config_get_bool_or(t, "hc_shifted", true, &b, err))) goto done;
