@@ -319,8 +319,11 @@ static di_status build(const json_t *root, const char *cfg_path, di_tokenizer **
     if (!json_is_object(vocab) || !json_is_array(merges))
         return di_error_set(err, DI_ERR_FORMAT, "model.vocab / model.merges missing");
     if (added && !json_is_array(added)) return di_error_set(err, DI_ERR_FORMAT, "added_tokens is not an array");
-    if (jstr(model, "continuing_subword_prefix") || jstr(model, "end_of_word_suffix"))
-        return di_error_set(err, DI_ERR_UNSUPPORTED, "BPE subword prefix/suffix not supported");
+    /* Qwen2/2.5/3 and many others write both as "": the same as absent. */
+    const char *csp = jstr(model, "continuing_subword_prefix"), *eow = jstr(model, "end_of_word_suffix");
+    if ((csp && csp[0]) || (eow && eow[0]))
+        return di_error_set(err, DI_ERR_UNSUPPORTED, "BPE continuing_subword_prefix / end_of_word_suffix '%s' not supported",
+                            csp && csp[0] ? csp : eow);
     int32_t n_vocab = 0;
     di_status s = max_id(vocab, added, &n_vocab, err);
     if (s) return s;

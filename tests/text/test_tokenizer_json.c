@@ -1,0 +1,93 @@
+/* text: tokenizer.json files in the shapes model families ship (Qwen2's
+ * byte-level BPE with "" subword prefix/suffix, BERT WordPiece with its
+ * normalizers, Unigram), built and trained with PyPI `tokenizers` by
+ * scripts/gen_goldens_tokenizer_json.py: our loader must give its ids, id
+ * for id, with and without the post-processor's special tokens. */
+#include "test_util.h"
+
+#include "text/tokenizer.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SEP "\n__ggml_vocab_test__\n"
+
+static bool parse_ids(char *line, di_tok_ids *ids) {
+    for (char *q = line, *end; *q; q = end) {
+        long v = strtol(q, &end, 10);
+        if (end == q) break;
+        int32_t *p = realloc(ids->data, (ids->n + 1) * sizeof *p);
+        if (!p) return false;
+        ids->data = p;
+        ids->data[ids->n++] = (int32_t)v;
+    }
+    return true;
+}
+
+/* Cases of dir/cases.inp against dir/<out_name>; returns matches. */
+static int run_cases(const di_tokenizer *t, const char *dir, const char *out_name, bool add_special, int *n_cases) {
+    char path[4096];
+    size_t ni, no;
+    snprintf(path, sizeof path, "%s/cases.inp", dir);
+    char *inp = di_test_read_file(path, &ni);
+    snprintf(path, sizeof path, "%s/%s", dir, out_name);
+    char *outp = di_test_read_file(path, &no);
+    assert_non_null(inp);
+    assert_non_null(outp);
+    int pass = 0, total = 0;
+    char *p = inp, *o = outp;
+    for (char *e; (e = strstr(p, SEP)); p = e + strlen(SEP)) {
+        *e = '\0';
+        char *nl = strchr(o, '\n');
+        assert_non_null(nl);
+        *nl = '\0';
+        di_tok_ids want = {0}, got = {0};
+        assert_true(parse_ids(o, &want));
+        o = nl + 1;
+        di_error err = {0};
+        assert_int_equal(di_tok_encode(t, p, strlen(p), add_special, true, &got, &err), DI_OK);
+        bool same = got.n == want.n && (!got.n || !memcmp(got.data, want.data, got.n * sizeof *got.data));
+        if (!same) {
+            print_message("mismatch on [%s]: got", p);
+            for (size_t i = 0; i < got.n; i++) print_message(" %d", got.data[i]);
+            print_message(" want");
+            for (size_t i = 0; i < want.n; i++) print_message(" %d", want.data[i]);
+            print_message("\n");
+        }
+        pass += same;
+        total++;
+        di_tok_ids_free(&got);
+        free(want.data);
+    }
+    free(inp);
+    free(outp);
+    *n_cases = total;
+    return pass;
+}
+
+static void check_shape(const char *name) {
+    char dir[4096], rel[256];
+    snprintf(rel, sizeof rel, "tests/data/golden/tokenizer/json/%s", name);
+    di_test_path(dir, sizeof dir, rel);
+    di_tokenizer *t = NULL;
+    di_error err = {0};
+    if (di_tok_load(dir, &t, &err)) fail_msg("%s: %s", name, err.msg);
+    int n = 0, pass = run_cases(t, dir, "cases.out", false, &n);
+    int ns = 0, pass_s = run_cases(t, dir, "cases.special.out", true, &ns);
+    print_message("golden  %-16s %s: %d/%d, with special tokens %d/%d\n", name, di_tok_describe(t), pass, n,
+                  pass_s, ns);
+    assert_true(n > 40);
+    assert_int_equal(pass, n);
+    assert_int_equal(pass_s, ns);
+    di_tok_free(t);
+}
+
+static void qwen2_shape_matches_hf(void **state) { (void)state; check_shape("qwen2"); }
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(qwen2_shape_matches_hf),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
