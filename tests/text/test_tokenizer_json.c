@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define SEP "\n__ggml_vocab_test__\n"
 
@@ -84,10 +85,70 @@ static void check_shape(const char *name) {
 }
 
 static void qwen2_shape_matches_hf(void **state) { (void)state; check_shape("qwen2"); }
+static void wordpiece_bert_matches_hf(void **state) { (void)state; check_shape("wordpiece"); }
+static void wordpiece_cased_matches_hf(void **state) { (void)state; check_shape("wordpiece_cased"); }
+static void wordpiece_nfd_strip_accents_matches_hf(void **state) { (void)state; check_shape("wordpiece_nfd"); }
+static void unigram_matches_hf(void **state) { (void)state; check_shape("unigram"); }
+
+/* Hostile model sections: clear errors, never a crash or a wrong tokenizer. */
+static void bad_model_sections_are_errors(void **state) {
+    (void)state;
+    static const char *const BAD[] = {
+        "{\"model\": {\"type\": \"Unigram\", \"vocab\": [[\"a\", \"x\"]]}}",
+        "{\"model\": {\"type\": \"Unigram\", \"vocab\": [[\"a\"]]}}",
+        "{\"model\": {\"type\": \"Unigram\", \"vocab\": []}}",
+        "{\"model\": {\"type\": \"Unigram\", \"vocab\": {\"a\": 1}}}",
+        "{\"model\": {\"type\": \"Unigram\", \"vocab\": [[\"a\", 1]], \"byte_fallback\": true}}",
+        "{\"model\": {\"type\": \"WordPiece\", \"vocab\": [1, 2]}}",
+        "{\"model\": {\"type\": \"WordPiece\", \"vocab\": {\"a\": -1}}}",
+        "{\"model\": {\"type\": \"WordPiece\", \"vocab\": {\"a\": 0}, \"continuing_subword_prefix\": "
+        "\"0123456789abcdefghij\"}}",
+        "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": [], "
+        "\"continuing_subword_prefix\": \"##\"}}",
+        "{\"model\": {\"type\": \"WordLevel\", \"vocab\": {\"a\": 0}}}",
+    };
+    char path[] = "/tmp/di_tok_json_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    for (size_t i = 0; i < sizeof BAD / sizeof BAD[0]; i++) {
+        FILE *f = fopen(path, "w");
+        assert_non_null(f);
+        fputs(BAD[i], f);
+        fclose(f);
+        di_tokenizer *t = NULL;
+        di_error err = {0};
+        assert_int_not_equal(di_tok_load(path, &t, &err), DI_OK);
+        assert_null(t);
+        assert_true(err.msg[0]);
+    }
+    /* A WordPiece vocab without unk: an unknown word is an error, not garbage. */
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("{\"model\": {\"type\": \"WordPiece\", \"vocab\": {\"a\": 0, \"##b\": 1}}, "
+          "\"pre_tokenizer\": {\"type\": \"BertPreTokenizer\"}}", f);
+    fclose(f);
+    di_tokenizer *t = NULL;
+    di_error err = {0};
+    assert_int_equal(di_tok_load(path, &t, &err), DI_OK);
+    di_tok_ids ids = {0};
+    assert_int_equal(di_tok_encode(t, "ab a", 4, false, false, &ids, &err), DI_OK);
+    assert_int_equal(ids.n, 3);
+    assert_int_equal(di_tok_encode(t, "z", 1, false, false, &ids, &err), DI_ERR_FORMAT);
+    assert_int_equal(ids.n, 3);
+    di_tok_ids_free(&ids);
+    di_tok_free(t);
+    unlink(path);
+}
 
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(qwen2_shape_matches_hf),
+        cmocka_unit_test(wordpiece_bert_matches_hf),
+        cmocka_unit_test(wordpiece_cased_matches_hf),
+        cmocka_unit_test(wordpiece_nfd_strip_accents_matches_hf),
+        cmocka_unit_test(unigram_matches_hf),
+        cmocka_unit_test(bad_model_sections_are_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
