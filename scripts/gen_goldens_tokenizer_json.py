@@ -15,14 +15,19 @@ Shapes (tests/data/golden/tokenizer/json/<name>/tokenizer.json):
             [CLS] $A [SEP] post-processor.
   wordpiece_cased  BertNormalizer lowercase=false, strip_accents=false.
   wordpiece_nfd    Sequence[NFD, Lowercase, StripAccents] + BertPreTokenizer.
-  unigram   Unigram (trained), NFKC, Metaspace (prepend always) - the T5 /
-            ALBERT shape less the Precompiled charsmap.
+  unigram   Unigram (trained), NFKC, Metaspace (prepend always).
+  t5        the T5 / ALBERT / mT5 shape as transformers converts a
+            SentencePiece model: a unigram model trained by PyPI
+            `sentencepiece` with its nmt_nfkc rules, its pieces and scores as
+            a Unigram model, normalizer Sequence[Precompiled(the model's
+            charsmap), Replace(" {2,}", " ")], Metaspace, "$A </s>".
 
 Training text: the shared tokenizer fixtures (../shared/data/tokenizer/
 *.inp), fixed. Cases: the same fixtures' strings plus EXTRA; written as
 <name>.inp / <name>.out (one line of ids per case, encode without special
 tokens) and <name>.special.out (with the post-processor's special tokens).
 
+Oracle versions: tests/data/golden/tokenizer/json/VERSIONS.
 Run: scripts/venv.sh tokenizers (scripts/requirements-tokenizers.txt), then
   .venv-tokenizers/bin/python scripts/gen_goldens_tokenizer_json.py
 """
@@ -31,6 +36,9 @@ import json
 import os
 import sys
 
+import io
+
+import sentencepiece
 import tokenizers
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
@@ -62,6 +70,12 @@ EXTRA = [
     "",
     " ",
     "\n",
+    # for the nmt_nfkc charsmap: full width, compatibility forms, combining
+    # sequences (graphemes under and over 6 bytes), Hangul jamo, odd spaces
+    "ＡＢＣ１２３ ｶﾀｶﾅ ①② ﬁﬂ ½ ™ … 𝐀𝐁",
+    "e\u0301 x\u0308\u0301 q\u0308\u0301\u0323\u0330 \u1100\u1161\u11a8 한국어",
+    "a\u3000b\u2003c  d     e\u00a0f",
+    "Ⅻ ㎏ ㍿ ﹏ ＂quoted＂ ＜tag＞",
 ]
 
 
@@ -124,6 +138,65 @@ def unigram(texts):
     return tok
 
 
+def proto_fields(buf):
+    """(field, value) pairs of one protobuf message (varint and
+    length-delimited fields; what a SentencePiece ModelProto needs)."""
+    i = 0
+
+    def varint():
+        nonlocal i
+        v = sh = 0
+        while True:
+            c = buf[i]
+            i += 1
+            v |= (c & 0x7F) << sh
+            sh += 7
+            if c < 0x80:
+                return v
+
+    while i < len(buf):
+        key = varint()
+        f, wt = key >> 3, key & 7
+        if wt == 0:
+            yield f, varint()
+        elif wt == 2:
+            n = varint()
+            yield f, buf[i:i + n]
+            i += n
+        elif wt == 5:
+            yield f, buf[i:i + 4]
+            i += 4
+        elif wt == 1:
+            yield f, buf[i:i + 8]
+            i += 8
+        else:
+            raise ValueError(f"protobuf wire type {wt}")
+
+
+def t5(texts):
+    m = io.BytesIO()
+    sentencepiece.SentencePieceTrainer.train(sentence_iterator=iter(texts), model_writer=m, vocab_size=600,
+                                             model_type="unigram", normalization_rule_name="nmt_nfkc",
+                                             minloglevel=2, hard_vocab_limit=False, seed_sentencepiece_size=100000,
+                                             num_threads=1)
+    proto = m.getvalue()
+    # ModelProto.normalizer_spec (3) -> NormalizerSpec.precompiled_charsmap (2)
+    spec = next(v for f, v in proto_fields(proto) if f == 3)
+    charsmap = next(v for f, v in proto_fields(spec) if f == 2)
+    sp = sentencepiece.SentencePieceProcessor(model_proto=proto)
+    vocab = [(sp.id_to_piece(i), sp.get_score(i)) for i in range(sp.get_piece_size())]
+    tok = Tokenizer(models.Unigram(vocab, unk_id=sp.unk_id(), byte_fallback=False))
+    tok.normalizer = normalizers.Sequence([normalizers.Precompiled(charsmap),
+                                           normalizers.Replace(Regex(" {2,}"), " ")])
+    tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="always", split=True)
+    tok.decoder = decoders.Metaspace(replacement="\u2581", prepend_scheme="always", split=True)
+    eos = sp.piece_to_id("</s>")
+    tok.add_special_tokens([AddedToken("</s>", special=True), AddedToken("<unk>", special=True)])
+    tok.post_processor = processors.TemplateProcessing(single="$A </s>", pair="$A </s> $B </s>",
+                                                       special_tokens=[("</s>", eos)])
+    return tok
+
+
 def write(name, tok, cases, model_fields=None):
     d = os.path.join(OUT, name)
     os.makedirs(d, exist_ok=True)
@@ -158,8 +231,9 @@ def main():
     write("wordpiece_nfd", wordpiece(texts, normalizers.Sequence([normalizers.NFD(), normalizers.Lowercase(),
                                                                  normalizers.StripAccents()])), cases)
     write("unigram", unigram(texts), cases)
+    write("t5", t5(texts), cases)
     with open(os.path.join(OUT, "VERSIONS"), "w") as f:
-        f.write(f"tokenizers=={tokenizers.__version__}\n")
+        f.write(f"tokenizers=={tokenizers.__version__}\nsentencepiece=={sentencepiece.__version__}\n")
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 /* Normalizers of HF tokenizer.json (NFC, NFD, NFKC, NFKD via utf8proc,
- * Lowercase, Replace, Prepend, Strip, BertNormalizer, StripAccents), applied in order to each text segment
+ * Lowercase, Replace, Prepend, Strip, BertNormalizer, StripAccents,
+ * Precompiled), applied in order to each text segment
  * between added tokens. Input is valid UTF-8 and so is every output. */
 #include "text/tok_internal.h"
 
@@ -200,6 +201,7 @@ di_status tok_normalize(const di_tokenizer *t, const char *text, size_t len, tok
         case TOK_NORM_LOWERCASE: rc = lowercase(in, n, &a, err); break;
         case TOK_NORM_REPLACE: rc = replace(st, in, n, &a, s, err); break;
         case TOK_NORM_BERT: rc = bert(st, in, n, &a, err); break;
+        case TOK_NORM_PRECOMPILED: rc = tok_precompiled_apply(st->content, st->content_len, in, n, &a, err); break;
         case TOK_NORM_STRIP_ACCENTS: rc = filter_chars(in, n, false, false, DROP_MARKS, &a, err); break;
         case TOK_NORM_PREPEND:
             /* HF prepends only to non-empty text */

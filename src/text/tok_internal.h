@@ -139,6 +139,7 @@ typedef enum tok_norm_kind {
     TOK_NORM_STRIP,
     TOK_NORM_BERT,          /* BertNormalizer: the four bert_* flags */
     TOK_NORM_STRIP_ACCENTS, /* drop combining marks (Mn, Mc, Me) */
+    TOK_NORM_PRECOMPILED,   /* SentencePiece charsmap; content = the decoded blob */
 } tok_norm_kind;
 
 typedef struct tok_norm_step {
@@ -290,6 +291,12 @@ bool tok_scratch_symbols(tok_scratch *s, size_t n);
 typedef bool (*tok_heap_less_fn)(const void *a, const void *b);
 bool tok_heap_push(tok_scratch *s, const void *elem, tok_heap_less_fn less);
 void tok_heap_pop(tok_scratch *s, void *top, tok_heap_less_fn less);
+
+/* Precompiled charsmaps (precompiled.c): base64 text -> a checked blob
+ * (malloc'd, caller frees); the blob applied to in, appended to out. */
+di_status tok_precompiled_load(const char *b64, size_t n, char **blob, size_t *blob_len, di_error *err);
+di_status tok_precompiled_apply(const char *blob, size_t blob_len, const char *in, size_t n, tok_buf *out,
+                                di_error *err);
 
 /* Runs normalizers on text into s->norm. */
 di_status tok_normalize(const di_tokenizer *t, const char *text, size_t len, tok_scratch *s,

@@ -7,7 +7,7 @@
  * max_input_chars_per_word); Unigram (unk_id, no byte_fallback);
  * added_tokens with special/lstrip/rstrip; normalizers NFC, NFD, NFKC,
  * NFKD, Lowercase, Replace, Prepend, Strip, BertNormalizer, StripAccents,
- * Sequence; pre-tokenizers Split, ByteLevel, Digits, Metaspace, Whitespace,
+ * Precompiled (SentencePiece charsmaps), Sequence; pre-tokenizers Split, ByteLevel, Digits, Metaspace, Whitespace,
  * WhitespaceSplit, Punctuation, BertPreTokenizer, Sequence;
  * TemplateProcessing post-processors for BOS/EOS. Anything else is reported
  * as DI_ERR_UNSUPPORTED naming the component, rather than tokenizing wrongly.
@@ -104,6 +104,14 @@ static di_status add_norm(di_tokenizer *t, const json_t *n, di_error *err) {
     else if (!strcmp(type, "NFKD")) st.kind = TOK_NORM_NFKD;
     else if (!strcmp(type, "Lowercase")) st.kind = TOK_NORM_LOWERCASE;
     else if (!strcmp(type, "StripAccents")) st.kind = TOK_NORM_STRIP_ACCENTS;
+    else if (!strcmp(type, "Precompiled")) {
+        const json_t *cm = json_object_get(n, "precompiled_charsmap");
+        if (json_is_null(cm) || (json_is_string(cm) && json_string_length(cm) == 0)) return DI_OK; /* no rules */
+        if (!json_is_string(cm)) return di_error_set(err, DI_ERR_FORMAT, "Precompiled without precompiled_charsmap");
+        st.kind = TOK_NORM_PRECOMPILED;
+        s = tok_precompiled_load(json_string_value(cm), json_string_length(cm), &st.content, &st.content_len, err);
+        if (s) return s;
+    }
     else if (!strcmp(type, "BertNormalizer")) {
         st.kind = TOK_NORM_BERT;
         st.bert_clean = jbool(n, "clean_text", true);

@@ -1,6 +1,7 @@
 /* text: tokenizer.json files in the shapes model families ship (Qwen2's
  * byte-level BPE with "" subword prefix/suffix, BERT WordPiece with its
- * normalizers, Unigram), built and trained with PyPI `tokenizers` by
+ * normalizers, Unigram, T5's Unigram with a SentencePiece Precompiled
+ * charsmap), built and trained with PyPI `tokenizers` by
  * scripts/gen_goldens_tokenizer_json.py: our loader must give its ids, id
  * for id, with and without the post-processor's special tokens. */
 #include "test_util.h"
@@ -89,6 +90,7 @@ static void wordpiece_bert_matches_hf(void **state) { (void)state; check_shape("
 static void wordpiece_cased_matches_hf(void **state) { (void)state; check_shape("wordpiece_cased"); }
 static void wordpiece_nfd_strip_accents_matches_hf(void **state) { (void)state; check_shape("wordpiece_nfd"); }
 static void unigram_matches_hf(void **state) { (void)state; check_shape("unigram"); }
+static void t5_precompiled_charsmap_matches_hf(void **state) { (void)state; check_shape("t5"); }
 
 /* Hostile model sections: clear errors, never a crash or a wrong tokenizer. */
 static void bad_model_sections_are_errors(void **state) {
@@ -148,6 +150,7 @@ int main(void) {
         cmocka_unit_test(wordpiece_cased_matches_hf),
         cmocka_unit_test(wordpiece_nfd_strip_accents_matches_hf),
         cmocka_unit_test(unigram_matches_hf),
+        cmocka_unit_test(t5_precompiled_charsmap_matches_hf),
         cmocka_unit_test(bad_model_sections_are_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
