@@ -108,6 +108,11 @@ static void bad_model_sections_are_errors(void **state) {
         "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": [], "
         "\"continuing_subword_prefix\": \"##\"}}",
         "{\"model\": {\"type\": \"WordLevel\", \"vocab\": {\"a\": 0}}}",
+        /* Precompiled charsmaps: not base64; a trie larger than the blob */
+        "{\"normalizer\": {\"type\": \"Precompiled\", \"precompiled_charsmap\": \"not base64!\"}, "
+        "\"model\": {\"type\": \"Unigram\", \"vocab\": [[\"a\", 0]]}}",
+        "{\"normalizer\": {\"type\": \"Precompiled\", \"precompiled_charsmap\": \"CAAAAGFiY2Q=\"}, "
+        "\"model\": {\"type\": \"Unigram\", \"vocab\": [[\"a\", 0]]}}",
     };
     char path[] = "/tmp/di_tok_json_XXXXXX";
     int fd = mkstemp(path);
@@ -139,6 +144,21 @@ static void bad_model_sections_are_errors(void **state) {
     assert_int_equal(di_tok_encode(t, "z", 1, false, false, &ids, &err), DI_ERR_FORMAT);
     assert_int_equal(ids.n, 3);
     di_tok_ids_free(&ids);
+    di_tok_free(t);
+    /* A charsmap of random trie units (sizes consistent): lookups stay in
+     * bounds; encoding gives ids or an error, never a crash. */
+    f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("{\"normalizer\": {\"type\": \"Precompiled\", \"precompiled_charsmap\": \"AAEAADi05lLkTafyNw2eJg4nE2VQpKOm0H9cDDMvixIkCD/SK5AviRHoGBj4yZ1dXZgxlXUE2Q6UXeLo9U7ngcx19jbYUJkJWqMAFlpnA2+bVA1rjwviESQXnD3Z9zgXzm4RjSZKrWy23SEPr5Ss08+SwZAjfLEfXRCM8lkwJjk4s3ChtXafoPFIP5WpDZ3y8TDWD88EvZP1CuaVFNqMZZzisQzM2uv5kNGYOLDX7As+l4GOy5bE262+FyKW1SNKQrJMa6Tm7STsY2qKwKEnHlhmJ5I4qvhOWAVtjy+o7dCUupeuixVELuLbYRqRv+OUaXM6kkfVj6PFUBgwA3JVX9I18Rh4AP/+AA==\"}, "
+          "\"model\": {\"type\": \"Unigram\", \"unk_id\": 0, \"vocab\": [[\"<unk>\", 0], [\"a\", -1]]}}", f);
+    fclose(f);
+    assert_int_equal(di_tok_load(path, &t, &err), DI_OK);
+    static const char *const TEXTS[] = {"abc", "\xC3\xA9\xE2\x91\xA0 x", "\xF0\x9F\x98\x80\xCC\x81", "", " \t\n"};
+    for (size_t i = 0; i < sizeof TEXTS / sizeof TEXTS[0]; i++) {
+        di_status rc = di_tok_encode(t, TEXTS[i], strlen(TEXTS[i]), false, false, &ids, &err);
+        assert_true(rc == DI_OK || rc == DI_ERR_FORMAT);
+        di_tok_ids_free(&ids);
+    }
     di_tok_free(t);
     unlink(path);
 }
