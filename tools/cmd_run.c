@@ -206,15 +206,59 @@ static int parse_constraint(const char *schema_file, bool json, const char *rege
     return 0;
 }
 
+/* Largest prompt -f / -p - read: far above any context, small enough that
+ * a wrong file (a disk image, /dev/zero) is refused instead of read. */
+#define PROMPT_FILE_MAX_BYTES (64u << 20)
+
+/* The whole of f (a file, or stdin for -p -) as a malloc'd string; NULL
+ * with a message when it cannot be read, holds a NUL or is too large. */
+static char *read_prompt(FILE *f, const char *what) {
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        if (n + 1 >= cap) {
+            char *p = cap >= PROMPT_FILE_MAX_BYTES ? NULL : realloc(buf, cap * 2);
+            if (!p) {
+                fprintf(stderr, "deepinfer run: %s: larger than %u MiB\n", what, PROMPT_FILE_MAX_BYTES >> 20);
+                free(buf);
+                return NULL;
+            }
+            buf = p;
+            cap *= 2;
+        }
+        size_t got = fread(buf + n, 1, cap - 1 - n, f);
+        n += got;
+        if (got == 0) break;
+    }
+    if (!buf) {
+        fprintf(stderr, "deepinfer run: %s: out of memory\n", what);
+        return NULL;
+    }
+    if (ferror(f)) {
+        fprintf(stderr, "deepinfer run: %s: read error\n", what);
+        free(buf);
+        return NULL;
+    }
+    buf[n] = '\0';
+    if (strlen(buf) != n) {
+        fprintf(stderr, "deepinfer run: %s: contains a NUL byte (not text)\n", what);
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
 int di_cmd_run(int argc, char **argv) {
     di_gen_opts o;
     di_gen_opts_defaults(&o);
     const char *prompt = NULL, *system = NULL, *tmpl = NULL;
-    const char *schema_file = NULL, *regex = NULL, *ebnf_file = NULL, *prompt_ids = NULL;
-    bool raw = false, json = false, print_ids = false, strict = false;
+    const char *schema_file = NULL, *regex = NULL, *ebnf_file = NULL, *prompt_ids = NULL, *prompt_file = NULL;
+    bool raw = false, json = false, print_ids = false, strict = false, verbose = false;
     di_arg specs[DI_GEN_MAX_SPECS];
     int n = di_gen_opts_specs(&o, specs, 0);
-    specs[n++] = (di_arg){"-p", "--prompt", DI_ARG_STR, &prompt, 0, 0, "the prompt"};
+    specs[n++] = (di_arg){"-p", "--prompt", DI_ARG_STR, &prompt, 0, 0, "the prompt ('-' = read it from stdin)"};
+    specs[n++] = (di_arg){"-f", "--file", DI_ARG_STR, &prompt_file, 0, 0, "read the prompt from this file"};
+    specs[n++] = (di_arg){"-v", "--verbose", DI_ARG_FLAG, &verbose, 0, 0, "print the seed and settings used"};
     specs[n++] = (di_arg){"--system", NULL, DI_ARG_STR, &system, 0, 0, "system message"};
     specs[n++] = (di_arg){"--raw", NULL, DI_ARG_FLAG, &raw, 0, 0, "do not apply the chat template"};
     specs[n++] = (di_arg){"--chat-template", NULL, DI_ARG_STR, &tmpl, 0, 0, "chatml, llama3, deepseek3, phi3"};
@@ -231,14 +275,31 @@ int di_cmd_run(int argc, char **argv) {
     int rc = di_args_parse("run", "-m MODEL -p PROMPT [options]", specs, n, argc, argv, pos, 1, &npos);
     if (rc) return rc == 1 ? 0 : 2;
     if (!prompt && npos) prompt = pos[0];
-    if (!prompt == !prompt_ids) {
-        fprintf(stderr, "deepinfer run: give one of -p PROMPT or --prompt-ids IDS\n");
+    if ((prompt != NULL) + (prompt_ids != NULL) + (prompt_file != NULL) != 1) {
+        fprintf(stderr, "deepinfer run: give one of -p PROMPT, -f FILE or --prompt-ids IDS\n");
         return 2;
     }
+    char *prompt_text = NULL; /* owned: -f FILE or -p - */
+    if (prompt_file || !strcmp(prompt, "-")) {
+        FILE *f = prompt_file ? fopen(prompt_file, "rb") : stdin;
+        if (!f) {
+            fprintf(stderr, "deepinfer run: %s: cannot open\n", prompt_file);
+            return 1;
+        }
+        prompt_text = read_prompt(f, prompt_file ? prompt_file : "stdin");
+        if (prompt_file) fclose(f);
+        if (!prompt_text) return 1;
+        prompt = prompt_text;
+    }
+    di_gen_resolve_seed(&o);
+    if (verbose)
+        fprintf(stderr, "deepinfer run: seed %lld (--seed %lld repeats this run), temperature %g, top-p %g\n",
+                (long long)o.seed, (long long)o.seed, o.temp, o.top_p);
     int32_t *ids = NULL;
     size_t n_ids = 0;
     if (prompt_ids && (rc = parse_ids(prompt_ids, &ids, &n_ids))) {
         free(ids);
+        free(prompt_text);
         return rc;
     }
     di_request r;
@@ -252,6 +313,7 @@ int di_cmd_run(int argc, char **argv) {
     if (!e) {
         free(grammar_text);
         free(ids);
+        free(prompt_text);
         return rc ? rc : 1;
     }
     di_message msgs[2];
@@ -289,6 +351,7 @@ int di_cmd_run(int argc, char **argv) {
     free(st.reply);
     free(grammar_text);
     free(ids);
+    free(prompt_text);
     di_gen_engine_close(e);
     return rc;
 }
@@ -381,14 +444,20 @@ int di_cmd_chat(int argc, char **argv) {
     di_gen_opts o;
     di_gen_opts_defaults(&o);
     const char *system = NULL, *tmpl = NULL;
+    bool verbose = false;
     di_arg specs[DI_GEN_MAX_SPECS];
     int n = di_gen_opts_specs(&o, specs, 0);
     specs[n++] = (di_arg){"--system", NULL, DI_ARG_STR, &system, 0, 0, "system message"};
     specs[n++] = (di_arg){"--chat-template", NULL, DI_ARG_STR, &tmpl, 0, 0, "chatml, llama3, deepseek3, phi3"};
+    specs[n++] = (di_arg){"-v", "--verbose", DI_ARG_FLAG, &verbose, 0, 0, "print the seed and settings used"};
     const char *pos[1];
     int npos = 0;
     int rc = di_args_parse("chat", "-m MODEL [options]", specs, n, argc, argv, pos, 0, &npos);
     if (rc) return rc == 1 ? 0 : 2;
+    di_gen_resolve_seed(&o);
+    if (verbose)
+        fprintf(stderr, "deepinfer chat: seed %lld (--seed %lld repeats this session), temperature %g, top-p %g\n",
+                (long long)o.seed, (long long)o.seed, o.temp, o.top_p);
     di_engine *e = di_gen_engine_open("chat", &o);
     if (!e) return 1;
     chat_history h = {0};
