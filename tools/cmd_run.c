@@ -2,6 +2,7 @@
  * deepinfer chat: interactive multi-turn; every turn resubmits the whole
  * conversation and the prefix cache skips what earlier turns computed. */
 #include "gen_common.h"
+#include "line_input.h"
 #include "tools.h"
 
 #include <errno.h>
@@ -356,20 +357,6 @@ int di_cmd_run(int argc, char **argv) {
     return rc;
 }
 
-/* Reads one line from stdin into a malloc'd string without the newline;
- * NULL at end of input or when a signal interrupted the read. */
-static char *read_line(void) {
-    char *line = NULL;
-    size_t cap = 0;
-    ssize_t n = getline(&line, &cap, stdin);
-    if (n < 0) {
-        free(line);
-        return NULL;
-    }
-    while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r')) line[--n] = '\0';
-    return line;
-}
-
 /* The conversation: hist[i] borrows owned[i] (NULL for the system
  * message, which the caller owns). */
 typedef struct chat_history {
@@ -469,11 +456,13 @@ int di_cmd_chat(int argc, char **argv) {
     sa.sa_handler = on_sigint;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, &old_sa);
-    fprintf(stderr, "chat: type a message; Ctrl-C stops a reply; Ctrl-D, Ctrl-C or an empty line quits\n");
+    di_line_input *input = di_line_input_open("deepinfer");
+    if (!input) rc = 1;
+    fprintf(stderr, "chat: type a message; Ctrl-C stops a reply; Ctrl-D, Ctrl-C or an empty line quits%s\n",
+            input && di_line_input_edits(input) ? " (arrows recall earlier lines)" : "");
     while (!rc) {
-        fprintf(stderr, "> ");
         sig_atomic_t before = g_interrupts;
-        char *line = read_line();
+        char *line = di_line_input_read(input, "> ");
         if (!line || !line[0] || g_interrupts != before) {
             if (line || g_interrupts != before) fprintf(stderr, "\n");
             free(line);
@@ -511,6 +500,7 @@ int di_cmd_chat(int argc, char **argv) {
         if (g_interrupts - before >= 2) break; /* a second Ctrl-C during the reply */
     }
     sigaction(SIGINT, &old_sa, NULL);
+    di_line_input_close(input);
     for (size_t i = 0; i < h.n; i++) free(h.owned[i]);
     free(h.owned);
     free(h.hist);
