@@ -281,7 +281,7 @@ int di_cmd_run(int argc, char **argv) {
         return 2;
     }
     char *prompt_text = NULL; /* owned: -f FILE or -p - */
-    if (prompt_file || !strcmp(prompt, "-")) {
+    if (prompt_file || (prompt && !strcmp(prompt, "-"))) {
         FILE *f = prompt_file ? fopen(prompt_file, "rb") : stdin;
         if (!f) {
             fprintf(stderr, "deepinfer run: %s: cannot open\n", prompt_file);
