@@ -3,6 +3,7 @@
  * conversation and the prefix cache skips what earlier turns computed. */
 #include "gen_common.h"
 #include "line_input.h"
+#include "progress.h"
 #include "tools.h"
 
 #include <errno.h>
@@ -11,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* SIGINT presses since chat installed its handler (0 elsewhere). */
 static volatile sig_atomic_t g_interrupts;
@@ -109,6 +111,33 @@ static void fit_max_tokens(const char *cmd, di_engine *e, di_request *r) {
     r->max_tokens = room;
 }
 
+/* Prompts at least this long show prefill progress (on a terminal). */
+#define PREFILL_PROGRESS_MIN_TOKENS 1024
+
+/* Steps a long prompt's prefill with a progress bar (tokens done / total,
+ * tok/s) on a terminal; di_engine_run does the rest. One process only
+ * (--ep steps collectively). */
+static di_status prefill_with_progress(di_engine *e, const di_request *r, di_error *err) {
+    size_t n_prompt = 0;
+    if (!isatty(STDERR_FILENO) || di_gen_ranks() > 1 || di_engine_count_prompt(e, r, &n_prompt, err) ||
+        n_prompt < PREFILL_PROGRESS_MIN_TOKENS)
+        return DI_OK;
+    di_engine_stats s0, s;
+    di_engine_get_stats(e, &s0);
+    di_progress prog;
+    di_progress_start(&prog, "prefill", (int64_t)n_prompt, "tok/s");
+    int64_t done = 0;
+    while (!di_engine_idle(e) && done < (int64_t)n_prompt) {
+        di_status rc = di_engine_step(e, err);
+        if (rc) return rc;
+        di_engine_get_stats(e, &s);
+        done = (s.n_prefill_rows - s0.n_prefill_rows) + (s.n_prefix_hit_tokens - s0.n_prefix_hit_tokens);
+        di_progress_update(&prog, done, (double)(s.n_prefill_rows - s0.n_prefill_rows));
+    }
+    di_progress_end(&prog, done, (double)(s.n_prefill_rows - s0.n_prefill_rows));
+    return DI_OK;
+}
+
 /* Submits r, steps until it is done. Returns 0 ok, 1 on failure. */
 static int generate(const char *cmd, di_engine *e, di_request *r, stream_state *st) {
     di_error err;
@@ -120,7 +149,7 @@ static int generate(const char *cmd, di_engine *e, di_request *r, stream_state *
         fprintf(stderr, "deepinfer %s: %s\n", cmd, err.msg);
         return 1;
     }
-    if (di_engine_run(e, &err)) {
+    if (prefill_with_progress(e, r, &err) || di_engine_run(e, &err)) {
         fprintf(stderr, "deepinfer %s: %s\n", cmd, err.msg);
         return 1;
     }

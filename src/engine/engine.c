@@ -91,6 +91,7 @@ struct di_engine {
     request *reqs;               /* live requests (queued or running) */
     int64_t next_id;
     int64_t n_prompt_tokens, n_generated_tokens, n_finished;
+    int64_t n_prefill_rows; /* prompt tokens computed, over all steps */
     double t_forward_ms;
     double t_last_step_ms;
 };
@@ -712,6 +713,7 @@ di_status di_engine_step(di_engine *e, di_error *err) {
      * of the step, which is what the latency target bounds. */
     e->t_last_step_ms = now_ms() - t_step0;
     di_scheduler_observe_step(e->sched, out.n_decode_tokens, out.n_prefill_tokens, e->t_last_step_ms);
+    e->n_prefill_rows += out.n_prefill_tokens;
     if (e->params.check_integrity) s = di_scheduler_check_integrity(e->sched, err);
     pthread_mutex_unlock(&e->mu);
     return s;
@@ -750,6 +752,7 @@ void di_engine_get_stats(di_engine *e, di_engine_stats *out) {
     out->n_steps = ss.n_steps;
     out->n_preemptions = ss.n_preemptions;
     out->n_prompt_tokens = e->n_prompt_tokens;
+    out->n_prefill_rows = e->n_prefill_rows;
     out->n_prefix_hit_tokens = ss.n_prefix_hit_tokens;
     out->n_generated_tokens = e->n_generated_tokens;
     out->n_requests_finished = e->n_finished;
