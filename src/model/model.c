@@ -46,7 +46,7 @@ struct di_model_kv {
 struct di_model_ctx {
     const arch_ops *ops;
     void *impl;
-    di_dsv4_ep *ep; /* deepseek_v4 expert parallelism, owned */
+    di_dsv4_ep *ep; /* deepseek_v4 / v41 expert parallelism, owned */
 };
 
 /* ---- llama (GGUF) ---------------------------------------------------------- */
@@ -273,12 +273,18 @@ void di_model_ctx_free(di_model_ctx *ctx) {
 
 di_status di_model_ctx_set_ep(const di_model *m, di_model_ctx *ctx, struct di_dist *d, const di_ep_params *p,
                               di_error *err) {
-    if (m->ops != &DSV4_OPS)
-        return di_error_set(err, DI_ERR_UNSUPPORTED, "expert parallelism needs a MoE model (deepseek_v4), not %s",
-                            m->ops->name);
+    if (m->ops != &DSV4_OPS && m->ops != &DSV41_OPS)
+        return di_error_set(err, DI_ERR_UNSUPPORTED,
+                            "expert parallelism needs a MoE model (deepseek_v4 or deepseek_v41), not %s", m->ops->name);
     if (ctx->ep) return di_error_set(err, DI_ERR_INVALID_ARG, "forward context is already expert parallel");
     di_dsv4_ep_params ep = {.n_extra = p->n_extra_experts, .window = p->eplb_window, .interval = p->eplb_interval,
                             .force_imbalance = p->force_imbalance, .log = p->log};
+    if (m->ops == &DSV41_OPS) {
+        di_status s = di_dsv41_ep_create(m->impl, d, &ep, &ctx->ep, err);
+        if (s) return s;
+        di_dsv41_ctx_set_ep(ctx->impl, ctx->ep);
+        return DI_OK;
+    }
     di_status s = di_dsv4_ep_create(m->impl, d, &ep, &ctx->ep, err);
     if (s) return s;
     di_dsv4_ctx_set_ep(ctx->impl, ctx->ep);

@@ -9,7 +9,8 @@
 #      over 2 / 3 / 4 ranks) byte-equal to one process, and decode after it;
 #   2. deepinfer run --ep: the greedy ids of goldens.json (transformers);
 #   3. deepinfer batch --ep: lines sharded over 2 / 4 ranks give the same
-#      records as one process;
+#      records as one process; 3b. the same for DeepSeek-V4.1 (tiny, tiny_b)
+#      with EPLB rebalancing, and run --ep;
 #   4. a rank killed mid-run, and a rank that hangs: the job ends with an
 #      error within the bound.
 # Skips (exit 0 with a message) when MPI was not built or mpirun is absent.
@@ -90,6 +91,28 @@ for np in 2 4; do
   cmp -s "$TMP/one.jsonl" "$TMP/ep$np.jsonl" || { diff "$TMP/one.jsonl" "$TMP/ep$np.jsonl" >&2; fail "batch --ep -np $np differs"; }
 done
 echo "batch --ep: 2 and 4 ranks equal one process ($(wc -l <"$TMP/one.jsonl") records)"
+
+# 3b. DeepSeek-V4.1 through the same EP core: batch --ep with EPLB moving
+#     weights (redundant slots), both tiny checkpoints, 2 and 4 ranks, the same
+#     records as one process; run --ep the same ids as run
+for model in tiny_b tiny; do
+  [ "$model" = tiny ] && [ "$SLOW" -gt 1 ] && continue # the sanitizer build: the small one only
+  M41=$ROOT/tests/data/golden/deepseek_v41/$model
+  timeout $T "$BIN" batch -m "$M41" --in "$TMP/in.jsonl" --out "$TMP/one41.jsonl" -t 1 2>/dev/null ||
+    fail "v41 $model: batch (one process)"
+  for np in 2 4; do
+    timeout $T "$MPIRUN_SH" "$np" "$BIN" batch --ep -m "$M41" --in "$TMP/in.jsonl" --out "$TMP/ep41.jsonl" -t 1 \
+      --eplb-interval 3 --ep-extra-experts 2 2>"$TMP/err" || { cat "$TMP/err" >&2; fail "v41 $model: batch --ep -np $np"; }
+    cmp -s "$TMP/one41.jsonl" "$TMP/ep41.jsonl" ||
+      { diff "$TMP/one41.jsonl" "$TMP/ep41.jsonl" >&2; fail "v41 $model: batch --ep -np $np differs"; }
+  done
+  want=$(timeout $T "$BIN" run -m "$M41" -p "Hello DeepSeek" -n 12 --temp 0 --print-ids -t 1 2>/dev/null) ||
+    fail "v41 $model: run"
+  got=$(timeout $T "$MPIRUN_SH" 2 "$BIN" run --ep -m "$M41" -p "Hello DeepSeek" -n 12 --temp 0 --print-ids -t 1 \
+        2>"$TMP/err") || { cat "$TMP/err" >&2; fail "v41 $model: run --ep"; }
+  [ "$got" = "$want" ] || fail "v41 $model: run --ep: got '$got' want '$want'"
+done
+echo "deepseek_v41 --ep: batch at 2 and 4 ranks with EPLB and run at 2 ranks equal one process"
 
 # 4. a dead rank and a hung rank end the job with an error in bounded time
 BOUND=$((30 * SLOW))
