@@ -262,6 +262,9 @@ di_status di_engine_cancel(di_engine *e, int64_t id);
 di_status di_engine_step(di_engine *e, di_error *err);
 /* No request queued or running. */
 bool di_engine_idle(di_engine *e);
+/* The expert + data parallel group the engine steps with (params.dist), or
+ * NULL when it runs alone. */
+struct di_dist *di_engine_group(di_engine *e);
 /* Steps until idle; with a dist group, until every process of the group is
  * idle (all of them must call it). */
 di_status di_engine_run(di_engine *e, di_error *err);

@@ -159,8 +159,8 @@ di_engine *di_gen_engine_open(const char *cmd, di_gen_opts *o) {
     if (!o->model && !(o->model = di_gen_resolve_model(cmd))) return NULL;
     di_error err;
     if (o->ep && !g_dist) {
-        if (strcmp(cmd, "run") && strcmp(cmd, "batch")) {
-            fprintf(stderr, "deepinfer %s: --ep works with run and batch\n", cmd);
+        if (strcmp(cmd, "run") && strcmp(cmd, "batch") && strcmp(cmd, "serve")) {
+            fprintf(stderr, "deepinfer %s: --ep works with run, batch and serve\n", cmd);
             return NULL;
         }
 #ifdef DI_HAVE_MPI

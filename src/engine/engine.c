@@ -717,6 +717,8 @@ di_status di_engine_step(di_engine *e, di_error *err) {
     return s;
 }
 
+struct di_dist *di_engine_group(di_engine *e) { return e->params.dist; }
+
 bool di_engine_idle(di_engine *e) {
     pthread_mutex_lock(&e->mu);
     bool idle = e->reqs == NULL;

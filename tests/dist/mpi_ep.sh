@@ -10,7 +10,8 @@
 #   2. deepinfer run --ep: the greedy ids of goldens.json (transformers);
 #   3. deepinfer batch --ep: lines sharded over 2 / 4 ranks give the same
 #      records as one process; 3b. the same for DeepSeek-V4.1 (tiny, tiny_b)
-#      with EPLB rebalancing, and run --ep;
+#      with EPLB rebalancing, and run --ep; 3c. serve --ep: two replicas
+#      on their own ports answer like one process, SIGTERM ends the job;
 #   4. a rank killed mid-run, and a rank that hangs: the job ends with an
 #      error within the bound.
 # Skips (exit 0 with a message) when MPI was not built or mpirun is absent.
@@ -113,6 +114,39 @@ for model in tiny_b tiny; do
   [ "$got" = "$want" ] || fail "v41 $model: run --ep: got '$got' want '$want'"
 done
 echo "deepseek_v41 --ep: batch at 2 and 4 ranks with EPLB and run at 2 ranks equal one process"
+
+# 3c. serve --ep: two data-parallel replicas (rank r listens on its own
+#     port) answer like one process; SIGTERM ends the whole job
+ports_of() { sed -n 's|.*listening on http://127.0.0.1:\([0-9]*\).*|\1|p' "$1"; }
+wait_ports() { # file count
+  for _ in $(seq 1 $((20 * SLOW))); do
+    [ "$(ports_of "$1" | wc -l)" -ge "$2" ] && return 0
+    sleep 1
+  done
+  return 1
+}
+complete() { # port -> text of a greedy completion
+  curl -s -m $T "http://127.0.0.1:$1/v1/completions" -H 'Content-Type: application/json' \
+    -d '{"prompt":"Hello DeepSeek, serve","max_tokens":6,"temperature":0}' |
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["choices"][0]["text"])'
+}
+M41=$ROOT/tests/data/golden/deepseek_v41/tiny_b
+"$BIN" serve -m "$M41" --port 0 -t 1 >"$TMP/s1.out" 2>"$TMP/s1.err" &
+S1=$!
+wait_ports "$TMP/s1.out" 1 || { cat "$TMP/s1.err" >&2; fail "serve (one process) did not start"; }
+want=$(complete "$(ports_of "$TMP/s1.out")") || fail "serve (one process): no completion"
+kill -TERM $S1; wait $S1 || true
+"$MPIRUN_SH" 2 "$BIN" serve --ep -m "$M41" --port 0 -t 1 >"$TMP/s2.out" 2>"$TMP/s2.err" &
+S2=$!
+wait_ports "$TMP/s2.out" 2 || { cat "$TMP/s2.err" >&2; kill -TERM $S2; fail "serve --ep did not start"; }
+for p in $(ports_of "$TMP/s2.out"); do
+  got=$(complete "$p") || { kill -TERM $S2; fail "serve --ep: port $p gave no completion"; }
+  [ "$got" = "$want" ] || { kill -TERM $S2; fail "serve --ep: port $p: '$got' want '$want'"; }
+done
+kill -TERM $S2
+for _ in $(seq 1 $((15 * SLOW))); do kill -0 $S2 2>/dev/null || break; sleep 1; done
+kill -0 $S2 2>/dev/null && { kill -KILL $S2; fail "serve --ep: the job outlived SIGTERM"; }
+echo "serve --ep: both replicas answer like one process; SIGTERM ended the job"
 
 # 4. a dead rank and a hung rank end the job with an error in bounded time
 BOUND=$((30 * SLOW))
