@@ -7,6 +7,8 @@
 #      first rebalance is lower than before it), both tiny checkpoints;
 #   1b. mpi_cp_forward: a context-parallel prefill (DeepInfer's zigzag split
 #      over 2 / 3 / 4 ranks) byte-equal to one process, and decode after it;
+#   1c. deepinfer run --cp: the engine's CP prefill (whole and chunked)
+#      gives the ids of one process;
 #   2. deepinfer run --ep: the greedy ids of goldens.json (transformers);
 #   3. deepinfer batch --ep: lines sharded over 2 / 4 ranks give the same
 #      records as one process; 3b. the same for DeepSeek-V4.1 (tiny, tiny_b)
@@ -58,6 +60,23 @@ for args in "2 tiny_fp8" "3 tiny_bf16" "4 tiny_fp8 --len 100"; do
     { cat "$TMP/err" >&2; fail "mpi_cp_forward -np $np $model $*"; }
   echo "$out"
 done
+
+# 1c. run --cp: the engine splits long prefill steps (whole prompts and
+#     chunks) over the ranks; greedy and seeded ids equal one process
+P=$(python3 -c "print(' '.join(str((i * 37 + 11) % 200 + 5) for i in range(150)))")
+for args in "--temp 0" "--temp 0.8 --seed 3" "--temp 0 --batch-tokens 48"; do
+  want=$(timeout $T "$BIN" run -m "$G/tiny_fp8" --prompt-ids "$P" -n 10 $args --print-ids --kv-f32 -t 1 2>/dev/null) ||
+    fail "run $args (one process)"
+  for np in 2 3; do
+    got=$(timeout $T "$MPIRUN_SH" "$np" "$BIN" run --cp --cp-min-rows 16 -m "$G/tiny_fp8" --prompt-ids "$P" -n 10 \
+          $args --print-ids --kv-f32 -t 1 2>"$TMP/err") || { cat "$TMP/err" >&2; fail "run --cp -np $np $args"; }
+    [ "$got" = "$want" ] || fail "run --cp -np $np $args: got '$got' want '$want'"
+  done
+done
+if timeout $T "$MPIRUN_SH" 2 "$BIN" run --cp -m "$ROOT/tests/data/golden/deepseek_v41/tiny_b" -p hi -n 2 \
+     >/dev/null 2>"$TMP/err"; then fail "run --cp on V4.1 succeeded"; fi
+grep -q "context parallelism is implemented for deepseek_v4" "$TMP/err" || { cat "$TMP/err" >&2; fail "run --cp V4.1: no clear error"; }
+echo "run --cp: 2 and 3 ranks equal one process (greedy, seeded, chunked prefill)"
 
 # 2. run --ep: the goldens' greedy continuations
 for model in tiny_fp8 tiny_bf16; do
