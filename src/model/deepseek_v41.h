@@ -148,6 +148,12 @@ di_status di_dsv41_ep_create(const di_dsv41_model *m, di_dist *dist, const di_ds
  * it has no work. */
 void di_dsv41_ctx_set_ep(di_dsv41_ctx *ctx, di_dsv4_ep *ep);
 
+/* Makes c's forwards context parallel over cp (NULL: off): every rank
+ * forwards its share of the same step's rows (model_cp.c splits them) and
+ * gets the whole cache; collective per layer, a rank with no rows still
+ * calls di_dsv41_forward with the step's block tables. */
+void di_dsv41_ctx_set_cp(di_dsv41_ctx *ctx, struct di_dist *cp);
+
 /* Trace hook for tests and debugging: called during each forward at every
  * sublayer boundary with the rows of this batch (in row order):
  *   "R_after_engram" (Engram layers), "R_after_attn", "R_after_ffn"
