@@ -121,6 +121,8 @@ struct di_dsv41_ctx {
     float *wg;                /* (n*K) routing weights of the gathered rows */
     di_dsv4_ep *ep;           /* expert parallelism (not owned), NULL = all experts here */
     di_dist *cp;              /* context parallel group (not owned), NULL = none */
+    float skew_factor;        /* forced routing imbalance (di_dsv41_ctx_set_route_skew), 0 = off */
+    int32_t skew_groups;
     float *eg;                /* (n, cols*ehd) Engram rows */
     float *ekv;               /* (n, (N+1)*D) Engram keys/value */
     int32_t *topk;            /* (n, index_topk) current selection, -1 filled */

@@ -160,7 +160,20 @@ for model in tiny_b tiny; do
         2>"$TMP/err") || { cat "$TMP/err" >&2; fail "v41 $model: run --ep"; }
   [ "$got" = "$want" ] || fail "v41 $model: run --ep: got '$got' want '$want'"
 done
-echo "deepseek_v41 --ep: batch at 2 and 4 ranks with EPLB and run at 2 ranks equal one process"
+# forced skew (V4.1 too): the same records with and without rebalances, and
+# the placement lowers moe_lb on its window
+M41=$ROOT/tests/data/golden/deepseek_v41/tiny_b
+for ev in "" "--eplb-interval 4 --ep-extra-experts 2 --eplb-log"; do
+  timeout $T "$MPIRUN_SH" 2 "$BIN" batch --ep -m "$M41" --in "$TMP/in.jsonl" --out "$TMP/sk${ev:+1}.jsonl" -t 1 \
+    --ep-force-imbalance 3 $ev 2>"$TMP/err" || { cat "$TMP/err" >&2; fail "v41: batch --ep --ep-force-imbalance $ev"; }
+done
+cmp -s "$TMP/sk.jsonl" "$TMP/sk1.jsonl" || fail "v41: forced skew: a rebalance changed the records"
+python3 - "$TMP/err" <<'PY' || fail "v41: EPLB did not lower moe_lb under a forced skew"
+import re, sys
+m = re.search(r"moe_lb ([0-9.]+) -> ([0-9.]+)", open(sys.argv[1]).read())
+sys.exit(0 if m and float(m.group(2)) < float(m.group(1)) else 1)
+PY
+echo "deepseek_v41 --ep: batch at 2 and 4 ranks with EPLB and run at 2 ranks equal one process; forced skew rebalanced"
 
 # 3c. serve --ep: two data-parallel replicas (rank r listens on its own
 #     port) answer like one process; SIGTERM ends the whole job
