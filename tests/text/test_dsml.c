@@ -1,0 +1,254 @@
+/* text/dsml: DeepSeek V4 / V4.1 conversation rendering and encoding against
+ * deepseek-recipe goldens (tests/data/golden/dsml/render.json, made by
+ * scripts/gen_goldens_dsml.py): prompt bytes, special-token ranges and ids
+ * equal for every case; plus the recipe's JSON number layout and hostile
+ * conversations (clear errors, no crash). */
+#include "test_util.h"
+
+#include "text/dsml.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static json_t *load_golden(void) {
+    char path[4096];
+    json_error_t je;
+    json_t *doc = json_load_file(di_test_path(path, sizeof path, "tests/data/golden/dsml/render.json"), 0, &je);
+    if (!doc) fail_msg("%s: %s", path, je.text);
+    return doc;
+}
+
+static di_tokenizer *load_tok(void) {
+    char path[4096];
+    di_error err = {0};
+    di_tokenizer *t = NULL;
+    if (di_tok_load(di_test_path(path, sizeof path, "tests/data/golden/dsml/tokenizer.json"), &t, &err))
+        fail_msg("%s: %s", path, err.msg);
+    return t;
+}
+
+/* Where two byte strings first differ, for the failure message. */
+static size_t first_diff(const char *a, size_t na, const char *b, size_t nb) {
+    size_t i = 0;
+    while (i < na && i < nb && a[i] == b[i]) i++;
+    return i;
+}
+
+static int check_one(di_tokenizer *t, const di_dsml_conv *c, di_dsml_version v, const json_t *want, size_t ci) {
+    const char *vn = v == DI_DSML_V4 ? "v4" : "v41";
+    di_dsml_prompt p;
+    di_error err = {0};
+    if (json_object_get(want, "error")) {
+        print_error("case %zu %s: the recipe refuses (%s); we rendered it\n", ci, vn,
+                    json_string_value(json_object_get(want, "error")));
+        return 1;
+    }
+    if (di_dsml_render(c, v, &p, &err)) {
+        print_error("case %zu %s: %s\n", ci, vn, err.msg);
+        return 1;
+    }
+    int bad = 0;
+    const json_t *wp = json_object_get(want, "prompt");
+    const char *ws = json_string_value(wp);
+    size_t wn = json_string_length(wp);
+    if (p.len != wn || memcmp(p.text, ws, wn)) {
+        size_t d = first_diff(p.text, p.len, ws, wn);
+        size_t from = d > 60 ? d - 60 : 0;
+        print_error("case %zu %s: prompt differs at byte %zu\n  ours: %.*s|%.60s\n  want: %.*s|%.60s\n", ci, vn, d,
+                    (int)(d - from), p.text + from, p.text + d, (int)(d - from), ws + from, ws + d);
+        bad = 1;
+    }
+    const json_t *wr = json_object_get(want, "special_ranges");
+    bool ranges_ok = json_array_size(wr) == p.n_ranges;
+    for (size_t i = 0; ranges_ok && i < p.n_ranges; i++) {
+        const json_t *r = json_array_get(wr, i);
+        ranges_ok = (size_t)json_integer_value(json_array_get(r, 0)) == p.ranges[i][0] &&
+                    (size_t)json_integer_value(json_array_get(r, 1)) == p.ranges[i][1];
+    }
+    if (!bad && !ranges_ok) {
+        print_error("case %zu %s: special ranges differ (%zu vs %zu)\n", ci, vn, p.n_ranges, json_array_size(wr));
+        bad = 1;
+    }
+    di_tok_ids ids = {0};
+    if (!bad && di_dsml_encode(t, &p, &ids, &err)) {
+        print_error("case %zu %s: encode: %s\n", ci, vn, err.msg);
+        bad = 1;
+    }
+    const json_t *wi = json_object_get(want, "ids");
+    if (!bad) {
+        bool ids_ok = json_array_size(wi) == ids.n;
+        for (size_t i = 0; ids_ok && i < ids.n; i++) ids_ok = json_integer_value(json_array_get(wi, i)) == ids.data[i];
+        if (!ids_ok) {
+            print_error("case %zu %s: ids differ (%zu vs %zu)\n", ci, vn, ids.n, json_array_size(wi));
+            bad = 1;
+        }
+    }
+    di_tok_ids_free(&ids);
+    di_dsml_prompt_free(&p);
+    return bad;
+}
+
+static void render_and_encode_equal_recipe(void **state) {
+    (void)state;
+    json_t *doc = load_golden();
+    di_tokenizer *t = load_tok();
+    const json_t *cases = json_object_get(doc, "cases");
+    assert_true(json_array_size(cases) >= 100);
+    int bad = 0;
+    for (size_t i = 0; i < json_array_size(cases); i++) {
+        const json_t *cs = json_array_get(cases, i);
+        di_dsml_conv *c = NULL;
+        di_error err = {0};
+        if (di_dsml_conv_from_json(json_object_get(cs, "conversation"), &c, &err)) {
+            print_error("case %zu: conversation refused: %s\n", i, err.msg);
+            bad++;
+            continue;
+        }
+        bad += check_one(t, c, DI_DSML_V4, json_object_get(cs, "v4"), i);
+        bad += check_one(t, c, DI_DSML_V41, json_object_get(cs, "v41"), i);
+        di_dsml_conv_free(c);
+    }
+    di_tok_free(t);
+    json_decref(doc);
+    assert_int_equal(bad, 0);
+}
+
+/* The recipe's printing of JSON numbers, from its own prompts: V4.1 as
+ * Python's repr, V4 in ryu's layout with "e+". */
+static void json_numbers_print_like_recipe(void **state) {
+    (void)state;
+    static const struct {
+        const char *in, *v41, *v4;
+    } V[] = {
+        {"[0.1, 1e20, 1.0, -0.0, 2.5e-8, 1e16, 1e15, 0.0001, 0.00001, 1e-6, 123.456, 5, -7]",
+         "[0.1, 1e+20, 1.0, -0.0, 2.5e-08, 1e+16, 1000000000000000.0, 0.0001, 1e-05, 1e-06, 123.456, 5, -7]",
+         "[0.1, 1e+20, 1.0, -0.0, 2.5e-8, 1e+16, 1000000000000000.0, 0.0001, 0.00001, 1e-6, 123.456, 5, -7]"},
+        {"{\"b\": [true, false, null], \"a\": \"\\u0001\\n\\\"é\"}", "{\"b\": [true, false, null], \"a\": \"\\u0001\\n\\\"é\"}",
+         "{\"b\": [true, false, null], \"a\": \"\\u0001\\n\\\"é\"}"},
+        {"[1.7976931348623157e308, 5e-324]", "[1.7976931348623157e+308, 5e-324]", "[1.7976931348623157e+308, 5e-324]"},
+        {"[]", "[]", "[]"},
+    };
+    for (size_t i = 0; i < sizeof V / sizeof V[0]; i++) {
+        json_t *v = json_loads(V[i].in, JSON_DECODE_ANY, NULL);
+        assert_non_null(v);
+        char *s = di_dsml_json_dumps(v, DI_DSML_V41);
+        assert_string_equal(s, V[i].v41);
+        free(s);
+        s = di_dsml_json_dumps(v, DI_DSML_V4);
+        assert_string_equal(s, V[i].v4);
+        free(s);
+        json_decref(v);
+    }
+}
+
+static di_status conv_from_text(const char *text, di_error *err) {
+    json_t *root = json_loads(text, 0, NULL);
+    assert_non_null(root);
+    di_dsml_conv *c = NULL;
+    di_status s = di_dsml_conv_from_json(root, &c, err);
+    if (!s) {
+        di_dsml_prompt p;
+        assert_int_equal(di_dsml_render(c, DI_DSML_V41, &p, err), DI_OK);
+        di_dsml_prompt_free(&p);
+    }
+    di_dsml_conv_free(c);
+    json_decref(root);
+    return s;
+}
+
+static void hostile_conversations_are_refused(void **state) {
+    (void)state;
+    static const char *const BAD[] = {
+        "[]",
+        "{\"messages\": {}}",
+        "{\"messages\": [{\"role\": \"developer\", \"content\": \"x\"}]}",
+        "{\"messages\": [{\"role\": \"user\", \"content\": 5}]}",
+        "{\"messages\": [{\"role\": \"user\", \"content\": \"x\", \"images\": -1}]}",
+        "{\"messages\": [{\"role\": \"assistant\", \"content\": \"x\", \"prefix\": true}, {\"role\": \"user\"}]}",
+        "{\"messages\": [{\"role\": \"assistant\", \"tool_calls\": [{\"function\": {\"name\": \"a\\\"b\"}}]}]}",
+        "{\"messages\": [{\"role\": \"assistant\", \"tool_calls\": [{\"function\": 3}]}]}",
+        "{\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\", \"parameters\": \"not a schema\"}}]}",
+        "{\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"\"}}]}",
+        "{\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"x<y>\"}}]}",
+        "{\"tools\": [{\"type\": \"retrieval\"}]}",
+        "{\"tools\": \"all\"}",
+        "{\"tool_choice\": \"sometimes\"}",
+        "{\"reasoning_effort\": \"default\"}",
+        "{\"thinking\": \"yes\"}",
+        "{\"response_format\": {\"type\": \"xml\"}}",
+        "{\"response_format\": {\"type\": \"json_schema\"}}",
+    };
+    for (size_t i = 0; i < sizeof BAD / sizeof BAD[0]; i++) {
+        di_error err = {0};
+        di_status s = conv_from_text(BAD[i], &err);
+        if (s == DI_OK) fail_msg("accepted: %s", BAD[i]);
+        assert_true(err.msg[0] != '\0');
+    }
+    /* 10,000 tools: past DI_DSML_MAX_TOOLS. */
+    json_t *root = json_object(), *tools = json_array();
+    for (int i = 0; i < 10000; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "tool_%d", i);
+        json_array_append_new(tools, json_pack("{s:s, s:{s:s}}", "type", "function", "function", "name", name));
+    }
+    json_object_set_new(root, "tools", tools);
+    di_dsml_conv *c = NULL;
+    di_error err = {0};
+    assert_int_equal(di_dsml_conv_from_json(root, &c, &err), DI_ERR_RANGE);
+    assert_null(c);
+    json_decref(root);
+}
+
+/* A 10 MB tool result renders (no quadratic work, no limit of ours). */
+static void large_tool_result_renders(void **state) {
+    (void)state;
+#ifdef DI_SANITIZE_BUILD
+    const size_t n = 1u << 20;
+#else
+    const size_t n = 10u << 20;
+#endif
+    char *big = malloc(n + 1);
+    memset(big, 'x', n);
+    big[n] = '\0';
+    json_t *root = json_pack("{s:[{s:s},{s:s,s:s,s:s}]}", "messages", "role", "user", "role", "tool", "content", big,
+                             "tool_call_id", "c1");
+    free(big);
+    di_dsml_conv *c = NULL;
+    di_error err = {0};
+    assert_int_equal(di_dsml_conv_from_json(root, &c, &err), DI_OK);
+    di_dsml_prompt p;
+    assert_int_equal(di_dsml_render(c, DI_DSML_V4, &p, &err), DI_OK);
+    assert_true(p.len > n);
+    di_dsml_prompt_free(&p);
+    di_dsml_conv_free(c);
+    json_decref(root);
+}
+
+static void encode_refuses_unknown_special_token(void **state) {
+    (void)state;
+    di_tokenizer *t = load_tok();
+    char text[] = "a<｜nope｜>b";
+    size_t ranges[1][2] = {{1, sizeof text - 2}};
+    di_dsml_prompt p = {.text = text, .len = sizeof text - 1, .ranges = ranges, .n_ranges = 1};
+    di_tok_ids ids = {0};
+    di_error err = {0};
+    assert_int_equal(di_dsml_encode(t, &p, &ids, &err), DI_ERR_NOT_FOUND);
+    ranges[0][0] = 5;
+    ranges[0][1] = 2;
+    assert_int_equal(di_dsml_encode(t, &p, &ids, &err), DI_ERR_INVALID_ARG);
+    di_tok_ids_free(&ids);
+    di_tok_free(t);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(render_and_encode_equal_recipe),
+        cmocka_unit_test(json_numbers_print_like_recipe),
+        cmocka_unit_test(hostile_conversations_are_refused),
+        cmocka_unit_test(large_tool_result_renders),
+        cmocka_unit_test(encode_refuses_unknown_special_token),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
