@@ -15,7 +15,9 @@ arguments) and tool results, reasoning present/empty/absent (the recipe
 decides what is kept), prefix continuations, latest_reminder messages and
 image placeholders. An assistant turn with tool calls is followed by one
 result per call, in order, as clients send them (V4 moves results that
-arrive later, after other turns, in a way this corpus does not cover).
+arrive later, after other turns, in a way this corpus does not cover), and
+prefix continuations carry text, not tool calls (how V4 opens or closes the
+thought of a prefix turn with calls is not covered either).
 
 The tokenizer: tests/data/golden/deepseek_v41/tiny/tokenizer.json (512
 byte-level BPE tokens) with DeepSeek's special tokens added (the tiny
@@ -167,7 +169,8 @@ def random_case(rng):
                                                  "arguments": rng.choice(ARGS)}}
                                    for k in range(rng.randint(1, 3))]
             if i == n - 1 and rng.random() < 0.35:
-                m["prefix"] = True
+                m["prefix"] = True  # a continuation of text: no tool calls
+                m.pop("tool_calls", None)
         elif role == "tool":
             m["content"] = tool_msg_content(rng)
             # the id of the next unanswered call of the last calling turn

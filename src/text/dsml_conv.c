@@ -219,8 +219,12 @@ di_status di_dsml_conv_from_json(const json_t *root, di_dsml_conv **out, di_erro
         c->n_msgs = i + 1;
         s = read_msg(json_array_get(msgs, i), i, &c->msgs[i], err);
     }
-    for (size_t i = 0; i + 1 < c->n_msgs && !s; i++)
-        if (c->msgs[i].prefix) s = di_error_set(err, DI_ERR_FORMAT, "messages[%zu].prefix: only the last message", i);
+    for (size_t i = 0; i < c->n_msgs && !s; i++) {
+        if (c->msgs[i].prefix && i + 1 < c->n_msgs)
+            s = di_error_set(err, DI_ERR_FORMAT, "messages[%zu].prefix: only the last message", i);
+        else if (c->msgs[i].prefix && c->msgs[i].n_calls)
+            s = di_error_set(err, DI_ERR_UNSUPPORTED, "messages[%zu]: a prefix continuation with tool_calls", i);
+    }
     if (!s) s = read_tools(json_object_get(root, "tools"), "tools", &c->tools, &c->n_tools, err);
     if (!s) s = get_bool(root, "thinking", "conversation", true, &c->thinking, err);
     static const char *const EFFORTS[] = {"low", "high", "xhigh", "max"};

@@ -25,9 +25,10 @@
  *   tool-call block when tool_choice is required.
  *   V4.1 keeps only the first of consecutive latest_reminder messages.
  *
- * Not modelled: V4 moves tool results that arrive after a later assistant
- * turn while calls are unanswered (an order clients do not send); the corpus
- * answers every call right after the turn that made it.
+ * Not modelled (inputs clients do not send; the corpus leaves them out): V4
+ * moves tool results that arrive after a later assistant turn while calls
+ * are unanswered; a prefix turn that already holds tool calls (V4 closes or
+ * leaves its thought depending on reasoning and tool_choice).
  *
  * Special tokens are recorded as byte ranges: BOS/EOS, role tokens, <think>
  * and </think> written by the renderer (also inside the tools text), the
@@ -292,9 +293,11 @@ static void render_assistant(rnd *r, const di_dsml_conv *c, const di_dsml_msg *m
         if (m->reasoning) txts(r, m->reasoning);
     }
     /* A prefix turn with no answer yet continues its reasoning. */
-    if (keep && m->prefix && !m->content[0] && !m->n_calls) return;
-    sp(r, TOK_THINK_END);
-    txts(r, m->content);
+    bool open_thought = m->prefix && !m->content[0] && (r->v == DI_DSML_V4 ? c->thinking : keep);
+    if (!open_thought) {
+        sp(r, TOK_THINK_END);
+        txts(r, m->content);
+    }
     if (m->n_calls) {
         tpl(r, "\n\n<{D}{C}>\n");
         for (size_t k = 0; k < m->n_calls; k++) render_call(r, &m->calls[k]);
