@@ -121,6 +121,10 @@ typedef struct di_dsml_conv {
  * JSON path in the message. */
 di_status di_dsml_conv_from_json(const json_t *root, di_dsml_conv **out, di_error *err);
 void di_dsml_conv_free(di_dsml_conv *c);
+/* A conversation of plain messages (roles "system", "user", "assistant",
+ * "tool", "latest_reminder"; contents copied), no tools, thinking as given. */
+di_status di_dsml_conv_from_messages(const char *const *roles, const char *const *contents, size_t n,
+                                     bool thinking, di_dsml_conv **out, di_error *err);
 
 /* A rendered prompt: text[0..len) (NUL-terminated) and the byte ranges that
  * are special tokens, ascending and disjoint. */

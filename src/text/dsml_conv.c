@@ -244,6 +244,37 @@ di_status di_dsml_conv_from_json(const json_t *root, di_dsml_conv **out, di_erro
     return DI_OK;
 }
 
+di_status di_dsml_conv_from_messages(const char *const *roles, const char *const *contents, size_t n,
+                                     bool thinking, di_dsml_conv **out, di_error *err) {
+    if (!out || (n && (!roles || !contents))) return di_error_set(err, DI_ERR_INVALID_ARG, "dsml: NULL argument");
+    *out = NULL;
+    if (n > DI_DSML_MAX_MESSAGES)
+        return di_error_set(err, DI_ERR_RANGE, "messages: %zu, at most %u", n, DI_DSML_MAX_MESSAGES);
+    di_dsml_conv *c = calloc(1, sizeof *c);
+    if (!c || (n && !(c->msgs = calloc(n, sizeof *c->msgs)))) {
+        free(c);
+        return di_error_set(err, DI_ERR_NOMEM, "conversation: out of memory");
+    }
+    c->thinking = thinking;
+    for (size_t i = 0; i < n; i++) {
+        size_t r = 0;
+        while (r < sizeof ROLES / sizeof ROLES[0] && !(roles[i] && !strcmp(roles[i], ROLES[r].name))) r++;
+        if (r == sizeof ROLES / sizeof ROLES[0] || !contents[i]) {
+            di_dsml_conv_free(c);
+            return di_error_set(err, DI_ERR_FORMAT, "messages[%zu]: role '%.32s' unknown or no content", i,
+                                roles[i] ? roles[i] : "(null)");
+        }
+        c->n_msgs = i + 1;
+        c->msgs[i].role = ROLES[r].role;
+        if (!(c->msgs[i].content = dup_str(contents[i], strlen(contents[i])))) {
+            di_dsml_conv_free(c);
+            return di_error_set(err, DI_ERR_NOMEM, "conversation: out of memory");
+        }
+    }
+    *out = c;
+    return DI_OK;
+}
+
 void di_dsml_conv_free(di_dsml_conv *c) {
     if (!c) return;
     for (size_t i = 0; i < c->n_msgs; i++) {

@@ -242,6 +242,43 @@ static void encode_refuses_unknown_special_token(void **state) {
     di_tok_free(t);
 }
 
+/* Plain messages (what the engine passes for a V4.1 chat) render as the
+ * chat goldens of scripts/gen_goldens_chat_v41.py (the recipe, thinking off). */
+static void plain_messages_match_chat_goldens(void **state) {
+    (void)state;
+    char path[4096];
+    json_t *doc = json_load_file(di_test_path(path, sizeof path, "tests/data/golden/chat/deepseek_v41.json"), 0, NULL);
+    assert_non_null(doc);
+    const char *bos = json_string_value(json_object_get(doc, "bos"));
+    const json_t *cases = json_object_get(doc, "cases");
+    assert_true(json_array_size(cases) > 0);
+    for (size_t i = 0; i < json_array_size(cases); i++) {
+        const json_t *cs = json_array_get(cases, i), *msgs = json_object_get(cs, "messages");
+        size_t n = json_array_size(msgs);
+        const char *roles[16], *contents[16];
+        assert_true(n <= 16);
+        for (size_t k = 0; k < n; k++) {
+            roles[k] = json_string_value(json_object_get(json_array_get(msgs, k), "role"));
+            contents[k] = json_string_value(json_object_get(json_array_get(msgs, k), "content"));
+        }
+        di_dsml_conv *c = NULL;
+        di_error err = {0};
+        assert_int_equal(di_dsml_conv_from_messages(roles, contents, n, false, &c, &err), DI_OK);
+        di_dsml_prompt p;
+        assert_int_equal(di_dsml_render(c, DI_DSML_V41, &p, &err), DI_OK);
+        size_t nb = strlen(bos);
+        assert_true(p.len >= nb && !memcmp(p.text, bos, nb));
+        assert_string_equal(p.text + nb, json_string_value(json_object_get(cs, "prompt")));
+        di_dsml_prompt_free(&p);
+        di_dsml_conv_free(c);
+    }
+    const char *bad_roles[] = {"developer"}, *bad_contents[] = {"x"};
+    di_dsml_conv *c = NULL;
+    di_error err = {0};
+    assert_int_equal(di_dsml_conv_from_messages(bad_roles, bad_contents, 1, false, &c, &err), DI_ERR_FORMAT);
+    json_decref(doc);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(render_and_encode_equal_recipe),
@@ -249,6 +286,7 @@ int main(void) {
         cmocka_unit_test(hostile_conversations_are_refused),
         cmocka_unit_test(large_tool_result_renders),
         cmocka_unit_test(encode_refuses_unknown_special_token),
+        cmocka_unit_test(plain_messages_match_chat_goldens),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
