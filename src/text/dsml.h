@@ -11,6 +11,7 @@
  *   dsml_json.c    JSON text the way the recipe prints it (Python json.dumps)
  *   dsml_render.c  di_dsml_conv -> prompt text + special-token byte ranges
  *   dsml_encode.c  prompt -> ids (ranges = special tokens, the rest plain text)
+ *   dsml_parse.c   model output -> reasoning / content / tool calls, incrementally
  *
  * Ownership: di_dsml_conv_from_json allocates a conversation the caller frees
  * with di_dsml_conv_free; di_dsml_render fills a prompt the caller frees with
@@ -142,6 +143,43 @@ void di_dsml_prompt_free(di_dsml_prompt *p);
  * a special token of t, else DI_ERR_NOT_FOUND), the text between is encoded
  * as plain text (no special-token parsing, no BOS/EOS added). */
 di_status di_dsml_encode(const di_tokenizer *t, const di_dsml_prompt *p, di_tok_ids *out, di_error *err);
+
+/* ---- output side --------------------------------------------------------- */
+
+/* A tool call parsed from the model's output; arguments is JSON text built
+ * as the recipe builds it (not validated: a malformed call stays malformed). */
+typedef struct di_dsml_out_call {
+    char *name;
+    size_t name_len;
+    char *arguments;
+    size_t arguments_len;
+} di_dsml_out_call;
+
+/* What the output says so far; strings NUL-terminated and owned by the
+ * parser. reasoning is NULL when thinking is off. A caller streaming deltas
+ * remembers the lengths it has sent. */
+typedef struct di_dsml_message {
+    char *reasoning;
+    size_t reasoning_len;
+    char *content;
+    size_t content_len;
+    di_dsml_out_call *calls; /* (n_calls) */
+    size_t n_calls;
+} di_dsml_message;
+
+typedef struct di_dsml_parser di_dsml_parser;
+
+/* thinking: the prompt opened a thought (output starts as reasoning);
+ * parse_tools: the request has tools (DSML is parsed; otherwise plain text). */
+di_status di_dsml_parser_create(di_dsml_version v, bool thinking, bool parse_tools, di_dsml_parser **out,
+                                di_error *err);
+/* Feeds the next piece of output text (any split, even inside a UTF-8
+ * character or a tag). */
+di_status di_dsml_parser_push(di_dsml_parser *p, const char *text, size_t n, di_error *err);
+/* End of output: text held back in case it started a marker is decided. */
+di_status di_dsml_parser_finish(di_dsml_parser *p, di_error *err);
+const di_dsml_message *di_dsml_parser_message(const di_dsml_parser *p);
+void di_dsml_parser_free(di_dsml_parser *p);
 
 /* JSON text as the recipe prints it into a prompt of that version (Python
  * json.dumps layout with ensure_ascii off: ", " and ": " separators; floats

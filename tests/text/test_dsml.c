@@ -279,6 +279,97 @@ static void plain_messages_match_chat_goldens(void **state) {
     json_decref(doc);
 }
 
+/* Feeds out[0..n) cut at the given points (ascending, within (0, n)). */
+static di_dsml_parser *parse_pieces(const char *model, bool thinking, const char *out, size_t n, const size_t *cuts,
+                                    size_t n_cuts) {
+    di_dsml_parser *p = NULL;
+    di_error err = {0};
+    assert_int_equal(di_dsml_parser_create(strcmp(model, "v4") ? DI_DSML_V41 : DI_DSML_V4, thinking, true, &p, &err),
+                     DI_OK);
+    size_t at = 0;
+    for (size_t k = 0; k <= n_cuts; k++) {
+        size_t end = k < n_cuts ? cuts[k] : n;
+        assert_int_equal(di_dsml_parser_push(p, out + at, end - at, &err), DI_OK);
+        at = end;
+    }
+    assert_int_equal(di_dsml_parser_finish(p, &err), DI_OK);
+    return p;
+}
+
+static bool str_eq(const json_t *want, const char *got, size_t n) {
+    if (json_is_null(want) || !want) return got == NULL;
+    return got && json_string_length(want) == n && !memcmp(json_string_value(want), got, n);
+}
+
+static int check_message(const di_dsml_parser *p, const json_t *want, size_t ci, const char *how) {
+    const di_dsml_message *m = di_dsml_parser_message(p);
+    const json_t *calls = json_object_get(want, "tool_calls");
+    bool ok = str_eq(json_object_get(want, "content"), m->content, m->content_len) &&
+              str_eq(json_object_get(want, "reasoning_content"), m->reasoning, m->reasoning_len) &&
+              json_array_size(calls) == m->n_calls;
+    for (size_t k = 0; ok && k < m->n_calls; k++) {
+        const json_t *c = json_array_get(calls, k);
+        ok = str_eq(json_object_get(c, "name"), m->calls[k].name, m->calls[k].name_len) &&
+             str_eq(json_object_get(c, "arguments"), m->calls[k].arguments, m->calls[k].arguments_len);
+    }
+    const char *finish = m->n_calls ? "tool_calls" : "stop";
+    ok = ok && !strcmp(finish, json_string_value(json_object_get(want, "finish_reason")));
+    if (!ok) {
+        char *w = json_dumps(want, JSON_ENSURE_ASCII);
+        print_error("parse case %zu (%s): got content \"%s\" reasoning \"%s\" %zu calls%s%s; want %s\n", ci, how,
+                    m->content, m->reasoning ? m->reasoning : "(null)", m->n_calls, m->n_calls ? " args " : "",
+                    m->n_calls ? m->calls[0].arguments : "", w);
+        free(w);
+    }
+    return !ok;
+}
+
+/* The recipe's accumulated message for each recorded output, whatever the
+ * split: whole, one byte at a time, and random pieces. */
+static void parse_equals_recipe_at_any_split(void **state) {
+    (void)state;
+    char path[4096];
+    json_error_t je;
+    json_t *doc = json_load_file(di_test_path(path, sizeof path, "tests/data/golden/dsml/parse.json"), 0, &je);
+    if (!doc) fail_msg("%s: %s", path, je.text);
+    const json_t *cases = json_object_get(doc, "cases");
+    assert_true(json_array_size(cases) >= 40);
+    di_test_rng rng = {0x5eed};
+    int bad = 0, known = 0;
+    for (size_t i = 0; i < json_array_size(cases); i++) {
+        const json_t *cs = json_array_get(cases, i), *want = json_object_get(cs, "message");
+        if (json_object_get(cs, "known_difference")) { /* documented in the golden script */
+            known++;
+            continue;
+        }
+        const char *model = json_string_value(json_object_get(cs, "model"));
+        bool thinking = json_is_true(json_object_get(cs, "thinking"));
+        const char *out = json_string_value(json_object_get(cs, "output"));
+        size_t n = json_string_length(json_object_get(cs, "output"));
+        di_dsml_parser *p = parse_pieces(model, thinking, out, n, NULL, 0);
+        bad += check_message(p, want, i, "whole");
+        di_dsml_parser_free(p);
+        size_t *cuts = malloc((n ? n : 1) * sizeof *cuts);
+        for (size_t k = 1; k < n; k++) cuts[k - 1] = k;
+        p = parse_pieces(model, thinking, out, n, cuts, n ? n - 1 : 0);
+        bad += check_message(p, want, i, "bytes");
+        di_dsml_parser_free(p);
+        for (int r = 0; r < 4 && n > 1; r++) {
+            size_t nc = 0;
+            for (size_t k = 1; k < n; k++)
+                if (di_test_rand(&rng) % 5 == 0) cuts[nc++] = k;
+            p = parse_pieces(model, thinking, out, n, cuts, nc);
+            bad += check_message(p, want, i, "random");
+            di_dsml_parser_free(p);
+        }
+        free(cuts);
+    }
+    print_message("parse: %d outputs skipped as known differences\n", known);
+    assert_true(known <= 4);
+    json_decref(doc);
+    assert_int_equal(bad, 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(render_and_encode_equal_recipe),
@@ -287,6 +378,7 @@ int main(void) {
         cmocka_unit_test(large_tool_result_renders),
         cmocka_unit_test(encode_refuses_unknown_special_token),
         cmocka_unit_test(plain_messages_match_chat_goldens),
+        cmocka_unit_test(parse_equals_recipe_at_any_split),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
