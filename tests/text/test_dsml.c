@@ -7,6 +7,7 @@
 
 #include "text/dsml.h"
 
+#include <dirent.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -160,32 +161,32 @@ static di_status conv_from_text(const char *text, di_error *err) {
 
 static void hostile_conversations_are_refused(void **state) {
     (void)state;
-    static const char *const BAD[] = {
-        "[]",
-        "{\"messages\": {}}",
-        "{\"messages\": [{\"role\": \"developer\", \"content\": \"x\"}]}",
-        "{\"messages\": [{\"role\": \"user\", \"content\": 5}]}",
-        "{\"messages\": [{\"role\": \"user\", \"content\": \"x\", \"images\": -1}]}",
-        "{\"messages\": [{\"role\": \"assistant\", \"content\": \"x\", \"prefix\": true}, {\"role\": \"user\"}]}",
-        "{\"messages\": [{\"role\": \"assistant\", \"tool_calls\": [{\"function\": {\"name\": \"a\\\"b\"}}]}]}",
-        "{\"messages\": [{\"role\": \"assistant\", \"tool_calls\": [{\"function\": 3}]}]}",
-        "{\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\", \"parameters\": \"not a schema\"}}]}",
-        "{\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"\"}}]}",
-        "{\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"x<y>\"}}]}",
-        "{\"tools\": [{\"type\": \"retrieval\"}]}",
-        "{\"tools\": \"all\"}",
-        "{\"tool_choice\": \"sometimes\"}",
-        "{\"reasoning_effort\": \"default\"}",
-        "{\"thinking\": \"yes\"}",
-        "{\"response_format\": {\"type\": \"xml\"}}",
-        "{\"response_format\": {\"type\": \"json_schema\"}}",
-    };
-    for (size_t i = 0; i < sizeof BAD / sizeof BAD[0]; i++) {
-        di_error err = {0};
-        di_status s = conv_from_text(BAD[i], &err);
-        if (s == DI_OK) fail_msg("accepted: %s", BAD[i]);
-        assert_true(err.msg[0] != '\0');
+    /* The regression corpus: every file a conversation that must be refused. */
+    char dir[4096];
+    di_test_path(dir, sizeof dir, "tests/data/malformed/dsml");
+    struct dirent **list = NULL;
+    int n = scandir(dir, &list, NULL, alphasort), files = 0;
+    assert_true(n > 0);
+    for (int i = 0; i < n; i++) {
+        const char *name = list[i]->d_name;
+        size_t nl = strlen(name);
+        if (nl > 5 && !strcmp(name + nl - 5, ".json")) {
+            char path[4200];
+            snprintf(path, sizeof path, "%s/%s", dir, name);
+            char *text = di_test_read_file(path, NULL);
+            assert_non_null(text);
+            di_error err = {0};
+            di_status s = conv_from_text(text, &err);
+            if (s == DI_OK) fail_msg("accepted: %s", name);
+            assert_true(err.msg[0] != '\0');
+            free(text);
+            files++;
+        }
+        free(list[i]);
     }
+    free(list);
+    print_message("malformed/dsml: %d conversations refused\n", files);
+    assert_true(files >= 25);
     /* 10,000 tools: past DI_DSML_MAX_TOOLS. */
     json_t *root = json_object(), *tools = json_array();
     for (int i = 0; i < 10000; i++) {
