@@ -129,6 +129,13 @@ typedef struct di_engine_params {
                                 * default: DeepInfer's activation and KV
                                 * quantization, what DeepSeek serves) or
                                 * "ideal" (f32, no simulated quantization) */
+    const char *kv_disk_dir;   /* disk tier of the prefix cache: blocks evicted
+                                * from RAM (and all cached blocks at
+                                * di_engine_free) are kept as checksummed
+                                * records in this directory, found again by
+                                * their prefix after a restart and by other
+                                * engines of the machine; NULL = off */
+    double kv_disk_max_gb;     /* cap of that directory; 0 = 16 GB */
     struct di_dist *dist;      /* expert + data parallel group (not owned; outlives
                                 * the engine); NULL = this process alone */
     di_ep_params ep;           /* with dist */
@@ -279,6 +286,13 @@ typedef struct di_engine_stats {
     double step_decode_ms;     /* per decode row */
     double step_prefill_ms;    /* and per prompt row */
     double last_step_ms;       /* measured time of the last step */
+    /* Disk tier (kv_disk_dir); zero when off. */
+    bool kv_disk_on, kv_disk_writes_disabled; /* disabled after a failed write: RAM only */
+    int64_t n_disk_hit_tokens;  /* prompt tokens whose KV came from disk */
+    int64_t kv_disk_writes, kv_disk_write_errors, kv_disk_hits, kv_disk_misses;
+    int64_t kv_disk_rejected;   /* records refused: corrupt, truncated, foreign */
+    int64_t kv_disk_removed;    /* records removed to stay under the cap */
+    uint64_t kv_disk_bytes;
 } di_engine_stats;
 
 void di_engine_get_stats(di_engine *e, di_engine_stats *out);

@@ -15,6 +15,7 @@
 #include "base/threadpool.h"
 #include "dist/dist.h"
 #include "engine/constraint.h"
+#include "engine/kv_tier.h"
 #include "engine/scheduler.h"
 #include "model/model.h"
 #include "sample/sampler.h"
@@ -22,6 +23,7 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -32,6 +34,7 @@
 #define DEFAULT_BLOCK_SIZE 16      /* tokens per KV block: small = little waste */
 #define DEFAULT_BATCH_TOKENS 512   /* rows per forward: enough to fill the matmuls */
 #define DEFAULT_MAX_SEQS 64
+#define DEFAULT_KV_DISK_GB 16.0    /* disk tier cap when kv_disk_dir is set */
 
 typedef struct request {
     int64_t id;
@@ -74,6 +77,7 @@ struct di_engine {
     di_model_ctx *ctx;
     di_threadpool *pool;
     di_scheduler *sched;
+    di_engine_tier *tier;        /* disk tier, or NULL */
     di_sampler **samplers;       /* (n_threads) one per pool thread: samplers keep scratch */
     int32_t n_threads;
     sample_job *jobs;            /* (max_seqs) */
@@ -151,6 +155,24 @@ di_status di_engine_create(const di_engine_params *p, di_engine **out, di_error 
     if (p->dist && (s = di_model_ctx_set_ep(e->model, e->ctx, p->dist, &p->ep, err))) goto fail;
     s = di_threadpool_create(p->n_threads, &e->pool, err);
     if (s) goto fail;
+    if (p->kv_disk_dir && p->kv_disk_dir[0]) {
+        if (p->no_prefix_cache) {
+            s = di_error_set(err, DI_ERR_INVALID_ARG, "engine: the disk KV tier needs the prefix cache");
+            goto fail;
+        }
+        double gb = p->kv_disk_max_gb > 0 ? p->kv_disk_max_gb : DEFAULT_KV_DISK_GB;
+        if (!isfinite(gb) || gb > 1e9) {
+            s = di_error_set(err, DI_ERR_INVALID_ARG, "engine: kv_disk_max_gb %g out of range", p->kv_disk_max_gb);
+            goto fail;
+        }
+        /* Everything besides the file that changes the KV bits. */
+        char flavor[256];
+        snprintf(flavor, sizeof flavor, "arch=%s kernels=%s numerics=%s kv=%s block=%d", e->facts.arch,
+                 e->facts.kernels, p->numerics ? p->numerics : "default", p->kv_f32 ? "f32" : "f16", (int)block);
+        uint64_t bytes = (uint64_t)(gb * 1e9);
+        s = di_engine_tier_open(p->kv_disk_dir, bytes ? bytes : 1, p->model_path, flavor, e->kv, block, &e->tier, err);
+        if (s) goto fail;
+    }
     di_scheduler_config sc = {
         .n_blocks = (int32_t)n_blocks,
         .block_size = block,
@@ -161,6 +183,7 @@ di_status di_engine_create(const di_engine_params *p, di_engine **out, di_error 
         .max_prefill_tokens = p->max_prefill_tokens,
         .tpot_target_ms = p->tpot_target_ms,
     };
+    if (e->tier) sc.tier = di_engine_tier_hooks(e->tier);
     e->params.block_size = block;
     e->params.max_batch_tokens = sc.max_tokens_per_step;
     e->params.max_seqs = sc.max_running;
@@ -219,7 +242,10 @@ void di_engine_free(di_engine *e) {
     for (int32_t i = 0; e->samplers && i < e->n_threads; i++) di_sampler_free(e->samplers[i]);
     free(e->samplers);
     free(e->jobs);
+    /* The RAM prefix cache outlives the process through the disk tier. */
+    if (e->sched) di_scheduler_flush_tier(e->sched);
     di_scheduler_free(e->sched);
+    di_engine_tier_free(e->tier);
     di_threadpool_free(e->pool);
     di_model_ctx_free(e->ctx);
     di_model_kv_free(e->kv);
@@ -759,6 +785,20 @@ void di_engine_get_stats(di_engine *e, di_engine_stats *out) {
     out->step_decode_ms = ss.step_decode_ms;
     out->step_prefill_ms = ss.step_prefill_ms;
     out->last_step_ms = e->t_last_step_ms;
+    out->n_disk_hit_tokens = ss.n_tier_hit_tokens;
+    if (e->tier) {
+        di_kv_disk_stats ds;
+        di_engine_tier_get_stats(e->tier, &ds);
+        out->kv_disk_on = true;
+        out->kv_disk_writes_disabled = ds.writes_disabled;
+        out->kv_disk_writes = ds.n_writes;
+        out->kv_disk_write_errors = ds.n_write_errors;
+        out->kv_disk_hits = ds.n_hits;
+        out->kv_disk_misses = ds.n_misses;
+        out->kv_disk_rejected = ds.n_rejected;
+        out->kv_disk_removed = ds.n_removed;
+        out->kv_disk_bytes = ds.bytes_used;
+    }
     pthread_mutex_unlock(&e->mu);
 }
 
