@@ -296,6 +296,21 @@ typedef struct di_engine_stats {
 } di_engine_stats;
 
 void di_engine_get_stats(di_engine *e, di_engine_stats *out);
+
+/* Prefill -> decode transfer of a prompt's KV (thread-safe). export: the
+ * cached full blocks of the longest cached prefix of tokens, serialized as
+ * KV records (src/kv/kv_record.h: checksummed, stamped with the model file
+ * hash and KV flavor), concatenated into *out (malloc'd, caller frees);
+ * *n_blocks records. Run the prompt first (e.g. with max_tokens 1) so its
+ * blocks are cached. import: checks every record (a damaged, truncated or
+ * foreign one fails the call with DI_ERR_FORMAT / DI_ERR_UNSUPPORTED;
+ * records before it stay imported) and caches its block, so a request with
+ * that prompt takes it as a prefix hit and continues exactly as the
+ * exporting engine would. Records must come in prefix order (as exported). */
+di_status di_engine_export_kv(di_engine *e, const int32_t *tokens, size_t n_tokens, uint8_t **out,
+                              size_t *n_out, int32_t *n_blocks, di_error *err);
+di_status di_engine_import_kv(di_engine *e, const uint8_t *buf, size_t n, int32_t *n_imported,
+                              int32_t *n_present, di_error *err);
 /* Checks KV block accounting (all blocks free or cached when idle). */
 di_status di_engine_check_integrity(di_engine *e, di_error *err);
 

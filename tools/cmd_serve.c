@@ -58,7 +58,7 @@ int di_cmd_serve(int argc, char **argv) {
     o.seed = -1;
     o.max_tokens = 0;
     di_server_params sp = di_server_params_default();
-    const char *host = sp.host, *api_key = NULL, *name = NULL;
+    const char *host = sp.host, *api_key = NULL, *name = NULL, *role = NULL;
     int64_t port = sp.port, max_queue = sp.max_queue, max_body = (int64_t)sp.max_body_bytes,
             max_header = (int64_t)sp.max_header_bytes, max_conn = sp.max_connections,
             idle = sp.idle_timeout_s, max_n = sp.max_n;
@@ -84,6 +84,8 @@ int di_cmd_serve(int argc, char **argv) {
     specs[n++] = (di_arg){"--max-n", NULL, DI_ARG_INT, &max_n, 1, 4096, "most choices per request (128)"};
     specs[n++] = (di_arg){"--shutdown-grace", NULL, DI_ARG_FLOAT, &grace_s, 0, 3600,
                           "seconds in-flight requests get on SIGINT/SIGTERM (30)"};
+    specs[n++] = (di_arg){"--role", NULL, DI_ARG_STR, &role, 0, 0,
+                          "prefill/decode split: prefill (serves /v1/kv/export), decode (/v1/kv/import) or both"};
     specs[n++] = (di_arg){"-v", "--verbose", DI_ARG_FLAG, &verbose, 0, 0, "log each request"};
     const char *pos[1];
     int npos = 0;
@@ -119,6 +121,7 @@ int di_cmd_serve(int argc, char **argv) {
     sp.default_seed = o.seed >= 0 ? (uint64_t)o.seed : 0;
     sp.default_max_tokens = (int32_t)o.max_tokens;
     sp.verbose = verbose;
+    sp.role = role;
     di_server *srv = NULL;
     di_error err;
     if (di_server_create(e, &sp, &srv, &err)) {
@@ -129,8 +132,9 @@ int di_cmd_serve(int argc, char **argv) {
     }
     di_model_desc d;
     di_engine_describe(e, &d);
-    printf("deepinfer serve: listening on http://%s:%u (model '%s', context %d, %d threads)%s\n", host,
-           (unsigned)di_server_port(srv), sp.model_name, d.n_ctx, d.n_threads, api_key ? ", API key required" : "");
+    printf("deepinfer serve: listening on http://%s:%u (model '%s', context %d, %d threads, role %s)%s\n", host,
+           (unsigned)di_server_port(srv), sp.model_name, d.n_ctx, d.n_threads, role ? role : "both",
+           api_key ? ", API key required" : "");
     fflush(stdout);
 
     int sig = 0;

@@ -431,6 +431,57 @@ static di_status admit(di_scheduler *s, di_seq *seq, bool *admitted, di_error *e
     return DI_OK;
 }
 
+int32_t di_scheduler_match_cached(di_scheduler *s, const int32_t *tokens, int32_t n_tokens, int32_t *blocks_out,
+                                  int32_t max_blocks) {
+    if (!s->cfg.prefix_cache) return 0;
+    return di_prefix_cache_match(s->cache, tokens, n_tokens, blocks_out, max_blocks);
+}
+
+di_status di_scheduler_import_block(di_scheduler *s, const int32_t *prefix, int32_t n_prefix,
+                                    bool (*fill)(void *user, int32_t block), void *user, bool *present,
+                                    di_error *err) {
+    int32_t bs = s->cfg.block_size;
+    *present = false;
+    if (!s->cfg.prefix_cache)
+        return di_error_set(err, DI_ERR_UNSUPPORTED, "kv import: the prefix cache is off");
+    if (n_prefix < bs || n_prefix % bs != 0)
+        return di_error_set(err, DI_ERR_FORMAT, "kv import: prefix of %d tokens is not whole blocks of %d",
+                            (int)n_prefix, (int)bs);
+    int32_t want = n_prefix / bs;
+    if (want > s->cfg.n_blocks)
+        return di_error_set(err, DI_ERR_FULL, "kv import: prefix of %d blocks exceeds the pool", (int)want);
+    /* seq_refs doubles as the block list: it has n_blocks entries and is
+     * only scratch for check_integrity. */
+    int32_t *blocks = s->seq_refs;
+    int32_t m = di_prefix_cache_match(s->cache, prefix, n_prefix, blocks, want);
+    if (m == want) {
+        *present = true;
+        return DI_OK;
+    }
+    if (m < want - 1)
+        return di_error_set(err, DI_ERR_NOT_FOUND,
+                            "kv import: block %d of the prefix arrived before block %d", (int)want, (int)(m + 1));
+    di_status st = di_prefix_cache_lock(s->cache, blocks, m, err);
+    if (st) return st;
+    if (blocks_available(s) < 1) {
+        (void)di_prefix_cache_unlock(s->cache, blocks, m, NULL);
+        return di_error_set(err, DI_ERR_FULL, "kv import: every KV block is in use");
+    }
+    if (di_block_pool_n_free(s->pool) == 0) di_prefix_cache_evict(s->cache, 1);
+    st = di_block_pool_alloc(s->pool, 1, &blocks[m], err);
+    if (st) {
+        (void)di_prefix_cache_unlock(s->cache, blocks, m, NULL);
+        return st;
+    }
+    if (!fill(user, blocks[m])) {
+        (void)di_prefix_cache_unlock(s->cache, blocks, m + 1, NULL);
+        return di_error_set(err, DI_ERR_FORMAT, "kv import: the block's KV could not be written");
+    }
+    st = di_prefix_cache_insert(s->cache, prefix, n_prefix, blocks, m + 1, NULL, err);
+    di_status st2 = di_prefix_cache_unlock(s->cache, blocks, m + 1, st ? NULL : err);
+    return st ? st : st2;
+}
+
 void di_scheduler_flush_tier(di_scheduler *s) {
     if (s->cfg.tier.spill) di_prefix_cache_for_each(s->cache, s->cfg.tier.spill, s->cfg.tier.user);
 }

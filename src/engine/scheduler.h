@@ -230,6 +230,21 @@ di_status di_scheduler_release(di_scheduler *s, di_seq *seq, di_error *err);
  * cache outlives the process). No-op without a tier. */
 void di_scheduler_flush_tier(di_scheduler *s);
 
+/* Prefill -> decode transfer. match_cached: the cached blocks holding the
+ * longest prefix of tokens in whole blocks (ids to blocks_out, at most max;
+ * no reference taken: read them before the next schedule). import_block:
+ * caches the block that ends prefix (n_prefix tokens, whole blocks) when
+ * the blocks before it are cached: takes a block (evicting if needed),
+ * fill(user, block) writes its KV, and it joins the cache unreferenced.
+ * *present says it was cached already (nothing done). DI_ERR_NOT_FOUND when
+ * the parent blocks are not cached (records out of order), DI_ERR_FULL when
+ * no block can be had, DI_ERR_FORMAT when fill fails. */
+int32_t di_scheduler_match_cached(di_scheduler *s, const int32_t *tokens, int32_t n_tokens, int32_t *blocks_out,
+                                  int32_t max_blocks);
+di_status di_scheduler_import_block(di_scheduler *s, const int32_t *prefix, int32_t n_prefix,
+                                    bool (*fill)(void *user, int32_t block), void *user, bool *present,
+                                    di_error *err);
+
 /* No WAITING or RUNNING sequence. */
 bool di_scheduler_is_idle(const di_scheduler *s);
 
