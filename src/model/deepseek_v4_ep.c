@@ -40,6 +40,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #define ALIGN_BYTES 64          /* packed sections start on a cache line (di_matmul rows) */
 #define DEFAULT_WINDOW 100      /* DEEPINFER_EXPERT_COUNT_WINDOW_SIZE */
@@ -121,6 +123,24 @@ static void pack_linear(const dsv4_linear *w, const lin_layout *l, uint8_t *slot
     if (l->off_scale >= 0)
         memcpy(slot + l->off_scale, w->scale + l->scale_row0 * w->scale_cols, (size_t)l->scale_floats * sizeof(float));
     if (l->off_mx >= 0) memcpy(slot + l->off_mx, w->mx_scale, (size_t)l->mx_bytes);
+}
+
+/* Once a rank has packed an expert it never reads the checkpoint's copy
+ * again: hint the kernel to drop those mapped pages from this process
+ * (MADV_PAGEOUT keeps the contents of anything not file-backed, so it is
+ * safe on any memory), so a rank's resident set is its own slice, not its
+ * slice twice. A hint: failures are ignored. */
+static void release_source(const dsv4_linear *w) {
+#ifdef MADV_PAGEOUT
+    long pg = sysconf(_SC_PAGESIZE);
+    if (pg <= 0) return;
+    uintptr_t a = (uintptr_t)w->data, e = a + (uintptr_t)w->row_bytes * (uintptr_t)w->n_out;
+    a = (a + (uintptr_t)pg - 1) / (uintptr_t)pg * (uintptr_t)pg;
+    e = e / (uintptr_t)pg * (uintptr_t)pg;
+    if (e > a) (void)madvise((void *)a, e - a, MADV_PAGEOUT);
+#else
+    (void)w;
+#endif
 }
 
 /* A view of a packed linear: the template's shape, the slot's bytes. */
@@ -239,8 +259,10 @@ di_status dsv4_ep_create(const dsv4_ep_experts *x, di_dist *d, const di_dsv4_ep_
         }
         for (int32_t sl = 0; sl < ep->n_local; sl++) {
             int32_t e = ep->p2l[(int64_t)l * P + d->rank * ep->n_local + sl];
-            for (int j = 0; j < 3; j++)
+            for (int j = 0; j < 3; j++) {
                 pack_linear(expert_linear(x, l, e, j), &ep->lay[l * 3 + j], ep->blob[l] + sl * off);
+                release_source(expert_linear(x, l, e, j));
+            }
         }
         rebuild_views(ep, l);
     }

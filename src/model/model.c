@@ -349,7 +349,6 @@ di_status di_model_ctx_set_cp(const di_model *m, di_model_ctx *ctx, struct di_di
     if (m->ops != &DSV4_OPS)
         return di_error_set(err, DI_ERR_UNSUPPORTED, "context parallelism is implemented for deepseek_v4, not %s",
                             m->ops->name);
-    if (ctx->ep) return di_error_set(err, DI_ERR_INVALID_ARG, "context parallelism does not combine with --ep yet");
     if (min_rows < 1) return di_error_set(err, DI_ERR_RANGE, "cp: min rows %d < 1", (int)min_rows);
     di_model_facts f;
     di_model_get_facts(m, &f);

@@ -73,10 +73,16 @@ for args in "--temp 0" "--temp 0.8 --seed 3" "--temp 0 --batch-tokens 48"; do
     [ "$got" = "$want" ] || fail "run --cp -np $np $args: got '$got' want '$want'"
   done
 done
+# EP + CP (+ EPLB) together: experts sliced, long prefill steps split
+want=$(timeout $T "$BIN" run -m "$G/tiny_fp8" --prompt-ids "$P" -n 10 --temp 0 --print-ids --kv-f32 -t 1 2>/dev/null)
+got=$(timeout $T "$MPIRUN_SH" 4 "$BIN" run --ep --cp --cp-min-rows 16 --eplb-interval 3 --ep-extra-experts 2 \
+      -m "$G/tiny_fp8" --prompt-ids "$P" -n 10 --temp 0 --print-ids --kv-f32 -t 1 2>"$TMP/err") ||
+  { cat "$TMP/err" >&2; fail "run --ep --cp -np 4"; }
+[ "$got" = "$want" ] || fail "run --ep --cp -np 4: got '$got' want '$want'"
 if timeout $T "$MPIRUN_SH" 2 "$BIN" run --cp -m "$ROOT/tests/data/golden/deepseek_v41/tiny_b" -p hi -n 2 \
      >/dev/null 2>"$TMP/err"; then fail "run --cp on V4.1 succeeded"; fi
 grep -q "context parallelism is implemented for deepseek_v4" "$TMP/err" || { cat "$TMP/err" >&2; fail "run --cp V4.1: no clear error"; }
-echo "run --cp: 2 and 3 ranks equal one process (greedy, seeded, chunked prefill)"
+echo "run --cp: 2 and 3 ranks equal one process (greedy, seeded, chunked prefill); --ep --cp with EPLB at 4 ranks too"
 
 # 2. run --ep: the goldens' greedy continuations
 for model in tiny_fp8 tiny_bf16; do
