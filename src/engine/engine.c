@@ -176,6 +176,13 @@ di_status di_engine_create(const di_engine_params *p, di_engine **out, di_error 
             s = di_error_set(err, DI_ERR_INVALID_ARG, "engine: the disk KV tier needs the prefix cache");
             goto fail;
         }
+        /* Context-parallel ranks must schedule identical batches; a shared
+         * directory filled while they run could give one rank a hit the
+         * others miss. */
+        if (p->cp) {
+            s = di_error_set(err, DI_ERR_UNSUPPORTED, "engine: the disk KV tier does not combine with --cp");
+            goto fail;
+        }
         double gb = p->kv_disk_max_gb > 0 ? p->kv_disk_max_gb : DEFAULT_KV_DISK_GB;
         if (!isfinite(gb) || gb > 1e9) {
             s = di_error_set(err, DI_ERR_INVALID_ARG, "engine: kv_disk_max_gb %g out of range", p->kv_disk_max_gb);

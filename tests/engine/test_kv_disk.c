@@ -14,12 +14,17 @@
 #include <string.h>
 #include <unistd.h>
 
+/* Prompts of ~5-6 blocks: enough for several records, cheap to prefill. */
+/* SMALL_POOL_TOKENS: a pool that holds one prompt but not two, so the
+ * second evicts part of the first. */
 #ifdef DI_SANITIZE_BUILD
 #define N_GEN 3
-#define N_SENTENCES 6
+#define N_SENTENCES 4
+#define SMALL_POOL_TOKENS 96
 #else
-#define N_GEN 6
-#define N_SENTENCES 10
+#define N_GEN 4
+#define N_SENTENCES 6
+#define SMALL_POOL_TOKENS 128
 #endif
 
 typedef struct trace {
@@ -177,7 +182,7 @@ static void blocks_evicted_from_ram_come_back_from_disk(void **state) {
     trace ref, t;
     reference(p1, &ref);
     /* A pool barely larger than one request: p2 evicts p1's blocks. */
-    di_engine *e = open_engine(g_dir, 256, false);
+    di_engine *e = open_engine(g_dir, SMALL_POOL_TOKENS, false);
     generate(e, p1, &t);
     generate(e, p2, &t);
     di_engine_stats st;
