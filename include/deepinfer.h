@@ -129,6 +129,13 @@ typedef struct di_engine_params {
                                 * default: DeepInfer's activation and KV
                                 * quantization, what DeepSeek serves) or
                                 * "ideal" (f32, no simulated quantization) */
+    const char *kv_disk_dir;   /* disk tier of the prefix cache: blocks evicted
+                                * from RAM (and all cached blocks at
+                                * di_engine_free) are kept as checksummed
+                                * records in this directory, found again by
+                                * their prefix after a restart and by other
+                                * engines of the machine; NULL = off */
+    double kv_disk_max_gb;     /* cap of that directory; 0 = 16 GB */
     struct di_dist *dist;      /* expert + data parallel group (not owned; outlives
                                 * the engine); NULL = this process alone */
     di_ep_params ep;           /* with dist */
@@ -287,9 +294,31 @@ typedef struct di_engine_stats {
     double step_decode_ms;     /* per decode row */
     double step_prefill_ms;    /* and per prompt row */
     double last_step_ms;       /* measured time of the last step */
+    /* Disk tier (kv_disk_dir); zero when off. */
+    bool kv_disk_on, kv_disk_writes_disabled; /* disabled after a failed write: RAM only */
+    int64_t n_disk_hit_tokens;  /* prompt tokens whose KV came from disk */
+    int64_t kv_disk_writes, kv_disk_write_errors, kv_disk_hits, kv_disk_misses;
+    int64_t kv_disk_rejected;   /* records refused: corrupt, truncated, foreign */
+    int64_t kv_disk_removed;    /* records removed to stay under the cap */
+    uint64_t kv_disk_bytes;
 } di_engine_stats;
 
 void di_engine_get_stats(di_engine *e, di_engine_stats *out);
+
+/* Prefill -> decode transfer of a prompt's KV (thread-safe). export: the
+ * cached full blocks of the longest cached prefix of tokens, serialized as
+ * KV records (src/kv/kv_record.h: checksummed, stamped with the model file
+ * hash and KV flavor), concatenated into *out (malloc'd, caller frees);
+ * *n_blocks records. Run the prompt first (e.g. with max_tokens 1) so its
+ * blocks are cached. import: checks every record (a damaged, truncated or
+ * foreign one fails the call with DI_ERR_FORMAT / DI_ERR_UNSUPPORTED;
+ * records before it stay imported) and caches its block, so a request with
+ * that prompt takes it as a prefix hit and continues exactly as the
+ * exporting engine would. Records must come in prefix order (as exported). */
+di_status di_engine_export_kv(di_engine *e, const int32_t *tokens, size_t n_tokens, uint8_t **out,
+                              size_t *n_out, int32_t *n_blocks, di_error *err);
+di_status di_engine_import_kv(di_engine *e, const uint8_t *buf, size_t n, int32_t *n_imported,
+                              int32_t *n_present, di_error *err);
 /* Checks KV block accounting (all blocks free or cached when idle). */
 di_status di_engine_check_integrity(di_engine *e, di_error *err);
 

@@ -58,7 +58,7 @@ int di_cmd_serve(int argc, char **argv) {
     o.seed = -1;
     o.max_tokens = 0;
     di_server_params sp = di_server_params_default();
-    const char *host = sp.host, *api_key = NULL, *name = NULL, *cors = NULL;
+    const char *host = sp.host, *api_key = NULL, *name = NULL, *cors = NULL, *role = NULL;
     int64_t port = sp.port, max_queue = sp.max_queue, max_body = (int64_t)sp.max_body_bytes,
             max_header = (int64_t)sp.max_header_bytes, max_conn = sp.max_connections,
             idle = sp.idle_timeout_s, max_n = sp.max_n;
@@ -86,6 +86,8 @@ int di_cmd_serve(int argc, char **argv) {
     specs[n++] = (di_arg){"--max-n", NULL, DI_ARG_INT, &max_n, 1, 4096, "most choices per request (128)"};
     specs[n++] = (di_arg){"--shutdown-grace", NULL, DI_ARG_FLOAT, &grace_s, 0, 3600,
                           "seconds in-flight requests get on SIGINT/SIGTERM (30)"};
+    specs[n++] = (di_arg){"--role", NULL, DI_ARG_STR, &role, 0, 0,
+                          "prefill/decode split: prefill (serves /v1/kv/export), decode (/v1/kv/import) or both"};
     specs[n++] = (di_arg){"-v", "--verbose", DI_ARG_FLAG, &verbose, 0, 0, "log each request"};
     const char *pos[1];
     int npos = 0;
@@ -130,6 +132,7 @@ int di_cmd_serve(int argc, char **argv) {
     sp.default_max_tokens = (int32_t)o.max_tokens;
     sp.verbose = verbose;
     sp.cors_origin = cors;
+    sp.role = role;
     di_server *srv = NULL;
     di_error err;
     if (di_server_create(e, &sp, &srv, &err)) {
@@ -143,9 +146,9 @@ int di_cmd_serve(int argc, char **argv) {
     char rank_note[64] = "";
     if (di_gen_ranks() > 1)
         snprintf(rank_note, sizeof rank_note, " [rank %d of %d, --ep]", di_gen_rank(), di_gen_ranks());
-    printf("deepinfer serve: listening on http://%s:%u (model '%s', context %d, %d threads)%s%s\n", host,
-           (unsigned)di_server_port(srv), sp.model_name, d.n_ctx, d.n_threads, api_key ? ", API key required" : "",
-           rank_note);
+    printf("deepinfer serve: listening on http://%s:%u (model '%s', context %d, %d threads, role %s)%s%s\n", host,
+           (unsigned)di_server_port(srv), sp.model_name, d.n_ctx, d.n_threads, role ? role : "both",
+           api_key ? ", API key required" : "", rank_note);
     fflush(stdout);
 
     int sig = 0;

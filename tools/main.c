@@ -10,6 +10,7 @@ static const di_command COMMANDS[] = {
     {"chat", "interactive multi-turn chat", di_cmd_chat},
     {"batch", "offline generation for a JSONL file of requests", di_cmd_batch},
     {"serve", "OpenAI-compatible HTTP server", di_cmd_serve},
+    {"route", "one OpenAI endpoint over several serve engines (prefix affinity)", di_cmd_route},
     {"info", "show a model's architecture, tensors and validation result", di_cmd_info},
     {"tokenize", "encode text to token ids, or --decode ids to text", di_cmd_tokenize},
     {"grammar", "check or benchmark JSON Schema / regex / EBNF token masks", di_cmd_grammar},

@@ -16,6 +16,7 @@ int di_cmd_run(int argc, char **argv);
 int di_cmd_chat(int argc, char **argv);
 int di_cmd_batch(int argc, char **argv);
 int di_cmd_serve(int argc, char **argv);
+int di_cmd_route(int argc, char **argv);
 int di_cmd_tokenize(int argc, char **argv);
 int di_cmd_grammar(int argc, char **argv);
 /* deepinfer info on an HF checkpoint folder (cmd_info_hf.c). */

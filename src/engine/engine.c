@@ -15,6 +15,7 @@
 #include "base/threadpool.h"
 #include "dist/dist.h"
 #include "engine/constraint.h"
+#include "engine/kv_tier.h"
 #include "engine/scheduler.h"
 #include "model/model.h"
 #include "sample/sampler.h"
@@ -23,6 +24,7 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -33,6 +35,7 @@
 #define DEFAULT_BLOCK_SIZE 16      /* tokens per KV block: small = little waste */
 #define DEFAULT_BATCH_TOKENS 512   /* rows per forward: enough to fill the matmuls */
 #define DEFAULT_MAX_SEQS 64
+#define DEFAULT_KV_DISK_GB 16.0    /* disk tier cap when kv_disk_dir is set */
 
 typedef struct request {
     int64_t id;
@@ -75,6 +78,10 @@ struct di_engine {
     di_model_ctx *ctx;
     di_threadpool *pool;
     di_scheduler *sched;
+    di_engine_tier *tier;        /* disk tier, or NULL */
+    bool have_kv_id;             /* kv_id computed (at the first export/import) */
+    di_kv_key kv_id;             /* model id stamped on exported KV records */
+    uint8_t *xfer_block;         /* (block bytes) scratch of export/import */
     di_sampler **samplers;       /* (n_threads) one per pool thread: samplers keep scratch */
     int32_t n_threads;
     sample_job *jobs;            /* (max_seqs) */
@@ -107,6 +114,13 @@ di_engine_params di_engine_params_default(void) {
     di_engine_params p;
     memset(&p, 0, sizeof p);
     return p;
+}
+
+/* Everything besides the model file that changes the KV bits: records of
+ * another flavor are another model's. */
+static void kv_flavor(const di_engine *e, int32_t block, char *buf, size_t cap) {
+    snprintf(buf, cap, "arch=%s kernels=%s numerics=%s kv=%s block=%d", e->facts.arch, e->facts.kernels,
+             e->params.numerics ? e->params.numerics : "default", e->params.kv_f32 ? "f32" : "f16", (int)block);
 }
 
 di_status di_engine_create(const di_engine_params *p, di_engine **out, di_error *err) {
@@ -159,6 +173,29 @@ di_status di_engine_create(const di_engine_params *p, di_engine **out, di_error 
         goto fail;
     s = di_threadpool_create(p->n_threads, &e->pool, err);
     if (s) goto fail;
+    if (p->kv_disk_dir && p->kv_disk_dir[0]) {
+        if (p->no_prefix_cache) {
+            s = di_error_set(err, DI_ERR_INVALID_ARG, "engine: the disk KV tier needs the prefix cache");
+            goto fail;
+        }
+        /* Context-parallel ranks must schedule identical batches; a shared
+         * directory filled while they run could give one rank a hit the
+         * others miss. */
+        if (p->cp) {
+            s = di_error_set(err, DI_ERR_UNSUPPORTED, "engine: the disk KV tier does not combine with --cp");
+            goto fail;
+        }
+        double gb = p->kv_disk_max_gb > 0 ? p->kv_disk_max_gb : DEFAULT_KV_DISK_GB;
+        if (!isfinite(gb) || gb > 1e9) {
+            s = di_error_set(err, DI_ERR_INVALID_ARG, "engine: kv_disk_max_gb %g out of range", p->kv_disk_max_gb);
+            goto fail;
+        }
+        char flavor[256];
+        kv_flavor(e, block, flavor, sizeof flavor);
+        uint64_t bytes = (uint64_t)(gb * 1e9);
+        s = di_engine_tier_open(p->kv_disk_dir, bytes ? bytes : 1, p->model_path, flavor, e->kv, block, &e->tier, err);
+        if (s) goto fail;
+    }
     di_scheduler_config sc = {
         .n_blocks = (int32_t)n_blocks,
         .block_size = block,
@@ -169,6 +206,7 @@ di_status di_engine_create(const di_engine_params *p, di_engine **out, di_error 
         .max_prefill_tokens = p->max_prefill_tokens,
         .tpot_target_ms = p->tpot_target_ms,
     };
+    if (e->tier) sc.tier = di_engine_tier_hooks(e->tier);
     e->params.block_size = block;
     e->params.max_batch_tokens = sc.max_tokens_per_step;
     e->params.max_seqs = sc.max_running;
@@ -227,7 +265,11 @@ void di_engine_free(di_engine *e) {
     for (int32_t i = 0; e->samplers && i < e->n_threads; i++) di_sampler_free(e->samplers[i]);
     free(e->samplers);
     free(e->jobs);
+    /* The RAM prefix cache outlives the process through the disk tier. */
+    if (e->sched) di_scheduler_flush_tier(e->sched);
     di_scheduler_free(e->sched);
+    di_engine_tier_free(e->tier);
+    free(e->xfer_block);
     di_threadpool_free(e->pool);
     di_model_ctx_free(e->ctx);
     di_model_kv_free(e->kv);
@@ -802,7 +844,149 @@ void di_engine_get_stats(di_engine *e, di_engine_stats *out) {
     out->step_decode_ms = ss.step_decode_ms;
     out->step_prefill_ms = ss.step_prefill_ms;
     out->last_step_ms = e->t_last_step_ms;
+    out->n_disk_hit_tokens = ss.n_tier_hit_tokens;
+    if (e->tier) {
+        di_kv_disk_stats ds;
+        di_engine_tier_get_stats(e->tier, &ds);
+        out->kv_disk_on = true;
+        out->kv_disk_writes_disabled = ds.writes_disabled;
+        out->kv_disk_writes = ds.n_writes;
+        out->kv_disk_write_errors = ds.n_write_errors;
+        out->kv_disk_hits = ds.n_hits;
+        out->kv_disk_misses = ds.n_misses;
+        out->kv_disk_rejected = ds.n_rejected;
+        out->kv_disk_removed = ds.n_removed;
+        out->kv_disk_bytes = ds.bytes_used;
+    }
     pthread_mutex_unlock(&e->mu);
+}
+
+/* ---- prefill -> decode KV transfer ---------------------------------------- */
+
+static di_status ensure_kv_id(di_engine *e, di_error *err) {
+    if (e->have_kv_id) return DI_OK;
+    if (e->tier) {
+        e->kv_id = di_engine_tier_model_id(e->tier);
+    } else {
+        char flavor[256];
+        kv_flavor(e, e->params.block_size, flavor, sizeof flavor);
+        di_status s = di_kv_model_id(e->params.model_path, flavor, &e->kv_id, err);
+        if (s) return s;
+    }
+    if (!e->xfer_block && !(e->xfer_block = malloc((size_t)di_model_kv_block_bytes(e->kv))))
+        return di_error_set(err, DI_ERR_NOMEM, "kv transfer: out of memory");
+    e->have_kv_id = true;
+    return DI_OK;
+}
+
+di_status di_engine_export_kv(di_engine *e, const int32_t *tokens, size_t n_tokens, uint8_t **out,
+                              size_t *n_out, int32_t *n_blocks, di_error *err) {
+    *out = NULL;
+    *n_out = 0;
+    *n_blocks = 0;
+    if (!e || (!tokens && n_tokens)) return di_error_set(err, DI_ERR_INVALID_ARG, "kv export: NULL argument");
+    if (n_tokens > (size_t)e->n_ctx) n_tokens = (size_t)e->n_ctx;
+    pthread_mutex_lock(&e->mu);
+    di_status s = ensure_kv_id(e, err);
+    int32_t bs = e->params.block_size, max_blocks = (int32_t)(n_tokens / (size_t)bs);
+    int32_t *blocks = s ? NULL : di_malloc_array(max_blocks ? (size_t)max_blocks : 1, sizeof *blocks);
+    if (!s && !blocks) s = di_error_set(err, DI_ERR_NOMEM, "kv export: out of memory");
+    int32_t m = s ? 0 : di_scheduler_match_cached(e->sched, tokens, (int32_t)n_tokens, blocks, max_blocks);
+    uint64_t pay = di_model_kv_block_bytes(e->kv);
+    size_t total = 0;
+    for (int32_t i = 0; i < m && !s; i++) {
+        size_t r = di_kv_record_size((i + 1) * bs, pay);
+        if (!r || total > SIZE_MAX - r) s = di_error_set(err, DI_ERR_RANGE, "kv export: too large");
+        total += r;
+    }
+    uint8_t *buf = (!s && m) ? malloc(total) : NULL;
+    if (!s && m && !buf) s = di_error_set(err, DI_ERR_NOMEM, "kv export: out of memory for %zu bytes", total);
+    /* Cached blocks are never written by a forward, so reading them while
+     * one runs (the lock is dropped during forwards) is safe. */
+    size_t at = 0;
+    for (int32_t i = 0; i < m && !s; i++) {
+        s = di_model_kv_block_read(e->kv, blocks[i], e->xfer_block, err);
+        if (s) break;
+        di_kv_record_write(buf + at, e->kv_id, tokens, (i + 1) * bs, bs, e->xfer_block, pay);
+        at += di_kv_record_size((i + 1) * bs, pay);
+    }
+    pthread_mutex_unlock(&e->mu);
+    free(blocks);
+    if (s) {
+        free(buf);
+        return s;
+    }
+    *out = buf;
+    *n_out = at;
+    *n_blocks = m;
+    return DI_OK;
+}
+
+typedef struct import_fill {
+    di_engine *e;
+    const uint8_t *payload;
+} import_fill;
+
+static bool fill_block(void *user, int32_t block) {
+    import_fill *f = user;
+    return di_model_kv_block_write(f->e->kv, block, f->payload, NULL) == DI_OK;
+}
+
+di_status di_engine_import_kv(di_engine *e, const uint8_t *buf, size_t n, int32_t *n_imported,
+                              int32_t *n_present, di_error *err) {
+    *n_imported = *n_present = 0;
+    if (!e || (!buf && n)) return di_error_set(err, DI_ERR_INVALID_ARG, "kv import: NULL argument");
+    /* Records are parsed from an aligned copy: the view's tokens are int32. */
+    uint8_t *copy = NULL;
+    size_t copy_cap = 0;
+    pthread_mutex_lock(&e->mu);
+    di_status s = ensure_kv_id(e, err);
+    uint64_t pay = di_model_kv_block_bytes(e->kv);
+    size_t at = 0;
+    for (int i = 0; !s && at < n; i++) {
+        size_t len = di_kv_record_peek_size(buf + at, n - at);
+        if (len == 0 || len > n - at) {
+            s = di_error_set(err, DI_ERR_FORMAT, "kv import: record %d at byte %zu is malformed or truncated", i, at);
+            break;
+        }
+        if (len > copy_cap) {
+            uint8_t *nc = realloc(copy, len);
+            if (!nc) { s = di_error_set(err, DI_ERR_NOMEM, "kv import: out of memory"); break; }
+            copy = nc;
+            copy_cap = len;
+        }
+        memcpy(copy, buf + at, len);
+        di_kv_record_view v;
+        s = di_kv_record_parse(copy, len, e->kv_id, e->params.block_size, pay, &v, err);
+        if (s) {
+            di_error_prefix(err, "kv import: record %d: ", i);
+            break;
+        }
+        if (v.n_prefix_tokens > e->n_ctx) {
+            s = di_error_set(err, DI_ERR_RANGE, "kv import: record %d: prefix of %d tokens exceeds the context %d",
+                             i, (int)v.n_prefix_tokens, (int)e->n_ctx);
+            break;
+        }
+        int32_t nv = di_tok_vocab_size(e->tok);
+        for (int32_t k = 0; k < v.n_prefix_tokens && !s; k++)
+            if (v.tokens[k] < 0 || v.tokens[k] >= nv)
+                s = di_error_set(err, DI_ERR_FORMAT, "kv import: record %d: token %d outside the vocabulary", i,
+                                 (int)v.tokens[k]);
+        if (s) break;
+        import_fill f = {e, v.payload};
+        bool present = false;
+        s = di_scheduler_import_block(e->sched, v.tokens, v.n_prefix_tokens, fill_block, &f, &present, err);
+        if (s) {
+            di_error_prefix(err, "record %d: ", i);
+            break;
+        }
+        if (present) (*n_present)++;
+        else (*n_imported)++;
+        at += len;
+    }
+    pthread_mutex_unlock(&e->mu);
+    free(copy);
+    return s;
 }
 
 di_status di_engine_check_integrity(di_engine *e, di_error *err) {

@@ -90,6 +90,7 @@ di_status di_scheduler_create(const di_scheduler_config *cfg, di_scheduler **out
         di_scheduler_free(s);
         return st;
     }
+    if (cfg->tier.spill) di_prefix_cache_set_evict_hook(s->cache, cfg->tier.spill, cfg->tier.user);
     size_t rows = (size_t)cfg->max_tokens_per_step, slots = (size_t)cfg->max_running;
     s->running = di_calloc(slots, sizeof *s->running);
     s->snapshot = di_calloc(slots, sizeof *s->snapshot);
@@ -346,6 +347,27 @@ static di_status schedule_running(di_scheduler *s, di_seq *seq, int32_t want, bo
     }
 }
 
+/* Asks the tier for the full blocks of seq's prompt after the first m
+ * (which it holds), one block at a time, each into a block taken from the
+ * pool (evicting an unreferenced cached one when none is free), and stops
+ * at the first the tier does not have or when no block is left. The prompt's
+ * last token is always computed, as for a RAM match. Returns how many
+ * blocks seq->block_table[m..] now holds, each with seq's reference. */
+static int32_t fetch_from_tier(di_scheduler *s, di_seq *seq, int32_t m) {
+    int32_t bs = s->cfg.block_size, j = m;
+    while ((int64_t)(j + 1) * bs <= seq->n_tokens - 1 && j < seq->n_blocks_cap && blocks_available(s) > 0) {
+        if (di_block_pool_n_free(s->pool) == 0) di_prefix_cache_evict(s->cache, 1);
+        int32_t b;
+        if (di_block_pool_alloc(s->pool, 1, &b, NULL)) break;
+        if (!s->cfg.tier.fetch(s->cfg.tier.user, b, seq->tokens, (j + 1) * bs)) {
+            (void)di_block_pool_decref(s->pool, b, NULL, NULL);
+            break;
+        }
+        seq->block_table[j++] = b;
+    }
+    return j - m;
+}
+
 /* Admits the front WAITING sequence when a slot is free and the blocks of
  * its first chunk are available; *admitted says whether it was. The prefix
  * match stops one token short of the end so that the last token is always
@@ -364,6 +386,22 @@ static di_status admit(di_scheduler *s, di_seq *seq, bool *admitted, di_error *e
          * LRU list right now. */
         di_status st = di_prefix_cache_lock(s->cache, seq->block_table, m, err);
         if (st) return st;
+    }
+    if (s->cfg.prefix_cache && !seq->prompt_logits && s->cfg.tier.fetch) {
+        int32_t got = fetch_from_tier(s, seq, m);
+        /* The fetched blocks join the cache like computed ones, so the next
+         * prompt with this prefix finds them in RAM. */
+        seq->n_blocks = m + got;
+        di_status st = got ? di_prefix_cache_insert(s->cache, seq->tokens, (m + got) * bs, seq->block_table,
+                                                    m + got, NULL, err)
+                           : DI_OK;
+        seq->n_blocks = 0;
+        if (st) {
+            (void)di_prefix_cache_unlock(s->cache, seq->block_table, m + got, NULL);
+            return st;
+        }
+        m += got;
+        s->stats.n_tier_hit_tokens += (int64_t)got * bs;
     }
     int32_t c = m * bs;
     int32_t room = prefill_room(s);
@@ -391,6 +429,61 @@ static di_status admit(di_scheduler *s, di_seq *seq, bool *admitted, di_error *e
     emit_rows(s, seq, k, false);
     *admitted = true;
     return DI_OK;
+}
+
+int32_t di_scheduler_match_cached(di_scheduler *s, const int32_t *tokens, int32_t n_tokens, int32_t *blocks_out,
+                                  int32_t max_blocks) {
+    if (!s->cfg.prefix_cache) return 0;
+    return di_prefix_cache_match(s->cache, tokens, n_tokens, blocks_out, max_blocks);
+}
+
+di_status di_scheduler_import_block(di_scheduler *s, const int32_t *prefix, int32_t n_prefix,
+                                    bool (*fill)(void *user, int32_t block), void *user, bool *present,
+                                    di_error *err) {
+    int32_t bs = s->cfg.block_size;
+    *present = false;
+    if (!s->cfg.prefix_cache)
+        return di_error_set(err, DI_ERR_UNSUPPORTED, "kv import: the prefix cache is off");
+    if (n_prefix < bs || n_prefix % bs != 0)
+        return di_error_set(err, DI_ERR_FORMAT, "kv import: prefix of %d tokens is not whole blocks of %d",
+                            (int)n_prefix, (int)bs);
+    int32_t want = n_prefix / bs;
+    if (want > s->cfg.n_blocks)
+        return di_error_set(err, DI_ERR_FULL, "kv import: prefix of %d blocks exceeds the pool", (int)want);
+    /* seq_refs doubles as the block list: it has n_blocks entries and is
+     * only scratch for check_integrity. */
+    int32_t *blocks = s->seq_refs;
+    int32_t m = di_prefix_cache_match(s->cache, prefix, n_prefix, blocks, want);
+    if (m == want) {
+        *present = true;
+        return DI_OK;
+    }
+    if (m < want - 1)
+        return di_error_set(err, DI_ERR_NOT_FOUND,
+                            "kv import: block %d of the prefix arrived before block %d", (int)want, (int)(m + 1));
+    di_status st = di_prefix_cache_lock(s->cache, blocks, m, err);
+    if (st) return st;
+    if (blocks_available(s) < 1) {
+        (void)di_prefix_cache_unlock(s->cache, blocks, m, NULL);
+        return di_error_set(err, DI_ERR_FULL, "kv import: every KV block is in use");
+    }
+    if (di_block_pool_n_free(s->pool) == 0) di_prefix_cache_evict(s->cache, 1);
+    st = di_block_pool_alloc(s->pool, 1, &blocks[m], err);
+    if (st) {
+        (void)di_prefix_cache_unlock(s->cache, blocks, m, NULL);
+        return st;
+    }
+    if (!fill(user, blocks[m])) {
+        (void)di_prefix_cache_unlock(s->cache, blocks, m + 1, NULL);
+        return di_error_set(err, DI_ERR_FORMAT, "kv import: the block's KV could not be written");
+    }
+    st = di_prefix_cache_insert(s->cache, prefix, n_prefix, blocks, m + 1, NULL, err);
+    di_status st2 = di_prefix_cache_unlock(s->cache, blocks, m + 1, st ? NULL : err);
+    return st ? st : st2;
+}
+
+void di_scheduler_flush_tier(di_scheduler *s) {
+    if (s->cfg.tier.spill) di_prefix_cache_for_each(s->cache, s->cfg.tier.spill, s->cfg.tier.user);
 }
 
 di_status di_scheduler_schedule(di_scheduler *s, di_sched_output *out, di_error *err) {

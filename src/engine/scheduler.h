@@ -97,6 +97,19 @@ typedef struct di_seq {
     struct di_seq *all_prev, *all_next; /* every seq not yet released */
 } di_seq;
 
+/* A slower KV tier under the prefix cache (the engine's disk tier): blocks
+ * the cache evicts are offered to spill while their KV is still in the
+ * pool; at admission, after the RAM prefix match, fetch is asked for the
+ * next full blocks of the prompt one by one (into a block the scheduler
+ * allocated) until it says no. Both get the block's whole prefix
+ * (n_prefix tokens, whole blocks). Called on the scheduling thread between
+ * forwards, so no forward touches these blocks meanwhile. */
+typedef struct di_kv_tier {
+    void *user;
+    void (*spill)(void *user, int32_t block, const int32_t *prefix, int32_t n_prefix);
+    bool (*fetch)(void *user, int32_t block, const int32_t *prefix, int32_t n_prefix);
+} di_kv_tier;
+
 typedef struct di_scheduler_config {
     int32_t n_blocks;             /* KV blocks in the pool */
     int32_t block_size;           /* tokens per block */
@@ -112,6 +125,8 @@ typedef struct di_scheduler_config {
     double tpot_target_ms;        /* SLO mode: admit prefill rows and new
                                      sequences only while the predicted step
                                      time (di_step_cost) stays within this */
+    di_kv_tier tier;              /* optional (spill/fetch NULL = none); needs
+                                     prefix_cache */
 } di_scheduler_config;
 
 /* What one step runs. Arrays are owned by the scheduler and stay valid until
@@ -133,7 +148,9 @@ typedef struct di_scheduler_stats {
     int32_t n_blocks_evictable;       /* cached and referenced by no sequence */
     int64_t n_steps;
     int64_t n_preemptions;
-    int64_t n_prefix_hit_tokens;      /* prompt tokens skipped thanks to the cache */
+    int64_t n_prefix_hit_tokens;      /* prompt tokens skipped thanks to the cache
+                                         (RAM or tier) */
+    int64_t n_tier_hit_tokens;        /* of which the tier's fetch supplied */
     int64_t n_computed_tokens;        /* batch rows scheduled so far */
     int64_t n_deferred_steps;         /* steps that left prefill rows or waiting
                                          sequences out for max_prefill_tokens or
@@ -208,6 +225,25 @@ di_status di_scheduler_cancel(di_scheduler *s, di_seq *seq, di_error *err);
 
 /* Frees a FINISHED sequence; DI_ERR_INVALID_ARG (and nothing freed) otherwise. */
 di_status di_scheduler_release(di_scheduler *s, di_seq *seq, di_error *err);
+
+/* Offers every cached block to the tier's spill (at shutdown, so the RAM
+ * cache outlives the process). No-op without a tier. */
+void di_scheduler_flush_tier(di_scheduler *s);
+
+/* Prefill -> decode transfer. match_cached: the cached blocks holding the
+ * longest prefix of tokens in whole blocks (ids to blocks_out, at most max;
+ * no reference taken: read them before the next schedule). import_block:
+ * caches the block that ends prefix (n_prefix tokens, whole blocks) when
+ * the blocks before it are cached: takes a block (evicting if needed),
+ * fill(user, block) writes its KV, and it joins the cache unreferenced.
+ * *present says it was cached already (nothing done). DI_ERR_NOT_FOUND when
+ * the parent blocks are not cached (records out of order), DI_ERR_FULL when
+ * no block can be had, DI_ERR_FORMAT when fill fails. */
+int32_t di_scheduler_match_cached(di_scheduler *s, const int32_t *tokens, int32_t n_tokens, int32_t *blocks_out,
+                                  int32_t max_blocks);
+di_status di_scheduler_import_block(di_scheduler *s, const int32_t *prefix, int32_t n_prefix,
+                                    bool (*fill)(void *user, int32_t block), void *user, bool *present,
+                                    di_error *err);
 
 /* No WAITING or RUNNING sequence. */
 bool di_scheduler_is_idle(const di_scheduler *s);

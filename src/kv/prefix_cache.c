@@ -39,6 +39,10 @@ struct di_prefix_cache {
     int32_t *lru_next;     /* (n_blocks) */
     int32_t lru_head, lru_tail;
     uint8_t *scratch;      /* (n_blocks) marks for check_integrity */
+    di_prefix_block_fn evict_fn; /* the slower tier's hook, or NULL */
+    void *evict_user;
+    int32_t *chain;        /* (n_blocks) scratch: a block's ancestors */
+    int32_t *prefix;       /* (n_blocks, block_size) scratch: their tokens */
 };
 
 /* Chained block hash: 64-bit multiply-xorshift over the token ids, seeded with
@@ -83,7 +87,9 @@ di_status di_prefix_cache_create(di_block_pool *pool, di_prefix_cache **out, di_
     c->lru_prev = di_calloc(n, sizeof *c->lru_prev);
     c->lru_next = di_calloc(n, sizeof *c->lru_next);
     c->scratch = di_calloc(n, 1);
-    if (!c->buckets || !c->cached || !c->hash || !c->parent || !c->parent_gen || !c->gen ||
+    c->chain = di_malloc_array(n, sizeof *c->chain);
+    c->prefix = di_malloc_array(n, (size_t)c->block_size * sizeof *c->prefix);
+    if (!c->chain || !c->prefix || !c->buckets || !c->cached || !c->hash || !c->parent || !c->parent_gen || !c->gen ||
         !c->bucket_next || !c->tokens || !c->in_lru || !c->lru_prev || !c->lru_next ||
         !c->scratch) {
         di_prefix_cache_free(c);
@@ -121,9 +127,48 @@ static void index_remove(di_prefix_cache *c, int32_t b) {
     c->n_cached--;
 }
 
+/* Rebuilds the tokens of the prefix ending with cached block b into
+ * c->prefix; returns their count, 0 when an ancestor is gone (evicted, or
+ * re-cached with other content: its generation moved on). */
+static int32_t rebuild_prefix(di_prefix_cache *c, int32_t b) {
+    int32_t depth = 0;
+    for (int32_t at = b;;) {
+        if (depth >= c->n_blocks) return 0; /* a cycle would be a bug; never loop */
+        c->chain[depth++] = at;
+        int32_t p = c->parent[at];
+        if (p == NO_BLOCK) break;
+        if (!c->cached[p] || c->gen[p] != c->parent_gen[at]) return 0;
+        at = p;
+    }
+    size_t bs = (size_t)c->block_size;
+    for (int32_t i = 0; i < depth; i++)
+        memcpy(c->prefix + (size_t)i * bs, c->tokens + (size_t)c->chain[depth - 1 - i] * bs, bs * sizeof *c->prefix);
+    return depth * c->block_size;
+}
+
+static void tell_tier(di_prefix_cache *c, int32_t b) {
+    if (!c->evict_fn) return;
+    int32_t n = rebuild_prefix(c, b);
+    if (n > 0) c->evict_fn(c->evict_user, b, c->prefix, n);
+}
+
+void di_prefix_cache_set_evict_hook(di_prefix_cache *cache, di_prefix_block_fn fn, void *user) {
+    cache->evict_fn = fn;
+    cache->evict_user = user;
+}
+
+void di_prefix_cache_for_each(di_prefix_cache *cache, di_prefix_block_fn fn, void *user) {
+    for (int32_t b = 0; b < cache->n_blocks; b++) {
+        if (!cache->cached[b]) continue;
+        int32_t n = rebuild_prefix(cache, b);
+        if (n > 0) fn(user, b, cache->prefix, n);
+    }
+}
+
 /* Un-caches block b (must be on the LRU list) and drops the cache's
- * reference, which returns it to the pool. */
+ * reference, which returns it to the pool; the slower tier sees it first. */
 static void evict_block(di_prefix_cache *c, int32_t b) {
+    tell_tier(c, b);
     lru_remove(c, b);
     index_remove(c, b);
     /* Cannot fail: b is cached, so the pool counts our reference. */
@@ -148,6 +193,8 @@ void di_prefix_cache_free(di_prefix_cache *cache) {
     free(cache->lru_prev);
     free(cache->lru_next);
     free(cache->scratch);
+    free(cache->chain);
+    free(cache->prefix);
     free(cache);
 }
 

@@ -70,6 +70,17 @@ di_status di_prefix_cache_unlock(di_prefix_cache *cache, const int32_t *blocks, 
  * pool; returns how many were freed. */
 int32_t di_prefix_cache_evict(di_prefix_cache *cache, int32_t n);
 
+/* A slower tier below the cache (kv/disk_tier.h) learns of blocks through
+ * this hook: fn(user, block, prefix, n_prefix) with the block's whole prefix
+ * (n_prefix tokens, the block's own last) while its KV is still in the pool.
+ * Called by evict for every block it is about to free, and by for_each. A
+ * block whose parent chain is no longer cached (its prefix cannot be
+ * rebuilt) is skipped. fn must not call back into the cache. */
+typedef void (*di_prefix_block_fn)(void *user, int32_t block, const int32_t *prefix, int32_t n_prefix);
+void di_prefix_cache_set_evict_hook(di_prefix_cache *cache, di_prefix_block_fn fn, void *user);
+/* Calls fn for every cached block (e.g. to flush them all to disk). */
+void di_prefix_cache_for_each(di_prefix_cache *cache, di_prefix_block_fn fn, void *user);
+
 /* The block hash: chained hash of a block given its parent's. */
 typedef uint64_t (*di_prefix_hash_fn)(uint64_t parent_hash, const int32_t *tokens, int32_t n);
 

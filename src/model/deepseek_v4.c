@@ -383,3 +383,12 @@ di_status di_dsv4_forward(di_dsv4_ctx *c, di_dsv4_kv *kv, const di_batch *b, flo
     }
     return DI_OK;
 }
+
+/* Region i of the cache for block copies: layer i's rows (every per-position
+ * record of the layer lives in its row). */
+bool di_dsv4_kv_region(di_dsv4_kv *kv, int32_t i, uint8_t **base, size_t *slot_bytes) {
+    if (i < 0 || i >= kv->n_layers) return false;
+    *base = (uint8_t *)kv->data[i];
+    *slot_bytes = (size_t)kv->lay[i].row * (kv->dtype == DI_DTYPE_F32 ? 4u : 2u);
+    return true;
+}

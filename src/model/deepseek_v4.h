@@ -46,6 +46,8 @@
 #include "kernels/cpu/kernels.h"
 #include "tensor/dtype.h"
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #define DI_DSV4_MAX_LAYERS 256
@@ -111,6 +113,9 @@ int32_t di_dsv4_mtp_modules(const di_dsv4_model *m);
 di_status di_dsv4_kv_create(const di_dsv4_model *m, int32_t n_blocks, int32_t block_size,
                             di_dtype dtype, di_dsv4_kv **out, di_error *err);
 void di_dsv4_kv_free(di_dsv4_kv *kv);
+/* Per-position region i of the cache (false past the last): the rows of
+ * every slot, slot_bytes each, from base; for block copies (model.h). */
+bool di_dsv4_kv_region(di_dsv4_kv *kv, int32_t i, uint8_t **base, size_t *slot_bytes);
 uint64_t di_dsv4_kv_bytes_per_token(const di_dsv4_model *m, di_dtype dtype);
 
 di_status di_dsv4_ctx_create(const di_dsv4_model *m, di_dsv4_ctx **out, di_error *err);

@@ -561,3 +561,18 @@ di_status di_dsv41_forward(di_dsv41_ctx *c, di_dsv41_kv *kv, const di_batch *b, 
     lin_apply(c, &m->head, c->h, D, logits_out, hp->n_vocab, n_want, pool);
     return DI_OK;
 }
+
+/* Region i of the cache for block copies: layer i's records (window,
+ * compressed entry, pending pair state, index key), then the token ids
+ * Engram reads as region n_layers. */
+bool di_dsv41_kv_region(di_dsv41_kv *kv, int32_t i, uint8_t **base, size_t *slot_bytes) {
+    if (i < 0 || i > kv->n_layers) return false;
+    if (i == kv->n_layers) {
+        *base = (uint8_t *)kv->tokens;
+        *slot_bytes = sizeof(int32_t);
+    } else {
+        *base = kv->data[i];
+        *slot_bytes = (size_t)kv->lay[i].row;
+    }
+    return true;
+}

@@ -38,6 +38,8 @@
 #include "model/deepseek_v4.h"
 #include "text/tokenizer.h"
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #define DI_DSV41_MAX_LAYERS 256
@@ -122,6 +124,9 @@ uint64_t di_dsv41_kv_bytes_per_token(const di_dsv41_model *m);
 di_status di_dsv41_kv_create(const di_dsv41_model *m, int32_t n_blocks, int32_t block_size, di_dsv41_kv **out,
                              di_error *err);
 void di_dsv41_kv_free(di_dsv41_kv *kv);
+/* Per-position region i of the cache (false past the last): the rows of
+ * every slot, slot_bytes each, from base; for block copies (model.h). */
+bool di_dsv41_kv_region(di_dsv41_kv *kv, int32_t i, uint8_t **base, size_t *slot_bytes);
 
 di_status di_dsv41_ctx_create(const di_dsv41_model *m, di_dsv41_ctx **out, di_error *err);
 void di_dsv41_ctx_free(di_dsv41_ctx *ctx);

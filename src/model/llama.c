@@ -639,3 +639,12 @@ di_status di_llama_forward(di_llama_ctx *c, di_llama_kv *kv, const di_batch *b, 
     matmul(c, &m->output, c->h, E, logits_out, (int64_t)hp->n_vocab, n_want, pool);
     return DI_OK;
 }
+
+/* Region i of the cache for block copies (model.h, di_model_kv_block_read):
+ * K of layer i/2 when i is even, V when odd; *slot_bytes per position. */
+bool di_llama_kv_region(di_llama_kv *kv, int32_t i, uint8_t **base, size_t *slot_bytes) {
+    if (i < 0 || i >= 2 * kv->n_layer) return false;
+    *base = (uint8_t *)(i % 2 ? kv->v[i / 2] : kv->k[i / 2]);
+    *slot_bytes = (size_t)kv->row_elems * (kv->dtype == DI_DTYPE_F32 ? 4u : 2u);
+    return true;
+}

@@ -25,6 +25,8 @@
 #include "kernels/cpu/kernels.h"
 #include "model/llama_hparams.h"
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 typedef struct di_llama_model di_llama_model;
@@ -48,6 +50,9 @@ const di_cpu_kernels *di_llama_kernels(const di_llama_model *m);
 di_status di_llama_kv_create(const di_llama_model *m, int32_t n_blocks, int32_t block_size,
                              di_dtype dtype, di_llama_kv **out, di_error *err);
 void di_llama_kv_free(di_llama_kv *kv);
+/* Per-position region i of the cache (false past the last): the rows of
+ * every slot, slot_bytes each, from base; for block copies (model.h). */
+bool di_llama_kv_region(di_llama_kv *kv, int32_t i, uint8_t **base, size_t *slot_bytes);
 int32_t di_llama_kv_n_blocks(const di_llama_kv *kv);
 int32_t di_llama_kv_block_size(const di_llama_kv *kv);
 

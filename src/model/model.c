@@ -30,6 +30,7 @@ typedef struct arch_ops {
     void (*ctx_free)(void *ctx);
     di_status (*forward)(void *ctx, void *kv, const di_batch *b, float *logits, di_threadpool *pool,
                          di_error *err);
+    bool (*kv_region)(void *kv, int32_t i, uint8_t **base, size_t *slot_bytes);
 } arch_ops;
 
 struct di_model {
@@ -42,6 +43,7 @@ struct di_model {
 struct di_model_kv {
     const arch_ops *ops;
     void *impl;
+    int32_t n_blocks, block_size;
 };
 
 struct di_model_ctx {
@@ -81,8 +83,12 @@ static void llama_ctx_free_(void *c) { di_llama_ctx_free(c); }
 static di_status llama_forward_(void *c, void *kv, const di_batch *b, float *lg, di_threadpool *p, di_error *err) {
     return di_llama_forward(c, kv, b, lg, p, err);
 }
+static bool llama_kv_region_(void *kv, int32_t i, uint8_t **base, size_t *sb) {
+    return di_llama_kv_region(kv, i, base, sb);
+}
 static const arch_ops LLAMA_OPS = {"llama", llama_free_, llama_facts, llama_kv_bytes, llama_kv_create_,
-                                   llama_kv_free_, llama_ctx_create_, llama_ctx_free_, llama_forward_};
+                                   llama_kv_free_, llama_ctx_create_, llama_ctx_free_, llama_forward_,
+                                   llama_kv_region_};
 
 /* ---- DeepSeek-V4 (HF folder) --------------------------------------------------- */
 
@@ -108,8 +114,12 @@ static void dsv4_ctx_free_(void *c) { di_dsv4_ctx_free(c); }
 static di_status dsv4_forward_(void *c, void *kv, const di_batch *b, float *lg, di_threadpool *p, di_error *err) {
     return di_dsv4_forward(c, kv, b, lg, p, err);
 }
+static bool dsv4_kv_region_(void *kv, int32_t i, uint8_t **base, size_t *sb) {
+    return di_dsv4_kv_region(kv, i, base, sb);
+}
 static const arch_ops DSV4_OPS = {"deepseek_v4", dsv4_free_, dsv4_facts, dsv4_kv_bytes, dsv4_kv_create_,
-                                  dsv4_kv_free_, dsv4_ctx_create_, dsv4_ctx_free_, dsv4_forward_};
+                                  dsv4_kv_free_, dsv4_ctx_create_, dsv4_ctx_free_, dsv4_forward_,
+                                  dsv4_kv_region_};
 
 static void dsv41_free_(void *m) { di_dsv41_free(m); }
 static void dsv41_facts(const void *impl, di_model_facts *out) {
@@ -138,8 +148,12 @@ static void dsv41_ctx_free_(void *c) { di_dsv41_ctx_free(c); }
 static di_status dsv41_forward_(void *c, void *kv, const di_batch *b, float *lg, di_threadpool *p, di_error *err) {
     return di_dsv41_forward(c, kv, b, lg, p, err);
 }
+static bool dsv41_kv_region_(void *kv, int32_t i, uint8_t **base, size_t *sb) {
+    return di_dsv41_kv_region(kv, i, base, sb);
+}
 static const arch_ops DSV41_OPS = {"deepseek_v41", dsv41_free_, dsv41_facts, dsv41_kv_bytes, dsv41_kv_create_,
-                                   dsv41_kv_free_, dsv41_ctx_create_, dsv41_ctx_free_, dsv41_forward_};
+                                   dsv41_kv_free_, dsv41_ctx_create_, dsv41_ctx_free_, dsv41_forward_,
+                                   dsv41_kv_region_};
 
 /* ---- opening ------------------------------------------------------------------- */
 
@@ -239,6 +253,8 @@ di_status di_model_kv_create(const di_model *m, int32_t n_blocks, int32_t block_
     di_model_kv *kv = calloc(1, sizeof *kv);
     if (!kv) return di_error_set(err, DI_ERR_NOMEM, "KV cache: out of memory");
     kv->ops = m->ops;
+    kv->n_blocks = n_blocks;
+    kv->block_size = block_size;
     di_status s = m->ops->kv_create(m->impl, n_blocks, block_size, dtype, &kv->impl, err);
     if (s) {
         free(kv);
@@ -252,6 +268,39 @@ void di_model_kv_free(di_model_kv *kv) {
     if (!kv) return;
     kv->ops->kv_free(kv->impl);
     free(kv);
+}
+
+/* A block is block_size consecutive slots of every region, so its bytes are
+ * the regions' slices one after the other. */
+uint64_t di_model_kv_block_bytes(const di_model_kv *kv) {
+    uint64_t total = 0;
+    uint8_t *base;
+    size_t sb;
+    for (int32_t i = 0; kv->ops->kv_region(kv->impl, i, &base, &sb); i++) total += (uint64_t)sb * (uint64_t)kv->block_size;
+    return total;
+}
+
+static di_status block_copy(di_model_kv *kv, int32_t block, uint8_t *buf, bool to_cache, di_error *err) {
+    if (block < 0 || block >= kv->n_blocks)
+        return di_error_set(err, DI_ERR_INVALID_ARG, "KV cache: block %d of %d", (int)block, (int)kv->n_blocks);
+    uint8_t *base;
+    size_t sb;
+    for (int32_t i = 0; kv->ops->kv_region(kv->impl, i, &base, &sb); i++) {
+        size_t n = sb * (size_t)kv->block_size;
+        uint8_t *at = base + (size_t)block * n;
+        if (to_cache) memcpy(at, buf, n);
+        else memcpy(buf, at, n);
+        buf += n;
+    }
+    return DI_OK;
+}
+
+di_status di_model_kv_block_read(di_model_kv *kv, int32_t block, void *out, di_error *err) {
+    return block_copy(kv, block, out, false, err);
+}
+
+di_status di_model_kv_block_write(di_model_kv *kv, int32_t block, const void *in, di_error *err) {
+    return block_copy(kv, block, (uint8_t *)(uintptr_t)in, true, err);
 }
 
 di_status di_model_ctx_create(const di_model *m, di_model_ctx **out, di_error *err) {

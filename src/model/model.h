@@ -48,6 +48,15 @@ const di_tokenizer *di_model_tokenizer(const di_model *m);
 di_status di_model_kv_create(const di_model *m, int32_t n_blocks, int32_t block_size, di_dtype dtype,
                              di_model_kv **out, di_error *err);
 void di_model_kv_free(di_model_kv *kv);
+/* One block's KV as bytes, for records that outlive the pool (the disk
+ * tier, prefill -> decode transfer): every per-position state of the
+ * architecture (llama K/V; DeepSeek window, compressed, index-key and
+ * compressor records, V4.1's token ids) of the block's block_size slots.
+ * Writing a block read from another cache of the same model, numerics and
+ * dtype gives the same bits as computing it. */
+uint64_t di_model_kv_block_bytes(const di_model_kv *kv);
+di_status di_model_kv_block_read(di_model_kv *kv, int32_t block, void *out, di_error *err);
+di_status di_model_kv_block_write(di_model_kv *kv, int32_t block, const void *in, di_error *err);
 /* Bytes of KV storage per token (all layers), for sizing the pool. */
 uint64_t di_model_kv_bytes_per_token(const di_model *m, di_dtype dtype);
 

@@ -63,6 +63,8 @@ static const route ROUTES[] = {
     {"/metrics", false, "GET", SRV_ROUTE_METRICS, false, srv_route_metrics},
     {"/tokenize", false, "POST", SRV_ROUTE_TOKENIZE, true, srv_route_tokenize},
     {"/detokenize", false, "POST", SRV_ROUTE_DETOKENIZE, true, srv_route_detokenize},
+    {"/v1/kv/export", false, "POST", SRV_ROUTE_KV_EXPORT, true, srv_route_kv_export},
+    {"/v1/kv/import", false, "POST", SRV_ROUTE_KV_IMPORT, true, srv_route_kv_import},
 };
 #define N_ROUTES (sizeof ROUTES / sizeof ROUTES[0])
 
@@ -225,6 +227,12 @@ static enum MHD_Result early_error(di_server *s, struct MHD_Connection *conn, co
     return send_reply(s, conn, route_id, &r);
 }
 
+/* KV records are large (a block of every layer): the import route has a
+ * limit of its own, so the JSON routes keep theirs. */
+static size_t body_limit(const di_server *s, const route *rt) {
+    return rt && rt->id == SRV_ROUTE_KV_IMPORT ? s->p.max_kv_body_bytes : s->p.max_body_bytes;
+}
+
 static bool path_matches(const route *rt, const char *path) {
     size_t n = strlen(rt->path);
     return rt->prefix ? !strncmp(path, rt->path, n) && path[n] : !strcmp(path, rt->path);
@@ -323,10 +331,10 @@ static enum MHD_Result on_headers(di_server *s, struct MHD_Connection *conn, con
     if (cl) {
         char *end;
         unsigned long long n = strtoull(cl, &end, 10);
-        if (end != cl && n > s->p.max_body_bytes) {
+        if (end != cl && n > body_limit(s, cc->route)) {
             char msg[160];
             snprintf(msg, sizeof msg, "Request body of %llu bytes exceeds the limit of %zu bytes.", n,
-                     s->p.max_body_bytes);
+                     body_limit(s, cc->route));
             return early_error(s, conn, cc, cc->route->id, MHD_HTTP_CONTENT_TOO_LARGE,
                                "invalid_request_error", "request_too_large", msg, NULL);
         }
@@ -356,7 +364,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
         size_t n = *upload_data_size;
         *upload_data_size = 0;
         if (cc->too_large) return MHD_YES;
-        if (cc->body.len + n > s->p.max_body_bytes) {
+        if (cc->body.len + n > body_limit(s, cc->route)) {
             /* A chunked body with no Content-Length grew past the limit:
              * stop buffering, answer 413 once it ends (or the idle timeout
              * closes a client that never ends it). */
@@ -370,7 +378,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
     /* The whole request is in. */
     if (cc->too_large) {
         char msg[128];
-        snprintf(msg, sizeof msg, "Request body exceeds the limit of %zu bytes.", s->p.max_body_bytes);
+        snprintf(msg, sizeof msg, "Request body exceeds the limit of %zu bytes.", body_limit(s, cc->route));
         return early_error(s, conn, cc, cc->route->id, MHD_HTTP_CONTENT_TOO_LARGE,
                            "invalid_request_error", "request_too_large", msg, NULL);
     }

@@ -84,7 +84,7 @@ static void put_metric(srv_buf *b, const char *name, const char *type, const cha
 char *srv_metrics_render(di_server *s, size_t *len) {
     static const char *ROUTE_NAMES[SRV_N_ROUTES] = {"chat_completions", "completions", "models",
                                                     "health", "metrics", "tokenize", "detokenize",
-                                                    "other"};
+                                                    "kv_export", "kv_import", "other"};
     static const char *FINISH_NAMES[5] = {"none", "stop", "length", "cancel", "error"};
     di_engine_stats es;
     di_engine_get_stats(s->engine, &es);
@@ -136,6 +136,24 @@ char *srv_metrics_render(di_server *s, size_t *len) {
                (double)es.n_prompt_tokens);
     put_metric(&b, "deepinfer_prefix_cache_hit_rate", "gauge", "Prefix-cache hit tokens / prompt tokens.",
                es.n_prompt_tokens ? (double)es.n_prefix_hit_tokens / (double)es.n_prompt_tokens : 0.0);
+    if (es.kv_disk_on) {
+        put_metric(&b, "deepinfer_kv_disk_hit_tokens_total", "counter", "Prompt tokens whose KV came from the disk tier.",
+                   (double)es.n_disk_hit_tokens);
+        put_metric(&b, "deepinfer_kv_disk_writes_total", "counter", "KV records written to the disk tier.",
+                   (double)es.kv_disk_writes);
+        put_metric(&b, "deepinfer_kv_disk_write_errors_total", "counter", "Failed disk-tier writes.",
+                   (double)es.kv_disk_write_errors);
+        put_metric(&b, "deepinfer_kv_disk_hits_total", "counter", "Disk-tier records read and accepted.",
+                   (double)es.kv_disk_hits);
+        put_metric(&b, "deepinfer_kv_disk_rejected_total", "counter",
+                   "Disk-tier records refused (corrupt, truncated, other model).", (double)es.kv_disk_rejected);
+        put_metric(&b, "deepinfer_kv_disk_removed_total", "counter", "Disk-tier records removed to stay under the cap.",
+                   (double)es.kv_disk_removed);
+        put_metric(&b, "deepinfer_kv_disk_bytes", "gauge", "Bytes of records in the disk-tier directory.",
+                   (double)es.kv_disk_bytes);
+        put_metric(&b, "deepinfer_kv_disk_writes_disabled", "gauge", "1 after a failed write: RAM only.",
+                   es.kv_disk_writes_disabled ? 1.0 : 0.0);
+    }
     put_metric(&b, "deepinfer_engine_steps_total", "counter", "Engine steps.", (double)es.n_steps);
     put_metric(&b, "deepinfer_preemptions_total", "counter", "Sequences preempted for KV space.",
                (double)es.n_preemptions);

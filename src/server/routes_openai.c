@@ -1121,6 +1121,29 @@ out:
     json_decref(root);
 }
 
+bool srv_request_prompt(di_server *s, const srv_http_req *q, int32_t **ids, size_t *n, srv_reply *r) {
+    *ids = NULL;
+    *n = 0;
+    json_t *root = parse_body(q, r);
+    if (!root) return false;
+    gen_req g;
+    memset(&g, 0, sizeof g);
+    bool ok = check_model(s, root, r) &&
+              (json_object_get(root, "messages") ? chat_prompt(s, root, &g, r) : completion_prompts(s, root, &g, r));
+    if (ok && g.n_prompts != 1) {
+        srv_reply_error(r, 400, "invalid_request_error", "prompt", "invalid_value", "Give exactly one prompt.");
+        ok = false;
+    }
+    if (ok) {
+        *ids = g.prompts[0];
+        *n = g.prompt_lens[0];
+        g.prompts[0] = NULL;
+    }
+    gen_req_free(&g);
+    json_decref(root);
+    return ok;
+}
+
 void srv_route_detokenize(di_server *s, const srv_http_req *q, srv_reply *r) {
     json_t *root = parse_body(q, r);
     if (!root) return;

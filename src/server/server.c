@@ -171,6 +171,7 @@ di_server_params di_server_params_default(void) {
     p.port = 8080;
     p.max_queue = 256;
     p.max_body_bytes = 1u << 20;
+    p.max_kv_body_bytes = (size_t)1 << 30; /* a 4k-token prompt of the default model is ~95 MB */
     p.max_header_bytes = 16u << 10;
     p.max_connections = 256;
     p.idle_timeout_s = 60;
@@ -529,7 +530,7 @@ di_status di_server_create(di_engine *engine, const di_server_params *p, di_serv
                            di_error *err) {
     *out = NULL;
     if (!engine || !p) return di_error_set(err, DI_ERR_INVALID_ARG, "server: NULL argument");
-    if (p->max_queue < 1 || p->max_connections < 1 || p->max_n < 1 || p->max_body_bytes < 2 ||
+    if (p->max_queue < 1 || p->max_connections < 1 || p->max_n < 1 || p->max_body_bytes < 2 || p->max_kv_body_bytes < 2 ||
         p->max_header_bytes < 256 || p->idle_timeout_s < 1)
         return di_error_set(err, DI_ERR_RANGE,
                             "server: limits must be positive (queue, connections, n, body >= 2, "
@@ -542,9 +543,17 @@ di_status di_server_create(di_engine *engine, const di_server_params *p, di_serv
             return di_error_set(err, DI_ERR_INVALID_ARG,
                                 "server: CORS origin must be '*' or an origin such as https://example.com");
     }
+    const char *role = p->role ? p->role : "both";
+    bool exports = !strcmp(role, "prefill") || !strcmp(role, "both");
+    bool imports = !strcmp(role, "decode") || !strcmp(role, "both");
+    if (!exports && !imports)
+        return di_error_set(err, DI_ERR_INVALID_ARG, "server: role '%.32s' is not prefill, decode or both", role);
     di_server *s = calloc(1, sizeof *s);
     if (!s) return di_error_set(err, DI_ERR_NOMEM, "server: out of memory");
     s->p = *p;
+    s->p.role = NULL; /* not kept: the two flags say it */
+    s->kv_export = exports;
+    s->kv_import = imports;
     s->engine = engine;
     s->host = di_strdup(p->host ? p->host : "127.0.0.1");
     s->model_name = di_strdup(p->model_name ? p->model_name : "deepinfer");

@@ -31,6 +31,7 @@ typedef struct di_server_params {
     const char *model_name;      /* id in /v1/models and accepted "model"; NULL = "deepinfer" */
     int32_t max_queue;           /* engine requests (choices) in flight at once; more get 503 */
     size_t max_body_bytes;       /* larger bodies get 413 */
+    size_t max_kv_body_bytes;    /* the same for POST /v1/kv/import (records) */
     size_t max_header_bytes;     /* request line + headers; larger ones are refused */
     int32_t max_connections;     /* open connections; more are closed at accept */
     int32_t idle_timeout_s;      /* a connection silent this long is closed (slow clients) */
@@ -45,9 +46,13 @@ typedef struct di_server_params {
      * browsers may call from (Access-Control-Allow-Origin on every answer,
      * OPTIONS preflights answered). */
     const char *cors_origin;
+    const char *role;            /* prefill/decode split: "prefill" serves POST
+                                  * /v1/kv/export, "decode" POST /v1/kv/import,
+                                  * "both" (NULL) both; every role generates */
 } di_server_params;
 
-/* Defaults: 127.0.0.1:8080, no key, queue 256, body 1 MiB, headers 16 KiB,
+/* Defaults: 127.0.0.1:8080, no key, queue 256, body 1 MiB (KV import
+ * 1 GiB), headers 16 KiB,
  * 256 connections, idle timeout 60 s, n <= 128, OpenAI sampling defaults
  * (temperature 1, top_p 1). */
 di_server_params di_server_params_default(void);

@@ -54,7 +54,8 @@ typedef struct srv_hist {
 
 /* HTTP status classes counted per route. */
 enum { SRV_ROUTE_CHAT, SRV_ROUTE_COMPLETIONS, SRV_ROUTE_MODELS, SRV_ROUTE_HEALTH,
-       SRV_ROUTE_METRICS, SRV_ROUTE_TOKENIZE, SRV_ROUTE_DETOKENIZE, SRV_ROUTE_OTHER,
+       SRV_ROUTE_METRICS, SRV_ROUTE_TOKENIZE, SRV_ROUTE_DETOKENIZE, SRV_ROUTE_KV_EXPORT,
+       SRV_ROUTE_KV_IMPORT, SRV_ROUTE_OTHER,
        SRV_N_ROUTES };
 
 typedef struct srv_metrics {
@@ -163,6 +164,7 @@ void srv_request_id(di_server *s, char out[32]);
 struct di_server {
     di_server_params p;
     char *host, *api_key, *model_name, *cors_origin; /* owned copies of p's strings */
+    bool kv_export, kv_import;  /* from p.role: prefill exports, decode imports */
     di_engine *engine;
     di_model_desc desc;
     struct MHD_Daemon *mhd;
@@ -227,6 +229,13 @@ void srv_route_chat(di_server *s, const srv_http_req *q, srv_reply *r);
 void srv_route_completions(di_server *s, const srv_http_req *q, srv_reply *r);
 void srv_route_models(di_server *s, const srv_http_req *q, srv_reply *r);
 void srv_route_tokenize(di_server *s, const srv_http_req *q, srv_reply *r);
+/* The one prompt of a chat ("messages") or completions ("prompt") body as
+ * token ids, exactly as a generation request would submit it (*ids
+ * malloc'd); false with r filled (400) otherwise. */
+bool srv_request_prompt(di_server *s, const srv_http_req *q, int32_t **ids, size_t *n, srv_reply *r);
+/* routes_kv.c: prefill -> decode KV transfer (--role). */
+void srv_route_kv_export(di_server *s, const srv_http_req *q, srv_reply *r);
+void srv_route_kv_import(di_server *s, const srv_http_req *q, srv_reply *r);
 void srv_route_detokenize(di_server *s, const srv_http_req *q, srv_reply *r);
 void srv_route_health(di_server *s, const srv_http_req *q, srv_reply *r);
 void srv_route_metrics(di_server *s, const srv_http_req *q, srv_reply *r);
