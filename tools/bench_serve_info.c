@@ -97,8 +97,14 @@ int bs_discover(const bs_opts *o, const char *engine_name, json_t **model, json_
     char *body = NULL;
     long code = 0;
     snprintf(url, sizeof url, "%s/v1/models", o->url);
-    if (bs_http_get(url, o->api_key, INFO_TIMEOUT_S, MAX_INFO_BYTES, &body, &code, server, err)) return 1;
-    json_t *models = code == 200 ? json_loads(body, 0, NULL) : NULL;
+    /* With --model given, a server that cannot be reached is measured
+     * anyway: every request then counts as an error with its reason. */
+    if (bs_http_get(url, o->api_key, INFO_TIMEOUT_S, MAX_INFO_BYTES, &body, &code, server, err)) {
+        if (!o->model) return 1;
+        fprintf(stderr, "bench serve: %s (measuring anyway)\n", err->msg);
+        di_error_clear(err);
+    }
+    json_t *models = code == 200 && body ? json_loads(body, 0, NULL) : NULL;
     free(body);
     json_t *data = json_object_get(models, "data");
     const char *first = json_string_value(json_object_get(json_array_get(data, 0), "id"));

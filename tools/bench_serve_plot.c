@@ -172,7 +172,7 @@ int di_cmd_bench_plot(int argc, char **argv) {
             fprintf(g, "%s$front%d using 1:2 with linespoints lw 2 pt 7 lc %d title ", i ? ", " : "", i, i + 1);
             put_quoted(g, ss[i].name);
             fprintf(g, ", $all%d using 1:2 with points pt 6 lc %d notitle", i, i + 1);
-            fprintf(g, ", $all%d using 1:2:3 with labels offset 0.8,0.6 font ',9' tc lc %d notitle", i, i + 1);
+            fprintf(g, ", $all%d using 1:2:3 with labels offset 0.8,0.6 font ',9' tc lt %d notitle", i, i + 1);
         }
         fprintf(g, "\n");
         if (fclose(g)) rc = plot_err("bench plot: %s: write failed\n", script);
