@@ -32,15 +32,18 @@ rc=0; "$BIN" bench serve --url http://127.0.0.1:9 -q >/dev/null 2>"$tmp/err" || 
   || fail "unreachable with --model: exit $?"
 
 # the stub: one mode per run (the model id selects it)
-python3 tests/cli/bench_serve_stub.py >"$tmp/stub.port" &
+CORPUS=tests/data/malformed/sse
+python3 tests/cli/bench_serve_stub.py "$CORPUS" >"$tmp/stub.port" &
 pids+=($!)
 for _ in $(seq 50); do [ -s "$tmp/stub.port" ] && break; sleep 0.1; done
 STUB=http://127.0.0.1:$(cat "$tmp/stub.port")
-for mode in ok stall malformed html early http500; do
+modes="ok stall malformed html early http500 huge"
+for f in "$CORPUS"/*.sse; do modes="$modes corpus:$(basename "$f" .sse)"; done
+for mode in $modes; do
   start=$(date +%s)
   "$BIN" bench serve --url "$STUB/v1" --model $mode -n 4 -c 2 --stall 0.5 --timeout 5 -q \
-    --cost-per-hour 1 --out "$tmp/stub_$mode.json" >"$tmp/table_$mode" 2>"$tmp/err_$mode" \
-    || fail "stub $mode: exit $?: $(cat "$tmp/err_$mode")"
+    --cost-per-hour 1 --out "$tmp/stub_${mode#corpus:}.json" >"$tmp/table_${mode#corpus:}" \
+    2>"$tmp/err_${mode#corpus:}" || fail "stub $mode: exit $?: $(cat "$tmp/err_${mode#corpus:}")"
   [ $(( $(date +%s) - start )) -le 10 ] || fail "stub $mode: run took past its bounds"
 done
 
@@ -67,7 +70,20 @@ want = {  # mode -> (outcome counts, reason prefix)
     "html": ("errors", "not an SSE stream"),
     "early": ("errors", "stream closed before [DONE]"),
     "http500": ("errors", "HTTP 500"),
+    "huge": ("errors", "malformed SSE: SSE event longer than"),
+    # the regression corpus, tests/data/malformed/sse/NAME.sse
+    "bad_json": ("errors", "malformed SSE: event is not a JSON object"),
+    "array_event": ("errors", "malformed SSE: event is not a JSON object"),
+    "event_after_done": ("errors", "malformed SSE: event after [DONE]"),
+    "no_choices": ("errors", "malformed SSE: chunk without choices or usage"),
+    "error_object": ("errors", "error in stream: overloaded"),
+    "no_content": ("errors", "no content in the answer"),
+    "cut_mid_event": ("errors", "stream closed before [DONE]"),
+    "no_data_lines": ("errors", "stream closed before [DONE]"),
+    "binary": ("errors", "stream closed before [DONE]"),
 }
+corpus = {f[:-4] for f in os.listdir("tests/data/malformed/sse") if f.endswith(".sse")}
+assert corpus <= set(want), ("corpus files without an expected reason", corpus - set(want))
 (ok,) = load("stub_ok.json")
 assert ok["requests"]["ok"] == 4 and ok["output_tokens"] == 12, ok["requests"]
 assert abs(ok["prefix_cache_hit_rate"] - 2 / 7) < 1e-9

@@ -8,15 +8,20 @@ The request's "model" picks the behaviour, so one stub serves every case:
   html       200 with an HTML page instead of an event stream
   early      one chunk, then the connection closes without [DONE]
   http500    an HTTP 500 with an OpenAI error body
+  huge       a 2 MiB line that never ends (past the client's event limit)
+  corpus:N   the bytes of CORPUS_DIR/N.sse as an event stream, then close
+             (CORPUS_DIR is argv[1]: tests/data/malformed/sse)
 Prints its port on stdout once listening; stdlib only.
 """
 import http.server
 import json
+import os
 import socketserver
 import sys
 import time
 
-MODES = ["ok", "stall", "malformed", "html", "early", "http500"]
+MODES = ["ok", "stall", "malformed", "html", "early", "http500", "huge"]
+CORPUS_DIR = sys.argv[1] if len(sys.argv) > 1 else None
 
 
 def chunk(text):
@@ -58,6 +63,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.end_headers()
+        if mode.startswith("corpus:") and CORPUS_DIR:
+            name = os.path.basename(mode[len("corpus:"):])
+            with open(os.path.join(CORPUS_DIR, name + ".sse"), "rb") as f:
+                self.wfile.write(f.read())
+            return
+        if mode == "huge":
+            self.wfile.write(b"data: " + b"x" * (2 << 20))
+            return
         self.event(chunk("Hello"))
         if mode == "stall":
             time.sleep(30)
