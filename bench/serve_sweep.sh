@@ -11,7 +11,8 @@
 #
 # Knobs (environment): SWEEP (1,2,4,8,16,32,64), DURATION (s per point, 30),
 # REQUESTS (per point, 256), THREADS (2), PRICE_CORE_HOUR (0.05 $),
-# WORKLOAD, MODEL, STAMP.
+# WORKLOAD, MODEL, STAMP, ONLY (deepinfer or llama-server: run that one; a
+# later run with the same STAMP adds the other and writes the plot and report).
 set -euo pipefail
 DI=${1:?usage: serve_sweep.sh DEEPINFER LLAMA_SERVER}
 LS=${2:?usage: serve_sweep.sh DEEPINFER LLAMA_SERVER}
@@ -53,18 +54,23 @@ run_one() { # name, then the server's argv with PORT standing for the port
   # warm-up (page the model in); not recorded
   "$DI" bench serve --url "http://127.0.0.1:$p" -n 2 -c 1 -q --workload "$WORKLOAD" --ignore-eos >/dev/null
   "$DI" bench serve --url "http://127.0.0.1:$p" --engine-name "$name" --sweep "concurrency:$SWEEP" \
-    --requests "$REQUESTS" --duration "$DURATION" --timeout 120 --workload "$WORKLOAD" --ignore-eos \
+    --requests "$REQUESTS" --duration "$DURATION" --timeout 120 --stall 60 --workload "$WORKLOAD" --ignore-eos \
     --slo-ttft-ms 1000 --slo-tpot-ms 100 --cost-per-hour "$COST" \
     --note "$name alone on the machine, $THREADS threads; price $PRICE_CORE_HOUR \$/core-hour x $THREADS cores; shared machine: see loadavg" \
     --out "$OUT-$name.jsonl"
   kill "$srv"; wait "$srv" 2>/dev/null || true; srv=""
 }
 
+if [ "${ONLY:-deepinfer}" = deepinfer ]; then
 run_one deepinfer "$DI" serve -m "$MODEL" --host 127.0.0.1 --port PORT -t "$THREADS"
+fi
+if [ "${ONLY:-llama-server}" = llama-server ]; then
 # llama-server: its defaults except the slots (one per user) and a context
 # that gives every slot 1024 tokens; --no-repack: see bench/README.md.
 run_one llama-server "$LS" -m "$MODEL" --host 127.0.0.1 --port PORT -t "$THREADS" -tb "$THREADS" \
   -np "$NPAR" -c $((NPAR * 1024)) --no-repack --no-webui
+fi
+[ -f "$OUT-deepinfer.jsonl" ] && [ -f "$OUT-llama-server.jsonl" ] || exit 0
 "$DI" bench plot --out "$OUT.svg" --title "SmolLM2-135M Q4_1, multi-turn chat, 1-$NPAR users ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $THREADS threads)" \
   "$OUT-deepinfer.jsonl" "$OUT-llama-server.jsonl"
 python3 "$ROOT/bench/serve_sweep_report.py" "$OUT-deepinfer.jsonl" "$OUT-llama-server.jsonl" >"$OUT.md"

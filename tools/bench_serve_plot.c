@@ -118,14 +118,15 @@ static void put_quoted(FILE *f, const char *s) {
 }
 
 int di_cmd_bench_plot(int argc, char **argv) {
-    const char *out = NULL, *title = "deepinfer bench serve: throughput vs interactivity";
+    const char *out = NULL, *title = "deepinfer bench serve: throughput vs interactivity", *labels = NULL;
     di_arg specs[] = {
-        {"--out", "-o", DI_ARG_STR, &out, 0, 0, "SVG file to write (required)"},
+        {"--out", "-o", DI_ARG_STR, &out, 0, 0, "plot file to write: SVG, or PNG when it ends in .png (required)"},
         {"--title", NULL, DI_ARG_STR, &title, 0, 0, "plot title"},
+        {"--labels", NULL, DI_ARG_STR, &labels, 0, 0, "series names, comma-separated (default: engine names)"},
     };
     const char *pos[MAX_SERIES];
     int npos = 0;
-    int rc = di_args_parse("bench plot", "--out PLOT.svg RECORD.jsonl [RECORD.jsonl ...]", specs, 2, argc, argv, pos,
+    int rc = di_args_parse("bench plot", "--out PLOT.svg RECORD.jsonl [RECORD.jsonl ...]", specs, 3, argc, argv, pos,
                            MAX_SERIES, &npos);
     if (rc) return rc == 1 ? 0 : 2;
     if (!out || npos == 0) return fprintf(stderr, "bench plot: want --out and at least one record file\n"), 2;
@@ -133,6 +134,13 @@ int di_cmd_bench_plot(int argc, char **argv) {
     if (!ss) return fprintf(stderr, "bench plot: out of memory\n"), 1;
     double slo_tpot = 0;
     for (int i = 0; i < npos && !rc; i++) rc = read_series(pos[i], &ss[i], &slo_tpot);
+    /* --labels a,b: the i-th name replaces the i-th series' engine name */
+    for (int i = 0; !rc && labels && *labels && i < npos; i++) {
+        size_t n = strcspn(labels, ",");
+        snprintf(ss[i].name, sizeof ss[i].name, "%.*s", (int)(n < sizeof ss[i].name ? n : sizeof ss[i].name - 1),
+                 labels);
+        labels += n + (labels[n] == ',');
+    }
     char dir[] = "/tmp/deepinfer-plot-XXXXXX";
     if (!rc && !mkdtemp(dir)) rc = plot_err("bench plot: temp dir: %s\n", strerror(errno));
     char script[64];
@@ -155,7 +163,11 @@ int di_cmd_bench_plot(int argc, char **argv) {
                 }
             fprintf(g, "EOD\n");
         }
-        fprintf(g, "set terminal svg size 900,560 dynamic enhanced font 'sans,12' background rgb 'white'\n");
+        size_t ol = strlen(out);
+        if (ol > 4 && !strcmp(out + ol - 4, ".png")) /* PNG when asked for by name, else SVG */
+            fprintf(g, "set terminal pngcairo size 900,560 enhanced font 'sans,10' background rgb 'white'\n");
+        else
+            fprintf(g, "set terminal svg size 900,560 dynamic enhanced font 'sans,12' background rgb 'white'\n");
         fprintf(g, "set output ");
         put_quoted(g, out);
         fprintf(g, "\nset title ");

@@ -153,7 +153,9 @@ fi
 
 # the plot, when gnuplot is installed (scripts/install-deps.sh installs it)
 if command -v gnuplot >/dev/null; then
-  "$BIN" bench plot --out "$tmp/plot.svg" "$RECS" "$tmp/stub_ok.json" 2>"$tmp/err" || fail "plot: $(cat "$tmp/err")"
+  "$BIN" bench plot --out "$tmp/plot.svg" --labels "ours,the stub" "$RECS" "$tmp/stub_ok.json" 2>"$tmp/err" \
+    || fail "plot: $(cat "$tmp/err")"
+  grep -q "the stub" "$tmp/plot.svg" || fail "plot lacks the --labels name"
   grep -q "<svg" "$tmp/plot.svg" || fail "plot is not SVG"
   grep -q "interactivity" "$tmp/plot.svg" || fail "plot has no axis label"
   rc=0; "$BIN" bench plot --out "$tmp/bad.svg" "$tmp/table_ok" 2>/dev/null || rc=$?
