@@ -70,8 +70,11 @@ if [ "${ONLY:-llama-server}" = llama-server ]; then
 run_one llama-server "$LS" -m "$MODEL" --host 127.0.0.1 --port PORT -t "$THREADS" -tb "$THREADS" \
   -np "$NPAR" -c $((NPAR * 1024)) --no-repack --no-webui
 fi
-[ -f "$OUT-deepinfer.jsonl" ] && [ -f "$OUT-llama-server.jsonl" ] || exit 0
+# plot and report whatever records of this STAMP exist (one engine until
+# the other has run)
+recs=()
+for n in deepinfer llama-server; do [ -f "$OUT-$n.jsonl" ] && recs+=("$OUT-$n.jsonl"); done
 "$DI" bench plot --out "$OUT.svg" --title "SmolLM2-135M Q4_1, multi-turn chat, 1-$NPAR users ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $THREADS threads)" \
-  "$OUT-deepinfer.jsonl" "$OUT-llama-server.jsonl"
-python3 "$ROOT/bench/serve_sweep_report.py" "$OUT-deepinfer.jsonl" "$OUT-llama-server.jsonl" >"$OUT.md"
+  "${recs[@]}"
+python3 "$ROOT/bench/serve_sweep_report.py" "${recs[@]}" >"$OUT.md"
 echo "serve_sweep: wrote $OUT.md, $OUT.svg and the records" >&2
