@@ -33,6 +33,7 @@ typedef struct bs_result {
     size_t n_itl, cap_itl;
     double duration_s, busy_s;
     int64_t n_conversations;
+    bool interrupted; /* Ctrl-C: what was in flight is cancelled, the sweep stops */
 } bs_result;
 
 /* Runs one point: open-loop Poisson arrivals at rate (requests/s) when

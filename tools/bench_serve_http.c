@@ -414,7 +414,9 @@ int bs_run(const bs_opts *o, double rate, int64_t concurrency, bs_result *res, d
             bool stall = t - x->t_last_byte > o->stall_s;
             if (!stall && !g_interrupted && t < hard_end) continue;
             x->stalled = stall;
-            if (!stall) snprintf(x->reason, sizeof x->reason, "%s", g_interrupted ? "cancelled (interrupt)" : "cancelled at the run's time bound");
+            if (!stall)
+                snprintf(x->reason, sizeof x->reason, "%s",
+                         g_interrupted ? "cancelled (interrupt)" : "cancelled at the run's time bound");
             curl_multi_remove_handle(m, x->h);
             finish(&r, x, CURLE_OK);
             if (!closed && !park_conv(&r, x)) r.oom = true;
@@ -449,6 +451,7 @@ int bs_run(const bs_opts *o, double rate, int64_t concurrency, bs_result *res, d
     curl_multi_cleanup(m);
     curl_slist_free_all(hdrs);
     if (r.oom) return di_error_set(err, DI_ERR_NOMEM, "client out of memory"), 1;
+    res->interrupted = g_interrupted;
     if (g_interrupted) fprintf(stderr, "bench serve: interrupted; the record has what finished\n");
     return 0;
 }

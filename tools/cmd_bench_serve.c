@@ -232,7 +232,9 @@ int di_cmd_bench_serve(int argc, char **argv) {
             ret = 1;
         }
         json_decref(rec);
+        bool stop = res.interrupted;
         bs_result_free(&res);
+        if (stop) break;
     }
     if (fo && fclose(fo) && !ret) {
         fprintf(stderr, "bench serve: %s: %s\n", out, strerror(errno));

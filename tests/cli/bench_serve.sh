@@ -47,6 +47,17 @@ for mode in $modes; do
   [ $(( $(date +%s) - start )) -le 10 ] || fail "stub $mode: run took past its bounds"
 done
 
+# Ctrl-C: what is in flight is cancelled, the sweep stops, the record is written
+"$BIN" bench serve --url "$STUB" --model stall -n 4 -c 2 --stall 100 --timeout 100 -q --sweep concurrency:2,2 \
+  --out "$tmp/interrupted.json" >/dev/null 2>&1 &
+bpid=$!
+sleep 1
+kill -INT $bpid
+start=$(date +%s)
+wait $bpid || fail "interrupted run: exit $?"
+[ $(( $(date +%s) - start )) -le 3 ] || fail "interrupted run did not stop at once"
+[ "$(wc -l <"$tmp/interrupted.json")" = 1 ] || fail "sweep went on after the interrupt"
+
 "$PY" - "$tmp" "$SCHEMA" <<'PY' || fail "records"
 import json, os, sys, statistics
 import jsonschema
@@ -94,6 +105,8 @@ for mode, (kind, reason) in want.items():
     assert q[kind] == 4 and q["ok"] == 0, (mode, q)
     assert all(k.startswith(reason) for k in q["reasons"]), (mode, q["reasons"])
     assert r["cost_per_million_output_tokens"] is None, mode  # nothing delivered
+(i,) = load("interrupted.json")
+assert i["requests"]["errors"] == 2 and list(i["requests"]["reasons"]) == ["cancelled (interrupt)"], i["requests"]
 (u,) = load("unreach.json")
 assert u["requests"]["errors"] == 3 and all(k.startswith("connect") for k in u["requests"]["reasons"]), u["requests"]
 PY
