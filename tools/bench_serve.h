@@ -42,6 +42,9 @@ typedef struct bs_result {
  * counted sample, never a failure of the run. */
 int bs_run(const bs_opts *o, double rate, int64_t concurrency, bs_result *res, di_error *err);
 void bs_result_free(bs_result *r);
+/* From now on Ctrl-C (SIGINT) ends the current point: bs_run cancels what
+ * is in flight, returns what finished and sets res->interrupted. */
+void bs_catch_sigint(void);
 
 /* GET URL into a new string (at most max_bytes); 0 ok. *code = HTTP status;
  * server_hdr (cap 128) receives the Server header when non-NULL. */

@@ -36,6 +36,15 @@ static void on_sigint(int sig) {
     g_interrupted = 1;
 }
 
+void bs_catch_sigint(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    g_interrupted = 0;
+}
+
 static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -362,10 +371,6 @@ int bs_run(const bs_opts *o, double rate, int64_t concurrency, bs_result *res, d
         curl_slist_free_all(hdrs);
         return di_error_set(err, DI_ERR_NOMEM, "client state"), 1;
     }
-    struct sigaction sa = {0}, old_sa;
-    sa.sa_handler = on_sigint;
-    sigaction(SIGINT, &sa, &old_sa);
-    g_interrupted = 0;
 
     uint64_t arrival_rng = o->wl.seed ^ 0xa771ULL;
     r.t_start = now_s();
@@ -435,7 +440,6 @@ int bs_run(const bs_opts *o, double rate, int64_t concurrency, bs_result *res, d
     }
     res->duration_s = now_s() - r.t_start;
     progress(&r, 0, true);
-    sigaction(SIGINT, &old_sa, NULL);
     for (int64_t i = 0; i < r.n_x; i++) {
         xfer *x = &r.x[i];
         if (x->h) curl_easy_cleanup(x->h);

@@ -157,6 +157,7 @@ int di_cmd_bench_serve(int argc, char **argv) {
         di_lg_workload_free(&o.wl);
         return 2;
     }
+    bs_catch_sigint();
     char *base = base_url(url);
     FILE *fo = NULL;
     json_t *jm = NULL, *je = NULL, *jh = NULL;

@@ -35,7 +35,7 @@ rc=0; "$BIN" bench serve --url http://127.0.0.1:9 -q >/dev/null 2>"$tmp/err" || 
 CORPUS=tests/data/malformed/sse
 python3 tests/cli/bench_serve_stub.py "$CORPUS" >"$tmp/stub.port" &
 pids+=($!)
-for _ in $(seq 50); do [ -s "$tmp/stub.port" ] && break; sleep 0.1; done
+for _ in $(seq 150); do [ -s "$tmp/stub.port" ] && break; sleep 0.1; done
 STUB=http://127.0.0.1:$(cat "$tmp/stub.port")
 modes="ok stall malformed html early http500 huge"
 for f in "$CORPUS"/*.sse; do modes="$modes corpus:$(basename "$f" .sse)"; done
@@ -47,11 +47,19 @@ for mode in $modes; do
   [ $(( $(date +%s) - start )) -le 10 ] || fail "stub $mode: run took past its bounds"
 done
 
+# real prompts from a JSONL file, Poisson arrivals
+printf '{"prompt": "What is 2+2?"}\n"Name a color."\n' >"$tmp/prompts.jsonl"
+"$BIN" bench serve --url "$STUB" --model ok -n 6 --rate 40 --workload "prompts=$tmp/prompts.jsonl,turns=2" -q \
+  --out "$tmp/prompts.json" >/dev/null 2>&1 || fail "prompts file run: exit $?"
+printf '{"prompt": 3}\n' >"$tmp/bad_prompts.jsonl"
+rc=0; "$BIN" bench serve --url "$STUB" --model ok --workload "prompts=$tmp/bad_prompts.jsonl" -q >/dev/null 2>"$tmp/err" || rc=$?
+[ "$rc" = 2 ] && grep -q "line 1" "$tmp/err" || fail "bad prompts file: exit $rc: $(cat "$tmp/err")"
+
 # Ctrl-C: what is in flight is cancelled, the sweep stops, the record is written
 "$BIN" bench serve --url "$STUB" --model stall -n 4 -c 2 --stall 100 --timeout 100 -q --sweep concurrency:2,2 \
   --out "$tmp/interrupted.json" >/dev/null 2>&1 &
 bpid=$!
-sleep 1
+sleep 2
 kill -INT $bpid
 start=$(date +%s)
 wait $bpid || fail "interrupted run: exit $?"
@@ -105,6 +113,8 @@ for mode, (kind, reason) in want.items():
     assert q[kind] == 4 and q["ok"] == 0, (mode, q)
     assert all(k.startswith(reason) for k in q["reasons"]), (mode, q["reasons"])
     assert r["cost_per_million_output_tokens"] is None, mode  # nothing delivered
+(p,) = load("prompts.json")
+assert p["requests"]["ok"] == 6 and p["workload"]["n_prompts"] == 2 and p["workload"]["mode"] == "poisson", p["workload"]
 (i,) = load("interrupted.json")
 assert i["requests"]["errors"] == 2 and list(i["requests"]["reasons"]) == ["cancelled (interrupt)"], i["requests"]
 (u,) = load("unreach.json")
