@@ -123,25 +123,26 @@ PY
 
 # our own server, a tiny multi-turn workload with a shared system prompt
 if [ -f "$MODEL" ]; then
-  N=6; C=3
-  if [ "${DI_SANITIZE:-OFF}" = ON ]; then N=3; C=3; fi
+  N=6; SWEEP=1,3
+  if [ "${DI_SANITIZE:-OFF}" = ON ]; then N=3; SWEEP=1; fi  # one small point under ASan
   "$BIN" serve -m "$MODEL" --port 0 -t 2 >"$tmp/serve.out" 2>"$tmp/serve.err" &
   pids+=($!)
   for _ in $(seq 300); do grep -q "listening on" "$tmp/serve.out" 2>/dev/null && break; sleep 0.1; done
   URL=$(sed -n 's/.*listening on \(http:[^ ]*\).*/\1/p' "$tmp/serve.out")
   [ -n "$URL" ] || fail "our server did not start: $(cat "$tmp/serve.err")"
-  "$BIN" bench serve --url "$URL" -n $N --sweep concurrency:1,$C --timeout 60 -q \
+  "$BIN" bench serve --url "$URL" -n $N --sweep concurrency:$SWEEP --timeout 60 -q \
     --workload turns=2,system=60,shared=1,input=fixed:4,output=fixed:4,seed=3 --ignore-eos \
     --cost-per-hour 0.1 --power-watts 50 --note "ctest" --out "$tmp/ours.jsonl" >"$tmp/table" 2>"$tmp/err" \
     || fail "bench serve against our server: exit $?: $(cat "$tmp/err")"
-  [ "$(grep -c '^ ' "$tmp/table")" -ge 3 ] || fail "no table: $(cat "$tmp/table")"
-  "$PY" - "$tmp/ours.jsonl" "$SCHEMA" "$N" <<'PY' || fail "our server's records"
+  [ "$(grep -c '^ ' "$tmp/table")" -ge 2 ] || fail "no table: $(cat "$tmp/table")"
+  "$PY" - "$tmp/ours.jsonl" "$SCHEMA" "$N" "$SWEEP" <<'PY' || fail "our server's records"
 import json, sys, statistics
 import jsonschema
 recs = [json.loads(l) for l in open(sys.argv[1])]
 V = jsonschema.Draft202012Validator(json.load(open(sys.argv[2])))
 n = int(sys.argv[3])
-assert [r["workload"]["concurrency"] for r in recs] == [1, 3], [r["workload"] for r in recs]
+want_c = [int(c) for c in sys.argv[4].split(",")]
+assert [r["workload"]["concurrency"] for r in recs] == want_c, [r["workload"] for r in recs]
 
 def pct(xs, q):  # Python's own definition, not ours
     xs = sorted(xs)
