@@ -2,7 +2,8 @@
 # Installs the Debian packages DeepInfer builds and tests with. Idempotent:
 # packages already present are not touched, and apt is not called at all
 # when nothing is missing. libedit-dev gives `deepinfer chat` line editing and
-# history (the build falls back to plain line reading without it).
+# history (the build falls back to plain line reading without it);
+# libcurl4-openssl-dev and gnuplot-nox are `deepinfer bench serve` / `bench plot`.
 set -euo pipefail
 
 PACKAGES=(
