@@ -2,12 +2,14 @@
 # Installs the Debian packages DeepInfer builds and tests with. Idempotent:
 # packages already present are not touched, and apt is not called at all
 # when nothing is missing. libedit-dev gives `deepinfer chat` line editing and
-# history (the build falls back to plain line reading without it).
+# history (the build falls back to plain line reading without it);
+# libcurl4-openssl-dev and gnuplot-nox are `deepinfer bench serve` / `bench plot`.
 set -euo pipefail
 
 PACKAGES=(
   build-essential cmake pkg-config clang libclang-rt-14-dev
   libpcre2-dev libutf8proc-dev libjansson-dev libmicrohttpd-dev libcmocka-dev
+  libcurl4-openssl-dev gnuplot-nox
   libopenmpi-dev openmpi-bin
   libedit-dev
   python3 python3-venv unzip curl ca-certificates

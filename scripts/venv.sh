@@ -48,6 +48,9 @@ find_python() {
   echo "venv.sh: $REQ wants Python $pyver, none found (PATH, pyenv)" >&2
   return 1
 }
+# Two tests may ask for the same venv at once (ctest -j): one builds it.
+exec 9>"$VENV.lock"
+flock 9
 if [ ! -x "$VENV/bin/python" ]; then
   PY=$(find_python)
   "$PY" -m venv "$VENV" >&2

@@ -14,6 +14,7 @@
  * Progress goes to stderr; results to stdout as a table or, with --json, as
  * one JSON object per test. */
 #include "args.h"
+#include "bench_serve.h"
 #include "gen_common.h"
 #include "tools.h"
 
@@ -172,6 +173,9 @@ static int parse_sizes(const char *s, int *sizes) {
 }
 
 int di_cmd_bench(int argc, char **argv) {
+    /* deepinfer bench serve / plot: the HTTP load generator (bench_serve_*.c) */
+    if (argc > 1 && !strcmp(argv[1], "serve")) return di_cmd_bench_serve(argc - 1, argv + 1);
+    if (argc > 1 && !strcmp(argv[1], "plot")) return di_cmd_bench_plot(argc - 1, argv + 1);
     const char *model = "models/SmolLM2-135M-Instruct.Q4_1.gguf", *batches = "1,8,32", *kernels = NULL, *numerics = NULL;
     int64_t n_prompt = 512, n_gen = 128, threads = 2, reps = 3, batch_gen = 0;
     bool json = false;

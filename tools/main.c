@@ -16,7 +16,7 @@ static const di_command COMMANDS[] = {
     {"grammar", "check or benchmark JSON Schema / regex / EBNF token masks", di_cmd_grammar},
     {"perplexity", "teacher-forced perplexity of a text, llama-perplexity style", di_cmd_perplexity},
     {"quantize", "rewrite a GGUF model with its matrices in another type", di_cmd_quantize},
-    {"bench", "prefill, decode and batched decode tokens/s (llama-bench style)", di_cmd_bench},
+    {"bench", "tokens/s (llama-bench style); bench serve / plot: load-test an OpenAI server", di_cmd_bench},
 };
 
 static void usage(FILE *f) {

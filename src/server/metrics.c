@@ -98,6 +98,15 @@ char *srv_metrics_render(di_server *s, size_t *len) {
     pthread_mutex_unlock(&s->metrics.mu);
 
     srv_buf b = {0};
+    /* build and kernel facts, for benchmark records (deepinfer bench serve) */
+    di_model_desc md;
+    di_engine_describe(s->engine, &md);
+    srv_buf_printf(&b, "# HELP deepinfer_build_info Version, model architecture, CPU kernel table, threads.\n"
+                       "# TYPE deepinfer_build_info gauge\n"
+                       "deepinfer_build_info{version=\"%s\",arch=\"%s\",kernels=\"%s\",threads=\"%d\","
+                       "n_ctx=\"%d\"} 1\n",
+                   DI_VERSION_STRING, md.arch ? md.arch : "", md.kernels ? md.kernels : "", (int)md.n_threads,
+                   (int)md.n_ctx);
     srv_buf_printf(&b, "# HELP deepinfer_http_requests_total HTTP answers by route and status class.\n"
                        "# TYPE deepinfer_http_requests_total counter\n");
     for (int r = 0; r < SRV_N_ROUTES; r++)
