@@ -7,6 +7,7 @@ set -euo pipefail
 PACKAGES=(
   build-essential cmake pkg-config clang libclang-rt-14-dev
   libpcre2-dev libutf8proc-dev libjansson-dev libmicrohttpd-dev libcmocka-dev
+  libpng-dev libjpeg62-turbo-dev libwebp-dev
   libopenmpi-dev openmpi-bin
   python3 python3-venv unzip curl ca-certificates
 )
