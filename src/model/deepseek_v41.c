@@ -20,6 +20,7 @@
  * plus the token id of each position (Engram's n-grams). Decoder layers own
  * only the window record: they read their kv source's entries. */
 #include "model/deepseek_v41_internal.h"
+#include "model/deepseek_v41_vision.h"
 
 #include "base/alloc.h"
 
@@ -95,7 +96,8 @@ di_status di_dsv41_load(const char *dir, const di_cpu_kernels *kernels, di_dsv41
     if (s == DI_OK) {
         fill_base(m);
         s = di_safetensors_checkpoint_open(dir, &m->base.ck, err);
-        if (s == DI_OK && (s = build_engram(m, tok, err)) == DI_OK) s = dsv41_bind_weights(m, err);
+        if (s == DI_OK && (s = build_engram(m, tok, err)) == DI_OK && (s = dsv41_bind_weights(m, err)) == DI_OK)
+            s = dsv41_vision_load(m, dir, err);
         if (s) di_error_prefix(err, "%s: ", dir);
     }
     if (s != DI_OK) {

@@ -74,6 +74,7 @@ struct di_dsv41_model {
     di_engram_vocab vocab;    /* token -> compressed id (identity when not compressed) */
     di_engram_layout layout;  /* hash constants of every Engram layer */
     float inv_freq_main[DSV41_MAX_ROPE_PAIRS], inv_freq_compress[DSV41_MAX_ROPE_PAIRS];
+    struct dsv41_vision *vision; /* the image tower (deepseek_v41_vision.c), NULL = text only */
 };
 
 /* Per-layer record layout of one KV slot, in bytes. */
