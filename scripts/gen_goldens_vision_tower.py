@@ -21,6 +21,13 @@ The CUDA-only calls are replaced by plain code of the same semantics:
   vit._flash_attn_fwd   -> softmax(q k^T / sqrt(hd)) v per image (varlen, non-causal)
   VisionRotaryEmbedding's device="cuda" -> CPU
 Writes tests/data/golden/vision/tower/<stem>.{vit,rows}.f32 and tower.json.
+
+Then the multimodal forward: our V4.1 oracle (scripts/oracle_v41/, DeepSeek's reference
+functions; ideal numerics) on prompts whose image placeholder (image_token_id) is
+expanded as DeepInfer's MultimodalProcessor.overwrite_prompt does (vocab + IMAGE, then
+vocab + IMAGE_PAD), the image positions fed the rows above (deepseek_vl.py
+get_input_embeddings), bias_vl routing and the Engram image mask through TK's own refs:
+tower/forward.json (prompts, expanded ids, greedy ids, margins) + forward_<k>.logits.f32.
 """
 
 from __future__ import annotations
@@ -68,6 +75,44 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
         w = torch.softmax(qs @ ks.transpose(1, 2) / (q.shape[-1] ** 0.5), dim=-1)
         out[s:e] = (w @ vs).transpose(0, 1)
     return (out,)
+
+
+N_NEW = 8
+# (prompt with the placeholder id 4 of tiny_vl, images in placeholder order)
+FORWARD_CASES = [
+    ([0, 17, 42, 4, 99, 100, 7, 250, 31], ["rgb_40x30.png"]),
+    ([0, 4, 12, 13, 14, 4, 200, 201], ["rgb_130x20.png", "jpeg_123x45_q75.jpg"]),
+]
+
+
+def forward_goldens(cfg: dict, rows: dict) -> None:
+    import torch
+    from oracle_v41.model import Model, run
+
+    V = cfg["text_config"]["vocab_size"]
+    ph = cfg["image_token_id"]
+    model = Model(CKPT, "ideal")
+    out = []
+    for k, (prompt, images) in enumerate(FORWARD_CASES):
+        ids, emb, it = [], [], iter(images)
+        for t in prompt:  # MultimodalProcessor.overwrite_prompt
+            if t == ph:
+                r = rows[next(it)]
+                ids += [V + 2] + [V + 1] * (r.shape[0] - 1)  # ImageTokenOffset.IMAGE, IMAGE_PAD
+                emb.append(r)
+            else:
+                ids.append(t)
+                emb.append(torch.zeros(1, cfg["text_config"]["hidden_size"]))
+        emb = torch.cat(emb).to(model.num.dt)
+        gen, logits, margins, _, _ = run(model, ids, N_NEW, embeds=emb)
+        logits.float().numpy().astype("<f4").tofile(OUT / f"forward_{k}.logits.f32")
+        out.append(dict(prompt=prompt, images=images, expanded=ids, greedy=gen, margins=margins,
+                        logits_rows=int(logits.shape[0]), vocab=V))
+        print(f"forward case {k}: {len(ids)} positions, greedy {gen}, min margin {min(margins):.3g}", file=sys.stderr)
+    (OUT / "forward.json").write_text(json.dumps(dict(
+        oracle="scripts/oracle_v41 (DeepSeek's reference functions, ideal numerics) with image rows from "
+               "DeepInfer's tower; logits f32 LE (logits_rows, vocab): every prompt position, then each "
+               "generated step except the last", n_new=N_NEW, cases=out), indent=1) + "\n")
 
 
 def main() -> None:
@@ -125,7 +170,7 @@ def main() -> None:
     manifest = json.loads((GOLD / "manifest.json").read_text())
     files = {f["file"]: f for f in manifest["files"]}
     OUT.mkdir(parents=True, exist_ok=True)
-    rows_meta = []
+    rows_meta, row_cache = [], {}
     p = vc["patch_size"]
     for name in IMAGES:
         f = files[name]
@@ -146,10 +191,12 @@ def main() -> None:
             eo.replace_input_embeds_ref(rows, types, emb, TokenType.IMAGE,
                                         torch.tensor([TokenType.IMAGE_NEW_LINE, TokenType.IMAGE_START, TokenType.IMAGE_END]),
                                         torch.stack([special["image_newline"], special["image_start"], special["image_end"]]))
+        row_cache[name] = rows
         feats.numpy().astype(np.float32).tofile(OUT / f"{stem}.vit.f32")
         rows.numpy().astype(np.float32).tofile(OUT / f"{stem}.rows.f32")
         rows_meta.append(dict(file=name, n_patches=nw * nh, n_tokens=len(types), vit_dim=vc["hidden_size"], n_embd=D,
                               rms_rows=float(rows.pow(2).mean().sqrt())))
+    forward_goldens(cfg, row_cache)
     (OUT / "tower.json").write_text(json.dumps(dict(
         oracle="DeepInfer 0.1.0 vision_encoder/vit.py VisionTransformer + mlp_projector.py MlpProjector + "
                "image_embed_ops batch_downsample_ref / replace_input_embeds_ref, f32 on CPU",

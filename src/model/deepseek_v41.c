@@ -435,7 +435,9 @@ static void hc_post(di_dsv41_ctx *c, int64_t n, di_threadpool *pool) {
 
 /* sqrt-softplus scores, top-K of score + bias (ties to the lower id),
  * weights s / (sum s + 1e-20) * routed_scale (TK moe_topk_gate_forward). */
-static void route(di_dsv41_ctx *c, const dsv41_layer *L, int64_t n) {
+/* Image rows (token id >= vocab: the image segment's IMAGE / IMAGE_PAD ids)
+ * select with gate.bias_vl (TK moe_topk_gate_forward's image_bias). */
+static void route(di_dsv41_ctx *c, const dsv41_layer *L, const di_batch *b, int64_t n) {
     const di_dsv41_hparams *hp = &c->m->hp;
     const int32_t E = hp->n_experts, K = hp->n_experts_used;
     for (int64_t r = 0; r < n; r++) {
@@ -443,13 +445,14 @@ static void route(di_dsv41_ctx *c, const dsv41_layer *L, int64_t n) {
         int32_t *sel = c->sel + r * K;
         float *w = c->selw + r * K;
         for (int32_t e = 0; e < E; e++) lg[e] = dsv4_sqrt_softplus(lg[e]);
+        const float *bias = L->gate_bias_vl && b->token[r] >= hp->n_vocab ? L->gate_bias_vl : L->gate_bias;
         for (int32_t k = 0; k < K; k++) {
             int32_t best = -1;
             float bv = 0.0f;
             for (int32_t e = 0; e < E; e++) {
                 int taken = 0;
                 for (int32_t q = 0; q < k; q++) taken |= sel[q] == e;
-                float v = lg[e] + L->gate_bias[e];
+                float v = lg[e] + bias[e];
                 if (!taken && (best < 0 || v > bv)) {
                     best = e;
                     bv = v;
@@ -463,14 +466,14 @@ static void route(di_dsv41_ctx *c, const dsv41_layer *L, int64_t n) {
     }
 }
 
-static void moe(di_dsv41_ctx *c, const dsv41_layer *L, int64_t n, di_threadpool *pool) {
+static void moe(di_dsv41_ctx *c, const dsv41_layer *L, const di_batch *b, int64_t n, di_threadpool *pool) {
     const di_dsv41_model *m = c->m;
     const di_dsv41_hparams *hp = &m->hp;
     const int32_t E = hp->n_experts, K = hp->n_experts_used, D = hp->n_embd, F = hp->moe_ff;
     const int faithful = dsv41_faithful(c);
     const float limit = (float)hp->swiglu_limit;
     lin_apply(c, &L->gate, c->h, D, c->logit, E, n, pool); /* bf16 GEMM, f32 out */
-    route(c, L, n);
+    route(c, L, b, n);
     memcpy(c->xq, c->h, (size_t)n * D * sizeof(float));
     if (faithful)
         for (int64_t i = 0; i < n; i++) dsv41_round_fp8(c->xq + i * D, D);
@@ -538,9 +541,17 @@ static di_status engram(di_dsv41_ctx *c, di_dsv41_kv *kv, const dsv41_layer *L, 
     for (int64_t i = 0; i < n; i++) {
         int32_t ids[DI_ENGRAM_MAX_NGRAM];
         int64_t rows[DI_ENGRAM_MAX_COLS];
+        if (b->token[i] >= hp->n_vocab) { /* an image row: no lookup, R unchanged (TK image_token_mask) */
+            memset(c->eg + i * W, 0, (size_t)W * sizeof(float));
+            continue;
+        }
+        /* fill_engram_row: pad before the sequence, and from an image token on */
+        int hit_image = 0;
         for (int32_t r = 0; r < G; r++) {
             int32_t p = b->pos[i] - r;
-            ids[r] = p < 0 ? m->vocab.pad : m->vocab.lookup[kv->tokens[dsv41_slot(b, b->seq[i], p)]];
+            int32_t t = p < 0 || hit_image ? -1 : kv->tokens[dsv41_slot(b, b->seq[i], p)];
+            hit_image |= t >= hp->n_vocab;
+            ids[r] = t < 0 || t >= hp->n_vocab ? m->vocab.pad : m->vocab.lookup[t];
         }
         if ((s = di_engram_hash_row(e->hash, ids, rows, err)) ||
             (s = di_engram_gather_rows(e->table, e->table_scale, e->rows, ehd, rows, cols, c->eg + i * W, err)))
@@ -548,6 +559,7 @@ static di_status engram(di_dsv41_ctx *c, di_dsv41_kv *kv, const dsv41_layer *L, 
     }
     dsv41_linear(c, &e->wkv, c->eg, W, c->ekv, (int64_t)(N + 1) * D, n, 1, pool);
     for (int64_t i = 0; i < n; i++) {
+        if (b->token[i] >= hp->n_vocab) continue;
         float *R = c->R + i * N * D;
         const float *kvv = c->ekv + i * (N + 1) * D;
         if ((s = di_engram_gate(R, kvv, kvv + (int64_t)N * D, e->q_weight, e->k_weight, N, D, (float)hp->rms_eps,
@@ -587,7 +599,13 @@ di_status di_dsv41_forward(di_dsv41_ctx *c, di_dsv41_kv *kv, const di_batch *b, 
     if (b->pos)
         for (int32_t i = 0; i < b->n_rows; i++) max_pos = b->pos[i] > max_pos ? b->pos[i] : max_pos;
     di_status s = ctx_reserve(c, b->n_rows, di_threadpool_n_threads(pool), b->n_seq_slots, max_pos, err);
-    if (s || (s = dsv4_validate_batch(c->seq_last, hp->n_vocab, kv->block_size, kv->n_blocks, b, err))) return s;
+    /* image rows carry ids vocab + 0..4 and must bring their embedding */
+    const int32_t n_ids = hp->n_vocab + (m->vision ? DI_IMAGE_TOKEN_NUM_SPECIAL : 0);
+    if (s || (s = dsv4_validate_batch(c->seq_last, n_ids, kv->block_size, kv->n_blocks, b, err))) return s;
+    for (int32_t i = 0; i < b->n_rows; i++)
+        if (b->token[i] >= hp->n_vocab && (!b->embd || !b->embd[i]))
+            return di_error_set(err, DI_ERR_INVALID_ARG, "batch: row %d is an image token without its embedding",
+                                (int)i);
     int32_t n_want = 0;
     for (int32_t i = 0; i < b->n_rows; i++) n_want += b->want_logits[i] != 0;
     if (n_want > 0 && !logits_out)
@@ -598,7 +616,8 @@ di_status di_dsv41_forward(di_dsv41_ctx *c, di_dsv41_kv *kv, const di_batch *b, 
     for (int64_t i = 0; i < n; i++) {
         kv->tokens[dsv41_slot(b, b->seq[i], b->pos[i])] = b->token[i];
         float *x = c->R + i * N * D;
-        dsv4_linear_row(m->k, &m->embed, b->token[i], x);
+        if (b->embd && b->embd[i]) memcpy(x, b->embd[i], (size_t)D * sizeof(float));
+        else dsv4_linear_row(m->k, &m->embed, b->token[i], x);
         for (int64_t j = 1; j < N; j++) memcpy(x + j * D, x, (size_t)D * sizeof(float));
         for (int64_t j = 0; j < N; j++) c->pre[i * N + j] = j == 0 ? 1.0f : 0.0f; /* one-hot first pre */
     }
@@ -616,7 +635,7 @@ di_status di_dsv41_forward(di_dsv41_ctx *c, di_dsv41_kv *kv, const di_batch *b, 
         hc_pre(c, &L->hc_ffn_fn, L->hc_ffn_base, L->hc_ffn_scale, n, pool);
         for (int64_t i = 0; i < n; i++) dsv41_norm(c, c->h + i * D, L->ffn_norm, c->h + i * D, D);
         HOOK(c, "xn_ffn", il, c->h, n, D);
-        moe(c, L, n, pool);
+        moe(c, L, b, n, pool);
         HOOK(c, "moe_out", il, c->y, n, D);
         hc_post(c, n, pool);
         HOOK(c, "R_after_ffn", il, c->R, n, N * D);

@@ -57,6 +57,7 @@ typedef struct dsv41_layer {
     /* MoE */
     dsv4_linear gate;                   /* (E, D) */
     const float *gate_bias;             /* (E) selection only */
+    const float *gate_bias_vl;          /* (E) the same for image rows (gate.bias_vl), NULL without vision */
     dsv4_linear *w1, *w2, *w3;          /* (E) each */
     dsv4_linear sh_w1, sh_w2, sh_w3;
     dsv41_engram_w *engram;             /* Engram layers, else NULL */

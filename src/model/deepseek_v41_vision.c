@@ -189,6 +189,10 @@ di_status dsv41_vision_load(di_dsv41_model *m, const char *dir, di_error *err) {
         goto done;
     }
     di_error_clear(err);
+    for (int32_t il = 0; il < m->hp.n_layers; il++) {
+        snprintf(extra, sizeof extra, "layers.%d.ffn.gate.bias_vl", (int)il);
+        if ((s = dsv4_bind_vec(B, extra, m->hp.n_experts, &m->layers[il].gate_bias_vl, err))) goto done;
+    }
     /* VisionRotaryEmbedding(hd / 2): inv_freq = theta^-(2i / (hd/2)), hd/4 of them, f32 as torch */
     const int32_t dim = vi->hd / 2;
     for (int32_t i = 0; i < dim / 2; i++)

@@ -158,10 +158,130 @@ static void test_encode_rejects_bad_input(void **state) {
     }
 }
 
+/* The full multimodal forward (tiny_vl, ideal numerics): placeholders
+ * expanded as DeepInfer does, image rows from our tower, bias_vl routing and
+ * the Engram image mask, prefill then the oracle's greedy ids teacher-forced:
+ * every logit row within FWD_TOL of the logit scale of the V4.1 oracle
+ * extended with images (gen_goldens_vision_tower.py), and the same greedy. */
+#define FWD_TOL 1e-4
+#define FWD_BLOCK 16
+#define FWD_BLOCKS 8
+
+static void test_multimodal_forward_matches_oracle(void **state) {
+    fixture *f = *state;
+    const di_dsv41_hparams *hp = di_dsv41_hparams_of(f->m);
+    const int32_t V = hp->n_vocab, D = hp->n_embd, ph = di_dsv41_image_token_id(f->m);
+    size_t n;
+    char *js = read_rel("tests/data/golden/vision/tower/forward.json", &n);
+    json_error_t je;
+    json_t *doc = json_loads(js, 0, &je), *cs, *c;
+    assert_non_null(doc);
+    cs = json_object_get(doc, "cases");
+    size_t ci;
+    json_array_foreach(cs, ci, c) {
+        json_t *prompt = json_object_get(c, "prompt"), *images = json_object_get(c, "images");
+        json_t *expanded = json_object_get(c, "expanded"), *greedy = json_object_get(c, "greedy");
+        const int32_t np = (int32_t)json_array_size(expanded), ng = (int32_t)json_array_size(greedy);
+        int32_t *ids = malloc(sizeof(int32_t) * (size_t)(np + ng)), *pos = malloc(sizeof(int32_t) * (size_t)(np + ng));
+        int32_t *seq = calloc((size_t)(np + ng), sizeof(int32_t));
+        const float **embd = calloc((size_t)(np + ng), sizeof(float *));
+        uint8_t *want = malloc((size_t)(np + ng));
+        di_dsv41_image_rows ir[4];
+        int32_t n_img = 0, k = 0;
+        /* our own placeholder expansion */
+        for (size_t t = 0; t < json_array_size(prompt); t++) {
+            const int32_t id = (int32_t)json_integer_value(json_array_get(prompt, t));
+            if (id != ph) {
+                ids[k++] = id;
+                continue;
+            }
+            char rel[256];
+            snprintf(rel, sizeof rel, "tests/data/golden/vision/images/%s",
+                     json_string_value(json_array_get(images, (size_t)n_img)));
+            size_t nb;
+            uint8_t *bytes = read_rel(rel, &nb);
+            di_error err = {0};
+            assert_int_equal(di_dsv41_encode_image(f->m, bytes, nb, NULL, &ir[n_img], f->pool, &err), DI_OK);
+            free(bytes);
+            for (int32_t r = 0; r < ir[n_img].n_tokens; r++, k++) {
+                ids[k] = ir[n_img].token[r];
+                embd[k] = ir[n_img].rows + (int64_t)r * D;
+            }
+            n_img++;
+        }
+        assert_int_equal(k, np);
+        for (int32_t i = 0; i < np; i++) assert_int_equal(ids[i], json_integer_value(json_array_get(expanded, (size_t)i)));
+        for (int32_t i = 0; i < np + ng; i++) {
+            pos[i] = i;
+            want[i] = 1;
+        }
+        for (int32_t i = 0; i < ng; i++) ids[np + i] = (int32_t)json_integer_value(json_array_get(greedy, (size_t)i));
+        char rel[128];
+        snprintf(rel, sizeof rel, "tests/data/golden/vision/tower/forward_%zu.logits.f32", ci);
+        size_t nb;
+        float *gold = read_rel(rel, &nb);
+        const int32_t rows = np + ng - 1;
+        assert_int_equal(nb, sizeof(float) * (size_t)rows * V);
+        double scale = 0;
+        for (int64_t i = 0; i < (int64_t)rows * V; i++) scale = fmax(scale, fabs(gold[i]));
+        di_dsv41_kv *kv;
+        di_dsv41_ctx *ctx;
+        di_error err = {0};
+        assert_int_equal(di_dsv41_kv_create(f->m, FWD_BLOCKS, FWD_BLOCK, &kv, &err), DI_OK);
+        assert_int_equal(di_dsv41_ctx_create(f->m, &ctx, &err), DI_OK);
+        int32_t table[FWD_BLOCKS];
+        for (int32_t i = 0; i < FWD_BLOCKS; i++) table[i] = FWD_BLOCKS - 1 - i;
+        const int32_t *tables[1] = {table};
+        const int32_t n_blocks[1] = {FWD_BLOCKS};
+        float *out = malloc(sizeof(float) * (size_t)(np + ng) * V);
+        /* prefill in one batch, then one row per decode step */
+        di_batch b = {.n_rows = np, .token = ids, .seq = seq, .pos = pos, .want_logits = want, .n_seq_slots = 1,
+                      .block_size = FWD_BLOCK, .block_tables = tables, .n_blocks = n_blocks,
+                      .embd = (const float *const *)embd};
+        assert_int_equal(di_dsv41_forward(ctx, kv, &b, out, f->pool, &err), DI_OK);
+        for (int32_t s = 0; s + 1 < ng; s++) {
+            di_batch d = {.n_rows = 1, .token = ids + np + s, .seq = seq, .pos = pos + np + s, .want_logits = want,
+                          .n_seq_slots = 1, .block_size = FWD_BLOCK, .block_tables = tables, .n_blocks = n_blocks};
+            assert_int_equal(di_dsv41_forward(ctx, kv, &d, out + (int64_t)(np + s) * V, f->pool, &err), DI_OK);
+        }
+        double worst = 0;
+        int greedy_same = 0;
+        for (int32_t r = 0; r < rows; r++) {
+            int32_t am = 0;
+            for (int32_t v = 0; v < V; v++) {
+                worst = fmax(worst, fabs((double)out[(int64_t)r * V + v] - gold[(int64_t)r * V + v]));
+                if (out[(int64_t)r * V + v] > out[(int64_t)r * V + am]) am = v;
+            }
+            if (r >= np - 1) greedy_same += am == ids[r + 1];
+        }
+        print_message("case %zu: %d positions (%d images), max |logit err| %.2e = %.2e of scale %.2f, greedy %d/%d\n",
+                      ci, np, n_img, worst, worst / scale, scale, greedy_same, ng);
+        assert_true(worst < FWD_TOL * scale);
+        assert_int_equal(greedy_same, ng);
+        /* an image row without its embedding is refused */
+        di_batch bad = b;
+        bad.embd = NULL;
+        assert_int_equal(di_dsv41_forward(ctx, kv, &bad, out, f->pool, &err), DI_ERR_INVALID_ARG);
+        di_dsv41_ctx_free(ctx);
+        di_dsv41_kv_free(kv);
+        for (int32_t i = 0; i < n_img; i++) di_dsv41_image_rows_free(&ir[i]);
+        free(out);
+        free(gold);
+        free(ids);
+        free(pos);
+        free(seq);
+        free(embd);
+        free(want);
+    }
+    json_decref(doc);
+    free(js);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tower_matches_deepinfer),
         cmocka_unit_test(test_encode_rejects_bad_input),
+        cmocka_unit_test(test_multimodal_forward_matches_oracle),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
