@@ -206,7 +206,73 @@ static int parse_constraint(const char *schema_file, bool json, const char *rege
     return 0;
 }
 
+#define RUN_MAX_IMAGES 16
+#define RUN_MAX_IMAGE_BYTES (20u << 20)
+
+/* Takes every "--image FILE" (repeatable) out of argv; returns the new argc
+ * or -1 (message printed). */
+static int take_images(int argc, char **argv, const char **files, int *n_files) {
+    int out = 0;
+    *n_files = 0;
+    for (int i = 0; i < argc; i++) {
+        if (strcmp(argv[i], "--image") != 0) {
+            argv[out++] = argv[i];
+            continue;
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "deepinfer run: --image needs a file\n");
+            return -1;
+        }
+        if (*n_files == RUN_MAX_IMAGES) {
+            fprintf(stderr, "deepinfer run: at most %d --image files\n", RUN_MAX_IMAGES);
+            return -1;
+        }
+        files[(*n_files)++] = argv[++i];
+    }
+    return out;
+}
+
+/* Reads the image files; *prompt_out = the placeholders, one per image, then
+ * prompt (malloc'd). Returns 0 or 1 (message printed). */
+static int load_images(di_engine *e, const char **files, int n, const char *prompt, di_image_input *in,
+                       char **prompt_out) {
+    const char *ph = di_engine_image_placeholder(e);
+    if (!ph) {
+        fprintf(stderr, "deepinfer run: --image: this model takes no images (no vision tower)\n");
+        return 1;
+    }
+    size_t len = strlen(prompt) + 1;
+    for (int i = 0; i < n; i++) {
+        FILE *f = fopen(files[i], "rb");
+        if (!f) {
+            fprintf(stderr, "deepinfer run: --image %s: cannot open\n", files[i]);
+            return 1;
+        }
+        uint8_t *buf = malloc(RUN_MAX_IMAGE_BYTES + 1);
+        size_t got = buf ? fread(buf, 1, RUN_MAX_IMAGE_BYTES + 1, f) : 0;
+        fclose(f);
+        if (!buf || got == 0 || got > RUN_MAX_IMAGE_BYTES) {
+            fprintf(stderr, "deepinfer run: --image %s: %s\n", files[i],
+                    !buf ? "out of memory" : got ? "over 20 MiB" : "empty or unreadable");
+            free(buf);
+            return 1;
+        }
+        in[i] = (di_image_input){buf, got};
+        len += strlen(ph);
+    }
+    char *p = malloc(len);
+    if (!p) return 1;
+    p[0] = 0;
+    for (int i = 0; i < n; i++) strcat(p, ph);
+    strcat(p, prompt);
+    *prompt_out = p;
+    return 0;
+}
+
 int di_cmd_run(int argc, char **argv) {
+    const char *image_files[RUN_MAX_IMAGES];
+    int n_images = 0;
+    if ((argc = take_images(argc, argv, image_files, &n_images)) < 0) return 2;
     di_gen_opts o;
     di_gen_opts_defaults(&o);
     const char *prompt = NULL, *system = NULL, *tmpl = NULL;
@@ -256,6 +322,18 @@ int di_cmd_run(int argc, char **argv) {
     }
     di_message msgs[2];
     size_t nm = 0;
+    di_image_input images[RUN_MAX_IMAGES] = {{0}};
+    char *image_prompt = NULL;
+    if (n_images) {
+        if (ids) {
+            fprintf(stderr, "deepinfer run: --image needs -p (the placeholders go into the prompt text)\n");
+            rc = 2;
+        } else if ((rc = load_images(e, image_files, n_images, prompt, images, &image_prompt)) == 0) {
+            prompt = image_prompt;
+            r.images = images;
+            r.n_images = (size_t)n_images;
+        }
+    }
     if (ids) {
         r.tokens = ids;
         r.n_tokens = n_ids;
@@ -289,6 +367,8 @@ int di_cmd_run(int argc, char **argv) {
     free(st.reply);
     free(grammar_text);
     free(ids);
+    free(image_prompt);
+    for (int i = 0; i < n_images; i++) free((void *)images[i].data);
     di_gen_engine_close(e);
     return rc;
 }
