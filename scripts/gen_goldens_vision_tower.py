@@ -82,7 +82,11 @@ N_NEW = 8
 FORWARD_CASES = [
     ([0, 17, 42, 4, 99, 100, 7, 250, 31], ["rgb_40x30.png"]),
     ([0, 4, 12, 13, 14, 4, 200, 201], ["rgb_130x20.png", "jpeg_123x45_q75.jpg"]),
+    # what `deepinfer run --raw --image rgb_40x30.png -p "Describe it"` submits: BOS, the
+    # placeholder, the text's ids (tests/cli/vision.sh compares its greedy ids)
+    (None, ["rgb_40x30.png"]),
 ]
+CLI_TEXT = "Describe it"
 
 
 def forward_goldens(cfg: dict, rows: dict) -> None:
@@ -93,7 +97,12 @@ def forward_goldens(cfg: dict, rows: dict) -> None:
     ph = cfg["image_token_id"]
     model = Model(CKPT, "ideal")
     out = []
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(CKPT / "tokenizer.json"))
     for k, (prompt, images) in enumerate(FORWARD_CASES):
+        if prompt is None:
+            prompt = [cfg["bos_token_id"], ph] + tok.encode(CLI_TEXT, add_special_tokens=False).ids
         ids, emb, it = [], [], iter(images)
         for t in prompt:  # MultimodalProcessor.overwrite_prompt
             if t == ph:
@@ -107,6 +116,7 @@ def forward_goldens(cfg: dict, rows: dict) -> None:
         gen, logits, margins, _, _ = run(model, ids, N_NEW, embeds=emb)
         logits.float().numpy().astype("<f4").tofile(OUT / f"forward_{k}.logits.f32")
         out.append(dict(prompt=prompt, images=images, expanded=ids, greedy=gen, margins=margins,
+                        cli_text=CLI_TEXT if FORWARD_CASES[k][0] is None else None,
                         logits_rows=int(logits.shape[0]), vocab=V))
         print(f"forward case {k}: {len(ids)} positions, greedy {gen}, min margin {min(margins):.3g}", file=sys.stderr)
     (OUT / "forward.json").write_text(json.dumps(dict(

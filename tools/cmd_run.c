@@ -207,7 +207,6 @@ static int parse_constraint(const char *schema_file, bool json, const char *rege
 }
 
 #define RUN_MAX_IMAGES 16
-#define RUN_MAX_IMAGE_BYTES (20u << 20)
 
 /* Takes every "--image FILE" (repeatable) out of argv; returns the new argc
  * or -1 (message printed). */
@@ -230,43 +229,6 @@ static int take_images(int argc, char **argv, const char **files, int *n_files) 
         files[(*n_files)++] = argv[++i];
     }
     return out;
-}
-
-/* Reads the image files; *prompt_out = the placeholders, one per image, then
- * prompt (malloc'd). Returns 0 or 1 (message printed). */
-static int load_images(di_engine *e, const char **files, int n, const char *prompt, di_image_input *in,
-                       char **prompt_out) {
-    const char *ph = di_engine_image_placeholder(e);
-    if (!ph) {
-        fprintf(stderr, "deepinfer run: --image: this model takes no images (no vision tower)\n");
-        return 1;
-    }
-    size_t len = strlen(prompt) + 1;
-    for (int i = 0; i < n; i++) {
-        FILE *f = fopen(files[i], "rb");
-        if (!f) {
-            fprintf(stderr, "deepinfer run: --image %s: cannot open\n", files[i]);
-            return 1;
-        }
-        uint8_t *buf = malloc(RUN_MAX_IMAGE_BYTES + 1);
-        size_t got = buf ? fread(buf, 1, RUN_MAX_IMAGE_BYTES + 1, f) : 0;
-        fclose(f);
-        if (!buf || got == 0 || got > RUN_MAX_IMAGE_BYTES) {
-            fprintf(stderr, "deepinfer run: --image %s: %s\n", files[i],
-                    !buf ? "out of memory" : got ? "over 20 MiB" : "empty or unreadable");
-            free(buf);
-            return 1;
-        }
-        in[i] = (di_image_input){buf, got};
-        len += strlen(ph);
-    }
-    char *p = malloc(len);
-    if (!p) return 1;
-    p[0] = 0;
-    for (int i = 0; i < n; i++) strcat(p, ph);
-    strcat(p, prompt);
-    *prompt_out = p;
-    return 0;
 }
 
 int di_cmd_run(int argc, char **argv) {
@@ -322,13 +284,18 @@ int di_cmd_run(int argc, char **argv) {
     }
     di_message msgs[2];
     size_t nm = 0;
+    char notes[512];
     di_image_input images[RUN_MAX_IMAGES] = {{0}};
     char *image_prompt = NULL;
     if (n_images) {
         if (ids) {
             fprintf(stderr, "deepinfer run: --image needs -p (the placeholders go into the prompt text)\n");
             rc = 2;
-        } else if ((rc = load_images(e, image_files, n_images, prompt, images, &image_prompt)) == 0) {
+        } else if (!(image_prompt = di_gen_images_prompt(e, image_files, (size_t)n_images, prompt, images, notes,
+                                                         sizeof notes))) {
+            fprintf(stderr, "deepinfer run: --image: %s\n", notes);
+            rc = 1;
+        } else {
             prompt = image_prompt;
             r.images = images;
             r.n_images = (size_t)n_images;
@@ -352,7 +319,6 @@ int di_cmd_run(int argc, char **argv) {
     /* --ep: every rank runs the request (data-parallel replicas, one
      * expert slice each); rank 0 prints it */
     if (di_gen_rank() > 0 && !freopen("/dev/null", "w", stdout)) rc = 1;
-    char notes[512];
     di_error err;
     if (rc) {
     } else if (r.constraint.kind != DI_CONSTRAINT_NONE &&
@@ -368,7 +334,7 @@ int di_cmd_run(int argc, char **argv) {
     free(grammar_text);
     free(ids);
     free(image_prompt);
-    for (int i = 0; i < n_images; i++) free((void *)images[i].data);
+    di_gen_images_free(images, (size_t)n_images);
     di_gen_engine_close(e);
     return rc;
 }
