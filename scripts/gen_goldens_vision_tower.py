@@ -82,8 +82,9 @@ N_NEW = 8
 FORWARD_CASES = [
     ([0, 17, 42, 4, 99, 100, 7, 250, 31], ["rgb_40x30.png"]),
     ([0, 4, 12, 13, 14, 4, 200, 201], ["rgb_130x20.png", "jpeg_123x45_q75.jpg"]),
-    # what `deepinfer run --raw --image rgb_40x30.png -p "Describe it"` submits: BOS, the
-    # placeholder, the text's ids (tests/cli/vision.sh compares its greedy ids)
+    # what `deepinfer run --raw --image rgb_40x30.png -p "Describe it"` submits: the
+    # placeholder, then the text's ids (tiny_vl's tokenizer.json adds no BOS; tests/cli/vision.sh
+    # compares its greedy ids)
     (None, ["rgb_40x30.png"]),
 ]
 CLI_TEXT = "Describe it"
@@ -102,7 +103,7 @@ def forward_goldens(cfg: dict, rows: dict) -> None:
     tok = Tokenizer.from_file(str(CKPT / "tokenizer.json"))
     for k, (prompt, images) in enumerate(FORWARD_CASES):
         if prompt is None:
-            prompt = [cfg["bos_token_id"], ph] + tok.encode(CLI_TEXT, add_special_tokens=False).ids
+            prompt = [ph] + tok.encode(CLI_TEXT, add_special_tokens=True).ids
         ids, emb, it = [], [], iter(images)
         for t in prompt:  # MultimodalProcessor.overwrite_prompt
             if t == ph:

@@ -217,7 +217,9 @@ static void rms(const float *x, const float *w, float *y, int64_t n) {
 
 typedef struct attn_job {
     const struct dsv41_vision *vi;
+    const di_cpu_kernels *k;
     const float *qkv;   /* (n, 3E), q and k rotated */
+    const float *kt, *vt; /* (H, n, hd) each head's keys and values, contiguous */
     float *out;         /* (n, E) */
     float *scores;      /* (tasks, n) */
     int64_t n, n_tasks;
@@ -235,13 +237,10 @@ static void attn_task(void *arg, int64_t task, int thread) {
     const float scale = 1.0f / sqrtf((float)hd);
     for (int64_t t = a; t < b; t++) {
         const int64_t h = t % H, i = t / H;
-        const float *q = j->qkv + i * 3 * E + h * hd;
+        const float *q = j->qkv + i * 3 * E + h * hd, *kh = j->kt + h * j->n * hd, *vh = j->vt + h * j->n * hd;
         float mx = -INFINITY;
         for (int64_t k = 0; k < j->n; k++) {
-            const float *kk = j->qkv + k * 3 * E + E + h * hd;
-            float d = 0.0f;
-            for (int32_t c = 0; c < hd; c++) d += q[c] * kk[c];
-            sc[k] = d * scale;
+            sc[k] = j->k->dot_f32(q, kh + k * hd, hd) * scale;
             mx = sc[k] > mx ? sc[k] : mx;
         }
         float sum = 0.0f;
@@ -252,7 +251,7 @@ static void attn_task(void *arg, int64_t task, int thread) {
         float *o = j->out + i * E + h * hd;
         memset(o, 0, (size_t)hd * sizeof(float));
         for (int64_t k = 0; k < j->n; k++) {
-            const float *v = j->qkv + k * 3 * E + 2 * E + h * hd, w = sc[k] / sum;
+            const float *v = vh + k * hd, w = sc[k] / sum;
             for (int32_t c = 0; c < hd; c++) o[c] += w * v[c];
         }
     }
@@ -293,10 +292,11 @@ di_status di_dsv41_vision_forward(const di_dsv41_model *m, const di_image_layout
     float *scr = di_malloc_array((size_t)scratch_n, sizeof(float));
     float *sc = di_malloc_array((size_t)(n_tasks * n), sizeof(float));
     float *ds = di_malloc_array((size_t)(nl * ER), sizeof(float));
+    float *kt = di_malloc_array((size_t)(n * E), sizeof(float)), *vt = di_malloc_array((size_t)(n * E), sizeof(float));
     float *a1 = di_malloc_array((size_t)(nl * D), sizeof(float));
     float *a2 = di_malloc_array((size_t)(nl * D), sizeof(float));
     di_status s = DI_OK;
-    if (!x || !h || !big || !o || !scr || !sc || !ds || !a1 || !a2) {
+    if (!x || !h || !big || !o || !scr || !sc || !ds || !a1 || !a2 || !kt || !vt) {
         s = di_error_set(err, DI_ERR_NOMEM, "vision tower: out of memory for %lld patches", (long long)n);
         goto done;
     }
@@ -317,7 +317,12 @@ di_status di_dsv41_vision_forward(const di_dsv41_model *m, const di_image_layout
                 rope2d(vi, row + E + hh * vi->hd, (int32_t)(i / nw), (int32_t)(i % nw));
             }
         }
-        attn_job j = {.vi = vi, .qkv = big, .out = o, .scores = sc, .n = n,
+        for (int64_t i = 0; i < n; i++)
+            for (int32_t hh = 0; hh < vi->heads; hh++) {
+                memcpy(kt + ((int64_t)hh * n + i) * vi->hd, big + i * 3 * E + E + hh * vi->hd, (size_t)vi->hd * 4);
+                memcpy(vt + ((int64_t)hh * n + i) * vi->hd, big + i * 3 * E + 2 * E + hh * vi->hd, (size_t)vi->hd * 4);
+            }
+        attn_job j = {.vi = vi, .k = k, .qkv = big, .kt = kt, .vt = vt, .out = o, .scores = sc, .n = n,
                       .n_tasks = n * vi->heads < n_tasks ? n * vi->heads : n_tasks};
         di_threadpool_run(pool, j.n_tasks, attn_task, &j);
         dsv4_linear_apply(k, &b->wo, o, E, h, E, n, scr, pool);
@@ -369,6 +374,8 @@ done:
     free(ds);
     free(a1);
     free(a2);
+    free(kt);
+    free(vt);
     return s;
 }
 
