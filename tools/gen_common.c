@@ -165,8 +165,8 @@ const char *di_gen_resolve_model(const char *cmd) {
 di_engine *di_gen_engine_open(const char *cmd, di_gen_opts *o) {
     if (!o->model && !(o->model = di_gen_resolve_model(cmd))) return NULL;
     di_error err;
-    if (o->cp && strcmp(cmd, "run")) {
-        fprintf(stderr, "deepinfer %s: --cp works with run\n", cmd);
+    if (o->cp && strcmp(cmd, "run") && strcmp(cmd, "batch")) {
+        fprintf(stderr, "deepinfer %s: --cp works with run and batch\n", cmd);
         return NULL;
     }
     if ((o->ep || o->cp) && !g_dist) {
