@@ -227,6 +227,13 @@ typedef struct di_constraint {
     bool lenient;              /* JSON Schema: ignore unsupported keywords */
 } di_constraint;
 
+/* One image of a request, for models with a vision tower (DeepSeek-V4.1):
+ * encoded PNG / JPEG / WebP bytes, read during di_engine_submit. */
+typedef struct di_image_input {
+    const void *data;
+    size_t n_bytes;
+} di_image_input;
+
 typedef struct di_request {
     /* The prompt: exactly one of messages (chat template applied), text
      * (raw: tokenized as is, BOS per the model), or tokens. */
@@ -252,6 +259,13 @@ typedef struct di_request {
      * projection per prompt token and up to max_batch_tokens * n_vocab
      * floats of logits memory. Generation proceeds as usual after the prompt. */
     bool prompt_logprobs;
+    /* Images (n_images, at most 16): the prompt holds the model's image
+     * placeholder (di_engine_image_placeholder) once per image, in order;
+     * each becomes the image's rows (DeepSeek: start, rows + newlines, end).
+     * Not with prompt_logprobs. Refused (DI_ERR_UNSUPPORTED) by a model
+     * without a vision tower; a bad image is DI_ERR_FORMAT / RANGE. */
+    const di_image_input *images;
+    size_t n_images;
     di_event_fn on_event;        /* may be NULL */
     void *user;
 } di_request;
@@ -355,6 +369,10 @@ di_status di_engine_count_prompt(di_engine *e, const di_request *r, size_t *n_to
  * caller can say so. A constraint that does not compile fails as in submit. */
 di_status di_engine_check_constraint(di_engine *e, const di_constraint *c, char *notes, size_t cap,
                                      di_error *err);
+/* The text of the model's image placeholder token (put it in the prompt
+ * once per di_request.images entry), NULL when the model takes no images.
+ * Borrowed from the engine. */
+const char *di_engine_image_placeholder(di_engine *e);
 /* Renders messages with the chat template (NULL = the model's). */
 di_status di_engine_apply_chat(di_engine *e, const char *chat_template, const di_message *msgs,
                                size_t n_msgs, bool add_generation_prompt, char **text,

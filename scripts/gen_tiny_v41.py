@@ -144,7 +144,17 @@ TINY_B = dict(
     dspark_n_routed_experts=4,
     dspark_num_experts_per_tok=1,
 )
-SPECS = {"tiny": TINY, "tiny_b": TINY_B}
+# tiny_vl: tiny_b's text topology (another seed) plus a tiny random vision tower in the
+# released names (vision.*, aligner.*, image_start/end/newline, gate.bias_vl everywhere):
+# patch 14, 2 blocks of width 128 (2 heads of 64: the ViT rotary covers a whole head),
+# SwiGLU width 384 (int(128 * 2.7) to a multiple of 128), downsample 2, projector depth 2.
+# The geometry keys are DeepInfer's (hugging_face/processor.py); depth / num_heads /
+# mlp_ratio / multiple_of are ours: DeepInfer's vit.py fixes them as constants
+# (1024 wide, 32 deep, 16 heads, 2.7, 128), and they are the defaults when absent.
+TINY_VL = dict(TINY_B, seed=4103, image_token="<｜deepseek_image｜>", vision=dict(
+    hidden_size=128, patch_size=14, downsample_ratio=2, max_image_tokens=50, min_pixels=3136, max_wh_ratio=4,
+    depth=2, num_heads=2, mlp_ratio=2.7, multiple_of=128))
+SPECS = {"tiny": TINY, "tiny_b": TINY_B, "tiny_vl": TINY_VL}
 
 BOS, EOS, PAD, NOISE = 0, 1, 2, 3
 SPECIALS = ["<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>", "<｜▁pad▁｜>", "<｜dspark▁noise｜>"]
@@ -168,7 +178,7 @@ def corpus_lines() -> list[str]:
     return lines
 
 
-def build_tokenizer(vocab_size: int):
+def build_tokenizer(vocab_size: int, extra_specials: tuple[str, ...] = ()):
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
     tok = Tokenizer(models.BPE(unk_token=None, byte_fallback=False))
@@ -177,7 +187,7 @@ def build_tokenizer(vocab_size: int):
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
         min_frequency=1,
-        special_tokens=SPECIALS,
+        special_tokens=SPECIALS + list(extra_specials),
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
@@ -192,7 +202,7 @@ def build_tokenizer(vocab_size: int):
             if tok.token_to_id(t) is None:
                 tok.add_tokens([t])
     assert tok.get_vocab_size() == vocab_size, tok.get_vocab_size()
-    for i, s in enumerate(SPECIALS):
+    for i, s in enumerate(SPECIALS + list(extra_specials)):
         assert tok.token_to_id(s) == i, (s, tok.token_to_id(s))
     return tok
 
@@ -227,7 +237,10 @@ def make_config(s: dict, compressed_vocab_size: int) -> dict:
         text[k] = s[k]
     if s.get("index_k_source_layer_ids") is not None:
         text["index_k_source_layer_ids"] = s["index_k_source_layer_ids"]
+    vision = dict(s["vision"]) if "vision" in s else dict(hidden_size=64, downsample_ratio=2)
+    extra = {"image_token_id": len(SPECIALS)} if "vision" in s else {}
     return dict(
+        **extra,
         architectures=["DeepseekV41ForCausalLM"],
         model_type="deepseek_v41",
         dtype="bfloat16",
@@ -235,7 +248,7 @@ def make_config(s: dict, compressed_vocab_size: int) -> dict:
         eos_token_id=EOS,
         pad_token_id=PAD,
         text_config=text,
-        vision_config=dict(hidden_size=64, downsample_ratio=2),
+        vision_config=vision,
         quantization_config=dict(
             quant_method="fp8",
             expert_dtype="fp4",
@@ -374,6 +387,31 @@ def gen_layer(G: Gen, s: dict, pfx: str, *, ratio: int, is_kv: bool, is_idx: boo
         G.t[f"{e}.embed.weight"], G.t[f"{e}.embed.scale"] = q, sc
 
 
+def gen_vision(G: Gen, s: dict) -> None:
+    """The tower (vision.*), the projector (aligner.*) in the HF names DeepInfer's
+    hugging_face/names.py maps (wqkv / wo / w1 / w2 / vision.norm)."""
+    v, D = s["vision"], s["hidden_size"]
+    E, p, r = v["hidden_size"], v["patch_size"], v["downsample_ratio"]
+    F = v["multiple_of"] * ((int(E * v["mlp_ratio"]) + v["multiple_of"] - 1) // v["multiple_of"])
+    G.bf16("vision.patch_embed.proj.weight", (E, 3 * p * p), 1.0 / math.sqrt(3 * p * p))
+    G.bf16("vision.patch_embed.proj.bias", (E,), 0.1)
+    for i in range(v["depth"]):
+        b = f"vision.blocks.{i}"
+        G.norm(f"{b}.norm1.weight", E)
+        G.norm(f"{b}.norm2.weight", E)
+        G.bf16(f"{b}.attn.wqkv.weight", (3 * E, E), 1.0 / math.sqrt(E))
+        G.bf16(f"{b}.attn.wqkv.bias", (3 * E,), 0.1)
+        G.bf16(f"{b}.attn.wo.weight", (E, E), 1.0 / math.sqrt(E))
+        G.bf16(f"{b}.attn.wo.bias", (E,), 0.1)
+        G.bf16(f"{b}.mlp.w1.weight", (2 * F, E), 1.0 / math.sqrt(E))
+        G.bf16(f"{b}.mlp.w2.weight", (E, F), 1.0 / math.sqrt(F))
+    G.norm("vision.norm.weight", E)
+    G.bf16("aligner.w1.weight", (D, E * r * r), 1.0 / math.sqrt(E * r * r))
+    G.bf16("aligner.w1.bias", (D,), 0.1)
+    G.bf16("aligner.w2.weight", (D, D), 1.0 / math.sqrt(D))
+    G.bf16("aligner.w2.bias", (D,), 0.1)
+
+
 def gen_weights(s: dict, cvocab: int) -> dict[str, torch.Tensor]:
     G = Gen(s["seed"])
     d, V, L = s["hidden_size"], s["vocab_size"], s["num_hidden_layers"]
@@ -403,6 +441,8 @@ def gen_weights(s: dict, cvocab: int) -> dict[str, torch.Tensor]:
             G.bf16(f"mtp.{i}.markov_head.embed.weight", (V, r), 1.0 / math.sqrt(r))
             G.bf16(f"mtp.{i}.markov_head.head.weight", (V, r), 1.0 / math.sqrt(r))
             G.bf16(f"mtp.{i}.confidence_head.proj.weight", (1, d + r), 1.0 / math.sqrt(d + r))
+    if "vision" in s:
+        gen_vision(G, s)
     return G.t
 
 
@@ -453,7 +493,10 @@ def validate(out: Path) -> dict:
     missing = sorted(set(params) - coverage.model_names())
     if missing:
         raise SystemExit(f"DeepInfer: checkpoint does not cover {len(missing)} params: {missing[:20]}")
-    unused = sorted(set(coverage.model_names()) - set(params))
+    # the vision tower is replaced by a stub in oracle_v41/refs.py (it allocates on CUDA):
+    # its tensors are checked by scripts/gen_goldens_vision_tower.py, which loads them
+    # into DeepInfer's own VisionTransformer / MlpProjector
+    unused = sorted(n for n in set(coverage.model_names()) - set(params) if not n.startswith("vision_pipeline."))
     if unused:
         raise SystemExit(f"DeepInfer: HF tensors without a model param: {unused[:20]}")
     R.hf_loading.validate_hf_shapes(params, coverage, hf_dir=out)
@@ -496,7 +539,7 @@ def main() -> None:
         out.mkdir(parents=True, exist_ok=True)
         for f in out.glob("model-*.safetensors"):
             f.unlink()
-        tok = build_tokenizer(s["vocab_size"])
+        tok = build_tokenizer(s["vocab_size"], (s["image_token"],) if "image_token" in s else ())
         tok.save(str(out / "tokenizer.json"))
         cvocab = len(R.engram_metadata.CompressedVocabulary(str(out / "tokenizer.json")))
         cfg = make_config(s, cvocab)

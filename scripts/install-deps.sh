@@ -10,6 +10,7 @@ PACKAGES=(
   build-essential cmake pkg-config clang libclang-rt-14-dev
   libpcre2-dev libutf8proc-dev libjansson-dev libmicrohttpd-dev libcmocka-dev
   libcurl4-openssl-dev gnuplot-nox
+  libpng-dev libjpeg62-turbo-dev libwebp-dev
   libopenmpi-dev openmpi-bin
   libedit-dev
   python3 python3-venv unzip curl ca-certificates

@@ -21,12 +21,17 @@
 #define MAX_STOPS 16
 #define MAX_MESSAGES 4096
 
+#define BATCH_MAX_IMAGES 16
+
 typedef struct job {
     json_t *id;         /* as given, or the line number */
     json_t *result;     /* the output record once known */
     /* storage the request points into, alive until the job finishes */
     di_message *msgs;
     const char *stops[MAX_STOPS];
+    di_image_input images[BATCH_MAX_IMAGES]; /* "images", until submitted */
+    size_t n_images;
+    char *image_text;   /* the prompt / last user message with the placeholders */
     char *text;         /* completion text so far */
     size_t text_len, text_cap;
     struct batch_ctx *ctx;
@@ -126,6 +131,42 @@ static int on_event(const di_event *ev) {
     c->n_prompt += ev->stats.n_prompt;
     c->n_generated += ev->stats.n_generated;
     finish_job(j, rec);
+    return 0;
+}
+
+/* "images": ["a.png", ...] -> the files read and one placeholder each in
+ * front of the prompt (or of the last user message). */
+static int attach_images(di_engine *e, json_t *o, job *j, di_request *r, char *msg, size_t msg_size) {
+    json_t *v = json_object_get(o, "images");
+    if (!v) return 0;
+    if (!json_is_array(v) || json_array_size(v) == 0 || json_array_size(v) > BATCH_MAX_IMAGES) {
+        snprintf(msg, msg_size, "'images' must be a non-empty array of at most %d file names", BATCH_MAX_IMAGES);
+        return 1;
+    }
+    const char *files[BATCH_MAX_IMAGES];
+    size_t n = json_array_size(v);
+    for (size_t i = 0; i < n; i++) {
+        if (!json_is_string(json_array_get(v, i))) {
+            snprintf(msg, msg_size, "'images' entries must be file names");
+            return 1;
+        }
+        files[i] = json_string_value(json_array_get(v, i));
+    }
+    di_message *last = NULL;
+    for (size_t i = 0; r->messages && i < r->n_messages; i++)
+        if (!strcmp(j->msgs[i].role, "user")) last = &j->msgs[i];
+    if (r->messages && !last) {
+        snprintf(msg, msg_size, "'images' needs a user message to go into");
+        return 1;
+    }
+    const char *text = last ? last->content : r->text;
+    j->image_text = di_gen_images_prompt(e, files, n, text, j->images, msg, msg_size);
+    if (!j->image_text) return 1;
+    j->n_images = n;
+    if (last) last->content = j->image_text;
+    else r->text = j->image_text;
+    r->images = j->images;
+    r->n_images = n;
     return 0;
 }
 
@@ -352,9 +393,16 @@ int di_cmd_batch(int argc, char **argv) {
         di_error err;
         if (parse_request(lines[i], j, &o, &r, msg, sizeof msg)) {
             finish_job(j, error_record(msg));
+        } else if (attach_images(e, lines[i], j, &r, msg, sizeof msg)) {
+            finish_job(j, error_record(msg));
         } else if (di_engine_submit(e, &r, NULL, &err)) {
             finish_job(j, error_record(err.msg));
         }
+        /* submit has read the images and the prompt text */
+        di_gen_images_free(j->images, j->n_images);
+        j->n_images = 0;
+        free(j->image_text);
+        j->image_text = NULL;
     }
     di_error err;
     if (di_engine_run(e, &err)) {

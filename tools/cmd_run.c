@@ -236,6 +236,31 @@ static int parse_constraint(const char *schema_file, bool json, const char *rege
     return 0;
 }
 
+#define RUN_MAX_IMAGES 16
+
+/* Takes every "--image FILE" (repeatable) out of argv; returns the new argc
+ * or -1 (message printed). */
+static int take_images(int argc, char **argv, const char **files, int *n_files) {
+    int out = 0;
+    *n_files = 0;
+    for (int i = 0; i < argc; i++) {
+        if (strcmp(argv[i], "--image") != 0) {
+            argv[out++] = argv[i];
+            continue;
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "deepinfer run: --image needs a file\n");
+            return -1;
+        }
+        if (*n_files == RUN_MAX_IMAGES) {
+            fprintf(stderr, "deepinfer run: at most %d --image files\n", RUN_MAX_IMAGES);
+            return -1;
+        }
+        files[(*n_files)++] = argv[++i];
+    }
+    return out;
+}
+
 /* Largest prompt -f / -p - read: far above any context, small enough that
  * a wrong file (a disk image, /dev/zero) is refused instead of read. */
 #define PROMPT_FILE_MAX_BYTES (64u << 20)
@@ -279,6 +304,9 @@ static char *read_prompt(FILE *f, const char *what) {
 }
 
 int di_cmd_run(int argc, char **argv) {
+    const char *image_files[RUN_MAX_IMAGES];
+    int n_images = 0;
+    if ((argc = take_images(argc, argv, image_files, &n_images)) < 0) return 2;
     di_gen_opts o;
     di_gen_opts_defaults(&o);
     const char *prompt = NULL, *system = NULL, *tmpl = NULL;
@@ -348,6 +376,23 @@ int di_cmd_run(int argc, char **argv) {
     }
     di_message msgs[2];
     size_t nm = 0;
+    char notes[512];
+    di_image_input images[RUN_MAX_IMAGES] = {{0}};
+    char *image_prompt = NULL;
+    if (n_images) {
+        if (ids) {
+            fprintf(stderr, "deepinfer run: --image needs -p (the placeholders go into the prompt text)\n");
+            rc = 2;
+        } else if (!(image_prompt = di_gen_images_prompt(e, image_files, (size_t)n_images, prompt, images, notes,
+                                                         sizeof notes))) {
+            fprintf(stderr, "deepinfer run: --image: %s\n", notes);
+            rc = 1;
+        } else {
+            prompt = image_prompt;
+            r.images = images;
+            r.n_images = (size_t)n_images;
+        }
+    }
     if (ids) {
         r.tokens = ids;
         r.n_tokens = n_ids;
@@ -366,7 +411,6 @@ int di_cmd_run(int argc, char **argv) {
     /* --ep: every rank runs the request (data-parallel replicas, one
      * expert slice each); rank 0 prints it */
     if (di_gen_rank() > 0 && !freopen("/dev/null", "w", stdout)) rc = 1;
-    char notes[512];
     di_error err;
     if (rc) {
     } else if (r.constraint.kind != DI_CONSTRAINT_NONE &&
@@ -381,6 +425,8 @@ int di_cmd_run(int argc, char **argv) {
     free(st.reply);
     free(grammar_text);
     free(ids);
+    free(image_prompt);
+    di_gen_images_free(images, (size_t)n_images);
     free(prompt_text);
     di_gen_engine_close(e);
     return rc;

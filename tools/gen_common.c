@@ -243,3 +243,48 @@ void di_gen_engine_close(di_engine *e) {
 int di_gen_rank(void) { return g_dist ? g_dist->rank : 0; }
 int di_gen_ranks(void) { return g_dist ? g_dist->size : 1; }
 struct di_dist *di_gen_dist(void) { return g_dist; }
+
+#define GEN_MAX_IMAGE_BYTES (20u << 20)
+
+char *di_gen_images_prompt(di_engine *e, const char *const *files, size_t n, const char *text, di_image_input *in,
+                           char *msg, size_t msg_size) {
+    const char *ph = di_engine_image_placeholder(e);
+    for (size_t i = 0; i < n; i++) in[i] = (di_image_input){NULL, 0};
+    if (!ph) {
+        snprintf(msg, msg_size, "this model takes no images (no vision tower)");
+        return NULL;
+    }
+    size_t len = strlen(text) + 1;
+    for (size_t i = 0; i < n; i++) {
+        FILE *f = fopen(files[i], "rb");
+        uint8_t *buf = f ? malloc(GEN_MAX_IMAGE_BYTES + 1) : NULL;
+        size_t got = buf ? fread(buf, 1, GEN_MAX_IMAGE_BYTES + 1, f) : 0;
+        if (f) fclose(f);
+        if (!buf || got == 0 || got > GEN_MAX_IMAGE_BYTES) {
+            snprintf(msg, msg_size, "image %s: %s", files[i],
+                     !f ? "cannot open" : !buf ? "out of memory" : got ? "over 20 MiB" : "empty or unreadable");
+            free(buf);
+            di_gen_images_free(in, n);
+            return NULL;
+        }
+        in[i] = (di_image_input){buf, got};
+        len += strlen(ph);
+    }
+    char *p = malloc(len);
+    if (!p) {
+        snprintf(msg, msg_size, "out of memory");
+        di_gen_images_free(in, n);
+        return NULL;
+    }
+    p[0] = 0;
+    for (size_t i = 0; i < n; i++) strcat(p, ph);
+    strcat(p, text);
+    return p;
+}
+
+void di_gen_images_free(di_image_input *in, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        free((void *)in[i].data);
+        in[i] = (di_image_input){NULL, 0};
+    }
+}

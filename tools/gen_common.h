@@ -61,4 +61,12 @@ int di_gen_ranks(void);
 /* The group (NULL without --ep), for commands that split work over it. */
 struct di_dist *di_gen_dist(void);
 
+/* Image files for --image / batch "images": reads each (at most 20 MiB)
+ * into in[i] (data malloc'd; di_gen_images_free) and returns the engine's
+ * placeholder repeated n times followed by text (malloc'd), or NULL with a
+ * message in msg (the model takes no images, a file is unreadable). */
+char *di_gen_images_prompt(di_engine *e, const char *const *files, size_t n, const char *text, di_image_input *in,
+                           char *msg, size_t msg_size);
+void di_gen_images_free(di_image_input *in, size_t n);
+
 #endif

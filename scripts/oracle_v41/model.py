@@ -262,11 +262,22 @@ class Model:
 
     def ngram_ids(self, ids: list[int], positions: list[int]) -> torch.Tensor:
         """ng[t, r] = comp[ids[p-r]], pad (comp[2], v4m/engram.py:CompressedTokenizer.compressed_pad_token)
-        before the sequence start (csrc prepare_tensor_input_base.cpp:fill_engram_row)."""
+        before the sequence start (csrc prepare_tensor_input_base.cpp:fill_engram_row). Image ids
+        (>= vocab) compress to the image sentinel, and fill_engram_row pads from the first one on."""
         pad = int(self.comp[2])
+        V = self.cfg.vocab_size
         rows = []
         for p in positions:
-            rows.append([int(self.comp[ids[p - r]]) if p - r >= 0 else pad for r in range(self.max_ngram)])
+            row, hit = [], False
+            for r in range(self.max_ngram):
+                if hit or p - r < 0:
+                    row.append(pad)
+                elif ids[p - r] >= V:
+                    hit = True
+                    row.append(pad)
+                else:
+                    row.append(int(self.comp[ids[p - r]]))
+            rows.append(row)
         return torch.tensor(rows, dtype=torch.int32)
 
     def hashes(self, ids: list[int], positions: list[int]) -> torch.Tensor:
@@ -325,10 +336,12 @@ class Model:
         out = self.num.call(self.TK.mhc_post_ref, xin.unsqueeze(0), Rin.unsqueeze(0), post.unsqueeze(0), comb.unsqueeze(0))
         return out.squeeze(0).to(dt)
 
-    def engram(self, L: int, R: torch.Tensor, hashes: torch.Tensor) -> torch.Tensor:
+    def engram(self, L: int, R: torch.Tensor, hashes: torch.Tensor, image_mask: torch.Tensor | None = None) -> torch.Tensor:
         """v4m/engram.py:Engram.forward: kv = fused_kv_projection(rows) ; TK engram.py:engram_gate_ref."""
         li = self.engram_layers.index(L)
         h = hashes[li].long()  # [n, cols]
+        if image_mask is not None:  # TK engram_hash_ref masks image rows to -1; the gate leaves them unchanged
+            h = torch.where(image_mask[:, None], 0, h)
         table = self.w(f"layers.{L}.engram.embed.weight")
         rows = table[h].reshape(h.shape[0], -1)  # row gather, columns n-major then head [guess: EngramBuffer.fetch]
         n, m, d = R.shape
@@ -336,10 +349,11 @@ class Model:
         wh = self.w(f"layers.{L}.engram.q_weight")
         we = self.w(f"layers.{L}.engram.k_weight")
         cast = (lambda t: t) if self.num.ideal else (lambda t: t.to(torch.bfloat16))
-        out = self.num.call(self.TK.engram_gate_ref, cast(R), cast(kv), cast(wh), cast(we), 1e-6, self.eps)
+        out = self.num.call(self.TK.engram_gate_ref, cast(R), cast(kv), cast(wh), cast(we), 1e-6, self.eps,
+                            image_token_mask=image_mask)
         return out.to(self.num.dt)
 
-    def moe(self, pfx: str, x: torch.Tensor) -> torch.Tensor:
+    def moe(self, pfx: str, x: torch.Tensor, image_mask: torch.Tensor | None = None) -> torch.Tensor:
         """v4m/mlp.py:DeepseekMoE.forward (gate_forward, routed_experts_forward, shared_forward)."""
         num = self.num
         c = self.cfg
@@ -349,7 +363,9 @@ class Model:
         logits = num.mm(x, self.w(f"{f}.gate.weight").T)  # bf16 x bf16 -> fp32
         logits = logits if num.ideal else logits.float()
         idx, wts = num.call(self.TK.moe_topk_gate_forward, logits, topk, False, 0, c.routed_scaling_factor, 0,
-                            "sqrtsoftplus", bias=self.w(f"{f}.gate.bias"))
+                            "sqrtsoftplus", bias=self.w(f"{f}.gate.bias"),
+                            image_bias=self.w(f"{f}.gate.bias_vl") if image_mask is not None else None,
+                            image_token_mask=image_mask)
         lim = c.swiglu_limit
         acc = torch.zeros_like(x)
         for k in range(topk):
@@ -549,8 +565,13 @@ class Model:
         return [st.topk[src][int(p)] for p in pos.tolist()]
 
     # -------------------------------------------------------------- forward
-    def forward(self, new_ids: list[int], st: State, decode: bool = False, dump: dict | None = None) -> torch.Tensor:
-        """Process new tokens after the state's context; returns logits [n, vocab] (fp32/fp64)."""
+    def forward(self, new_ids: list[int], st: State, decode: bool = False, dump: dict | None = None,
+                embeds: torch.Tensor | None = None) -> torch.Tensor:
+        """Process new tokens after the state's context; returns logits [n, vocab] (fp32/fp64).
+        Image positions carry ids vocab + ImageTokenOffset (>= vocab) and their input rows in
+        `embeds` ([n, hidden], rows of text positions ignored): deepseek_vl.py get_input_embeddings
+        (embed_tokens, then replace_input_embeds), images_seq_mask = ids >= vocab for the MoE gate's
+        bias_vl and Engram's image mask."""
         num = self.num
         c = self.cfg
         p0 = len(st.ids)
@@ -558,7 +579,13 @@ class Model:
         n = len(new_ids)
         pos = torch.arange(p0, p0 + n)
         m, d = c.hc_mult, c.hidden_size
-        h0 = self.w("embed.weight")[torch.tensor(new_ids)]
+        V = c.vocab_size
+        idt = torch.tensor(new_ids)
+        image_mask = (idt >= V) if bool((idt >= V).any()) else None
+        h0 = self.w("embed.weight")[idt.clamp(max=V - 1)]
+        if image_mask is not None:
+            assert embeds is not None and embeds.shape == h0.shape, "image positions need their embeddings"
+            h0 = torch.where(image_mask[:, None], embeds.to(h0.dtype), h0)
         hashes = self.hashes(st.ids, pos.tolist()) if self.engram_layers else None
         R = num.call(self.TK.expand_to_mhc_ref, h0, m)  # [n, m, d]
         prev = torch.zeros(n, m, 1, dtype=num.dt)
@@ -571,7 +598,7 @@ class Model:
                 if out is not None:
                     R = self.mhc_post(out, R, post, comb)
                     before_engram = R
-                R = self.engram(L, R, hashes)
+                R = self.engram(L, R, hashes, image_mask)
                 R, xn, pre, post, comb = self.mhc_pre(pfx, "attn", R, prev, self.w(f"{pfx}.attn_norm.weight"))
             elif out is None:
                 R, xn, pre, post, comb = self.mhc_pre(pfx, "attn", R, prev, self.w(f"{pfx}.attn_norm.weight"))
@@ -592,7 +619,7 @@ class Model:
             prev = pre2
             if dump is not None:
                 dump.setdefault(f"xn_ffn.{L}", []).append(xn.float())
-            out = self.moe(pfx, xn)
+            out = self.moe(pfx, xn, image_mask)
             if dump is not None:
                 dump.setdefault(f"moe_out.{L}", []).append(out.float())
         R = self.mhc_post(out, R, post, comb)
@@ -606,15 +633,18 @@ class Model:
         return num.mm(h, self.w("head.weight").T)  # lay/sampler_utils.py:get_logits (bf16 GEMM, fp32 out)
 
 
-def run(model: Model, prompt: list[int], n_new: int, decode: bool = False, dump: dict | None = None):
-    """Returns (generated ids, logits rows [len(prompt)+n_new-1, V] float64/32, margins, timings)."""
+def run(model: Model, prompt: list[int], n_new: int, decode: bool = False, dump: dict | None = None,
+        embeds: torch.Tensor | None = None):
+    """Returns (generated ids, logits rows [len(prompt)+n_new-1, V] float64/32, margins, timings).
+    embeds: [len(prompt), hidden] input rows for image positions (Model.forward)."""
     st = State()
     t0 = time.perf_counter()
     if decode:
-        rows = [model.forward([t], st, decode=True, dump=dump) for t in prompt]
+        rows = [model.forward([t], st, decode=True, dump=dump,
+                              embeds=None if embeds is None else embeds[i:i + 1]) for i, t in enumerate(prompt)]
         logits = [torch.cat(rows)]
     else:
-        logits = [model.forward(prompt, st, dump=dump)]
+        logits = [model.forward(prompt, st, dump=dump, embeds=embeds)]
     t1 = time.perf_counter()
     out, margins = [], []
     last = logits[0][-1]

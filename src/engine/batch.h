@@ -23,6 +23,11 @@ typedef struct di_batch {
     const int32_t *const *block_tables; /* (n_seq_slots) -> (blocks of that sequence) */
     const int32_t *n_blocks;     /* (n_seq_slots) valid entries in each block table;
                                     0 (and a NULL table) for a slot with no sequence */
+    /* Optional input embeddings (NULL = every row embeds its token): row i
+     * reads embd[i] (n_embd floats) instead of the token's row when it is not
+     * NULL. Image positions (DeepSeek-V4.1: token ids vocab + 0..4) carry
+     * their vision rows this way; a model without images rejects them. */
+    const float *const *embd;
 } di_batch;
 
 #endif

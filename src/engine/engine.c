@@ -21,6 +21,7 @@
 #include "sample/sampler.h"
 #include "text/dsml.h"
 #include "text/tokenizer.h"
+#include "vision/image.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -57,6 +58,11 @@ typedef struct request {
     double t_submit, t_start, t_first;
     char *text_buf;              /* final event: push text + flushed text */
     size_t text_cap;
+    /* images (NULL without): the input rows of the image positions */
+    float *img_rows;             /* (n_img_rows, n_embd) */
+    int32_t *img_index;          /* (n_prompt) row of img_rows at an image position, else -1 */
+    int32_t *hist;               /* (n_prompt + max_tokens) the sampler's history: image
+                                    positions read as the placeholder id */
     struct request *prev, *next;
 } request;
 
@@ -95,6 +101,8 @@ struct di_engine {
     uint32_t *masks;             /* (n_threads, mask words) grammar masks being filled */
     size_t mask_words;
     request **slot_req;          /* (max_seqs) scratch: prompt_logprobs request per slot */
+    const float **row_embd;      /* (max_batch_tokens) scratch: image rows of the batch */
+    char *image_placeholder;     /* the placeholder token's text, NULL without images */
     pthread_mutex_t mu;
     request *reqs;               /* live requests (queued or running) */
     int64_t next_id;
@@ -231,7 +239,8 @@ di_status di_engine_create(const di_engine_params *p, di_engine **out, di_error 
     e->logits = di_malloc_array(e->logits_rows * (size_t)e->facts.n_vocab, sizeof(float));
     e->logit_index = di_malloc_array((size_t)sc.max_tokens_per_step, sizeof(int32_t));
     e->slot_req = di_calloc((size_t)sc.max_running, sizeof *e->slot_req);
-    if (!e->logits || !e->logit_index || !e->masks || !e->slot_req) {
+    e->row_embd = di_calloc((size_t)sc.max_tokens_per_step, sizeof *e->row_embd);
+    if (!e->logits || !e->logit_index || !e->masks || !e->slot_req || !e->row_embd) {
         s = di_error_set(err, DI_ERR_NOMEM, "engine: out of memory for logits");
         goto fail;
     }
@@ -251,6 +260,9 @@ static void request_free(di_engine *e, request *r) {
     free(r->prompt_argmax);
     di_tok_detok_free(r->detok);
     free(r->text_buf);
+    free(r->img_rows);
+    free(r->img_index);
+    free(r->hist);
     free(r);
 }
 
@@ -277,6 +289,8 @@ void di_engine_free(di_engine *e) {
     free(e->logits);
     free(e->logit_index);
     free(e->slot_req);
+    free(e->row_embd);
+    free(e->image_placeholder);
     pthread_mutex_destroy(&e->mu);
     free(e);
 }
@@ -388,6 +402,9 @@ static di_status request_init(di_engine *e, const di_request *r, request *q, di_
     return DI_OK;
 }
 
+static di_status expand_images(di_engine *e, const di_request *r, request *q, di_tok_ids *ids, int32_t **key_out,
+                               di_error *err);
+
 di_status di_engine_submit(di_engine *e, const di_request *r, int64_t *id, di_error *err) {
     if (!e || !r) return di_error_set(err, DI_ERR_INVALID_ARG, "submit: NULL argument");
     if (r->max_tokens < 0) return di_error_set(err, DI_ERR_RANGE, "request: max_tokens must be >= 0");
@@ -401,20 +418,34 @@ di_status di_engine_submit(di_engine *e, const di_request *r, int64_t *id, di_er
         di_tok_ids_free(&ids);
         return di_error_set(err, DI_ERR_INVALID_ARG, "request: the prompt is empty");
     }
+    request *q = calloc(1, sizeof *q);
+    int32_t *key = NULL;
+    if (!q) {
+        di_tok_ids_free(&ids);
+        return di_error_set(err, DI_ERR_NOMEM, "request: out of memory");
+    }
+    if (r->n_images && (s = expand_images(e, r, q, &ids, &key, err))) {
+        di_tok_ids_free(&ids);
+        request_free(e, q);
+        return s;
+    }
     if (ids.n >= (size_t)e->n_ctx) {
         size_t n = ids.n;
         di_tok_ids_free(&ids);
+        free(key);
+        request_free(e, q);
         return di_error_set(err, DI_ERR_RANGE,
                             "request: prompt of %zu tokens leaves no room in the context of %d tokens", n,
                             e->n_ctx);
     }
     int32_t max_tokens = r->max_tokens ? r->max_tokens : e->n_ctx - (int32_t)ids.n;
-    request *q = calloc(1, sizeof *q);
-    if (!q) {
-        di_tok_ids_free(&ids);
-        return di_error_set(err, DI_ERR_NOMEM, "request: out of memory");
-    }
     s = request_init(e, r, q, err);
+    if (!s && key) {
+        /* the sampler's history reads image positions as the placeholder (a text id) */
+        q->hist = di_malloc_array(ids.n + (size_t)max_tokens, sizeof(int32_t));
+        if (!q->hist) s = di_error_set(err, DI_ERR_NOMEM, "request: out of memory");
+        for (size_t i = 0; !s && i < ids.n; i++) q->hist[i] = q->img_index[i] >= 0 ? di_model_image_token(e->model) : ids.data[i];
+    }
     if (!s && r->prompt_logprobs) {
         size_t n = ids.n > 1 ? ids.n - 1 : 1;
         q->prompt_lp = di_malloc_array(n, sizeof *q->prompt_lp);
@@ -426,6 +457,7 @@ di_status di_engine_submit(di_engine *e, const di_request *r, int64_t *id, di_er
         pthread_mutex_lock(&e->mu);
         s = di_scheduler_add(e->sched, ids.data, (int32_t)ids.n, max_tokens, q, &q->seq, err);
         if (!s && q->prompt_lp) s = di_scheduler_want_prompt_logits(e->sched, q->seq, err);
+        if (!s && key) s = di_scheduler_set_prefix_key(e->sched, q->seq, key, err);
         if (s && q->seq) {
             /* Added but not wanted: take it back out before anyone steps. */
             di_scheduler_cancel(e->sched, q->seq, NULL);
@@ -443,7 +475,99 @@ di_status di_engine_submit(di_engine *e, const di_request *r, int64_t *id, di_er
         pthread_mutex_unlock(&e->mu);
     }
     di_tok_ids_free(&ids);
+    free(key);
     if (s) request_free(e, q);
+    return s;
+}
+
+const char *di_engine_image_placeholder(di_engine *e) {
+    if (!e) return NULL;
+    if (!e->image_placeholder) {
+        int32_t ph = di_model_image_token(e->model);
+        size_t len = 0;
+        const char *t = ph >= 0 ? di_tok_text(e->tok, ph, &len) : NULL;
+        if (t) e->image_placeholder = di_strndup(t, len);
+    }
+    return e->image_placeholder;
+}
+
+/* FNV-1a 64 of the image bytes: the prefix-cache key of its positions */
+static uint64_t image_hash(const uint8_t *d, size_t n) {
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ d[i]) * 1099511628211ull;
+    return h ^ (uint64_t)n;
+}
+
+/* Expands each image placeholder of ids into the image's positions (ids
+ * from the model: DeepInfer's vocab + IMAGE, IMAGE_PAD...), keeps their rows
+ * in q, and gives the prefix cache a key that hashes the image's bytes there. */
+static di_status expand_images(di_engine *e, const di_request *r, request *q, di_tok_ids *ids, int32_t **key_out,
+                               di_error *err) {
+    *key_out = NULL;
+    const int32_t ph = di_model_image_token(e->model);
+    if (ph < 0) return di_error_set(err, DI_ERR_UNSUPPORTED, "request: this model takes no images");
+    if (r->n_images > DI_IMAGE_DEFAULT_MAX_IMAGES)
+        return di_error_set(err, DI_ERR_RANGE, "request: %zu images, at most %d", r->n_images,
+                            DI_IMAGE_DEFAULT_MAX_IMAGES);
+    if (r->prompt_logprobs) return di_error_set(err, DI_ERR_INVALID_ARG, "request: prompt_logprobs with images");
+    size_t n_ph = 0;
+    for (size_t i = 0; i < ids->n; i++) n_ph += ids->data[i] == ph;
+    if (n_ph != r->n_images)
+        return di_error_set(err, DI_ERR_INVALID_ARG, "request: %zu images but the prompt has %zu image placeholders",
+                            r->n_images, n_ph);
+    const int64_t D = e->facts.n_embd;
+    int32_t *img_ids[DI_IMAGE_DEFAULT_MAX_IMAGES] = {0};
+    float *img_rows[DI_IMAGE_DEFAULT_MAX_IMAGES] = {0};
+    int32_t img_n[DI_IMAGE_DEFAULT_MAX_IMAGES] = {0};
+    di_status s = DI_OK;
+    size_t total = ids->n - n_ph, n_rows = 0;
+    for (size_t k = 0; k < r->n_images && !s; k++) {
+        if (!r->images[k].data) s = di_error_set(err, DI_ERR_INVALID_ARG, "request: image %zu has no data", k);
+        else s = di_model_encode_image(e->model, r->images[k].data, r->images[k].n_bytes, &img_ids[k], &img_rows[k],
+                                       &img_n[k], e->pool, err);
+        if (s) di_error_prefix(err, "image %zu: ", k);
+        total += (size_t)img_n[k];
+        n_rows += (size_t)img_n[k];
+    }
+    int32_t *out = NULL, *key = NULL;
+    if (!s) {
+        out = di_malloc_array(total, sizeof(int32_t));
+        key = di_malloc_array(total, sizeof(int32_t));
+        q->img_index = di_malloc_array(total, sizeof(int32_t));
+        q->img_rows = di_malloc_array(n_rows * (size_t)D, sizeof(float));
+        if (!out || !key || !q->img_index || !q->img_rows) s = di_error_set(err, DI_ERR_NOMEM, "request: out of memory");
+    }
+    if (!s) {
+        size_t o = 0, row = 0, k = 0;
+        for (size_t i = 0; i < ids->n; i++) {
+            if (ids->data[i] != ph) {
+                out[o] = key[o] = ids->data[i];
+                q->img_index[o++] = -1;
+                continue;
+            }
+            const uint64_t h = image_hash(r->images[k].data, r->images[k].n_bytes);
+            memcpy(q->img_rows + row * (size_t)D, img_rows[k], (size_t)img_n[k] * (size_t)D * sizeof(float));
+            for (int32_t j = 0; j < img_n[k]; j++, o++, row++) {
+                out[o] = img_ids[k][j];
+                /* any int32 keys the cache: mix the content hash with the offset, off the vocab */
+                key[o] = (int32_t)(((h + (uint64_t)j * 0x9e3779b97f4a7c15ull) >> 33) | 0x40000000u);
+                q->img_index[o] = (int32_t)row;
+            }
+            k++;
+        }
+        free(ids->data);
+        ids->data = out;
+        ids->n = ids->cap = total;
+        out = NULL;
+        *key_out = key;
+        key = NULL;
+    }
+    free(out);
+    free(key);
+    for (size_t k = 0; k < r->n_images; k++) {
+        free(img_ids[k]);
+        free(img_rows[k]);
+    }
     return s;
 }
 
@@ -563,9 +687,11 @@ static void sample_task(void *ctx, int64_t task, int thread) {
     sample_job *j = &e->jobs[task];
     request *r = j->r;
     di_seq *seq = r->seq;
+    if (r->hist)
+        for (int32_t i = seq->n_prompt; i < seq->n_tokens; i++) r->hist[i] = seq->tokens[i];
     di_sample_input in = {
         .logits = j->logits,
-        .tokens = seq->tokens,
+        .tokens = r->hist ? r->hist : seq->tokens,
         .n_tokens = seq->n_tokens,
         .n_prompt = seq->n_prompt,
         .position = (uint64_t)seq->n_tokens,
@@ -710,6 +836,28 @@ static di_status dp_vote(di_engine *e, di_status s, int32_t n_rows, int *run, di
     return DI_OK;
 }
 
+/* Points the batch's image positions at their rows (di_batch.embd); under
+ * the lock. The rows live in the request until it is freed. */
+static void attach_image_rows(di_engine *e, di_batch *b) {
+    bool any = false;
+    for (request *r = e->reqs; r; r = r->next) {
+        const di_seq *q = r->seq;
+        if (!r->img_index || q->status != DI_SEQ_RUNNING || q->slot < 0 || q->slot >= b->n_seq_slots) continue;
+        e->slot_req[q->slot] = r;
+        any = true;
+    }
+    if (!any) return;
+    for (int32_t i = 0; i < b->n_rows; i++) {
+        request *r = e->slot_req[b->seq[i]];
+        const int32_t p = b->pos[i];
+        e->row_embd[i] = r && p < r->seq->n_prompt && r->img_index[p] >= 0
+                             ? r->img_rows + (int64_t)r->img_index[p] * e->facts.n_embd
+                             : NULL;
+    }
+    for (int32_t i = 0; i < b->n_seq_slots; i++) e->slot_req[i] = NULL;
+    b->embd = e->row_embd;
+}
+
 di_status di_engine_step(di_engine *e, di_error *err) {
     pthread_mutex_lock(&e->mu);
     apply_cancels(e);
@@ -738,6 +886,7 @@ di_status di_engine_step(di_engine *e, di_error *err) {
             e->n_prompt_tokens += r->seq->n_prompt;
         }
     }
+    attach_image_rows(e, &out.batch);
     pthread_mutex_unlock(&e->mu);
 
     /* Map each batch row to its logits row (forward writes them in row order). */

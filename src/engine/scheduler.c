@@ -119,6 +119,7 @@ di_status di_scheduler_create(const di_scheduler_config *cfg, di_scheduler **out
 
 static void seq_destroy(di_seq *seq) {
     free(seq->tokens);
+    free(seq->key);
     free(seq->block_table);
     free(seq);
 }
@@ -214,7 +215,7 @@ static di_status offer_to_cache(di_scheduler *s, di_seq *seq, di_error *err) {
     if (!s->cfg.prefix_cache) return DI_OK;
     int32_t n_full = seq->n_computed / s->cfg.block_size;
     if (n_full <= seq->n_blocks_offered) return DI_OK;
-    di_status st = di_prefix_cache_insert(s->cache, seq->tokens, seq->n_computed,
+    di_status st = di_prefix_cache_insert(s->cache, seq->key ? seq->key : seq->tokens, seq->n_computed,
                                           seq->block_table, seq->n_blocks, NULL, err);
     if (st) return st;
     seq->n_blocks_offered = n_full;
@@ -380,7 +381,7 @@ static di_status admit(di_scheduler *s, di_seq *seq, bool *admitted, di_error *e
     if (slot < 0) return DI_OK;
     int32_t m = 0;
     if (s->cfg.prefix_cache && !seq->prompt_logits) {
-        m = di_prefix_cache_match(s->cache, seq->tokens, seq->n_tokens - 1, seq->block_table,
+        m = di_prefix_cache_match(s->cache, seq->key ? seq->key : seq->tokens, seq->n_tokens - 1, seq->block_table,
                                   seq->n_blocks_cap);
         /* Lock before anything can evict: the matched blocks may be on the
          * LRU list right now. */
@@ -652,6 +653,16 @@ di_status di_scheduler_want_prompt_logits(di_scheduler *s, di_seq *seq, di_error
     return DI_OK;
 }
 
+di_status di_scheduler_set_prefix_key(di_scheduler *s, di_seq *seq, const int32_t *key, di_error *err) {
+    (void)s;
+    if (!seq || !key || seq->status != DI_SEQ_WAITING || seq->n_preemptions != 0 || seq->key)
+        return di_error_set(err, DI_ERR_INVALID_ARG, "scheduler: prefix key set after admission");
+    seq->key = di_malloc_array((size_t)seq->n_prompt + (size_t)seq->max_tokens, sizeof(int32_t));
+    if (!seq->key) return di_error_set(err, DI_ERR_NOMEM, "scheduler: out of memory");
+    memcpy(seq->key, key, (size_t)seq->n_prompt * sizeof(int32_t));
+    return DI_OK;
+}
+
 static di_status finish_seq(di_scheduler *s, di_seq *seq, di_finish_reason why,
                             bool cache_blocks, di_error *err) {
     di_status st = DI_OK;
@@ -683,6 +694,7 @@ di_status di_scheduler_postprocess(di_scheduler *s, di_seq *seq, int32_t token,
         return di_error_set(err, DI_ERR_INVALID_ARG, "scheduler: finish reason %d", (int)finish);
     seq->awaiting_sample = false;
     /* Room exists: a sequence that reached max_tokens finished below. */
+    if (seq->key) seq->key[seq->n_tokens] = token;
     seq->tokens[seq->n_tokens++] = token;
     if (finish == DI_FINISH_NONE && seq->n_tokens - seq->n_prompt >= seq->max_tokens)
         finish = DI_FINISH_LENGTH;

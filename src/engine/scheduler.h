@@ -87,6 +87,8 @@ typedef struct di_seq {
     int32_t n_preemptions;
     bool prompt_logits;         /* logits at every prompt row (see
                                    di_scheduler_want_prompt_logits) */
+    int32_t *key;               /* (n_prompt) prefix-cache key of the prompt, NULL = tokens
+                                   (di_scheduler_set_prefix_key) */
     /* Private to the scheduler: */
     int64_t admit_order;        /* larger = admitted later (preempted first) */
     int32_t n_blocks_cap;
@@ -183,6 +185,12 @@ di_status di_scheduler_add(di_scheduler *s, const int32_t *prompt, int32_t n_pro
  * same values. Call while seq is WAITING and was never admitted (right after
  * di_scheduler_add); DI_ERR_INVALID_ARG otherwise. */
 di_status di_scheduler_want_prompt_logits(di_scheduler *s, di_seq *seq, di_error *err);
+
+/* The prefix cache keys seq's prompt by key (n_prompt ids, copied) instead of
+ * its tokens; generated tokens key as themselves. Images use it: their
+ * positions share one token id, so the key carries the image's content
+ * hash there (same bytes = same prefix). Call right after add. */
+di_status di_scheduler_set_prefix_key(di_scheduler *s, di_seq *seq, const int32_t *key, di_error *err);
 
 /* Plans one step into *out: first one decode token per RUNNING sequence (in
  * admission order), then the next chunks of RUNNING sequences still

@@ -20,6 +20,7 @@
  * plus the token id of each position (Engram's n-grams). Decoder layers own
  * only the window record: they read their kv source's entries. */
 #include "model/deepseek_v41_internal.h"
+#include "model/deepseek_v41_vision.h"
 
 #include "base/alloc.h"
 
@@ -95,7 +96,8 @@ di_status di_dsv41_load(const char *dir, const di_cpu_kernels *kernels, di_dsv41
     if (s == DI_OK) {
         fill_base(m);
         s = di_safetensors_checkpoint_open(dir, &m->base.ck, err);
-        if (s == DI_OK && (s = build_engram(m, tok, err)) == DI_OK) s = dsv41_bind_weights(m, err);
+        if (s == DI_OK && (s = build_engram(m, tok, err)) == DI_OK && (s = dsv41_bind_weights(m, err)) == DI_OK)
+            s = dsv41_vision_load(m, dir, err);
         if (s) di_error_prefix(err, "%s: ", dir);
     }
     if (s != DI_OK) {
@@ -446,9 +448,17 @@ static di_status engram(di_dsv41_ctx *c, di_dsv41_kv *kv, const dsv41_layer *L, 
     for (int64_t i = 0; i < n; i++) {
         int32_t ids[DI_ENGRAM_MAX_NGRAM];
         int64_t rows[DI_ENGRAM_MAX_COLS];
+        if (b->token[i] >= hp->n_vocab) { /* an image row: no lookup, R unchanged (TK image_token_mask) */
+            memset(c->eg + i * W, 0, (size_t)W * sizeof(float));
+            continue;
+        }
+        /* fill_engram_row: pad before the sequence, and from an image token on */
+        int hit_image = 0;
         for (int32_t r = 0; r < G; r++) {
             int32_t p = b->pos[i] - r;
-            ids[r] = p < 0 ? m->vocab.pad : m->vocab.lookup[kv->tokens[dsv41_slot(b, b->seq[i], p)]];
+            int32_t t = p < 0 || hit_image ? -1 : kv->tokens[dsv41_slot(b, b->seq[i], p)];
+            hit_image |= t >= hp->n_vocab;
+            ids[r] = t < 0 || t >= hp->n_vocab ? m->vocab.pad : m->vocab.lookup[t];
         }
         if ((s = di_engram_hash_row(e->hash, ids, rows, err)) ||
             (s = di_engram_gather_rows(e->table, e->table_scale, e->rows, ehd, rows, cols, c->eg + i * W, err)))
@@ -456,6 +466,7 @@ static di_status engram(di_dsv41_ctx *c, di_dsv41_kv *kv, const dsv41_layer *L, 
     }
     dsv41_linear(c, &e->wkv, c->eg, W, c->ekv, (int64_t)(N + 1) * D, n, 1, pool);
     for (int64_t i = 0; i < n; i++) {
+        if (b->token[i] >= hp->n_vocab) continue;
         float *R = c->R + i * N * D;
         const float *kvv = c->ekv + i * (N + 1) * D;
         if ((s = di_engram_gate(R, kvv, kvv + (int64_t)N * D, e->q_weight, e->k_weight, N, D, (float)hp->rms_eps,
@@ -506,7 +517,13 @@ di_status di_dsv41_forward(di_dsv41_ctx *c, di_dsv41_kv *kv, const di_batch *b, 
     if (b->pos)
         for (int32_t i = 0; i < b->n_rows; i++) max_pos = b->pos[i] > max_pos ? b->pos[i] : max_pos;
     s = ctx_reserve(c, b->n_rows, di_threadpool_n_threads(pool), b->n_seq_slots, max_pos, err);
-    if (s || (s = dsv4_validate_batch(c->seq_last, hp->n_vocab, kv->block_size, kv->n_blocks, b, err))) return s;
+    /* image rows carry ids vocab + 0..4 and must bring their embedding */
+    const int32_t n_ids = hp->n_vocab + (m->vision ? DI_IMAGE_TOKEN_NUM_SPECIAL : 0);
+    if (s || (s = dsv4_validate_batch(c->seq_last, n_ids, kv->block_size, kv->n_blocks, b, err))) return s;
+    for (int32_t i = 0; i < b->n_rows; i++)
+        if (b->token[i] >= hp->n_vocab && (!b->embd || !b->embd[i]))
+            return di_error_set(err, DI_ERR_INVALID_ARG, "batch: row %d is an image token without its embedding",
+                                (int)i);
     int32_t n_want = 0;
     for (int32_t i = 0; i < b->n_rows; i++) n_want += b->want_logits[i] != 0;
     if (n_want > 0 && !logits_out)
@@ -514,10 +531,12 @@ di_status di_dsv41_forward(di_dsv41_ctx *c, di_dsv41_kv *kv, const di_batch *b, 
     c->rec_valid = 0;
 
     const int64_t n = b->n_rows, D = hp->n_embd, N = hp->hc_mult;
+    c->row_token = b->token; /* the MoE router picks gate.bias_vl for image rows */
     for (int64_t i = 0; i < n; i++) {
         kv->tokens[dsv41_slot(b, b->seq[i], b->pos[i])] = b->token[i];
         float *x = c->R + i * N * D;
-        dsv4_linear_row(m->k, &m->embed, b->token[i], x);
+        if (b->embd && b->embd[i]) memcpy(x, b->embd[i], (size_t)D * sizeof(float));
+        else dsv4_linear_row(m->k, &m->embed, b->token[i], x);
         for (int64_t j = 1; j < N; j++) memcpy(x + j * D, x, (size_t)D * sizeof(float));
         for (int64_t j = 0; j < N; j++) c->pre[i * N + j] = j == 0 ? 1.0f : 0.0f; /* one-hot first pre */
     }

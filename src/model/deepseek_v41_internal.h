@@ -59,6 +59,7 @@ typedef struct dsv41_layer {
     /* MoE */
     dsv4_linear gate;                   /* (E, D) */
     const float *gate_bias;             /* (E) selection only */
+    const float *gate_bias_vl;          /* (E) the same for image rows (gate.bias_vl), NULL without vision */
     dsv4_linear *w1, *w2, *w3;          /* (E) each */
     dsv4_linear sh_w1, sh_w2, sh_w3;
     dsv41_engram_w *engram;             /* Engram layers, else NULL */
@@ -76,6 +77,7 @@ struct di_dsv41_model {
     di_engram_vocab vocab;    /* token -> compressed id (identity when not compressed) */
     di_engram_layout layout;  /* hash constants of every Engram layer */
     float inv_freq_main[DSV41_MAX_ROPE_PAIRS], inv_freq_compress[DSV41_MAX_ROPE_PAIRS];
+    struct dsv41_vision *vision; /* the image tower (deepseek_v41_vision.c), NULL = text only */
 };
 
 /* Per-layer record layout of one KV slot, in bytes. */
@@ -137,6 +139,7 @@ struct di_dsv41_ctx {
     int32_t rec_valid;
     di_dsv41_hook_fn hook;    /* di_dsv41_ctx_set_hook, NULL */
     void *hook_user;
+    const int32_t *row_token;   /* (rows) this forward's token ids (image rows: >= vocab) */
 };
 
 /* ---- numerics (deepseek_v41_quant.c) ------------------------------------ */

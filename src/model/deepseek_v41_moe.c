@@ -17,7 +17,9 @@
 #include <string.h>
 
 /* sqrt-softplus scores, top-K of score + bias (ties to the lower id),
- * weights s / (sum s + 1e-20) * routed_scale (TK moe_topk_gate_forward). */
+ * weights s / (sum s + 1e-20) * routed_scale (TK moe_topk_gate_forward).
+ * Image rows (token id >= vocab: the image segment's IMAGE / IMAGE_PAD ids)
+ * select with gate.bias_vl (TK moe_topk_gate_forward's image_bias). */
 static void route(di_dsv41_ctx *c, const dsv41_layer *L, int64_t n) {
     const di_dsv41_hparams *hp = &c->m->hp;
     const int32_t E = hp->n_experts, K = hp->n_experts_used, il = (int32_t)(L - c->m->layers);
@@ -27,6 +29,8 @@ static void route(di_dsv41_ctx *c, const dsv41_layer *L, int64_t n) {
         int32_t *sel = c->sel + r * K;
         float *w = c->selw + r * K;
         for (int32_t e = 0; e < E; e++) lg[e] = dsv4_sqrt_softplus(lg[e]);
+        const float *bias =
+            L->gate_bias_vl && c->row_token && c->row_token[r] >= hp->n_vocab ? L->gate_bias_vl : L->gate_bias;
         for (int32_t k = 0; k < K; k++) {
             int32_t best = -1;
             float bv = 0.0f;
@@ -35,7 +39,7 @@ static void route(di_dsv41_ctx *c, const dsv41_layer *L, int64_t n) {
                 for (int32_t q = 0; q < k; q++) taken |= sel[q] == e;
                 /* forced imbalance: skewed draws from the row's own content */
                 float v = n_hot ? dsv4_row_uniform(0, il, c->h + r * hp->n_embd, e) * (e < n_hot ? c->skew_factor : 1.0f)
-                                : lg[e] + L->gate_bias[e];
+                                : lg[e] + bias[e];
                 if (!taken && (best < 0 || v > bv)) {
                     best = e;
                     bv = v;

@@ -8,6 +8,7 @@
 #include "format/gguf.h"
 #include "model/deepseek_v4.h"
 #include "model/deepseek_v41.h"
+#include "model/deepseek_v41_vision.h"
 #include "model/llama.h"
 #include "model/model_cp.h"
 
@@ -341,6 +342,27 @@ di_status di_model_ctx_set_ep(const di_model *m, di_model_ctx *ctx, struct di_di
     di_status s = di_dsv4_ep_create(m->impl, d, &ep, &ctx->ep, err);
     if (s) return s;
     di_dsv4_ctx_set_ep(ctx->impl, ctx->ep);
+    return DI_OK;
+}
+
+int32_t di_model_image_token(const di_model *m) {
+    return m->ops == &DSV41_OPS ? di_dsv41_image_token_id(m->impl) : -1;
+}
+
+di_status di_model_encode_image(const di_model *m, const void *bytes, size_t n_bytes, int32_t **ids, float **rows,
+                                int32_t *n_tokens, di_threadpool *pool, di_error *err) {
+    *ids = NULL;
+    *rows = NULL;
+    *n_tokens = 0;
+    if (di_model_image_token(m) < 0)
+        return di_error_set(err, DI_ERR_UNSUPPORTED, "this model takes no images (%s without a vision tower)",
+                            m->ops->name);
+    di_dsv41_image_rows r;
+    di_status s = di_dsv41_encode_image(m->impl, bytes, n_bytes, NULL, &r, pool, err);
+    if (s) return s;
+    *ids = r.token;
+    *rows = r.rows;
+    *n_tokens = r.n_tokens;
     return DI_OK;
 }
 

@@ -79,6 +79,15 @@ di_status di_model_ctx_set_cp(const di_model *m, di_model_ctx *ctx, struct di_di
 
 /* logits_out: (rows of b with want_logits, n_vocab), in row order. With an
  * expert-parallel ctx the call is collective and b may have zero rows. */
+/* Image input (DeepSeek-V4.1 with a vision tower). The prompt's placeholder
+ * token id, -1 when the model takes no images. */
+int32_t di_model_image_token(const di_model *m);
+/* One image's bytes -> the ids and input rows of its expanded placeholder
+ * (model/deepseek_v41_vision.h); *n_tokens rows of n_embd floats, caller
+ * frees *ids and *rows. */
+di_status di_model_encode_image(const di_model *m, const void *bytes, size_t n_bytes, int32_t **ids, float **rows,
+                                int32_t *n_tokens, di_threadpool *pool, di_error *err);
+
 di_status di_model_forward(di_model_ctx *ctx, di_model_kv *kv, const di_batch *b,
                            float *logits_out, di_threadpool *pool, di_error *err);
 

@@ -17,6 +17,7 @@
 #include "server/server_internal.h"
 
 #include "base/alloc.h"
+#include "vision/image.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -56,6 +57,8 @@ typedef struct gen_req {
     int32_t top_logprobs;
     di_constraint constraint;  /* from response_format */
     char *constraint_text;     /* owned JSON Schema text */
+    di_image_input images[DI_IMAGE_DEFAULT_MAX_IMAGES]; /* image_url parts, data owned */
+    size_t n_images;
 } gen_req;
 
 /* Per-job formatting state, freed with the job. */
@@ -69,6 +72,7 @@ typedef struct route_state {
     int32_t top_logprobs;
     int32_t n;                 /* choices per prompt */
     int64_t prompt_tokens;     /* usage: each distinct prompt once */
+    int64_t image_prompt_len;  /* chat with images: the prompt before expansion, else -1 */
     int64_t completion_tokens, cached_tokens;
     size_t n_final;
     bool *sent_role;           /* (n_choices) chat stream: role chunk sent */
@@ -92,6 +96,7 @@ static void gen_req_free(gen_req *g) {
     free(g->prompt_lens);
     free(g->bias);
     free(g->constraint_text);
+    for (size_t i = 0; i < g->n_images; i++) free((void *)g->images[i].data);
 }
 
 /* ---- field readers: absent or null keeps the default ----------------------- */
@@ -212,10 +217,55 @@ static bool tokenize_text(di_server *s, const char *text, bool add_special, int3
     return true;
 }
 
+/* An image_url part: a base64 data: URL becomes one image of g and the
+ * model's placeholder in the text; a remote URL is refused (the server
+ * never fetches from the network). */
+static bool image_part(di_server *s, json_t *part, const char *param, gen_req *g, srv_buf *b, srv_reply *r) {
+    json_t *iu = json_object_get(part, "image_url");
+    json_t *url = json_is_object(iu) ? json_object_get(iu, "url") : iu;
+    const char *ph = di_engine_image_placeholder(s->engine);
+    if (!ph) {
+        srv_reply_error(r, 400, "invalid_request_error", param, "unsupported_content",
+                        "This model takes no images (it has no vision tower).");
+        return false;
+    }
+    if (!json_is_string(url)) {
+        bad_type(r, param, "an image_url part with {\"url\": \"data:image/...;base64,...\"}");
+        return false;
+    }
+    const char *u = json_string_value(url);
+    if (strncmp(u, "data:", 5) != 0) {
+        srv_reply_error(r, 400, "invalid_request_error", param, "invalid_image_url",
+                        "Remote image URLs are not fetched by this server; send the image inline as a "
+                        "data: URL (data:image/png;base64,...).");
+        return false;
+    }
+    if (g->n_images == DI_IMAGE_DEFAULT_MAX_IMAGES) {
+        srv_reply_error(r, 400, "invalid_request_error", param, "too_many_images", "At most %d images per request.",
+                        DI_IMAGE_DEFAULT_MAX_IMAGES);
+        return false;
+    }
+    uint8_t *bytes;
+    size_t n;
+    const char *why;
+    if (!srv_data_url_decode(u, json_string_length(url), DI_IMAGE_DEFAULT_MAX_BYTES, &bytes, &n, &why)) {
+        srv_reply_error(r, 400, "invalid_request_error", param, "invalid_image_url", "Bad image data URL: %s.", why);
+        return false;
+    }
+    g->images[g->n_images++] = (di_image_input){bytes, n};
+    if (!srv_buf_append(b, ph, strlen(ph))) {
+        srv_reply_error(r, 503, "server_error", NULL, NULL, "Out of memory.");
+        return false;
+    }
+    return true;
+}
+
 /* One message's content: a string, null (assistant turns), or an array of
  * {"type": "text", "text": ...} parts joined by newlines (vLLM does the
- * same). *owned is set when a joined copy was made. */
-static bool message_content(json_t *c, size_t i, const char **out, char **owned, srv_reply *r) {
+ * same) and {"type": "image_url", ...} parts (image_part). *owned is set
+ * when a joined copy was made. */
+static bool message_content(di_server *s, json_t *c, size_t i, const char **out, char **owned, gen_req *g,
+                            srv_reply *r) {
     char param[64];
     snprintf(param, sizeof param, "messages[%zu].content", i);
     *owned = NULL;
@@ -240,6 +290,18 @@ static bool message_content(json_t *c, size_t i, const char **out, char **owned,
             srv_buf_free(&b);
             bad_type(r, param, "an array of {\"type\": \"text\", \"text\": ...} parts");
             return false;
+        }
+        if (!strcmp(json_string_value(type), "image_url")) {
+            if (k && !srv_buf_append(&b, "\n", 1)) {
+                srv_buf_free(&b);
+                srv_reply_error(r, 503, "server_error", NULL, NULL, "Out of memory.");
+                return false;
+            }
+            if (!image_part(s, part, param, g, &b, r)) {
+                srv_buf_free(&b);
+                return false;
+            }
+            continue;
         }
         if (strcmp(json_string_value(type), "text") || !json_is_string(text)) {
             srv_buf_free(&b);
@@ -298,7 +360,7 @@ static bool chat_prompt(di_server *s, json_t *root, gen_req *g, srv_reply *r) {
             break;
         }
         m[i].role = rv;
-        ok = message_content(json_object_get(msg, "content"), i, &m[i].content, &owned[i], r);
+        ok = message_content(s, json_object_get(msg, "content"), i, &m[i].content, &owned[i], g, r);
     }
     char *text = NULL;
     if (ok) {
@@ -751,6 +813,9 @@ static void account_final(route_state *rs, const srv_taken *t, size_t choice_ind
     /* Usage counts each prompt once; its first choice's cache hits stand
      * for it (later choices hit the blocks the first one wrote). */
     if (choice_index % (size_t)rs->n == 0) rs->cached_tokens += t->stats.n_cached;
+    /* images expand inside the engine: usage counts their positions */
+    if (choice_index % (size_t)rs->n == 0 && rs->image_prompt_len >= 0 && t->stats.n_prompt > 0)
+        rs->prompt_tokens += t->stats.n_prompt - rs->image_prompt_len;
     if (t->finish == DI_FINISH_REASON_ERROR && !rs->failed) {
         rs->failed = true;
         snprintf(rs->error, sizeof rs->error, "%s", t->error[0] ? t->error : "generation failed");
@@ -900,6 +965,10 @@ static void build_response(srv_job *j, srv_reply *r) {
 
 static void submit_error(srv_reply *r, di_status st, const di_error *err, req_kind kind) {
     const char *param = kind == KIND_CHAT ? "messages" : "prompt";
+    if (!strncmp(err->msg, "image ", 6) && st != DI_ERR_NOMEM) { /* a bad image (engine: "image K: ...") */
+        srv_reply_error(r, 400, "invalid_request_error", param, "invalid_image", "%s", err->msg);
+        return;
+    }
     switch (st) {
     case DI_ERR_RANGE:
         /* RANGE is the context check (ours ran first, so rarely) or a value
@@ -952,6 +1021,7 @@ static route_state *route_state_new(di_server *s, const gen_req *g, size_t n_cho
     rs->top_logprobs = g->top_logprobs;
     rs->n = g->n;
     for (size_t i = 0; i < g->n_prompts; i++) rs->prompt_tokens += (int64_t)g->prompt_lens[i];
+    rs->image_prompt_len = g->n_images && g->n_prompts == 1 ? (int64_t)g->prompt_lens[0] : -1;
     return rs;
 }
 
@@ -1024,6 +1094,8 @@ static void generate(di_server *s, const srv_http_req *q, srv_reply *r, req_kind
         dr.n_stop = g.n_stops;
         dr.ignore_eos = g.ignore_eos;
         dr.constraint = g.constraint;
+        dr.images = g.images;
+        dr.n_images = g.n_images;
         di_error err;
         di_status st = srv_job_submit(j, i, &dr, &err);
         if (st) {

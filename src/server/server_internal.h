@@ -284,4 +284,9 @@ void srv_answering_end(di_server *s);
  * U+FFFD (json_stringn refuses invalid UTF-8). */
 json_t *srv_json_string(const char *s, size_t n);
 
+/* Decodes a base64 data: URL (data_url.c) into *out (malloc'd, n_out
+ * bytes, at most max_bytes); false with *why on anything else. */
+bool srv_data_url_decode(const char *url, size_t len, size_t max_bytes, uint8_t **out, size_t *n_out,
+                         const char **why);
+
 #endif

@@ -27,9 +27,9 @@ SLOW = float(os.environ.get("DI_TEST_SLOW", "1"))
 
 
 class Server:
-    def __init__(self, *extra):
+    def __init__(self, *extra, model=None):
         self.log = []
-        args = [BIN, "serve", "-m", MODEL, "--port", "0", "--api-key", API_KEY, "-c", "1024",
+        args = [BIN, "serve", "-m", model or MODEL, "--port", "0", "--api-key", API_KEY, "-c", "1024",
                 "--kv-tokens", "8192", *extra]
         self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         line = self.proc.stdout.readline()

@@ -1,0 +1,422 @@
+/* The V4.1 vision tower, projector and placeholder merge (see
+ * deepseek_v41_vision.h for the shapes; DeepInfer 0.1.0 vision_encoder/vit.py,
+ * mlp_projector.py, vl_aligner.py, tilelang_ops/image_embed_ops.py). Oracle:
+ * scripts/gen_goldens_vision_tower.py runs DeepInfer's own modules on CPU. */
+#include "model/deepseek_v41_vision.h"
+
+#include "base/alloc.h"
+#include "format/hf_config.h"
+#include "model/deepseek_v41_internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define VIT_EPS 1e-6f          /* vit.py NORM_EPS */
+#define VIT_ROPE_THETA 10000.0 /* VisionRotaryEmbedding default */
+#define VIT_MAX_GRID 4096      /* vit.py MAX_GRID_SIZE: the rotary table's side */
+#define VIT_MAX_HEAD_DIM 256
+#define NAME_LEN 160
+
+typedef struct vit_block {
+    const float *norm1, *norm2;      /* (E) */
+    dsv4_linear wqkv, wo, w1, w2;    /* (3E, E) (E, E) (2F, E) (E, F) */
+    const float *bqkv, *bo;          /* (3E) (E) */
+} vit_block;
+
+struct dsv41_vision {
+    int32_t E, depth, heads, hd, F, D, image_token_id;
+    di_image_cfg geo;
+    dsv4_linear patch_w;             /* (E, 3*p*p) */
+    const float *patch_b;            /* (E) */
+    vit_block *blocks;               /* (depth) */
+    const float *norm;               /* (E) fc_norm */
+    dsv4_linear a1, a2;              /* (D, E*r*r) (D, D) */
+    const float *a1b, *a2b;          /* (D) */
+    const float *img_start, *img_end, *img_newline; /* (D) */
+    float inv_freq[VIT_MAX_HEAD_DIM / 4];
+};
+
+int di_dsv41_has_vision(const di_dsv41_model *m) { return m->vision != NULL; }
+const di_image_cfg *di_dsv41_image_cfg(const di_dsv41_model *m) { return m->vision ? &m->vision->geo : NULL; }
+int32_t di_dsv41_image_token_id(const di_dsv41_model *m) { return m->vision ? m->vision->image_token_id : -1; }
+
+void di_dsv41_image_rows_free(di_dsv41_image_rows *r) {
+    if (!r) return;
+    free(r->token);
+    free(r->rows);
+    memset(r, 0, sizeof *r);
+}
+
+/* ---- load -------------------------------------------------------------------- */
+
+static di_status read_geometry(const di_hf_config *root, const di_hf_config *v, struct dsv41_vision *vi,
+                               di_error *err) {
+    int64_t x;
+    double f;
+    di_status s;
+#define INT(key, lo, hi, dst)                                                       \
+    do {                                                                            \
+        if ((s = di_hf_config_get_int(v, key, lo, hi, &x, err))) return s;          \
+        dst = (int32_t)x;                                                           \
+    } while (0)
+#define INT_OR(key, lo, hi, def, dst)                                               \
+    do {                                                                            \
+        if ((s = di_hf_config_get_int_or(v, key, lo, hi, def, &x, err))) return s;  \
+        dst = (int32_t)x;                                                           \
+    } while (0)
+    INT("patch_size", 1, 64, vi->geo.patch_size);
+    INT("downsample_ratio", 1, 8, vi->geo.downsample_ratio);
+    INT("max_image_tokens", 5, 1 << 20, vi->geo.max_tokens);
+    INT("hidden_size", 8, 16384, vi->E);
+    INT_OR("depth", 1, 256, 32, vi->depth);
+    INT_OR("num_heads", 1, 256, 16, vi->heads);
+    INT_OR("multiple_of", 1, 4096, 128, x);
+    const int32_t mult = (int32_t)x;
+    if ((s = di_hf_config_get_int(v, "min_pixels", 0, (int64_t)1 << 40, &x, err))) return s;
+    vi->geo.min_pixels = x;
+    vi->geo.max_wh_ratio = 0;
+    if (di_hf_config_has(v, "max_wh_ratio")) {
+        if (di_hf_config_get_float(v, "max_wh_ratio", 1.0, 1e6, &f, err) == DI_OK) vi->geo.max_wh_ratio = f;
+        else di_error_clear(err); /* null: no limit (DeepInfer's None) */
+    }
+    if ((s = di_hf_config_get_float_or(v, "mlp_ratio", 0.01, 64.0, 2.7, &f, err))) return s;
+    if ((s = di_hf_config_get_int(root, "image_token_id", 0, INT32_MAX, &x, err))) return s;
+    vi->image_token_id = (int32_t)x;
+#undef INT
+#undef INT_OR
+    vi->geo.mean = 0.5f; /* hugging_face/processor.py: the processor's constants, no HF key */
+    vi->geo.std = 0.5f;
+    if (vi->E % vi->heads)
+        return di_error_set(err, DI_ERR_FORMAT, "vision_config: hidden_size %d not a multiple of num_heads %d", vi->E,
+                            vi->heads);
+    vi->hd = vi->E / vi->heads;
+    if (vi->hd % 4 || vi->hd > VIT_MAX_HEAD_DIM)
+        return di_error_set(err, DI_ERR_FORMAT, "vision_config: head dim %d (a multiple of 4, at most %d)", vi->hd,
+                            VIT_MAX_HEAD_DIM);
+    const int32_t hidden = (int32_t)(vi->E * f); /* SwiGLU(dim, int(dim * mlp_ratio), multiple_of) */
+    vi->F = mult * ((hidden + mult - 1) / mult);
+    return DI_OK;
+}
+
+static di_status bind_block(di_dsv4_model *B, struct dsv41_vision *vi, int32_t i, vit_block *b, di_error *err) {
+    char n[NAME_LEN];
+    di_status s;
+    const int64_t E = vi->E;
+#define VEC(suffix, len, dst)                                                        \
+    do {                                                                             \
+        snprintf(n, sizeof n, "vision.blocks.%d.%s", (int)i, suffix);                \
+        if ((s = dsv4_bind_vec(B, n, len, dst, err))) return s;                      \
+    } while (0)
+#define LIN(suffix, o, in, dst)                                                      \
+    do {                                                                             \
+        snprintf(n, sizeof n, "vision.blocks.%d.%s", (int)i, suffix);                \
+        if ((s = dsv4_bind_linear(B, n, o, in, 0, dst, err))) return s;              \
+        if ((dst)->kind != DSV4_W_PLAIN)                                             \
+            return di_error_set(err, DI_ERR_FORMAT, "tensor '%s': the vision tower is bf16", n); \
+    } while (0)
+    VEC("norm1.weight", E, &b->norm1);
+    VEC("norm2.weight", E, &b->norm2);
+    LIN("attn.wqkv", 3 * E, E, &b->wqkv);
+    VEC("attn.wqkv.bias", 3 * E, &b->bqkv);
+    LIN("attn.wo", E, E, &b->wo);
+    VEC("attn.wo.bias", E, &b->bo);
+    LIN("mlp.w1", 2 * (int64_t)vi->F, E, &b->w1);
+    LIN("mlp.w2", E, vi->F, &b->w2);
+#undef VEC
+#undef LIN
+    return DI_OK;
+}
+
+di_status dsv41_vision_load(di_dsv41_model *m, const char *dir, di_error *err) {
+    char path[4096];
+    if (snprintf(path, sizeof path, "%s/config.json", dir) >= (int)sizeof path)
+        return di_error_set(err, DI_ERR_INVALID_ARG, "path too long");
+    di_hf_config *root = NULL, *v = NULL;
+    di_status s = di_hf_config_open(path, &root, err);
+    if (s) return s;
+    if (!di_hf_config_has(root, "vision_config") || !di_hf_config_has(root, "image_token_id")) {
+        di_hf_config_close(root);
+        return DI_OK; /* text only */
+    }
+    if ((s = di_hf_config_section(root, "vision_config", &v, err))) {
+        di_hf_config_close(root);
+        return s;
+    }
+    if (!di_hf_config_has(v, "patch_size") || !di_hf_config_has(v, "max_image_tokens")) {
+        di_hf_config_close(v);
+        di_hf_config_close(root);
+        return DI_OK; /* a vision_config without the processor's geometry: no image input */
+    }
+    di_dsv4_model *B = &m->base;
+    struct dsv41_vision *vi = di_calloc(1, sizeof *vi);
+    if ((s = dsv4_own(B, vi, err))) goto done;
+    if ((s = read_geometry(root, v, vi, err))) goto done;
+    vi->D = m->hp.n_embd;
+    if (vi->image_token_id >= m->hp.n_vocab) {
+        s = di_error_set(err, DI_ERR_FORMAT, "config.json: image_token_id %d past the vocabulary %d", vi->image_token_id,
+                         (int)m->hp.n_vocab);
+        goto done;
+    }
+    const int64_t E = vi->E, D = vi->D, p = vi->geo.patch_size, r = vi->geo.downsample_ratio;
+    if ((s = dsv4_bind_linear(B, "vision.patch_embed.proj", E, 3 * p * p, 0, &vi->patch_w, err)) ||
+        (s = dsv4_bind_vec(B, "vision.patch_embed.proj.bias", E, &vi->patch_b, err)) ||
+        (s = dsv4_bind_vec(B, "vision.norm.weight", E, &vi->norm, err)) ||
+        (s = dsv4_bind_linear(B, "aligner.w1", D, E * r * r, 0, &vi->a1, err)) ||
+        (s = dsv4_bind_vec(B, "aligner.w1.bias", D, &vi->a1b, err)) ||
+        (s = dsv4_bind_linear(B, "aligner.w2", D, D, 0, &vi->a2, err)) ||
+        (s = dsv4_bind_vec(B, "aligner.w2.bias", D, &vi->a2b, err)) ||
+        (s = dsv4_bind_vec(B, "image_start", D, &vi->img_start, err)) ||
+        (s = dsv4_bind_vec(B, "image_end", D, &vi->img_end, err)) ||
+        (s = dsv4_bind_vec(B, "image_newline", D, &vi->img_newline, err)))
+        goto done;
+    if (vi->patch_w.kind != DSV4_W_PLAIN || vi->a1.kind != DSV4_W_PLAIN || vi->a2.kind != DSV4_W_PLAIN) {
+        s = di_error_set(err, DI_ERR_FORMAT, "vision tensors: bf16 / f32 expected");
+        goto done;
+    }
+    vi->blocks = di_calloc((size_t)vi->depth, sizeof *vi->blocks);
+    if ((s = dsv4_own(B, vi->blocks, err))) goto done;
+    for (int32_t i = 0; i < vi->depth; i++)
+        if ((s = bind_block(B, vi, i, &vi->blocks[i], err))) goto done;
+    /* a block past depth means the config and the checkpoint disagree */
+    char extra[NAME_LEN];
+    snprintf(extra, sizeof extra, "vision.blocks.%d.norm1.weight", (int)vi->depth);
+    const float *probe;
+    if (dsv4_bind_vec(B, extra, E, &probe, err) == DI_OK) {
+        s = di_error_set(err, DI_ERR_FORMAT, "checkpoint has more vision blocks than vision_config depth %d",
+                         (int)vi->depth);
+        goto done;
+    }
+    di_error_clear(err);
+    for (int32_t il = 0; il < m->hp.n_layers; il++) {
+        snprintf(extra, sizeof extra, "layers.%d.ffn.gate.bias_vl", (int)il);
+        if ((s = dsv4_bind_vec(B, extra, m->hp.n_experts, &m->layers[il].gate_bias_vl, err))) goto done;
+    }
+    /* VisionRotaryEmbedding(hd / 2): inv_freq = theta^-(2i / (hd/2)), hd/4 of them, f32 as torch */
+    const int32_t dim = vi->hd / 2;
+    for (int32_t i = 0; i < dim / 2; i++)
+        vi->inv_freq[i] = (float)(1.0 / pow(VIT_ROPE_THETA, (double)(float)(2 * i) / dim));
+    m->vision = vi;
+done:
+    di_hf_config_close(v);
+    di_hf_config_close(root);
+    if (s) di_error_prefix(err, "vision tower: ");
+    return s;
+}
+
+/* ---- forward ------------------------------------------------------------------- */
+
+/* norm_ref: x * rsqrt(mean(x^2) + eps) * w in f32 */
+static void rms(const float *x, const float *w, float *y, int64_t n) {
+    float ss = 0.0f;
+    for (int64_t i = 0; i < n; i++) ss += x[i] * x[i];
+    const float r = 1.0f / sqrtf(ss / (float)n + VIT_EPS);
+    for (int64_t i = 0; i < n; i++) y[i] = x[i] * r * w[i];
+}
+
+typedef struct attn_job {
+    const struct dsv41_vision *vi;
+    const di_cpu_kernels *k;
+    const float *qkv;   /* (n, 3E), q and k rotated */
+    const float *kt, *vt; /* (H, n, hd) each head's keys and values, contiguous */
+    float *out;         /* (n, E) */
+    float *scores;      /* (tasks, n) */
+    int64_t n, n_tasks;
+} attn_job;
+
+/* full attention of every (head, query) pair: softmax(q k^T / sqrt(hd)) v */
+static void attn_task(void *arg, int64_t task, int thread) {
+    (void)thread;
+    const attn_job *j = arg;
+    const int32_t E = j->vi->E, hd = j->vi->hd, H = j->vi->heads;
+    const int64_t total = j->n * H;
+    int64_t a, b;
+    di_threadpool_split(total, j->n_tasks, (int)task, &a, &b);
+    float *sc = j->scores + task * j->n;
+    const float scale = 1.0f / sqrtf((float)hd);
+    for (int64_t t = a; t < b; t++) {
+        const int64_t h = t % H, i = t / H;
+        const float *q = j->qkv + i * 3 * E + h * hd, *kh = j->kt + h * j->n * hd, *vh = j->vt + h * j->n * hd;
+        float mx = -INFINITY;
+        for (int64_t k = 0; k < j->n; k++) {
+            sc[k] = j->k->dot_f32(q, kh + k * hd, hd) * scale;
+            mx = sc[k] > mx ? sc[k] : mx;
+        }
+        float sum = 0.0f;
+        for (int64_t k = 0; k < j->n; k++) {
+            sc[k] = expf(sc[k] - mx);
+            sum += sc[k];
+        }
+        float *o = j->out + i * E + h * hd;
+        memset(o, 0, (size_t)hd * sizeof(float));
+        for (int64_t k = 0; k < j->n; k++) {
+            const float *v = vh + k * hd, w = sc[k] / sum;
+            for (int32_t c = 0; c < hd; c++) o[c] += w * v[c];
+        }
+    }
+}
+
+/* 2D rotary of one head vector: cos/sin columns (row freqs | column freqs),
+ * NeoX pairing (c, c + hd/2), TK apply_rotary's fma form. */
+static void rope2d(const struct dsv41_vision *vi, float *x, int32_t py, int32_t px) {
+    const int32_t half = vi->hd / 2, q = vi->hd / 4;
+    for (int32_t c = 0; c < half; c++) {
+        const float ang = (float)(c < q ? py : px) * vi->inv_freq[c < q ? c : c - q];
+        const float co = cosf(ang), si = sinf(ang), a = x[c], b = x[c + half];
+        x[c] = fmaf(a, co, -(b * si));
+        x[c + half] = fmaf(a, si, b * co);
+    }
+}
+
+static float gelu(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752440f)); }
+
+di_status di_dsv41_vision_forward(const di_dsv41_model *m, const di_image_layout *lay, const float *patches,
+                                  float *vit_out, float *rows, di_threadpool *pool, di_error *err) {
+    const struct dsv41_vision *vi = m->vision;
+    if (!vi) return di_error_set(err, DI_ERR_UNSUPPORTED, "this model has no vision tower");
+    const int32_t nw = lay->n_vit_w, nh = lay->n_vit_h, r = vi->geo.downsample_ratio;
+    if (nw < 1 || nh < 1 || nw > VIT_MAX_GRID || nh > VIT_MAX_GRID)
+        return di_error_set(err, DI_ERR_RANGE, "image: patch grid %dx%d outside the tower's 1..%d", nw, nh,
+                            VIT_MAX_GRID);
+    const int64_t n = (int64_t)nw * nh, E = vi->E, F = vi->F, D = vi->D, p = vi->geo.patch_size;
+    const int64_t lw = lay->n_llm_w, lh = lay->n_llm_h, nl = lw * lh, ER = E * r * r;
+    const int threads = di_threadpool_n_threads(pool);
+    const int64_t max_in = 3 * p * p > ER ? (3 * p * p > F ? 3 * p * p : F) : (ER > F ? ER : F);
+    const int64_t n_tasks = (int64_t)threads * 4;
+    const int64_t scratch_n = dsv4_linear_scratch_floats(n > nl ? n : nl, max_in > D ? max_in : D, n_tasks, threads);
+    float *x = di_malloc_array((size_t)(n * E), sizeof(float));
+    float *h = di_malloc_array((size_t)(n * E), sizeof(float));
+    float *big = di_malloc_array((size_t)(n * (3 * E > 2 * F ? 3 * E : 2 * F)), sizeof(float));
+    float *o = di_malloc_array((size_t)(n * (E > F ? E : F)), sizeof(float));
+    float *scr = di_malloc_array((size_t)scratch_n, sizeof(float));
+    float *sc = di_malloc_array((size_t)(n_tasks * n), sizeof(float));
+    float *ds = di_malloc_array((size_t)(nl * ER), sizeof(float));
+    float *kt = di_malloc_array((size_t)(n * E), sizeof(float)), *vt = di_malloc_array((size_t)(n * E), sizeof(float));
+    float *a1 = di_malloc_array((size_t)(nl * D), sizeof(float));
+    float *a2 = di_malloc_array((size_t)(nl * D), sizeof(float));
+    di_status s = DI_OK;
+    if (!x || !h || !big || !o || !scr || !sc || !ds || !a1 || !a2 || !kt || !vt) {
+        s = di_error_set(err, DI_ERR_NOMEM, "vision tower: out of memory for %lld patches", (long long)n);
+        goto done;
+    }
+    const di_cpu_kernels *k = m->k;
+    /* patch embed */
+    dsv4_linear_apply(k, &vi->patch_w, patches, 3 * p * p, x, E, n, scr, pool);
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t c = 0; c < E; c++) x[i * E + c] += vi->patch_b[c];
+    for (int32_t bi = 0; bi < vi->depth; bi++) {
+        const vit_block *b = &vi->blocks[bi];
+        for (int64_t i = 0; i < n; i++) rms(x + i * E, b->norm1, h + i * E, E);
+        dsv4_linear_apply(k, &b->wqkv, h, E, big, 3 * E, n, scr, pool);
+        for (int64_t i = 0; i < n; i++) {
+            float *row = big + i * 3 * E;
+            for (int64_t c = 0; c < 3 * E; c++) row[c] += b->bqkv[c];
+            for (int32_t hh = 0; hh < vi->heads; hh++) {
+                rope2d(vi, row + hh * vi->hd, (int32_t)(i / nw), (int32_t)(i % nw));
+                rope2d(vi, row + E + hh * vi->hd, (int32_t)(i / nw), (int32_t)(i % nw));
+            }
+        }
+        for (int64_t i = 0; i < n; i++)
+            for (int32_t hh = 0; hh < vi->heads; hh++) {
+                memcpy(kt + ((int64_t)hh * n + i) * vi->hd, big + i * 3 * E + E + hh * vi->hd, (size_t)vi->hd * 4);
+                memcpy(vt + ((int64_t)hh * n + i) * vi->hd, big + i * 3 * E + 2 * E + hh * vi->hd, (size_t)vi->hd * 4);
+            }
+        attn_job j = {.vi = vi, .k = k, .qkv = big, .kt = kt, .vt = vt, .out = o, .scores = sc, .n = n,
+                      .n_tasks = n * vi->heads < n_tasks ? n * vi->heads : n_tasks};
+        di_threadpool_run(pool, j.n_tasks, attn_task, &j);
+        dsv4_linear_apply(k, &b->wo, o, E, h, E, n, scr, pool);
+        for (int64_t i = 0; i < n; i++)
+            for (int64_t c = 0; c < E; c++) x[i * E + c] += h[i * E + c] + b->bo[c];
+        for (int64_t i = 0; i < n; i++) rms(x + i * E, b->norm2, h + i * E, E);
+        dsv4_linear_apply(k, &b->w1, h, E, big, 2 * F, n, scr, pool);
+        for (int64_t i = 0; i < n; i++)
+            for (int64_t c = 0; c < F; c++) {
+                const float g = big[i * 2 * F + c], u = big[i * 2 * F + F + c];
+                o[i * F + c] = g / (1.0f + expf(-g)) * u; /* TK swiglu_forward: silu(left) * right */
+            }
+        dsv4_linear_apply(k, &b->w2, o, F, h, E, n, scr, pool);
+        for (int64_t i = 0; i < n; i++)
+            for (int64_t c = 0; c < E; c++) x[i * E + c] += h[i * E + c];
+    }
+    for (int64_t i = 0; i < n; i++) rms(x + i * E, vi->norm, h + i * E, E);
+    if (vit_out) memcpy(vit_out, h, (size_t)(n * E) * sizeof(float));
+    /* batch_downsample (downsample_mlp_gelu): block (by, bx) -> [c * r*r + ky * r + kx] */
+    for (int64_t by = 0; by < lh; by++)
+        for (int64_t bx = 0; bx < lw; bx++) {
+            float *dst = ds + (by * lw + bx) * ER;
+            for (int64_t ky = 0; ky < r; ky++)
+                for (int64_t kx = 0; kx < r; kx++) {
+                    const int64_t yy = by * r + ky, xx = bx * r + kx;
+                    const float *src = yy < nh && xx < nw ? h + (yy * nw + xx) * E : NULL;
+                    for (int64_t c = 0; c < E; c++) dst[c * r * r + ky * r + kx] = src ? src[c] : 0.0f;
+                }
+        }
+    dsv4_linear_apply(k, &vi->a1, ds, ER, a1, D, nl, scr, pool);
+    for (int64_t i = 0; i < nl * D; i++) a1[i] = gelu(a1[i] + vi->a1b[i % D]);
+    dsv4_linear_apply(k, &vi->a2, a1, D, a2, D, nl, scr, pool);
+    /* replace_input_embeds: image rows in order, the special rows by type */
+    int64_t t = 0, img = 0;
+    memcpy(rows + t++ * D, vi->img_start, (size_t)D * sizeof(float));
+    for (int64_t y = 0; y < lh; y++) {
+        for (int64_t xq = 0; xq < lw; xq++, img++, t++)
+            for (int64_t c = 0; c < D; c++) rows[t * D + c] = a2[img * D + c] + vi->a2b[c];
+        memcpy(rows + t++ * D, vi->img_newline, (size_t)D * sizeof(float));
+    }
+    memcpy(rows + t++ * D, vi->img_end, (size_t)D * sizeof(float));
+done:
+    free(x);
+    free(h);
+    free(big);
+    free(o);
+    free(scr);
+    free(sc);
+    free(ds);
+    free(a1);
+    free(a2);
+    free(kt);
+    free(vt);
+    return s;
+}
+
+di_status di_dsv41_encode_image(const di_dsv41_model *m, const uint8_t *bytes, size_t n, const di_image_limits *lim,
+                                di_dsv41_image_rows *out, di_threadpool *pool, di_error *err) {
+    memset(out, 0, sizeof *out);
+    const struct dsv41_vision *vi = m->vision;
+    if (!vi) return di_error_set(err, DI_ERR_UNSUPPORTED, "this model takes no images (no vision tower)");
+    di_image img = {0}, rz = {0};
+    float *patches = NULL;
+    di_status s = di_image_decode(bytes, n, lim, &img, err);
+    if (s) return s;
+    di_image_layout lay;
+    if ((s = di_image_layout_of(img.width, img.height, &vi->geo, &lay, err)) ||
+        (s = di_image_prepare(&img, &vi->geo, &lay, &rz, err)))
+        goto done;
+    const int64_t p = vi->geo.patch_size, np = (int64_t)lay.n_vit_w * lay.n_vit_h;
+    if (lay.n_vit_w > VIT_MAX_GRID || lay.n_vit_h > VIT_MAX_GRID) {
+        s = di_error_set(err, DI_ERR_RANGE, "image: patch grid %dx%d over the tower's %d a side", lay.n_vit_w,
+                         lay.n_vit_h, VIT_MAX_GRID);
+        goto done;
+    }
+    patches = di_malloc_array((size_t)(np * 3 * p * p), sizeof(float));
+    out->token = di_malloc_array((size_t)lay.num_tokens, sizeof(int32_t));
+    out->rows = di_malloc_array((size_t)lay.num_tokens * (size_t)vi->D, sizeof(float));
+    if (!patches || !out->token || !out->rows) {
+        s = di_error_set(err, DI_ERR_NOMEM, "image: out of memory");
+        goto done;
+    }
+    if ((s = di_image_patches(&rz, &vi->geo, &lay, patches, err)) ||
+        (s = di_dsv41_vision_forward(m, &lay, patches, NULL, out->rows, pool, err)))
+        goto done;
+    /* DeepInfer's overwrite_prompt: the first position IMAGE, the rest IMAGE_PAD */
+    for (int32_t i = 0; i < lay.num_tokens; i++)
+        out->token[i] = m->hp.n_vocab + (i == 0 ? DI_IMAGE_TOKEN_IMAGE : DI_IMAGE_TOKEN_PAD);
+    out->layout = lay;
+    out->n_tokens = lay.num_tokens;
+done:
+    free(patches);
+    di_image_free(&rz);
+    di_image_free(&img);
+    if (s) di_dsv41_image_rows_free(out);
+    return s;
+}

@@ -1,0 +1,97 @@
+"""Images through the official `openai` client: chat content parts with
+image_url data: URLs on the tiny DeepSeek-V4.1 vision checkpoint (tiny_vl).
+The answer equals `deepinfer run --image` on the same image and text (one
+process, no cache), also after another image with the same text was served
+(the image bytes are in the prefix-cache key); remote URLs, bad base64, a
+corrupt image and images on a text-only model are 400s."""
+import base64
+import subprocess
+from pathlib import Path
+
+import openai
+import pytest
+
+from conftest import BIN, Server
+
+ROOT = Path(__file__).resolve().parents[2]
+VL = ROOT / "tests/data/golden/deepseek_v41/tiny_vl"
+IMAGES = ROOT / "tests/data/golden/vision/images"
+TEXT = "Describe it"
+
+
+def data_url(name, mime="image/png"):
+    return f"data:{mime};base64," + base64.b64encode((IMAGES / name).read_bytes()).decode()
+
+
+def chat(client, url, text=TEXT, n=8):
+    return client.chat.completions.create(
+        model=client.models.list().data[0].id, max_tokens=n, temperature=0, seed=1,
+        messages=[{"role": "user", "content": [{"type": "image_url", "image_url": {"url": url}},
+                                               {"type": "text", "text": text}]}])
+
+
+def cli(name, text=TEXT, n=8):
+    out = subprocess.run([BIN, "run", "-m", str(VL), "--image", str(IMAGES / name), "-p", "\n" + text, "-n", str(n),
+                          "--temp", "0", "--seed", "1"], capture_output=True, text=True, timeout=300, check=True)
+    return out.stdout.rstrip("\n")
+
+
+@pytest.fixture(scope="module")
+def vl():
+    srv = Server("--max-body-bytes", str(2 << 20), model=str(VL))
+    yield srv
+    assert srv.stop() == 0, "".join(srv.log[-40:])
+
+
+def test_image_chat_matches_cli_and_counts_image_tokens(vl):
+    c = vl.client()
+    r = chat(c, data_url("rgb_40x30.png"))
+    assert r.choices[0].finish_reason == "length"
+    assert r.usage.completion_tokens == 8
+    # rgb_40x30 is 10 image positions (gen_goldens_vision.py); the text is a few tokens
+    plain = c.chat.completions.create(model=c.models.list().data[0].id, max_tokens=1, temperature=0,
+                                      messages=[{"role": "user", "content": "\n" + TEXT}])
+    assert r.usage.prompt_tokens == plain.usage.prompt_tokens + 10 - 0
+    assert r.choices[0].message.content == cli("rgb_40x30.png")
+
+
+def test_same_text_other_image_is_not_a_prefix_hit(vl):
+    c = vl.client()
+    chat(c, data_url("rgb_40x30.png"))
+    other = chat(c, data_url("interlaced_31x23.png"))  # also 10 image positions: the same ids
+    assert other.choices[0].message.content == cli("interlaced_31x23.png")
+    again = chat(c, data_url("interlaced_31x23.png"))
+    assert again.choices[0].message.content == other.choices[0].message.content
+
+
+def test_jpeg_and_webp_data_urls(vl):
+    c = vl.client()
+    assert chat(c, data_url("jpeg_80x60_q90.jpg", "image/jpeg")).usage.completion_tokens == 8
+    assert chat(c, data_url("webp_lossy_66x44.webp", "image/webp")).usage.completion_tokens == 8
+
+
+def test_remote_url_refused(vl):
+    with pytest.raises(openai.BadRequestError) as e:
+        chat(vl.client(), "https://example.com/cat.png")
+    assert "data: URL" in str(e.value)
+
+
+@pytest.mark.parametrize("url", ["data:image/png;base64,@@@@", "data:image/png,rawbytes", "data:image/png;base64,",
+                                 "data:image/png;base64," + base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\0" * 40).decode()])
+def test_bad_data_urls_are_400(vl, url):
+    with pytest.raises(openai.BadRequestError):
+        chat(vl.client(), url)
+
+
+def test_truncated_image_is_400_and_server_lives(vl):
+    blob = (IMAGES / "rgb_300x200.png").read_bytes()[:500]
+    with pytest.raises(openai.BadRequestError) as e:
+        chat(vl.client(), "data:image/png;base64," + base64.b64encode(blob).decode())
+    assert "image" in str(e.value)
+    assert chat(vl.client(), data_url("rgb_40x30.png")).usage.completion_tokens == 8
+
+
+def test_text_only_model_refuses_images(client):
+    with pytest.raises(openai.BadRequestError) as e:
+        chat(client, data_url("rgb_40x30.png"))
+    assert "no images" in str(e.value)
