@@ -195,6 +195,16 @@ void di_dsv41_kv_free(di_dsv41_kv *kv) {
     free(kv);
 }
 
+di_status di_dsv41_kv_truncate(di_dsv41_kv *kv, int32_t seq_slot, int32_t n_keep, di_error *err) {
+    if (!kv || seq_slot < 0 || n_keep < 0)
+        return di_error_set(err, DI_ERR_INVALID_ARG, "deepseek_v41 KV truncate: slot %d, keep %d", (int)seq_slot,
+                            (int)n_keep);
+    if ((int64_t)n_keep > (int64_t)kv->n_blocks * kv->block_size)
+        return di_error_set(err, DI_ERR_RANGE, "deepseek_v41 KV truncate: keep %d past the cache's %lld positions",
+                            (int)n_keep, (long long)kv->n_blocks * kv->block_size);
+    return DI_OK; /* position-indexed records: see deepseek_v41.h */
+}
+
 /* ---- context ------------------------------------------------------------------------- */
 
 di_status di_dsv41_ctx_create(const di_dsv41_model *m, di_dsv41_ctx **out, di_error *err) {

@@ -121,6 +121,15 @@ uint64_t di_dsv41_kv_bytes_per_token(const di_dsv41_model *m);
 di_status di_dsv41_kv_create(const di_dsv41_model *m, int32_t n_blocks, int32_t block_size, di_dsv41_kv **out,
                              di_error *err);
 void di_dsv41_kv_free(di_dsv41_kv *kv);
+/* Rollback of rejected speculative positions: positions >= n_keep of
+ * seq_slot are forgotten, nothing is copied. Every record (window K=V,
+ * compressed entry in the slot that closes it, the ratio-2 pending state in
+ * the slot of the pair's first token, index key, token id) is stored per
+ * position in the paged cache, and a row at position p reads only positions
+ * < p of its sequence plus what it writes itself, so rewriting from n_keep
+ * on replaces every forgotten record before it is read. No ring, so no
+ * backtracking slots to size (DeepInfer's SWA ring has window + 6). */
+di_status di_dsv41_kv_truncate(di_dsv41_kv *kv, int32_t seq_slot, int32_t n_keep, di_error *err);
 
 di_status di_dsv41_ctx_create(const di_dsv41_model *m, di_dsv41_ctx **out, di_error *err);
 void di_dsv41_ctx_free(di_dsv41_ctx *ctx);
