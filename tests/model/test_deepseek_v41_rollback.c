@@ -20,6 +20,7 @@
 
 #include "model/deepseek_v41.h"
 #include "model/model.h"
+#include "spec/dspark.h"
 #include "text/tokenizer.h"
 
 #include <math.h>
@@ -175,6 +176,67 @@ static void rejected_drafts_are_forgotten(void **state) {
     di_model_free(m);
 }
 
+/* A drafter that always proposes the greedy continuation (an oracle
+ * drafter), verified with DeepInfer's rule on the target's greedy logprobs
+ * (T -> 1e-5, a one-hot draft distribution): every step accepts all K
+ * drafts and emits K + 1 tokens, and the tokens are the plain greedy ones. */
+static void always_accepting_drafter_emits_k_plus_1(void **state) {
+    (void)state;
+    di_model *m = open_tiny();
+    runner ref, spec;
+    runner_open(&ref, m);
+    runner_open(&spec, m);
+    const int32_t V = ref.V, GEN = 3 * (K + 1);
+    float *lg = malloc(sizeof(float) * (size_t)MAX_POS * (size_t)V);
+    float *tlp = malloc(sizeof(float) * (size_t)V), *dlp = malloc(sizeof(float) * (size_t)V);
+    float *res = malloc(sizeof(float) * (size_t)V);
+    void *scratch = malloc(di_dspark_scratch_bytes(V));
+    int32_t toks[MAX_POS];
+    for (int i = 0; i < PROMPT; i++) toks[i] = 4 + (i * 29) % (V - 4);
+    /* the plain greedy tokens */
+    forward(&ref, toks, PROMPT, 0, lg);
+    toks[PROMPT] = argmax(lg + (size_t)(PROMPT - 1) * V, V);
+    for (int32_t n = PROMPT + 1; n < PROMPT + GEN + 1; n++) {
+        forward(&ref, &toks[n - 1], 1, n - 1, lg);
+        toks[n] = argmax(lg, V);
+    }
+    forward(&spec, toks, PROMPT, 0, lg);
+    int32_t have = PROMPT + 1, steps = 0;
+    di_error err;
+    while (have + K < PROMPT + GEN + 1) {
+        int32_t p0 = have - 1, in[K + 1];
+        for (int j = 0; j <= K; j++) in[j] = toks[p0 + j]; /* [last, the K greedy drafts] */
+        forward(&spec, in, K + 1, p0, lg);
+        int32_t emitted = 0, accepted = 1;
+        for (int j = 0; j < K && accepted; j++) {
+            assert_int_equal(di_dspark_logprobs(lg + (size_t)j * V, V, 0.0f, 1.0f, -1, scratch, tlp, &err), DI_OK);
+            for (int32_t v = 0; v < V; v++) dlp[v] = v == in[j + 1] ? 0.0f : -INFINITY;
+            di_dspark_verdict vd;
+            assert_int_equal(di_dspark_verify_row(tlp, dlp, V, in[j + 1], 99, di_dspark_row_position(p0 + 1, j),
+                                                  DI_DSPARK_RULE_DEEPINFER, res, &vd, &err), DI_OK);
+            accepted = vd.accepted;
+            assert_int_equal(vd.token, toks[p0 + j + 1]);
+            emitted++;
+        }
+        /* the final fresh row */
+        assert_int_equal(di_dspark_logprobs(lg + (size_t)K * V, V, 0.0f, 1.0f, -1, scratch, tlp, &err), DI_OK);
+        assert_int_equal(di_dspark_sample_logprobs(tlp, V, 99, di_dspark_row_position(p0 + 1, K)), toks[p0 + K + 1]);
+        emitted++;
+        assert_int_equal(emitted, K + 1);
+        have += emitted;
+        steps++;
+    }
+    assert_true(steps >= 2);
+    free(lg);
+    free(tlp);
+    free(dlp);
+    free(res);
+    free(scratch);
+    runner_close(&ref);
+    runner_close(&spec);
+    di_model_free(m);
+}
+
 static void deepseek_v4_refuses_rollback(void **state) {
     (void)state;
     char dir[4096];
@@ -192,6 +254,7 @@ static void deepseek_v4_refuses_rollback(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(rejected_drafts_are_forgotten),
+        cmocka_unit_test(always_accepting_drafter_emits_k_plus_1),
         cmocka_unit_test(deepseek_v4_refuses_rollback),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
