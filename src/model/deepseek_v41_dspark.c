@@ -198,7 +198,7 @@ di_status di_dsv41_dspark_draft(di_dsv41_ctx *c, di_dsv41_kv *kv, const di_batch
         dsv41_hc_post(c, n, pool);
         dsv41_hc_pre(c, &L->hc_ffn_fn, L->hc_ffn_base, L->hc_ffn_scale, n, pool);
         for (int64_t r = 0; r < n; r++) dsv41_norm(c, c->h + r * D, L->ffn_norm, c->h + r * D, D);
-        dsv41_moe(c, L, n, pool);
+        if ((s = dsv41_moe_layer(c, L, -1, n, pool, err))) goto done;
         dsv41_hc_post(c, n, pool);
     }
     /* h before the norm = the last pre mix of the copies; then norm + head */

@@ -130,6 +130,8 @@ struct di_dsv41_ctx {
     float *ysel;              /* (n*K, D) */
     int32_t *grow;            /* (n*K) */
     float *xg, *g1, *g3, *yg; /* (n*K, D), (n*K, F) x2, (n*K, D) */
+    float *wg;                /* (n*K) routing weights of the gathered rows */
+    di_dsv4_ep *ep;           /* expert parallelism (not owned), NULL = all experts here */
     float *eg;                /* (n, cols*ehd) Engram rows */
     float *ekv;               /* (n, (N+1)*D) Engram keys/value */
     int32_t *topk;            /* (n, index_topk) current selection, -1 filled */
@@ -208,10 +210,17 @@ di_status dsv41_ctx_reserve(di_dsv41_ctx *c, int64_t rows, int64_t n_tasks, int6
 void dsv41_hc_pre(di_dsv41_ctx *c, const dsv4_linear *fn, const float *base, const float *scale, int64_t n,
                   di_threadpool *pool);
 void dsv41_hc_post(di_dsv41_ctx *c, int64_t n, di_threadpool *pool);
-void dsv41_moe(di_dsv41_ctx *c, const dsv41_layer *L, int64_t n, di_threadpool *pool);
 void dsv41_lin_apply(const di_dsv41_ctx *c, const dsv4_linear *w, const float *x, int64_t ldx, float *y,
                      int64_t ldy, int64_t n, di_threadpool *pool);
 int64_t dsv41_attention_scratch_floats(const di_dsv41_model *m, int32_t max_pos);
 int64_t dsv41_slot(const di_batch *b, int32_t seq, int32_t pos);
+/* MoE of layer il on h (n, D) -> y (n, D). With c->ep collective: every rank
+ * calls it for every layer, n may be 0 (a placeholder step). */
+di_status dsv41_moe(di_dsv41_ctx *c, int32_t il, int64_t n, di_threadpool *pool, di_error *err);
+/* The same for a layer struct with its own expert counts (a DSpark stage):
+ * ep_layer is the layer index the EP core knows it by, or -1 to run every
+ * expert here. */
+di_status dsv41_moe_layer(di_dsv41_ctx *c, const dsv41_layer *L, int32_t ep_layer, int64_t n, di_threadpool *pool,
+                          di_error *err);
 
 #endif

@@ -7,10 +7,12 @@
  * block; the draft logits (Markov term included), the confidences and the
  * greedy drafts are compared.
  *
- * Tolerances as test_deepseek_v41.c: ideal mode 1e-4 of the logit scale
- * (f64 oracle vs f32); deepinfer mode 3e-2 of the scale (both sides round
- * at the same points; an fp8 / bf16 rounding boundary crossed by float32
- * summation order moves a value by one grid step). Greedy drafts must agree
+ * Tolerances: ideal mode 1e-4 of the logit scale (f64 oracle vs f32;
+ * measured 7e-7). deepinfer mode 5e-2 of the scale: both sides round at the
+ * same points, so most rows agree to 1e-6 (tiny round 0, tiny_b), but an
+ * fp8 / bf16 rounding boundary crossed by float32 vs float64 summation
+ * order moves a value by one grid step, and through the stages that moved
+ * tiny's second round by 0.022 of the scale (measured). Greedy drafts must agree
  * where the oracle's top-2 margin exceeds the tolerance; a draft's logits
  * are compared while every earlier draft agreed (the Markov term reads the
  * previous draft). In deepinfer mode the oracle's trunks entering the
@@ -30,7 +32,7 @@
 #include <string.h>
 
 #define IDEAL_TOL 1e-4
-#define FAITHFUL_TOL 3e-2
+#define FAITHFUL_TOL 5e-2
 #define IDEAL_CONF_TOL 1e-4
 #define FAITHFUL_CONF_TOL 3e-2
 #define BLOCK 8
