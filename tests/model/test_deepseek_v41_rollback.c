@@ -29,9 +29,11 @@
 #include <string.h>
 
 #ifdef DI_SANITIZE_BUILD
-#define N_GEN 40
+#define N_GEN 28        /* lighter: still past the window */
+#define MIN_BACKOFF 1
 #else
-#define N_GEN 110
+#define N_GEN 110       /* past the window and the indexer's top-k */
+#define MIN_BACKOFF 3
 #endif
 #define PROMPT 12
 #define K 4           /* drafts per step (the tiny checkpoint's block size is 5) */
@@ -163,7 +165,7 @@ static void rejected_drafts_are_forgotten(void **state) {
     }
     print_message("rollback: %d steps, %d rows compared bit-exact, %d drafts rejected, %d back-offs\n", steps,
                   rows_checked, n_rejected, n_backoff);
-    assert_true(n_rejected > 20 && n_backoff > 2);
+    assert_true(n_rejected > 20 && n_backoff >= MIN_BACKOFF);
 
     di_error err;
     assert_int_equal(di_model_kv_truncate(spec.kv, -1, 3, &err), DI_ERR_INVALID_ARG);
