@@ -18,9 +18,11 @@
 
 /* sqrt-softplus scores, top-K of score + bias (ties to the lower id),
  * weights s / (sum s + 1e-20) * routed_scale (TK moe_topk_gate_forward). */
-static void route(di_dsv41_ctx *c, const dsv41_layer *L, int64_t n) {
+static void route(di_dsv41_ctx *c, const dsv41_layer *L, int32_t il, int64_t n) {
     const di_dsv41_hparams *hp = &c->m->hp;
     const int32_t E = L->n_experts, K = L->n_used;
+    /* forced imbalance (the EP benchmark's knob) on the main layers only (il >= 0) */
+    const int32_t n_hot = c->skew_factor > 0.0f && il >= 0 ? E / c->skew_groups : 0;
     for (int64_t r = 0; r < n; r++) {
         float *lg = c->logit + r * E;
         int32_t *sel = c->sel + r * K;
@@ -32,7 +34,9 @@ static void route(di_dsv41_ctx *c, const dsv41_layer *L, int64_t n) {
             for (int32_t e = 0; e < E; e++) {
                 int taken = 0;
                 for (int32_t q = 0; q < k; q++) taken |= sel[q] == e;
-                float v = lg[e] + L->gate_bias[e];
+                /* forced imbalance: skewed draws from the row's own content */
+                float v = n_hot ? dsv4_row_uniform(0, il, c->h + r * hp->n_embd, e) * (e < n_hot ? c->skew_factor : 1.0f)
+                                : lg[e] + L->gate_bias[e];
                 if (!taken && (best < 0 || v > bv)) {
                     best = e;
                     bv = v;
@@ -94,7 +98,7 @@ di_status dsv41_moe_layer(di_dsv41_ctx *c, const dsv41_layer *L, int32_t il, int
     di_dsv4_ep *ep = il >= 0 ? c->ep : NULL;
     if (n > 0) {
         dsv4_linear_apply(m->k, &L->gate, c->h, D, c->logit, E, n, c->mm_scratch, pool); /* bf16, f32 out */
-        route(c, L, n);
+        route(c, L, il, n);
         memcpy(c->xq, c->h, (size_t)n * D * sizeof(float));
         if (dsv41_faithful(c))
             for (int64_t i = 0; i < n; i++) dsv41_round_fp8(c->xq + i * D, D);
@@ -146,8 +150,6 @@ di_status dsv41_moe_layer(di_dsv41_ctx *c, const dsv41_layer *L, int32_t il, int
 di_status di_dsv41_ep_create(const di_dsv41_model *m, di_dist *d, const di_dsv4_ep_params *p, di_dsv4_ep **out,
                              di_error *err) {
     *out = NULL;
-    if (p->force_imbalance != 0)
-        return di_error_set(err, DI_ERR_UNSUPPORTED, "ep: forced imbalance is implemented for deepseek_v4 only");
     const di_dsv41_hparams *hp = &m->hp;
     const int32_t L = hp->n_layers;
     const dsv4_linear **t = di_malloc_array((size_t)3 * (L > 0 ? L : 1), sizeof *t);
@@ -163,4 +165,17 @@ di_status di_dsv41_ep_create(const di_dsv41_model *m, di_dist *d, const di_dsv4_
     return s;
 }
 
-void di_dsv41_ctx_set_ep(di_dsv41_ctx *c, di_dsv4_ep *ep) { c->ep = ep; }
+void di_dsv41_ctx_set_route_skew(di_dsv41_ctx *c, double ratio, int32_t groups) {
+    const di_dsv41_hparams *hp = &c->m->hp;
+    c->skew_factor = 0.0f;
+    c->skew_groups = groups;
+    if (ratio >= 1.0 && groups > 1 && hp->n_experts >= groups)
+        c->skew_factor = dsv4_skew_factor(ratio, groups, hp->n_experts_used, hp->n_experts);
+}
+
+void di_dsv41_ctx_set_ep(di_dsv41_ctx *c, di_dsv4_ep *ep) {
+    c->ep = ep;
+    int32_t groups;
+    double skew = ep ? dsv4_ep_skew(ep, &groups) : 0.0;
+    if (skew >= 1) di_dsv41_ctx_set_route_skew(c, skew, groups);
+}

@@ -67,8 +67,8 @@ void di_model_ctx_free(di_model_ctx *ctx);
 di_status di_model_ctx_set_ep(const di_model *m, di_model_ctx *ctx, struct di_dist *d, const di_ep_params *p,
                               di_error *err);
 
-/* Makes ctx's forwards context parallel over d (deepseek_v4 only; not with
- * EP): every rank must then forward the same batches; a batch of at least
+/* Makes ctx's forwards context parallel over d (deepseek_v4 / v41; with EP,
+ * over the same group): every rank must then forward the same batches; a batch of at least
  * min_rows rows is split over the ranks (DeepInfer's zigzag), smaller ones
  * run whole on every rank. Every rank gets all logits and the whole cache.
  * d must outlive ctx. */
