@@ -607,6 +607,8 @@ class Model:
                                                       x=out, post=post, comb=comb)
             if dump is not None and L > 0:  # the trunk after layer L-1's FFN post (before layer L's Engram)
                 dump.setdefault(f"R_after_ffn.{L - 1}", []).append((R if before_engram is None else before_engram).float())
+            if dump is not None:  # the trunk entering layer L's attention (after its Engram): DSpark's features
+                dump.setdefault(f"R_attn_in.{L}", []).append(R.float())
             if dump is not None:
                 dump.setdefault(f"xn_attn.{L}", []).append(xn.float())
             out = self.attention(L, xn, pos, st, decode)

@@ -194,7 +194,41 @@ void di_dsv41_kv_free(di_dsv41_kv *kv) {
     free(kv->data);
     free(kv->lay);
     free(kv->tokens);
+    for (int32_t i = 0; kv->draft && i < kv->n_draft; i++) free(kv->draft[i]);
+    free(kv->draft);
     free(kv);
+}
+
+di_status di_dsv41_kv_enable_dspark(const di_dsv41_model *m, di_dsv41_kv *kv, di_error *err) {
+    if (!m || !kv) return di_error_set(err, DI_ERR_INVALID_ARG, "kv enable dspark: NULL argument");
+    if (m->n_draft < 1) return di_error_set(err, DI_ERR_UNSUPPORTED, "deepseek_v41: the checkpoint has no DSpark drafter");
+    if (kv->n_draft) return DI_OK;
+    const uint64_t slots = (uint64_t)kv->n_blocks * (uint64_t)kv->block_size;
+    const int32_t hd = m->hp.head_dim;
+    kv->draft_row = m->num == DI_DSV41_NUMERICS_DEEPINFER ? ((dsv41_mxfp8_bytes(hd) + 3) & ~3) : 4 * hd;
+    kv->draft = di_calloc((size_t)m->n_draft, sizeof *kv->draft);
+    if (!kv->draft) return di_error_set(err, DI_ERR_NOMEM, "kv cache: out of memory for DSpark");
+    for (int32_t i = 0; i < m->n_draft; i++) {
+        kv->draft[i] = di_calloc((size_t)slots, (size_t)kv->draft_row);
+        if (!kv->draft[i]) {
+            for (int32_t j = 0; j < i; j++) free(kv->draft[j]);
+            free(kv->draft);
+            kv->draft = NULL;
+            return di_error_set(err, DI_ERR_NOMEM, "kv cache: out of memory for DSpark");
+        }
+    }
+    kv->n_draft = m->n_draft;
+    return DI_OK;
+}
+
+di_status di_dsv41_kv_truncate(di_dsv41_kv *kv, int32_t seq_slot, int32_t n_keep, di_error *err) {
+    if (!kv || seq_slot < 0 || n_keep < 0)
+        return di_error_set(err, DI_ERR_INVALID_ARG, "deepseek_v41 KV truncate: slot %d, keep %d", (int)seq_slot,
+                            (int)n_keep);
+    if ((int64_t)n_keep > (int64_t)kv->n_blocks * kv->block_size)
+        return di_error_set(err, DI_ERR_RANGE, "deepseek_v41 KV truncate: keep %d past the cache's %lld positions",
+                            (int)n_keep, (long long)kv->n_blocks * kv->block_size);
+    return DI_OK; /* position-indexed records: see deepseek_v41.h */
 }
 
 /* ---- context ------------------------------------------------------------------------- */
@@ -214,7 +248,7 @@ void di_dsv41_ctx_free(di_dsv41_ctx *c) {
     void *ps[] = {c->R, c->Rn, c->pre, c->mix, c->post, c->comb, c->h, c->y, c->xq, c->qr, c->q, c->kvr,
                   c->ckv, c->cg, c->iq, c->iw, c->att, c->oa, c->logit, c->sel, c->selw, c->ysel, c->grow,
                   c->xg, c->g1, c->g3, c->yg, c->wg, c->eg, c->ekv, c->topk, c->cand, c->mm_scratch, c->attn_scratch,
-                  c->seq_last, c->rec_topk};
+                  c->seq_last, c->rec_topk, c->feat};
     for (size_t i = 0; i < sizeof ps / sizeof *ps; i++) free(ps[i]);
     free(c);
 }
@@ -230,8 +264,8 @@ static int regrow(void *pp, int64_t n, size_t size) {
 
 static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
 
-static di_status ctx_reserve(di_dsv41_ctx *c, int64_t n, int64_t n_tasks, int64_t n_seqs, int32_t max_pos,
-                             di_error *err) {
+di_status dsv41_ctx_reserve(di_dsv41_ctx *c, int64_t n, int64_t n_tasks, int64_t n_seqs, int32_t max_pos,
+                            di_error *err) {
     const di_dsv41_hparams *hp = &c->m->hp;
     const int64_t D = hp->n_embd, N = hp->hc_mult, M = (2 + N) * N, HD = (int64_t)hp->n_heads * hp->head_dim;
     const int64_t K = hp->n_experts_used, F = hp->moe_ff, IHD = (int64_t)hp->index_heads * hp->index_dim;
@@ -250,12 +284,14 @@ static di_status ctx_reserve(di_dsv41_ctx *c, int64_t n, int64_t n_tasks, int64_
             !regrow(&c->g3, n * K * F, 4) || !regrow(&c->yg, n * K * D, 4) || !regrow(&c->wg, n * K, 4) ||
             !regrow(&c->eg, n * max64(ecols * hp->engram_head_dim, 1), 4) || !regrow(&c->ekv, n * (N + 1) * D, 4) ||
             !regrow(&c->topk, n * hp->index_topk, 4) || !regrow(&c->cand, n * max64(hp->cand_topk_blocks, 1), 4) ||
-            !regrow(&c->rec_topk, n * hp->index_topk, 4))
+            !regrow(&c->rec_topk, n * hp->index_topk, 4) ||
+            !regrow(&c->feat, n * max64(hp->n_dspark_targets, 1) * D, 4))
             return di_error_set(err, DI_ERR_NOMEM, "deepseek_v41 ctx: out of memory for %lld rows", (long long)n);
         c->cap_rows = n;
     }
     int64_t max_in = max64(max64(N * D, HD), max64(max64(hp->q_lora, F), (int64_t)hp->o_groups * hp->o_lora));
     max_in = max64(max64(max_in, D), ecols * hp->engram_head_dim);
+    max_in = max64(max_in, (int64_t)hp->n_dspark_targets * D + hp->dspark_markov_rank);
     int64_t mm = dsv4_linear_scratch_floats(c->cap_rows, max_in, n_tasks, (int)n_tasks);
     if (mm > c->cap_mm) {
         c->cap_mm = 0;
@@ -293,8 +329,8 @@ di_status di_dsv41_ctx_topk(const di_dsv41_ctx *c, int32_t row, int32_t *out, in
 /* ---- numerics-aware helpers ----------------------------------------------------------- */
 
 /* y = x W^T, f32 accumulation in the kernel table's fixed order. */
-static void lin_apply(const di_dsv41_ctx *c, const dsv4_linear *w, const float *x, int64_t ldx, float *y, int64_t ldy,
-                      int64_t n, di_threadpool *pool) {
+void dsv41_lin_apply(const di_dsv41_ctx *c, const dsv4_linear *w, const float *x, int64_t ldx, float *y, int64_t ldy,
+                     int64_t n, di_threadpool *pool) {
     dsv4_linear_apply(c->m->k, w, x, ldx, y, ldy, n, c->mm_scratch, pool);
 }
 
@@ -303,7 +339,7 @@ void dsv41_linear(const di_dsv41_ctx *c, const dsv4_linear *w, float *x, int64_t
     const int faithful = dsv41_faithful(c);
     if (faithful && w->kind != DSV4_W_PLAIN)
         for (int64_t i = 0; i < n; i++) dsv41_round_fp8(x + i * ldx, w->n_in);
-    lin_apply(c, w, x, ldx, y, ldy, n, pool);
+    dsv41_lin_apply(c, w, x, ldx, y, ldy, n, pool);
     if (faithful && round_out)
         for (int64_t i = 0; i < n; i++) dsv41_round_bf16(y + i * ldy, w->n_out);
 }
@@ -392,11 +428,11 @@ static void mixes_rows(void *arg, int64_t task, int thread) {
 }
 
 /* Sublayer input h from the carried pre, and the new pre / post / comb. */
-static void hc_pre(di_dsv41_ctx *c, const dsv4_linear *fn, const float *base, const float *scale, int64_t n,
+void dsv41_hc_pre(di_dsv41_ctx *c, const dsv4_linear *fn, const float *base, const float *scale, int64_t n,
                    di_threadpool *pool) {
     const di_dsv41_hparams *hp = &c->m->hp;
     const int64_t N = hp->hc_mult, D = hp->n_embd, M = (2 + N) * N;
-    lin_apply(c, fn, c->R, N * D, c->mix, M, n, pool);
+    dsv41_lin_apply(c, fn, c->R, N * D, c->mix, M, n, pool);
     rows_job j = {.c = c, .base = base, .scale = scale, .n = n, .n_tasks = rows_tasks(n, pool)};
     di_threadpool_run(pool, j.n_tasks, mixes_rows, &j);
 }
@@ -423,7 +459,7 @@ static void post_rows(void *arg, int64_t task, int thread) {
     }
 }
 
-static void hc_post(di_dsv41_ctx *c, int64_t n, di_threadpool *pool) {
+void dsv41_hc_post(di_dsv41_ctx *c, int64_t n, di_threadpool *pool) {
     rows_job j = {.c = c, .n = n, .n_tasks = rows_tasks(n, pool)};
     di_threadpool_run(pool, j.n_tasks, post_rows, &j);
     float *t = c->R;
@@ -487,6 +523,27 @@ void di_dsv41_ctx_set_hook(di_dsv41_ctx *c, di_dsv41_hook_fn fn, void *user) {
     c->hook_user = user;
 }
 
+/* DSpark target feature of the trunk entering layer il's attention
+ * (dflash_input_store_ref): the mean of the residual copies, bf16 in the
+ * faithful mode, into column block t of c->feat. */
+static void capture_feature(di_dsv41_ctx *c, int32_t il, int64_t n) {
+    const di_dsv41_hparams *hp = &c->m->hp;
+    const int64_t D = hp->n_embd, N = hp->hc_mult, T = hp->n_dspark_targets;
+    for (int64_t t = 0; t < T; t++) {
+        if (hp->dspark_targets[t] != il) continue;
+        for (int64_t i = 0; i < n; i++) {
+            const float *R = c->R + i * N * D;
+            float *f = c->feat + (i * T + t) * D;
+            for (int64_t d = 0; d < D; d++) {
+                float sm = 0.0f;
+                for (int64_t k = 0; k < N; k++) sm += R[k * D + d];
+                f[d] = sm / (float)N;
+            }
+            if (dsv41_faithful(c)) dsv41_round_bf16(f, D);
+        }
+    }
+}
+
 /* ---- forward ------------------------------------------------------------------------------- */
 
 di_status di_dsv41_forward(di_dsv41_ctx *c, di_dsv41_kv *kv, const di_batch *b, float *logits_out,
@@ -501,7 +558,7 @@ di_status di_dsv41_forward(di_dsv41_ctx *c, di_dsv41_kv *kv, const di_batch *b, 
     di_status s = DI_OK;
     if (b->n_rows == 0) { /* EP / CP: a placeholder step keeps the collectives in step */
         if (!c->ep && !c->cp) return DI_OK;
-        if (c->cp && ((s = ctx_reserve(c, 1, di_threadpool_n_threads(pool), 1, 0, err)) ||
+        if (c->cp && ((s = dsv41_ctx_reserve(c, 1, di_threadpool_n_threads(pool), 1, 0, err)) ||
                       (s = dsv41_cp_tokens(c, kv, b, err))))
             return s;
         for (int32_t il = 0; il < hp->n_layers && !s; il++) {
@@ -516,7 +573,7 @@ di_status di_dsv41_forward(di_dsv41_ctx *c, di_dsv41_kv *kv, const di_batch *b, 
     int32_t max_pos = 0;
     if (b->pos)
         for (int32_t i = 0; i < b->n_rows; i++) max_pos = b->pos[i] > max_pos ? b->pos[i] : max_pos;
-    s = ctx_reserve(c, b->n_rows, di_threadpool_n_threads(pool), b->n_seq_slots, max_pos, err);
+    s = dsv41_ctx_reserve(c, b->n_rows, di_threadpool_n_threads(pool), b->n_seq_slots, max_pos, err);
     /* image rows carry ids vocab + 0..4 and must bring their embedding */
     const int32_t n_ids = hp->n_vocab + (m->vision ? DI_IMAGE_TOKEN_NUM_SPECIAL : 0);
     if (s || (s = dsv4_validate_batch(c->seq_last, n_ids, kv->block_size, kv->n_blocks, b, err))) return s;
@@ -545,21 +602,23 @@ di_status di_dsv41_forward(di_dsv41_ctx *c, di_dsv41_kv *kv, const di_batch *b, 
         const dsv41_layer *L = &m->layers[il];
         if (L->engram && (s = engram(c, kv, L, b, pool, err))) return s;
         if (L->engram) HOOK(c, "R_after_engram", il, c->R, n, N * D);
-        hc_pre(c, &L->hc_attn_fn, L->hc_attn_base, L->hc_attn_scale, n, pool);
+        if (kv->n_draft) capture_feature(c, il, n);
+        dsv41_hc_pre(c, &L->hc_attn_fn, L->hc_attn_base, L->hc_attn_scale, n, pool);
         for (int64_t i = 0; i < n; i++) dsv41_norm(c, c->h + i * D, L->attn_norm, c->h + i * D, D);
         HOOK(c, "xn_attn", il, c->h, n, D);
         if ((s = dsv41_attention(c, kv, il, b, pool, err))) return s;
         HOOK(c, "attn_out", il, c->y, n, D);
-        hc_post(c, n, pool);
+        dsv41_hc_post(c, n, pool);
         HOOK(c, "R_after_attn", il, c->R, n, N * D);
-        hc_pre(c, &L->hc_ffn_fn, L->hc_ffn_base, L->hc_ffn_scale, n, pool);
+        dsv41_hc_pre(c, &L->hc_ffn_fn, L->hc_ffn_base, L->hc_ffn_scale, n, pool);
         for (int64_t i = 0; i < n; i++) dsv41_norm(c, c->h + i * D, L->ffn_norm, c->h + i * D, D);
         HOOK(c, "xn_ffn", il, c->h, n, D);
         if ((s = dsv41_moe(c, il, n, pool, err))) return s;
         HOOK(c, "moe_out", il, c->y, n, D);
-        hc_post(c, n, pool);
+        dsv41_hc_post(c, n, pool);
         HOOK(c, "R_after_ffn", il, c->R, n, N * D);
     }
+    if (kv->n_draft) dsv41_draft_main_keys(c, kv, b, pool);
     if (c->ep && (s = dsv4_ep_after_forward(c->ep, err))) return s;
     if (n_want == 0) return DI_OK;
     /* the last FFN's pre collapses the copies (no hc_head) */
@@ -577,7 +636,7 @@ di_status di_dsv41_forward(di_dsv41_ctx *c, di_dsv41_kv *kv, const di_batch *b, 
         dsv41_norm(c, h, m->norm, h, D);
         j++;
     }
-    lin_apply(c, &m->head, c->h, D, logits_out, hp->n_vocab, n_want, pool);
+    dsv41_lin_apply(c, &m->head, c->h, D, logits_out, hp->n_vocab, n_want, pool);
     return DI_OK;
 }
 

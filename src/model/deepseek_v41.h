@@ -127,6 +127,19 @@ void di_dsv41_kv_free(di_dsv41_kv *kv);
 /* Per-position region i of the cache (false past the last): the rows of
  * every slot, slot_bytes each, from base; for block copies (model.h). */
 bool di_dsv41_kv_region(di_dsv41_kv *kv, int32_t i, uint8_t **base, size_t *slot_bytes);
+/* Rollback of rejected speculative positions: positions >= n_keep of
+ * seq_slot are forgotten, nothing is copied. Every record (window K=V,
+ * compressed entry in the slot that closes it, the ratio-2 pending state in
+ * the slot of the pair's first token, index key, token id) is stored per
+ * position in the paged cache, and a row at position p reads only positions
+ * < p of its sequence plus what it writes itself, so rewriting from n_keep
+ * on replaces every forgotten record before it is read. No ring, so no
+ * backtracking slots to size (DeepInfer's SWA ring has window + 6). */
+/* Adds the DSpark stages' per-position window records to kv (the
+ * drafter, model/deepseek_v41_dspark.h): from then on every forward also
+ * writes each row's main keys. DI_ERR_UNSUPPORTED without a drafter. */
+di_status di_dsv41_kv_enable_dspark(const di_dsv41_model *m, di_dsv41_kv *kv, di_error *err);
+di_status di_dsv41_kv_truncate(di_dsv41_kv *kv, int32_t seq_slot, int32_t n_keep, di_error *err);
 
 di_status di_dsv41_ctx_create(const di_dsv41_model *m, di_dsv41_ctx **out, di_error *err);
 void di_dsv41_ctx_free(di_dsv41_ctx *ctx);

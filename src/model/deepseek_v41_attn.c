@@ -272,16 +272,25 @@ static void attend_row(void *arg, int64_t row, int thread) {
         get_comp(j->kv, ro->kv_src, dsv41_slot(b, seq, sel[i] * ro->ratio + ro->ratio - 1),
                  keys + (int64_t)n_keys * hd, hd, hp->use_fp4_kv);
 
+    dsv41_attend(c, c->q + row * H * (int64_t)hd, keys, n_keys, L->sink, logits, c->att + row * H * (int64_t)hd,
+                 ro->ratio ? m->inv_freq_compress : m->inv_freq_main, p);
+}
+
+void dsv41_attend(const di_dsv41_ctx *c, const float *q_row, const float *keys, int32_t n_keys, const float *sink,
+                  float *logits, float *o, const float *inv_freq, int32_t p) {
+    const di_dsv41_model *m = c->m;
+    const di_dsv41_hparams *hp = &m->hp;
+    const int32_t hd = hp->head_dim, H = hp->n_heads;
     const float scale = 1.0f / sqrtf((float)hd);
     for (int32_t h = 0; h < H; h++) {
-        const float *q = c->q + (row * H + h) * (int64_t)hd;
-        float *out = c->att + (row * H + h) * (int64_t)hd;
-        float mx = L->sink[h];
+        const float *q = q_row + (int64_t)h * hd;
+        float *out = o + (int64_t)h * hd;
+        float mx = sink[h];
         for (int32_t t = 0; t < n_keys; t++) {
             logits[t] = m->k->dot_f32(q, keys + (int64_t)t * hd, hd) * scale;
             mx = logits[t] > mx ? logits[t] : mx;
         }
-        float sum = expf(L->sink[h] - mx); /* the sink takes mass, gives no value */
+        float sum = expf(sink[h] - mx); /* the sink takes mass, gives no value */
         for (int32_t t = 0; t < n_keys; t++) sum += logits[t] = expf(logits[t] - mx);
         memset(out, 0, (size_t)hd * sizeof(float));
         for (int32_t t = 0; t < n_keys; t++) {
@@ -290,9 +299,8 @@ static void attend_row(void *arg, int64_t row, int thread) {
             for (int32_t d = 0; d < hd; d++) out[d] += pr * v[d];
         }
     }
-    float *o = c->att + row * H * (int64_t)hd;
     maybe_bf16(c, o, (int64_t)H * hd);
-    dsv4_rope(o, H, hd, hp->n_rot, ro->ratio ? m->inv_freq_compress : m->inv_freq_main, p, -1.0f);
+    dsv4_rope(o, H, hd, hp->n_rot, inv_freq, p, -1.0f);
     maybe_bf16(c, o, (int64_t)H * hd);
 }
 
@@ -366,6 +374,13 @@ di_status dsv41_attention(di_dsv41_ctx *c, di_dsv41_kv *kv, int32_t il, const di
         memcpy(c->rec_topk, c->topk, (size_t)(n * hp->index_topk) * sizeof(int32_t));
         c->rec_valid = (int32_t)n;
     }
+    dsv41_out_proj(c, L, n, pool);
+    return DI_OK;
+}
+
+void dsv41_out_proj(di_dsv41_ctx *c, const dsv41_layer *L, int64_t n, di_threadpool *pool) {
+    const di_dsv41_hparams *hp = &c->m->hp;
+    const int64_t D = hp->n_embd, hd = hp->head_dim, H = hp->n_heads;
     /* grouped output projection: group g reads heads [g*H/G, (g+1)*H/G) */
     const int64_t G = hp->o_groups, gin = H * hd / G, olr = hp->o_lora;
     for (int64_t g = 0; g < G; g++) {
@@ -378,5 +393,4 @@ di_status dsv41_attention(di_dsv41_ctx *c, di_dsv41_kv *kv, int32_t il, const di
     if (dsv41_faithful(c)) /* use_fp8_einsum_output: wo_a's output is fp8 per 32 */
         for (int64_t i = 0; i < n; i++) dsv41_round_fp8(c->oa + i * G * olr, G * olr);
     dsv41_linear(c, &L->wo_b, c->oa, G * olr, c->y, D, n, 1, pool);
-    return DI_OK;
 }

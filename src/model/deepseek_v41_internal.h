@@ -63,6 +63,7 @@ typedef struct dsv41_layer {
     dsv4_linear *w1, *w2, *w3;          /* (E) each */
     dsv4_linear sh_w1, sh_w2, sh_w3;
     dsv41_engram_w *engram;             /* Engram layers, else NULL */
+    int32_t n_experts, n_used;          /* this layer's MoE (DSpark stages have their own) */
 } dsv41_layer;
 
 struct di_dsv41_model {
@@ -78,6 +79,14 @@ struct di_dsv41_model {
     di_engram_layout layout;  /* hash constants of every Engram layer */
     float inv_freq_main[DSV41_MAX_ROPE_PAIRS], inv_freq_compress[DSV41_MAX_ROPE_PAIRS];
     struct dsv41_vision *vision; /* the image tower (deepseek_v41_vision.c), NULL = text only */
+    /* DSpark drafter (deepseek_v41_dspark.c); n_draft 0 when the checkpoint has none */
+    int32_t n_draft;
+    dsv41_layer *mtp;           /* (n_draft) window-only stages with their own MoE */
+    dsv4_linear main_proj;      /* (D, n_targets*D) FP8: target features -> main hidden */
+    const float *main_norm;     /* (D) */
+    const float *mtp_norm;      /* (D) the last stage's final norm */
+    dsv4_linear markov_embed, markov_head; /* (V, rank) BF16 each; rank 0: none */
+    float *conf_w;              /* (D + rank) the confidence head */
 };
 
 /* Per-layer record layout of one KV slot, in bytes. */
@@ -95,6 +104,11 @@ struct di_dsv41_kv {
     dsv41_kv_layout *lay;     /* (n_layers) */
     uint8_t **data;           /* (n_layers) -> (slots, lay.row) */
     int32_t *tokens;          /* (slots) token id of each position (Engram n-grams) */
+    /* DSpark (di_dsv41_kv_enable_dspark): each stage's window K=V record per
+     * position, main keys from the main forward, draft keys over them */
+    int32_t n_draft;
+    int32_t draft_row;        /* bytes per position */
+    uint8_t **draft;          /* (n_draft) -> (slots, draft_row) */
 };
 
 struct di_dsv41_ctx {
@@ -140,6 +154,8 @@ struct di_dsv41_ctx {
     di_dsv41_hook_fn hook;    /* di_dsv41_ctx_set_hook, NULL */
     void *hook_user;
     const int32_t *row_token;   /* (rows) this forward's token ids (image rows: >= vocab) */
+    float *feat;              /* (n, n_targets*D) DSpark target features of this forward */
+    int64_t cap_feat;
 };
 
 /* ---- numerics (deepseek_v41_quant.c) ------------------------------------ */
@@ -194,10 +210,39 @@ void dsv41_close_entry(di_dsv41_ctx *c, di_dsv41_kv *kv, int32_t il, const di_ba
 di_status dsv41_cp_tokens(di_dsv41_ctx *c, di_dsv41_kv *kv, const di_batch *b, di_error *err);
 di_status dsv41_cp_layer(di_dsv41_ctx *c, di_dsv41_kv *kv, int32_t il, const di_batch *b, float *tmp,
                          di_error *err);
+/* Softmax-with-sink attention of one row's H heads q_row (H*hd) over
+ * n_keys K=V rows, then inverse rotary at p into o (H*hd); logits: n_keys
+ * floats of scratch. */
+void dsv41_attend(const di_dsv41_ctx *c, const float *q_row, const float *keys, int32_t n_keys, const float *sink,
+                  float *logits, float *o, const float *inv_freq, int32_t p);
+/* y (n, D) = the grouped output projection of c->att. */
+void dsv41_out_proj(di_dsv41_ctx *c, const dsv41_layer *L, int64_t n, di_threadpool *pool);
+/* Window-only attention of a DSpark stage over its own records (kv->draft[stage]):
+ * each row writes its key at its position, then attends positions
+ * key_end[row] - window + 1 .. key_end[row] (the main keys up to the last
+ * accepted position plus the whole draft block: bidirectional in the block). */
+void dsv41_draft_attention(di_dsv41_ctx *c, di_dsv41_kv *kv, int32_t stage, const di_batch *b,
+                           const int32_t *key_end, int32_t window, di_threadpool *pool);
+/* The main keys of every row of b into each stage's records, from the rows'
+ * target features c->feat (update_main_cache). */
+void dsv41_draft_main_keys(di_dsv41_ctx *c, di_dsv41_kv *kv, const di_batch *b, di_threadpool *pool);
+/* Shared blocks of the forward (deepseek_v41.c), used by the drafter too. */
+di_status dsv41_ctx_reserve(di_dsv41_ctx *c, int64_t rows, int64_t n_tasks, int64_t n_seqs, int32_t max_pos,
+                            di_error *err);
+void dsv41_hc_pre(di_dsv41_ctx *c, const dsv4_linear *fn, const float *base, const float *scale, int64_t n,
+                  di_threadpool *pool);
+void dsv41_hc_post(di_dsv41_ctx *c, int64_t n, di_threadpool *pool);
+void dsv41_lin_apply(const di_dsv41_ctx *c, const dsv4_linear *w, const float *x, int64_t ldx, float *y,
+                     int64_t ldy, int64_t n, di_threadpool *pool);
 int64_t dsv41_attention_scratch_floats(const di_dsv41_model *m, int32_t max_pos);
 int64_t dsv41_slot(const di_batch *b, int32_t seq, int32_t pos);
 /* MoE of layer il on h (n, D) -> y (n, D). With c->ep collective: every rank
  * calls it for every layer, n may be 0 (a placeholder step). */
 di_status dsv41_moe(di_dsv41_ctx *c, int32_t il, int64_t n, di_threadpool *pool, di_error *err);
+/* The same for a layer struct with its own expert counts (a DSpark stage):
+ * ep_layer is the layer index the EP core knows it by, or -1 to run every
+ * expert here. */
+di_status dsv41_moe_layer(di_dsv41_ctx *c, const dsv41_layer *L, int32_t ep_layer, int64_t n, di_threadpool *pool,
+                          di_error *err);
 
 #endif

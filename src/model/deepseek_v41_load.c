@@ -14,7 +14,7 @@
  *            [rows, head_dim/32] (memory-mapped, never copied), wkv FP8,
  *            q_weight / k_weight [N, D]
  *
- * mtp.* (DSpark) tensors are left to the drafting code. */
+ * mtp.* (DSpark): bind_dspark below, when the checkpoint carries them. */
 #include "model/deepseek_v41_internal.h"
 
 #include "base/alloc.h"
@@ -26,12 +26,12 @@
 
 #define LIN(suffix, o, i, mx, dst)                                                   \
     do {                                                                             \
-        snprintf(name, sizeof name, "layers.%d.%s", (int)il, suffix);                \
+        snprintf(name, sizeof name, "%s.%s", pfx, suffix);                           \
         if ((s = dsv4_bind_linear(B, name, o, i, mx, dst, err))) return s;           \
     } while (0)
 #define VEC(suffix, n, dst)                                                          \
     do {                                                                             \
-        snprintf(name, sizeof name, "layers.%d.%s", (int)il, suffix);                \
+        snprintf(name, sizeof name, "%s.%s", pfx, suffix);                           \
         if ((s = dsv4_bind_vec(B, name, n, dst, err))) return s;                     \
     } while (0)
 
@@ -47,8 +47,9 @@ static di_status bind_engram(di_dsv41_model *m, int32_t il, dsv41_engram_w *e, d
     const di_dsv41_hparams *hp = &m->hp;
     const int64_t D = hp->n_embd, N = hp->hc_mult, hd = hp->engram_head_dim;
     const int64_t cols = (int64_t)(hp->engram_max_ngram - 1) * hp->engram_heads;
-    char name[NAME_LEN];
+    char name[NAME_LEN], pfx[64];
     di_status s;
+    snprintf(pfx, sizeof pfx, "layers.%d", (int)il);
     dsv4_linear qw, kw; /* [N, D] float matrices, widened to f32 */
     snprintf(name, sizeof name, "layers.%d.engram.q_weight", (int)il);
     if ((s = dsv4_bind_float_matrix(B, name, N, D, &qw, err))) return s;
@@ -82,17 +83,21 @@ static di_status bind_engram(di_dsv41_model *m, int32_t il, dsv41_engram_w *e, d
     return DI_OK;
 }
 
-static di_status bind_layer(di_dsv41_model *m, int32_t il, dsv41_layer *L, di_error *err) {
+/* One layer under prefix pfx ("layers.<il>" or a DSpark stage "mtp.<i>",
+ * whose role is window-only and whose MoE has n_exp experts, top n_used). */
+static di_status bind_layer(di_dsv41_model *m, int32_t il, const char *pfx, const di_dsv41_role *r,
+                            int32_t n_exp, int32_t n_used, dsv41_layer *L, di_error *err) {
     di_dsv4_model *B = &m->base;
     const di_dsv41_hparams *hp = &m->hp;
-    const di_dsv41_role *r = &hp->role[il];
     const int64_t D = hp->n_embd, N = hp->hc_mult, M = (2 + N) * N, hd = hp->head_dim;
     const int64_t HD = (int64_t)hp->n_heads * hd, IH = hp->index_heads, ihd = hp->index_dim;
     char name[NAME_LEN];
     di_status s;
-    snprintf(name, sizeof name, "layers.%d.hc_attn_fn", (int)il);
+    L->n_experts = n_exp;
+    L->n_used = n_used;
+    snprintf(name, sizeof name, "%s.hc_attn_fn", pfx);
     if ((s = dsv4_bind_float_matrix(B, name, M, N * D, &L->hc_attn_fn, err))) return s;
-    snprintf(name, sizeof name, "layers.%d.hc_ffn_fn", (int)il);
+    snprintf(name, sizeof name, "%s.hc_ffn_fn", pfx);
     if ((s = dsv4_bind_float_matrix(B, name, M, N * D, &L->hc_ffn_fn, err))) return s;
     VEC("hc_attn_base", M, &L->hc_attn_base);
     VEC("hc_attn_scale", 3, &L->hc_attn_scale);
@@ -121,14 +126,14 @@ static di_status bind_layer(di_dsv41_model *m, int32_t il, dsv41_layer *L, di_er
             VEC("attn.indexer.k_norm.weight", ihd, &L->i_knorm);
         }
     }
-    LIN("ffn.gate", hp->n_experts, D, 0, &L->gate);
-    VEC("ffn.gate.bias", hp->n_experts, &L->gate_bias);
-    dsv4_linear *ws = di_calloc((size_t)hp->n_experts * 3, sizeof *ws);
+    LIN("ffn.gate", n_exp, D, 0, &L->gate);
+    VEC("ffn.gate.bias", n_exp, &L->gate_bias);
+    dsv4_linear *ws = di_calloc((size_t)n_exp * 3, sizeof *ws);
     if ((s = dsv4_own(B, ws, err))) return s;
     L->w1 = ws;
-    L->w2 = ws + hp->n_experts;
-    L->w3 = ws + 2 * (int64_t)hp->n_experts;
-    for (int32_t e = 0; e < hp->n_experts; e++) {
+    L->w2 = ws + n_exp;
+    L->w3 = ws + 2 * (int64_t)n_exp;
+    for (int32_t e = 0; e < n_exp; e++) {
         char ex[64];
         snprintf(ex, sizeof ex, "ffn.experts.%d.w1", (int)e);
         LIN(ex, hp->moe_ff, D, 1, &L->w1[e]);
@@ -140,10 +145,63 @@ static di_status bind_layer(di_dsv41_model *m, int32_t il, dsv41_layer *L, di_er
     LIN("ffn.shared_experts.w1", hp->moe_ff, D, 0, &L->sh_w1);
     LIN("ffn.shared_experts.w2", D, hp->moe_ff, 0, &L->sh_w2);
     LIN("ffn.shared_experts.w3", hp->moe_ff, D, 0, &L->sh_w3);
-    if (r->engram >= 0) {
+    if (r->engram >= 0 && il >= 0) {
         L->engram = &m->engram[r->engram];
         if ((s = bind_engram(m, il, L->engram, err))) return s;
     }
+    return DI_OK;
+}
+
+/* The DSpark drafter (mtp.0 .. mtp.<n_mtp-1>), when the checkpoint carries
+ * it (mtp.0.main_proj present; a checkpoint without it still loads, and
+ * drafting is then DI_ERR_UNSUPPORTED): each stage is a window-only layer
+ * with its own MoE; mtp.0 adds the target-feature projection, the last
+ * stage the final norm, the Markov head and the confidence head. */
+static di_status bind_dspark(di_dsv41_model *m, di_error *err) {
+    di_dsv4_model *B = &m->base;
+    const di_dsv41_hparams *hp = &m->hp;
+    const int64_t D = hp->n_embd, V = hp->n_vocab, rk = hp->dspark_markov_rank;
+    char name[NAME_LEN];
+    di_status s;
+    m->n_draft = 0;
+    if (hp->n_mtp < 1 || !di_safetensors_checkpoint_find(B->ck, "mtp.0.main_proj.weight")) return DI_OK;
+    if (hp->n_dspark_targets < 1)
+        return di_error_set(err, DI_ERR_FORMAT, "DSpark: mtp.* tensors but no dspark_target_layer_ids");
+    if (hp->dspark_n_experts > hp->n_experts || hp->dspark_n_experts_used > hp->n_experts_used)
+        return di_error_set(err, DI_ERR_UNSUPPORTED, "DSpark: %d experts top %d exceed the main MoE's %d top %d",
+                            (int)hp->dspark_n_experts, (int)hp->dspark_n_experts_used, (int)hp->n_experts,
+                            (int)hp->n_experts_used);
+    m->mtp = di_calloc((size_t)hp->n_mtp, sizeof *m->mtp);
+    if ((s = dsv4_own(B, m->mtp, err))) return s;
+    static const di_dsv41_role window_only = {.ratio = 0, .kv_src = -1, .idx_src = -1, .idxk_src = -1,
+                                              .cand_src = -1, .engram = -1};
+    for (int32_t i = 0; i < hp->n_mtp; i++) {
+        char pfx[32];
+        snprintf(pfx, sizeof pfx, "mtp.%d", (int)i);
+        if ((s = bind_layer(m, -1, pfx, &window_only, hp->dspark_n_experts, hp->dspark_n_experts_used, &m->mtp[i],
+                            err)))
+            return s;
+    }
+    const char *pfx = "mtp.0";
+    if ((s = dsv4_bind_linear(B, "mtp.0.main_proj", D, D * hp->n_dspark_targets, 0, &m->main_proj, err)) ||
+        (s = dsv4_bind_vec(B, "mtp.0.main_norm.weight", D, &m->main_norm, err)))
+        return s;
+    (void)pfx;
+    snprintf(name, sizeof name, "mtp.%d.norm.weight", (int)(hp->n_mtp - 1));
+    if ((s = dsv4_bind_vec(B, name, D, &m->mtp_norm, err))) return s;
+    if (rk > 0) {
+        snprintf(name, sizeof name, "mtp.%d.markov_head.embed", (int)(hp->n_mtp - 1));
+        if ((s = dsv4_bind_linear(B, name, V, rk, 0, &m->markov_embed, err))) return s;
+        snprintf(name, sizeof name, "mtp.%d.markov_head.head", (int)(hp->n_mtp - 1));
+        if ((s = dsv4_bind_linear(B, name, V, rk, 0, &m->markov_head, err))) return s;
+    }
+    dsv4_linear cw;
+    snprintf(name, sizeof name, "mtp.%d.confidence_head.proj", (int)(hp->n_mtp - 1));
+    if ((s = dsv4_bind_linear(B, name, 1, D + rk, 0, &cw, err))) return s;
+    m->conf_w = di_malloc_array((size_t)(D + rk), sizeof(float));
+    if ((s = dsv4_own(B, m->conf_w, err))) return s;
+    dsv4_linear_row(m->k, &cw, 0, m->conf_w);
+    m->n_draft = hp->n_mtp;
     return DI_OK;
 }
 
@@ -157,7 +215,11 @@ di_status dsv41_bind_weights(di_dsv41_model *m, di_error *err) {
     if ((s = dsv4_bind_vec(B, "norm.weight", D, &m->norm, err))) return s;
     m->layers = di_calloc((size_t)hp->n_layers, sizeof *m->layers);
     if ((s = dsv4_own(B, m->layers, err))) return s;
-    for (int32_t il = 0; il < hp->n_layers; il++)
-        if ((s = bind_layer(m, il, &m->layers[il], err))) return s;
-    return DI_OK;
+    for (int32_t il = 0; il < hp->n_layers; il++) {
+        char pfx[64];
+        snprintf(pfx, sizeof pfx, "layers.%d", (int)il);
+        if ((s = bind_layer(m, il, pfx, &hp->role[il], hp->n_experts, hp->n_experts_used, &m->layers[il], err)))
+            return s;
+    }
+    return bind_dspark(m, err);
 }

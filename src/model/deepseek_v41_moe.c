@@ -20,17 +20,18 @@
  * weights s / (sum s + 1e-20) * routed_scale (TK moe_topk_gate_forward).
  * Image rows (token id >= vocab: the image segment's IMAGE / IMAGE_PAD ids)
  * select with gate.bias_vl (TK moe_topk_gate_forward's image_bias). */
-static void route(di_dsv41_ctx *c, const dsv41_layer *L, int64_t n) {
+static void route(di_dsv41_ctx *c, const dsv41_layer *L, int32_t il, int64_t n) {
     const di_dsv41_hparams *hp = &c->m->hp;
-    const int32_t E = hp->n_experts, K = hp->n_experts_used, il = (int32_t)(L - c->m->layers);
-    const int32_t n_hot = c->skew_factor > 0.0f ? E / c->skew_groups : 0;
+    const int32_t E = L->n_experts, K = L->n_used;
+    /* forced imbalance (the EP benchmark's knob) on the main layers only (il >= 0) */
+    const int32_t n_hot = c->skew_factor > 0.0f && il >= 0 ? E / c->skew_groups : 0;
     for (int64_t r = 0; r < n; r++) {
         float *lg = c->logit + r * E;
         int32_t *sel = c->sel + r * K;
         float *w = c->selw + r * K;
         for (int32_t e = 0; e < E; e++) lg[e] = dsv4_sqrt_softplus(lg[e]);
         const float *bias =
-            L->gate_bias_vl && c->row_token && c->row_token[r] >= hp->n_vocab ? L->gate_bias_vl : L->gate_bias;
+            il >= 0 && L->gate_bias_vl && c->row_token && c->row_token[r] >= hp->n_vocab ? L->gate_bias_vl : L->gate_bias;
         for (int32_t k = 0; k < K; k++) {
             int32_t best = -1;
             float bv = 0.0f;
@@ -90,30 +91,35 @@ static float ep_add(float acc, float y, float w) {
 }
 
 di_status dsv41_moe(di_dsv41_ctx *c, int32_t il, int64_t n, di_threadpool *pool, di_error *err) {
+    return dsv41_moe_layer(c, &c->m->layers[il], il, n, pool, err);
+}
+
+di_status dsv41_moe_layer(di_dsv41_ctx *c, const dsv41_layer *L, int32_t il, int64_t n, di_threadpool *pool,
+                          di_error *err) {
     const di_dsv41_model *m = c->m;
     const di_dsv41_hparams *hp = &m->hp;
-    const dsv41_layer *L = &m->layers[il];
-    const int32_t E = hp->n_experts, K = hp->n_experts_used, D = hp->n_embd;
+    const int32_t E = L->n_experts, K = L->n_used, D = hp->n_embd;
+    di_dsv4_ep *ep = il >= 0 ? c->ep : NULL;
     if (n > 0) {
         dsv4_linear_apply(m->k, &L->gate, c->h, D, c->logit, E, n, c->mm_scratch, pool); /* bf16, f32 out */
-        route(c, L, n);
+        route(c, L, il, n);
         memcpy(c->xq, c->h, (size_t)n * D * sizeof(float));
         if (dsv41_faithful(c))
             for (int64_t i = 0; i < n; i++) dsv41_round_fp8(c->xq + i * D, D);
     }
     const int32_t *plen = NULL;
     const float *partial = NULL;
-    if (c->ep) {
+    if (ep) {
         dsv4_ep_layer io = {.layer = il, .n = n, .x = c->xq, .sel = c->sel, .selw = c->selw,
                             .expert = ep_expert, .mac = ep_add, .user = c, .ysel = c->ysel};
-        di_status s = dsv4_ep_routed(c->ep, &io, pool, err);
+        di_status s = dsv4_ep_routed(ep, &io, pool, err);
         if (s) return s;
         plen = io.plen;
         partial = io.partial;
     }
     if (n == 0) return DI_OK;
     /* each expert over the rows that chose it (its weights read once) */
-    for (int32_t e = 0; e < E && !c->ep; e++) {
+    for (int32_t e = 0; e < E && !ep; e++) {
         int64_t cnt = 0;
         for (int64_t i = 0; i < n * K; i++)
             if (c->sel[i] == e) {

@@ -32,6 +32,7 @@ typedef struct arch_ops {
     di_status (*forward)(void *ctx, void *kv, const di_batch *b, float *logits, di_threadpool *pool,
                          di_error *err);
     bool (*kv_region)(void *kv, int32_t i, uint8_t **base, size_t *slot_bytes);
+    di_status (*kv_truncate)(void *kv, int32_t seq_slot, int32_t n_keep, di_error *err);
 } arch_ops;
 
 struct di_model {
@@ -87,9 +88,19 @@ static di_status llama_forward_(void *c, void *kv, const di_batch *b, float *lg,
 static bool llama_kv_region_(void *kv, int32_t i, uint8_t **base, size_t *sb) {
     return di_llama_kv_region(kv, i, base, sb);
 }
+/* Paged per-position K/V: a rewritten position replaces the old one, and
+ * no row reads positions past its own. */
+static di_status llama_kv_truncate_(void *kv, int32_t seq_slot, int32_t n_keep, di_error *err) {
+    (void)kv;
+    if (seq_slot < 0 || n_keep < 0)
+        return di_error_set(err, DI_ERR_INVALID_ARG, "KV truncate: slot %d, keep %d", (int)seq_slot, (int)n_keep);
+    return DI_OK;
+}
+
 static const arch_ops LLAMA_OPS = {"llama", llama_free_, llama_facts, llama_kv_bytes, llama_kv_create_,
                                    llama_kv_free_, llama_ctx_create_, llama_ctx_free_, llama_forward_,
-                                   llama_kv_region_};
+                                   llama_kv_region_,
+                                   llama_kv_truncate_};
 
 /* ---- DeepSeek-V4 (HF folder) --------------------------------------------------- */
 
@@ -118,9 +129,17 @@ static di_status dsv4_forward_(void *c, void *kv, const di_batch *b, float *lg, 
 static bool dsv4_kv_region_(void *kv, int32_t i, uint8_t **base, size_t *sb) {
     return di_dsv4_kv_region(kv, i, base, sb);
 }
+static di_status dsv4_kv_truncate_(void *kv, int32_t seq_slot, int32_t n_keep, di_error *err) {
+    (void)kv;
+    (void)seq_slot;
+    (void)n_keep;
+    return di_error_set(err, DI_ERR_UNSUPPORTED, "deepseek_v4: KV rollback is not supported");
+}
+
 static const arch_ops DSV4_OPS = {"deepseek_v4", dsv4_free_, dsv4_facts, dsv4_kv_bytes, dsv4_kv_create_,
                                   dsv4_kv_free_, dsv4_ctx_create_, dsv4_ctx_free_, dsv4_forward_,
-                                  dsv4_kv_region_};
+                                  dsv4_kv_region_,
+                                   dsv4_kv_truncate_};
 
 static void dsv41_free_(void *m) { di_dsv41_free(m); }
 static void dsv41_facts(const void *impl, di_model_facts *out) {
@@ -152,9 +171,14 @@ static di_status dsv41_forward_(void *c, void *kv, const di_batch *b, float *lg,
 static bool dsv41_kv_region_(void *kv, int32_t i, uint8_t **base, size_t *sb) {
     return di_dsv41_kv_region(kv, i, base, sb);
 }
+static di_status dsv41_kv_truncate_(void *kv, int32_t seq_slot, int32_t n_keep, di_error *err) {
+    return di_dsv41_kv_truncate(kv, seq_slot, n_keep, err);
+}
+
 static const arch_ops DSV41_OPS = {"deepseek_v41", dsv41_free_, dsv41_facts, dsv41_kv_bytes, dsv41_kv_create_,
                                    dsv41_kv_free_, dsv41_ctx_create_, dsv41_ctx_free_, dsv41_forward_,
-                                   dsv41_kv_region_};
+                                   dsv41_kv_region_,
+                                   dsv41_kv_truncate_};
 
 /* ---- opening ------------------------------------------------------------------- */
 
@@ -263,6 +287,11 @@ di_status di_model_kv_create(const di_model *m, int32_t n_blocks, int32_t block_
     }
     *out = kv;
     return DI_OK;
+}
+
+di_status di_model_kv_truncate(di_model_kv *kv, int32_t seq_slot, int32_t n_keep, di_error *err) {
+    if (!kv) return di_error_set(err, DI_ERR_INVALID_ARG, "KV truncate: no cache");
+    return kv->ops->kv_truncate(kv->impl, seq_slot, n_keep, err);
 }
 
 void di_model_kv_free(di_model_kv *kv) {

@@ -57,6 +57,13 @@ void di_model_kv_free(di_model_kv *kv);
 uint64_t di_model_kv_block_bytes(const di_model_kv *kv);
 di_status di_model_kv_block_read(di_model_kv *kv, int32_t block, void *out, di_error *err);
 di_status di_model_kv_block_write(di_model_kv *kv, int32_t block, const void *in, di_error *err);
+/* Rollback after speculative verification: positions >= n_keep of this
+ * sequence slot are forgotten (the next forward may rewrite them from
+ * n_keep on), without copying. llama and DeepSeek-V4.1 keep every per-
+ * position record in the paged cache and read only positions below the row
+ * they compute, so this validates and returns DI_OK; DeepSeek-V4 returns
+ * DI_ERR_UNSUPPORTED. The engine keeps the block tables. */
+di_status di_model_kv_truncate(di_model_kv *kv, int32_t seq_slot, int32_t n_keep, di_error *err);
 /* Bytes of KV storage per token (all layers), for sizing the pool. */
 uint64_t di_model_kv_bytes_per_token(const di_model *m, di_dtype dtype);
 
