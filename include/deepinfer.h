@@ -18,6 +18,9 @@ extern "C" {
 
 #define DI_VERSION_STRING "0.1.0"
 
+/* Drafts one sequence may verify per step (speculative decoding). */
+#define DI_SPEC_MAX_DRAFTS 16
+
 typedef enum di_status {
     DI_OK = 0,
     DI_ERR_IO,          /* file or socket could not be read/written */
@@ -129,6 +132,16 @@ typedef struct di_engine_params {
                                 * default: DeepInfer's activation and KV
                                 * quantization, what DeepSeek serves) or
                                 * "ideal" (f32, no simulated quantization) */
+    /* Speculative decoding (docs/SPECULATIVE.md): */
+    const char *spec;          /* drafter: NULL or "off" = none, "ngram"
+                                * (prompt lookup), "draft:PATH" (a smaller
+                                * GGUF of the same vocabulary), "dspark" */
+    int32_t spec_k;            /* drafts per sequence per step; 0 = 4, at most
+                                * DI_SPEC_MAX_DRAFTS */
+    const char *spec_accept;   /* "greedy" (NULL: output = output without
+                                * speculation), "lossless" (min(1, p/q) with
+                                * residual resampling) or "deepinfer"
+                                * (DeepInfer's near-lossless residual) */
     struct di_dist *dist;      /* expert + data parallel group (not owned; outlives
                                 * the engine); NULL = this process alone */
     di_ep_params ep;           /* with dist */
@@ -279,6 +292,13 @@ typedef struct di_engine_stats {
     double step_decode_ms;     /* per decode row */
     double step_prefill_ms;    /* and per prompt row */
     double last_step_ms;       /* measured time of the last step */
+    /* Speculative decoding (all 0 without a drafter): */
+    int64_t spec_drafted;      /* draft tokens proposed by the drafter */
+    int64_t spec_verified;     /* draft rows verified in a forward */
+    int64_t spec_accepted;     /* drafts accepted */
+    int64_t spec_verify_steps; /* (sequence, step) pairs that verified >= 1 draft */
+    int64_t spec_verified_at[DI_SPEC_MAX_DRAFTS]; /* per draft position */
+    int64_t spec_accepted_at[DI_SPEC_MAX_DRAFTS];
 } di_engine_stats;
 
 void di_engine_get_stats(di_engine *e, di_engine_stats *out);

@@ -17,6 +17,9 @@ typedef struct di_gen_opts {
     bool ep, eplb_log;
     int64_t ep_extra, eplb_interval, eplb_window;
     double ep_force_imbalance, ep_timeout_s;
+    /* speculative decoding */
+    const char *spec, *spec_accept;
+    int64_t spec_k;
 } di_gen_opts;
 
 /* Fills defaults: the default model path, greedy-ish sampling tuned for the
@@ -29,6 +32,9 @@ void di_gen_opts_defaults(di_gen_opts *o);
 int di_gen_opts_specs(di_gen_opts *o, di_arg *specs, int n);
 di_engine_params di_gen_engine_params(const di_gen_opts *o);
 di_sampling_params di_gen_sampling(const di_gen_opts *o);
+/* One line of speculative-decoding counts on stderr (nothing when the
+ * engine drafts nothing): drafted, verified, accepted, rate, per position. */
+void di_gen_print_spec_stats(di_engine *e);
 /* Threads for -t N: N itself up to the CPUs this process may run on;
  * more would only time-slice one core between spinning workers, so N
  * above that is capped with a warning on stderr naming cmd. 0 stays 0

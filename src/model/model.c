@@ -29,6 +29,9 @@ typedef struct arch_ops {
     void (*ctx_free)(void *ctx);
     di_status (*forward)(void *ctx, void *kv, const di_batch *b, float *logits, di_threadpool *pool,
                          di_error *err);
+    /* Speculative rollback: positions >= n_keep of slot are forgotten.
+     * NULL = the architecture cannot roll back (DI_ERR_UNSUPPORTED). */
+    di_status (*kv_truncate)(void *kv, int32_t seq_slot, int32_t n_keep, di_error *err);
 } arch_ops;
 
 struct di_model {
@@ -77,8 +80,20 @@ static void llama_ctx_free_(void *c) { di_llama_ctx_free(c); }
 static di_status llama_forward_(void *c, void *kv, const di_batch *b, float *lg, di_threadpool *p, di_error *err) {
     return di_llama_forward(c, kv, b, lg, p, err);
 }
+/* Paged llama KV holds one K/V row per (block, offset) and every forward
+ * writes a row's K/V before attention reads positions 0..pos of its
+ * sequence, so forgotten positions are simply overwritten later: there is
+ * nothing to undo beyond the engine's own length bookkeeping. */
+static di_status llama_kv_truncate_(void *kv, int32_t slot, int32_t n_keep, di_error *err) {
+    (void)kv;
+    (void)slot;
+    (void)n_keep;
+    (void)err;
+    return DI_OK;
+}
 static const arch_ops LLAMA_OPS = {"llama", llama_free_, llama_facts, llama_kv_bytes, llama_kv_create_,
-                                   llama_kv_free_, llama_ctx_create_, llama_ctx_free_, llama_forward_};
+                                   llama_kv_free_, llama_ctx_create_, llama_ctx_free_, llama_forward_,
+                                   llama_kv_truncate_};
 
 /* ---- DeepSeek-V4 (HF folder) --------------------------------------------------- */
 
@@ -105,7 +120,8 @@ static di_status dsv4_forward_(void *c, void *kv, const di_batch *b, float *lg, 
     return di_dsv4_forward(c, kv, b, lg, p, err);
 }
 static const arch_ops DSV4_OPS = {"deepseek_v4", dsv4_free_, dsv4_facts, dsv4_kv_bytes, dsv4_kv_create_,
-                                  dsv4_kv_free_, dsv4_ctx_create_, dsv4_ctx_free_, dsv4_forward_};
+                                  dsv4_kv_free_, dsv4_ctx_create_, dsv4_ctx_free_, dsv4_forward_,
+                                  NULL /* window/compressor state is not yet rollback-able */};
 
 static void dsv41_free_(void *m) { di_dsv41_free(m); }
 static void dsv41_facts(const void *impl, di_model_facts *out) {
@@ -135,7 +151,8 @@ static di_status dsv41_forward_(void *c, void *kv, const di_batch *b, float *lg,
     return di_dsv41_forward(c, kv, b, lg, p, err);
 }
 static const arch_ops DSV41_OPS = {"deepseek_v41", dsv41_free_, dsv41_facts, dsv41_kv_bytes, dsv41_kv_create_,
-                                   dsv41_kv_free_, dsv41_ctx_create_, dsv41_ctx_free_, dsv41_forward_};
+                                   dsv41_kv_free_, dsv41_ctx_create_, dsv41_ctx_free_, dsv41_forward_,
+                                   NULL /* V4.1 rollback: the dspark work */};
 
 /* ---- opening ------------------------------------------------------------------- */
 
@@ -283,6 +300,17 @@ di_status di_model_ctx_set_ep(const di_model *m, di_model_ctx *ctx, struct di_di
     if (s) return s;
     di_dsv4_ctx_set_ep(ctx->impl, ctx->ep);
     return DI_OK;
+}
+
+di_status di_model_kv_truncate(di_model_kv *kv, int32_t seq_slot, int32_t n_keep, di_error *err) {
+    if (!kv) return di_error_set(err, DI_ERR_INVALID_ARG, "kv_truncate: no cache");
+    if (seq_slot < 0 || n_keep < 0)
+        return di_error_set(err, DI_ERR_RANGE, "kv_truncate: slot %d, n_keep %d must be >= 0", (int)seq_slot,
+                            (int)n_keep);
+    if (!kv->ops->kv_truncate)
+        return di_error_set(err, DI_ERR_UNSUPPORTED, "%s cannot roll back its KV cache (speculative decoding)",
+                            kv->ops->name);
+    return kv->ops->kv_truncate(kv->impl, seq_slot, n_keep, err);
 }
 
 di_status di_model_forward(di_model_ctx *ctx, di_model_kv *kv, const di_batch *b, float *logits_out,

@@ -60,6 +60,13 @@ void di_model_ctx_free(di_model_ctx *ctx);
 di_status di_model_ctx_set_ep(const di_model *m, di_model_ctx *ctx, struct di_dist *d, const di_ep_params *p,
                               di_error *err);
 
+/* Speculative decoding's rollback: positions >= n_keep of this slot are
+ * forgotten (the next forward of the slot continues at n_keep). llama: a
+ * no-op (positions are overwritten). DI_ERR_UNSUPPORTED where an
+ * architecture's state cannot be rolled back (deepseek_v4 for now); the
+ * engine then refuses --spec for that model. */
+di_status di_model_kv_truncate(di_model_kv *kv, int32_t seq_slot, int32_t n_keep, di_error *err);
+
 /* logits_out: (rows of b with want_logits, n_vocab), in row order. With an
  * expert-parallel ctx the call is collective and b may have zero rows. */
 di_status di_model_forward(di_model_ctx *ctx, di_model_kv *kv, const di_batch *b,
