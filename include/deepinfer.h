@@ -145,6 +145,10 @@ typedef struct di_engine_params {
     struct di_dist *dist;      /* expert + data parallel group (not owned; outlives
                                 * the engine); NULL = this process alone */
     di_ep_params ep;           /* with dist */
+    struct di_dist *cp;        /* context parallel group (not owned; not with dist):
+                                * every process runs the same requests, and steps
+                                * of at least cp_min_rows rows are split over them */
+    int32_t cp_min_rows;       /* 0 = 256 */
 } di_engine_params;
 
 di_engine_params di_engine_params_default(void);
@@ -275,6 +279,9 @@ di_status di_engine_cancel(di_engine *e, int64_t id);
 di_status di_engine_step(di_engine *e, di_error *err);
 /* No request queued or running. */
 bool di_engine_idle(di_engine *e);
+/* The expert + data parallel group the engine steps with (params.dist), or
+ * NULL when it runs alone. */
+struct di_dist *di_engine_group(di_engine *e);
 /* Steps until idle; with a dist group, until every process of the group is
  * idle (all of them must call it). */
 di_status di_engine_run(di_engine *e, di_error *err);

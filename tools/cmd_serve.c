@@ -105,7 +105,15 @@ int di_cmd_serve(int argc, char **argv) {
     if (!e) return 1;
     char *model_id = name ? NULL : model_id_from_path(o.model);
     sp.host = host;
-    sp.port = (uint16_t)port;
+    /* --ep: every rank is a data-parallel replica with its own scheduler
+     * and listener, rank r on port + r (any free port with 0) */
+    if (port && port + di_gen_rank() > 65535) {
+        fprintf(stderr, "deepinfer serve: --port %lld + rank %d is past 65535\n", (long long)port, di_gen_rank());
+        free(model_id);
+        di_engine_free(e);
+        return 1;
+    }
+    sp.port = (uint16_t)(port ? port + di_gen_rank() : 0);
     sp.api_key = api_key;
     sp.model_name = name ? name : model_id;
     sp.max_queue = (int32_t)max_queue;
@@ -129,8 +137,12 @@ int di_cmd_serve(int argc, char **argv) {
     }
     di_model_desc d;
     di_engine_describe(e, &d);
-    printf("deepinfer serve: listening on http://%s:%u (model '%s', context %d, %d threads)%s\n", host,
-           (unsigned)di_server_port(srv), sp.model_name, d.n_ctx, d.n_threads, api_key ? ", API key required" : "");
+    char rank_note[64] = "";
+    if (di_gen_ranks() > 1)
+        snprintf(rank_note, sizeof rank_note, " [rank %d of %d, --ep]", di_gen_rank(), di_gen_ranks());
+    printf("deepinfer serve: listening on http://%s:%u (model '%s', context %d, %d threads)%s%s\n", host,
+           (unsigned)di_server_port(srv), sp.model_name, d.n_ctx, d.n_threads, api_key ? ", API key required" : "",
+           rank_note);
     fflush(stdout);
 
     int sig = 0;
@@ -155,7 +167,7 @@ int di_cmd_serve(int argc, char **argv) {
     }
     di_server_free(srv);
     free(model_id);
-    di_engine_free(e);
+    di_gen_engine_close(e);
     fprintf(stderr, "deepinfer serve: stopped\n");
     return 0;
 }

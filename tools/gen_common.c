@@ -76,7 +76,12 @@ int di_gen_opts_specs(di_gen_opts *o, di_arg *s, int n) {
         {"--ep-force-imbalance", NULL, DI_ARG_FLOAT, &o->ep_force_imbalance, 0, 1000,
          "--ep: route with rank 0's experts this much hotter (>= 1; load tests, changes outputs)"},
         {"--ep-timeout", NULL, DI_ARG_FLOAT, &o->ep_timeout_s, 0, 86400,
-         "--ep: end the job when an exchange waits this many seconds (300; above the slowest step)"},
+         "--ep/--cp: end the job when an exchange waits this many seconds (300; above the slowest step)"},
+        {"--cp", NULL, DI_ARG_FLAG, &o->cp, 0, 0,
+         "context parallel prefill over the MPI job (run under mpirun; deepseek_v4): every rank runs the same "
+         "requests, long prefills are split over the ranks"},
+        {"--cp-min-rows", NULL, DI_ARG_INT, &o->cp_min_rows, 1, 1 << 20,
+         "--cp: split steps of at least this many rows (256); smaller ones run whole on every rank"},
     };
     for (size_t i = 0; i < sizeof add / sizeof add[0]; i++) s[n++] = add[i];
     return n;
@@ -96,7 +101,9 @@ di_engine_params di_gen_engine_params(const di_gen_opts *o) {
     p.kv_f32 = o->kv_f32;
     p.kernels = o->kernels;
     p.numerics = o->numerics;
-    p.dist = g_dist;
+    p.dist = o->cp ? NULL : g_dist;
+    p.cp = o->cp ? g_dist : NULL;
+    p.cp_min_rows = (int32_t)o->cp_min_rows;
     p.spec = o->spec;
     p.spec_k = (int32_t)o->spec_k;
     p.spec_accept = o->spec_accept;
@@ -180,9 +187,17 @@ const char *di_gen_resolve_model(const char *cmd) {
 di_engine *di_gen_engine_open(const char *cmd, di_gen_opts *o) {
     if (!o->model && !(o->model = di_gen_resolve_model(cmd))) return NULL;
     di_error err;
-    if (o->ep && !g_dist) {
-        if (strcmp(cmd, "run") && strcmp(cmd, "batch")) {
-            fprintf(stderr, "deepinfer %s: --ep works with run and batch\n", cmd);
+    if (o->ep && o->cp) {
+        fprintf(stderr, "deepinfer %s: --ep and --cp do not combine yet: choose one\n", cmd);
+        return NULL;
+    }
+    if (o->cp && strcmp(cmd, "run")) {
+        fprintf(stderr, "deepinfer %s: --cp works with run\n", cmd);
+        return NULL;
+    }
+    if ((o->ep || o->cp) && !g_dist) {
+        if (strcmp(cmd, "run") && strcmp(cmd, "batch") && strcmp(cmd, "serve")) {
+            fprintf(stderr, "deepinfer %s: --ep works with run, batch and serve\n", cmd);
             return NULL;
         }
 #ifdef DI_HAVE_MPI
@@ -191,6 +206,14 @@ di_engine *di_gen_engine_open(const char *cmd, di_gen_opts *o) {
             fprintf(stderr, "deepinfer %s: --ep: %s\n", cmd, err.msg);
             return NULL;
         }
+        /* one seed for the group: ranks that run the same request (run,
+         * --cp) must sample alike */
+        int64_t seed = o->seed;
+        if (di_dist_allreduce_i64(g_dist, &seed, 1, DI_DIST_MAX, &err)) {
+            fprintf(stderr, "deepinfer %s: --ep: %s\n", cmd, err.msg);
+            return NULL;
+        }
+        o->seed = seed;
 #else
         fprintf(stderr, "deepinfer %s: --ep: this deepinfer was built without MPI (install Open MPI and rebuild)\n",
                 cmd);

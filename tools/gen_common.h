@@ -16,6 +16,9 @@ typedef struct di_gen_opts {
     /* expert + data parallelism under mpirun (--ep) */
     bool ep, eplb_log;
     int64_t ep_extra, eplb_interval, eplb_window;
+    /* context parallelism of long prefills under mpirun (--cp) */
+    bool cp;
+    int64_t cp_min_rows;
     double ep_force_imbalance, ep_timeout_s;
     /* speculative decoding */
     const char *spec, *spec_accept;

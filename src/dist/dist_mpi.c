@@ -191,13 +191,21 @@ di_status di_dist_mpi_create(int *argc, char ***argv, double timeout_s, di_dist 
     MPI_Initialized(&inited);
     if (!inited) {
         int provided = 0;
-        /* FUNNELED: only the stepping thread calls MPI; the watchdog never does */
-        if (MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
+        /* SERIALIZED: one thread at a time calls MPI -- the stepping thread,
+         * which in serve is not the thread that initialized MPI; the watchdog
+         * never does */
+        if (MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS) {
             free(d);
             free(im);
             return di_error_set(err, DI_ERR_IO, "dist: MPI_Init_thread failed");
         }
         im->finalize = 1;
+        if (provided < MPI_THREAD_SERIALIZED) {
+            MPI_Finalize();
+            free(d);
+            free(im);
+            return di_error_set(err, DI_ERR_UNSUPPORTED, "dist: this MPI library gives no MPI_THREAD_SERIALIZED");
+        }
     }
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     int rank = 0, size = 1;

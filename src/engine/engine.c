@@ -156,8 +156,8 @@ static void spec_close(di_engine *e) {
 static di_status spec_prepare(di_engine *e, di_spec_accept rule, int32_t k, di_error *err) {
     if (k < 1 || k > DI_SPEC_MAX_K)
         return di_error_set(err, DI_ERR_RANGE, "--spec-k %d: expected 1..%d", (int)k, DI_SPEC_MAX_K);
-    if (e->params.dist)
-        return di_error_set(err, DI_ERR_UNSUPPORTED, "--spec does not work with --ep (expert parallelism) yet");
+    if (e->params.dist || e->params.cp)
+        return di_error_set(err, DI_ERR_UNSUPPORTED, "--spec does not work with --ep / --cp yet");
     di_status s = di_model_kv_truncate(e->kv, 0, 0, err);
     if (s) return di_error_prefix(err, "--spec: ");
     size_t n = (size_t)e->params.max_seqs, v = (size_t)e->facts.n_vocab;
@@ -246,6 +246,12 @@ di_status di_engine_create(const di_engine_params *p, di_engine **out, di_error 
     s = di_model_ctx_create(e->model, &e->ctx, err);
     if (s) goto fail;
     if (p->dist && (s = di_model_ctx_set_ep(e->model, e->ctx, p->dist, &p->ep, err))) goto fail;
+    if (p->cp && p->dist) {
+        s = di_error_set(err, DI_ERR_INVALID_ARG, "engine: expert and context parallelism do not combine yet");
+        goto fail;
+    }
+    if (p->cp && (s = di_model_ctx_set_cp(e->model, e->ctx, p->cp, p->cp_min_rows > 0 ? p->cp_min_rows : 256, err)))
+        goto fail;
     s = di_threadpool_create(p->n_threads, &e->pool, err);
     if (s) goto fail;
     di_scheduler_config sc = {
@@ -971,6 +977,8 @@ di_status di_engine_step(di_engine *e, di_error *err) {
     pthread_mutex_unlock(&e->mu);
     return s;
 }
+
+struct di_dist *di_engine_group(di_engine *e) { return e->params.dist; }
 
 bool di_engine_idle(di_engine *e) {
     pthread_mutex_lock(&e->mu);

@@ -312,7 +312,7 @@ di_status di_dsv4_forward(di_dsv4_ctx *c, di_dsv4_kv *kv, const di_batch *b, flo
             if (!s && c->ep) s = dsv4_moe(c, il, NULL, 0, pool, err);
             if (s) return s;
         }
-        return c->ep ? dsv4_ep_after_forward(c, err) : DI_OK;
+        return c->ep ? dsv4_ep_after_forward(c->ep, err) : DI_OK;
     }
     if (b->n_seq_slots < 1 || b->n_seq_slots > MAX_SEQ_SLOTS)
         return di_error_set(err, DI_ERR_INVALID_ARG, "batch: n_seq_slots %d not in [1, %d]", (int)b->n_seq_slots,
@@ -361,7 +361,7 @@ di_status di_dsv4_forward(di_dsv4_ctx *c, di_dsv4_kv *kv, const di_batch *b, flo
         dsv4_hc_post(c, n, pool);
         dsv4_prof_add(c, DI_DSV4_BLK_MHC, t0);
     }
-    if (c->ep && (s = dsv4_ep_after_forward(c, err))) return s;
+    if (c->ep && (s = dsv4_ep_after_forward(c->ep, err))) return s;
     if (n_want == 0) return DI_OK;
     t0 = dsv4_prof_now(c);
     /* collapse only the rows that want logits: move them to the front */

@@ -211,7 +211,7 @@ void di_dsv41_ctx_free(di_dsv41_ctx *c) {
     if (!c) return;
     void *ps[] = {c->R, c->Rn, c->pre, c->mix, c->post, c->comb, c->h, c->y, c->xq, c->qr, c->q, c->kvr,
                   c->ckv, c->cg, c->iq, c->iw, c->att, c->oa, c->logit, c->sel, c->selw, c->ysel, c->grow,
-                  c->xg, c->g1, c->g3, c->yg, c->eg, c->ekv, c->topk, c->cand, c->mm_scratch, c->attn_scratch,
+                  c->xg, c->g1, c->g3, c->yg, c->wg, c->eg, c->ekv, c->topk, c->cand, c->mm_scratch, c->attn_scratch,
                   c->seq_last, c->rec_topk};
     for (size_t i = 0; i < sizeof ps / sizeof *ps; i++) free(ps[i]);
     free(c);
@@ -245,7 +245,7 @@ static di_status ctx_reserve(di_dsv41_ctx *c, int64_t n, int64_t n_tasks, int64_
             !regrow(&c->oa, n * hp->o_groups * hp->o_lora, 4) || !regrow(&c->logit, n * hp->n_experts, 4) ||
             !regrow(&c->sel, n * K, 4) || !regrow(&c->selw, n * K, 4) || !regrow(&c->ysel, n * K * D, 4) ||
             !regrow(&c->grow, n * K, 4) || !regrow(&c->xg, n * K * D, 4) || !regrow(&c->g1, n * K * F, 4) ||
-            !regrow(&c->g3, n * K * F, 4) || !regrow(&c->yg, n * K * D, 4) ||
+            !regrow(&c->g3, n * K * F, 4) || !regrow(&c->yg, n * K * D, 4) || !regrow(&c->wg, n * K, 4) ||
             !regrow(&c->eg, n * max64(ecols * hp->engram_head_dim, 1), 4) || !regrow(&c->ekv, n * (N + 1) * D, 4) ||
             !regrow(&c->topk, n * hp->index_topk, 4) || !regrow(&c->cand, n * max64(hp->cand_topk_blocks, 1), 4) ||
             !regrow(&c->rec_topk, n * hp->index_topk, 4))
@@ -429,96 +429,6 @@ static void hc_post(di_dsv41_ctx *c, int64_t n, di_threadpool *pool) {
     c->Rn = t;
 }
 
-/* ---- MoE ------------------------------------------------------------------------------ */
-
-/* sqrt-softplus scores, top-K of score + bias (ties to the lower id),
- * weights s / (sum s + 1e-20) * routed_scale (TK moe_topk_gate_forward). */
-static void route(di_dsv41_ctx *c, const dsv41_layer *L, int64_t n) {
-    const di_dsv41_hparams *hp = &c->m->hp;
-    const int32_t E = hp->n_experts, K = hp->n_experts_used;
-    for (int64_t r = 0; r < n; r++) {
-        float *lg = c->logit + r * E;
-        int32_t *sel = c->sel + r * K;
-        float *w = c->selw + r * K;
-        for (int32_t e = 0; e < E; e++) lg[e] = dsv4_sqrt_softplus(lg[e]);
-        for (int32_t k = 0; k < K; k++) {
-            int32_t best = -1;
-            float bv = 0.0f;
-            for (int32_t e = 0; e < E; e++) {
-                int taken = 0;
-                for (int32_t q = 0; q < k; q++) taken |= sel[q] == e;
-                float v = lg[e] + L->gate_bias[e];
-                if (!taken && (best < 0 || v > bv)) {
-                    best = e;
-                    bv = v;
-                }
-            }
-            sel[k] = best;
-        }
-        float sum = 0.0f;
-        for (int32_t k = 0; k < K; k++) sum += lg[sel[k]];
-        for (int32_t k = 0; k < K; k++) w[k] = lg[sel[k]] / (sum + 1e-20f) * (float)hp->routed_scale;
-    }
-}
-
-static void moe(di_dsv41_ctx *c, const dsv41_layer *L, int64_t n, di_threadpool *pool) {
-    const di_dsv41_model *m = c->m;
-    const di_dsv41_hparams *hp = &m->hp;
-    const int32_t E = hp->n_experts, K = hp->n_experts_used, D = hp->n_embd, F = hp->moe_ff;
-    const int faithful = dsv41_faithful(c);
-    const float limit = (float)hp->swiglu_limit;
-    lin_apply(c, &L->gate, c->h, D, c->logit, E, n, pool); /* bf16 GEMM, f32 out */
-    route(c, L, n);
-    memcpy(c->xq, c->h, (size_t)n * D * sizeof(float));
-    if (faithful)
-        for (int64_t i = 0; i < n; i++) dsv41_round_fp8(c->xq + i * D, D);
-    /* each expert over the rows that chose it; the routing weight scales
-     * the activation before w2 (DeepInfer's mega-MoE) */
-    for (int32_t e = 0; e < E; e++) {
-        int64_t cnt = 0;
-        for (int64_t i = 0; i < n * K; i++)
-            if (c->sel[i] == e) {
-                c->grow[cnt] = (int32_t)i;
-                memcpy(c->xg + cnt * D, c->xq + (i / K) * D, (size_t)D * sizeof(float));
-                cnt++;
-            }
-        if (!cnt) continue;
-        lin_apply(c, &L->w1[e], c->xg, D, c->g1, F, cnt, pool);
-        lin_apply(c, &L->w3[e], c->xg, D, c->g3, F, cnt, pool);
-        if (faithful) {
-            dsv41_round_bf16(c->g1, cnt * F);
-            dsv41_round_bf16(c->g3, cnt * F);
-        }
-        dsv4_clamped_swiglu(c->g1, c->g3, cnt * F, limit);
-        for (int64_t q = 0; q < cnt; q++) {
-            float w = c->selw[c->grow[q]], *a = c->g1 + q * F;
-            for (int32_t f = 0; f < F; f++) a[f] *= w;
-        }
-        dsv41_linear(c, &L->w2[e], c->g1, F, c->yg, D, cnt, 1, pool);
-        for (int64_t q = 0; q < cnt; q++)
-            memcpy(c->ysel + (int64_t)c->grow[q] * D, c->yg + q * D, (size_t)D * sizeof(float));
-    }
-    /* the shared expert on the same cast input */
-    lin_apply(c, &L->sh_w1, c->xq, D, c->g1, F, n, pool);
-    lin_apply(c, &L->sh_w3, c->xq, D, c->g3, F, n, pool);
-    if (faithful) {
-        dsv41_round_bf16(c->g1, n * F);
-        dsv41_round_bf16(c->g3, n * F);
-    }
-    dsv4_clamped_swiglu(c->g1, c->g3, n * F, limit);
-    dsv41_linear(c, &L->sh_w2, c->g1, F, c->yg, D, n, 1, pool);
-    /* routed outputs in choice order, then the shared one */
-    for (int64_t r = 0; r < n; r++) {
-        float *y = c->y + r * D;
-        for (int32_t d = 0; d < D; d++) {
-            float s = 0.0f;
-            for (int32_t k = 0; k < K; k++) s += c->ysel[(r * K + k) * D + d];
-            y[d] = s + c->yg[r * D + d];
-        }
-        if (faithful) dsv41_round_bf16(y, D);
-    }
-}
-
 /* ---- Engram ------------------------------------------------------------------------------ */
 
 /* R <- engram(R) for every row (notes 2.8): n-gram ids from the sequence's
@@ -577,14 +487,18 @@ di_status di_dsv41_forward(di_dsv41_ctx *c, di_dsv41_kv *kv, const di_batch *b, 
         return di_error_set(err, DI_ERR_INVALID_ARG, "forward: kv cache was made for another model");
     if (b->n_rows < 0 || b->n_rows > MAX_BATCH_ROWS)
         return di_error_set(err, DI_ERR_INVALID_ARG, "batch: n_rows %d not in [0, %d]", (int)b->n_rows, MAX_BATCH_ROWS);
-    if (b->n_rows == 0) return DI_OK;
+    di_status s = DI_OK;
+    if (b->n_rows == 0) { /* EP: a placeholder step keeps the collectives in step */
+        for (int32_t il = 0; il < hp->n_layers && c->ep && !s; il++) s = dsv41_moe(c, il, 0, pool, err);
+        return s || !c->ep ? s : dsv4_ep_after_forward(c->ep, err);
+    }
     if (b->n_seq_slots < 1 || b->n_seq_slots > MAX_SEQ_SLOTS)
         return di_error_set(err, DI_ERR_INVALID_ARG, "batch: n_seq_slots %d not in [1, %d]", (int)b->n_seq_slots,
                             MAX_SEQ_SLOTS);
     int32_t max_pos = 0;
     if (b->pos)
         for (int32_t i = 0; i < b->n_rows; i++) max_pos = b->pos[i] > max_pos ? b->pos[i] : max_pos;
-    di_status s = ctx_reserve(c, b->n_rows, di_threadpool_n_threads(pool), b->n_seq_slots, max_pos, err);
+    s = ctx_reserve(c, b->n_rows, di_threadpool_n_threads(pool), b->n_seq_slots, max_pos, err);
     if (s || (s = dsv4_validate_batch(c->seq_last, hp->n_vocab, kv->block_size, kv->n_blocks, b, err))) return s;
     int32_t n_want = 0;
     for (int32_t i = 0; i < b->n_rows; i++) n_want += b->want_logits[i] != 0;
@@ -614,11 +528,12 @@ di_status di_dsv41_forward(di_dsv41_ctx *c, di_dsv41_kv *kv, const di_batch *b, 
         hc_pre(c, &L->hc_ffn_fn, L->hc_ffn_base, L->hc_ffn_scale, n, pool);
         for (int64_t i = 0; i < n; i++) dsv41_norm(c, c->h + i * D, L->ffn_norm, c->h + i * D, D);
         HOOK(c, "xn_ffn", il, c->h, n, D);
-        moe(c, L, n, pool);
+        if ((s = dsv41_moe(c, il, n, pool, err))) return s;
         HOOK(c, "moe_out", il, c->y, n, D);
         hc_post(c, n, pool);
         HOOK(c, "R_after_ffn", il, c->R, n, N * D);
     }
+    if (c->ep && (s = dsv4_ep_after_forward(c->ep, err))) return s;
     if (n_want == 0) return DI_OK;
     /* the last FFN's pre collapses the copies (no hc_head) */
     int64_t j = 0;

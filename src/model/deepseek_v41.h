@@ -35,6 +35,7 @@
 #include "base/threadpool.h"
 #include "engine/batch.h"
 #include "kernels/cpu/kernels.h"
+#include "model/deepseek_v4.h"
 #include "text/tokenizer.h"
 
 #include <stdint.h>
@@ -135,6 +136,17 @@ di_status di_dsv41_forward(di_dsv41_ctx *ctx, di_dsv41_kv *kv, const di_batch *b
  * them, at most cap). Returns DI_ERR_NOT_FOUND when not recorded. */
 void di_dsv41_ctx_record_topk(di_dsv41_ctx *ctx, int32_t il);
 di_status di_dsv41_ctx_topk(const di_dsv41_ctx *ctx, int32_t row, int32_t *out, int32_t cap, int32_t *n_out);
+
+/* Expert parallelism, as V4's (deepseek_v4.h: di_dsv4_ep_create and the
+ * rest of the di_dsv4_ep calls work on the returned object): collective;
+ * each rank packs its slots' weights from its own mapping. The forced
+ * imbalance knob is V4's only (DI_ERR_UNSUPPORTED). */
+di_status di_dsv41_ep_create(const di_dsv41_model *m, di_dist *dist, const di_dsv4_ep_params *p, di_dsv4_ep **out,
+                             di_error *err);
+/* Makes c's forwards expert parallel (ep NULL: back to all experts local):
+ * every rank then calls di_dsv41_forward equally often, with zero rows when
+ * it has no work. */
+void di_dsv41_ctx_set_ep(di_dsv41_ctx *ctx, di_dsv4_ep *ep);
 
 /* Trace hook for tests and debugging: called during each forward at every
  * sublayer boundary with the rows of this batch (in row order):

@@ -116,6 +116,8 @@ struct di_dsv41_ctx {
     float *ysel;              /* (n*K, D) */
     int32_t *grow;            /* (n*K) */
     float *xg, *g1, *g3, *yg; /* (n*K, D), (n*K, F) x2, (n*K, D) */
+    float *wg;                /* (n*K) routing weights of the gathered rows */
+    di_dsv4_ep *ep;           /* expert parallelism (not owned), NULL = all experts here */
     float *eg;                /* (n, cols*ehd) Engram rows */
     float *ekv;               /* (n, (N+1)*D) Engram keys/value */
     int32_t *topk;            /* (n, index_topk) current selection, -1 filled */
@@ -172,5 +174,8 @@ void dsv41_norm(const di_dsv41_ctx *c, const float *x, const float *w, float *ou
 void dsv41_attention(di_dsv41_ctx *c, di_dsv41_kv *kv, int32_t il, const di_batch *b, di_threadpool *pool);
 int64_t dsv41_attention_scratch_floats(const di_dsv41_model *m, int32_t max_pos);
 int64_t dsv41_slot(const di_batch *b, int32_t seq, int32_t pos);
+/* MoE of layer il on h (n, D) -> y (n, D). With c->ep collective: every rank
+ * calls it for every layer, n may be 0 (a placeholder step). */
+di_status dsv41_moe(di_dsv41_ctx *c, int32_t il, int64_t n, di_threadpool *pool, di_error *err);
 
 #endif

@@ -40,6 +40,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #define ALIGN_BYTES 64          /* packed sections start on a cache line (di_matmul rows) */
 #define DEFAULT_WINDOW 100      /* DEEPINFER_EXPERT_COUNT_WINDOW_SIZE */
@@ -54,7 +56,8 @@ typedef struct lin_layout {
 } lin_layout;
 
 struct di_dsv4_ep {
-    const di_dsv4_model *m;
+    dsv4_ep_experts x;                   /* the model's experts; w1/w2/w3 point into tabs */
+    const dsv4_linear **tabs;            /* (3, L) copies of the caller's per-layer tables */
     di_dist *d;
     di_dsv4_ep_params p;
     int32_t E, P, n_local, R1, L, K, D;
@@ -79,6 +82,7 @@ struct di_dsv4_ep {
     float *out_r, *out_s;                /* (entries, D) */
     int32_t *gidx;                       /* (entries recv) */
     float *xg, *g1, *g3, *yg;            /* expert scratch (entries recv, D or F) */
+    float *wg;                           /* (entries recv) their routing weights */
     float *mm;                           /* matmul scratch for the received rows */
     int64_t cap_mm;
     /* load since the last di_dsv4_ep_measure_lb: (forwards, L) entries received */
@@ -121,6 +125,24 @@ static void pack_linear(const dsv4_linear *w, const lin_layout *l, uint8_t *slot
     if (l->off_mx >= 0) memcpy(slot + l->off_mx, w->mx_scale, (size_t)l->mx_bytes);
 }
 
+/* Once a rank has packed an expert it never reads the checkpoint's copy
+ * again: hint the kernel to drop those mapped pages from this process
+ * (MADV_PAGEOUT keeps the contents of anything not file-backed, so it is
+ * safe on any memory), so a rank's resident set is its own slice, not its
+ * slice twice. A hint: failures are ignored. */
+static void release_source(const dsv4_linear *w) {
+#ifdef MADV_PAGEOUT
+    long pg = sysconf(_SC_PAGESIZE);
+    if (pg <= 0) return;
+    uintptr_t a = (uintptr_t)w->data, e = a + (uintptr_t)w->row_bytes * (uintptr_t)w->n_out;
+    a = (a + (uintptr_t)pg - 1) / (uintptr_t)pg * (uintptr_t)pg;
+    e = e / (uintptr_t)pg * (uintptr_t)pg;
+    if (e > a) (void)madvise((void *)a, e - a, MADV_PAGEOUT);
+#else
+    (void)w;
+#endif
+}
+
 /* A view of a packed linear: the template's shape, the slot's bytes. */
 static dsv4_linear view_linear(const dsv4_linear *tmpl, const lin_layout *l, uint8_t *slot) {
     dsv4_linear v = *tmpl;
@@ -133,16 +155,16 @@ static dsv4_linear view_linear(const dsv4_linear *tmpl, const lin_layout *l, uin
     return v;
 }
 
-static const dsv4_linear *expert_linear(const dsv4_layer *L, int32_t e, int j) {
-    return j == 0 ? &L->w1[e] : j == 1 ? &L->w2[e] : &L->w3[e];
+/* Linear j (0 = w1, 1 = w2, 2 = w3) of expert e in layer l. */
+static const dsv4_linear *expert_linear(const dsv4_ep_experts *x, int32_t l, int32_t e, int j) {
+    return j == 0 ? &x->w1[l][e] : j == 1 ? &x->w2[l][e] : &x->w3[l][e];
 }
 
 static void rebuild_views(di_dsv4_ep *ep, int32_t l) {
-    const dsv4_layer *L = &ep->m->layers[l];
     for (int32_t s = 0; s < ep->n_local; s++)
         for (int j = 0; j < 3; j++)
-            ep->w[((int64_t)l * ep->n_local + s) * 3 + j] =
-                view_linear(expert_linear(L, 0, j), &ep->lay[l * 3 + j], ep->blob[l] + s * ep->slot_bytes[l]);
+            ep->w[((int64_t)l * ep->n_local + s) * 3 + j] = view_linear(
+                expert_linear(&ep->x, l, 0, j), &ep->lay[l * 3 + j], ep->blob[l] + s * ep->slot_bytes[l]);
 }
 
 static uint8_t *alloc_slots(int64_t n_local, int64_t slot_bytes) {
@@ -150,25 +172,37 @@ static uint8_t *alloc_slots(int64_t n_local, int64_t slot_bytes) {
     return aligned_alloc(ALIGN_BYTES, bytes);
 }
 
-di_status di_dsv4_ep_create(const di_dsv4_model *m, di_dist *d, const di_dsv4_ep_params *p, di_dsv4_ep **out,
-                            di_error *err) {
+di_status dsv4_ep_create(const dsv4_ep_experts *x, di_dist *d, const di_dsv4_ep_params *p, di_dsv4_ep **out,
+                         di_error *err) {
     *out = NULL;
-    const di_dsv4_hparams *hp = &m->hp;
     if (p->n_extra < 0 || p->window < 0 || p->interval < 0 || (p->force_imbalance != 0 && p->force_imbalance < 1))
         return di_error_set(err, DI_ERR_INVALID_ARG,
                             "ep: extra experts %d, window %d, interval %d, force imbalance %g (>= 1 or 0)",
                             (int)p->n_extra, (int)p->window, (int)p->interval, p->force_imbalance);
     di_dsv4_ep *ep = di_calloc(1, sizeof *ep);
     if (!ep) return di_error_set(err, DI_ERR_NOMEM, "ep: out of memory");
-    ep->m = m;
+    ep->x = *x;
     ep->d = d;
+    const int32_t nl = x->n_layers > 0 ? x->n_layers : 1;
+    if (!(ep->tabs = di_malloc_array((size_t)3 * nl, sizeof *ep->tabs))) {
+        free(ep);
+        return di_error_set(err, DI_ERR_NOMEM, "ep: out of memory");
+    }
+    for (int32_t l = 0; l < x->n_layers; l++) {
+        ep->tabs[l] = x->w1[l];
+        ep->tabs[nl + l] = x->w2[l];
+        ep->tabs[2 * nl + l] = x->w3[l];
+    }
+    ep->x.w1 = ep->tabs;
+    ep->x.w2 = ep->tabs + nl;
+    ep->x.w3 = ep->tabs + 2 * nl;
     ep->p = *p;
     if (!ep->p.window) ep->p.window = DEFAULT_WINDOW;
     if (ep->p.interval && ep->p.window > ep->p.interval) ep->p.window = ep->p.interval;
-    ep->E = hp->n_experts;
-    ep->K = hp->n_experts_used;
-    ep->D = hp->n_embd;
-    ep->L = hp->n_layers;
+    ep->E = x->n_experts;
+    ep->K = x->n_used;
+    ep->D = x->n_embd;
+    ep->L = x->n_layers;
     /* DeepInfer's resolve_num_extra_experts: at least n_extra, rounded up so
      * the slots split evenly over the ranks */
     int32_t extra = p->n_extra + (int32_t)((d->size - (ep->E + p->n_extra) % d->size) % d->size);
@@ -209,13 +243,12 @@ di_status di_dsv4_ep_create(const di_dsv4_model *m, di_dist *d, const di_dsv4_ep
     di_eplb_initial(Lr, E, P, ep->p2l, ep->l2p, ep->lcount);
     if ((s = di_eplb_window_init(&ep->win, ep->p.window, Lr, E, err))) goto fail;
     for (int32_t l = 0; l < Lr; l++) {
-        const dsv4_layer *L = &m->layers[l];
         int64_t off = 0;
-        for (int j = 0; j < 3; j++) ep->lay[l * 3 + j] = layout_of_linear(expert_linear(L, 0, j), &off);
+        for (int j = 0; j < 3; j++) ep->lay[l * 3 + j] = layout_of_linear(expert_linear(x, l, 0, j), &off);
         ep->slot_bytes[l] = off;
         for (int32_t e = 1; e < E; e++)
             for (int j = 0; j < 3; j++)
-                if (!same_shape(expert_linear(L, 0, j), expert_linear(L, e, j))) {
+                if (!same_shape(expert_linear(x, l, 0, j), expert_linear(x, l, e, j))) {
                     s = di_error_set(err, DI_ERR_UNSUPPORTED, "ep: layer %d: experts 0 and %d differ in layout",
                                      (int)l, (int)e);
                     goto fail;
@@ -226,8 +259,10 @@ di_status di_dsv4_ep_create(const di_dsv4_model *m, di_dist *d, const di_dsv4_ep
         }
         for (int32_t sl = 0; sl < ep->n_local; sl++) {
             int32_t e = ep->p2l[(int64_t)l * P + d->rank * ep->n_local + sl];
-            for (int j = 0; j < 3; j++)
-                pack_linear(expert_linear(L, e, j), &ep->lay[l * 3 + j], ep->blob[l] + sl * off);
+            for (int j = 0; j < 3; j++) {
+                pack_linear(expert_linear(x, l, e, j), &ep->lay[l * 3 + j], ep->blob[l] + sl * off);
+                release_source(expert_linear(x, l, e, j));
+            }
         }
         rebuild_views(ep, l);
     }
@@ -248,15 +283,15 @@ void di_dsv4_ep_free(di_dsv4_ep *ep) {
     void *ps[] = {ep->p2l, ep->l2p, ep->lcount, ep->lay, ep->slot_bytes, ep->blob, ep->w, ep->row_seen,
                   ep->cnt_s, ep->ent_dest, ep->ent_slot, ep->ent_row_msg, ep->meta_s, ep->meta_r, ep->rows_s,
                   ep->rows_r, ep->out_r, ep->out_s, ep->gidx, ep->xg, ep->g1, ep->g3, ep->yg, ep->lb_loads, ep->mm,
-                  ep->plen, ep->partial, ep->ucnt_s, ep->unit_r};
+                  ep->plen, ep->partial, ep->ucnt_s, ep->unit_r, ep->wg, (void *)ep->tabs};
     for (size_t i = 0; i < sizeof ps / sizeof *ps; i++) free(ps[i]);
     di_eplb_window_free(&ep->win);
     free(ep);
 }
 
-void di_dsv4_ctx_set_ep(di_dsv4_ctx *c, di_dsv4_ep *ep) {
-    c->ep = ep;
-    if (ep && ep->p.force_imbalance >= 1) di_dsv4_ctx_set_route_skew(c, ep->p.force_imbalance, ep->d->size);
+double dsv4_ep_skew(const di_dsv4_ep *ep, int32_t *groups) {
+    *groups = ep->d->size;
+    return ep->p.force_imbalance >= 1 ? ep->p.force_imbalance : 0.0;
 }
 
 void di_dsv4_ep_get_stats(const di_dsv4_ep *ep, di_dsv4_ep_stats *out) {
@@ -300,7 +335,7 @@ static di_status reserve(di_dsv4_ep *ep, int64_t n_ent, int64_t n_rows_s, di_err
 }
 
 static di_status reserve_recv(di_dsv4_ep *ep, int64_t n_ent, int64_t n_rows, int n_threads, di_error *err) {
-    const int64_t D = ep->D, F = ep->m->hp.moe_ff;
+    const int64_t D = ep->D, F = ep->x.moe_ff;
     int64_t mm = dsv4_linear_scratch_floats(n_ent, D > F ? D : F, n_threads, n_threads);
     if (!grow(&ep->mm, &ep->cap_mm, mm, sizeof(float)))
         return di_error_set(err, DI_ERR_NOMEM, "ep: out of memory for matmul scratch");
@@ -310,16 +345,17 @@ static di_status reserve_recv(di_dsv4_ep *ep, int64_t n_ent, int64_t n_rows, int
              grow(&ep->out_r, &b, n_ent, (size_t)D * sizeof(float)) && grow(&ep->gidx, &c, n_ent, sizeof(int32_t)) &&
              grow(&ep->xg, &d1, n_ent, (size_t)D * sizeof(float)) && grow(&ep->g1, &e1, n_ent, (size_t)F * sizeof(float)) &&
              grow(&ep->g3, &f1, n_ent, (size_t)F * sizeof(float)) && grow(&ep->yg, &g, n_ent, (size_t)D * sizeof(float));
-    int64_t h = ep->cap_ent_r;
-    ok = ok && grow(&ep->unit_r, &h, n_ent, (size_t)D * sizeof(float));
+    int64_t h = ep->cap_ent_r, i1 = ep->cap_ent_r;
+    ok = ok && grow(&ep->unit_r, &h, n_ent, (size_t)D * sizeof(float)) && grow(&ep->wg, &i1, n_ent, sizeof(float));
     if (ok) ep->cap_ent_r = a < h ? a : h;
     ok = ok && grow(&ep->rows_r, &ep->cap_rows_r, n_rows, (size_t)D * sizeof(float));
     return ok ? DI_OK : di_error_set(err, DI_ERR_NOMEM, "ep: out of memory for %lld received entries", (long long)n_ent);
 }
 
-di_status dsv4_moe_ep_routed(di_dsv4_ctx *c, int32_t il, int64_t n, di_threadpool *pool, di_error *err) {
-    di_dsv4_ep *ep = c->ep;
+di_status dsv4_ep_routed(di_dsv4_ep *ep, dsv4_ep_layer *io, di_threadpool *pool, di_error *err) {
     di_dist *d = ep->d;
+    const int32_t il = io->layer;
+    const int64_t n = io->n;
     const int32_t K = ep->K, D = ep->D, P = ep->P, NL = ep->n_local, R = d->size, E = ep->E;
     const int32_t *l2p = ep->l2p + (int64_t)il * E * ep->R1, *lcnt = ep->lcount + (int64_t)il * E;
     di_status s = reserve(ep, n * K, n * K, err);
@@ -328,7 +364,7 @@ di_status dsv4_moe_ep_routed(di_dsv4_ctx *c, int32_t il, int64_t n, di_threadpoo
     int64_t *cnt_s = ep->cnt_s, *cnt_r = ep->cnt_r; /* (R, 2): rows, entries */
     memset(cnt_s, 0, (size_t)R * 2 * sizeof *cnt_s);
     for (int64_t i = 0; i < n * K; i++) {
-        int32_t e = c->sel[i];
+        int32_t e = io->sel[i];
         ep->win.current[(int64_t)il * E + e]++;
         int32_t r = (int32_t)(i / K);
         int32_t phys = l2p[(int64_t)e * ep->R1 + (r + (int32_t)(i % K)) % lcnt[e]];
@@ -376,7 +412,7 @@ di_status dsv4_moe_ep_routed(di_dsv4_ctx *c, int32_t il, int64_t n, di_threadpoo
             int32_t q = ep->ent_dest[i];
             if (ep->row_seen[q] != (int32_t)r) { /* first entry of row r for q: send h once */
                 ep->row_seen[q] = (int32_t)r;
-                memcpy(ep->rows_s + row_off[q] * D, c->h + r * D, (size_t)D * sizeof(float));
+                memcpy(ep->rows_s + row_off[q] * D, io->x + r * D, (size_t)D * sizeof(float));
                 row_off[q]++;
                 if (q != d->rank) min_bytes += 2 * (int64_t)D * (int64_t)sizeof(float);
             }
@@ -386,7 +422,7 @@ di_status dsv4_moe_ep_routed(di_dsv4_ctx *c, int32_t il, int64_t n, di_threadpoo
             int32_t *mt = ep->meta_s + ent_off[q] * META_INTS;
             mt[0] = (int32_t)(row_off[q] - 1);
             mt[1] = ep->ent_slot[i] | (prefix ? PREFIX_BIT : 0);
-            memcpy(&mt[2], &c->selw[i], sizeof(float));
+            memcpy(&mt[2], &io->selw[i], sizeof(float));
             ent_off[q]++;
         }
     /* meta row index is relative to q's message */
@@ -427,25 +463,21 @@ di_status dsv4_moe_ep_routed(di_dsv4_ctx *c, int32_t il, int64_t n, di_threadpoo
         eo += cnt_r[q * 2 + 1];
     }
     /* each local slot on the entries that chose it, in received order */
-    const di_dsv4_hparams *hp = &c->m->hp;
-    const int64_t F = hp->moe_ff;
     for (int32_t sl = 0; sl < NL; sl++) {
         int64_t cnt = 0;
         for (int64_t j = 0; j < n_ent_r; j++)
             if ((ep->meta_r[j * META_INTS + 1] & ~PREFIX_BIT) == sl) {
                 ep->gidx[cnt] = (int32_t)j;
+                memcpy(&ep->wg[cnt], &ep->meta_r[j * META_INTS + 2], sizeof(float));
                 memcpy(ep->xg + cnt * D, ep->rows_r + (int64_t)ep->meta_r[j * META_INTS] * D, (size_t)D * sizeof(float));
                 cnt++;
             }
         if (!cnt) continue;
         const dsv4_linear *w = ep->w + ((int64_t)il * NL + sl) * 3;
-        dsv4_linear_apply(c->m->k, &w[0], ep->xg, D, ep->g1, F, cnt, ep->mm, pool);
-        dsv4_linear_apply(c->m->k, &w[2], ep->xg, D, ep->g3, F, cnt, ep->mm, pool);
-        dsv4_clamped_swiglu(ep->g1, ep->g3, cnt * F, hp->swiglu_limit);
-        dsv4_linear_apply(c->m->k, &w[1], ep->g1, F, ep->yg, D, cnt, ep->mm, pool);
+        dsv4_ep_scratch sc = {ep->g1, ep->g3, ep->mm};
+        io->expert(io->user, w, ep->xg, ep->wg, cnt, ep->yg, &sc, pool);
         for (int64_t j = 0; j < cnt; j++)
             memcpy(ep->out_r + (int64_t)ep->gidx[j] * D, ep->yg + j * D, (size_t)D * sizeof(float));
-        if (c->prof_on) c->prof.flops[DI_DSV4_BLK_MOE_ROUTED] += 6.0 * (double)cnt * (double)D * (double)F;
     }
     /* combine: per source, in its entry order, one unit per leading run
      * (its weighted sum from 0, as the one-process loop) or per other entry */
@@ -467,7 +499,7 @@ di_status dsv4_moe_ep_routed(di_dsv4_ctx *c, int32_t il, int64_t n, di_threadpoo
                 for (int32_t dd = 0; dd < D; dd++) acc[dd] = 0.0f;
                 nu++;
             }
-            for (int32_t dd = 0; dd < D; dd++) acc[dd] = dsv4_moe_mac(acc[dd], y[dd], w);
+            for (int32_t dd = 0; dd < D; dd++) acc[dd] = io->mac(acc[dd], y[dd], w);
         }
         ep->ucnt_r[q] = nu - u0;
         eo += cnt_r[q * 2 + 1];
@@ -481,11 +513,11 @@ di_status dsv4_moe_ep_routed(di_dsv4_ctx *c, int32_t il, int64_t n, di_threadpoo
         if (ep->plen[r])
             memcpy(ep->partial + r * D, ep->out_s + (int64_t)ep->ent_row_msg[r * K] * D, (size_t)D * sizeof(float));
         for (int32_t k = ep->plen[r]; k < K; k++)
-            memcpy(c->ysel + (r * K + k) * D, ep->out_s + (int64_t)ep->ent_row_msg[r * K + k] * D,
+            memcpy(io->ysel + (r * K + k) * D, ep->out_s + (int64_t)ep->ent_row_msg[r * K + k] * D,
                    (size_t)D * sizeof(float));
     }
-    c->ep_plen = ep->plen;
-    c->ep_partial = ep->partial;
+    io->plen = ep->plen;
+    io->partial = ep->partial;
     /* statistics: this rank's load, bytes moved vs the routing's minimum
      * (each row to each distinct remote rank once and one D-row back) */
     ep->st.bytes_sent += d->bytes_sent - before;
@@ -616,8 +648,7 @@ done:
     return s;
 }
 
-di_status dsv4_ep_after_forward(di_dsv4_ctx *c, di_error *err) {
-    di_dsv4_ep *ep = c->ep;
+di_status dsv4_ep_after_forward(di_dsv4_ep *ep, di_error *err) {
     di_eplb_window_push(&ep->win);
     ep->n_forward++;
     if (!ep->p.interval || --ep->until_rebalance > 0) return DI_OK;

@@ -241,11 +241,55 @@ di_status dsv4_moe(di_dsv4_ctx *c, int32_t il, const int32_t *tokens, int64_t n,
 static inline float dsv4_moe_mac(float s, float y, float w) { return s + y * w; }
 /* gate (n) <- silu(min(gate, limit)) * clamp(up, -limit, limit) */
 void dsv4_clamped_swiglu(float *gate, const float *up, int64_t n, float limit);
-/* EP: the routed experts of c->sel / c->h (n rows) into c->ysel through the
- * owner ranks (deepseek_v4_ep.c). */
-di_status dsv4_moe_ep_routed(di_dsv4_ctx *c, int32_t il, int64_t n, di_threadpool *pool, di_error *err);
-/* EP: the window push and, when due, the rebalance after each forward. */
-di_status dsv4_ep_after_forward(di_dsv4_ctx *c, di_error *err);
+
+/* ---- expert parallelism of the family (deepseek_v4_ep.c) ----------------
+ * The EP core serves V4 and V4.1 alike: it moves rows to the owners of
+ * their experts and the outputs back; what an expert computes and how a
+ * row's outputs add up are the model's (expert, mac below). */
+
+/* A model's routed experts: layer l's expert e is w1[l][e], w2[l][e], w3[l][e]. */
+typedef struct dsv4_ep_experts {
+    int32_t n_layers, n_experts, n_used, n_embd, moe_ff;
+    const dsv4_linear *const *w1, *const *w2, *const *w3; /* (n_layers) -> (n_experts), not owned */
+} dsv4_ep_experts;
+
+/* Owner-side scratch an expert may use: g1, g3 (cnt, moe_ff) and the matmul
+ * scratch for cnt rows. */
+typedef struct dsv4_ep_scratch {
+    float *g1, *g3, *mm;
+} dsv4_ep_scratch;
+
+/* y (cnt, D) = expert w = {w1, w2, w3} on x (cnt, D) (x may be modified);
+ * wts: each row's routing weight, for models that apply it inside. */
+typedef void (*dsv4_ep_expert_fn)(void *user, const dsv4_linear *w, float *x, const float *wts, int64_t cnt,
+                                  float *y, const dsv4_ep_scratch *sc, di_threadpool *pool);
+
+/* The routed half of one MoE layer on this rank's n rows (n may be 0). */
+typedef struct dsv4_ep_layer {
+    int32_t layer;
+    int64_t n;
+    const float *x;        /* (n, D) the experts' input */
+    const int32_t *sel;    /* (n, K) chosen experts, in the order the row sums them */
+    const float *selw;     /* (n, K) their weights */
+    dsv4_ep_expert_fn expert;
+    float (*mac)(float acc, float y, float w); /* one step of a row's sum */
+    void *user;
+    /* out: row r's first plen[r] outputs come summed (acc from 0 by mac, in
+     * k order) in partial (n, D); each later one in ysel (n*K, D) */
+    float *ysel;
+    const int32_t *plen;
+    const float *partial;
+} dsv4_ep_layer;
+
+/* Collective: an EP group over d for the experts x. */
+di_status dsv4_ep_create(const dsv4_ep_experts *x, di_dist *d, const di_dsv4_ep_params *p, di_dsv4_ep **out,
+                         di_error *err);
+/* Collective: the routed experts of io through their owner ranks. */
+di_status dsv4_ep_routed(di_dsv4_ep *ep, dsv4_ep_layer *io, di_threadpool *pool, di_error *err);
+/* The window push and, when due, the rebalance after each forward. */
+di_status dsv4_ep_after_forward(di_dsv4_ep *ep, di_error *err);
+/* The forced-imbalance ratio of ep's params (0 = off) and its rank groups. */
+double dsv4_ep_skew(const di_dsv4_ep *ep, int32_t *groups);
 
 /* Attention of layer il on h (n, D) -> y (n, D); writes this layer's state
  * of every row into kv first (with c->cp: of every row of the CP group,

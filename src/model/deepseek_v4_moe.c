@@ -13,7 +13,10 @@
  * other rows chose. */
 #include "model/deepseek_v4_internal.h"
 
+#include "base/alloc.h"
+
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 float dsv4_sqrt_softplus(float x) {
@@ -122,6 +125,49 @@ static void route(di_dsv4_ctx *c, const dsv4_layer *L, const int32_t *tokens, in
     }
 }
 
+/* ---- expert parallelism: V4's side of the family's EP core ---------------- */
+
+/* One expert on the rows an owner received (the weight is applied in the
+ * row's sum, dsv4_moe_mac). */
+static void ep_expert(void *user, const dsv4_linear *w, float *x, const float *wts, int64_t cnt, float *y,
+                      const dsv4_ep_scratch *sc, di_threadpool *pool) {
+    (void)wts;
+    di_dsv4_ctx *c = user;
+    const di_dsv4_model *m = c->m;
+    const int64_t D = m->hp.n_embd, F = m->hp.moe_ff;
+    dsv4_linear_apply(m->k, &w[0], x, D, sc->g1, F, cnt, sc->mm, pool);
+    dsv4_linear_apply(m->k, &w[2], x, D, sc->g3, F, cnt, sc->mm, pool);
+    dsv4_clamped_swiglu(sc->g1, sc->g3, cnt * F, m->hp.swiglu_limit);
+    dsv4_linear_apply(m->k, &w[1], sc->g1, F, y, D, cnt, sc->mm, pool);
+    if (c->prof_on) c->prof.flops[DI_DSV4_BLK_MOE_ROUTED] += 6.0 * (double)cnt * (double)D * (double)F;
+}
+
+static float ep_mac(float acc, float y, float w) { return dsv4_moe_mac(acc, y, w); }
+
+di_status di_dsv4_ep_create(const di_dsv4_model *m, di_dist *d, const di_dsv4_ep_params *p, di_dsv4_ep **out,
+                            di_error *err) {
+    const di_dsv4_hparams *hp = &m->hp;
+    const int32_t L = hp->n_layers;
+    const dsv4_linear **t = di_malloc_array((size_t)3 * (L > 0 ? L : 1), sizeof *t);
+    if (!t) return di_error_set(err, DI_ERR_NOMEM, "ep: out of memory");
+    for (int32_t l = 0; l < L; l++) {
+        t[l] = m->layers[l].w1;
+        t[L + l] = m->layers[l].w2;
+        t[2 * L + l] = m->layers[l].w3;
+    }
+    dsv4_ep_experts x = {L, hp->n_experts, hp->n_experts_used, hp->n_embd, hp->moe_ff, t, t + L, t + 2 * L};
+    di_status s = dsv4_ep_create(&x, d, p, out, err);
+    free(t); /* the core copies what it keeps */
+    return s;
+}
+
+void di_dsv4_ctx_set_ep(di_dsv4_ctx *c, di_dsv4_ep *ep) {
+    c->ep = ep;
+    int32_t groups;
+    double skew = ep ? dsv4_ep_skew(ep, &groups) : 0.0;
+    if (skew >= 1) di_dsv4_ctx_set_route_skew(c, skew, groups);
+}
+
 di_status dsv4_moe(di_dsv4_ctx *c, int32_t il, const int32_t *tokens, int64_t n, di_threadpool *pool,
                    di_error *err) {
     const di_dsv4_model *m = c->m;
@@ -136,8 +182,12 @@ di_status dsv4_moe(di_dsv4_ctx *c, int32_t il, const int32_t *tokens, int64_t n,
     dsv4_prof_add(c, DI_DSV4_BLK_MOE_ROUTER, t0);
     t0 = dsv4_prof_now(c);
     if (c->ep) {
-        di_status s = dsv4_moe_ep_routed(c, il, n, pool, err);
+        dsv4_ep_layer io = {.layer = il, .n = n, .x = c->h, .sel = c->sel, .selw = c->selw,
+                            .expert = ep_expert, .mac = ep_mac, .user = c, .ysel = c->ysel};
+        di_status s = dsv4_ep_routed(c->ep, &io, pool, err);
         if (s) return s;
+        c->ep_plen = io.plen;
+        c->ep_partial = io.partial;
     }
     if (n == 0) return DI_OK;
     /* one pass per expert over its gathered rows: each expert's weights are

@@ -9,6 +9,7 @@
 #include "model/deepseek_v4.h"
 #include "model/deepseek_v41.h"
 #include "model/llama.h"
+#include "model/model_cp.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,7 +50,10 @@ struct di_model_kv {
 struct di_model_ctx {
     const arch_ops *ops;
     void *impl;
-    di_dsv4_ep *ep; /* deepseek_v4 expert parallelism, owned */
+    di_dsv4_ep *ep; /* deepseek_v4 / v41 expert parallelism, owned */
+    di_dist *cp;    /* context parallel group (not owned), NULL = none */
+    int32_t cp_min_rows;
+    int32_t n_vocab;
 };
 
 /* ---- llama (GGUF) ---------------------------------------------------------- */
@@ -290,12 +294,18 @@ void di_model_ctx_free(di_model_ctx *ctx) {
 
 di_status di_model_ctx_set_ep(const di_model *m, di_model_ctx *ctx, struct di_dist *d, const di_ep_params *p,
                               di_error *err) {
-    if (m->ops != &DSV4_OPS)
-        return di_error_set(err, DI_ERR_UNSUPPORTED, "expert parallelism needs a MoE model (deepseek_v4), not %s",
-                            m->ops->name);
+    if (m->ops != &DSV4_OPS && m->ops != &DSV41_OPS)
+        return di_error_set(err, DI_ERR_UNSUPPORTED,
+                            "expert parallelism needs a MoE model (deepseek_v4 or deepseek_v41), not %s", m->ops->name);
     if (ctx->ep) return di_error_set(err, DI_ERR_INVALID_ARG, "forward context is already expert parallel");
     di_dsv4_ep_params ep = {.n_extra = p->n_extra_experts, .window = p->eplb_window, .interval = p->eplb_interval,
                             .force_imbalance = p->force_imbalance, .log = p->log};
+    if (m->ops == &DSV41_OPS) {
+        di_status s = di_dsv41_ep_create(m->impl, d, &ep, &ctx->ep, err);
+        if (s) return s;
+        di_dsv41_ctx_set_ep(ctx->impl, ctx->ep);
+        return DI_OK;
+    }
     di_status s = di_dsv4_ep_create(m->impl, d, &ep, &ctx->ep, err);
     if (s) return s;
     di_dsv4_ctx_set_ep(ctx->impl, ctx->ep);
@@ -313,9 +323,46 @@ di_status di_model_kv_truncate(di_model_kv *kv, int32_t seq_slot, int32_t n_keep
     return kv->ops->kv_truncate(kv->impl, seq_slot, n_keep, err);
 }
 
+di_status di_model_ctx_set_cp(const di_model *m, di_model_ctx *ctx, struct di_dist *d, int32_t min_rows,
+                              di_error *err) {
+    if (m->ops != &DSV4_OPS)
+        return di_error_set(err, DI_ERR_UNSUPPORTED, "context parallelism is implemented for deepseek_v4, not %s",
+                            m->ops->name);
+    if (ctx->ep) return di_error_set(err, DI_ERR_INVALID_ARG, "context parallelism does not combine with --ep yet");
+    if (min_rows < 1) return di_error_set(err, DI_ERR_RANGE, "cp: min rows %d < 1", (int)min_rows);
+    di_model_facts f;
+    di_model_get_facts(m, &f);
+    ctx->cp = d;
+    ctx->cp_min_rows = min_rows;
+    ctx->n_vocab = f.n_vocab;
+    return DI_OK;
+}
+
+typedef struct cp_share {
+    di_model_ctx *ctx;
+    di_model_kv *kv;
+    di_threadpool *pool;
+} cp_share;
+
+static di_status dsv4_cp_share(void *user, const di_batch *share, float *logits, di_error *err) {
+    cp_share *c = user;
+    di_dsv4_ctx_set_cp(c->ctx->impl, c->ctx->cp);
+    di_status s = di_dsv4_forward(c->ctx->impl, c->kv->impl, share, logits, c->pool, err);
+    di_dsv4_ctx_set_cp(c->ctx->impl, NULL);
+    return s;
+}
+
 di_status di_model_forward(di_model_ctx *ctx, di_model_kv *kv, const di_batch *b, float *logits_out,
                            di_threadpool *pool, di_error *err) {
     if (ctx->ops != kv->ops)
         return di_error_set(err, DI_ERR_INVALID_ARG, "forward: kv cache and context are of different models");
+    if (ctx->cp) { /* every rank holds the same batch; big ones are split, small ones run everywhere */
+        di_status s = di_cp_agree(ctx->cp, b, err);
+        if (s) return s;
+        if (b->n_rows >= ctx->cp_min_rows) {
+            cp_share sh = {ctx, kv, pool};
+            return di_cp_forward(ctx->cp, ctx->n_vocab, b, logits_out, dsv4_cp_share, &sh, err);
+        }
+    }
     return ctx->ops->forward(ctx->impl, kv->impl, b, logits_out, pool, err);
 }

@@ -67,6 +67,14 @@ di_status di_model_ctx_set_ep(const di_model *m, di_model_ctx *ctx, struct di_di
  * engine then refuses --spec for that model. */
 di_status di_model_kv_truncate(di_model_kv *kv, int32_t seq_slot, int32_t n_keep, di_error *err);
 
+/* Makes ctx's forwards context parallel over d (deepseek_v4 only; not with
+ * EP): every rank must then forward the same batches; a batch of at least
+ * min_rows rows is split over the ranks (DeepInfer's zigzag), smaller ones
+ * run whole on every rank. Every rank gets all logits and the whole cache.
+ * d must outlive ctx. */
+di_status di_model_ctx_set_cp(const di_model *m, di_model_ctx *ctx, struct di_dist *d, int32_t min_rows,
+                              di_error *err);
+
 /* logits_out: (rows of b with want_logits, n_vocab), in row order. With an
  * expert-parallel ctx the call is collective and b may have zero rows. */
 di_status di_model_forward(di_model_ctx *ctx, di_model_kv *kv, const di_batch *b,

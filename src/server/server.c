@@ -6,9 +6,11 @@
 
 #include "base/alloc.h"
 #include "base/status.h"
+#include "dist/dist.h"
 
 #include <errno.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +28,9 @@
 /* Back-off after a failed engine step, so a persistent failure (out of
  * memory) does not spin a core. */
 #define STEP_ERROR_BACKOFF_MS 10
+/* In an expert-parallel group, how long the engine thread sleeps after a
+ * step in which no rank had work: the group polls at this rate when idle. */
+#define GROUP_IDLE_POLL_MS 2
 
 /* ---- small helpers ----------------------------------------------------------- */
 
@@ -458,8 +463,45 @@ void srv_job_release(srv_job *j) {
 
 /* ---- the engine thread --------------------------------------------------------- */
 
+static void sleep_ms(long ms) {
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* In a group (serve --ep) every rank's engine thread steps in lock step,
+ * idle or not (a rank without work joins the others' MoE exchanges with
+ * placeholder steps), and they stop together: each round first agrees on
+ * whether any rank is stopping. A group that fails (a peer died or hung)
+ * stops this process's server too: its engine can no longer step. */
+static void engine_main_group(di_server *s, di_dist *d) {
+    for (;;) {
+        pthread_mutex_lock(&s->mu);
+        int64_t stop = s->engine_stop;
+        pthread_mutex_unlock(&s->mu);
+        di_error err;
+        bool idle = di_engine_idle(s->engine);
+        di_status st = di_dist_allreduce_i64(d, &stop, 1, DI_DIST_MAX, &err);
+        if (!st && stop) break;
+        if (st || (st = di_engine_step(s->engine, &err))) {
+            fprintf(stderr, "deepinfer serve: rank %d: the group's step failed: %s; stopping\n", (int)d->rank,
+                    err.msg);
+            break;
+        }
+        if (idle) sleep_ms(GROUP_IDLE_POLL_MS);
+    }
+    pthread_mutex_lock(&s->mu);
+    bool asked = s->engine_stop;
+    pthread_mutex_unlock(&s->mu);
+    if (!asked) kill(getpid(), SIGTERM); /* another rank stopped or failed: shut this server down too */
+}
+
 static void *engine_main(void *arg) {
     di_server *s = arg;
+    di_dist *d = di_engine_group(s->engine);
+    if (d && d->size > 1) {
+        engine_main_group(s, d);
+        return NULL;
+    }
     pthread_mutex_lock(&s->mu);
     while (!s->engine_stop) {
         if (di_engine_idle(s->engine)) {

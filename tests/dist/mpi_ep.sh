@@ -7,9 +7,13 @@
 #      first rebalance is lower than before it), both tiny checkpoints;
 #   1b. mpi_cp_forward: a context-parallel prefill (DeepInfer's zigzag split
 #      over 2 / 3 / 4 ranks) byte-equal to one process, and decode after it;
+#   1c. deepinfer run --cp: the engine's CP prefill (whole and chunked)
+#      gives the ids of one process;
 #   2. deepinfer run --ep: the greedy ids of goldens.json (transformers);
 #   3. deepinfer batch --ep: lines sharded over 2 / 4 ranks give the same
-#      records as one process;
+#      records as one process; 3b. the same for DeepSeek-V4.1 (tiny, tiny_b)
+#      with EPLB rebalancing, and run --ep; 3c. serve --ep: two replicas
+#      on their own ports answer like one process, SIGTERM ends the job;
 #   4. a rank killed mid-run, and a rank that hangs: the job ends with an
 #      error within the bound.
 # Skips (exit 0 with a message) when MPI was not built or mpirun is absent.
@@ -57,6 +61,23 @@ for args in "2 tiny_fp8" "3 tiny_bf16" "4 tiny_fp8 --len 100"; do
   echo "$out"
 done
 
+# 1c. run --cp: the engine splits long prefill steps (whole prompts and
+#     chunks) over the ranks; greedy and seeded ids equal one process
+P=$(python3 -c "print(' '.join(str((i * 37 + 11) % 200 + 5) for i in range(150)))")
+for args in "--temp 0" "--temp 0.8 --seed 3" "--temp 0 --batch-tokens 48"; do
+  want=$(timeout $T "$BIN" run -m "$G/tiny_fp8" --prompt-ids "$P" -n 10 $args --print-ids --kv-f32 -t 1 2>/dev/null) ||
+    fail "run $args (one process)"
+  for np in 2 3; do
+    got=$(timeout $T "$MPIRUN_SH" "$np" "$BIN" run --cp --cp-min-rows 16 -m "$G/tiny_fp8" --prompt-ids "$P" -n 10 \
+          $args --print-ids --kv-f32 -t 1 2>"$TMP/err") || { cat "$TMP/err" >&2; fail "run --cp -np $np $args"; }
+    [ "$got" = "$want" ] || fail "run --cp -np $np $args: got '$got' want '$want'"
+  done
+done
+if timeout $T "$MPIRUN_SH" 2 "$BIN" run --cp -m "$ROOT/tests/data/golden/deepseek_v41/tiny_b" -p hi -n 2 \
+     >/dev/null 2>"$TMP/err"; then fail "run --cp on V4.1 succeeded"; fi
+grep -q "context parallelism is implemented for deepseek_v4" "$TMP/err" || { cat "$TMP/err" >&2; fail "run --cp V4.1: no clear error"; }
+echo "run --cp: 2 and 3 ranks equal one process (greedy, seeded, chunked prefill)"
+
 # 2. run --ep: the goldens' greedy continuations
 for model in tiny_fp8 tiny_bf16; do
   python3 - "$G/$model/goldens.json" >"$TMP/cases" <<'PY'
@@ -90,6 +111,61 @@ for np in 2 4; do
   cmp -s "$TMP/one.jsonl" "$TMP/ep$np.jsonl" || { diff "$TMP/one.jsonl" "$TMP/ep$np.jsonl" >&2; fail "batch --ep -np $np differs"; }
 done
 echo "batch --ep: 2 and 4 ranks equal one process ($(wc -l <"$TMP/one.jsonl") records)"
+
+# 3b. DeepSeek-V4.1 through the same EP core: batch --ep with EPLB moving
+#     weights (redundant slots), both tiny checkpoints, 2 and 4 ranks, the same
+#     records as one process; run --ep the same ids as run
+for model in tiny_b tiny; do
+  [ "$model" = tiny ] && [ "$SLOW" -gt 1 ] && continue # the sanitizer build: the small one only
+  M41=$ROOT/tests/data/golden/deepseek_v41/$model
+  timeout $T "$BIN" batch -m "$M41" --in "$TMP/in.jsonl" --out "$TMP/one41.jsonl" -t 1 2>/dev/null ||
+    fail "v41 $model: batch (one process)"
+  for np in 2 4; do
+    timeout $T "$MPIRUN_SH" "$np" "$BIN" batch --ep -m "$M41" --in "$TMP/in.jsonl" --out "$TMP/ep41.jsonl" -t 1 \
+      --eplb-interval 3 --ep-extra-experts 2 2>"$TMP/err" || { cat "$TMP/err" >&2; fail "v41 $model: batch --ep -np $np"; }
+    cmp -s "$TMP/one41.jsonl" "$TMP/ep41.jsonl" ||
+      { diff "$TMP/one41.jsonl" "$TMP/ep41.jsonl" >&2; fail "v41 $model: batch --ep -np $np differs"; }
+  done
+  want=$(timeout $T "$BIN" run -m "$M41" -p "Hello DeepSeek" -n 12 --temp 0 --print-ids -t 1 2>/dev/null) ||
+    fail "v41 $model: run"
+  got=$(timeout $T "$MPIRUN_SH" 2 "$BIN" run --ep -m "$M41" -p "Hello DeepSeek" -n 12 --temp 0 --print-ids -t 1 \
+        2>"$TMP/err") || { cat "$TMP/err" >&2; fail "v41 $model: run --ep"; }
+  [ "$got" = "$want" ] || fail "v41 $model: run --ep: got '$got' want '$want'"
+done
+echo "deepseek_v41 --ep: batch at 2 and 4 ranks with EPLB and run at 2 ranks equal one process"
+
+# 3c. serve --ep: two data-parallel replicas (rank r listens on its own
+#     port) answer like one process; SIGTERM ends the whole job
+ports_of() { sed -n 's|.*listening on http://127.0.0.1:\([0-9]*\).*|\1|p' "$1"; }
+wait_ports() { # file count
+  for _ in $(seq 1 $((20 * SLOW))); do
+    [ "$(ports_of "$1" | wc -l)" -ge "$2" ] && return 0
+    sleep 1
+  done
+  return 1
+}
+complete() { # port -> text of a greedy completion
+  curl -s -m $T "http://127.0.0.1:$1/v1/completions" -H 'Content-Type: application/json' \
+    -d '{"prompt":"Hello DeepSeek, serve","max_tokens":6,"temperature":0}' |
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["choices"][0]["text"])'
+}
+M41=$ROOT/tests/data/golden/deepseek_v41/tiny_b
+"$BIN" serve -m "$M41" --port 0 -t 1 >"$TMP/s1.out" 2>"$TMP/s1.err" &
+S1=$!
+wait_ports "$TMP/s1.out" 1 || { cat "$TMP/s1.err" >&2; fail "serve (one process) did not start"; }
+want=$(complete "$(ports_of "$TMP/s1.out")") || fail "serve (one process): no completion"
+kill -TERM $S1; wait $S1 || true
+"$MPIRUN_SH" 2 "$BIN" serve --ep -m "$M41" --port 0 -t 1 >"$TMP/s2.out" 2>"$TMP/s2.err" &
+S2=$!
+wait_ports "$TMP/s2.out" 2 || { cat "$TMP/s2.err" >&2; kill -TERM $S2; fail "serve --ep did not start"; }
+for p in $(ports_of "$TMP/s2.out"); do
+  got=$(complete "$p") || { kill -TERM $S2; fail "serve --ep: port $p gave no completion"; }
+  [ "$got" = "$want" ] || { kill -TERM $S2; fail "serve --ep: port $p: '$got' want '$want'"; }
+done
+kill -TERM $S2
+for _ in $(seq 1 $((15 * SLOW))); do kill -0 $S2 2>/dev/null || break; sleep 1; done
+kill -0 $S2 2>/dev/null && { kill -KILL $S2; fail "serve --ep: the job outlived SIGTERM"; }
+echo "serve --ep: both replicas answer like one process; SIGTERM ended the job"
 
 # 4. a dead rank and a hung rank end the job with an error in bounded time
 BOUND=$((30 * SLOW))

@@ -1,0 +1,161 @@
+/* DeepSeek-V4.1 MoE (DeepInfer's mega-MoE, oracle: scripts/oracle_v41.py):
+ *
+ *   scores = sqrt(softplus(gate(h)));  top-K of scores + bias
+ *   w_k    = score_k / sum score * routed_scale
+ *   y      = sum_k w2_k(w_k * swiglu(w1_k x, w3_k x)) + shared(x)
+ *
+ * x is h cast to fp8 activations in the deepinfer numerics. The routed sum
+ * runs in choice order from 0, then the shared output is added; with expert
+ * parallelism (c->ep) the routed experts run on their owner ranks through
+ * the family's EP core (deepseek_v4_ep.c), which sums a row's leading run on
+ * one owner there in the same order, so the result is bit-identical. */
+#include "model/deepseek_v41_internal.h"
+
+#include "base/alloc.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* sqrt-softplus scores, top-K of score + bias (ties to the lower id),
+ * weights s / (sum s + 1e-20) * routed_scale (TK moe_topk_gate_forward). */
+static void route(di_dsv41_ctx *c, const dsv41_layer *L, int64_t n) {
+    const di_dsv41_hparams *hp = &c->m->hp;
+    const int32_t E = hp->n_experts, K = hp->n_experts_used;
+    for (int64_t r = 0; r < n; r++) {
+        float *lg = c->logit + r * E;
+        int32_t *sel = c->sel + r * K;
+        float *w = c->selw + r * K;
+        for (int32_t e = 0; e < E; e++) lg[e] = dsv4_sqrt_softplus(lg[e]);
+        for (int32_t k = 0; k < K; k++) {
+            int32_t best = -1;
+            float bv = 0.0f;
+            for (int32_t e = 0; e < E; e++) {
+                int taken = 0;
+                for (int32_t q = 0; q < k; q++) taken |= sel[q] == e;
+                float v = lg[e] + L->gate_bias[e];
+                if (!taken && (best < 0 || v > bv)) {
+                    best = e;
+                    bv = v;
+                }
+            }
+            sel[k] = best;
+        }
+        float sum = 0.0f;
+        for (int32_t k = 0; k < K; k++) sum += lg[sel[k]];
+        for (int32_t k = 0; k < K; k++) w[k] = lg[sel[k]] / (sum + 1e-20f) * (float)hp->routed_scale;
+    }
+}
+
+/* y (cnt, D) = w2(wts * swiglu(w1 x, w3 x)) for w = {w1, w2, w3} on x (cnt,
+ * D, already cast), with the numerics' roundings; wts NULL = 1 (shared). */
+static void expert(const di_dsv41_ctx *c, const dsv4_linear *w1, const dsv4_linear *w2, const dsv4_linear *w3,
+                   const float *x, const float *wts, int64_t cnt, float *g1, float *g3, float *y, float *mm,
+                   di_threadpool *pool) {
+    const di_dsv41_hparams *hp = &c->m->hp;
+    const int64_t D = hp->n_embd, F = hp->moe_ff;
+    const int faithful = dsv41_faithful(c);
+    dsv4_linear_apply(c->m->k, w1, x, D, g1, F, cnt, mm, pool);
+    dsv4_linear_apply(c->m->k, w3, x, D, g3, F, cnt, mm, pool);
+    if (faithful) {
+        dsv41_round_bf16(g1, cnt * F);
+        dsv41_round_bf16(g3, cnt * F);
+    }
+    dsv4_clamped_swiglu(g1, g3, cnt * F, (float)hp->swiglu_limit);
+    if (wts)
+        for (int64_t q = 0; q < cnt; q++) {
+            float *a = g1 + q * F;
+            for (int64_t f = 0; f < F; f++) a[f] *= wts[q];
+        }
+    if (faithful && w2->kind != DSV4_W_PLAIN)
+        for (int64_t q = 0; q < cnt; q++) dsv41_round_fp8(g1 + q * F, F);
+    dsv4_linear_apply(c->m->k, w2, g1, F, y, D, cnt, mm, pool);
+    if (faithful) dsv41_round_bf16(y, cnt * D);
+}
+
+static void ep_expert(void *user, const dsv4_linear *w, float *x, const float *wts, int64_t cnt, float *y,
+                      const dsv4_ep_scratch *sc, di_threadpool *pool) {
+    expert(user, &w[0], &w[1], &w[2], x, wts, cnt, sc->g1, sc->g3, y, sc->mm, pool);
+}
+
+static float ep_add(float acc, float y, float w) {
+    (void)w;
+    return acc + y;
+}
+
+di_status dsv41_moe(di_dsv41_ctx *c, int32_t il, int64_t n, di_threadpool *pool, di_error *err) {
+    const di_dsv41_model *m = c->m;
+    const di_dsv41_hparams *hp = &m->hp;
+    const dsv41_layer *L = &m->layers[il];
+    const int32_t E = hp->n_experts, K = hp->n_experts_used, D = hp->n_embd;
+    if (n > 0) {
+        dsv4_linear_apply(m->k, &L->gate, c->h, D, c->logit, E, n, c->mm_scratch, pool); /* bf16, f32 out */
+        route(c, L, n);
+        memcpy(c->xq, c->h, (size_t)n * D * sizeof(float));
+        if (dsv41_faithful(c))
+            for (int64_t i = 0; i < n; i++) dsv41_round_fp8(c->xq + i * D, D);
+    }
+    const int32_t *plen = NULL;
+    const float *partial = NULL;
+    if (c->ep) {
+        dsv4_ep_layer io = {.layer = il, .n = n, .x = c->xq, .sel = c->sel, .selw = c->selw,
+                            .expert = ep_expert, .mac = ep_add, .user = c, .ysel = c->ysel};
+        di_status s = dsv4_ep_routed(c->ep, &io, pool, err);
+        if (s) return s;
+        plen = io.plen;
+        partial = io.partial;
+    }
+    if (n == 0) return DI_OK;
+    /* each expert over the rows that chose it (its weights read once) */
+    for (int32_t e = 0; e < E && !c->ep; e++) {
+        int64_t cnt = 0;
+        for (int64_t i = 0; i < n * K; i++)
+            if (c->sel[i] == e) {
+                c->grow[cnt] = (int32_t)i;
+                c->wg[cnt] = c->selw[i];
+                memcpy(c->xg + cnt * D, c->xq + (i / K) * D, (size_t)D * sizeof(float));
+                cnt++;
+            }
+        if (!cnt) continue;
+        expert(c, &L->w1[e], &L->w2[e], &L->w3[e], c->xg, c->wg, cnt, c->g1, c->g3, c->yg, c->mm_scratch, pool);
+        for (int64_t q = 0; q < cnt; q++)
+            memcpy(c->ysel + (int64_t)c->grow[q] * D, c->yg + q * D, (size_t)D * sizeof(float));
+    }
+    /* the shared expert on the same cast input */
+    expert(c, &L->sh_w1, &L->sh_w2, &L->sh_w3, c->xq, NULL, n, c->g1, c->g3, c->yg, c->mm_scratch, pool);
+    /* routed outputs in choice order from 0 (EP: the owner of the leading
+     * run sent its sum), then the shared one */
+    for (int64_t r = 0; r < n; r++) {
+        float *y = c->y + r * D;
+        const int32_t k0 = plen ? plen[r] : 0;
+        const float *part = partial ? partial + r * D : NULL;
+        for (int32_t d = 0; d < D; d++) {
+            float s = k0 ? part[d] : 0.0f;
+            for (int32_t k = k0; k < K; k++) s = ep_add(s, c->ysel[(r * K + k) * D + d], 0.0f);
+            y[d] = s + c->yg[r * D + d];
+        }
+        if (dsv41_faithful(c)) dsv41_round_bf16(y, D);
+    }
+    return DI_OK;
+}
+
+di_status di_dsv41_ep_create(const di_dsv41_model *m, di_dist *d, const di_dsv4_ep_params *p, di_dsv4_ep **out,
+                             di_error *err) {
+    *out = NULL;
+    if (p->force_imbalance != 0)
+        return di_error_set(err, DI_ERR_UNSUPPORTED, "ep: forced imbalance is implemented for deepseek_v4 only");
+    const di_dsv41_hparams *hp = &m->hp;
+    const int32_t L = hp->n_layers;
+    const dsv4_linear **t = di_malloc_array((size_t)3 * (L > 0 ? L : 1), sizeof *t);
+    if (!t) return di_error_set(err, DI_ERR_NOMEM, "ep: out of memory");
+    for (int32_t l = 0; l < L; l++) {
+        t[l] = m->layers[l].w1;
+        t[L + l] = m->layers[l].w2;
+        t[2 * L + l] = m->layers[l].w3;
+    }
+    dsv4_ep_experts x = {L, hp->n_experts, hp->n_experts_used, hp->n_embd, hp->moe_ff, t, t + L, t + 2 * L};
+    di_status s = dsv4_ep_create(&x, d, p, out, err);
+    free(t); /* the core keeps its own copy of the tables */
+    return s;
+}
+
+void di_dsv41_ctx_set_ep(di_dsv41_ctx *c, di_dsv4_ep *ep) { c->ep = ep; }
