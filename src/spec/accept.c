@@ -48,6 +48,19 @@ static int32_t argmax(const float *p, int32_t n) {
     return best;
 }
 
+double di_spec_residual(di_spec_accept rule, const float *p, const float *q, int32_t n_vocab, int32_t draft,
+                        float *residual) {
+    double alpha = rule == DI_SPEC_ACCEPT_DEEPINFER ? exp(-DI_SPEC_DEEPINFER_PENALTY) : 1.0;
+    double mass = 0;
+    for (int32_t v = 0; v < n_vocab; v++) {
+        double qv = q ? (double)q[v] : (v == draft ? 1.0 : 0.0);
+        double r = (double)p[v] - alpha * qv;
+        residual[v] = r > 0 ? (float)r : 0.0f;
+        mass += residual[v];
+    }
+    return mass;
+}
+
 di_status di_spec_accept_row(di_spec_accept rule, const float *p, const float *q, int32_t n_vocab,
                              int32_t draft, float u_accept, float u_resample, float *residual,
                              bool *accepted, int32_t *token, di_error *err) {
@@ -66,14 +79,7 @@ di_status di_spec_accept_row(di_spec_accept rule, const float *p, const float *q
         *token = draft;
         return DI_OK;
     }
-    double alpha = rule == DI_SPEC_ACCEPT_DEEPINFER ? exp(-DI_SPEC_DEEPINFER_PENALTY) : 1.0;
-    double mass = 0;
-    for (int32_t v = 0; v < n_vocab; v++) {
-        double qv = q ? (double)q[v] : (v == draft ? 1.0 : 0.0);
-        double r = (double)p[v] - alpha * qv;
-        residual[v] = r > 0 ? (float)r : 0.0f;
-        mass += residual[v];
-    }
+    double mass = di_spec_residual(rule, p, q, n_vocab, draft, residual);
     if (!(mass > 0)) {
         *token = argmax(p, n_vocab);
         return DI_OK;

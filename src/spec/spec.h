@@ -167,6 +167,12 @@ di_status di_spec_accept_row(di_spec_accept rule, const float *p, const float *q
                              bool *accepted, int32_t *token, di_error *err);
 /* q == NULL means one-hot at draft (a deterministic drafter). */
 
+/* The unnormalized residual a reject samples from: max(0, p - q)
+ * (LOSSLESS) or max(0, p - alpha q) (DEEPINFER) into residual (n_vocab);
+ * returns its mass (1 - mass is DeepInfer's accept_probs). */
+double di_spec_residual(di_spec_accept rule, const float *p, const float *q, int32_t n_vocab, int32_t draft,
+                        float *residual);
+
 /* The accepted prefix of a sequence's drafts under the match rule (GREEDY,
  * and LOSSLESS with one-hot q): rows[j] is the token sampled at
  * row j (j = 0..n_drafts; row j sees drafts 0..j-1). Returns how many

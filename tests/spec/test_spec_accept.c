@@ -9,6 +9,7 @@
 #include "spec/spec.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -178,10 +179,52 @@ static void ngram_proposes_the_continuation_of_the_latest_match(void **state) {
     assert_int_equal(di_spec_drafter_create("draft:", &env, &g, &err), DI_ERR_INVALID_ARG);
 }
 
+/* DeepInfer's own fused_sample_ref on 96 verify rows (goldens from
+ * scripts/gen_goldens_spec.py): given its uniforms, the same accept
+ * decisions, the same residual samples and the same accept_probs. */
+static void deepinfer_rule_matches_deepinfer_reference(void **state) {
+    (void)state;
+    char path[4096];
+    di_test_path(path, sizeof path, "tests/data/golden/spec/deepinfer_accept.txt");
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    char line[256];
+    assert_non_null(fgets(line, sizeof line, f)); /* comment */
+    int rows = 0, v = 0;
+    assert_int_equal(fscanf(f, "%d %d", &rows, &v), 2);
+    assert_true(rows > 0 && v > 0 && v <= 64);
+    int n_acc = 0, n_mismatch = 0;
+    double max_err = 0;
+    for (int r = 0; r < rows; r++) {
+        int draft, acc_ref, tok_ref;
+        double u_acc, u_res, acc_p;
+        float p[64], q[64], residual[64];
+        assert_int_equal(fscanf(f, "%d %lf %lf %d %d %lf", &draft, &u_acc, &u_res, &acc_ref, &tok_ref, &acc_p), 6);
+        for (int i = 0; i < v; i++) assert_int_equal(fscanf(f, "%f", &p[i]), 1);
+        for (int i = 0; i < v; i++) assert_int_equal(fscanf(f, "%f", &q[i]), 1);
+        bool acc;
+        int32_t tok;
+        di_error err;
+        assert_int_equal(di_spec_accept_row(DI_SPEC_ACCEPT_DEEPINFER, p, q, v, draft, (float)u_acc, (float)u_res,
+                                            residual, &acc, &tok, &err), DI_OK);
+        double mass = di_spec_residual(DI_SPEC_ACCEPT_DEEPINFER, p, q, v, draft, residual);
+        double a = 1.0 - mass > 0 ? 1.0 - mass : 0.0;
+        if (fabs(a - acc_p) > max_err) max_err = fabs(a - acc_p);
+        n_mismatch += acc != (acc_ref != 0) || tok != tok_ref;
+        n_acc += acc;
+    }
+    fclose(f);
+    print_message("deepinfer golden: %d rows, %d accepted, %d mismatches, accept_probs max error %.2e\n", rows,
+                  n_acc, n_mismatch, max_err);
+    assert_int_equal(n_mismatch, 0);
+    assert_true(max_err < 1e-5);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(lossless_output_is_distributed_as_the_target),
         cmocka_unit_test(deepinfer_rule_stays_within_its_bound),
+        cmocka_unit_test(deepinfer_rule_matches_deepinfer_reference),
         cmocka_unit_test(accept_row_worked_cases),
         cmocka_unit_test(match_prefix_stops_at_the_first_difference),
         cmocka_unit_test(ngram_proposes_the_continuation_of_the_latest_match),
