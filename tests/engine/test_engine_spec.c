@@ -349,6 +349,27 @@ static void bad_spec_values_fail_with_a_message(void **state) {
     assert_null(e);
 }
 
+/* A model whose KV cannot roll back (DeepSeek-V4: window and compressor
+ * state) refuses --spec at create, with the reason. */
+static void spec_is_refused_for_a_model_that_cannot_roll_back(void **state) {
+    (void)state;
+    char dir[4096];
+    di_test_path(dir, sizeof dir, "tests/data/golden/deepseek_v4/tiny_bf16");
+    di_engine_params p = di_engine_params_default();
+    p.model_path = dir;
+    p.kv_tokens = 256;
+    p.spec = "ngram";
+    di_engine *e = NULL;
+    di_error err;
+    assert_int_equal(di_engine_create(&p, &e, &err), DI_ERR_UNSUPPORTED);
+    assert_null(e);
+    print_message("deepseek_v4 --spec ngram: %s\n", err.msg);
+    assert_non_null(strstr(err.msg, "roll back"));
+    p.spec = "off"; /* and runs without it */
+    assert_int_equal(di_engine_create(&p, &e, &err), DI_OK);
+    di_engine_free(e);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(ngram_output_equals_output_without_speculation),
@@ -356,6 +377,7 @@ int main(void) {
         cmocka_unit_test(always_accepting_drafter_yields_k_plus_1_tokens_per_step),
         cmocka_unit_test(random_rejections_leave_the_kv_as_without_speculation),
         cmocka_unit_test(bad_spec_values_fail_with_a_message),
+        cmocka_unit_test(spec_is_refused_for_a_model_that_cannot_roll_back),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
