@@ -145,7 +145,7 @@ typedef struct di_engine_params {
     struct di_dist *dist;      /* expert + data parallel group (not owned; outlives
                                 * the engine); NULL = this process alone */
     di_ep_params ep;           /* with dist */
-    struct di_dist *cp;        /* context parallel group (not owned; not with dist):
+    struct di_dist *cp;        /* context parallel group (not owned; dist, if set, is the same):
                                 * every process runs the same requests, and steps
                                 * of at least cp_min_rows rows are split over them */
     int32_t cp_min_rows;       /* 0 = 256 */

@@ -322,8 +322,18 @@ int di_cmd_batch(int argc, char **argv) {
         rc = 1;
         goto done_lines;
     }
-    batch_ctx c = {.out = out, .n_jobs = n_lines, .tty = isatty(2), .t0 = now_s(), .rank = di_gen_rank(),
-                   .ranks = di_gen_ranks()};
+    /* --cp: every rank runs every line (one request set, prefills split);
+     * rank 0 alone writes */
+    if (o.cp && di_gen_rank() > 0) {
+        fclose(out);
+        if (!(out = fopen("/dev/null", "w"))) {
+            rc = 1;
+            di_gen_engine_close(e);
+            goto done_lines;
+        }
+    }
+    batch_ctx c = {.out = out, .n_jobs = n_lines, .tty = isatty(2), .t0 = now_s(),
+                   .rank = o.cp ? 0 : di_gen_rank(), .ranks = o.cp ? 1 : di_gen_ranks()};
     c.jobs = calloc(n_lines ? n_lines : 1, sizeof *c.jobs);
     if (!c.jobs) {
         rc = 1;

@@ -101,7 +101,7 @@ di_engine_params di_gen_engine_params(const di_gen_opts *o) {
     p.kv_f32 = o->kv_f32;
     p.kernels = o->kernels;
     p.numerics = o->numerics;
-    p.dist = o->cp ? NULL : g_dist;
+    p.dist = o->ep ? g_dist : NULL;
     p.cp = o->cp ? g_dist : NULL;
     p.cp_min_rows = (int32_t)o->cp_min_rows;
     p.spec = o->spec;
@@ -187,12 +187,8 @@ const char *di_gen_resolve_model(const char *cmd) {
 di_engine *di_gen_engine_open(const char *cmd, di_gen_opts *o) {
     if (!o->model && !(o->model = di_gen_resolve_model(cmd))) return NULL;
     di_error err;
-    if (o->ep && o->cp) {
-        fprintf(stderr, "deepinfer %s: --ep and --cp do not combine yet: choose one\n", cmd);
-        return NULL;
-    }
-    if (o->cp && strcmp(cmd, "run")) {
-        fprintf(stderr, "deepinfer %s: --cp works with run\n", cmd);
+    if (o->cp && strcmp(cmd, "run") && strcmp(cmd, "batch")) {
+        fprintf(stderr, "deepinfer %s: --cp works with run and batch\n", cmd);
         return NULL;
     }
     if ((o->ep || o->cp) && !g_dist) {

@@ -246,8 +246,8 @@ di_status di_engine_create(const di_engine_params *p, di_engine **out, di_error 
     s = di_model_ctx_create(e->model, &e->ctx, err);
     if (s) goto fail;
     if (p->dist && (s = di_model_ctx_set_ep(e->model, e->ctx, p->dist, &p->ep, err))) goto fail;
-    if (p->cp && p->dist) {
-        s = di_error_set(err, DI_ERR_INVALID_ARG, "engine: expert and context parallelism do not combine yet");
+    if (p->cp && p->dist && p->cp != p->dist) {
+        s = di_error_set(err, DI_ERR_INVALID_ARG, "engine: expert and context parallelism need the same group");
         goto fail;
     }
     if (p->cp && (s = di_model_ctx_set_cp(e->model, e->ctx, p->cp, p->cp_min_rows > 0 ? p->cp_min_rows : 256, err)))

@@ -488,8 +488,15 @@ di_status di_dsv41_forward(di_dsv41_ctx *c, di_dsv41_kv *kv, const di_batch *b, 
     if (b->n_rows < 0 || b->n_rows > MAX_BATCH_ROWS)
         return di_error_set(err, DI_ERR_INVALID_ARG, "batch: n_rows %d not in [0, %d]", (int)b->n_rows, MAX_BATCH_ROWS);
     di_status s = DI_OK;
-    if (b->n_rows == 0) { /* EP: a placeholder step keeps the collectives in step */
-        for (int32_t il = 0; il < hp->n_layers && c->ep && !s; il++) s = dsv41_moe(c, il, 0, pool, err);
+    if (b->n_rows == 0) { /* EP / CP: a placeholder step keeps the collectives in step */
+        if (!c->ep && !c->cp) return DI_OK;
+        if (c->cp && ((s = ctx_reserve(c, 1, di_threadpool_n_threads(pool), 1, 0, err)) ||
+                      (s = dsv41_cp_tokens(c, kv, b, err))))
+            return s;
+        for (int32_t il = 0; il < hp->n_layers && !s; il++) {
+            if (c->cp) s = dsv41_attention(c, kv, il, b, pool, err);
+            if (!s && c->ep) s = dsv41_moe(c, il, 0, pool, err);
+        }
         return s || !c->ep ? s : dsv4_ep_after_forward(c->ep, err);
     }
     if (b->n_seq_slots < 1 || b->n_seq_slots > MAX_SEQ_SLOTS)
@@ -514,6 +521,7 @@ di_status di_dsv41_forward(di_dsv41_ctx *c, di_dsv41_kv *kv, const di_batch *b, 
         for (int64_t j = 1; j < N; j++) memcpy(x + j * D, x, (size_t)D * sizeof(float));
         for (int64_t j = 0; j < N; j++) c->pre[i * N + j] = j == 0 ? 1.0f : 0.0f; /* one-hot first pre */
     }
+    if (c->cp && (s = dsv41_cp_tokens(c, kv, b, err))) return s; /* Engram reads the other ranks' tokens */
     for (int32_t il = 0; il < hp->n_layers; il++) {
         const dsv41_layer *L = &m->layers[il];
         if (L->engram && (s = engram(c, kv, L, b, pool, err))) return s;
@@ -521,7 +529,7 @@ di_status di_dsv41_forward(di_dsv41_ctx *c, di_dsv41_kv *kv, const di_batch *b, 
         hc_pre(c, &L->hc_attn_fn, L->hc_attn_base, L->hc_attn_scale, n, pool);
         for (int64_t i = 0; i < n; i++) dsv41_norm(c, c->h + i * D, L->attn_norm, c->h + i * D, D);
         HOOK(c, "xn_attn", il, c->h, n, D);
-        dsv41_attention(c, kv, il, b, pool);
+        if ((s = dsv41_attention(c, kv, il, b, pool, err))) return s;
         HOOK(c, "attn_out", il, c->y, n, D);
         hc_post(c, n, pool);
         HOOK(c, "R_after_attn", il, c->R, n, N * D);

@@ -139,14 +139,22 @@ di_status di_dsv41_ctx_topk(const di_dsv41_ctx *ctx, int32_t row, int32_t *out, 
 
 /* Expert parallelism, as V4's (deepseek_v4.h: di_dsv4_ep_create and the
  * rest of the di_dsv4_ep calls work on the returned object): collective;
- * each rank packs its slots' weights from its own mapping. The forced
- * imbalance knob is V4's only (DI_ERR_UNSUPPORTED). */
+ * each rank packs its slots' weights from its own mapping. */
 di_status di_dsv41_ep_create(const di_dsv41_model *m, di_dist *dist, const di_dsv4_ep_params *p, di_dsv4_ep **out,
                              di_error *err);
 /* Makes c's forwards expert parallel (ep NULL: back to all experts local):
  * every rank then calls di_dsv41_forward equally often, with zero rows when
  * it has no work. */
 void di_dsv41_ctx_set_ep(di_dsv41_ctx *ctx, di_dsv4_ep *ep);
+/* Forced imbalance, as di_dsv4_ctx_set_route_skew (the one-process twin of
+ * an EP run with force_imbalance): ratio 0 turns it off. */
+void di_dsv41_ctx_set_route_skew(di_dsv41_ctx *ctx, double ratio, int32_t groups);
+
+/* Makes c's forwards context parallel over cp (NULL: off): every rank
+ * forwards its share of the same step's rows (model_cp.c splits them) and
+ * gets the whole cache; collective per layer, a rank with no rows still
+ * calls di_dsv41_forward with the step's block tables. */
+void di_dsv41_ctx_set_cp(di_dsv41_ctx *ctx, struct di_dist *cp);
 
 /* Trace hook for tests and debugging: called during each forward at every
  * sublayer boundary with the rows of this batch (in row order):

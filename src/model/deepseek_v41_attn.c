@@ -87,12 +87,12 @@ static void maybe_bf16(const di_dsv41_ctx *c, float *x, int64_t n) {
  * pool (ratio 2) or take (ratio 1) the latent, normalize, rotate at j*r,
  * store; index-K sources add the index key. lat/gate: this row's f32
  * projections. */
-static void close_entry(di_dsv41_ctx *c, di_dsv41_kv *kv, int32_t il, const di_batch *b, int64_t row,
-                        const float *lat, const float *gate, float *tmp) {
+void dsv41_close_entry(di_dsv41_ctx *c, di_dsv41_kv *kv, int32_t il, const di_batch *b, int32_t seq, int32_t p,
+                       const float *lat, const float *gate, float *tmp) {
     const di_dsv41_model *m = c->m;
     const di_dsv41_hparams *hp = &m->hp;
     const dsv41_layer *L = &m->layers[il];
-    const int32_t hd = hp->head_dim, r = hp->role[il].ratio, p = b->pos[row], seq = b->seq[row];
+    const int32_t hd = hp->head_dim, r = hp->role[il].ratio;
     float *e = tmp, *pre = tmp + hd, *key = tmp + 2 * hd; /* (hd), (hd), (ihd) */
     if (r == 2) {
         const float *st = (const float *)rec(kv, il, dsv41_slot(b, seq, p - 1), kv->lay[il].off_state);
@@ -298,7 +298,8 @@ static void attend_row(void *arg, int64_t row, int thread) {
 
 /* ---- the layer ------------------------------------------------------------------- */
 
-void dsv41_attention(di_dsv41_ctx *c, di_dsv41_kv *kv, int32_t il, const di_batch *b, di_threadpool *pool) {
+di_status dsv41_attention(di_dsv41_ctx *c, di_dsv41_kv *kv, int32_t il, const di_batch *b, di_threadpool *pool,
+                          di_error *err) {
     const di_dsv41_model *m = c->m;
     const di_dsv41_hparams *hp = &m->hp;
     const dsv41_layer *L = &m->layers[il];
@@ -346,11 +347,19 @@ void dsv41_attention(di_dsv41_ctx *c, di_dsv41_kv *kv, int32_t il, const di_batc
                 memcpy(st + hd, c->cg + i * hd, (size_t)hd * sizeof(float));
             }
         float *tmp = c->attn_scratch; /* 2 hd + ihd floats; rows are done one by one here */
-        for (int64_t i = 0; i < n; i++) {
+        for (int64_t i = 0; i < n && !c->cp; i++) {
             if ((b->pos[i] + 1) % ro->ratio) continue;
-            close_entry(c, kv, il, b, i, c->ckv + i * hd, ro->ratio == 2 ? c->cg + i * hd : NULL, tmp);
+            dsv41_close_entry(c, kv, il, b, b->seq[i], b->pos[i], c->ckv + i * hd,
+                              ro->ratio == 2 ? c->cg + i * hd : NULL, tmp);
         }
     }
+    /* CP: the other ranks' rows of this step (their records, the entries
+     * they close) before anyone attends */
+    if (c->cp) {
+        di_status s = dsv41_cp_layer(c, kv, il, b, c->attn_scratch, err);
+        if (s) return s;
+    }
+    if (n == 0) return DI_OK;
     attn_job job = {c, kv, il, b};
     di_threadpool_run(pool, n, attend_row, &job);
     if (c->record_layer == il && ro->ratio && ro->idx_src == il) {
@@ -369,4 +378,5 @@ void dsv41_attention(di_dsv41_ctx *c, di_dsv41_kv *kv, int32_t il, const di_batc
     if (dsv41_faithful(c)) /* use_fp8_einsum_output: wo_a's output is fp8 per 32 */
         for (int64_t i = 0; i < n; i++) dsv41_round_fp8(c->oa + i * G * olr, G * olr);
     dsv41_linear(c, &L->wo_b, c->oa, G * olr, c->y, D, n, 1, pool);
+    return DI_OK;
 }

@@ -5,7 +5,9 @@
  *   deepseek_v41_quant.c   the numerics policy: bf16, fp8 activations,
  *                          MXFP8 / FP4 KV records, FP4 index vectors
  *   deepseek_v41_attn.c    attention: window, compressors, indexer, sink
- *   deepseek_v41.c         KV, contexts, shifted mHC, MoE, the forward
+ *   deepseek_v41.c         KV, contexts, shifted mHC, the forward
+ *   deepseek_v41_moe.c     routing, experts, the shared expert; EP glue
+ *   deepseek_v41_cp.c      context parallelism: per-layer record exchange
  *   engram.c               Engram hashing, vocabulary, gate (model/engram.h)
  *
  * Shared with V4 (deepseek_v4_internal.h): dsv4_linear (FP8 block-scaled and
@@ -118,6 +120,9 @@ struct di_dsv41_ctx {
     float *xg, *g1, *g3, *yg; /* (n*K, D), (n*K, F) x2, (n*K, D) */
     float *wg;                /* (n*K) routing weights of the gathered rows */
     di_dsv4_ep *ep;           /* expert parallelism (not owned), NULL = all experts here */
+    di_dist *cp;              /* context parallel group (not owned), NULL = none */
+    float skew_factor;        /* forced routing imbalance (di_dsv41_ctx_set_route_skew), 0 = off */
+    int32_t skew_groups;
     float *eg;                /* (n, cols*ehd) Engram rows */
     float *ekv;               /* (n, (N+1)*D) Engram keys/value */
     int32_t *topk;            /* (n, index_topk) current selection, -1 filled */
@@ -171,7 +176,21 @@ static inline int dsv41_faithful(const di_dsv41_ctx *c) { return c->m->num == DI
 /* RMSNorm of one vector with the policy's rounding of the output. */
 void dsv41_norm(const di_dsv41_ctx *c, const float *x, const float *w, float *out, int64_t n);
 
-void dsv41_attention(di_dsv41_ctx *c, di_dsv41_kv *kv, int32_t il, const di_batch *b, di_threadpool *pool);
+/* Attention of layer il on h (n, D) -> y (n, D). With c->cp collective
+ * (deepseek_v41_cp.c): every rank calls it for every layer, n may be 0. */
+di_status dsv41_attention(di_dsv41_ctx *c, di_dsv41_kv *kv, int32_t il, const di_batch *b, di_threadpool *pool,
+                          di_error *err);
+/* Closes compressed entry (p+1)/ratio-1 of seq at row position p (pools or
+ * takes the latent, normalizes, rotates, stores; index key too). lat/gate:
+ * that row's f32 compressor projections; tmp: 2 hd + ihd floats. */
+void dsv41_close_entry(di_dsv41_ctx *c, di_dsv41_kv *kv, int32_t il, const di_batch *b, int32_t seq, int32_t p,
+                       const float *lat, const float *gate, float *tmp);
+/* CP exchanges: the token ids of the step's rows (once per forward), and
+ * per layer every rank's window records and compressor projections, the
+ * entries they close closed on every rank (deepseek_v41_cp.c). */
+di_status dsv41_cp_tokens(di_dsv41_ctx *c, di_dsv41_kv *kv, const di_batch *b, di_error *err);
+di_status dsv41_cp_layer(di_dsv41_ctx *c, di_dsv41_kv *kv, int32_t il, const di_batch *b, float *tmp,
+                         di_error *err);
 int64_t dsv41_attention_scratch_floats(const di_dsv41_model *m, int32_t max_pos);
 int64_t dsv41_slot(const di_batch *b, int32_t seq, int32_t pos);
 /* MoE of layer il on h (n, D) -> y (n, D). With c->ep collective: every rank

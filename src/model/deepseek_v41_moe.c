@@ -20,7 +20,8 @@
  * weights s / (sum s + 1e-20) * routed_scale (TK moe_topk_gate_forward). */
 static void route(di_dsv41_ctx *c, const dsv41_layer *L, int64_t n) {
     const di_dsv41_hparams *hp = &c->m->hp;
-    const int32_t E = hp->n_experts, K = hp->n_experts_used;
+    const int32_t E = hp->n_experts, K = hp->n_experts_used, il = (int32_t)(L - c->m->layers);
+    const int32_t n_hot = c->skew_factor > 0.0f ? E / c->skew_groups : 0;
     for (int64_t r = 0; r < n; r++) {
         float *lg = c->logit + r * E;
         int32_t *sel = c->sel + r * K;
@@ -32,7 +33,9 @@ static void route(di_dsv41_ctx *c, const dsv41_layer *L, int64_t n) {
             for (int32_t e = 0; e < E; e++) {
                 int taken = 0;
                 for (int32_t q = 0; q < k; q++) taken |= sel[q] == e;
-                float v = lg[e] + L->gate_bias[e];
+                /* forced imbalance: skewed draws from the row's own content */
+                float v = n_hot ? dsv4_row_uniform(0, il, c->h + r * hp->n_embd, e) * (e < n_hot ? c->skew_factor : 1.0f)
+                                : lg[e] + L->gate_bias[e];
                 if (!taken && (best < 0 || v > bv)) {
                     best = e;
                     bv = v;
@@ -141,8 +144,6 @@ di_status dsv41_moe(di_dsv41_ctx *c, int32_t il, int64_t n, di_threadpool *pool,
 di_status di_dsv41_ep_create(const di_dsv41_model *m, di_dist *d, const di_dsv4_ep_params *p, di_dsv4_ep **out,
                              di_error *err) {
     *out = NULL;
-    if (p->force_imbalance != 0)
-        return di_error_set(err, DI_ERR_UNSUPPORTED, "ep: forced imbalance is implemented for deepseek_v4 only");
     const di_dsv41_hparams *hp = &m->hp;
     const int32_t L = hp->n_layers;
     const dsv4_linear **t = di_malloc_array((size_t)3 * (L > 0 ? L : 1), sizeof *t);
@@ -158,4 +159,17 @@ di_status di_dsv41_ep_create(const di_dsv41_model *m, di_dist *d, const di_dsv4_
     return s;
 }
 
-void di_dsv41_ctx_set_ep(di_dsv41_ctx *c, di_dsv4_ep *ep) { c->ep = ep; }
+void di_dsv41_ctx_set_route_skew(di_dsv41_ctx *c, double ratio, int32_t groups) {
+    const di_dsv41_hparams *hp = &c->m->hp;
+    c->skew_factor = 0.0f;
+    c->skew_groups = groups;
+    if (ratio >= 1.0 && groups > 1 && hp->n_experts >= groups)
+        c->skew_factor = dsv4_skew_factor(ratio, groups, hp->n_experts_used, hp->n_experts);
+}
+
+void di_dsv41_ctx_set_ep(di_dsv41_ctx *c, di_dsv4_ep *ep) {
+    c->ep = ep;
+    int32_t groups;
+    double skew = ep ? dsv4_ep_skew(ep, &groups) : 0.0;
+    if (skew >= 1) di_dsv41_ctx_set_route_skew(c, skew, groups);
+}

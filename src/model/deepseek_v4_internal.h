@@ -239,6 +239,11 @@ di_status dsv4_moe(di_dsv4_ctx *c, int32_t il, const int32_t *tokens, int64_t n,
 /* One step of the routed sum, s + y * w: the one-process combine and an EP
  * owner's partial sums use this same expression, so they round alike. */
 static inline float dsv4_moe_mac(float s, float y, float w) { return s + y * w; }
+/* Forced imbalance (di_dsv4_ctx_set_route_skew, shared with V4.1): the
+ * score scale of the hot experts, and a row's uniform draw for expert e
+ * from its own content (token, layer, first hidden values). */
+float dsv4_skew_factor(double ratio, int32_t groups, int32_t K, int32_t E);
+float dsv4_row_uniform(int32_t token, int32_t il, const float *h, int32_t e);
 /* gate (n) <- silu(min(gate, limit)) * clamp(up, -limit, limit) */
 void dsv4_clamped_swiglu(float *gate, const float *up, int64_t n, float limit);
 

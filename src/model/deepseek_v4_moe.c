@@ -36,7 +36,7 @@ void dsv4_clamped_swiglu(float *gate, const float *up, int64_t n, float limit) {
 /* DeepInfer's _map_unbalanced_ratio_to_factor: the score scale f (hot
  * experts ~ U(0, f), the others ~ U(0, 1)) that makes one group of n_hot of
  * E experts get `ratio` times the selections of each of the other groups. */
-static float skew_factor_of(double ratio, int32_t groups, int32_t K, int32_t E) {
+float dsv4_skew_factor(double ratio, int32_t groups, int32_t K, int32_t E) {
     double x = ratio / (ratio + groups - 1), n_hot = (double)E / groups;
     double t = 1.0 - (1.0 - x) * K / (E - n_hot), denom = 1.0 - x * K / n_hot;
     return denom > 0 ? (float)(t / denom) : 100.0f; /* saturate when unachievable */
@@ -47,13 +47,13 @@ void di_dsv4_ctx_set_route_skew(di_dsv4_ctx *c, double ratio, int32_t groups) {
     c->skew_factor = 0.0f;
     c->skew_groups = groups;
     if (ratio >= 1.0 && groups > 1 && hp->n_experts >= groups)
-        c->skew_factor = skew_factor_of(ratio, groups, hp->n_experts_used, hp->n_experts);
+        c->skew_factor = dsv4_skew_factor(ratio, groups, hp->n_experts_used, hp->n_experts);
 }
 
 /* A uniform [0, 1) draw from a row's own content: the token, the layer and
  * the bits of its first hidden values, so a row's draw never depends on its
  * batch or rank (splitmix64). */
-static float row_uniform(int32_t token, int32_t il, const float *h, int32_t e) {
+float dsv4_row_uniform(int32_t token, int32_t il, const float *h, int32_t e) {
     uint32_t b0, b1;
     memcpy(&b0, &h[0], 4);
     memcpy(&b1, &h[1], 4);
@@ -87,7 +87,8 @@ static void route(di_dsv4_ctx *c, const dsv4_layer *L, const int32_t *tokens, in
                     int taken = 0;
                     for (int32_t j = 0; j < k; j++) taken |= sel[j] == e;
                     if (taken) continue;
-                    float v = row_uniform(tokens[r], il, c->h + r * hp->n_embd, e) * (e < n_hot ? c->skew_factor : 1.0f);
+                    float v = dsv4_row_uniform(tokens[r], il, c->h + r * hp->n_embd, e) *
+                              (e < n_hot ? c->skew_factor : 1.0f);
                     if (best < 0 || v > bv) {
                         best = e;
                         bv = v;

@@ -325,10 +325,9 @@ di_status di_model_kv_truncate(di_model_kv *kv, int32_t seq_slot, int32_t n_keep
 
 di_status di_model_ctx_set_cp(const di_model *m, di_model_ctx *ctx, struct di_dist *d, int32_t min_rows,
                               di_error *err) {
-    if (m->ops != &DSV4_OPS)
-        return di_error_set(err, DI_ERR_UNSUPPORTED, "context parallelism is implemented for deepseek_v4, not %s",
-                            m->ops->name);
-    if (ctx->ep) return di_error_set(err, DI_ERR_INVALID_ARG, "context parallelism does not combine with --ep yet");
+    if (m->ops != &DSV4_OPS && m->ops != &DSV41_OPS)
+        return di_error_set(err, DI_ERR_UNSUPPORTED,
+                            "context parallelism needs deepseek_v4 or deepseek_v41, not %s", m->ops->name);
     if (min_rows < 1) return di_error_set(err, DI_ERR_RANGE, "cp: min rows %d < 1", (int)min_rows);
     di_model_facts f;
     di_model_get_facts(m, &f);
@@ -352,6 +351,14 @@ static di_status dsv4_cp_share(void *user, const di_batch *share, float *logits,
     return s;
 }
 
+static di_status dsv41_cp_share(void *user, const di_batch *share, float *logits, di_error *err) {
+    cp_share *c = user;
+    di_dsv41_ctx_set_cp(c->ctx->impl, c->ctx->cp);
+    di_status s = di_dsv41_forward(c->ctx->impl, c->kv->impl, share, logits, c->pool, err);
+    di_dsv41_ctx_set_cp(c->ctx->impl, NULL);
+    return s;
+}
+
 di_status di_model_forward(di_model_ctx *ctx, di_model_kv *kv, const di_batch *b, float *logits_out,
                            di_threadpool *pool, di_error *err) {
     if (ctx->ops != kv->ops)
@@ -361,7 +368,8 @@ di_status di_model_forward(di_model_ctx *ctx, di_model_kv *kv, const di_batch *b
         if (s) return s;
         if (b->n_rows >= ctx->cp_min_rows) {
             cp_share sh = {ctx, kv, pool};
-            return di_cp_forward(ctx->cp, ctx->n_vocab, b, logits_out, dsv4_cp_share, &sh, err);
+            return di_cp_forward(ctx->cp, ctx->n_vocab, b, logits_out,
+                                 ctx->ops == &DSV41_OPS ? dsv41_cp_share : dsv4_cp_share, &sh, err);
         }
     }
     return ctx->ops->forward(ctx->impl, kv->impl, b, logits_out, pool, err);

@@ -67,8 +67,8 @@ di_status di_model_ctx_set_ep(const di_model *m, di_model_ctx *ctx, struct di_di
  * engine then refuses --spec for that model. */
 di_status di_model_kv_truncate(di_model_kv *kv, int32_t seq_slot, int32_t n_keep, di_error *err);
 
-/* Makes ctx's forwards context parallel over d (deepseek_v4 only; not with
- * EP): every rank must then forward the same batches; a batch of at least
+/* Makes ctx's forwards context parallel over d (deepseek_v4 / v41; with EP,
+ * over the same group): every rank must then forward the same batches; a batch of at least
  * min_rows rows is split over the ranks (DeepInfer's zigzag), smaller ones
  * run whole on every rank. Every rank gets all logits and the whole cache.
  * d must outlive ctx. */

@@ -73,10 +73,38 @@ for args in "--temp 0" "--temp 0.8 --seed 3" "--temp 0 --batch-tokens 48"; do
     [ "$got" = "$want" ] || fail "run --cp -np $np $args: got '$got' want '$want'"
   done
 done
-if timeout $T "$MPIRUN_SH" 2 "$BIN" run --cp -m "$ROOT/tests/data/golden/deepseek_v41/tiny_b" -p hi -n 2 \
-     >/dev/null 2>"$TMP/err"; then fail "run --cp on V4.1 succeeded"; fi
-grep -q "context parallelism is implemented for deepseek_v4" "$TMP/err" || { cat "$TMP/err" >&2; fail "run --cp V4.1: no clear error"; }
-echo "run --cp: 2 and 3 ranks equal one process (greedy, seeded, chunked prefill)"
+# EP + CP (+ EPLB) together: experts sliced, long prefill steps split
+want=$(timeout $T "$BIN" run -m "$G/tiny_fp8" --prompt-ids "$P" -n 10 --temp 0 --print-ids --kv-f32 -t 1 2>/dev/null)
+got=$(timeout $T "$MPIRUN_SH" 4 "$BIN" run --ep --cp --cp-min-rows 16 --eplb-interval 3 --ep-extra-experts 2 \
+      -m "$G/tiny_fp8" --prompt-ids "$P" -n 10 --temp 0 --print-ids --kv-f32 -t 1 2>"$TMP/err") ||
+  { cat "$TMP/err" >&2; fail "run --ep --cp -np 4"; }
+[ "$got" = "$want" ] || fail "run --ep --cp -np 4: got '$got' want '$want'"
+echo "run --cp: 2 and 3 ranks equal one process (greedy, seeded, chunked prefill); --ep --cp with EPLB at 4 ranks too"
+# DeepSeek-V4.1: batch --cp (every rank runs every line; several long
+# prompts per step, zigzag-split per sequence) equals one process, alone
+# and with --ep + EPLB
+python3 - >"$TMP/cp41.jsonl" <<'PY'
+import json
+for i in range(4):
+    print(json.dumps({"id": i, "prompt": ("Long prompt number %d about DeepSeek, " % i) * (6 + 3 * i),
+                      "max_tokens": 5, "temperature": 0}))
+print(json.dumps({"id": "s", "prompt": "A seeded one " * 20, "max_tokens": 6, "temperature": 0.8, "seed": 5}))
+PY
+for model in tiny_b; do # (tiny, 10 layers, checked by hand: too slow for every run)
+  M41=$ROOT/tests/data/golden/deepseek_v41/$model
+  timeout $T "$BIN" batch -m "$M41" --in "$TMP/cp41.jsonl" --out "$TMP/one.jsonl" -t 1 2>/dev/null ||
+    fail "v41 $model: batch (one process)"
+  for args in "2" "3" "4 --ep --eplb-interval 3 --ep-extra-experts 2"; do
+    set -- $args
+    np=$1
+    shift
+    timeout $T "$MPIRUN_SH" "$np" "$BIN" batch --cp --cp-min-rows 16 "$@" -m "$M41" --in "$TMP/cp41.jsonl" \
+      --out "$TMP/cp.jsonl" -t 1 2>"$TMP/err" || { cat "$TMP/err" >&2; fail "v41 $model: batch --cp -np $args"; }
+    cmp -s "$TMP/one.jsonl" "$TMP/cp.jsonl" ||
+      { diff "$TMP/one.jsonl" "$TMP/cp.jsonl" >&2; fail "v41 $model: batch --cp -np $args differs"; }
+  done
+done
+echo "deepseek_v41 batch --cp: 2 and 3 ranks, and 4 with --ep + EPLB, equal one process"
 
 # 2. run --ep: the goldens' greedy continuations
 for model in tiny_fp8 tiny_bf16; do
@@ -132,7 +160,20 @@ for model in tiny_b tiny; do
         2>"$TMP/err") || { cat "$TMP/err" >&2; fail "v41 $model: run --ep"; }
   [ "$got" = "$want" ] || fail "v41 $model: run --ep: got '$got' want '$want'"
 done
-echo "deepseek_v41 --ep: batch at 2 and 4 ranks with EPLB and run at 2 ranks equal one process"
+# forced skew (V4.1 too): the same records with and without rebalances, and
+# the placement lowers moe_lb on its window
+M41=$ROOT/tests/data/golden/deepseek_v41/tiny_b
+for ev in "" "--eplb-interval 4 --ep-extra-experts 2 --eplb-log"; do
+  timeout $T "$MPIRUN_SH" 2 "$BIN" batch --ep -m "$M41" --in "$TMP/in.jsonl" --out "$TMP/sk${ev:+1}.jsonl" -t 1 \
+    --ep-force-imbalance 3 $ev 2>"$TMP/err" || { cat "$TMP/err" >&2; fail "v41: batch --ep --ep-force-imbalance $ev"; }
+done
+cmp -s "$TMP/sk.jsonl" "$TMP/sk1.jsonl" || fail "v41: forced skew: a rebalance changed the records"
+python3 - "$TMP/err" <<'PY' || fail "v41: EPLB did not lower moe_lb under a forced skew"
+import re, sys
+m = re.search(r"moe_lb ([0-9.]+) -> ([0-9.]+)", open(sys.argv[1]).read())
+sys.exit(0 if m and float(m.group(2)) < float(m.group(1)) else 1)
+PY
+echo "deepseek_v41 --ep: batch at 2 and 4 ranks with EPLB and run at 2 ranks equal one process; forced skew rebalanced"
 
 # 3c. serve --ep: two data-parallel replicas (rank r listens on its own
 #     port) answer like one process; SIGTERM ends the whole job
