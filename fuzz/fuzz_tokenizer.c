@@ -17,6 +17,10 @@ static const char *const PATHS[] = {
     "../shared/data/tokenizer/ggml-vocab-deepseek-llm.gguf",
     "../shared/data/tokenizer/deepseek-v3",
     "../shared/data/tokenizer/ggml-vocab-phi-3.gguf",
+    "tests/data/golden/tokenizer/json/qwen2",
+    "tests/data/golden/tokenizer/json/wordpiece",
+    "tests/data/golden/tokenizer/json/wordpiece_nfd",
+    "tests/data/golden/tokenizer/json/unigram",
 };
 #define N_TOK (sizeof PATHS / sizeof PATHS[0])
 static di_tokenizer *g_tok[N_TOK];

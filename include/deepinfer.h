@@ -292,6 +292,7 @@ typedef struct di_engine_stats {
     int64_t n_steps, n_preemptions;
     int64_t n_prompt_tokens, n_prefix_hit_tokens, n_generated_tokens;
     int64_t n_requests_finished;
+    int64_t n_prefill_rows;    /* prompt tokens computed so far (prefix hits excluded) */
     double t_forward_ms;       /* time spent in model forwards */
     int64_t n_deferred_steps;  /* steps that held prompt rows or new requests
                                   back for max_prefill_tokens / tpot_target_ms */

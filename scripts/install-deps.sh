@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Installs the Debian packages DeepInfer builds and tests with. Idempotent:
 # packages already present are not touched, and apt is not called at all
-# when nothing is missing.
+# when nothing is missing. libedit-dev gives `deepinfer chat` line editing and
+# history (the build falls back to plain line reading without it).
 set -euo pipefail
 
 PACKAGES=(
   build-essential cmake pkg-config clang libclang-rt-14-dev
   libpcre2-dev libutf8proc-dev libjansson-dev libmicrohttpd-dev libcmocka-dev
   libopenmpi-dev openmpi-bin
+  libedit-dev
   python3 python3-venv unzip curl ca-certificates
 )
 

@@ -6,6 +6,32 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* " [default: V]" for a flag with a value, from what its variable holds
+ * before parsing; "" when the help text already names it ("(512)", "(0 =
+ * off)"), for switches, unset strings and sentinels outside the range
+ * (e.g. -1 = random seed, which the help text explains). */
+static const char *default_note(const di_arg *s) {
+    static char note[160];
+    char v[128] = "";
+    if (s->kind == DI_ARG_INT) {
+        int64_t x = *(const int64_t *)s->out;
+        if ((double)x >= s->lo && (double)x <= s->hi) snprintf(v, sizeof v, "%lld", (long long)x);
+    } else if (s->kind == DI_ARG_FLOAT) {
+        double x = *(const double *)s->out;
+        if (x >= s->lo && x <= s->hi) snprintf(v, sizeof v, "%g", x);
+    } else if (s->kind == DI_ARG_STR) {
+        const char *x = *(const char *const *)s->out;
+        if (x) snprintf(v, sizeof v, "%.100s", x);
+    }
+    if (!v[0]) return "";
+    /* "(512)", "(0 = off)": the help text already says it */
+    char named[136];
+    snprintf(named, sizeof named, "(%s", v);
+    if (strstr(s->help, named)) return "";
+    snprintf(note, sizeof note, " [default: %s]", v);
+    return note;
+}
+
 static void print_usage(FILE *f, const char *cmd, const char *usage_line, const di_arg *specs,
                         int n_specs) {
     fprintf(f, "usage: deepinfer %s %s\n\noptions:\n", cmd, usage_line);
@@ -15,7 +41,7 @@ static void print_usage(FILE *f, const char *cmd, const char *usage_line, const 
             snprintf(names, sizeof names, "%s, %s", specs[i].name, specs[i].alt);
         else
             snprintf(names, sizeof names, "%s", specs[i].name);
-        fprintf(f, "  %-24s %s\n", names, specs[i].help);
+        fprintf(f, "  %-24s %s%s\n", names, specs[i].help, default_note(&specs[i]));
     }
 }
 
@@ -63,12 +89,20 @@ int di_args_parse(const char *cmd, const char *usage_line, const di_arg *specs, 
                   int *n_positional) {
     *n_positional = 0;
     bool only_positional = false;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!only_positional && (!strcmp(a, "-h") || !strcmp(a, "--help"))) {
+    /* --help anywhere: the defaults are printed before any flag sets them */
+    for (int i = 1; i < argc && strcmp(argv[i], "--"); i++) {
+        const di_arg *s = find_spec(specs, n_specs, argv[i]);
+        if (s && s->kind != DI_ARG_FLAG) {
+            i++;
+            continue;
+        }
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             print_usage(stdout, cmd, usage_line, specs, n_specs);
             return 1;
         }
+    }
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
         if (!only_positional && !strcmp(a, "--")) {
             only_positional = true;
             continue;

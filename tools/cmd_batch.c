@@ -3,6 +3,7 @@
  * input line in input order. A bad line becomes an error record; the rest
  * still runs. Progress on stderr, a throughput summary at the end. */
 #include "gen_common.h"
+#include "progress.h"
 #include "tools.h"
 
 #include "dist/dist.h"
@@ -37,8 +38,8 @@ typedef struct batch_ctx {
     FILE *out;
     int rank, ranks;    /* --ep: this process runs lines i with i % ranks == rank */
     int64_t n_prompt, n_generated;
-    bool tty;
     double t0;
+    di_progress prog;   /* requests done / total, generated tok/s, ETA */
 } batch_ctx;
 
 static double now_s(void) {
@@ -77,12 +78,8 @@ static void flush_in_order(batch_ctx *c) {
 }
 
 static void progress(batch_ctx *c) {
-    double dt = now_s() - c->t0;
-    if (c->tty) {
-        int width = 30, filled = c->n_jobs ? (int)(width * c->n_done / c->n_jobs) : width;
-        fprintf(stderr, "\r[%.*s%*s] %zu/%zu  %.1f tok/s", filled, "##############################",
-                width - filled, "", c->n_done, c->n_jobs, dt > 0 ? c->n_generated / dt : 0.0);
-    }
+    if (c->n_done == c->n_jobs) di_progress_end(&c->prog, (int64_t)c->n_done, (double)c->n_generated);
+    else di_progress_update(&c->prog, (int64_t)c->n_done, (double)c->n_generated);
 }
 
 static void finish_job(job *j, json_t *record) {
@@ -332,8 +329,9 @@ int di_cmd_batch(int argc, char **argv) {
             goto done_lines;
         }
     }
-    batch_ctx c = {.out = out, .n_jobs = n_lines, .tty = isatty(2), .t0 = now_s(),
-                   .rank = o.cp ? 0 : di_gen_rank(), .ranks = o.cp ? 1 : di_gen_ranks()};
+    batch_ctx c = {.out = out, .n_jobs = n_lines, .t0 = now_s(), .rank = o.cp ? 0 : di_gen_rank(),
+                   .ranks = o.cp ? 1 : di_gen_ranks()};
+    di_progress_start(&c.prog, "batch", (int64_t)n_lines, "generated tok/s");
     c.jobs = calloc(n_lines ? n_lines : 1, sizeof *c.jobs);
     if (!c.jobs) {
         rc = 1;
@@ -368,7 +366,7 @@ int di_cmd_batch(int argc, char **argv) {
         rc = 1;
     }
     double dt = now_s() - c.t0;
-    if (c.tty) fprintf(stderr, "\n");
+    if (c.n_done < c.n_jobs && c.prog.tty) fputc('\n', stderr); /* --ep: other ranks' lines */
     fprintf(stderr, "[batch: %zu requests, %lld prompt + %lld generated tokens in %.2f s | %.1f generated tok/s]\n",
             n_lines, (long long)c.n_prompt, (long long)c.n_generated, dt, dt > 0 ? c.n_generated / dt : 0.0);
     di_gen_print_spec_stats(e);

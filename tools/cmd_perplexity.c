@@ -32,6 +32,7 @@
  * likes; the kernels are batch-invariant, so the result does not depend on
  * that (nor on --threads or --batch-tokens). */
 #include "args.h"
+#include "progress.h"
 #include "gen_common.h"
 #include "tools.h"
 
@@ -39,6 +40,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <time.h>
 
 #define DEFAULT_PPL_CTX 512           /* llama-perplexity's default n_ctx */
@@ -57,6 +59,7 @@ typedef struct ppl_state {
     double nll_sum;   /* over the scored predictions of finished windows */
     int64_t n_scored;
     double t_start_ms;
+    di_progress prog; /* on a terminal: the bar instead of a line per window */
     const char *error; /* first request error, if any */
     char error_buf[512];
 } ppl_state;
@@ -138,9 +141,12 @@ static int on_event(const di_event *ev) {
     st->n_scored += st->ctx - 1 - st->first;
     st->n_done++;
     double s = (now_ms() - st->t_start_ms) / 1e3;
-    fprintf(stderr, "perplexity: window %d/%d done, PPL so far %.4f, %.1f tok/s\n", (int)st->n_done,
-            (int)st->n_windows, exp(st->nll_sum / (double)st->n_scored),
-            s > 0 ? (double)st->n_done * st->ctx / s : 0.0);
+    if (st->prog.tty)
+        di_progress_update(&st->prog, st->n_done, (double)st->n_done * st->ctx);
+    else
+        fprintf(stderr, "perplexity: window %d/%d done, PPL so far %.4f, %.1f tok/s\n", (int)st->n_done,
+                (int)st->n_windows, exp(st->nll_sum / (double)st->n_scored),
+                s > 0 ? (double)st->n_done * st->ctx / s : 0.0);
     return 0;
 }
 
@@ -188,6 +194,7 @@ static int run_windows(di_engine *e, ppl_state *st, int32_t *tokens, int32_t bos
     }
     int rc = 0;
     st->t_start_ms = now_ms();
+    if (isatty(STDERR_FILENO)) di_progress_start(&st->prog, "perplexity", st->n_windows, "tok/s");
     for (int32_t w = 0; w < st->n_windows && !rc; w++) {
         int32_t *toks = tokens + (size_t)w * (size_t)st->ctx;
         int32_t saved = toks[0];
@@ -214,6 +221,7 @@ static int run_windows(di_engine *e, ppl_state *st, int32_t *tokens, int32_t bos
         fprintf(stderr, "deepinfer perplexity: %s\n", err.msg);
         rc = 1;
     }
+    if (st->prog.tty) di_progress_end(&st->prog, st->n_done, (double)st->n_done * st->ctx);
     if (!rc && st->error) {
         fprintf(stderr, "deepinfer perplexity: %s\n", st->error);
         rc = 1;
@@ -236,7 +244,7 @@ int di_cmd_perplexity(int argc, char **argv) {
          "score every prediction of a window, not only its second half"},
         {"--top1-out", NULL, DI_ARG_STR, &top1, 0, 0, "write index, token, argmax, logprob per scored token"},
         {"-t", "--threads", DI_ARG_INT, &threads, 0, 1024, "threads (0 = one per CPU)"},
-        {"--batch-tokens", NULL, DI_ARG_INT, &batch_tokens, 0, 1 << 20, "rows per forward"},
+        {"--batch-tokens", NULL, DI_ARG_INT, &batch_tokens, 0, 1 << 20, "rows per forward (0 = the engine's 512)"},
         {"--kv-f32", NULL, DI_ARG_FLAG, &kv_f32, 0, 0, "keep the KV cache in f32"},
         {"--kernels", NULL, DI_ARG_STR, &kernels, 0, 0, "kernel table: q8 (int8 activations), ggml (llama.cpp's CPU numerics)"},
     };

@@ -7,6 +7,7 @@
  * ffn_down; llama.cpp falls back too, to q5_0). Re-quantizing an already
  * quantized file compounds the rounding: the outputs are for speed
  * comparisons on identical files, not for quality. */
+#include "progress.h"
 #include "tools.h"
 
 #include "format/gguf.h"
@@ -71,7 +72,10 @@ int di_cmd_quantize(int argc, char **argv) {
     void **owned = calloc(n ? n : 1, sizeof *owned);
     int rc = wt && owned ? 0 : 1;
     int n_changed = 0, n_fallback = 0;
+    di_progress prog;
+    di_progress_start(&prog, "quantize", (int64_t)n, "tensors/s");
     for (uint64_t i = 0; !rc && i < n; i++) {
+        di_progress_update(&prog, (int64_t)i, (double)i);
         const di_gguf_tensor *t = di_gguf_tensor_at(g, i);
         wt[i] = (di_gguf_wtensor){t->name, t->n_dims, {t->ne[0], t->ne[1], t->ne[2], t->ne[3]},
                                   t->ggml_type, t->data, t->n_bytes};
@@ -105,6 +109,7 @@ int di_cmd_quantize(int argc, char **argv) {
         wt[i].n_bytes = rb_out * (uint64_t)t->ne[1];
         n_changed++;
     }
+    di_progress_end(&prog, (int64_t)n, (double)n);
     if (!rc && di_gguf_write_file(argv[2], g, "general.file_type", (uint32_t)file_type_of(target), wt, n, &err)) {
         fprintf(stderr, "deepinfer quantize: %s\n", err.msg);
         rc = 1;

@@ -2,6 +2,8 @@
  * deepinfer chat: interactive multi-turn; every turn resubmits the whole
  * conversation and the prefix cache skips what earlier turns computed. */
 #include "gen_common.h"
+#include "line_input.h"
+#include "progress.h"
 #include "tools.h"
 
 #include <errno.h>
@@ -10,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* SIGINT presses since chat installed its handler (0 elsewhere). */
 static volatile sig_atomic_t g_interrupts;
@@ -108,6 +111,33 @@ static void fit_max_tokens(const char *cmd, di_engine *e, di_request *r) {
     r->max_tokens = room;
 }
 
+/* Prompts at least this long show prefill progress (on a terminal). */
+#define PREFILL_PROGRESS_MIN_TOKENS 1024
+
+/* Steps a long prompt's prefill with a progress bar (tokens done / total,
+ * tok/s) on a terminal; di_engine_run does the rest. One process only
+ * (--ep steps collectively). */
+static di_status prefill_with_progress(di_engine *e, const di_request *r, di_error *err) {
+    size_t n_prompt = 0;
+    if (!isatty(STDERR_FILENO) || di_gen_ranks() > 1 || di_engine_count_prompt(e, r, &n_prompt, err) ||
+        n_prompt < PREFILL_PROGRESS_MIN_TOKENS)
+        return DI_OK;
+    di_engine_stats s0, s;
+    di_engine_get_stats(e, &s0);
+    di_progress prog;
+    di_progress_start(&prog, "prefill", (int64_t)n_prompt, "tok/s");
+    int64_t done = 0;
+    while (!di_engine_idle(e) && done < (int64_t)n_prompt) {
+        di_status rc = di_engine_step(e, err);
+        if (rc) return rc;
+        di_engine_get_stats(e, &s);
+        done = (s.n_prefill_rows - s0.n_prefill_rows) + (s.n_prefix_hit_tokens - s0.n_prefix_hit_tokens);
+        di_progress_update(&prog, done, (double)(s.n_prefill_rows - s0.n_prefill_rows));
+    }
+    di_progress_end(&prog, done, (double)(s.n_prefill_rows - s0.n_prefill_rows));
+    return DI_OK;
+}
+
 /* Submits r, steps until it is done. Returns 0 ok, 1 on failure. */
 static int generate(const char *cmd, di_engine *e, di_request *r, stream_state *st) {
     di_error err;
@@ -119,7 +149,7 @@ static int generate(const char *cmd, di_engine *e, di_request *r, stream_state *
         fprintf(stderr, "deepinfer %s: %s\n", cmd, err.msg);
         return 1;
     }
-    if (di_engine_run(e, &err)) {
+    if (prefill_with_progress(e, r, &err) || di_engine_run(e, &err)) {
         fprintf(stderr, "deepinfer %s: %s\n", cmd, err.msg);
         return 1;
     }
@@ -209,15 +239,59 @@ static int parse_constraint(const char *schema_file, bool json, const char *rege
     return 0;
 }
 
+/* Largest prompt -f / -p - read: far above any context, small enough that
+ * a wrong file (a disk image, /dev/zero) is refused instead of read. */
+#define PROMPT_FILE_MAX_BYTES (64u << 20)
+
+/* The whole of f (a file, or stdin for -p -) as a malloc'd string; NULL
+ * with a message when it cannot be read, holds a NUL or is too large. */
+static char *read_prompt(FILE *f, const char *what) {
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        if (n + 1 >= cap) {
+            char *p = cap >= PROMPT_FILE_MAX_BYTES ? NULL : realloc(buf, cap * 2);
+            if (!p) {
+                fprintf(stderr, "deepinfer run: %s: larger than %u MiB\n", what, PROMPT_FILE_MAX_BYTES >> 20);
+                free(buf);
+                return NULL;
+            }
+            buf = p;
+            cap *= 2;
+        }
+        size_t got = fread(buf + n, 1, cap - 1 - n, f);
+        n += got;
+        if (got == 0) break;
+    }
+    if (!buf) {
+        fprintf(stderr, "deepinfer run: %s: out of memory\n", what);
+        return NULL;
+    }
+    if (ferror(f)) {
+        fprintf(stderr, "deepinfer run: %s: read error\n", what);
+        free(buf);
+        return NULL;
+    }
+    buf[n] = '\0';
+    if (strlen(buf) != n) {
+        fprintf(stderr, "deepinfer run: %s: contains a NUL byte (not text)\n", what);
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
 int di_cmd_run(int argc, char **argv) {
     di_gen_opts o;
     di_gen_opts_defaults(&o);
     const char *prompt = NULL, *system = NULL, *tmpl = NULL;
-    const char *schema_file = NULL, *regex = NULL, *ebnf_file = NULL, *prompt_ids = NULL;
-    bool raw = false, json = false, print_ids = false, strict = false;
+    const char *schema_file = NULL, *regex = NULL, *ebnf_file = NULL, *prompt_ids = NULL, *prompt_file = NULL;
+    bool raw = false, json = false, print_ids = false, strict = false, verbose = false;
     di_arg specs[DI_GEN_MAX_SPECS];
     int n = di_gen_opts_specs(&o, specs, 0);
-    specs[n++] = (di_arg){"-p", "--prompt", DI_ARG_STR, &prompt, 0, 0, "the prompt"};
+    specs[n++] = (di_arg){"-p", "--prompt", DI_ARG_STR, &prompt, 0, 0, "the prompt ('-' = read it from stdin)"};
+    specs[n++] = (di_arg){"-f", "--file", DI_ARG_STR, &prompt_file, 0, 0, "read the prompt from this file"};
+    specs[n++] = (di_arg){"-v", "--verbose", DI_ARG_FLAG, &verbose, 0, 0, "print the seed and settings used"};
     specs[n++] = (di_arg){"--system", NULL, DI_ARG_STR, &system, 0, 0, "system message"};
     specs[n++] = (di_arg){"--raw", NULL, DI_ARG_FLAG, &raw, 0, 0, "do not apply the chat template"};
     specs[n++] = (di_arg){"--chat-template", NULL, DI_ARG_STR, &tmpl, 0, 0, "chatml, llama3, deepseek3, phi3"};
@@ -234,14 +308,31 @@ int di_cmd_run(int argc, char **argv) {
     int rc = di_args_parse("run", "-m MODEL -p PROMPT [options]", specs, n, argc, argv, pos, 1, &npos);
     if (rc) return rc == 1 ? 0 : 2;
     if (!prompt && npos) prompt = pos[0];
-    if (!prompt == !prompt_ids) {
-        fprintf(stderr, "deepinfer run: give one of -p PROMPT or --prompt-ids IDS\n");
+    if ((prompt != NULL) + (prompt_ids != NULL) + (prompt_file != NULL) != 1) {
+        fprintf(stderr, "deepinfer run: give one of -p PROMPT, -f FILE or --prompt-ids IDS\n");
         return 2;
     }
+    char *prompt_text = NULL; /* owned: -f FILE or -p - */
+    if (prompt_file || (prompt && !strcmp(prompt, "-"))) {
+        FILE *f = prompt_file ? fopen(prompt_file, "rb") : stdin;
+        if (!f) {
+            fprintf(stderr, "deepinfer run: %s: cannot open\n", prompt_file);
+            return 1;
+        }
+        prompt_text = read_prompt(f, prompt_file ? prompt_file : "stdin");
+        if (prompt_file) fclose(f);
+        if (!prompt_text) return 1;
+        prompt = prompt_text;
+    }
+    di_gen_resolve_seed(&o);
+    if (verbose)
+        fprintf(stderr, "deepinfer run: seed %lld (--seed %lld repeats this run), temperature %g, top-p %g\n",
+                (long long)o.seed, (long long)o.seed, o.temp, o.top_p);
     int32_t *ids = NULL;
     size_t n_ids = 0;
     if (prompt_ids && (rc = parse_ids(prompt_ids, &ids, &n_ids))) {
         free(ids);
+        free(prompt_text);
         return rc;
     }
     di_request r;
@@ -255,6 +346,7 @@ int di_cmd_run(int argc, char **argv) {
     if (!e) {
         free(grammar_text);
         free(ids);
+        free(prompt_text);
         return rc ? rc : 1;
     }
     di_message msgs[2];
@@ -292,22 +384,9 @@ int di_cmd_run(int argc, char **argv) {
     free(st.reply);
     free(grammar_text);
     free(ids);
+    free(prompt_text);
     di_gen_engine_close(e);
     return rc;
-}
-
-/* Reads one line from stdin into a malloc'd string without the newline;
- * NULL at end of input or when a signal interrupted the read. */
-static char *read_line(void) {
-    char *line = NULL;
-    size_t cap = 0;
-    ssize_t n = getline(&line, &cap, stdin);
-    if (n < 0) {
-        free(line);
-        return NULL;
-    }
-    while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r')) line[--n] = '\0';
-    return line;
 }
 
 /* The conversation: hist[i] borrows owned[i] (NULL for the system
@@ -384,14 +463,20 @@ int di_cmd_chat(int argc, char **argv) {
     di_gen_opts o;
     di_gen_opts_defaults(&o);
     const char *system = NULL, *tmpl = NULL;
+    bool verbose = false;
     di_arg specs[DI_GEN_MAX_SPECS];
     int n = di_gen_opts_specs(&o, specs, 0);
     specs[n++] = (di_arg){"--system", NULL, DI_ARG_STR, &system, 0, 0, "system message"};
     specs[n++] = (di_arg){"--chat-template", NULL, DI_ARG_STR, &tmpl, 0, 0, "chatml, llama3, deepseek3, phi3"};
+    specs[n++] = (di_arg){"-v", "--verbose", DI_ARG_FLAG, &verbose, 0, 0, "print the seed and settings used"};
     const char *pos[1];
     int npos = 0;
     int rc = di_args_parse("chat", "-m MODEL [options]", specs, n, argc, argv, pos, 0, &npos);
     if (rc) return rc == 1 ? 0 : 2;
+    di_gen_resolve_seed(&o);
+    if (verbose)
+        fprintf(stderr, "deepinfer chat: seed %lld (--seed %lld repeats this session), temperature %g, top-p %g\n",
+                (long long)o.seed, (long long)o.seed, o.temp, o.top_p);
     di_engine *e = di_gen_engine_open("chat", &o);
     if (!e) return 1;
     chat_history h = {0};
@@ -403,11 +488,13 @@ int di_cmd_chat(int argc, char **argv) {
     sa.sa_handler = on_sigint;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, &old_sa);
-    fprintf(stderr, "chat: type a message; Ctrl-C stops a reply; Ctrl-D, Ctrl-C or an empty line quits\n");
+    di_line_input *input = di_line_input_open("deepinfer");
+    if (!input) rc = 1;
+    fprintf(stderr, "chat: type a message; Ctrl-C stops a reply; Ctrl-D, Ctrl-C or an empty line quits%s\n",
+            input && di_line_input_edits(input) ? " (arrows recall earlier lines)" : "");
     while (!rc) {
-        fprintf(stderr, "> ");
         sig_atomic_t before = g_interrupts;
-        char *line = read_line();
+        char *line = di_line_input_read(input, "> ");
         if (!line || !line[0] || g_interrupts != before) {
             if (line || g_interrupts != before) fprintf(stderr, "\n");
             free(line);
@@ -445,6 +532,7 @@ int di_cmd_chat(int argc, char **argv) {
         if (g_interrupts - before >= 2) break; /* a second Ctrl-C during the reply */
     }
     sigaction(SIGINT, &old_sa, NULL);
+    di_line_input_close(input);
     for (size_t i = 0; i < h.n; i++) free(h.owned[i]);
     free(h.owned);
     free(h.hist);

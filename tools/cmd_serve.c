@@ -58,7 +58,7 @@ int di_cmd_serve(int argc, char **argv) {
     o.seed = -1;
     o.max_tokens = 0;
     di_server_params sp = di_server_params_default();
-    const char *host = sp.host, *api_key = NULL, *name = NULL;
+    const char *host = sp.host, *api_key = NULL, *name = NULL, *cors = NULL;
     int64_t port = sp.port, max_queue = sp.max_queue, max_body = (int64_t)sp.max_body_bytes,
             max_header = (int64_t)sp.max_header_bytes, max_conn = sp.max_connections,
             idle = sp.idle_timeout_s, max_n = sp.max_n;
@@ -81,6 +81,8 @@ int di_cmd_serve(int argc, char **argv) {
                           "open connections at once (256)"};
     specs[n++] = (di_arg){"--idle-timeout", NULL, DI_ARG_INT, &idle, 1, 86400,
                           "seconds a silent connection stays open (60)"};
+    specs[n++] = (di_arg){"--cors-origin", NULL, DI_ARG_STR, &cors, 0, 0,
+                          "let browsers on this origin call the API ('*' = any; off)"};
     specs[n++] = (di_arg){"--max-n", NULL, DI_ARG_INT, &max_n, 1, 4096, "most choices per request (128)"};
     specs[n++] = (di_arg){"--shutdown-grace", NULL, DI_ARG_FLOAT, &grace_s, 0, 3600,
                           "seconds in-flight requests get on SIGINT/SIGTERM (30)"};
@@ -127,6 +129,7 @@ int di_cmd_serve(int argc, char **argv) {
     sp.default_seed = o.seed >= 0 ? (uint64_t)o.seed : 0;
     sp.default_max_tokens = (int32_t)o.max_tokens;
     sp.verbose = verbose;
+    sp.cors_origin = cors;
     di_server *srv = NULL;
     di_error err;
     if (di_server_create(e, &sp, &srv, &err)) {

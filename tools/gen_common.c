@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
 #include <unistd.h>
 
 /* The embedded default model: scripts/fetch-model.sh puts it in models/ of
@@ -23,7 +25,8 @@ static di_dist *g_dist;
 /* SmolLM2's model card suggests a low temperature with nucleus sampling. */
 #define DEFAULT_TEMP 0.2
 #define DEFAULT_TOP_P 0.9
-#define DEFAULT_SEED 42
+/* Replicas under --ep / --cp must sample alike: there the default seed is fixed. */
+#define EP_DEFAULT_SEED 42
 #define DEFAULT_MAX_TOKENS 256
 
 void di_gen_opts_defaults(di_gen_opts *o) {
@@ -31,21 +34,21 @@ void di_gen_opts_defaults(di_gen_opts *o) {
     o->model = NULL; /* resolved by di_gen_resolve_model */
     o->temp = DEFAULT_TEMP;
     o->top_p = DEFAULT_TOP_P;
-    o->seed = DEFAULT_SEED;
+    o->seed = -1; /* random: see di_gen_resolve_seed */
     o->max_tokens = DEFAULT_MAX_TOKENS;
     o->repeat_penalty = 1.0;
 }
 
 int di_gen_opts_specs(di_gen_opts *o, di_arg *s, int n) {
     const di_arg add[] = {
-        {"-m", "--model", DI_ARG_STR, &o->model, 0, 0, "model: a .gguf file or an HF checkpoint folder"},
+        {"-m", "--model", DI_ARG_STR, &o->model, 0, 0, "model: a .gguf file or an HF checkpoint folder (default: the embedded SmolLM2-135M-Instruct)"},
         {"-n", "--max-tokens", DI_ARG_INT, &o->max_tokens, 1, 1 << 20, "tokens to generate at most"},
         {"-t", "--threads", DI_ARG_INT, &o->threads, 0, 1024, "threads (0 = one per CPU)"},
         {"-c", "--ctx", DI_ARG_INT, &o->ctx, 0, 1 << 20, "context per request (0 = model's, capped)"},
-        {"--kv-tokens", NULL, DI_ARG_INT, &o->kv_tokens, 0, 1 << 26, "KV cache capacity in tokens"},
+        {"--kv-tokens", NULL, DI_ARG_INT, &o->kv_tokens, 0, 1 << 26, "KV cache capacity in tokens (0 = twice the context, at least 8192)"},
         {"--batch-tokens", "--max-batched-tokens", DI_ARG_INT, &o->batch_tokens, 0, 1 << 20,
-         "rows per forward: the step's token budget (512)"},
-        {"--max-seqs", "--max-num-seqs", DI_ARG_INT, &o->max_seqs, 0, 4096, "sequences running at once (64)"},
+         "rows per forward: the step's token budget (0 = 512)"},
+        {"--max-seqs", "--max-num-seqs", DI_ARG_INT, &o->max_seqs, 0, 4096, "sequences running at once (0 = 64)"},
         {"--max-prefill-tokens", NULL, DI_ARG_INT, &o->max_prefill_tokens, 0, 1 << 20,
          "prompt rows per step at most, to protect decode latency (0 = budget only)"},
         {"--tpot-target-ms", NULL, DI_ARG_FLOAT, &o->tpot_target_ms, 0, 1e6,
@@ -53,9 +56,10 @@ int di_gen_opts_specs(di_gen_opts *o, di_arg *s, int n) {
         {"--temp", NULL, DI_ARG_FLOAT, &o->temp, 0, 100, "temperature (0 = greedy)"},
         {"--top-p", NULL, DI_ARG_FLOAT, &o->top_p, 1e-6, 1, "nucleus sampling mass"},
         {"--top-k", NULL, DI_ARG_INT, &o->top_k, 0, 1 << 24, "keep the k most likely (0 = off)"},
-        {"--min-p", NULL, DI_ARG_FLOAT, &o->min_p, 0, 1, "min-p truncation"},
+        {"--min-p", NULL, DI_ARG_FLOAT, &o->min_p, 0, 1, "min-p truncation (0 = off)"},
         {"--repeat-penalty", NULL, DI_ARG_FLOAT, &o->repeat_penalty, 1e-3, 100, "repetition penalty"},
-        {"--seed", NULL, DI_ARG_INT, &o->seed, 0, 9.0e15, "sampling seed"},
+        {"--seed", NULL, DI_ARG_INT, &o->seed, 0, 9.0e15,
+         "sampling seed (random unless given, so runs differ; -v prints it)"},
         {"--no-prefix-cache", NULL, DI_ARG_FLAG, &o->no_prefix_cache, 0, 0, "do not reuse cached prompts"},
         {"--kv-f32", NULL, DI_ARG_FLAG, &o->kv_f32, 0, 0, "keep the KV cache in f32"},
         {"--kernels", NULL, DI_ARG_STR, &o->kernels, 0, 0, "kernel table: q8 (int8 activations), ggml (llama.cpp's numerics)"},
@@ -74,9 +78,9 @@ int di_gen_opts_specs(di_gen_opts *o, di_arg *s, int n) {
         {"--eplb-window", NULL, DI_ARG_INT, &o->eplb_window, 0, 1 << 20, "--ep: steps of expert counts (0 = 100)"},
         {"--eplb-log", NULL, DI_ARG_FLAG, &o->eplb_log, 0, 0, "--ep: log moe_lb at each rebalance"},
         {"--ep-force-imbalance", NULL, DI_ARG_FLOAT, &o->ep_force_imbalance, 0, 1000,
-         "--ep: route with rank 0's experts this much hotter (>= 1; load tests, changes outputs)"},
+         "--ep: route with rank 0's experts this much hotter (0 = off; >= 1 for load tests, changes outputs)"},
         {"--ep-timeout", NULL, DI_ARG_FLOAT, &o->ep_timeout_s, 0, 86400,
-         "--ep/--cp: end the job when an exchange waits this many seconds (300; above the slowest step)"},
+         "--ep/--cp: end the job when an exchange waits this many seconds (0 = 300; above the slowest step)"},
         {"--cp", NULL, DI_ARG_FLAG, &o->cp, 0, 0,
          "context parallel prefill over the MPI job (run under mpirun; deepseek_v4): every rank runs the same "
          "requests, long prefills are split over the ranks"},
@@ -113,6 +117,21 @@ di_engine_params di_gen_engine_params(const di_gen_opts *o) {
     return p;
 }
 
+void di_gen_resolve_seed(di_gen_opts *o) {
+    if (o->seed >= 0) return;
+    if (o->ep || o->cp) {
+        o->seed = EP_DEFAULT_SEED;
+        return;
+    }
+    uint64_t r = 0;
+    if (getrandom(&r, sizeof r, 0) != (ssize_t)sizeof r) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        r = (uint64_t)ts.tv_nsec * 0x9E3779B97F4A7C15ull ^ (uint64_t)ts.tv_sec ^ ((uint64_t)getpid() << 32);
+    }
+    o->seed = (int64_t)(r % 9000000000000000ull); /* within --seed's range, so it can be given back */
+}
+
 di_sampling_params di_gen_sampling(const di_gen_opts *o) {
     di_sampling_params s = di_sampling_params_default();
     s.temperature = (float)o->temp;
@@ -120,7 +139,7 @@ di_sampling_params di_gen_sampling(const di_gen_opts *o) {
     s.top_k = (int32_t)o->top_k;
     s.min_p = (float)o->min_p;
     s.repetition_penalty = (float)o->repeat_penalty;
-    s.seed = (uint64_t)o->seed;
+    s.seed = o->seed >= 0 ? (uint64_t)o->seed : EP_DEFAULT_SEED; /* unresolved: fixed */
     return s;
 }
 

@@ -34,6 +34,10 @@ void di_gen_opts_defaults(di_gen_opts *o);
 /* Appends the shared flag specs to specs (returns the new count). */
 int di_gen_opts_specs(di_gen_opts *o, di_arg *specs, int n);
 di_engine_params di_gen_engine_params(const di_gen_opts *o);
+/* A seed for -1 (the default): random, or fixed under --ep (replicas
+ * must agree). Call once after parsing; the value can be printed and given
+ * back with --seed. */
+void di_gen_resolve_seed(di_gen_opts *o);
 di_sampling_params di_gen_sampling(const di_gen_opts *o);
 /* One line of speculative-decoding counts on stderr (nothing when the
  * engine drafts nothing): drafted, verified, accepted, rate, per position. */

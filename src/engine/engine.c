@@ -20,6 +20,7 @@
 #include "sample/rng.h"
 #include "sample/sampler.h"
 #include "spec/spec.h"
+#include "text/dsml.h"
 #include "text/tokenizer.h"
 
 #include <math.h>
@@ -101,6 +102,7 @@ struct di_engine {
     request *reqs;               /* live requests (queued or running) */
     int64_t next_id;
     int64_t n_prompt_tokens, n_generated_tokens, n_finished;
+    int64_t n_prefill_rows; /* prompt tokens computed, over all steps */
     double t_forward_ms;
     double t_last_step_ms;
     /* Speculative decoding (docs/SPECULATIVE.md); drafter NULL = off. */
@@ -340,6 +342,30 @@ void di_engine_free(di_engine *e) {
 
 /* ---- submission ------------------------------------------------------- */
 
+/* DeepSeek-V4.1 chats: rendered and encoded by deepseek-recipe's rules
+ * (src/text/dsml.h, thinking off): special tokens only where the renderer
+ * writes them, so message text cannot inject one. DI_ERR_NOT_FOUND when the
+ * tokenizer lacks those special tokens (tiny test checkpoints). */
+static di_status dsml_prompt(di_engine *e, const di_request *r, di_tok_ids *ids, di_error *err) {
+    const char **roles = di_malloc_array(r->n_messages ? r->n_messages : 1, sizeof *roles);
+    const char **contents = di_malloc_array(r->n_messages ? r->n_messages : 1, sizeof *contents);
+    di_status s = roles && contents ? DI_OK : di_error_set(err, DI_ERR_NOMEM, "chat: out of memory");
+    for (size_t i = 0; i < r->n_messages && !s; i++) {
+        roles[i] = r->messages[i].role;
+        contents[i] = r->messages[i].content;
+    }
+    di_dsml_conv *c = NULL;
+    di_dsml_prompt p = {0};
+    if (!s) s = di_dsml_conv_from_messages(roles, contents, r->n_messages, false, &c, err);
+    if (!s) s = di_dsml_render(c, DI_DSML_V41, &p, err);
+    if (!s) s = di_dsml_encode(e->tok, &p, ids, err);
+    di_dsml_prompt_free(&p);
+    di_dsml_conv_free(c);
+    free(roles);
+    free(contents);
+    return s;
+}
+
 /* Builds the prompt token ids of r into *ids (caller frees). */
 static di_status build_prompt(di_engine *e, const di_request *r, di_tok_ids *ids, di_error *err) {
     int n_sources = (r->messages != NULL) + (r->text != NULL) + (r->tokens != NULL);
@@ -359,6 +385,13 @@ static di_status build_prompt(di_engine *e, const di_request *r, di_tok_ids *ids
         return DI_OK;
     }
     if (r->text) return di_tok_encode(e->tok, r->text, strlen(r->text), true, true, ids, err);
+    di_chat_kind kind = r->chat_template ? di_tok_chat_from_name(r->chat_template) : di_tok_chat_kind(e->tok);
+    if (kind == DI_CHAT_DEEPSEEK41) {
+        di_status ds = dsml_prompt(e, r, ids, err);
+        if (ds != DI_ERR_NOT_FOUND) return ds;
+        ids->n = 0; /* a tokenizer without DeepSeek's special tokens: the text path below */
+        di_error_clear(err);
+    }
     char *text = NULL;
     di_status s = di_engine_apply_chat(e, r->chat_template, r->messages, r->n_messages, true, &text, err);
     if (s) return s;
@@ -973,6 +1006,7 @@ di_status di_engine_step(di_engine *e, di_error *err) {
      * of the step, which is what the latency target bounds. */
     e->t_last_step_ms = now_ms() - t_step0;
     di_scheduler_observe_step(e->sched, out.n_decode_tokens, out.n_prefill_tokens, e->t_last_step_ms);
+    e->n_prefill_rows += out.n_prefill_tokens;
     if (e->params.check_integrity) s = di_scheduler_check_integrity(e->sched, err);
     pthread_mutex_unlock(&e->mu);
     return s;
@@ -1013,6 +1047,7 @@ void di_engine_get_stats(di_engine *e, di_engine_stats *out) {
     out->n_steps = ss.n_steps;
     out->n_preemptions = ss.n_preemptions;
     out->n_prompt_tokens = e->n_prompt_tokens;
+    out->n_prefill_rows = e->n_prefill_rows;
     out->n_prefix_hit_tokens = ss.n_prefix_hit_tokens;
     out->n_generated_tokens = e->n_generated_tokens;
     out->n_requests_finished = e->n_finished;

@@ -1,10 +1,12 @@
 /* libmicrohttpd glue: the daemon, per-connection limits, routing, request
- * bodies, API-key checks and the SSE pump.
+ * bodies, API-key checks, CORS and the SSE pump.
  *
  * Why libmicrohttpd: it is packaged by Debian (libmicrohttpd-dev), fuzzed
  * upstream (OSS-Fuzz), parses HTTP/1.1 incl. chunked bodies for us, and has
- * the limits we need (connections, per-connection memory = header size,
- * idle timeout) as daemon options.
+ * the limits we need (connections, per-connection memory, idle timeout) as
+ * daemon options. It does not listen itself: http_listen.c accepts and
+ * checks each connection's first request head, so that the errors MHD
+ * would answer with HTML pages get our JSON ones (see there).
  *
  * Threading: one thread per connection (MHD_USE_THREAD_PER_CONNECTION).
  * That lets a connection thread block while its engine requests run (the
@@ -17,7 +19,6 @@
 #include "base/status.h"
 
 #include <microhttpd.h>
-#include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,9 +26,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-/* Bytes of per-connection memory beyond the header limit: MHD's read and
- * write buffers come from the same pool. */
-#define CONN_POOL_EXTRA (16u << 10)
+/* Per-connection memory: MHD keeps the head and one record per header line
+ * (~50 bytes each) in the same pool as its read and write buffers. Twice
+ * the header limit plus this leaves room for every head under the limit,
+ * which on_headers then measures exactly. */
+#define CONN_POOL_EXTRA (32u << 10)
+/* Methods a route path answers besides its own: HEAD for GET routes
+ * (MHD sends no body), OPTIONS everywhere (CORS preflight). */
+#define ALLOW_BYTES 64
 /* Bytes the SSE reader hands MHD at a time. */
 #define SSE_BLOCK_BYTES (16u << 10)
 
@@ -135,6 +141,20 @@ static enum MHD_Result queue(struct MHD_Connection *conn, unsigned status, struc
     return ret;
 }
 
+void srv_http_cors(const di_server *s, struct MHD_Response *resp) {
+    if (!s->cors_origin) return;
+    MHD_add_response_header(resp, "Access-Control-Allow-Origin", s->cors_origin);
+    /* One named origin: caches must not serve this answer to another. */
+    if (strcmp(s->cors_origin, "*")) MHD_add_response_header(resp, "Vary", "Origin");
+    MHD_add_response_header(resp, "Access-Control-Expose-Headers", "X-DeepInfer-Warning");
+}
+
+static void add_common_headers(const di_server *s, struct MHD_Response *resp, const srv_reply *r) {
+    if (r->warning[0]) MHD_add_response_header(resp, "X-DeepInfer-Warning", r->warning);
+    if (r->allow[0]) MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, r->allow);
+    srv_http_cors(s, resp);
+}
+
 static enum MHD_Result send_reply(di_server *s, struct MHD_Connection *conn, int route_id,
                                   srv_reply *r) {
     if (r->hang_up) {
@@ -164,7 +184,7 @@ static enum MHD_Result send_reply(di_server *s, struct MHD_Connection *conn, int
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
         /* Proxies (nginx) must not buffer a token stream. */
         MHD_add_response_header(resp, "X-Accel-Buffering", "no");
-        if (r->warning[0]) MHD_add_response_header(resp, "X-DeepInfer-Warning", r->warning);
+        add_common_headers(s, resp, r);
         return queue(conn, r->status, resp);
     }
     char *body;
@@ -188,33 +208,65 @@ static enum MHD_Result send_reply(di_server *s, struct MHD_Connection *conn, int
         free(body);
         return MHD_NO;
     }
-    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
-    if (r->warning[0]) MHD_add_response_header(resp, "X-DeepInfer-Warning", r->warning);
+    if (len || r->json) MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
+    add_common_headers(s, resp, r);
     return queue(conn, r->status, resp);
 }
 
 /* Answers an error before the body was read (MHD then closes the
- * connection rather than read a body nobody wants). */
+ * connection rather than read a body nobody wants). allow: for 405. */
 static enum MHD_Result early_error(di_server *s, struct MHD_Connection *conn, conn_ctx *cc,
                                    int route_id, unsigned status, const char *type,
-                                   const char *code, const char *msg) {
+                                   const char *code, const char *msg, const char *allow) {
     srv_reply r = {0};
     srv_reply_error(&r, status, type, NULL, code, "%s", msg);
+    if (allow) snprintf(r.allow, sizeof r.allow, "%s", allow);
     cc->answered = true;
     return send_reply(s, conn, route_id, &r);
 }
 
-static const route *find_route(const char *path, const char *method, bool *path_known) {
-    *path_known = false;
+static bool path_matches(const route *rt, const char *path) {
+    size_t n = strlen(rt->path);
+    return rt->prefix ? !strncmp(path, rt->path, n) && path[n] : !strcmp(path, rt->path);
+}
+
+/* The route for path and method (HEAD is served as GET); NULL when none.
+ * allow receives the methods the path answers ("" for an unknown path). */
+static const route *find_route(const char *path, const char *method, char allow[ALLOW_BYTES]) {
+    const route *found = NULL;
+    bool get = false;
+    allow[0] = '\0';
     for (size_t i = 0; i < N_ROUTES; i++) {
         const route *rt = &ROUTES[i];
-        bool match = rt->prefix ? !strncmp(path, rt->path, strlen(rt->path)) && path[strlen(rt->path)]
-                                : !strcmp(path, rt->path);
-        if (!match) continue;
-        *path_known = true;
-        if (!strcmp(method, rt->method)) return rt;
+        if (!path_matches(rt, path)) continue;
+        size_t l = strlen(allow);
+        snprintf(allow + l, ALLOW_BYTES - l, "%s%s", l ? ", " : "", rt->method);
+        get |= !strcmp(rt->method, "GET");
+        if (!strcmp(method, rt->method) || (!strcmp(method, "HEAD") && !strcmp(rt->method, "GET"))) found = rt;
     }
-    return NULL;
+    if (allow[0]) {
+        size_t l = strlen(allow);
+        snprintf(allow + l, ALLOW_BYTES - l, "%s, OPTIONS", get ? ", HEAD" : "");
+    }
+    return found;
+}
+
+/* OPTIONS: the methods of the path, and with --cors-origin what a browser's
+ * preflight asks for. Needs no API key (preflights never carry one). */
+static enum MHD_Result answer_options(di_server *s, struct MHD_Connection *conn, conn_ctx *cc,
+                                      const char *allow) {
+    cc->answered = true;
+    srv_metrics_http(&s->metrics, SRV_ROUTE_OTHER, MHD_HTTP_NO_CONTENT);
+    struct MHD_Response *resp = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
+    if (!resp) return MHD_NO;
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, allow);
+    if (s->cors_origin) {
+        srv_http_cors(s, resp);
+        MHD_add_response_header(resp, "Access-Control-Allow-Methods", allow);
+        MHD_add_response_header(resp, "Access-Control-Allow-Headers", "Authorization, Content-Type");
+        MHD_add_response_header(resp, "Access-Control-Max-Age", "600");
+    }
+    return queue(conn, MHD_HTTP_NO_CONTENT, resp);
 }
 
 /* Constant-time comparison: the key check must not leak a prefix match
@@ -240,22 +292,33 @@ static bool authorized(di_server *s, struct MHD_Connection *conn) {
  * here, before a byte of the body is read. */
 static enum MHD_Result on_headers(di_server *s, struct MHD_Connection *conn, conn_ctx *cc,
                                   const char *url, const char *method) {
-    bool known;
-    cc->route = find_route(url, method, &known);
+    /* Exact, for every request of a keep-alive connection (the listener
+     * checked the first one before MHD saw it). */
+    const union MHD_ConnectionInfo *hi = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
+    if (hi && hi->header_size > s->p.max_header_bytes) {
+        char msg[128];
+        snprintf(msg, sizeof msg, "Request line and headers exceed the limit of %zu bytes.", s->p.max_header_bytes);
+        return early_error(s, conn, cc, SRV_ROUTE_OTHER, MHD_HTTP_REQUEST_HEADER_FIELDS_TOO_LARGE,
+                           "invalid_request_error", "request_header_fields_too_large", msg, NULL);
+    }
+    char allow[ALLOW_BYTES];
+    cc->route = find_route(url, method, allow);
+    if (!strcmp(method, "OPTIONS") && (allow[0] || !strcmp(url, "*")))
+        return answer_options(s, conn, cc, allow[0] ? allow : "GET, HEAD, POST, OPTIONS");
     if (!cc->route) {
-        if (known)
+        if (allow[0])
             return early_error(s, conn, cc, SRV_ROUTE_OTHER, MHD_HTTP_METHOD_NOT_ALLOWED,
                                "invalid_request_error", "method_not_allowed",
-                               "Method not allowed for this route.");
+                               "Method not allowed for this route.", allow);
         char msg[160];
         snprintf(msg, sizeof msg, "Unknown route %s %.100s", method, url);
         return early_error(s, conn, cc, SRV_ROUTE_OTHER, MHD_HTTP_NOT_FOUND,
-                           "invalid_request_error", "not_found", msg);
+                           "invalid_request_error", "not_found", msg, NULL);
     }
     if (cc->route->needs_key && !authorized(s, conn))
         return early_error(s, conn, cc, cc->route->id, MHD_HTTP_UNAUTHORIZED,
                            "invalid_request_error", "invalid_api_key",
-                           "Incorrect API key provided.");
+                           "Incorrect API key provided.", NULL);
     const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
     if (cl) {
         char *end;
@@ -265,7 +328,7 @@ static enum MHD_Result on_headers(di_server *s, struct MHD_Connection *conn, con
             snprintf(msg, sizeof msg, "Request body of %llu bytes exceeds the limit of %zu bytes.", n,
                      s->p.max_body_bytes);
             return early_error(s, conn, cc, cc->route->id, MHD_HTTP_CONTENT_TOO_LARGE,
-                               "invalid_request_error", "request_too_large", msg);
+                               "invalid_request_error", "request_too_large", msg, NULL);
         }
     }
     return MHD_YES;
@@ -309,7 +372,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
         char msg[128];
         snprintf(msg, sizeof msg, "Request body exceeds the limit of %zu bytes.", s->p.max_body_bytes);
         return early_error(s, conn, cc, cc->route->id, MHD_HTTP_CONTENT_TOO_LARGE,
-                           "invalid_request_error", "request_too_large", msg);
+                           "invalid_request_error", "request_too_large", msg, NULL);
     }
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
     srv_http_req q = {
@@ -358,6 +421,7 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
     di_server *s = cls;
     pthread_mutex_lock(&s->mu);
     s->n_connections += toe == MHD_CONNECTION_NOTIFY_STARTED ? 1 : -1;
+    if (toe != MHD_CONNECTION_NOTIFY_STARTED) srv_listen_slot_freed(s);
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -370,43 +434,29 @@ static void on_log(void *cls, const char *fmt, va_list ap) {
 }
 
 di_status srv_http_start(di_server *s, di_error *err) {
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE};
-    struct addrinfo *ai = NULL;
-    char port[8];
-    snprintf(port, sizeof port, "%u", (unsigned)s->p.port);
-    int rc = getaddrinfo(s->host, port, &hints, &ai);
-    if (rc || !ai)
-        return di_error_set(err, DI_ERR_INVALID_ARG, "serve: cannot resolve host '%s': %s", s->host,
-                            gai_strerror(rc));
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ITC |
-                     MHD_USE_ERROR_LOG;
-    if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
+                     MHD_USE_ERROR_LOG | MHD_USE_NO_LISTEN_SOCKET;
     s->mhd = MHD_start_daemon(
-        flags, s->p.port, NULL, NULL, on_access, s,
+        flags, 0, NULL, NULL, on_access, s,
         MHD_OPTION_EXTERNAL_LOGGER, on_log, s, /* first, or MHD logs to stderr itself */
-        MHD_OPTION_SOCK_ADDR, ai->ai_addr,
         MHD_OPTION_CONNECTION_LIMIT, (unsigned)s->p.max_connections,
-        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(s->p.max_header_bytes + CONN_POOL_EXTRA),
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(2 * s->p.max_header_bytes + CONN_POOL_EXTRA),
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)s->p.idle_timeout_s,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
         MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
         MHD_OPTION_END);
-    freeaddrinfo(ai);
-    if (!s->mhd)
-        return di_error_set(err, DI_ERR_IO, "serve: cannot listen on %s:%u (in use, or not an address of this machine)",
-                            s->host, (unsigned)s->p.port);
-    const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->mhd, MHD_DAEMON_INFO_BIND_PORT);
-    s->port = di && di->port ? di->port : s->p.port;
-    return DI_OK;
+    if (!s->mhd) return di_error_set(err, DI_ERR_IO, "serve: cannot start the HTTP daemon");
+    di_status st = srv_listen_start(s, err);
+    if (st) srv_http_stop(s);
+    return st;
 }
 
 void srv_http_quiesce(di_server *s) {
-    if (!s->mhd) return;
-    MHD_socket fd = MHD_quiesce_daemon(s->mhd);
-    if (fd != MHD_INVALID_SOCKET) close(fd);
+    srv_listen_quiesce(s);
 }
 
 void srv_http_stop(di_server *s) {
+    srv_listen_stop(s);
     if (!s->mhd) return;
     MHD_stop_daemon(s->mhd);
     s->mhd = NULL;

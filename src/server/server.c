@@ -534,6 +534,14 @@ di_status di_server_create(di_engine *engine, const di_server_params *p, di_serv
         return di_error_set(err, DI_ERR_RANGE,
                             "server: limits must be positive (queue, connections, n, body >= 2, "
                             "headers >= 256, idle timeout >= 1 s)");
+    if (p->cors_origin) {
+        /* It goes into a header verbatim: one visible ASCII token. */
+        bool ok = p->cors_origin[0] != '\0' && strlen(p->cors_origin) < 256;
+        for (const char *c = p->cors_origin; ok && *c; c++) ok = *c > 0x20 && *c < 0x7F;
+        if (!ok)
+            return di_error_set(err, DI_ERR_INVALID_ARG,
+                                "server: CORS origin must be '*' or an origin such as https://example.com");
+    }
     di_server *s = calloc(1, sizeof *s);
     if (!s) return di_error_set(err, DI_ERR_NOMEM, "server: out of memory");
     s->p = *p;
@@ -541,17 +549,21 @@ di_status di_server_create(di_engine *engine, const di_server_params *p, di_serv
     s->host = di_strdup(p->host ? p->host : "127.0.0.1");
     s->model_name = di_strdup(p->model_name ? p->model_name : "deepinfer");
     s->api_key = p->api_key ? di_strdup(p->api_key) : NULL;
+    s->cors_origin = p->cors_origin ? di_strdup(p->cors_origin) : NULL;
+    s->listen_fd = s->wake_fd[0] = s->wake_fd[1] = -1;
     pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->slot_cv, NULL);
     pthread_cond_init(&s->engine_cv, NULL);
     pthread_cond_init(&s->drained_cv, NULL);
     srv_metrics_init(&s->metrics);
-    if (!s->host || !s->model_name || (p->api_key && !s->api_key)) {
+    if (!s->host || !s->model_name || (p->api_key && !s->api_key) || (p->cors_origin && !s->cors_origin)) {
         di_server_free(s);
         return di_error_set(err, DI_ERR_NOMEM, "server: out of memory");
     }
     s->p.host = s->host;
     s->p.model_name = s->model_name;
     s->p.api_key = s->api_key;
+    s->p.cors_origin = s->cors_origin;
     di_engine_describe(engine, &s->desc);
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -658,9 +670,11 @@ void di_server_free(di_server *s) {
     srv_metrics_destroy(&s->metrics);
     pthread_cond_destroy(&s->drained_cv);
     pthread_cond_destroy(&s->engine_cv);
+    pthread_cond_destroy(&s->slot_cv);
     pthread_mutex_destroy(&s->mu);
     free(s->host);
     free(s->model_name);
     free(s->api_key);
+    free(s->cors_origin);
     free(s);
 }

@@ -41,6 +41,10 @@ typedef struct di_server_params {
     uint64_t default_seed;
     int32_t default_max_tokens;  /* 0 = up to the context limit */
     bool verbose;                /* one log line per request on stderr */
+    /* CORS: NULL = no CORS headers; "*" = any origin; else the one origin
+     * browsers may call from (Access-Control-Allow-Origin on every answer,
+     * OPTIONS preflights answered). */
+    const char *cors_origin;
 } di_server_params;
 
 /* Defaults: 127.0.0.1:8080, no key, queue 256, body 1 MiB, headers 16 KiB,

@@ -162,11 +162,18 @@ void srv_request_id(di_server *s, char out[32]);
 
 struct di_server {
     di_server_params p;
-    char *host, *api_key, *model_name; /* owned copies of p's strings */
+    char *host, *api_key, *model_name, *cors_origin; /* owned copies of p's strings */
     di_engine *engine;
     di_model_desc desc;
     struct MHD_Daemon *mhd;
     uint16_t port;
+    /* The listener in front of MHD (http_listen.c). */
+    int listen_fd;              /* -1 once closed */
+    int wake_fd[2];             /* a byte here stops the accept loop */
+    pthread_t accept_thread;
+    bool accept_started, accept_stop, guard_stop;
+    int32_t n_guarding;         /* accepted connections whose first head is being checked */
+    pthread_cond_t slot_cv;     /* a connection or a guard ended, or stop */
     int64_t t_start;            /* unix seconds, for /v1/models "created" */
 
     pthread_mutex_t mu;
@@ -208,6 +215,8 @@ typedef struct srv_reply {
     /* Non-empty: sent as the X-DeepInfer-Warning header (printable ASCII),
      * e.g. the schema features a non-strict response_format dropped. */
     char warning[400];
+    /* Non-empty: sent as the Allow header (405 and OPTIONS answers). */
+    char allow[64];
 } srv_reply;
 
 /* Fills r with an OpenAI error body {"error": {message, type, param, code}}. */
@@ -223,6 +232,37 @@ void srv_route_health(di_server *s, const srv_http_req *q, srv_reply *r);
 void srv_route_metrics(di_server *s, const srv_http_req *q, srv_reply *r);
 
 di_status srv_http_start(di_server *s, di_error *err);
+/* Headers every answer carries when --cors-origin is set (CORS). */
+struct MHD_Response;
+void srv_http_cors(const di_server *s, struct MHD_Response *resp);
+
+/* ---- the request-head check and the listener (http_head.c, http_listen.c) --- */
+
+typedef enum { SRV_HEAD_NEED_MORE, SRV_HEAD_OK, SRV_HEAD_REFUSE } srv_head_kind;
+
+typedef struct srv_head_verdict {
+    srv_head_kind kind;
+    unsigned status;            /* for SRV_HEAD_REFUSE: 400, 431 or 505 */
+    size_t head_bytes;          /* through the empty line; 0 when not found */
+    char message[160];
+} srv_head_verdict;
+
+/* Checks the bytes a connection sent so far (buf[0..n)) as a request head
+ * under the limit: NEED_MORE (no empty line yet, still under the limit),
+ * OK, or REFUSE with the status and message to answer. */
+srv_head_verdict srv_head_check(const char *buf, size_t n, size_t max_header_bytes);
+
+/* Binds host:port, then accepts on a thread of its own: each new
+ * connection's first head is read ahead (not consumed) and checked; a bad
+ * one is answered with JSON and closed, a good one goes to MHD. Needs s->mhd
+ * started with MHD_USE_NO_LISTEN_SOCKET. Sets s->port. */
+di_status srv_listen_start(di_server *s, di_error *err);
+/* Stops accepting and closes the listening socket (open connections go on). */
+void srv_listen_quiesce(di_server *s);
+/* Ends the guards still reading heads; call before stopping MHD. */
+void srv_listen_stop(di_server *s);
+/* MHD closed a connection: wakes an accept loop waiting at the cap. */
+void srv_listen_slot_freed(di_server *s);
 /* Stops accepting new connections (open ones go on). */
 void srv_http_quiesce(di_server *s);
 /* Closes every connection and joins their threads. */

@@ -181,8 +181,10 @@ static bool render_deepseek(const di_tokenizer *t, const di_chat_msg *m, size_t 
 /* deepseek-recipe's DeepseekV41Encoding.render_conversation with
  * thinking_mode False (the tests' strings come from it): BOS, then every
  * message in place -- <｜System｜>, <｜User｜>, or a reply opened with an
- * empty thought and closed by <｜end▁of▁sentence｜>. Tool turns are the
- * protocol's. */
+ * empty thought and closed by <｜end▁of▁sentence｜>. The engine renders V4.1
+ * chats with src/text/dsml_render.c instead (tool results, special tokens
+ * only where the renderer writes them); this text form stays for
+ * di_engine_apply_chat and tokenizers without DeepSeek's special tokens. */
 static bool render_deepseek41(const di_tokenizer *t, const di_chat_msg *m, size_t n, bool gen, tok_buf *b) {
     bool ok = t ? put_token(b, t, t->bos) : true;
     for (size_t i = 0; i < n && ok; i++) {

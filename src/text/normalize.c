@@ -1,5 +1,6 @@
 /* Normalizers of HF tokenizer.json (NFC, NFD, NFKC, NFKD via utf8proc,
- * Lowercase, Replace, Prepend, Strip), applied in order to each text segment
+ * Lowercase, Replace, Prepend, Strip, BertNormalizer, StripAccents,
+ * Precompiled), applied in order to each text segment
  * between added tokens. Input is valid UTF-8 and so is every output. */
 #include "text/tok_internal.h"
 
@@ -93,6 +94,81 @@ static di_status replace(const tok_norm_step *st, const char *in, size_t n, tok_
     return tok_buf_append(out, in + last, n - last) ? DI_OK : nomem(err);
 }
 
+/* Rust's char::is_whitespace (Unicode White_Space), as HF's BERT code uses. */
+static bool is_white_space(uint32_t cp) {
+    return (cp >= 9 && cp <= 13) || cp == ' ' || cp == 0x85 || cp == 0xA0 || cp == 0x1680 ||
+           (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 || cp == 0x202F || cp == 0x205F ||
+           cp == 0x3000;
+}
+
+/* General category C (Cc, Cf, Cn, Co, Cs). */
+static bool is_other(uint32_t cp) {
+    utf8proc_category_t c = utf8proc_category((utf8proc_int32_t)cp);
+    return c == UTF8PROC_CATEGORY_CC || c == UTF8PROC_CATEGORY_CF || c == UTF8PROC_CATEGORY_CN ||
+           c == UTF8PROC_CATEGORY_CO || c == UTF8PROC_CATEGORY_CS;
+}
+
+/* The CJK ideograph blocks BERT pads with spaces. */
+static bool is_cjk_ideograph(uint32_t cp) {
+    return (cp >= 0x4E00 && cp <= 0x9FFF) || (cp >= 0x3400 && cp <= 0x4DBF) || (cp >= 0x20000 && cp <= 0x2A6DF) ||
+           (cp >= 0x2A700 && cp <= 0x2B73F) || (cp >= 0x2B740 && cp <= 0x2B81F) ||
+           (cp >= 0x2B920 && cp <= 0x2CEAF) || (cp >= 0xF900 && cp <= 0xFAFF) || (cp >= 0x2F800 && cp <= 0x2FA1F);
+}
+
+/* What filter_chars drops of the marks: BERT's accent stripping drops
+ * nonspacing marks only (Mn), HF's StripAccents every combining mark
+ * (Mn, Mc, Me: it drops Devanagari's spacing vowel signs too). */
+enum { DROP_NO_MARKS, DROP_MN, DROP_MARKS };
+
+static bool dropped_mark(uint32_t cp, int drop) {
+    if (drop == DROP_NO_MARKS) return false;
+    utf8proc_category_t c = utf8proc_category((utf8proc_int32_t)cp);
+    return c == UTF8PROC_CATEGORY_MN || (drop == DROP_MARKS && (c == UTF8PROC_CATEGORY_MC || c == UTF8PROC_CATEGORY_ME));
+}
+
+/* Copies in to out code point by code point: drop (clean: NUL, U+FFFD and
+ * controls other than \t \n \r; marks as drop says), map White_Space to
+ * ' ' (clean), pad CJK ideographs with spaces (cjk). */
+static di_status filter_chars(const char *in, size_t n, bool clean, bool cjk, int drop, tok_buf *out,
+                              di_error *err) {
+    for (size_t i = 0; i < n;) {
+        uint32_t cp;
+        size_t l = tok_utf8_decode((const uint8_t *)in + i, n - i, &cp);
+        if (!l) return di_error_set(err, DI_ERR_INVALID_ARG, "normalizer: invalid UTF-8");
+        const char *p = in + i;
+        i += l;
+        bool tnr = cp == '\t' || cp == '\n' || cp == '\r';
+        if (clean && (cp == 0 || cp == 0xFFFD || (!tnr && is_other(cp)))) continue;
+        if (dropped_mark(cp, drop)) continue;
+        bool ok;
+        if (clean && (tnr || is_white_space(cp))) ok = tok_buf_append(out, " ", 1);
+        else if (cjk && is_cjk_ideograph(cp))
+            ok = tok_buf_append(out, " ", 1) && tok_buf_append(out, p, l) && tok_buf_append(out, " ", 1);
+        else ok = tok_buf_append(out, p, l);
+        if (!ok) return nomem(err);
+    }
+    return DI_OK;
+}
+
+/* HF BertNormalizer: clean text, pad CJK, (NFD + drop Mn), lowercase. */
+static di_status bert(const tok_norm_step *st, const char *in, size_t n, tok_buf *out, di_error *err) {
+    tok_buf a = {0}, b = {0};
+    di_status rc = filter_chars(in, n, st->bert_clean, st->bert_chinese, DROP_NO_MARKS, &a, err);
+    if (!rc && st->bert_strip_accents && a.len) {
+        if (!(rc = unicode_form(TOK_NORM_NFD, a.data, a.len, &b, err))) {
+            a.len = 0;
+            rc = filter_chars(b.data, b.len, false, false, DROP_MN, &a, err);
+        }
+    }
+    if (!rc) {
+        if (st->bert_lowercase) rc = lowercase(a.data, a.len, out, err);
+        else if (!tok_buf_append(out, a.data, a.len)) rc = nomem(err);
+    }
+    tok_buf_free(&a);
+    tok_buf_free(&b);
+    return rc;
+}
+
 static bool is_space_at(const char *s, size_t n, size_t *len) {
     uint32_t cp;
     size_t l = tok_utf8_decode((const uint8_t *)s, n, &cp);
@@ -124,6 +200,9 @@ di_status tok_normalize(const di_tokenizer *t, const char *text, size_t len, tok
         case TOK_NORM_NFKD: rc = n ? unicode_form(st->kind, in, n, &a, err) : DI_OK; break;
         case TOK_NORM_LOWERCASE: rc = lowercase(in, n, &a, err); break;
         case TOK_NORM_REPLACE: rc = replace(st, in, n, &a, s, err); break;
+        case TOK_NORM_BERT: rc = bert(st, in, n, &a, err); break;
+        case TOK_NORM_PRECOMPILED: rc = tok_precompiled_apply(st->content, st->content_len, in, n, &a, err); break;
+        case TOK_NORM_STRIP_ACCENTS: rc = filter_chars(in, n, false, false, DROP_MARKS, &a, err); break;
         case TOK_NORM_PREPEND:
             /* HF prepends only to non-empty text */
             if (n && (!tok_buf_append(&a, st->content, st->content_len) || !tok_buf_append(&a, in, n)))

@@ -137,6 +137,9 @@ typedef enum tok_norm_kind {
     TOK_NORM_REPLACE,   /* literal pattern (re == NULL) or regex */
     TOK_NORM_PREPEND,
     TOK_NORM_STRIP,
+    TOK_NORM_BERT,          /* BertNormalizer: the four bert_* flags */
+    TOK_NORM_STRIP_ACCENTS, /* drop combining marks (Mn, Mc, Me) */
+    TOK_NORM_PRECOMPILED,   /* SentencePiece charsmap; content = the decoded blob */
 } tok_norm_kind;
 
 typedef struct tok_norm_step {
@@ -147,6 +150,9 @@ typedef struct tok_norm_step {
     char *content;  /* owned: replacement (REPLACE) or prefix (PREPEND) */
     size_t content_len;
     bool strip_left, strip_right;
+    /* BERT: drop controls and map whitespace to ' '; pad CJK ideographs
+     * with spaces; NFD + drop Mn; lowercase. */
+    bool bert_clean, bert_chinese, bert_strip_accents, bert_lowercase;
 } tok_norm_step;
 
 /* ---- the tokenizer ------------------------------------------------------- */
@@ -154,6 +160,8 @@ typedef struct tok_norm_step {
 typedef enum tok_model {
     TOK_MODEL_BPE, /* merges by rank (byte-level or over characters) */
     TOK_MODEL_SPM, /* SentencePiece BPE: merges by token score (GGUF "llama") */
+    TOK_MODEL_WORDPIECE, /* greedy longest match, "##" continuations (BERT) */
+    TOK_MODEL_UNIGRAM,   /* best-scoring segmentation (SentencePiece unigram, T5) */
 } tok_model;
 
 enum {
@@ -197,6 +205,14 @@ struct di_tokenizer {
     size_t n_pre;
     tok_norm_step *norm;    /* (n_norm) */
     size_t n_norm;
+    /* WordPiece */
+    char wp_prefix[16];     /* continuing_subword_prefix, e.g. "##" */
+    size_t wp_prefix_len;
+    int32_t wp_max_chars;   /* longer words are one unk */
+    /* Unigram: scores in double, as HF sums them */
+    double *uni_score;      /* (n_vocab), owned */
+    double uni_unk_score;   /* lowest score - 10 (HF's unknown-piece penalty) */
+    uint32_t uni_max_bytes; /* longest token key */
     char *chat_template;    /* owned, or NULL */
     di_chat_kind chat_kind;
     char describe[96];
@@ -276,6 +292,12 @@ typedef bool (*tok_heap_less_fn)(const void *a, const void *b);
 bool tok_heap_push(tok_scratch *s, const void *elem, tok_heap_less_fn less);
 void tok_heap_pop(tok_scratch *s, void *top, tok_heap_less_fn less);
 
+/* Precompiled charsmaps (precompiled.c): base64 text -> a checked blob
+ * (malloc'd, caller frees); the blob applied to in, appended to out. */
+di_status tok_precompiled_load(const char *b64, size_t n, char **blob, size_t *blob_len, di_error *err);
+di_status tok_precompiled_apply(const char *blob, size_t blob_len, const char *in, size_t n, tok_buf *out,
+                                di_error *err);
+
 /* Runs normalizers on text into s->norm. */
 di_status tok_normalize(const di_tokenizer *t, const char *text, size_t len, tok_scratch *s,
                         di_error *err);
@@ -286,6 +308,14 @@ di_status tok_pretokenize(const di_tokenizer *t, const char *text, size_t len, b
 /* Models. */
 di_status tok_bpe_word(const di_tokenizer *t, const char *w, size_t n, tok_scratch *s,
                        di_tok_ids *out, di_error *err);
+/* WordPiece over one pre-token (greedy longest match; a word with an
+ * unmatchable rest, or longer than wp_max_chars, is one unk). */
+di_status tok_wordpiece_word(const di_tokenizer *t, const char *w, size_t n, tok_scratch *s,
+                             di_tok_ids *out, di_error *err);
+/* Unigram over one pre-token: the best-scoring segmentation (Viterbi),
+ * runs of unknown characters fused into one unk. */
+di_status tok_unigram_word(const di_tokenizer *t, const char *w, size_t n, tok_scratch *s,
+                           di_tok_ids *out, di_error *err);
 /* SentencePiece BPE over text fragment w: ' ' becomes ▁, and with
  * add_prefix one ▁ goes in front. */
 di_status tok_spm_text(const di_tokenizer *t, const char *w, size_t n, bool add_prefix,

@@ -62,8 +62,14 @@ static di_status encode_segment(const di_tokenizer *t, const char *text, size_t 
     }
     tok_pieces *p;
     if ((rc = tok_pretokenize(t, text, len, first_segment, s, &p, err))) return rc;
-    for (size_t i = 0; i < p->n; i++)
-        if ((rc = tok_bpe_word(t, p->base + p->spans[i].off, p->spans[i].len, s, out, err))) return rc;
+    for (size_t i = 0; i < p->n; i++) {
+        const char *w = p->base + p->spans[i].off;
+        size_t wl = p->spans[i].len;
+        rc = t->model == TOK_MODEL_WORDPIECE ? tok_wordpiece_word(t, w, wl, s, out, err)
+             : t->model == TOK_MODEL_UNIGRAM ? tok_unigram_word(t, w, wl, s, out, err)
+                                             : tok_bpe_word(t, w, wl, s, out, err);
+        if (rc) return rc;
+    }
     return DI_OK;
 }
 

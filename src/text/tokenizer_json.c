@@ -2,10 +2,13 @@
  *
  * Supported: model BPE (byte-level when a ByteLevel pre-tokenizer/decoder is
  * present, else over characters with optional byte_fallback), merges as
- * "a b" strings or ["a", "b"] pairs, ignore_merges; added_tokens with
- * special/lstrip/rstrip; normalizers NFC, NFD, NFKC, NFKD, Lowercase,
- * Replace, Prepend, Strip, Sequence; pre-tokenizers Split, ByteLevel,
- * Digits, Metaspace, Whitespace, WhitespaceSplit, Punctuation, Sequence;
+ * "a b" strings or ["a", "b"] pairs, ignore_merges, continuing_subword_prefix
+ * / end_of_word_suffix only when ""; WordPiece (unk_token, prefix,
+ * max_input_chars_per_word); Unigram (unk_id, no byte_fallback);
+ * added_tokens with special/lstrip/rstrip; normalizers NFC, NFD, NFKC,
+ * NFKD, Lowercase, Replace, Prepend, Strip, BertNormalizer, StripAccents,
+ * Precompiled (SentencePiece charsmaps), Sequence; pre-tokenizers Split, ByteLevel, Digits, Metaspace, Whitespace,
+ * WhitespaceSplit, Punctuation, BertPreTokenizer, Sequence;
  * TemplateProcessing post-processors for BOS/EOS. Anything else is reported
  * as DI_ERR_UNSUPPORTED naming the component, rather than tokenizing wrongly.
  * tokenizer_config.json (next to tokenizer.json) supplies bos/eos tokens,
@@ -14,7 +17,9 @@
 
 #include "base/alloc.h"
 
+#include <float.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -98,6 +103,23 @@ static di_status add_norm(di_tokenizer *t, const json_t *n, di_error *err) {
     else if (!strcmp(type, "NFKC")) st.kind = TOK_NORM_NFKC;
     else if (!strcmp(type, "NFKD")) st.kind = TOK_NORM_NFKD;
     else if (!strcmp(type, "Lowercase")) st.kind = TOK_NORM_LOWERCASE;
+    else if (!strcmp(type, "StripAccents")) st.kind = TOK_NORM_STRIP_ACCENTS;
+    else if (!strcmp(type, "Precompiled")) {
+        const json_t *cm = json_object_get(n, "precompiled_charsmap");
+        if (json_is_null(cm) || (json_is_string(cm) && json_string_length(cm) == 0)) return DI_OK; /* no rules */
+        if (!json_is_string(cm)) return di_error_set(err, DI_ERR_FORMAT, "Precompiled without precompiled_charsmap");
+        st.kind = TOK_NORM_PRECOMPILED;
+        s = tok_precompiled_load(json_string_value(cm), json_string_length(cm), &st.content, &st.content_len, err);
+        if (s) return s;
+    }
+    else if (!strcmp(type, "BertNormalizer")) {
+        st.kind = TOK_NORM_BERT;
+        st.bert_clean = jbool(n, "clean_text", true);
+        st.bert_chinese = jbool(n, "handle_chinese_chars", true);
+        st.bert_lowercase = jbool(n, "lowercase", true);
+        /* strip_accents: null follows lowercase (HF) */
+        st.bert_strip_accents = jbool(n, "strip_accents", st.bert_lowercase);
+    }
     else if (!strcmp(type, "Strip")) {
         st.kind = TOK_NORM_STRIP;
         st.strip_left = jbool(n, "strip_left", true);
@@ -185,6 +207,15 @@ static di_status add_pre(di_tokenizer *t, const json_t *n, bool *byte_level, di_
         st.kind = TOK_PRE_WHITESPACE_SPLIT;
         st.behavior = TOK_SPLIT_REMOVED;
         s = tok_compile_regex("\\s+", 3, &st.re, err);
+    } else if (!strcmp(type, "BertPreTokenizer")) {
+        /* = WhitespaceSplit then Punctuation (Isolated): two steps */
+        json_t *ws = json_pack("{s:s}", "type", "WhitespaceSplit");
+        json_t *pu = json_pack("{s:s, s:s}", "type", "Punctuation", "behavior", "Isolated");
+        s = ws && pu ? add_pre(t, ws, byte_level, err) : di_error_set(err, DI_ERR_NOMEM, "tokenizer: out of memory");
+        if (!s) s = add_pre(t, pu, byte_level, err);
+        json_decref(ws);
+        json_decref(pu);
+        return s;
     } else if (!strcmp(type, "Punctuation")) {
         st.kind = TOK_PRE_PUNCTUATION;
         static const char RE[] = "[\\p{P}\\x21-\\x2F\\x3A-\\x40\\x5B-\\x60\\x7B-\\x7E]";
@@ -309,38 +340,103 @@ static void scan_post(di_tokenizer *t, const json_t *pp) {
     }
 }
 
+/* Unigram's vocab: [[piece, score], ...], ids in order. */
+static di_status unigram_vocab(di_tokenizer *t, const json_t *vocab, di_error *err) {
+    size_t i;
+    json_t *v;
+    double min = DBL_MAX;
+    t->uni_score = di_malloc_array((size_t)t->n_vocab, sizeof *t->uni_score);
+    if (!t->uni_score) return di_error_set(err, DI_ERR_NOMEM, "tokenizer: out of memory");
+    for (int32_t k = 0; k < t->n_vocab; k++) t->uni_score[k] = 0.0;
+    json_array_foreach(vocab, i, v) {
+        const json_t *p = json_array_get(v, 0), *sc = json_array_get(v, 1);
+        if (json_array_size(v) != 2 || !json_is_string(p) || !json_is_number(sc))
+            return di_error_set(err, DI_ERR_FORMAT, "model.vocab[%zu]: not [piece, score]", i);
+        double score = json_number_value(sc);
+        if (!isfinite(score)) return di_error_set(err, DI_ERR_FORMAT, "model.vocab[%zu]: score not finite", i);
+        t->uni_score[i] = score;
+        if (score < min) min = score;
+        if (json_string_length(p) > t->uni_max_bytes) t->uni_max_bytes = (uint32_t)json_string_length(p);
+        di_status s = tok_set_token(t, (int32_t)i, json_string_value(p), json_string_length(p), DI_TOK_TYPE_NORMAL,
+                                    (float)score, err);
+        if (s) return s;
+    }
+    t->uni_unk_score = (min == DBL_MAX ? 0.0 : min) - 10.0;
+    return DI_OK;
+}
+
 static di_status build(const json_t *root, const char *cfg_path, di_tokenizer **out, di_error *err) {
     const json_t *model = json_object_get(root, "model");
     const char *mtype = jstr(model, "type");
-    if (!model || (mtype && strcmp(mtype, "BPE")))
-        return di_error_set(err, DI_ERR_UNSUPPORTED, "model type '%s' not supported (BPE only)", mtype ? mtype : "?");
+    tok_model kind = TOK_MODEL_BPE;
+    if (!model) return di_error_set(err, DI_ERR_FORMAT, "no model");
+    if (mtype && !strcmp(mtype, "WordPiece")) kind = TOK_MODEL_WORDPIECE;
+    else if (mtype && !strcmp(mtype, "Unigram")) kind = TOK_MODEL_UNIGRAM;
+    else if (mtype && strcmp(mtype, "BPE"))
+        return di_error_set(err, DI_ERR_UNSUPPORTED, "model type '%s' not supported (BPE, WordPiece, Unigram)", mtype);
     const json_t *vocab = json_object_get(model, "vocab"), *merges = json_object_get(model, "merges");
     const json_t *added = json_object_get(root, "added_tokens");
-    if (!json_is_object(vocab) || !json_is_array(merges))
+    if (kind == TOK_MODEL_BPE && (!json_is_object(vocab) || !json_is_array(merges)))
         return di_error_set(err, DI_ERR_FORMAT, "model.vocab / model.merges missing");
+    if (kind == TOK_MODEL_WORDPIECE && !json_is_object(vocab))
+        return di_error_set(err, DI_ERR_FORMAT, "model.vocab missing");
+    if (kind == TOK_MODEL_UNIGRAM && (!json_is_array(vocab) || json_array_size(vocab) == 0 ||
+                                      json_array_size(vocab) >= TOK_MAX_VOCAB))
+        return di_error_set(err, DI_ERR_FORMAT, "model.vocab is not a list of [piece, score]");
+    if (kind == TOK_MODEL_UNIGRAM && jbool(model, "byte_fallback", false))
+        return di_error_set(err, DI_ERR_UNSUPPORTED, "Unigram byte_fallback not supported");
     if (added && !json_is_array(added)) return di_error_set(err, DI_ERR_FORMAT, "added_tokens is not an array");
-    if (jstr(model, "continuing_subword_prefix") || jstr(model, "end_of_word_suffix"))
-        return di_error_set(err, DI_ERR_UNSUPPORTED, "BPE subword prefix/suffix not supported");
+    /* Qwen2/2.5/3 and many others write both as "": the same as absent. */
+    const char *csp = jstr(model, "continuing_subword_prefix"), *eow = jstr(model, "end_of_word_suffix");
+    if (kind == TOK_MODEL_BPE && ((csp && csp[0]) || (eow && eow[0])))
+        return di_error_set(err, DI_ERR_UNSUPPORTED, "BPE continuing_subword_prefix / end_of_word_suffix '%s' not supported",
+                            csp && csp[0] ? csp : eow);
     int32_t n_vocab = 0;
-    di_status s = max_id(vocab, added, &n_vocab, err);
-    if (s) return s;
+    di_status s;
+    if (kind == TOK_MODEL_UNIGRAM) {
+        /* ids are the list positions; added tokens may only name them */
+        json_t *none = json_object();
+        s = none ? max_id(none, added, &n_vocab, err) : di_error_set(err, DI_ERR_NOMEM, "tokenizer: out of memory");
+        json_decref(none);
+        if (s && (!none || json_array_size(added))) return s;
+        if (n_vocab < (int32_t)json_array_size(vocab)) n_vocab = (int32_t)json_array_size(vocab);
+        s = DI_OK;
+    } else if ((s = max_id(vocab, added, &n_vocab, err))) {
+        return s;
+    }
     di_tokenizer *t;
     if ((s = tok_alloc(n_vocab, &t, err))) return s;
     bool byte_level = false, strip_first = false;
     if ((s = add_norm(t, json_object_get(root, "normalizer"), err))) goto fail;
     if ((s = add_pre(t, json_object_get(root, "pre_tokenizer"), &byte_level, err))) goto fail;
     scan_decoder(json_object_get(root, "decoder"), &byte_level, &strip_first);
-    t->model = TOK_MODEL_BPE;
-    t->byte_level = byte_level;
-    t->byte_fallback = jbool(model, "byte_fallback", false);
+    t->model = kind;
+    t->byte_level = byte_level && kind == TOK_MODEL_BPE;
+    t->byte_fallback = kind == TOK_MODEL_BPE && jbool(model, "byte_fallback", false);
     t->ignore_merges = jbool(model, "ignore_merges", false);
-    t->strip_first_space = strip_first && !byte_level;
+    t->strip_first_space = (strip_first && !byte_level) || kind == TOK_MODEL_WORDPIECE;
+    if (kind == TOK_MODEL_WORDPIECE) {
+        const char *pfx = csp ? csp : "##";
+        if (strlen(pfx) >= sizeof t->wp_prefix) {
+            s = di_error_set(err, DI_ERR_FORMAT, "WordPiece continuing_subword_prefix too long");
+            goto fail;
+        }
+        memcpy(t->wp_prefix, pfx, strlen(pfx) + 1);
+        t->wp_prefix_len = strlen(pfx);
+        const json_t *mc = json_object_get(model, "max_input_chars_per_word");
+        t->wp_max_chars = json_is_integer(mc) && json_integer_value(mc) > 0 && json_integer_value(mc) < INT32_MAX
+                              ? (int32_t)json_integer_value(mc) : 100;
+    }
     const char *k;
     json_t *v;
-    json_object_foreach((json_t *)vocab, k, v) {
-        int32_t id = (int32_t)json_integer_value(v);
-        if (t->tokens[id].type != DI_TOK_TYPE_UNDEFINED) continue; /* duplicate id: first wins */
-        if ((s = tok_set_token(t, id, k, strlen(k), DI_TOK_TYPE_NORMAL, 0, err))) goto fail;
+    if (kind == TOK_MODEL_UNIGRAM) {
+        if ((s = unigram_vocab(t, vocab, err))) goto fail;
+    } else {
+        json_object_foreach((json_t *)vocab, k, v) {
+            int32_t id = (int32_t)json_integer_value(v);
+            if (t->tokens[id].type != DI_TOK_TYPE_UNDEFINED) continue; /* duplicate id: first wins */
+            if ((s = tok_set_token(t, id, k, strlen(k), DI_TOK_TYPE_NORMAL, 0, err))) goto fail;
+        }
     }
     size_t i;
     json_array_foreach(added, i, v) {
@@ -360,10 +456,18 @@ static di_status build(const json_t *root, const char *cfg_path, di_tokenizer **
         e->attr = TOK_ATTR_MATCH | (special ? TOK_ATTR_SPECIAL : 0) | (jbool(v, "lstrip", false) ? TOK_ATTR_LSTRIP : 0) |
                   (jbool(v, "rstrip", false) ? TOK_ATTR_RSTRIP : 0);
     }
-    if ((s = tok_finish(t, t->byte_level ? "tokenizer.json" : "tokenizer.json/chars", err))) goto fail;
-    const char *unk = jstr(model, "unk_token");
-    if (unk) t->unk = tok_find_key(t, unk, strlen(unk));
-    if (!tok_pair_map_init(&t->merges, json_array_size(merges))) {
+    if ((s = tok_finish(t, kind == TOK_MODEL_BPE && !t->byte_level ? "tokenizer.json/chars" : "tokenizer.json", err)))
+        goto fail;
+    if (kind == TOK_MODEL_UNIGRAM) {
+        const json_t *u = json_object_get(model, "unk_id");
+        if (json_is_integer(u) && json_integer_value(u) >= 0 && json_integer_value(u) < t->n_vocab)
+            t->unk = (int32_t)json_integer_value(u);
+    } else {
+        const char *unk = jstr(model, "unk_token");
+        if (unk) t->unk = tok_find_key(t, unk, strlen(unk));
+    }
+    if (kind != TOK_MODEL_BPE) merges = NULL;
+    if (merges && !tok_pair_map_init(&t->merges, json_array_size(merges))) {
         s = di_error_set(err, DI_ERR_NOMEM, "tokenizer: out of memory");
         goto fail;
     }

@@ -379,6 +379,19 @@ static di_status derive_keys_and_pieces(di_tokenizer *t, di_error *err) {
                 if (!store(t, &c, 1, &off)) goto nomem;
                 e->piece_off = off;
                 e->piece_len = 1;
+            } else if (t->model == TOK_MODEL_WORDPIECE && e->type == DI_TOK_TYPE_NORMAL &&
+                       !(e->attr & TOK_ATTR_MATCH)) {
+                /* "##ing" continues a word; any other piece starts one */
+                const char *s = t->strings.data + e->text_off;
+                size_t n = e->text_len;
+                bool cont = n >= t->wp_prefix_len && !memcmp(s, t->wp_prefix, t->wp_prefix_len);
+                if (!tok_buf_reserve(&tmp, n + 1)) goto nomem;
+                if (cont) tok_buf_append(&tmp, s + t->wp_prefix_len, n - t->wp_prefix_len);
+                else tok_buf_append(&tmp, " ", 1), tok_buf_append(&tmp, s, n);
+                uint32_t off;
+                if (!store(t, tmp.data, tmp.len, &off)) goto nomem;
+                e->piece_off = off;
+                e->piece_len = (uint32_t)tmp.len;
             } else if (e->type == DI_TOK_TYPE_NORMAL && !(e->attr & TOK_ATTR_MATCH)) {
                 /* ▁ -> ' ' */
                 const char *s = t->strings.data + e->text_off;
@@ -483,8 +496,13 @@ di_status tok_finish(di_tokenizer *t, const char *pre_name, di_error *err) {
         }
     }
     if (t->chat_template) t->chat_kind = di_tok_chat_detect(t->chat_template);
-    snprintf(t->describe, sizeof t->describe, "%s/%s", t->model == TOK_MODEL_SPM ? "spm"
-             : t->byte_level ? "bpe" : "bpe-chars", pre_name ? pre_name : "default");
+    snprintf(t->describe, sizeof t->describe, "%s/%s",
+             t->model == TOK_MODEL_SPM         ? "spm"
+             : t->model == TOK_MODEL_WORDPIECE ? "wordpiece"
+             : t->model == TOK_MODEL_UNIGRAM   ? "unigram"
+             : t->byte_level                   ? "bpe"
+                                               : "bpe-chars",
+             pre_name ? pre_name : "default");
     return DI_OK;
 }
 
@@ -529,6 +547,7 @@ void di_tok_free(di_tokenizer *t) {
     tok_pre_free(t->pre, t->n_pre);
     tok_norm_free(t->norm, t->n_norm);
     free(t->chat_template);
+    free(t->uni_score);
     free(t);
 }
 

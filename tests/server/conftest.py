@@ -18,6 +18,8 @@ import openai
 import pytest
 
 API_KEY = "sk-test-key"
+# The shared server's --cors-origin (tests/server/test_http_head.py).
+CORS_ORIGIN = "https://app.example"
 BIN = os.environ.get("DI_SERVE_BIN", "build/deepinfer")
 MODEL = os.environ.get("DI_SERVE_MODEL", "models/SmolLM2-135M-Instruct.Q4_1.gguf")
 # Sanitizer builds are several times slower: timeouts scale with this.
@@ -191,7 +193,8 @@ def closed_by_peer(s, timeout):
 
 @pytest.fixture(scope="session")
 def server():
-    srv = Server("--max-queue", "160", "--max-body-bytes", str(256 * 1024), "--max-header-bytes", "8192")
+    srv = Server("--max-queue", "160", "--max-body-bytes", str(256 * 1024), "--max-header-bytes", "8192",
+                 "--cors-origin", CORS_ORIGIN)
     yield srv
     rc = srv.stop()
     assert rc == 0, "server exited %d:\n%s" % (rc, "".join(srv.log[-80:]))

@@ -87,6 +87,13 @@ def test_connection_cap(tight):
     assert st == 200 and b"ok" in body
 
 
+def test_no_cors_headers_without_the_flag(tight):
+    st, hd, _ = tight.request("GET", "/health", key=None)
+    assert st == 200 and "access-control-allow-origin" not in hd
+    st, hd, _ = tight.request("OPTIONS", "/v1/completions", key=None)
+    assert st == 204 and hd["allow"] == "POST, OPTIONS" and "access-control-allow-origin" not in hd
+
+
 def read_sse_to_end(s, got=b"", timeout=120):
     s.settimeout(timeout * SLOW)
     while not got.endswith(b"0\r\n\r\n"):

@@ -49,6 +49,56 @@ static void test_buf_grows_and_formats(void **state) {
     assert_null(b.data);
 }
 
+static srv_head_verdict check_head(const char *h, size_t limit) {
+    return srv_head_check(h, strlen(h), limit);
+}
+
+static void test_head_check_limit_is_exact(void **state) {
+    (void)state;
+    const char *h = "GET / HTTP/1.1\r\nHost: x\r\n\r\n"; /* 27 bytes */
+    assert_int_equal(strlen(h), 27);
+    srv_head_verdict v = check_head(h, 27);
+    assert_int_equal(v.kind, SRV_HEAD_OK);
+    assert_int_equal(v.head_bytes, 27);
+    v = check_head(h, 26);
+    assert_int_equal(v.kind, SRV_HEAD_REFUSE);
+    assert_int_equal(v.status, 431);
+    /* Not complete yet: more is needed while under the limit, refused past it. */
+    assert_int_equal(check_head("GET / HTTP/1.1\r\nHost: x\r\n", 100).kind, SRV_HEAD_NEED_MORE);
+    assert_int_equal(check_head("GET / HTTP/1.1\r\nHost: xxxxxxxxxxxxxxxx", 20).status, 431);
+    /* Bare LF line ends and leading empty lines count too. */
+    assert_int_equal(check_head("\r\nGET / HTTP/1.0\n\n", 100).kind, SRV_HEAD_OK);
+    assert_int_equal(check_head("\r\nGET / HTTP/1.0\n\n", 100).head_bytes, 18);
+    /* The body after the head is not looked at. */
+    assert_int_equal(check_head("GET / HTTP/1.0\r\n\r\n\x01\x02 junk", 18).kind, SRV_HEAD_OK);
+}
+
+static void test_head_check_refuses_bad_heads(void **state) {
+    (void)state;
+    const char *bad400[] = {
+        "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n",
+        "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 1e3\r\n\r\n",
+        "POST / HTTP/1.1\r\nHost: x\r\nContent-Length:\r\n\r\n",
+        "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 12345678901234567890\r\n\r\n",
+        "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nContent-length: 3\r\n\r\n",
+        "GET / HTTP/1.1\r\n\r\n",
+        "GET /\r\nHost: x\r\n\r\n",
+        "GET / HTTP/1.1 \r\nHost: x\r\n\r\n",
+        "GET / HTTP/1.1\r\nHost x\r\n\r\n",
+        "GET / HTTP/1.1\r\n: x\r\n\r\n",
+        " GET / HTTP/1.1\r\nHost: x\r\n\r\n",
+    };
+    for (size_t i = 0; i < sizeof bad400 / sizeof bad400[0]; i++) {
+        srv_head_verdict v = check_head(bad400[i], 4096);
+        assert_int_equal(v.kind, SRV_HEAD_REFUSE);
+        assert_int_equal(v.status, 400);
+        assert_true(v.message[0]);
+    }
+    assert_int_equal(check_head("GET / HTTP/2.0\r\nHost: x\r\n\r\n", 4096).status, 505);
+    assert_int_equal(check_head("GET / HTTP/1.1\r\nhOsT: x\r\n\tfolded\r\nContent-Length:  7 \r\n"
+                                "content-length: 7\r\n\r\n", 4096).kind, SRV_HEAD_OK);
+}
+
 static di_engine *open_engine(void) {
     const char *model = di_test_default_model();
     if (!model) return NULL;
@@ -70,7 +120,7 @@ static void test_create_rejects_bad_limits(void **state) {
     assert_int_equal(di_server_create(NULL, &p, &s, &err), DI_ERR_INVALID_ARG);
     di_engine *e = open_engine();
     if (!e) skip();
-    const char *fields[] = {"queue", "connections", "n", "body", "headers", "idle"};
+    const char *fields[] = {"queue", "connections", "n", "body", "headers", "idle", "cors"};
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
         p = di_server_params_default();
         p.port = 0;
@@ -80,9 +130,10 @@ static void test_create_rejects_bad_limits(void **state) {
         case 2: p.max_n = 0; break;
         case 3: p.max_body_bytes = 0; break;
         case 4: p.max_header_bytes = 10; break;
-        default: p.idle_timeout_s = 0; break;
+        case 5: p.idle_timeout_s = 0; break;
+        default: p.cors_origin = "https://a.example\r\nX-Evil: 1"; break;
         }
-        assert_int_equal(di_server_create(e, &p, &s, &err), DI_ERR_RANGE);
+        assert_int_equal(di_server_create(e, &p, &s, &err), i == 6 ? DI_ERR_INVALID_ARG : DI_ERR_RANGE);
         assert_null(s);
     }
     di_engine_free(e);
@@ -122,6 +173,8 @@ int main(void) {
         cmocka_unit_test(test_json_string_keeps_valid_utf8),
         cmocka_unit_test(test_json_string_replaces_invalid_bytes),
         cmocka_unit_test(test_buf_grows_and_formats),
+        cmocka_unit_test(test_head_check_limit_is_exact),
+        cmocka_unit_test(test_head_check_refuses_bad_heads),
         cmocka_unit_test(test_create_rejects_bad_limits),
         cmocka_unit_test(test_lifecycle_on_a_free_port),
     };

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# deepinfer chat on a terminal (a pty): with libedit, the up arrow recalls
+# the previous line (plain terminal input would send "^[[A" instead) and
+# Ctrl-D at the prompt quits; piped input (tests/cli/run.sh) stays plain.
+set -euo pipefail
+BIN=$1
+MODEL=models/SmolLM2-135M-Instruct.Q4_1.gguf
+[ -f "$MODEL" ] || { echo "chat_tty.sh: default model not fetched, skipping"; exit 0; }
+command -v python3 >/dev/null || { echo "chat_tty.sh: no python3 for the pty, skipping"; exit 0; }
+if ! grep -q '^LIBEDIT_FOUND:INTERNAL=1' "$(dirname "$BIN")/CMakeCache.txt" 2>/dev/null; then
+  echo "chat_tty.sh: built without libedit, skipping"; exit 0
+fi
+SLOW=${DI_TEST_SLOW:-1}
+python3 - "$BIN" "$MODEL" "$SLOW" <<'PY'
+import os, pty, select, signal, sys, time
+binary, model, slow = sys.argv[1], sys.argv[2], float(sys.argv[3])
+pid, fd = pty.fork()
+if pid == 0:
+    os.execv(binary, [binary, "chat", "-m", model, "-n", "4", "--temp", "0", "-t", "2"])
+log = b""
+def on_alarm(*_):
+    os.kill(pid, signal.SIGKILL)
+    fail("timed out")
+signal.signal(signal.SIGALRM, on_alarm)
+signal.alarm(int(300 * slow))
+def until(pat, timeout):
+    global log
+    buf, end = b"", time.time() + timeout * slow
+    while time.time() < end:
+        r, _, _ = select.select([fd], [], [], 0.2)
+        if not r:
+            continue
+        try:
+            d = os.read(fd, 4096)
+        except OSError:
+            break
+        if not d:
+            break
+        buf += d
+        if pat in buf:
+            break
+    log += buf
+    return buf
+def fail(msg):
+    sys.exit("FAIL: %s\n--- terminal ---\n%s" % (msg, log.decode("utf-8", "replace")))
+out = until(b"> ", 60)
+if b"arrows recall" not in out:
+    fail("no line editing on a terminal")
+os.write(fd, b"Hello tty\r")
+if b"[prompt" not in until(b"> ", 120):
+    fail("no first reply")
+os.write(fd, b"\x1b[A")  # up arrow
+if b"Hello tty" not in until(b"Hello tty", 10):
+    fail("up arrow did not recall the last line")
+os.write(fd, b"\r")
+if b"[prompt" not in until(b"> ", 120):
+    fail("no second reply")
+os.write(fd, b"\x04")  # Ctrl-D at the prompt
+until(b"never", 2)  # keep draining the terminal while it exits
+_, status = os.waitpid(pid, 0)
+if not os.WIFEXITED(status) or os.WEXITSTATUS(status) != 0:
+    fail("exit status %r" % status)
+print("ok")
+PY

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Progress of long work (issue 15): plain lines when stderr is a file (no
+# carriage returns: logs stay readable), a bar rewritten in place on a
+# terminal (a pty), for quantize and batch.
+set -euo pipefail
+BIN=$1
+SEED=tests/data/seeds/gguf/tiny_llama.gguf
+MODEL=models/SmolLM2-135M-Instruct.Q4_1.gguf
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+"$BIN" quantize "$SEED" "$tmp/q.gguf" q8_0 2>"$tmp/err" || fail "quantize: $(cat "$tmp/err")"
+grep -q "^quantize: 0/[0-9]*, " "$tmp/err" || fail "quantize: no start line: $(cat -v "$tmp/err")"
+n=$(sed -n 's/^quantize: 0\/\([0-9]*\),.*/\1/p' "$tmp/err")
+grep -q "^quantize: $n/$n, " "$tmp/err" || fail "quantize: no end line: $(cat -v "$tmp/err")"
+! grep -q $'\r' "$tmp/err" || fail "quantize: carriage returns in a log"
+
+if [ -f "$MODEL" ]; then
+  printf '%s\n' '{"prompt":"Hi","max_tokens":2}' '{"prompt":"Yo","max_tokens":2}' >"$tmp/in.jsonl"
+  "$BIN" batch -m "$MODEL" --in "$tmp/in.jsonl" --out "$tmp/out.jsonl" -t 2 --temp 0 2>"$tmp/err" \
+    || fail "batch: $(cat "$tmp/err")"
+  grep -q "^batch: 0/2, " "$tmp/err" && grep -q "^batch: 2/2, .*ETA" "$tmp/err" \
+    || fail "batch: no progress lines: $(cat -v "$tmp/err")"
+  ! grep -q $'\r' "$tmp/err" || fail "batch: carriage returns in a log"
+fi
+
+command -v python3 >/dev/null || { echo "progress.sh: no python3 for the pty, skipping the terminal check"; exit 0; }
+python3 - "$BIN" "$SEED" "$tmp/t.gguf" <<'PY' || fail "terminal progress"
+import os, pty, sys
+pid, fd = pty.fork()
+if pid == 0:
+    os.execv(sys.argv[1], [sys.argv[1], "quantize", sys.argv[2], sys.argv[3], "q8_0"])
+out = b""
+while True:
+    try:
+        d = os.read(fd, 4096)
+    except OSError:
+        break
+    if not d:
+        break
+    out += d
+_, st = os.waitpid(pid, 0)
+assert os.WIFEXITED(st) and os.WEXITSTATUS(st) == 0, out
+assert b"\rquantize [" in out and b"ETA" in out, out
+PY
+echo ok
