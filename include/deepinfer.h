@@ -18,6 +18,9 @@ extern "C" {
 
 #define DI_VERSION_STRING "0.1.0"
 
+/* Drafts one sequence may verify per step (speculative decoding). */
+#define DI_SPEC_MAX_DRAFTS 16
+
 typedef enum di_status {
     DI_OK = 0,
     DI_ERR_IO,          /* file or socket could not be read/written */
@@ -136,6 +139,16 @@ typedef struct di_engine_params {
                                 * their prefix after a restart and by other
                                 * engines of the machine; NULL = off */
     double kv_disk_max_gb;     /* cap of that directory; 0 = 16 GB */
+    /* Speculative decoding (docs/SPECULATIVE.md): */
+    const char *spec;          /* drafter: NULL or "off" = none, "ngram"
+                                * (prompt lookup), "draft:PATH" (a smaller
+                                * GGUF of the same vocabulary), "dspark" */
+    int32_t spec_k;            /* drafts per sequence per step; 0 = 4, at most
+                                * DI_SPEC_MAX_DRAFTS */
+    const char *spec_accept;   /* "greedy" (NULL: output = output without
+                                * speculation), "lossless" (min(1, p/q) with
+                                * residual resampling) or "deepinfer"
+                                * (DeepInfer's near-lossless residual) */
     struct di_dist *dist;      /* expert + data parallel group (not owned; outlives
                                 * the engine); NULL = this process alone */
     di_ep_params ep;           /* with dist */
@@ -315,6 +328,13 @@ typedef struct di_engine_stats {
     int64_t kv_disk_rejected;   /* records refused: corrupt, truncated, foreign */
     int64_t kv_disk_removed;    /* records removed to stay under the cap */
     uint64_t kv_disk_bytes;
+    /* Speculative decoding (all 0 without a drafter): */
+    int64_t spec_drafted;      /* draft tokens proposed by the drafter */
+    int64_t spec_verified;     /* draft rows verified in a forward */
+    int64_t spec_accepted;     /* drafts accepted */
+    int64_t spec_verify_steps; /* (sequence, step) pairs that verified >= 1 draft */
+    int64_t spec_verified_at[DI_SPEC_MAX_DRAFTS]; /* per draft position */
+    int64_t spec_accepted_at[DI_SPEC_MAX_DRAFTS];
 } di_engine_stats;
 
 void di_engine_get_stats(di_engine *e, di_engine_stats *out);

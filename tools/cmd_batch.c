@@ -417,6 +417,7 @@ int di_cmd_batch(int argc, char **argv) {
     if (c.n_done < c.n_jobs && c.prog.tty) fputc('\n', stderr); /* --ep: other ranks' lines */
     fprintf(stderr, "[batch: %zu requests, %lld prompt + %lld generated tokens in %.2f s | %.1f generated tok/s]\n",
             n_lines, (long long)c.n_prompt, (long long)c.n_generated, dt, dt > 0 ? c.n_generated / dt : 0.0);
+    di_gen_print_spec_stats(e);
     for (size_t i = 0; i < n_lines; i++) {
         json_decref(c.jobs[i].id);
         free(c.jobs[i].msgs);

@@ -153,7 +153,10 @@ static int generate(const char *cmd, di_engine *e, di_request *r, stream_state *
         fprintf(stderr, "deepinfer %s: %s\n", cmd, err.msg);
         return 1;
     }
-    if (di_gen_rank() == 0) print_summary(st);
+    if (di_gen_rank() == 0) {
+        print_summary(st);
+        di_gen_print_spec_stats(e);
+    }
     return st->finish == DI_FINISH_REASON_ERROR;
 }
 

@@ -68,6 +68,11 @@ int di_gen_opts_specs(di_gen_opts *o, di_arg *s, int n) {
         {"--kernels", NULL, DI_ARG_STR, &o->kernels, 0, 0, "kernel table: q8 (int8 activations), ggml (llama.cpp's numerics)"},
         {"--numerics", NULL, DI_ARG_STR, &o->numerics, 0, 0,
          "DeepSeek-V4.1: deepinfer (default: DeepInfer's quantization) or ideal (f32)"},
+        {"--spec", NULL, DI_ARG_STR, &o->spec, 0, 0,
+         "speculative decoding: ngram (prompt lookup), draft:PATH (same-vocabulary GGUF), dspark, off"},
+        {"--spec-k", NULL, DI_ARG_INT, &o->spec_k, 0, DI_SPEC_MAX_DRAFTS, "--spec: drafts per sequence per step (4)"},
+        {"--spec-accept", NULL, DI_ARG_STR, &o->spec_accept, 0, 0,
+         "--spec: greedy (output unchanged), lossless (min(1,p/q), residual resampling) or deepinfer"},
         {"--ep", NULL, DI_ARG_FLAG, &o->ep, 0, 0,
          "expert + data parallel over the MPI job (run under mpirun; MoE models)"},
         {"--ep-extra-experts", NULL, DI_ARG_INT, &o->ep_extra, 0, 1 << 16, "--ep: redundant expert slots for EPLB"},
@@ -108,6 +113,9 @@ di_engine_params di_gen_engine_params(const di_gen_opts *o) {
     p.dist = o->ep ? g_dist : NULL;
     p.cp = o->cp ? g_dist : NULL;
     p.cp_min_rows = (int32_t)o->cp_min_rows;
+    p.spec = o->spec;
+    p.spec_k = (int32_t)o->spec_k;
+    p.spec_accept = o->spec_accept;
     p.ep = (di_ep_params){.n_extra_experts = (int32_t)o->ep_extra, .eplb_interval = (int32_t)o->eplb_interval,
                           .eplb_window = (int32_t)o->eplb_window, .force_imbalance = o->ep_force_imbalance,
                           .log = o->eplb_log};
@@ -138,6 +146,20 @@ di_sampling_params di_gen_sampling(const di_gen_opts *o) {
     s.repetition_penalty = (float)o->repeat_penalty;
     s.seed = o->seed >= 0 ? (uint64_t)o->seed : EP_DEFAULT_SEED; /* unresolved: fixed */
     return s;
+}
+
+void di_gen_print_spec_stats(di_engine *e) {
+    di_engine_stats st;
+    di_engine_get_stats(e, &st);
+    if (st.spec_drafted == 0 && st.spec_verified == 0) return;
+    fprintf(stderr, "[spec: drafted %lld, verified %lld, accepted %lld (%.1f%%), %.2f tokens per verify step | "
+                    "accepted per position:",
+            (long long)st.spec_drafted, (long long)st.spec_verified, (long long)st.spec_accepted,
+            st.spec_verified ? 100.0 * (double)st.spec_accepted / (double)st.spec_verified : 0.0,
+            st.spec_verify_steps ? 1.0 + (double)st.spec_accepted / (double)st.spec_verify_steps : 0.0);
+    for (int i = 0; i < DI_SPEC_MAX_DRAFTS && st.spec_verified_at[i]; i++)
+        fprintf(stderr, " %lld/%lld", (long long)st.spec_accepted_at[i], (long long)st.spec_verified_at[i]);
+    fprintf(stderr, "]\n");
 }
 
 int32_t di_gen_cap_threads(const char *cmd, int64_t threads) {

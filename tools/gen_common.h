@@ -22,6 +22,9 @@ typedef struct di_gen_opts {
     bool cp;
     int64_t cp_min_rows;
     double ep_force_imbalance, ep_timeout_s;
+    /* speculative decoding */
+    const char *spec, *spec_accept;
+    int64_t spec_k;
 } di_gen_opts;
 
 /* Fills defaults: the default model path, greedy-ish sampling tuned for the
@@ -38,6 +41,9 @@ di_engine_params di_gen_engine_params(const di_gen_opts *o);
  * back with --seed. */
 void di_gen_resolve_seed(di_gen_opts *o);
 di_sampling_params di_gen_sampling(const di_gen_opts *o);
+/* One line of speculative-decoding counts on stderr (nothing when the
+ * engine drafts nothing): drafted, verified, accepted, rate, per position. */
+void di_gen_print_spec_stats(di_engine *e);
 /* Threads for -t N: N itself up to the CPUs this process may run on;
  * more would only time-slice one core between spinning workers, so N
  * above that is capped with a warning on stderr naming cmd. 0 stays 0

@@ -18,7 +18,9 @@
 #include "engine/kv_tier.h"
 #include "engine/scheduler.h"
 #include "model/model.h"
+#include "sample/rng.h"
 #include "sample/sampler.h"
+#include "spec/spec.h"
 #include "text/dsml.h"
 #include "text/tokenizer.h"
 #include "vision/image.h"
@@ -54,6 +56,7 @@ typedef struct request {
     void *user;
     bool cancel_requested;
     bool started;                /* has been in a forward */
+    int32_t spec_draft;          /* index into the step's spec_drafts, or -1 */
     int32_t n_cached;            /* prefix-cache hit tokens at first admission */
     double t_submit, t_start, t_first;
     char *text_buf;              /* final event: push text + flushed text */
@@ -66,11 +69,18 @@ typedef struct request {
     struct request *prev, *next;
 } request;
 
-/* One row to sample in the parallel phase of a step. */
+/* One row to sample in the parallel phase of a step. A sequence that
+ * verifies drafts has one job per row: row j sees its drafts 0..j-1. */
 typedef struct sample_job {
     request *r;
     const float *logits;       /* (n_vocab) */
+    int32_t row;               /* j: 0 = the decode row, then one per draft */
+    int32_t n_drafts;          /* drafts of this sequence this step */
+    const float *q;            /* (n_vocab) draft distribution of draft j, or
+                                  NULL (one-hot: the match rule) */
     di_sample_result res;
+    int32_t token;             /* what row j emits if reached */
+    bool accepted;             /* row j < n_drafts: draft j stands */
     di_status status;
     di_error err;
 } sample_job;
@@ -90,7 +100,7 @@ struct di_engine {
     uint8_t *xfer_block;         /* (block bytes) scratch of export/import */
     di_sampler **samplers;       /* (n_threads) one per pool thread: samplers keep scratch */
     int32_t n_threads;
-    sample_job *jobs;            /* (max_seqs) */
+    sample_job *jobs;            /* (max_batch_tokens) */
     int32_t n_jobs;
     int32_t n_ctx;
     float *logits;               /* (logits_rows, n_vocab) */
@@ -110,6 +120,19 @@ struct di_engine {
     int64_t n_prefill_rows; /* prompt tokens computed, over all steps */
     double t_forward_ms;
     double t_last_step_ms;
+    /* Speculative decoding (docs/SPECULATIVE.md); drafter NULL = off. */
+    di_drafter *drafter;
+    di_spec_accept spec_accept;
+    int32_t spec_k;
+    di_spec_seq *spec_seqs;      /* (max_seqs) asking this step */
+    di_spec_drafts *spec_drafts; /* (max_seqs) their drafts */
+    int32_t *spec_tokens;        /* (max_seqs, DI_SPEC_MAX_K) */
+    float *spec_conf;            /* (max_seqs, DI_SPEC_MAX_K) */
+    float *spec_q;               /* (max_seqs, spec_k, n_vocab) */
+    float *spec_p;               /* (n_threads, 2, n_vocab): p and residual */
+    di_spec_outcome *spec_out;   /* (max_seqs) */
+    di_engine_stats spec_stats;  /* only the spec_* fields */
+    int32_t n_spec_out;          /* entries of spec_out this step */
 };
 
 static double now_ms(void) {
@@ -131,12 +154,86 @@ static void kv_flavor(const di_engine *e, int32_t block, char *buf, size_t cap) 
              e->params.numerics ? e->params.numerics : "default", e->params.kv_f32 ? "f32" : "f16", (int)block);
 }
 
+/* ---- speculative decoding: set-up ------------------------------------------ */
+
+static void spec_close(di_engine *e) {
+    di_drafter_free(e->drafter);
+    e->drafter = NULL;
+    free(e->spec_seqs);
+    free(e->spec_drafts);
+    free(e->spec_tokens);
+    free(e->spec_conf);
+    free(e->spec_q);
+    free(e->spec_p);
+    free(e->spec_out);
+    e->spec_seqs = NULL;
+    e->spec_drafts = NULL;
+    e->spec_tokens = NULL;
+    e->spec_conf = NULL;
+    e->spec_q = NULL;
+    e->spec_p = NULL;
+    e->spec_out = NULL;
+}
+
+/* Buffers for drafts of k tokens per sequence, and the rule. Refuses a
+ * model whose KV cannot roll back (probed on slot 0 before any use). */
+static di_status spec_prepare(di_engine *e, di_spec_accept rule, int32_t k, di_error *err) {
+    if (k < 1 || k > DI_SPEC_MAX_K)
+        return di_error_set(err, DI_ERR_RANGE, "--spec-k %d: expected 1..%d", (int)k, DI_SPEC_MAX_K);
+    if (e->params.dist || e->params.cp)
+        return di_error_set(err, DI_ERR_UNSUPPORTED, "--spec does not work with --ep / --cp yet");
+    di_status s = di_model_kv_truncate(e->kv, 0, 0, err);
+    if (s) return di_error_prefix(err, "--spec: ");
+    size_t n = (size_t)e->params.max_seqs, v = (size_t)e->facts.n_vocab;
+    e->spec_accept = rule;
+    e->spec_k = k;
+    e->spec_seqs = di_calloc(n, sizeof *e->spec_seqs);
+    e->spec_drafts = di_calloc(n, sizeof *e->spec_drafts);
+    e->spec_tokens = di_calloc(n * DI_SPEC_MAX_K, sizeof *e->spec_tokens);
+    e->spec_conf = di_calloc(n * DI_SPEC_MAX_K, sizeof *e->spec_conf);
+    e->spec_q = di_malloc_array(n * (size_t)k, v * sizeof(float));
+    e->spec_p = di_malloc_array((size_t)e->n_threads * 2, v * sizeof(float));
+    e->spec_out = di_calloc(n, sizeof *e->spec_out);
+    if (!e->spec_seqs || !e->spec_drafts || !e->spec_tokens || !e->spec_conf || !e->spec_q || !e->spec_p ||
+        !e->spec_out)
+        return di_error_set(err, DI_ERR_NOMEM, "--spec: out of memory for the drafts of %zu sequences", n);
+    return DI_OK;
+}
+
+static di_status spec_open(di_engine *e, const di_engine_params *p, di_error *err) {
+    di_spec_accept rule;
+    di_status s = di_spec_accept_from_name(p->spec_accept, &rule, err);
+    if (s) return s;
+    int32_t k = p->spec_k ? p->spec_k : DI_SPEC_DEFAULT_K;
+    if ((s = spec_prepare(e, rule, k, err))) return s;
+    di_spec_env env = {.target = e->model, .target_ctx = e->ctx, .target_kv = e->kv,
+                       .n_vocab = e->facts.n_vocab, .k_max = k, .n_ctx = e->n_ctx,
+                       .max_seqs = e->params.max_seqs, .kv_tokens = e->params.kv_tokens,
+                       .block_size = e->params.block_size, .kernels = p->kernels};
+    return di_spec_drafter_create(p->spec, &env, &e->drafter, err);
+}
+
+di_status di_engine_set_drafter(di_engine *e, di_drafter *d, di_spec_accept rule, int32_t k, di_error *err) {
+    spec_close(e);
+    di_status s = spec_prepare(e, rule, k, err);
+    if (s) {
+        spec_close(e);
+        di_drafter_free(d);
+        return s;
+    }
+    e->drafter = d;
+    return DI_OK;
+}
+
 di_status di_engine_create(const di_engine_params *p, di_engine **out, di_error *err) {
     *out = NULL;
     if (!p || !p->model_path) return di_error_set(err, DI_ERR_INVALID_ARG, "engine: no model path");
     if (p->n_threads < 0 || p->n_ctx < 0 || p->kv_tokens < 0 || p->block_size < 0 ||
         p->max_batch_tokens < 0 || p->max_seqs < 0 || p->max_prefill_tokens < 0)
         return di_error_set(err, DI_ERR_INVALID_ARG, "engine: negative size parameter");
+    if (p->spec_k < 0 || p->spec_k > DI_SPEC_MAX_K)
+        return di_error_set(err, DI_ERR_RANGE, "engine: spec_k %d: expected 0..%d", (int)p->spec_k,
+                            DI_SPEC_MAX_K);
     if (!isfinite(p->tpot_target_ms) || p->tpot_target_ms < 0)
         return di_error_set(err, DI_ERR_INVALID_ARG, "engine: tpot_target_ms %g must be >= 0",
                             p->tpot_target_ms);
@@ -223,7 +320,7 @@ di_status di_engine_create(const di_engine_params *p, di_engine **out, di_error 
     if (s) goto fail;
     e->n_threads = di_threadpool_n_threads(e->pool);
     e->samplers = calloc((size_t)e->n_threads, sizeof *e->samplers);
-    e->jobs = calloc((size_t)sc.max_running, sizeof *e->jobs);
+    e->jobs = calloc((size_t)sc.max_tokens_per_step, sizeof *e->jobs);
     if (!e->samplers || !e->jobs) {
         s = di_error_set(err, DI_ERR_NOMEM, "engine: out of memory");
         goto fail;
@@ -243,6 +340,9 @@ di_status di_engine_create(const di_engine_params *p, di_engine **out, di_error 
     if (!e->logits || !e->logit_index || !e->masks || !e->slot_req || !e->row_embd) {
         s = di_error_set(err, DI_ERR_NOMEM, "engine: out of memory for logits");
         goto fail;
+    }
+    if (p->spec && strcmp(p->spec, "off")) {
+        if ((s = spec_open(e, p, err))) goto fail;
     }
     *out = e;
     return DI_OK;
@@ -272,6 +372,7 @@ void di_engine_free(di_engine *e) {
         n = r->next;
         request_free(e, r);
     }
+    spec_close(e);
     di_constraint_cache_free(e->constraints);
     free(e->masks);
     for (int32_t i = 0; e->samplers && i < e->n_threads; i++) di_sampler_free(e->samplers[i]);
@@ -439,6 +540,7 @@ di_status di_engine_submit(di_engine *e, const di_request *r, int64_t *id, di_er
                             e->n_ctx);
     }
     int32_t max_tokens = r->max_tokens ? r->max_tokens : e->n_ctx - (int32_t)ids.n;
+    q->spec_draft = -1;
     s = request_init(e, r, q, err);
     if (!s && key) {
         /* the sampler's history reads image positions as the placeholder (a text id) */
@@ -681,7 +783,10 @@ static bool is_stop_token(const di_engine *e, const request *r, int32_t tok) {
 /* Parallel phase: masks and samples one row on pool thread `thread`. Rows
  * of different requests are independent (own matcher, own RNG stream), and
  * each thread has its own sampler scratch, so the result never depends on
- * which thread ran it. */
+ * which thread ran it. Verify row j of a sequence samples as if its drafts
+ * 0..j-1 were already generated (they sit at seq->tokens[n_tokens..]), at
+ * position n_tokens + j: exactly what plain decoding would sample there
+ * once they are. */
 static void sample_task(void *ctx, int64_t task, int thread) {
     di_engine *e = ctx;
     sample_job *j = &e->jobs[task];
@@ -692,9 +797,9 @@ static void sample_task(void *ctx, int64_t task, int thread) {
     di_sample_input in = {
         .logits = j->logits,
         .tokens = r->hist ? r->hist : seq->tokens,
-        .n_tokens = seq->n_tokens,
+        .n_tokens = seq->n_tokens + j->row,
         .n_prompt = seq->n_prompt,
-        .position = (uint64_t)seq->n_tokens,
+        .position = (uint64_t)seq->n_tokens + (uint64_t)j->row,
         .allowed = NULL,
     };
     if (r->constraint.matcher) {
@@ -704,34 +809,78 @@ static void sample_task(void *ctx, int64_t task, int thread) {
         in.allowed = mask;
     }
     j->status = di_sampler_sample(e->samplers[thread], &r->sampling, &in, &j->res, &j->err);
+    if (j->status) return;
+    j->token = j->res.token;
+    j->accepted = false;
+    if (j->row >= j->n_drafts) return; /* the decode row without drafts, or the bonus row */
+    int32_t draft = seq->tokens[seq->n_tokens + j->row];
+    bool match_rule = e->spec_accept == DI_SPEC_ACCEPT_GREEDY ||
+                      (e->spec_accept == DI_SPEC_ACCEPT_LOSSLESS && !j->q);
+    if (match_rule) {
+        j->accepted = j->token == draft;
+        return;
+    }
+    /* min(1, p/q) against the distribution the sampler draws from */
+    size_t v = (size_t)e->facts.n_vocab;
+    float *p = e->spec_p + (size_t)thread * 2 * v, *residual = p + v;
+    j->status = di_sampler_distribution(e->samplers[thread], &r->sampling, &in, p, &j->err);
+    if (j->status) return;
+    float u_acc = di_rng_uniform(r->sampling.seed, DI_RNG_DOMAIN_SPEC_ACCEPT, in.position, 0);
+    float u_res = di_rng_uniform(r->sampling.seed, DI_RNG_DOMAIN_SPEC_RESAMPLE, in.position, 0);
+    j->status = di_spec_accept_row(e->spec_accept, p, j->q, e->facts.n_vocab, draft, u_acc, u_res, residual,
+                                   &j->accepted, &j->token, &j->err);
+    if (j->status || j->token == j->res.token) return;
+    /* The row emits another token than the sampler's own draw: report its
+     * logprob from the alternatives when it is there, else log p. */
+    float lp = p[j->token] > 0 ? logf(p[j->token]) : -INFINITY;
+    for (int32_t i = 0; i < j->res.n_top; i++)
+        if (j->res.top[i].token == j->token) lp = j->res.top[i].logprob;
+    j->res.token = j->token;
+    j->res.logprob = lp;
 }
 
 /* Sequential phase: advances the grammar, streams and postprocesses one
- * sequence's new token. */
-static void process_sample(di_engine *e, sample_job *j) {
-    request *r = j->r;
+ * sequence's new tokens: jobs[0..n_jobs) are its rows; they emit the
+ * accepted drafts and the token of the first row not accepted. A stop
+ * token or string ends the list there (later accepted tokens are dropped).
+ * Returns the drafts accepted (for the statistics). */
+static int32_t process_sample(di_engine *e, sample_job *jobs, int32_t n_jobs) {
+    request *r = jobs[0].r;
     di_seq *seq = r->seq;
     if (r->t_first == 0) r->t_first = now_ms();
-    di_sample_result res = j->res;
-    di_error err = j->err;
-    if (j->status ||
-        (r->constraint.matcher &&
-         !di_grammar_matcher_advance_token(r->constraint.matcher, (uint32_t)res.token) &&
-         di_error_set(&err, DI_ERR_INTERNAL, "sampled token %d is not allowed by the grammar",
-                      res.token))) {
+    int32_t n_emit = 0, n_drafts = jobs[0].n_drafts;
+    while (n_emit < n_jobs) {
+        sample_job *j = &jobs[n_emit++];
+        if (j->status || !j->accepted || j->row >= n_drafts) break;
+    }
+    sample_job *bad = NULL;
+    for (int32_t t = 0; t < n_emit && !bad; t++)
+        if (jobs[t].status) bad = &jobs[t];
+    di_error err = bad ? bad->err : jobs[0].err;
+    if (bad || (r->constraint.matcher &&
+                !di_grammar_matcher_advance_token(r->constraint.matcher, (uint32_t)jobs[0].res.token) &&
+                di_error_set(&err, DI_ERR_INTERNAL, "sampled token %d is not allowed by the grammar",
+                             jobs[0].res.token))) {
         di_scheduler_cancel(e->sched, seq, NULL);
         finish_request(e, r, DI_FINISH_REASON_ERROR, err.msg);
-        return;
+        return 0;
     }
+    /* Text of each token: text_buf[seg[t] .. seg[t + 1]). */
+    int32_t toks[DI_SPEC_MAX_K + 1];
+    size_t seg[DI_SPEC_MAX_K + 2];
     di_finish_reason why = DI_FINISH_NONE;
-    di_event ev;
-    memset(&ev, 0, sizeof ev);
     size_t len = 0;
-    if (is_stop_token(e, r, res.token)) {
-        why = DI_FINISH_STOP;
-    } else {
+    int32_t n = 0;
+    while (n < n_emit && why == DI_FINISH_NONE) {
+        int32_t tok = jobs[n].res.token;
+        seg[n] = len;
+        toks[n++] = tok;
+        if (is_stop_token(e, r, tok)) {
+            why = DI_FINISH_STOP;
+            break;
+        }
         di_tok_detok_out o;
-        if (!di_tok_detok_push(r->detok, res.token, &o, NULL)) {
+        if (!di_tok_detok_push(r->detok, tok, &o, NULL)) {
             if (o.len) append_text(r, &len, o.text, o.len);
             if (o.stop_index >= 0) why = DI_FINISH_STOP;
         }
@@ -739,46 +888,54 @@ static void process_sample(di_engine *e, sample_job *j) {
         if (r->constraint.matcher && di_grammar_matcher_is_terminated(r->constraint.matcher))
             why = DI_FINISH_STOP;
     }
+    seg[n] = len;
     di_finish_reason final = DI_FINISH_NONE;
-    if (di_scheduler_postprocess(e->sched, seq, res.token, why, &final, &err)) {
+    if (di_scheduler_postprocess_n(e->sched, seq, toks, n, why, &final, &err)) {
         di_scheduler_cancel(e->sched, seq, NULL);
         finish_request(e, r, DI_FINISH_REASON_ERROR, err.msg);
-        return;
+        return 0;
     }
-    e->n_generated_tokens++;
-    ev.token = res.token;
-    ev.logprob = res.logprob;
-    ev.n_top = res.n_top;
-    di_token_prob top[DI_SAMPLER_MAX_TOP_LOGPROBS];
-    for (int i = 0; i < res.n_top; i++) {
-        top[i].token = res.top[i].token;
-        top[i].logprob = res.top[i].logprob;
-    }
-    ev.top = top;
-    if (final == DI_FINISH_NONE) {
-        ev.text = r->text_buf;
-        ev.text_len = len;
+    e->n_generated_tokens += n;
+    for (int32_t t = 0; t < n; t++) {
+        di_sample_result *res = &jobs[t].res;
+        di_event ev;
+        memset(&ev, 0, sizeof ev);
+        ev.token = res->token;
+        ev.logprob = res->logprob;
+        ev.n_top = res->n_top;
+        di_token_prob top[DI_SAMPLER_MAX_TOP_LOGPROBS];
+        for (int i = 0; i < res->n_top; i++) {
+            top[i].token = res->top[i].token;
+            top[i].logprob = res->top[i].logprob;
+        }
+        ev.top = top;
+        ev.text = r->text_buf + seg[t];
+        ev.text_len = seg[t + 1] - seg[t];
+        if (t < n - 1 || final == DI_FINISH_NONE) {
+            emit(r, &ev);
+            continue;
+        }
+        /* The last token's text and the held-back text travel in one event
+         * (after a stop string the detokenizer holds nothing back). */
+        size_t end = seg[n];
+        di_tok_detok_out o;
+        if (!di_tok_detok_flush(r->detok, &o, NULL) && o.len) append_text(r, &end, o.text, o.len);
+        ev.text = r->text_buf + seg[t];
+        ev.text_len = end - seg[t];
+        ev.finish = public_finish(final);
+        ev.tokens = seq->tokens + seq->n_prompt;
+        ev.n_tokens = seq->n_tokens - seq->n_prompt;
+        fill_stats(r, &ev.stats);
+        if (r->prompt_lp) {
+            /* Every prompt row has run by the time a token is sampled. */
+            ev.prompt_logprobs = r->prompt_lp;
+            ev.prompt_argmax = r->prompt_argmax;
+            ev.n_prompt_logprobs = seq->n_prompt - 1;
+        }
         emit(r, &ev);
-        return;
+        retire(e, r);
     }
-    /* The last token's text and the held-back text travel in one event
-     * (after a stop string the detokenizer holds nothing back). */
-    di_tok_detok_out o;
-    if (!di_tok_detok_flush(r->detok, &o, NULL) && o.len) append_text(r, &len, o.text, o.len);
-    ev.text = r->text_buf;
-    ev.text_len = len;
-    ev.finish = public_finish(final);
-    ev.tokens = seq->tokens + seq->n_prompt;
-    ev.n_tokens = seq->n_tokens - seq->n_prompt;
-    fill_stats(r, &ev.stats);
-    if (r->prompt_lp) {
-        /* Every prompt row has run by the time a token is sampled. */
-        ev.prompt_logprobs = r->prompt_lp;
-        ev.prompt_argmax = r->prompt_argmax;
-        ev.n_prompt_logprobs = seq->n_prompt - 1;
-    }
-    emit(r, &ev);
-    retire(e, r);
+    return n - 1 < n_drafts ? n - 1 : n_drafts;
 }
 
 /* log_softmax(logits)[target] (accumulated in double) and the argmax (the
@@ -858,11 +1015,89 @@ static void attach_image_rows(di_engine *e, di_batch *b) {
     b->embd = e->row_embd;
 }
 
+/* ---- speculative decoding: the step's two ends ----------------------------- */
+
+/* Asks the drafter for drafts of every RUNNING sequence about to decode
+ * and hands them to the scheduler. Called with the lock held; drops it
+ * while the drafter runs (a draft model runs forwards): only this thread
+ * changes sequences' tokens, and cancels are only flagged meanwhile.
+ * Constrained requests do not draft (their matcher cannot roll back), nor
+ * requests with images (their sampler history is a separate array). */
+static di_status spec_propose(di_engine *e, di_error *err) {
+    int32_t n = 0;
+    size_t v = (size_t)e->facts.n_vocab;
+    for (request *r = e->reqs; r && n < e->params.max_seqs; r = r->next) {
+        di_seq *q = r->seq;
+        if (q->status != DI_SEQ_RUNNING || q->awaiting_sample || q->n_tokens - q->n_computed != 1 ||
+            r->constraint.matcher || r->cancel_requested || r->hist)
+            continue;
+        int32_t room = q->max_tokens - (q->n_tokens - q->n_prompt) - 1;
+        int32_t k = e->spec_k < room ? e->spec_k : room;
+        if (k < 1) continue;
+        e->spec_seqs[n] = (di_spec_seq){.seq_id = q->id, .slot = q->slot, .tokens = q->tokens,
+                                        .n_tokens = q->n_tokens, .n_prompt = q->n_prompt, .k_max = k,
+                                        .sampling = &r->sampling};
+        e->spec_drafts[n] = (di_spec_drafts){.n = 0, .tokens = e->spec_tokens + (size_t)n * DI_SPEC_MAX_K,
+                                             .has_q = false, .q = e->spec_q + (size_t)n * (size_t)e->spec_k * v,
+                                             .confidence = e->spec_conf + (size_t)n * DI_SPEC_MAX_K};
+        n++;
+    }
+    if (n == 0) return DI_OK;
+    pthread_mutex_unlock(&e->mu);
+    di_status s = e->drafter->ops->propose(e->drafter, e->spec_seqs, n, e->spec_drafts, e->pool, err);
+    pthread_mutex_lock(&e->mu);
+    if (s) return s;
+    for (int32_t i = 0; i < n; i++) {
+        di_spec_drafts *d = &e->spec_drafts[i];
+        const di_spec_seq *q = &e->spec_seqs[i];
+        /* A drafter's output is checked like any input. */
+        int32_t nd = d->n < 0 ? 0 : d->n > q->k_max ? q->k_max : d->n;
+        for (int32_t j = 0; j < nd; j++)
+            if (d->tokens[j] < 0 || d->tokens[j] >= e->facts.n_vocab) nd = j;
+        request *r = NULL;
+        for (request *x = e->reqs; x; x = x->next)
+            if (x->seq->id == q->seq_id) r = x;
+        if (!r || nd == 0) continue;
+        int32_t n_set = 0;
+        if ((s = di_scheduler_set_drafts(e->sched, r->seq, d->tokens, nd, &n_set, err))) return s;
+        d->n = n_set;
+        r->spec_draft = i;
+        e->spec_stats.spec_drafted += n_set;
+    }
+    return DI_OK;
+}
+
+/* After the verify of one sequence: statistics, the rollback of its
+ * rejected rows (n_keep = tokens whose KV stays), and its outcome for the
+ * drafter's hook. */
+static di_status spec_settle(di_engine *e, int32_t slot, int64_t seq_id, int32_t first_row, int32_t n_rows,
+                             int32_t n_accepted, int32_t n_tokens_before, di_error *err) {
+    int32_t nd = n_rows - 1;
+    di_engine_stats *st = &e->spec_stats;
+    if (nd > 0) {
+        st->spec_verified += nd;
+        st->spec_accepted += n_accepted;
+        st->spec_verify_steps++;
+        for (int32_t j = 0; j < nd; j++) st->spec_verified_at[j]++;
+        for (int32_t j = 0; j < n_accepted; j++) st->spec_accepted_at[j]++;
+    }
+    e->spec_out[e->n_spec_out++] = (di_spec_outcome){.seq_id = seq_id, .slot = slot, .first_row = first_row,
+                                                     .n_rows = n_rows, .n_accepted = n_accepted,
+                                                     .n_tokens = n_tokens_before + n_accepted + 1};
+    if (n_accepted == nd) return DI_OK;
+    return di_model_kv_truncate(e->kv, slot, n_tokens_before + n_accepted, err);
+}
+
 di_status di_engine_step(di_engine *e, di_error *err) {
     pthread_mutex_lock(&e->mu);
     apply_cancels(e);
     di_sched_output out;
-    di_status s = di_scheduler_schedule(e->sched, &out, err);
+    di_status s = e->drafter ? spec_propose(e, err) : DI_OK;
+    if (s) {
+        pthread_mutex_unlock(&e->mu);
+        return s;
+    }
+    s = di_scheduler_schedule(e->sched, &out, err);
     if (e->params.dist) {
         int run = 0;
         s = dp_vote(e, s, s ? 0 : out.batch.n_rows, &run, err);
@@ -921,6 +1156,7 @@ di_status di_engine_step(di_engine *e, di_error *err) {
     }
     score_prompt_rows(e, &out.batch);
     e->n_jobs = 0;
+    size_t v = (size_t)e->facts.n_vocab;
     for (int32_t i = 0; i < out.n_samples; i++) {
         request *r = out.sample_seqs[i]->user;
         if (r->cancel_requested) {
@@ -928,16 +1164,36 @@ di_status di_engine_step(di_engine *e, di_error *err) {
             finish_request(e, r, DI_FINISH_REASON_CANCEL, NULL);
             continue;
         }
-        int32_t li = e->logit_index[out.sample_rows[i]];
-        e->jobs[e->n_jobs++] = (sample_job){
-            .r = r, .logits = e->logits + (size_t)li * (size_t)e->facts.n_vocab};
+        /* one job per row: the decode row, then one per draft */
+        int32_t nd = out.sample_n_rows[i] - 1;
+        const di_spec_drafts *d = nd > 0 && r->spec_draft >= 0 ? &e->spec_drafts[r->spec_draft] : NULL;
+        for (int32_t j = 0; j <= nd; j++) {
+            int32_t li = e->logit_index[out.sample_rows[i] + j];
+            e->jobs[e->n_jobs++] = (sample_job){
+                .r = r, .logits = e->logits + (size_t)li * v, .row = j, .n_drafts = nd,
+                .q = d && d->has_q && j < nd ? d->q + (size_t)j * v : NULL};
+        }
+        r->spec_draft = -1;
     }
     /* Sampling needs no lock: only this thread touches the jobs' requests,
      * and submitters only add new requests. */
     pthread_mutex_unlock(&e->mu);
     di_threadpool_run(e->pool, e->n_jobs, sample_task, e);
     pthread_mutex_lock(&e->mu);
-    for (int32_t i = 0; i < e->n_jobs; i++) process_sample(e, &e->jobs[i]);
+    e->n_spec_out = 0;
+    for (int32_t i = 0; i < e->n_jobs && !s;) {
+        sample_job *j = &e->jobs[i];
+        di_seq *q = j->r->seq;
+        int32_t n_rows = j->n_drafts + 1, slot = q->slot, n_before = q->n_tokens, row0 = -1;
+        int64_t id = q->id;
+        for (int32_t k = 0; k < out.n_samples; k++)
+            if (out.sample_seqs[k] == q) row0 = out.sample_rows[k];
+        int32_t n_acc = process_sample(e, j, n_rows);
+        if (e->drafter) s = spec_settle(e, slot, id, row0, n_rows, n_acc, n_before, err);
+        i += n_rows;
+    }
+    if (!s && e->drafter && e->drafter->ops->after_forward)
+        e->drafter->ops->after_forward(e->drafter, &out.batch, e->spec_out, e->n_spec_out);
     /* What a client waits between tokens: forward, sampling and streaming
      * of the step, which is what the latency target bounds. */
     e->t_last_step_ms = now_ms() - t_step0;
@@ -1007,6 +1263,12 @@ void di_engine_get_stats(di_engine *e, di_engine_stats *out) {
         out->kv_disk_removed = ds.n_removed;
         out->kv_disk_bytes = ds.bytes_used;
     }
+    out->spec_drafted = e->spec_stats.spec_drafted;
+    out->spec_verified = e->spec_stats.spec_verified;
+    out->spec_accepted = e->spec_stats.spec_accepted;
+    out->spec_verify_steps = e->spec_stats.spec_verify_steps;
+    memcpy(out->spec_verified_at, e->spec_stats.spec_verified_at, sizeof out->spec_verified_at);
+    memcpy(out->spec_accepted_at, e->spec_stats.spec_accepted_at, sizeof out->spec_accepted_at);
     pthread_mutex_unlock(&e->mu);
 }
 

@@ -47,6 +47,7 @@ struct di_scheduler {
     int32_t *table_n;                       /* (max_running) per slot */
     int32_t n_samples;
     int32_t *sample_rows;                   /* (max_running) */
+    int32_t *sample_n_rows;                 /* (max_running) */
     di_seq **sample_seqs;                   /* (max_running) */
     int32_t step_decode, step_prefill, step_preempted;
     bool step_deferred;                     /* a latency control held work back */
@@ -102,12 +103,13 @@ di_status di_scheduler_create(const di_scheduler_config *cfg, di_scheduler **out
     s->tables = di_calloc(slots, sizeof *s->tables);
     s->table_n = di_calloc(slots, sizeof *s->table_n);
     s->sample_rows = di_calloc(slots, sizeof *s->sample_rows);
+    s->sample_n_rows = di_calloc(slots, sizeof *s->sample_n_rows);
     s->sample_seqs = di_calloc(slots, sizeof *s->sample_seqs);
     s->seq_refs = di_calloc((size_t)cfg->n_blocks, sizeof *s->seq_refs);
     s->ref_stamp = di_calloc((size_t)cfg->n_blocks, sizeof *s->ref_stamp);
     if (!s->running || !s->snapshot || !s->slot_owner || !s->row_token || !s->row_seq ||
         !s->row_pos || !s->row_logits || !s->tables || !s->table_n || !s->sample_rows ||
-        !s->sample_seqs || !s->seq_refs || !s->ref_stamp) {
+        !s->sample_n_rows || !s->sample_seqs || !s->seq_refs || !s->ref_stamp) {
         di_scheduler_free(s);
         return di_error_set(err, DI_ERR_NOMEM, "scheduler: out of memory");
     }
@@ -145,6 +147,7 @@ void di_scheduler_free(di_scheduler *s) {
     free(s->tables);
     free(s->table_n);
     free(s->sample_rows);
+    free(s->sample_n_rows);
     free(s->sample_seqs);
     free(s->seq_refs);
     free(s->ref_stamp);
@@ -271,21 +274,26 @@ static di_seq *pick_victim(const di_scheduler *s, const di_seq *asker) {
 /* ---- the batch --------------------------------------------------------- */
 
 /* Appends rows for tokens [n_computed, n_computed + k) of seq, which must
- * have its blocks; marks a sample when the chunk reaches the last token. */
+ * have its blocks; marks a sample when the chunk reaches the last token.
+ * Rows past the last token are drafts (tokens[n_tokens..]): they all want
+ * logits and belong to the same sample. */
 static void emit_rows(di_scheduler *s, di_seq *seq, int32_t k, bool decode) {
     seq->n_computed_before_step = seq->n_computed;
+    seq->n_draft_rows = 0;
     for (int32_t j = 0; j < k; j++) {
         int32_t pos = seq->n_computed + j, r = s->n_rows++;
         s->row_token[r] = seq->tokens[pos];
         s->row_seq[r] = seq->slot;
         s->row_pos[r] = pos;
         bool sampled = pos == seq->n_tokens - 1;
-        s->row_logits[r] = sampled || (seq->prompt_logits && pos < seq->n_prompt);
+        s->row_logits[r] = pos >= seq->n_tokens - 1 || (seq->prompt_logits && pos < seq->n_prompt);
         if (sampled) {
             s->sample_rows[s->n_samples] = r;
+            s->sample_n_rows[s->n_samples] = seq->n_computed + k - pos;
             s->sample_seqs[s->n_samples] = seq;
             s->n_samples++;
             seq->awaiting_sample = true;
+            seq->n_draft_rows = seq->n_computed + k - pos - 1;
         }
     }
     seq->n_computed += k;
@@ -512,8 +520,10 @@ di_status di_scheduler_schedule(di_scheduler *s, di_sched_output *out, di_error 
     for (int32_t i = 0; i < n_snap && !st; i++) {
         di_seq *q = s->snapshot[i];
         if (q->status == DI_SEQ_RUNNING && !q->in_step && q->n_tokens - q->n_computed == 1)
-            st = schedule_running(s, q, 1, true, err);
+            st = schedule_running(s, q, 1 + q->n_drafts, true, err);
     }
+    /* Drafts are for this schedule only. */
+    for (int32_t i = 0; i < n_snap; i++) s->snapshot[i]->n_drafts = 0;
     /* Then running prefills (chunked), with what budget is left. */
     for (int32_t i = 0; i < n_snap && !st; i++) {
         di_seq *q = s->snapshot[i];
@@ -556,6 +566,7 @@ di_status di_scheduler_schedule(di_scheduler *s, di_sched_output *out, di_error 
     out->batch.n_blocks = s->table_n;
     out->n_samples = s->n_samples;
     out->sample_rows = s->sample_rows;
+    out->sample_n_rows = s->sample_n_rows;
     out->sample_seqs = s->sample_seqs;
     out->n_decode_tokens = s->step_decode;
     out->n_prefill_tokens = s->step_prefill;
@@ -565,6 +576,16 @@ di_status di_scheduler_schedule(di_scheduler *s, di_sched_output *out, di_error 
     return DI_OK;
 }
 
+/* Returns the blocks of seq past those its tokens need (draft rows that
+ * were rejected or never ran). They were never offered to the cache: only
+ * blocks full of computed tokens are, and these lie past n_computed. */
+static void trim_blocks(di_scheduler *s, di_seq *seq) {
+    int32_t keep = blocks_for(seq->n_tokens, s->cfg.block_size);
+    if (seq->n_blocks <= keep) return;
+    (void)di_prefix_cache_unlock(s->cache, seq->block_table + keep, seq->n_blocks - keep, NULL);
+    seq->n_blocks = keep;
+}
+
 void di_scheduler_abort_step(di_scheduler *s) {
     for (int32_t i = 0; i < s->n_running; i++) {
         di_seq *q = s->running[i];
@@ -572,6 +593,8 @@ void di_scheduler_abort_step(di_scheduler *s) {
         q->n_computed = q->n_computed_before_step;
         q->awaiting_sample = false;
         q->in_step = false;
+        q->n_draft_rows = 0;
+        trim_blocks(s, q);
     }
     s->n_rows = 0;
     s->n_samples = 0;
@@ -680,22 +703,60 @@ static di_status finish_seq(di_scheduler *s, di_seq *seq, di_finish_reason why,
     return st;
 }
 
+di_status di_scheduler_set_drafts(di_scheduler *s, di_seq *seq, const int32_t *drafts, int32_t n,
+                                  int32_t *n_set, di_error *err) {
+    (void)s;
+    if (n_set) *n_set = 0;
+    if (!seq || seq->status != DI_SEQ_RUNNING || seq->awaiting_sample || seq->n_tokens - seq->n_computed != 1)
+        return di_error_set(err, DI_ERR_INVALID_ARG, "scheduler: drafts for seq %lld, which is not decoding",
+                            seq ? (long long)seq->id : -1LL);
+    if (n < 0 || (n > 0 && !drafts))
+        return di_error_set(err, DI_ERR_INVALID_ARG, "scheduler: %d drafts", (int)n);
+    int32_t room = seq->max_tokens - (seq->n_tokens - seq->n_prompt) - 1;
+    if (n > room) n = room;
+    if (n > DI_SCHED_MAX_DRAFTS) n = DI_SCHED_MAX_DRAFTS;
+    if (n < 0) n = 0;
+    for (int32_t i = 0; i < n; i++)
+        if (drafts[i] < 0)
+            return di_error_set(err, DI_ERR_INVALID_ARG, "scheduler: draft %d is token %d", (int)i, (int)drafts[i]);
+    /* tokens has room for prompt + max_tokens: n_tokens + n stays inside */
+    memmove(seq->tokens + seq->n_tokens, drafts, (size_t)n * sizeof *drafts);
+    seq->n_drafts = n;
+    if (n_set) *n_set = n;
+    return DI_OK;
+}
+
 di_status di_scheduler_postprocess(di_scheduler *s, di_seq *seq, int32_t token,
                                    di_finish_reason finish, di_finish_reason *final_out,
                                    di_error *err) {
+    return di_scheduler_postprocess_n(s, seq, &token, 1, finish, final_out, err);
+}
+
+di_status di_scheduler_postprocess_n(di_scheduler *s, di_seq *seq, const int32_t *tokens, int32_t n,
+                                     di_finish_reason finish, di_finish_reason *final_out, di_error *err) {
     if (final_out) *final_out = DI_FINISH_NONE;
     if (!seq || seq->status != DI_SEQ_RUNNING || !seq->awaiting_sample)
         return di_error_set(err, DI_ERR_INVALID_ARG,
                             "scheduler: postprocess of seq %lld, which has no pending sample",
                             seq ? (long long)seq->id : -1LL);
-    if (token < 0)
-        return di_error_set(err, DI_ERR_INVALID_ARG, "scheduler: sampled token %d", (int)token);
+    if (n < 1 || n > 1 + seq->n_draft_rows)
+        return di_error_set(err, DI_ERR_INVALID_ARG, "scheduler: %d tokens for seq %lld, which had %d draft rows",
+                            (int)n, (long long)seq->id, (int)seq->n_draft_rows);
+    for (int32_t i = 0; i < n; i++)
+        if (tokens[i] < 0)
+            return di_error_set(err, DI_ERR_INVALID_ARG, "scheduler: sampled token %d", (int)tokens[i]);
     if (finish < DI_FINISH_NONE || finish > DI_FINISH_CANCEL)
         return di_error_set(err, DI_ERR_INVALID_ARG, "scheduler: finish reason %d", (int)finish);
     seq->awaiting_sample = false;
-    /* Room exists: a sequence that reached max_tokens finished below. */
-    if (seq->key) seq->key[seq->n_tokens] = token;
-    seq->tokens[seq->n_tokens++] = token;
+    /* Rows past the accepted drafts are forgotten. */
+    seq->n_computed -= seq->n_draft_rows + 1 - n;
+    seq->n_draft_rows = 0;
+    /* Room exists: drafts were clamped so that all of them plus the bonus
+     * token never pass max_tokens. */
+    memmove(seq->tokens + seq->n_tokens, tokens, (size_t)n * sizeof *tokens);
+    if (seq->key) memcpy(seq->key + seq->n_tokens, tokens, (size_t)n * sizeof *tokens);
+    seq->n_tokens += n;
+    trim_blocks(s, seq);
     if (finish == DI_FINISH_NONE && seq->n_tokens - seq->n_prompt >= seq->max_tokens)
         finish = DI_FINISH_LENGTH;
     if (final_out) *final_out = finish;

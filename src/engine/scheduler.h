@@ -89,6 +89,10 @@ typedef struct di_seq {
                                    di_scheduler_want_prompt_logits) */
     int32_t *key;               /* (n_prompt) prefix-cache key of the prompt, NULL = tokens
                                    (di_scheduler_set_prefix_key) */
+    int32_t n_drafts;           /* speculative drafts for the next schedule,
+                                   kept at tokens[n_tokens .. n_tokens + n_drafts)
+                                   (di_scheduler_set_drafts) */
+    int32_t n_draft_rows;       /* drafts that got rows in the last schedule */
     /* Private to the scheduler: */
     int64_t admit_order;        /* larger = admitted later (preempted first) */
     int32_t n_blocks_cap;
@@ -137,6 +141,9 @@ typedef struct di_sched_output {
     di_batch batch;
     int32_t n_samples;
     const int32_t *sample_rows;       /* (n_samples) batch row whose logits to sample */
+    const int32_t *sample_n_rows;     /* (n_samples) rows of that sequence from
+                                         sample_rows[i] on, all with logits:
+                                         1 + its drafts (speculative verify) */
     di_seq *const *sample_seqs;       /* (n_samples) the sequence of that row */
     int32_t n_decode_tokens;          /* one-token rows of sequences with all else computed */
     int32_t n_prefill_tokens;         /* the other rows (prompt chunks, recompute) */
@@ -218,6 +225,27 @@ di_status di_scheduler_schedule(di_scheduler *s, di_sched_output *out, di_error 
 di_status di_scheduler_postprocess(di_scheduler *s, di_seq *seq, int32_t token,
                                    di_finish_reason finish, di_finish_reason *final_out,
                                    di_error *err);
+
+/* Speculative decoding: the next schedule gives seq, when it decodes,
+ * 1 + n rows: its last token, then drafts[0..n) at the following positions,
+ * every row with logits. n is clamped to what the sequence may still
+ * generate (max_tokens - generated - 1, so accepting every draft and the
+ * bonus token never passes max_tokens) and to DI_SCHED_MAX_DRAFTS; fewer
+ * rows are given when budget or blocks are short. Drafts are for one
+ * schedule only. seq must be RUNNING with every token but the last
+ * computed; *n_set (may be NULL) gets the drafts kept. */
+#define DI_SCHED_MAX_DRAFTS 16
+di_status di_scheduler_set_drafts(di_scheduler *s, di_seq *seq, const int32_t *drafts, int32_t n,
+                                  int32_t *n_set, di_error *err);
+
+/* Postprocess of a verify: appends tokens[0..n) (1 <= n <= 1 + the drafts
+ * that had rows; the first n-1 are the accepted drafts, tokens[n-1] the
+ * token of the first row not accepted, or the bonus). The rows after them
+ * are forgotten: the sequence's computed length drops to its new n_tokens
+ * - 1 and blocks past its tokens are returned. tokens may point into
+ * seq->tokens. Otherwise as di_scheduler_postprocess (which is n = 1). */
+di_status di_scheduler_postprocess_n(di_scheduler *s, di_seq *seq, const int32_t *tokens, int32_t n,
+                                     di_finish_reason finish, di_finish_reason *final_out, di_error *err);
 
 /* Undoes the last schedule() when its forward failed: the batch's tokens
  * count as not computed again and its pending samples are dropped, so the

@@ -32,6 +32,8 @@ typedef struct arch_ops {
     di_status (*forward)(void *ctx, void *kv, const di_batch *b, float *logits, di_threadpool *pool,
                          di_error *err);
     bool (*kv_region)(void *kv, int32_t i, uint8_t **base, size_t *slot_bytes);
+    /* Speculative rollback: positions >= n_keep of slot are forgotten.
+     * NULL = the architecture cannot roll back (DI_ERR_UNSUPPORTED). */
     di_status (*kv_truncate)(void *kv, int32_t seq_slot, int32_t n_keep, di_error *err);
 } arch_ops;
 
@@ -129,17 +131,9 @@ static di_status dsv4_forward_(void *c, void *kv, const di_batch *b, float *lg, 
 static bool dsv4_kv_region_(void *kv, int32_t i, uint8_t **base, size_t *sb) {
     return di_dsv4_kv_region(kv, i, base, sb);
 }
-static di_status dsv4_kv_truncate_(void *kv, int32_t seq_slot, int32_t n_keep, di_error *err) {
-    (void)kv;
-    (void)seq_slot;
-    (void)n_keep;
-    return di_error_set(err, DI_ERR_UNSUPPORTED, "deepseek_v4: KV rollback is not supported");
-}
-
 static const arch_ops DSV4_OPS = {"deepseek_v4", dsv4_free_, dsv4_facts, dsv4_kv_bytes, dsv4_kv_create_,
                                   dsv4_kv_free_, dsv4_ctx_create_, dsv4_ctx_free_, dsv4_forward_,
-                                  dsv4_kv_region_,
-                                   dsv4_kv_truncate_};
+                                  dsv4_kv_region_, NULL /* window/compressor state is not yet rollback-able */};
 
 static void dsv41_free_(void *m) { di_dsv41_free(m); }
 static void dsv41_facts(const void *impl, di_model_facts *out) {
@@ -290,7 +284,13 @@ di_status di_model_kv_create(const di_model *m, int32_t n_blocks, int32_t block_
 }
 
 di_status di_model_kv_truncate(di_model_kv *kv, int32_t seq_slot, int32_t n_keep, di_error *err) {
-    if (!kv) return di_error_set(err, DI_ERR_INVALID_ARG, "KV truncate: no cache");
+    if (!kv) return di_error_set(err, DI_ERR_INVALID_ARG, "kv_truncate: no cache");
+    if (seq_slot < 0 || n_keep < 0)
+        return di_error_set(err, DI_ERR_RANGE, "kv_truncate: slot %d, n_keep %d must be >= 0", (int)seq_slot,
+                            (int)n_keep);
+    if (!kv->ops->kv_truncate)
+        return di_error_set(err, DI_ERR_UNSUPPORTED, "%s cannot roll back its KV cache (speculative decoding)",
+                            kv->ops->name);
     return kv->ops->kv_truncate(kv->impl, seq_slot, n_keep, err);
 }
 

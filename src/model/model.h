@@ -76,6 +76,13 @@ void di_model_ctx_free(di_model_ctx *ctx);
 di_status di_model_ctx_set_ep(const di_model *m, di_model_ctx *ctx, struct di_dist *d, const di_ep_params *p,
                               di_error *err);
 
+/* Speculative decoding's rollback: positions >= n_keep of this slot are
+ * forgotten (the next forward of the slot continues at n_keep). llama: a
+ * no-op (positions are overwritten). DI_ERR_UNSUPPORTED where an
+ * architecture's state cannot be rolled back (deepseek_v4 for now); the
+ * engine then refuses --spec for that model. */
+di_status di_model_kv_truncate(di_model_kv *kv, int32_t seq_slot, int32_t n_keep, di_error *err);
+
 /* Makes ctx's forwards context parallel over d (deepseek_v4 / v41; with EP,
  * over the same group): every rank must then forward the same batches; a batch of at least
  * min_rows rows is split over the ranks (DeepInfer's zigzag), smaller ones

@@ -177,6 +177,25 @@ char *srv_metrics_render(di_server *s, size_t *len) {
                es.step_decode_ms / 1e3);
     put_metric(&b, "deepinfer_step_cost_prefill_row_seconds", "gauge", "Step cost model: time per prompt row.",
                es.step_prefill_ms / 1e3);
+    /* speculative decoding (vLLM's spec_decode names) */
+    put_metric(&b, "deepinfer_spec_decode_num_draft_tokens_total", "counter", "Draft tokens proposed.",
+               (double)es.spec_drafted);
+    put_metric(&b, "deepinfer_spec_decode_num_verified_tokens_total", "counter", "Draft tokens verified.",
+               (double)es.spec_verified);
+    put_metric(&b, "deepinfer_spec_decode_num_accepted_tokens_total", "counter", "Draft tokens accepted.",
+               (double)es.spec_accepted);
+    put_metric(&b, "deepinfer_spec_decode_acceptance_rate", "gauge", "Accepted / verified draft tokens.",
+               es.spec_verified ? (double)es.spec_accepted / (double)es.spec_verified : 0.0);
+    srv_buf_printf(&b, "# HELP deepinfer_spec_decode_num_accepted_tokens_per_pos_total Drafts accepted by "
+                       "draft position.\n# TYPE deepinfer_spec_decode_num_accepted_tokens_per_pos_total counter\n");
+    for (int i = 0; i < DI_SPEC_MAX_DRAFTS && es.spec_verified_at[i]; i++)
+        srv_buf_printf(&b, "deepinfer_spec_decode_num_accepted_tokens_per_pos_total{position=\"%d\"} %lld\n", i,
+                       (long long)es.spec_accepted_at[i]);
+    srv_buf_printf(&b, "# HELP deepinfer_spec_decode_num_verified_tokens_per_pos_total Drafts verified by "
+                       "draft position.\n# TYPE deepinfer_spec_decode_num_verified_tokens_per_pos_total counter\n");
+    for (int i = 0; i < DI_SPEC_MAX_DRAFTS && es.spec_verified_at[i]; i++)
+        srv_buf_printf(&b, "deepinfer_spec_decode_num_verified_tokens_per_pos_total{position=\"%d\"} %lld\n", i,
+                       (long long)es.spec_verified_at[i]);
     put_hist(&b, "deepinfer_time_to_first_token_seconds", "Submit to first token.", &m.ttft);
     put_hist(&b, "deepinfer_time_per_output_token_seconds", "Mean gap between output tokens.", &m.tpot);
     put_hist(&b, "deepinfer_e2e_request_latency_seconds", "Submit to finish.", &m.e2e);
