@@ -286,7 +286,7 @@ di_status di_model_kv_create(const di_model *m, int32_t n_blocks, int32_t block_
 di_status di_model_kv_truncate(di_model_kv *kv, int32_t seq_slot, int32_t n_keep, di_error *err) {
     if (!kv) return di_error_set(err, DI_ERR_INVALID_ARG, "kv_truncate: no cache");
     if (seq_slot < 0 || n_keep < 0)
-        return di_error_set(err, DI_ERR_RANGE, "kv_truncate: slot %d, n_keep %d must be >= 0", (int)seq_slot,
+        return di_error_set(err, DI_ERR_INVALID_ARG, "kv_truncate: slot %d, n_keep %d must be >= 0", (int)seq_slot,
                             (int)n_keep);
     if (!kv->ops->kv_truncate)
         return di_error_set(err, DI_ERR_UNSUPPORTED, "%s cannot roll back its KV cache (speculative decoding)",

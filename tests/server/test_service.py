@@ -117,10 +117,15 @@ def test_prefill_decode_split_continues_token_identically():
             assert got == w
             assert usage.prompt_tokens_details.cached_tokens >= ans["imported"] * BLOCK - BLOCK
 
-        # All at once on the small decode pool: preemption, same outputs.
-        with cf.ThreadPoolExecutor(3) as ex:
-            outs = list(ex.map(lambda p: chat(dec.client(), p, max_tokens=12)[0], prompts))
-        assert outs == want
+        # All at once on the small decode pool: preemption, same outputs. The
+        # requests overlap in the engine only if they arrive together, which
+        # the scheduler of a loaded machine may not give on the first try.
+        for _ in range(8):
+            with cf.ThreadPoolExecutor(3) as ex:
+                outs = list(ex.map(lambda p: chat(dec.client(), p, max_tokens=12)[0], prompts))
+            assert outs == want
+            if dec.metrics()["deepinfer_preemptions_total"] >= 1:
+                break
         assert dec.metrics()["deepinfer_preemptions_total"] >= 1
 
         # Roles are enforced; damaged and foreign records are refused.

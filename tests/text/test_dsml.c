@@ -171,7 +171,7 @@ static void hostile_conversations_are_refused(void **state) {
         const char *name = list[i]->d_name;
         size_t nl = strlen(name);
         if (nl > 5 && !strcmp(name + nl - 5, ".json")) {
-            char path[4200];
+            char path[4096 + 256 + 8];
             snprintf(path, sizeof path, "%s/%s", dir, name);
             char *text = di_test_read_file(path, NULL);
             assert_non_null(text);
