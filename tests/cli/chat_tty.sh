@@ -49,6 +49,7 @@ if b"arrows recall" not in out:
 os.write(fd, b"Hello tty\r")
 if b"[prompt" not in until(b"> ", 120):
     fail("no first reply")
+time.sleep(0.5 * slow)
 os.write(fd, b"\x1b[A")  # up arrow
 if b"Hello tty" not in until(b"Hello tty", 10):
     fail("up arrow did not recall the last line")
@@ -59,6 +60,10 @@ if b"[prompt" not in until(b"> ", 120):
 # switching the terminal mode can be lost, so send it again while the
 # child runs (the terminal is drained meanwhile so the child never blocks).
 status = None
+# libedit prints the prompt before it puts the terminal in raw mode: a byte
+# sent at once meets the cooked terminal (echoed as ^D, not an EOF to
+# libedit), so give it a moment, as a typing user does
+time.sleep(0.5 * slow)
 for _ in range(10):
     os.write(fd, b"\x04")
     until(b"never", 2)
