@@ -64,21 +64,26 @@ done
 # 1c. run --cp: the engine splits long prefill steps (whole prompts and
 #     chunks) over the ranks; greedy and seeded ids equal one process
 P=$(python3 -c "print(' '.join(str((i * 37 + 11) % 200 + 5) for i in range(150)))")
-for args in "--temp 0" "--temp 0.8 --seed 3" "--temp 0 --batch-tokens 48"; do
+CP_ARGS=("--temp 0" "--temp 0.8 --seed 3" "--temp 0 --batch-tokens 48")
+CP_NP="2 3"
+[ "$SLOW" -gt 1 ] && { CP_ARGS=("--temp 0 --batch-tokens 48"); CP_NP=2; } # the sanitizer build: one run
+for args in "${CP_ARGS[@]}"; do
   want=$(timeout $T "$BIN" run -m "$G/tiny_fp8" --prompt-ids "$P" -n 10 $args --print-ids --kv-f32 -t 1 2>/dev/null) ||
     fail "run $args (one process)"
-  for np in 2 3; do
+  for np in $CP_NP; do
     got=$(timeout $T "$MPIRUN_SH" "$np" "$BIN" run --cp --cp-min-rows 16 -m "$G/tiny_fp8" --prompt-ids "$P" -n 10 \
           $args --print-ids --kv-f32 -t 1 2>"$TMP/err") || { cat "$TMP/err" >&2; fail "run --cp -np $np $args"; }
     [ "$got" = "$want" ] || fail "run --cp -np $np $args: got '$got' want '$want'"
   done
 done
 # EP + CP (+ EPLB) together: experts sliced, long prefill steps split
+if [ "$SLOW" -eq 1 ]; then
 want=$(timeout $T "$BIN" run -m "$G/tiny_fp8" --prompt-ids "$P" -n 10 --temp 0 --print-ids --kv-f32 -t 1 2>/dev/null)
 got=$(timeout $T "$MPIRUN_SH" 4 "$BIN" run --ep --cp --cp-min-rows 16 --eplb-interval 3 --ep-extra-experts 2 \
       -m "$G/tiny_fp8" --prompt-ids "$P" -n 10 --temp 0 --print-ids --kv-f32 -t 1 2>"$TMP/err") ||
   { cat "$TMP/err" >&2; fail "run --ep --cp -np 4"; }
 [ "$got" = "$want" ] || fail "run --ep --cp -np 4: got '$got' want '$want'"
+fi
 echo "run --cp: 2 and 3 ranks equal one process (greedy, seeded, chunked prefill); --ep --cp with EPLB at 4 ranks too"
 # DeepSeek-V4.1: batch --cp (every rank runs every line; several long
 # prompts per step, zigzag-split per sequence) equals one process, alone
@@ -94,7 +99,9 @@ for model in tiny_b; do # (tiny, 10 layers, checked by hand: too slow for every 
   M41=$ROOT/tests/data/golden/deepseek_v41/$model
   timeout $T "$BIN" batch -m "$M41" --in "$TMP/cp41.jsonl" --out "$TMP/one.jsonl" -t 1 2>/dev/null ||
     fail "v41 $model: batch (one process)"
-  for args in "2" "3" "4 --ep --eplb-interval 3 --ep-extra-experts 2"; do
+  V41_CP=("2" "3" "4 --ep --eplb-interval 3 --ep-extra-experts 2")
+  [ "$SLOW" -gt 1 ] && V41_CP=("2 --ep --eplb-interval 3 --ep-extra-experts 2") # the sanitizer build: one run
+  for args in "${V41_CP[@]}"; do
     set -- $args
     np=$1
     shift
@@ -148,7 +155,8 @@ for model in tiny_b tiny; do
   M41=$ROOT/tests/data/golden/deepseek_v41/$model
   timeout $T "$BIN" batch -m "$M41" --in "$TMP/in.jsonl" --out "$TMP/one41.jsonl" -t 1 2>/dev/null ||
     fail "v41 $model: batch (one process)"
-  for np in 2 4; do
+  NPS="2 4"; [ "$SLOW" -gt 1 ] && NPS=2 # the sanitizer build: 2 ranks
+  for np in $NPS; do
     timeout $T "$MPIRUN_SH" "$np" "$BIN" batch --ep -m "$M41" --in "$TMP/in.jsonl" --out "$TMP/ep41.jsonl" -t 1 \
       --eplb-interval 3 --ep-extra-experts 2 2>"$TMP/err" || { cat "$TMP/err" >&2; fail "v41 $model: batch --ep -np $np"; }
     cmp -s "$TMP/one41.jsonl" "$TMP/ep41.jsonl" ||
@@ -164,15 +172,18 @@ done
 # the placement lowers moe_lb on its window
 M41=$ROOT/tests/data/golden/deepseek_v41/tiny_b
 for ev in "" "--eplb-interval 4 --ep-extra-experts 2 --eplb-log"; do
+  [ "$SLOW" -gt 1 ] && break # the sanitizer build: covered by the release run
   timeout $T "$MPIRUN_SH" 2 "$BIN" batch --ep -m "$M41" --in "$TMP/in.jsonl" --out "$TMP/sk${ev:+1}.jsonl" -t 1 \
     --ep-force-imbalance 3 $ev 2>"$TMP/err" || { cat "$TMP/err" >&2; fail "v41: batch --ep --ep-force-imbalance $ev"; }
 done
+if [ "$SLOW" -eq 1 ]; then
 cmp -s "$TMP/sk.jsonl" "$TMP/sk1.jsonl" || fail "v41: forced skew: a rebalance changed the records"
 python3 - "$TMP/err" <<'PY' || fail "v41: EPLB did not lower moe_lb under a forced skew"
 import re, sys
 m = re.search(r"moe_lb ([0-9.]+) -> ([0-9.]+)", open(sys.argv[1]).read())
 sys.exit(0 if m and float(m.group(2)) < float(m.group(1)) else 1)
 PY
+fi
 echo "deepseek_v41 --ep: batch at 2 and 4 ranks with EPLB and run at 2 ranks equal one process; forced skew rebalanced"
 
 # 3c. serve --ep: two data-parallel replicas (rank r listens on its own
