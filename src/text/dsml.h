@@ -186,5 +186,9 @@ void di_dsml_parser_free(di_dsml_parser *p);
  * in Python's repr form for V4.1, ryu's for V4; see dsml_json.c). Returns a
  * malloc'd NUL-terminated string or NULL when out of memory. */
 char *di_dsml_json_dumps(const json_t *v, di_dsml_version style);
+/* s[0..n) as the inside of a JSON string (json.dumps with ensure_ascii off:
+ * quotes, backslashes and control characters escaped), passed to put in
+ * pieces. */
+void di_dsml_json_escape(const char *s, size_t n, void (*put)(void *user, const char *s, size_t n), void *user);
 
 #endif

@@ -46,8 +46,7 @@ static void put(jbuf *b, const char *s, size_t n) {
 
 static void puts_(jbuf *b, const char *s) { put(b, s, strlen(s)); }
 
-static void put_string(jbuf *b, const char *s, size_t n) {
-    put(b, "\"", 1);
+void di_dsml_json_escape(const char *s, size_t n, void (*sink)(void *user, const char *s, size_t n), void *user) {
     size_t run = 0; /* bytes copied verbatim in one go */
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
@@ -71,11 +70,18 @@ static void put_string(jbuf *b, const char *s, size_t n) {
             run++;
             continue;
         }
-        put(b, s + i - run, run);
+        sink(user, s + i - run, run);
         run = 0;
-        puts_(b, esc);
+        sink(user, esc, strlen(esc));
     }
-    put(b, s + n - run, run);
+    sink(user, s + n - run, run);
+}
+
+static void put_sink(void *b, const char *s, size_t n) { put(b, s, n); }
+
+static void put_string(jbuf *b, const char *s, size_t n) {
+    put(b, "\"", 1);
+    di_dsml_json_escape(s, n, put_sink, b);
     put(b, "\"", 1);
 }
 

@@ -78,37 +78,10 @@ static void emit_args(di_dsml_parser *p, const char *s, size_t n) {
 }
 static void emit_args_str(di_dsml_parser *p, const char *s) { emit_args(p, s, strlen(s)); }
 
+static void args_sink(void *p, const char *s, size_t n) { emit_args(p, s, n); }
+
 /* Appends s[0..n) JSON-escaped (no quotes). */
-static void emit_args_escaped(di_dsml_parser *p, const char *s, size_t n) {
-    size_t run = 0;
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        const char *esc = NULL;
-        char u[8];
-        switch (c) {
-        case '"': esc = "\\\""; break;
-        case '\\': esc = "\\\\"; break;
-        case '\n': esc = "\\n"; break;
-        case '\r': esc = "\\r"; break;
-        case '\t': esc = "\\t"; break;
-        case '\b': esc = "\\b"; break;
-        case '\f': esc = "\\f"; break;
-        default:
-            if (c < 0x20) {
-                snprintf(u, sizeof u, "\\u%04x", c);
-                esc = u;
-            }
-        }
-        if (!esc) {
-            run++;
-            continue;
-        }
-        emit_args(p, s + i - run, run);
-        run = 0;
-        emit_args_str(p, esc);
-    }
-    emit_args(p, s + n - run, run);
-}
+static void emit_args_escaped(di_dsml_parser *p, const char *s, size_t n) { di_dsml_json_escape(s, n, args_sink, p); }
 
 static void begin_call(di_dsml_parser *p, const char *name, size_t n) {
     if (p->failed) return;
