@@ -58,29 +58,33 @@ if b"[prompt" not in until(b"> ", 120):
     fail("no second reply")
 # Ctrl-D at the prompt. A byte that arrives while libedit is still
 # switching the terminal mode can be lost, so send it again while the
-# child runs (the terminal is drained meanwhile so the child never blocks).
-status = None
-# libedit prints the prompt before it puts the terminal in raw mode: a byte
-# sent at once meets the cooked terminal (echoed as ^D, not an EOF to
-# libedit), so give it a moment, as a typing user does
+# child runs. Once the child exits the pty reads fail at once (EIO) while
+# the exit may not be reapable yet, so waiting polls waitpid itself.
+def wait_exit(seconds):
+    end = time.time() + seconds * slow
+    while time.time() < end:
+        done, st = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return st
+        try:
+            r, _, _ = select.select([fd], [], [], 0.05)
+            if r:
+                os.read(fd, 4096)  # drain so the child never blocks
+        except OSError:
+            time.sleep(0.05)
+    return None
 time.sleep(0.5 * slow)
+status = None
 for _ in range(10):
-    os.write(fd, b"\x04")
-    until(b"never", 2)
-    done, st = os.waitpid(pid, os.WNOHANG)
-    if done:
-        status = st
+    try:
+        os.write(fd, b"\x04")
+    except OSError:
+        pass  # the pty closed: the child is exiting
+    status = wait_exit(2)
+    if status is not None:
         break
 if status is None:
-    # Seen once under heavy load (cause not found): then an empty line,
-    # which also quits, must end it; the line editing above was checked.
-    sys.stderr.write("chat_tty.sh: warning: Ctrl-D did not end chat; trying an empty line\n")
-    os.write(fd, b"\r")
-    until(b"never", 5)
-    done, st = os.waitpid(pid, os.WNOHANG)
-    if not done:
-        fail("neither Ctrl-D nor an empty line ended chat")
-    status = st
+    fail("Ctrl-D did not end chat")
 if not os.WIFEXITED(status) or os.WEXITSTATUS(status) != 0:
     fail("exit status %r" % status)
 print("ok")
