@@ -9,7 +9,7 @@ thread count:
   llamacpp-python      llama-cpp-python's server (bench/llamacpp_server.py)
   llama-server-npN     llama.cpp's native server with N parallel slots
                        (continuous batching); build it with
-                       bench/build_llama_server.sh
+                       bench/build_llamacpp.sh
   deepinfer-slo-PEER   `deepinfer serve --tpot-target-ms T`, one per peer,
                        T = --slo-fraction x that peer's p99 TPOT measured at
                        --calibrate-clients in this same run (first phase)
@@ -184,7 +184,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--deepinfer", default="build/deepinfer")
     ap.add_argument("--deepinfer-args", default="", help="extra flags for every deepinfer server")
-    ap.add_argument("--llama-server", help="llama.cpp's llama-server binary (bench/build_llama_server.sh)")
+    ap.add_argument("--llama-server", help="llama.cpp's llama-server binary (bench/build_llamacpp.sh)")
     ap.add_argument("--parallel", type=int, nargs="*", default=[32, 4],
                     help="llama-server -np values (4 is its default, 'auto')")
     ap.add_argument("--llamacpp-python", help="python with llama-cpp-python[server] installed")
