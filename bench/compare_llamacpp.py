@@ -310,7 +310,8 @@ def main():
     ap.add_argument("--batch-gen", type=int, default=32)
     ap.add_argument("--reps", "-r", type=int, default=3)
     ap.add_argument("--probe-passes", type=int, default=5, help="passes of the read probe between reps")
-    ap.add_argument("--kernels", default="default,q8", help="our kernel modes to run (default = exact)")
+    ap.add_argument("--kernels", default="default,exact",
+                    help="our kernel modes to run (default: int8 activations for quantized GGUF, exact otherwise)")
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results"))
     ap.add_argument("--llama-bin", default=os.path.join(ROOT, "build-llamacpp", "build", "bin"),
                     help="folder of llama.cpp's binaries (sh bench/build_llamacpp.sh)")
@@ -398,9 +399,10 @@ def main():
             if t.startswith("pp"):
                 # ours: each mode against the peak of the arithmetic it uses
                 def peak_of(k):
-                    if k != "q8":
+                    name = r["kernel_names"].get(k, "")
+                    if not name.endswith("q8"):
                         return f32_peak, "f32"
-                    if "amx" in r["kernel_names"].get(k, "") and amx_peak > 0:
+                    if "amx" in name and amx_peak > 0:
                         return amx_peak, "AMX int8"
                     return i8_peak, "int8"
                 share = ", ".join("ours %s %.0f%% of %s peak" % (k, 100 * o * flops / peak_of(k)[0], peak_of(k)[1])

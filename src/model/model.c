@@ -176,9 +176,27 @@ static const arch_ops DSV41_OPS = {"deepseek_v41", dsv41_free_, dsv41_facts, dsv
 
 /* ---- opening ------------------------------------------------------------------- */
 
+/* The default table of a GGUF model (no kernels named): the int8-activation
+ * twin of the best table when most weight bytes are in dtypes it multiplies
+ * in integers (a quantized GGUF: prefill 3-5x and decode 1.1-1.4x faster,
+ * bench/results/compare-*.md; logits within the int8 error bound of
+ * tests/model/test_llama.c, batch-invariant like every table), the exact
+ * one otherwise (f32/f16/bf16 weights). "exact" selects the exact table. */
+static const di_cpu_kernels *default_gguf_kernels(const di_gguf *g) {
+    const di_cpu_kernels *q8 = di_cpu_kernels_best_q8();
+    uint64_t int8_bytes = 0, all = 0;
+    for (uint64_t i = 0; i < di_gguf_tensor_count(g); i++) {
+        const di_gguf_tensor *t = di_gguf_tensor_at(g, i);
+        all += t->n_bytes;
+        if ((int)t->dtype >= 0 && t->dtype < DI_DTYPE_COUNT && q8->gemm_q8[t->dtype]) int8_bytes += t->n_bytes;
+    }
+    return q8->quantize_q8 && int8_bytes > all / 2 ? q8 : di_cpu_kernels_best();
+}
+
 static di_status open_gguf(di_model *m, const char *path, const di_cpu_kernels *k, di_error *err) {
     di_status s = di_gguf_open(path, &m->gguf, err);
     if (s) return s;
+    if (!k) k = default_gguf_kernels(m->gguf);
     di_gguf_str arch;
     if ((s = di_gguf_get_str(m->gguf, "general.architecture", &arch, err))) return s;
     if (!(arch.len == 5 && !memcmp(arch.ptr, "llama", 5)))
@@ -224,7 +242,7 @@ di_status di_model_open(const char *path, const char *kernels, const char *numer
     if (!m) return di_error_set(err, DI_ERR_NOMEM, "%s: out of memory", path);
     struct stat st;
     int is_dir = stat(path, &st) == 0 && S_ISDIR(st.st_mode);
-    const di_cpu_kernels *k = NULL; /* NULL: the best table for this CPU */
+    const di_cpu_kernels *k = NULL; /* NULL: the model's default table (open_gguf) */
     di_status s = DI_OK;
     if (kernels && !(k = di_cpu_kernels_by_name(kernels)))
         s = di_error_set(err, DI_ERR_INVALID_ARG, "kernel table '%s' unknown or not runnable on this CPU", kernels);
