@@ -122,10 +122,13 @@ typedef struct di_engine_params {
     bool no_prefix_cache;      /* disable reuse of cached prompt blocks */
     bool kv_f32;               /* keep the KV cache in f32 (default f16) */
     bool check_integrity;      /* verify KV accounting after every step (tests) */
-    const char *kernels;       /* CPU kernel table: NULL = fastest exact one;
-                                * "q8" = its int8-activation twin (faster
-                                * prefill, ~1 logit of rounding noise on
-                                * small models); "ggml" = llama.cpp's CPU
+    const char *kernels;       /* CPU kernel table: NULL = the model's
+                                * default (quantized GGUF: the int8-
+                                * activation twin "q8" of the fastest table,
+                                * as llama.cpp computes, ~1 logit of rounding
+                                * noise on small models; otherwise the exact
+                                * f32-activation one); "exact" = the fastest
+                                * exact table; "q8"; "ggml" = llama.cpp's CPU
                                 * numerics (same argmaxes as llama.cpp, for
                                 * comparisons); or a name ("avx2", "c-q8") */
     const char *numerics;      /* DeepSeek-V4.1 only: "deepinfer" (NULL, the

@@ -15,14 +15,16 @@
  * (dot_avx2.c, gemm_q8_avx2.c) and "avx512" (gemm_f32_avx512.c,
  * gemm_q8_avx512.c; needs AVX-512 F/BW/VL + VNNI). Each comes in two
  * numerics:
- *  - exact (the default): f32 activations; weights dequantized in registers
- *    (few rows) or into an L1 tile (many rows), then f32 FMA. Logits stay
- *    within ~1e-4 of transformers on SmolLM2.
+ *  - exact: f32 activations; weights dequantized in registers (few rows)
+ *    or into an L1 tile (many rows), then f32 FMA. Logits stay within ~1e-4
+ *    of transformers on SmolLM2. The default for f16/f32/bf16 weights and
+ *    a flag away for the rest (engine param "kernels" = "exact").
  *  - "-q8": activations quantized to int8 per row and block of 32 (as
- *    llama.cpp's Q8_0/Q8_1), integer dots (maddubs or vpdpbusd). Cheaper per
- *    byte of activation, but its rounding noise compounds through the layers
- *    (max logit error ~1 on SmolLM2-135M; tests/model/test_llama.c), so it
- *    is opt-in (engine param "kernels" = "q8").
+ *    llama.cpp's Q8_0/Q8_1), integer dots (maddubs, vpdpbusd or AMX tiles).
+ *    Cheaper per byte of activation; its rounding noise compounds through
+ *    the layers (max logit error ~1 on SmolLM2-135M; tests/model/
+ *    test_llama.c), as llama.cpp's does. The default for quantized GGUF
+ *    models (model.c, default_gguf_kernels).
  * A third, opt-in numerics reproduces llama.cpp's CPU backend instead of
  * exact math: the "ggml" table (di_cpu_kernels_ggml, engine param "kernels"
  * = "ggml") is the best exact table with a di_ggml_kernels attached
@@ -174,9 +176,9 @@ typedef struct di_cpu_kernels {
     /* int8 activation path: when quantize_q8 is set and gemm_q8[dtype]
      * exists, di_matmul quantizes activations per row and multiplies in
      * integers (error vs the f32 path: at most sum |w| * d/2 per block,
-     * tested). Only the "-q8" tables have it: it is faster for prefill but
-     * its rounding noise compounds through a model's layers (see
-     * tests/model/test_llama.c), so the default tables stay exact. */
+     * tested). Only the "-q8" tables have it: faster, with rounding noise
+     * that compounds through a model's layers (tests/model/test_llama.c);
+     * quantized GGUF models use it by default (model.c). */
     di_quantize_q8_fn quantize_q8;
     di_gemm_q8_fn gemm_q8[DI_DTYPE_COUNT];
     /* optional: packs the quantized rows once per call for gemm_q8 */
