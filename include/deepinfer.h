@@ -156,6 +156,13 @@ typedef struct di_engine_params {
                                 * every process runs the same requests, and steps
                                 * of at least cp_min_rows rows are split over them */
     int32_t cp_min_rows;       /* 0 = 256 */
+    int32_t bounded_replay;    /* DeepSeek-V4.1 SWA bounded replay in prefill
+                                * (docs/BOUNDED_REPLAY.md): 0 = off (exact);
+                                * N > 0 = the decoder layers run on the last N
+                                * prompt rows only (N >= the model's window);
+                                * -1 = the default, window + 6 as DeepInfer's
+                                * compact mode. Other models refuse it. No
+                                * prompt_logprobs, no cp with it */
 } di_engine_params;
 
 di_engine_params di_engine_params_default(void);

@@ -95,6 +95,7 @@ struct di_engine {
     di_threadpool *pool;
     di_scheduler *sched;
     di_engine_tier *tier;        /* disk tier, or NULL */
+    int32_t replay_keep;         /* SWA bounded replay: prompt rows the decoder layers run on, 0 = exact */
     bool have_kv_id;             /* kv_id computed (at the first export/import) */
     di_kv_key kv_id;             /* model id stamped on exported KV records */
     uint8_t *xfer_block;         /* (block bytes) scratch of export/import */
@@ -152,6 +153,10 @@ di_engine_params di_engine_params_default(void) {
 static void kv_flavor(const di_engine *e, int32_t block, char *buf, size_t cap) {
     snprintf(buf, cap, "arch=%s kernels=%s numerics=%s kv=%s block=%d", e->facts.arch, e->facts.kernels,
              e->params.numerics ? e->params.numerics : "default", e->params.kv_f32 ? "f32" : "f16", (int)block);
+    /* bounded replay leaves the decoder records of clipped rows unwritten:
+     * its blocks are never another engine's exact blocks */
+    size_t len = strlen(buf);
+    if (e->replay_keep && len < cap) snprintf(buf + len, cap - len, " replay=%d", (int)e->replay_keep);
 }
 
 /* ---- speculative decoding: set-up ------------------------------------------ */
@@ -251,6 +256,15 @@ di_status di_engine_create(const di_engine_params *p, di_engine **out, di_error 
     if (s) goto fail;
     di_model_get_facts(e->model, &e->facts);
     e->tok = di_model_tokenizer(e->model);
+    if (p->bounded_replay) {
+        if (p->cp) {
+            s = di_error_set(err, DI_ERR_UNSUPPORTED, "--bounded-replay does not combine with --cp");
+            goto fail;
+        }
+        if ((s = di_model_bounded_replay(e->model, p->bounded_replay < 0 ? -1 : p->bounded_replay, &e->replay_keep,
+                                         err)))
+            goto fail;
+    }
 
     int32_t n_ctx = p->n_ctx;
     if (n_ctx == 0) n_ctx = e->facts.n_ctx_train < DEFAULT_CTX_CAP ? e->facts.n_ctx_train : DEFAULT_CTX_CAP;
@@ -310,6 +324,7 @@ di_status di_engine_create(const di_engine_params *p, di_engine **out, di_error 
         .prefix_cache = !p->no_prefix_cache,
         .max_prefill_tokens = p->max_prefill_tokens,
         .tpot_target_ms = p->tpot_target_ms,
+        .replay_keep = e->replay_keep,
     };
     if (e->tier) sc.tier = di_engine_tier_hooks(e->tier);
     e->params.block_size = block;
@@ -548,6 +563,10 @@ di_status di_engine_submit(di_engine *e, const di_request *r, int64_t *id, di_er
         if (!q->hist) s = di_error_set(err, DI_ERR_NOMEM, "request: out of memory");
         for (size_t i = 0; !s && i < ids.n; i++) q->hist[i] = q->img_index[i] >= 0 ? di_model_image_token(e->model) : ids.data[i];
     }
+    if (!s && r->prompt_logprobs && e->replay_keep)
+        s = di_error_set(err, DI_ERR_INVALID_ARG,
+                         "request: prompt_logprobs with --bounded-replay (the decoder layers skip all but the last "
+                         "%d prompt rows)", (int)e->replay_keep);
     if (!s && r->prompt_logprobs) {
         size_t n = ids.n > 1 ? ids.n - 1 : 1;
         q->prompt_lp = di_malloc_array(n, sizeof *q->prompt_lp);
