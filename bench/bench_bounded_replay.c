@@ -59,7 +59,7 @@ static di_status forward(bench *B, int32_t p0, int32_t n, int bounded, di_error 
     for (int32_t i = 0; i < n; i++) {
         B->seq[i] = 0;
         B->pos[i] = p0 + i;
-        B->want[i] = i == n - 1;
+        B->want[i] = p0 + i == B->n_prompt - 1 || p0 >= B->n_prompt; /* the prompt's last row, decode rows */
     }
     di_batch b = {.n_rows = n, .token = B->tok + p0, .seq = B->seq, .pos = B->pos, .want_logits = B->want,
                   .n_seq_slots = 1, .block_size = BLOCK_SIZE, .block_tables = tables, .n_blocks = &B->n_blocks,
