@@ -50,7 +50,7 @@ load1=$(cut -d' ' -f1 /proc/loadavg)
   echo "What to expect: the bounded layers are 4 of the 10 and keep $((134 * 100 / P))% of the rows there"
   echo "(134 of $P), so if every layer cost alike a bounded prefill would do about 0.6 + 0.4 x $(python3 -c "print(round(134 / $P, 3))")"
   echo "of the exact work (the source layer's compressor still runs on every row): at most ~1.6x. DeepInfer's"
-  echo "claim (\"nearly halves decoder prefill work\") is for V4.1-Flash, whose decoders are 19 of 40 layers."
+  echo "claim (\"nearly halves decoder prefill work\") is for V4.1-Flash, whose bounded layers are L20-39, half of its 40."
   echo "The logit error is that of random weights (a chaotic network: a small change decides later greedy"
   echo "tokens); on the tiny checkpoints the oracle's own bounded-vs-exact difference is in"
   echo "tests/data/golden/deepseek_v41/bounded/goldens.json (vs_exact), and the C engine matches the oracle's"
