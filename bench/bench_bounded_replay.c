@@ -89,7 +89,7 @@ static di_status run_once(bench *B, int bounded, double *s, di_error *err) {
 int main(int argc, char **argv) {
     const char *dir = NULL, *numerics = NULL;
     int threads = 2, n_prompt = 2048, keep = 0, chunk = 512, n_decode = 16, reps = 3;
-    for (int i = 1; i < argc; i++) {
+    for (int i = 1; i < argc; i += 2) { /* every option takes a value */
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v) {
             fprintf(stderr, "%s needs a value\n", a);
@@ -107,7 +107,6 @@ int main(int argc, char **argv) {
             fprintf(stderr, "unknown option %s\n", a);
             return 2;
         }
-        i++;
     }
     if (!dir || threads < 1 || n_prompt < 2 || n_prompt > (1 << 20) || chunk < 1 || n_decode < 0 ||
         n_decode > 4096 || reps < 1 || reps > MAX_REPS || keep < 0) {
@@ -193,6 +192,8 @@ int main(int argc, char **argv) {
     di_model_kv_free(B.kv);
     di_threadpool_free(B.pool);
     di_model_free(m);
+    void *bufs[] = {B.tok, B.seq, B.pos, B.want, B.table, B.gen, B.logits, B.last, exact_last, exact_gen};
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) free(bufs[i]);
     return 0;
 fail:
     fprintf(stderr, "bench_bounded_replay: %s\n", err.msg);
