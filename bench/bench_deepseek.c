@@ -51,7 +51,7 @@ static di_status run_once(bench *B, double *pp_s, double *tg_s, di_error *err) {
     int32_t nb[1] = {B->n_blocks};
     memset(B->want, 0, (size_t)B->n_prompt);
     B->want[B->n_prompt - 1] = 1;
-    di_batch b = {B->n_prompt, B->tok, B->seq, B->pos, B->want, 1, BLOCK_SIZE, tables, nb, NULL};
+    di_batch b = {B->n_prompt, B->tok, B->seq, B->pos, B->want, 1, BLOCK_SIZE, tables, nb, NULL, NULL};
     double t0 = now_s();
     di_status s = di_dsv4_forward(B->ctx, B->kv, &b, B->logits, B->pool, err);
     if (s) return s;
@@ -64,7 +64,7 @@ static di_status run_once(bench *B, double *pp_s, double *tg_s, di_error *err) {
         for (int32_t v = 1; v < B->n_vocab; v++)
             if (B->logits[v] > B->logits[best]) best = v;
         int32_t p = B->n_prompt + i;
-        di_batch d = {1, &best, &zero, &p, &one, 1, BLOCK_SIZE, tables, nb, NULL};
+        di_batch d = {1, &best, &zero, &p, &one, 1, BLOCK_SIZE, tables, nb, NULL, NULL};
         if ((s = di_dsv4_forward(B->ctx, B->kv, &d, B->logits, B->pool, err))) return s;
     }
     *tg_s = now_s() - t0;
@@ -158,7 +158,7 @@ int main(int argc, char **argv) {
     if (out_logits) { /* prefill only: the last decode step overwrote the buffer */
         const int32_t *tables[1] = {B.table};
         int32_t nb[1] = {B.n_blocks};
-        di_batch b = {n_prompt, B.tok, B.seq, B.pos, B.want, 1, BLOCK_SIZE, tables, nb, NULL};
+        di_batch b = {n_prompt, B.tok, B.seq, B.pos, B.want, 1, BLOCK_SIZE, tables, nb, NULL, NULL};
         FILE *f = fopen(out_logits, "wb");
         if (!f || di_dsv4_forward(B.ctx, B.kv, &b, B.logits, B.pool, &err) ||
             fwrite(B.logits, sizeof(float), (size_t)hp->n_vocab, f) != (size_t)hp->n_vocab) {
@@ -192,7 +192,7 @@ int main(int argc, char **argv) {
         di_dsv4_ctx_set_profile(B.ctx, 0);
         const int32_t *tables[1] = {B.table};
         int32_t nb[1] = {B.n_blocks};
-        di_batch b = {n_prompt, B.tok, B.seq, B.pos, B.want, 1, BLOCK_SIZE, tables, nb, NULL};
+        di_batch b = {n_prompt, B.tok, B.seq, B.pos, B.want, 1, BLOCK_SIZE, tables, nb, NULL, NULL};
         if (di_dsv4_forward(B.ctx, B.kv, &b, B.logits, B.pool, &err)) {
             fprintf(stderr, "%s\n", err.msg);
             return 1;
@@ -206,7 +206,7 @@ int main(int argc, char **argv) {
             for (int32_t v = 1; v < hp->n_vocab; v++)
                 if (B.logits[v] > B.logits[best]) best = v;
             int32_t p = n_prompt + i;
-            di_batch d = {1, &best, &zero, &p, &one, 1, BLOCK_SIZE, tables, nb, NULL};
+            di_batch d = {1, &best, &zero, &p, &one, 1, BLOCK_SIZE, tables, nb, NULL, NULL};
             if (di_dsv4_forward(B.ctx, B.kv, &d, B.logits, B.pool, &err)) {
                 fprintf(stderr, "%s\n", err.msg);
                 return 1;

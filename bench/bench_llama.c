@@ -75,7 +75,7 @@ int main(int argc, char **argv) {
     double pp[100], tg[100];
     for (int r = 0; r < reps; r++) {
         want[n_prompt - 1] = 1;
-        di_batch b = {n_prompt, tok, seq, pos, want, 1, bs, tables, nb, NULL};
+        di_batch b = {n_prompt, tok, seq, pos, want, 1, bs, tables, nb, NULL, NULL};
         double t0 = now_s();
         if (di_llama_forward(ctx, kv, &b, logits, pool, &err)) {
             fprintf(stderr, "%s\n", err.msg);
@@ -89,7 +89,7 @@ int main(int argc, char **argv) {
             for (int32_t v = 1; v < (int32_t)hp->n_vocab; v++)
                 if (logits[v] > logits[best]) best = v;
             int32_t p = n_prompt + i;
-            di_batch d = {1, &best, seq, &p, &one, 1, bs, tables, nb, NULL};
+            di_batch d = {1, &best, seq, &p, &one, 1, bs, tables, nb, NULL, NULL};
             if (di_llama_forward(ctx, kv, &d, logits, pool, &err)) {
                 fprintf(stderr, "%s\n", err.msg);
                 return 1;

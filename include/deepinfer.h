@@ -159,6 +159,18 @@ typedef struct di_engine_params {
                                 * every process runs the same requests, and steps
                                 * of at least cp_min_rows rows are split over them */
     int32_t cp_min_rows;       /* 0 = 256 */
+    double image_cache_mb;     /* encoded-image cache (vision models): the tower's
+                                * rows of images seen, by their bytes, so a
+                                * repeated image is not re-encoded even when the
+                                * prefix cache misses; LRU within this many MB.
+                                * 0 = 256 MB, < 0 = off */
+    int32_t bounded_replay;    /* DeepSeek-V4.1 SWA bounded replay in prefill
+                                * (docs/BOUNDED_REPLAY.md): 0 = off (exact);
+                                * N > 0 = the decoder layers run on the last N
+                                * prompt rows only (N >= the model's window);
+                                * -1 = the default, window + 6 as DeepInfer's
+                                * compact mode. Other models refuse it. No
+                                * prompt_logprobs, no cp with it */
 } di_engine_params;
 
 di_engine_params di_engine_params_default(void);
@@ -338,6 +350,11 @@ typedef struct di_engine_stats {
     int64_t spec_verify_steps; /* (sequence, step) pairs that verified >= 1 draft */
     int64_t spec_verified_at[DI_SPEC_MAX_DRAFTS]; /* per draft position */
     int64_t spec_accepted_at[DI_SPEC_MAX_DRAFTS];
+    /* Images (vision models): */
+    int64_t n_image_encodes;    /* vision tower runs */
+    int64_t n_image_cache_hits; /* images served from the encoded-image cache */
+    int64_t image_cache_entries;
+    uint64_t image_cache_bytes;
 } di_engine_stats;
 
 void di_engine_get_stats(di_engine *e, di_engine_stats *out);

@@ -39,6 +39,8 @@ static void print_usage(FILE *f, const char *cmd, const char *usage_line, const 
         char names[64];
         if (specs[i].alt)
             snprintf(names, sizeof names, "%s, %s", specs[i].name, specs[i].alt);
+        else if (specs[i].kind == DI_ARG_OPT_INT)
+            snprintf(names, sizeof names, "%s[=N]", specs[i].name);
         else
             snprintf(names, sizeof names, "%s", specs[i].name);
         fprintf(f, "  %-24s %s%s\n", names, specs[i].help, default_note(&specs[i]));
@@ -51,6 +53,20 @@ static const di_arg *find_spec(const di_arg *specs, int n, const char *a) {
     return NULL;
 }
 
+/* "--name=VALUE" of an optional-value flag: the spec, and *v the value. */
+static const di_arg *find_spec_eq(const di_arg *specs, int n, const char *a, const char **v) {
+    const char *eq = strchr(a, '=');
+    if (!eq) return NULL;
+    for (int i = 0; i < n; i++) {
+        size_t len = strlen(specs[i].name);
+        if (specs[i].kind == DI_ARG_OPT_INT && (size_t)(eq - a) == len && !strncmp(specs[i].name, a, len)) {
+            *v = eq + 1;
+            return &specs[i];
+        }
+    }
+    return NULL;
+}
+
 static int set_value(const char *cmd, const di_arg *s, const char *v) {
     char *end = NULL;
     errno = 0;
@@ -58,7 +74,8 @@ static int set_value(const char *cmd, const di_arg *s, const char *v) {
     case DI_ARG_STR:
         *(const char **)s->out = v;
         return 0;
-    case DI_ARG_INT: {
+    case DI_ARG_INT:
+    case DI_ARG_OPT_INT: {
         long long x = strtoll(v, &end, 10);
         if (errno || end == v || *end || (double)x < s->lo || (double)x > s->hi) {
             fprintf(stderr, "deepinfer %s: %s: expected an integer in [%.0f, %.0f], got '%s'\n",
@@ -92,7 +109,7 @@ int di_args_parse(const char *cmd, const char *usage_line, const di_arg *specs, 
     /* --help anywhere: the defaults are printed before any flag sets them */
     for (int i = 1; i < argc && strcmp(argv[i], "--"); i++) {
         const di_arg *s = find_spec(specs, n_specs, argv[i]);
-        if (s && s->kind != DI_ARG_FLAG) {
+        if (s && s->kind != DI_ARG_FLAG && s->kind != DI_ARG_OPT_INT) {
             i++;
             continue;
         }
@@ -108,7 +125,13 @@ int di_args_parse(const char *cmd, const char *usage_line, const di_arg *specs, 
             continue;
         }
         if (!only_positional && a[0] == '-' && a[1] != '\0') {
+            const char *eqv = NULL;
             const di_arg *s = find_spec(specs, n_specs, a);
+            if (!s && (s = find_spec_eq(specs, n_specs, a, &eqv))) {
+                int rc = set_value(cmd, s, eqv);
+                if (rc) return rc;
+                continue;
+            }
             if (!s) {
                 fprintf(stderr, "deepinfer %s: unknown option '%s'\n", cmd, a);
                 print_usage(stderr, cmd, usage_line, specs, n_specs);
@@ -116,6 +139,10 @@ int di_args_parse(const char *cmd, const char *usage_line, const di_arg *specs, 
             }
             if (s->kind == DI_ARG_FLAG) {
                 *(bool *)s->out = true;
+                continue;
+            }
+            if (s->kind == DI_ARG_OPT_INT) {
+                *(int64_t *)s->out = -1;
                 continue;
             }
             if (i + 1 >= argc) {

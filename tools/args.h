@@ -7,13 +7,15 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-typedef enum di_arg_kind { DI_ARG_FLAG, DI_ARG_STR, DI_ARG_INT, DI_ARG_FLOAT } di_arg_kind;
+/* DI_ARG_OPT_INT: "--name" alone stores -1 (the feature's default),
+ * "--name=N" stores N (range-checked); it never takes the next argument. */
+typedef enum di_arg_kind { DI_ARG_FLAG, DI_ARG_STR, DI_ARG_INT, DI_ARG_FLOAT, DI_ARG_OPT_INT } di_arg_kind;
 
 typedef struct di_arg {
     const char *name;  /* "-n" or "--max-tokens" (short alias in alt) */
     const char *alt;   /* second spelling or NULL */
     di_arg_kind kind;
-    void *out;         /* bool*, const char**, int64_t*, double* */
+    void *out;         /* bool*, const char**, int64_t* (INT, OPT_INT), double* */
     double lo, hi;     /* range for INT/FLOAT (inclusive) */
     const char *help;
 } di_arg;

@@ -1,6 +1,7 @@
 /* deepinfer run: one prompt, streamed to stdout, then a one-line summary.
  * deepinfer chat: interactive multi-turn; every turn resubmits the whole
  * conversation and the prefix cache skips what earlier turns computed. */
+#include "chat_images.h"
 #include "gen_common.h"
 #include "line_input.h"
 #include "progress.h"
@@ -440,6 +441,7 @@ int di_cmd_run(int argc, char **argv) {
 typedef struct chat_history {
     di_message *hist;
     char **owned;
+    di_chat_images *imgs; /* (cap) the images of each message (/image) */
     size_t n, cap;
     size_t first; /* index of the first turn: 1 with a system message */
 } chat_history;
@@ -451,9 +453,12 @@ static bool history_push(chat_history *h, const char *role, char *text) {
         if (m) h->hist = m;
         char **o = realloc(h->owned, cap * sizeof *o);
         if (o) h->owned = o;
-        if (!m || !o) return false;
+        di_chat_images *im = realloc(h->imgs, cap * sizeof *im);
+        if (im) h->imgs = im;
+        if (!m || !o || !im) return false;
         h->cap = cap;
     }
+    h->imgs[h->n].n = 0;
     h->owned[h->n] = text;
     h->hist[h->n++] = (di_message){role, text};
     return true;
@@ -461,10 +466,28 @@ static bool history_push(chat_history *h, const char *role, char *text) {
 
 /* Drops the messages [first, first + k) (the oldest turns). */
 static void history_drop(chat_history *h, size_t k) {
-    for (size_t i = h->first; i < h->first + k; i++) free(h->owned[i]);
+    for (size_t i = h->first; i < h->first + k; i++) {
+        free(h->owned[i]);
+        di_chat_images_free(&h->imgs[i]);
+    }
     memmove(h->hist + h->first, h->hist + h->first + k, (h->n - h->first - k) * sizeof *h->hist);
+    memmove(h->imgs + h->first, h->imgs + h->first + k, (h->n - h->first - k) * sizeof *h->imgs);
     memmove(h->owned + h->first, h->owned + h->first + k, (h->n - h->first - k) * sizeof *h->owned);
     h->n -= k;
+}
+
+static size_t history_images(const chat_history *h, di_image_input *out) {
+    size_t n = 0;
+    for (size_t i = 0; i < h->n; i++)
+        for (size_t j = 0; j < h->imgs[i].n && n < DI_CHAT_MAX_IMAGES; j++) out[n++] = h->imgs[i].in[j];
+    return n;
+}
+
+/* Forgets the last message (a turn that failed), its images too. */
+static void history_pop(chat_history *h) {
+    h->n--;
+    free(h->owned[h->n]);
+    di_chat_images_free(&h->imgs[h->n]);
 }
 
 /* Room the reply needs at least: a quarter of the context, or -n when
@@ -536,8 +559,10 @@ int di_cmd_chat(int argc, char **argv) {
     sigaction(SIGINT, &sa, &old_sa);
     di_line_input *input = di_line_input_open("deepinfer");
     if (!input) rc = 1;
-    fprintf(stderr, "chat: type a message; Ctrl-C stops a reply; Ctrl-D, Ctrl-C or an empty line quits%s\n",
-            input && di_line_input_edits(input) ? " (arrows recall earlier lines)" : "");
+    fprintf(stderr, "chat: type a message; Ctrl-C stops a reply; Ctrl-D, Ctrl-C or an empty line quits%s%s\n",
+            input && di_line_input_edits(input) ? " (arrows recall earlier lines)" : "",
+            di_engine_image_placeholder(e) ? "; /image FILE attaches an image to the next message" : "");
+    di_chat_images pending = {0};
     while (!rc) {
         sig_atomic_t before = g_interrupts;
         char *line = di_line_input_read(input, "> ");
@@ -546,17 +571,32 @@ int di_cmd_chat(int argc, char **argv) {
             free(line);
             break;
         }
-        if (!history_push(&h, "user", line)) {
+        if (!strncmp(line, "/image", 6) && (!line[6] || line[6] == ' ' || line[6] == '\t')) {
+            di_image_input all[DI_CHAT_MAX_IMAGES];
+            char msg[512];
+            di_chat_image_attach(e, line + 6, history_images(&h, all), &pending, msg, sizeof msg);
+            fprintf(stderr, "%s\n", msg);
             free(line);
+            continue;
+        }
+        char *content = di_chat_image_content(e, pending.n, line);
+        free(line);
+        if (!content || !history_push(&h, "user", content)) {
+            free(content);
             rc = 1;
             break;
         }
+        h.imgs[h.n - 1] = pending; /* the message owns them now */
+        pending.n = 0;
         di_request r;
         memset(&r, 0, sizeof r);
         r.chat_template = tmpl;
         r.max_tokens = (int32_t)o.max_tokens;
         r.sampling = di_gen_sampling(&o);
         bool sent = history_fit(e, &h, &r, r.max_tokens);
+        di_image_input imgs[DI_CHAT_MAX_IMAGES];
+        r.n_images = history_images(&h, imgs);
+        r.images = r.n_images ? imgs : NULL;
         stream_state st = {0};
         before = g_interrupts;
         if (sent && generate("chat", e, &r, &st)) {
@@ -564,8 +604,8 @@ int di_cmd_chat(int argc, char **argv) {
             sent = false;
         }
         if (!sent) {
-            /* the session survives a failed turn: forget its message */
-            free(h.owned[--h.n]);
+            /* the session survives a failed turn: forget its message (and images) */
+            history_pop(&h);
             continue;
         }
         if (st.finish == DI_FINISH_REASON_CANCEL) fprintf(stderr, "[stopped]\n");
@@ -579,8 +619,13 @@ int di_cmd_chat(int argc, char **argv) {
     }
     sigaction(SIGINT, &old_sa, NULL);
     di_line_input_close(input);
-    for (size_t i = 0; i < h.n; i++) free(h.owned[i]);
+    for (size_t i = 0; i < h.n; i++) {
+        free(h.owned[i]);
+        di_chat_images_free(&h.imgs[i]);
+    }
+    di_chat_images_free(&pending);
     free(h.owned);
+    free(h.imgs);
     free(h.hist);
     di_engine_free(e);
     return rc;

@@ -87,6 +87,9 @@ int di_gen_opts_specs(di_gen_opts *o, di_arg *s, int n) {
         {"--cp", NULL, DI_ARG_FLAG, &o->cp, 0, 0,
          "context parallel prefill over the MPI job (run under mpirun; deepseek_v4): every rank runs the same "
          "requests, long prefills are split over the ranks"},
+        {"--bounded-replay", NULL, DI_ARG_OPT_INT, &o->bounded_replay, 1, 1 << 24,
+         "DeepSeek-V4.1: prefill the decoder layers on the last KEEP prompt rows only (default window + 6; "
+         "approximate, faster long prompts)"},
         {"--cp-min-rows", NULL, DI_ARG_INT, &o->cp_min_rows, 1, 1 << 20,
          "--cp: split steps of at least this many rows (256); smaller ones run whole on every rank"},
     };
@@ -116,6 +119,7 @@ di_engine_params di_gen_engine_params(const di_gen_opts *o) {
     p.spec = o->spec;
     p.spec_k = (int32_t)o->spec_k;
     p.spec_accept = o->spec_accept;
+    p.bounded_replay = (int32_t)o->bounded_replay;
     p.ep = (di_ep_params){.n_extra_experts = (int32_t)o->ep_extra, .eplb_interval = (int32_t)o->eplb_interval,
                           .eplb_window = (int32_t)o->eplb_window, .force_imbalance = o->ep_force_imbalance,
                           .log = o->eplb_log};

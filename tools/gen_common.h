@@ -25,6 +25,7 @@ typedef struct di_gen_opts {
     /* speculative decoding */
     const char *spec, *spec_accept;
     int64_t spec_k;
+    int64_t bounded_replay; /* --bounded-replay[=KEEP]: 0 off, -1 the default keep */
 } di_gen_opts;
 
 /* Fills defaults: the default model path, greedy-ish sampling tuned for the

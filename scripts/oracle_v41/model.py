@@ -220,6 +220,9 @@ class State:
     layers: dict = field(default_factory=dict)
     topk: dict = field(default_factory=dict)  # index-source layer -> list of per-position index lists
     ties: dict = field(default_factory=dict)
+    # SWA bounded replay (DeepInfer's YoCo compact prefill): layers >= n_prefill run only on
+    # positions >= replay_from (= prompt length - keep); None = exact
+    replay_from: int | None = None
 
 
 class Model:
@@ -241,6 +244,8 @@ class Model:
         self.idx_src = set(c.index_source_layer_ids)
         self.idxk_src = set(c.t.get("index_k_source_layer_ids") or c.kv_source_layer_ids)
         self.cand_src = c.t.get("candidate_source_layer_id")
+        # hugging_face/config.py:_n_prefill_layer: the first ratio-1 layer (YoCo boundary)
+        self.n_prefill = next((i for i, r in enumerate(self.ratios[: self.L]) if r == 1), self.L)
         maxp = c.max_position_embeddings
         dt = self.num.dt
         self.rope_base = rope_table(c.rope_theta, c.qk_rope_head_dim, maxp, None, dt)
@@ -385,7 +390,8 @@ class Model:
         return num.bf(acc + shared)  # deep_ep combine: routed sum + shared (bias), bf16 [guess: order]
 
     # -------------------------------------------------------------- attention
-    def attention(self, L: int, x: torch.Tensor, pos: torch.Tensor, st: State, decode: bool) -> torch.Tensor:
+    def attention(self, L: int, x: torch.Tensor, pos: torch.Tensor, st: State, decode: bool,
+                  kv_stored: bool = False) -> torch.Tensor:
         num = self.num
         c = self.cfg
         a = f"layers.{L}.attn"
@@ -411,7 +417,7 @@ class Model:
             ls.win[p] = k_w[i]
         sel = None
         if ratio > 0:
-            sel = self.compressed_and_index(L, x, qfull[:, H * D:], pos, st, decode)
+            sel = self.compressed_and_index(L, x, qfull[:, H * D:], pos, st, decode, kv_stored)
         # sparse attention over window + selected compressed entries (FlashMLA sparse fwd semantics)
         ckv = st.layers[self.kv_map[L]].ckv if ratio > 0 else []
         ckv_t = torch.stack(ckv) if ckv else torch.zeros(0, D, dtype=num.dt)
@@ -419,7 +425,10 @@ class Model:
         out = torch.empty(n, H, D, dtype=num.dt)
         for i, p in enumerate(pos.tolist()):
             # window keys max(0, p-W+1)..p (csrc prepare_tensor_input_v4.cpp: kv_swa_full_index_pivots)
-            keys = [ls.win[j] for j in range(max(0, p - W + 1), p + 1)]
+            lo = max(0, p - W + 1)
+            if st.replay_from is not None and L >= self.n_prefill:
+                lo = max(lo, st.replay_from)  # bounded replay: prepare_tensor_input_v4.cpp:yoco_swa_visibility
+            keys = [ls.win[j] for j in range(lo, p + 1)]
             K = torch.stack(keys)
             if sel is not None:
                 ids = [j for j in sel[i] if j >= 0]  # -1 entries skipped (kv_index_cat)
@@ -440,7 +449,9 @@ class Model:
         z = torch.stack([num.mm(of[:, g], wo_a[g].T) for g in range(G)], 1).reshape(n, G * r)  # fp8_einsum 'bhr,hdr->bhd'
         return num.bf(num.lin8(z, self.w(f"{a}.wo_b.weight")))  # fp8 einsum output -> wo_b
 
-    def compressed_and_index(self, L, x, qidx_raw, pos, st: State, decode: bool):
+    def store_compressed(self, L, x, pos, st: State, decode: bool) -> None:
+        """The compressor of kv source L on rows x at positions pos, and the index keys
+        of an index-K source (compress.py:Compressor, index_attn.py:KProject)."""
         num = self.num
         c = self.cfg
         a = f"layers.{L}.attn"
@@ -450,50 +461,63 @@ class Model:
         n = x.shape[0]
         p0, p1 = int(pos[0]), int(pos[-1]) + 1
         new_pre_rope = None
-        if L in self.kv_src:
-            ls = st.layers[L]
-            if ratio == 2:
-                # current_hidden_proj [wgate; wkv] bf16 weights, fp32 output; compress_and_update_state_*_ref
-                proj = num.mm(x, torch.cat([self.w(f"{a}.compressor.wgate.weight"), self.w(f"{a}.compressor.wkv.weight")]).T)
-                score, latent = proj[:, :D].contiguous(), proj[:, D:].contiguous()
-                if ls.cstate is None:
-                    ls.cstate = torch.zeros(1, 4, 2, D, dtype=num.dt)
-                cm = self.R.compress
-                if decode and n == 1:
-                    blk = num.call(cm.compress_and_update_state_decode_ref, score, latent, ls.cstate,
-                                   torch.tensor([0], dtype=torch.int32), torch.tensor([p1], dtype=torch.int32), 1, 2)
-                    new = blk if p0 % 2 == 1 else blk[:0]
-                else:
-                    nb = p1 // 2 - p0 // 2
-                    cu_c = torch.tensor([0, max(1, nb)], dtype=torch.int32)
-                    blk = num.call(cm.compress_and_update_state_prefill_ref, score, latent, ls.cstate,
-                                   torch.tensor([0], dtype=torch.int32), torch.zeros(max(1, nb), dtype=torch.int32),
-                                   torch.tensor([0, n], dtype=torch.int32), torch.tensor([0, p1], dtype=torch.int32), cu_c, 2)
-                    new = blk[:nb]
-                new = new.to(num.dt)
-                first_blk = len(ls.ckv)
+        if L not in self.kv_src:
+            return
+        ls = st.layers.setdefault(L, LayerState())
+        if ratio == 2:
+            # current_hidden_proj [wgate; wkv] bf16 weights, fp32 output; compress_and_update_state_*_ref
+            proj = num.mm(x, torch.cat([self.w(f"{a}.compressor.wgate.weight"), self.w(f"{a}.compressor.wkv.weight")]).T)
+            score, latent = proj[:, :D].contiguous(), proj[:, D:].contiguous()
+            if ls.cstate is None:
+                ls.cstate = torch.zeros(1, 4, 2, D, dtype=num.dt)
+            cm = self.R.compress
+            if decode and n == 1:
+                blk = num.call(cm.compress_and_update_state_decode_ref, score, latent, ls.cstate,
+                               torch.tensor([0], dtype=torch.int32), torch.tensor([p1], dtype=torch.int32), 1, 2)
+                new = blk if p0 % 2 == 1 else blk[:0]
             else:
-                new = num.bf(num.mm(x, self.w(f"{a}.compressor.wkv.weight").T))
-                first_blk = p0
-            nb = new.shape[0]
-            if nb:
-                cpos = torch.arange(first_blk, first_blk + nb) * ratio  # positions_c = cn * ratio
-                pre = num.norm(new, self.w(f"{a}.compressor.norm.weight"), self.eps)
-                k_c = num.fp4kv(num.rope(pre, cos, sin, cpos))
-                ls.ckv.extend(list(k_c))
-                new_pre_rope = (pre, cpos)
-                st.layers[L].pre_rope_last = new_pre_rope
+                nb = p1 // 2 - p0 // 2
+                cu_c = torch.tensor([0, max(1, nb)], dtype=torch.int32)
+                blk = num.call(cm.compress_and_update_state_prefill_ref, score, latent, ls.cstate,
+                               torch.tensor([0], dtype=torch.int32), torch.zeros(max(1, nb), dtype=torch.int32),
+                               torch.tensor([0, n], dtype=torch.int32), torch.tensor([0, p1], dtype=torch.int32), cu_c, 2)
+                new = blk[:nb]
+            new = new.to(num.dt)
+            first_blk = len(ls.ckv)
+        else:
+            new = num.bf(num.mm(x, self.w(f"{a}.compressor.wkv.weight").T))
+            first_blk = p0
+        nb = new.shape[0]
+        if nb:
+            cpos = torch.arange(first_blk, first_blk + nb) * ratio  # positions_c = cn * ratio
+            pre = num.norm(new, self.w(f"{a}.compressor.norm.weight"), self.eps)
+            k_c = num.fp4kv(num.rope(pre, cos, sin, cpos))
+            ls.ckv.extend(list(k_c))
+            new_pre_rope = (pre, cpos)
+            st.layers[L].pre_rope_last = new_pre_rope
+        if L in self.idxk_src and new_pre_rope is not None and L in self.idx_src:
+            pre, cpos = new_pre_rope
+            kk = num.bf(num.mm(pre, self.w(f"{a}.indexer.wk.weight").T))  # KProject.linear (bf16)
+            kk = num.fp4idx(num.rope(num.norm(kk, self.w(f"{a}.indexer.k_norm.weight"), self.eps), cos, sin, cpos))
+            st.layers[L].kidx.extend(list(kk))
+
+    def compressed_and_index(self, L, x, qidx_raw, pos, st: State, decode: bool, kv_stored: bool = False):
+        """kv_stored: bounded replay's boundary layer, whose compressed KV and index keys
+        store_compressed already wrote from every row (attn.py:_store_yoco_full_kv)."""
+        num = self.num
+        c = self.cfg
+        a = f"layers.{L}.attn"
+        ratio = self.ratios[L]
+        cos, sin = self.rope_comp
+        n = x.shape[0]
+        if not kv_stored:
+            self.store_compressed(L, x, pos, st, decode)
         if L not in self.idx_src:
             return [st.topk_cur[i] for i in range(n)] if False else self._reuse_topk(L, pos, st)
         # ---- indexer (v4m/index_attn.py:MQA.forward)
         nh, hd = c.index_n_heads, c.index_head_dim
         w_idx = num.bf(num.mm(x, self.w(f"{a}.indexer.weights_proj.weight").T))  # .bfloat16() of the projection
         q_idx = num.fp4idx(num.rope(qidx_raw.reshape(n, nh, hd), cos, sin, pos))  # _quantize_q: rope then FP4
-        if L in self.idxk_src and new_pre_rope is not None:
-            pre, cpos = new_pre_rope
-            kk = num.bf(num.mm(pre, self.w(f"{a}.indexer.wk.weight").T))  # KProject.linear (bf16)
-            kk = num.fp4idx(num.rope(num.norm(kk, self.w(f"{a}.indexer.k_norm.weight"), self.eps), cos, sin, cpos))
-            st.layers[L].kidx.extend(list(kk))
         K = st.layers[self.idxk_map[L]].kidx
         nk = len(K)
         klen = (pos + 1) // ratio  # prepare_tensor_input_v4.cpp: ke = ks + (j+1)/r
@@ -611,7 +635,20 @@ class Model:
                 dump.setdefault(f"R_attn_in.{L}", []).append(R.float())
             if dump is not None:
                 dump.setdefault(f"xn_attn.{L}", []).append(xn.float())
-            out = self.attention(L, xn, pos, st, decode)
+            kv_stored = False
+            if L == self.n_prefill and st.replay_from is not None and bool((pos < st.replay_from).any()):
+                # YoCo compact boundary (decoder_layer.py + attn.py:_store_yoco_full_kv): the source
+                # layer's compressed KV and index keys from every row's attn-norm hidden, then only
+                # the kept rows (yoco.py:compact_yoco_boundary) go on
+                self.store_compressed(L, xn, pos, st, decode)
+                kv_stored = True
+                kr = pos >= st.replay_from
+                R, xn, pre, post, comb, pos = R[kr], xn[kr], pre[kr], post[kr], comb[kr], pos[kr]
+                if image_mask is not None:
+                    image_mask = image_mask[kr]
+                if hashes is not None:
+                    hashes = hashes[:, kr]
+            out = self.attention(L, xn, pos, st, decode, kv_stored)
             if dump is not None:
                 dump.setdefault(f"attn_out.{L}", []).append(out.float())
             R, xn, pre2, post, comb = self.mhc_pre(pfx, "ffn", R, pre, self.w(f"{pfx}.ffn_norm.weight"),

@@ -28,6 +28,13 @@ typedef struct di_batch {
      * NULL. Image positions (DeepSeek-V4.1: token ids vocab + 0..4) carry
      * their vision rows this way; a model without images rejects them. */
     const float *const *embd;
+    /* Optional SWA bounded replay (DeepSeek-V4.1 only, NULL = exact): per
+     * sequence slot, the first position its decoder layers run on. Rows
+     * below it go through the encoder layers only (the source layer still
+     * stores their compressed KV) and must not want logits; decoder rows see
+     * window keys from that position on. The engine sets it to
+     * prompt length - keep (docs/BOUNDED_REPLAY.md). */
+    const int32_t *replay_from;
 } di_batch;
 
 #endif

@@ -23,6 +23,7 @@
 #include "spec/spec.h"
 #include "text/dsml.h"
 #include "text/tokenizer.h"
+#include "engine/image_cache.h"
 #include "vision/image.h"
 
 #include <math.h>
@@ -39,6 +40,7 @@
 #define DEFAULT_BATCH_TOKENS 512   /* rows per forward: enough to fill the matmuls */
 #define DEFAULT_MAX_SEQS 64
 #define DEFAULT_KV_DISK_GB 16.0    /* disk tier cap when kv_disk_dir is set */
+#define DEFAULT_IMAGE_CACHE_MB 256.0 /* encoded-image cache cap: an image costs n_tokens x n_embd floats */
 
 typedef struct request {
     int64_t id;
@@ -95,6 +97,9 @@ struct di_engine {
     di_threadpool *pool;
     di_scheduler *sched;
     di_engine_tier *tier;        /* disk tier, or NULL */
+    int32_t replay_keep;         /* SWA bounded replay: prompt rows the decoder layers run on, 0 = exact */
+    di_image_cache *image_cache; /* encoded images by bytes, NULL = off */
+    int64_t n_image_encodes;     /* vision tower runs (atomic: submit runs on any thread) */
     bool have_kv_id;             /* kv_id computed (at the first export/import) */
     di_kv_key kv_id;             /* model id stamped on exported KV records */
     uint8_t *xfer_block;         /* (block bytes) scratch of export/import */
@@ -152,6 +157,10 @@ di_engine_params di_engine_params_default(void) {
 static void kv_flavor(const di_engine *e, int32_t block, char *buf, size_t cap) {
     snprintf(buf, cap, "arch=%s kernels=%s numerics=%s kv=%s block=%d", e->facts.arch, e->facts.kernels,
              e->params.numerics ? e->params.numerics : "default", e->params.kv_f32 ? "f32" : "f16", (int)block);
+    /* bounded replay leaves the decoder records of clipped rows unwritten:
+     * its blocks are never another engine's exact blocks */
+    size_t len = strlen(buf);
+    if (e->replay_keep && len < cap) snprintf(buf + len, cap - len, " replay=%d", (int)e->replay_keep);
 }
 
 /* ---- speculative decoding: set-up ------------------------------------------ */
@@ -251,6 +260,20 @@ di_status di_engine_create(const di_engine_params *p, di_engine **out, di_error 
     if (s) goto fail;
     di_model_get_facts(e->model, &e->facts);
     e->tok = di_model_tokenizer(e->model);
+    if (p->bounded_replay) {
+        if (p->cp) {
+            s = di_error_set(err, DI_ERR_UNSUPPORTED, "--bounded-replay does not combine with --cp");
+            goto fail;
+        }
+        if ((s = di_model_bounded_replay(e->model, p->bounded_replay < 0 ? -1 : p->bounded_replay, &e->replay_keep,
+                                         err)))
+            goto fail;
+    }
+
+    if (di_model_image_token(e->model) >= 0 && p->image_cache_mb >= 0) {
+        double mb = p->image_cache_mb > 0 ? p->image_cache_mb : DEFAULT_IMAGE_CACHE_MB;
+        if ((s = di_image_cache_create((uint64_t)(mb * 1e6), &e->image_cache, err))) goto fail;
+    }
 
     int32_t n_ctx = p->n_ctx;
     if (n_ctx == 0) n_ctx = e->facts.n_ctx_train < DEFAULT_CTX_CAP ? e->facts.n_ctx_train : DEFAULT_CTX_CAP;
@@ -310,6 +333,7 @@ di_status di_engine_create(const di_engine_params *p, di_engine **out, di_error 
         .prefix_cache = !p->no_prefix_cache,
         .max_prefill_tokens = p->max_prefill_tokens,
         .tpot_target_ms = p->tpot_target_ms,
+        .replay_keep = e->replay_keep,
     };
     if (e->tier) sc.tier = di_engine_tier_hooks(e->tier);
     e->params.block_size = block;
@@ -382,6 +406,7 @@ void di_engine_free(di_engine *e) {
     if (e->sched) di_scheduler_flush_tier(e->sched);
     di_scheduler_free(e->sched);
     di_engine_tier_free(e->tier);
+    di_image_cache_free(e->image_cache);
     free(e->xfer_block);
     di_threadpool_free(e->pool);
     di_model_ctx_free(e->ctx);
@@ -548,6 +573,10 @@ di_status di_engine_submit(di_engine *e, const di_request *r, int64_t *id, di_er
         if (!q->hist) s = di_error_set(err, DI_ERR_NOMEM, "request: out of memory");
         for (size_t i = 0; !s && i < ids.n; i++) q->hist[i] = q->img_index[i] >= 0 ? di_model_image_token(e->model) : ids.data[i];
     }
+    if (!s && r->prompt_logprobs && e->replay_keep)
+        s = di_error_set(err, DI_ERR_INVALID_ARG,
+                         "request: prompt_logprobs with --bounded-replay (the decoder layers skip all but the last "
+                         "%d prompt rows)", (int)e->replay_keep);
     if (!s && r->prompt_logprobs) {
         size_t n = ids.n > 1 ? ids.n - 1 : 1;
         q->prompt_lp = di_malloc_array(n, sizeof *q->prompt_lp);
@@ -593,6 +622,30 @@ const char *di_engine_image_placeholder(di_engine *e) {
     return e->image_placeholder;
 }
 
+/* The preprocessing settings an image's rows depend on besides its bytes
+ * and the engine's model: the decode limits (the defaults: requests carry
+ * none). Part of the image cache's key. */
+static uint64_t image_cfg_key(void) {
+    di_image_limits lim;
+    di_image_limits_default(&lim);
+    uint64_t v[3] = {lim.max_bytes, lim.max_pixels, (uint64_t)lim.max_side}, h = 1469598103934665603ull;
+    for (int i = 0; i < 3; i++) h = (h ^ v[i]) * 1099511628211ull;
+    return h;
+}
+
+/* One image's ids and rows: from the image cache, else the tower (and
+ * then into the cache). */
+static di_status encode_image(di_engine *e, const uint8_t *data, size_t n, int32_t **ids, float **rows,
+                              int32_t *n_tokens, di_error *err) {
+    const uint64_t cfg = image_cfg_key();
+    if (e->image_cache && di_image_cache_get(e->image_cache, cfg, data, n, ids, rows, n_tokens)) return DI_OK;
+    __atomic_fetch_add(&e->n_image_encodes, 1, __ATOMIC_RELAXED);
+    di_status s = di_model_encode_image(e->model, data, n, ids, rows, n_tokens, e->pool, err);
+    if (!s && e->image_cache)
+        di_image_cache_put(e->image_cache, cfg, data, n, *ids, *rows, *n_tokens, e->facts.n_embd);
+    return s;
+}
+
 /* FNV-1a 64 of the image bytes: the prefix-cache key of its positions */
 static uint64_t image_hash(const uint8_t *d, size_t n) {
     uint64_t h = 1469598103934665603ull;
@@ -625,8 +678,7 @@ static di_status expand_images(di_engine *e, const di_request *r, request *q, di
     size_t total = ids->n - n_ph, n_rows = 0;
     for (size_t k = 0; k < r->n_images && !s; k++) {
         if (!r->images[k].data) s = di_error_set(err, DI_ERR_INVALID_ARG, "request: image %zu has no data", k);
-        else s = di_model_encode_image(e->model, r->images[k].data, r->images[k].n_bytes, &img_ids[k], &img_rows[k],
-                                       &img_n[k], e->pool, err);
+        else s = encode_image(e, r->images[k].data, r->images[k].n_bytes, &img_ids[k], &img_rows[k], &img_n[k], err);
         if (s) di_error_prefix(err, "image %zu: ", k);
         total += (size_t)img_n[k];
         n_rows += (size_t)img_n[k];
@@ -1250,6 +1302,14 @@ void di_engine_get_stats(di_engine *e, di_engine_stats *out) {
     out->step_prefill_ms = ss.step_prefill_ms;
     out->last_step_ms = e->t_last_step_ms;
     out->n_disk_hit_tokens = ss.n_tier_hit_tokens;
+    out->n_image_encodes = __atomic_load_n(&e->n_image_encodes, __ATOMIC_RELAXED);
+    if (e->image_cache) {
+        di_image_cache_stats is;
+        di_image_cache_get_stats(e->image_cache, &is);
+        out->n_image_cache_hits = is.hits;
+        out->image_cache_entries = is.entries;
+        out->image_cache_bytes = is.bytes;
+    }
     if (e->tier) {
         di_kv_disk_stats ds;
         di_engine_tier_get_stats(e->tier, &ds);

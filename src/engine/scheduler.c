@@ -45,6 +45,7 @@ struct di_scheduler {
     uint8_t *row_logits;                    /* (max_tokens_per_step) */
     const int32_t **tables;                 /* (max_running) per slot */
     int32_t *table_n;                       /* (max_running) per slot */
+    int32_t *replay_from;                   /* (max_running) per slot, bounded replay only */
     int32_t n_samples;
     int32_t *sample_rows;                   /* (max_running) */
     int32_t *sample_n_rows;                 /* (max_running) */
@@ -102,13 +103,14 @@ di_status di_scheduler_create(const di_scheduler_config *cfg, di_scheduler **out
     s->row_logits = di_calloc(rows, sizeof *s->row_logits);
     s->tables = di_calloc(slots, sizeof *s->tables);
     s->table_n = di_calloc(slots, sizeof *s->table_n);
+    s->replay_from = di_calloc(slots, sizeof *s->replay_from);
     s->sample_rows = di_calloc(slots, sizeof *s->sample_rows);
     s->sample_n_rows = di_calloc(slots, sizeof *s->sample_n_rows);
     s->sample_seqs = di_calloc(slots, sizeof *s->sample_seqs);
     s->seq_refs = di_calloc((size_t)cfg->n_blocks, sizeof *s->seq_refs);
     s->ref_stamp = di_calloc((size_t)cfg->n_blocks, sizeof *s->ref_stamp);
     if (!s->running || !s->snapshot || !s->slot_owner || !s->row_token || !s->row_seq ||
-        !s->row_pos || !s->row_logits || !s->tables || !s->table_n || !s->sample_rows ||
+        !s->row_pos || !s->row_logits || !s->tables || !s->table_n || !s->replay_from || !s->sample_rows ||
         !s->sample_n_rows || !s->sample_seqs || !s->seq_refs || !s->ref_stamp) {
         di_scheduler_free(s);
         return di_error_set(err, DI_ERR_NOMEM, "scheduler: out of memory");
@@ -146,6 +148,7 @@ void di_scheduler_free(di_scheduler *s) {
     free(s->row_logits);
     free(s->tables);
     free(s->table_n);
+    free(s->replay_from);
     free(s->sample_rows);
     free(s->sample_n_rows);
     free(s->sample_seqs);
@@ -356,6 +359,27 @@ static di_status schedule_running(di_scheduler *s, di_seq *seq, int32_t want, bo
     }
 }
 
+/* Bounded replay: the first position seq's decoder layers run on, fixed by
+ * its prompt so that chunks and recompute see the same rows. */
+static int32_t replay_from(const di_scheduler *s, const di_seq *seq) {
+    int32_t keep = s->cfg.replay_keep;
+    return keep && seq->n_prompt > keep ? seq->n_prompt - keep : 0;
+}
+
+/* Tokens a prefix hit may cover: all but the last (its logits are sampled);
+ * with bounded replay no further than replay_from, since the cached blocks
+ * past it hold decoder records computed under another sequence's
+ * replay_from (or none): recomputing from there gives the same bits as no
+ * hit at all. */
+static int32_t match_limit(const di_scheduler *s, const di_seq *seq) {
+    int32_t lim = seq->n_tokens - 1;
+    if (s->cfg.replay_keep) {
+        int32_t from = replay_from(s, seq);
+        lim = from < lim ? from : lim;
+    }
+    return lim;
+}
+
 /* Asks the tier for the full blocks of seq's prompt after the first m
  * (which it holds), one block at a time, each into a block taken from the
  * pool (evicting an unreferenced cached one when none is free), and stops
@@ -364,7 +388,7 @@ static di_status schedule_running(di_scheduler *s, di_seq *seq, int32_t want, bo
  * blocks seq->block_table[m..] now holds, each with seq's reference. */
 static int32_t fetch_from_tier(di_scheduler *s, di_seq *seq, int32_t m) {
     int32_t bs = s->cfg.block_size, j = m;
-    while ((int64_t)(j + 1) * bs <= seq->n_tokens - 1 && j < seq->n_blocks_cap && blocks_available(s) > 0) {
+    while ((int64_t)(j + 1) * bs <= match_limit(s, seq) && j < seq->n_blocks_cap && blocks_available(s) > 0) {
         if (di_block_pool_n_free(s->pool) == 0) di_prefix_cache_evict(s->cache, 1);
         int32_t b;
         if (di_block_pool_alloc(s->pool, 1, &b, NULL)) break;
@@ -389,7 +413,7 @@ static di_status admit(di_scheduler *s, di_seq *seq, bool *admitted, di_error *e
     if (slot < 0) return DI_OK;
     int32_t m = 0;
     if (s->cfg.prefix_cache && !seq->prompt_logits) {
-        m = di_prefix_cache_match(s->cache, seq->key ? seq->key : seq->tokens, seq->n_tokens - 1, seq->block_table,
+        m = di_prefix_cache_match(s->cache, seq->key ? seq->key : seq->tokens, match_limit(s, seq), seq->block_table,
                                   seq->n_blocks_cap);
         /* Lock before anything can evict: the matched blocks may be on the
          * LRU list right now. */
@@ -554,6 +578,7 @@ di_status di_scheduler_schedule(di_scheduler *s, di_sched_output *out, di_error 
         di_seq *q = s->slot_owner[i];
         s->tables[i] = q ? q->block_table : NULL;
         s->table_n[i] = q ? q->n_blocks : 0;
+        s->replay_from[i] = q ? replay_from(s, q) : 0;
     }
     out->batch.n_rows = s->n_rows;
     out->batch.token = s->row_token;
@@ -564,6 +589,7 @@ di_status di_scheduler_schedule(di_scheduler *s, di_sched_output *out, di_error 
     out->batch.block_size = s->cfg.block_size;
     out->batch.block_tables = s->tables;
     out->batch.n_blocks = s->table_n;
+    out->batch.replay_from = s->cfg.replay_keep ? s->replay_from : NULL;
     out->n_samples = s->n_samples;
     out->sample_rows = s->sample_rows;
     out->sample_n_rows = s->sample_n_rows;

@@ -133,6 +133,11 @@ typedef struct di_scheduler_config {
                                      time (di_step_cost) stays within this */
     di_kv_tier tier;              /* optional (spill/fetch NULL = none); needs
                                      prefix_cache */
+    int32_t replay_keep;          /* SWA bounded replay (0 = off): batches carry
+                                     replay_from = n_prompt - keep per slot, and
+                                     prefix hits stop at that position so that
+                                     every row a kept row reads is computed by
+                                     its own sequence */
 } di_scheduler_config;
 
 /* What one step runs. Arrays are owned by the scheduler and stay valid until

@@ -239,6 +239,7 @@ di_status di_dsv41_ctx_create(const di_dsv41_model *m, di_dsv41_ctx **out, di_er
     if (!c) return di_error_set(err, DI_ERR_NOMEM, "deepseek_v41 ctx: out of memory");
     c->m = m;
     c->record_layer = -1;
+    c->kv_done_layer = -1;
     *out = c;
     return DI_OK;
 }
@@ -248,7 +249,8 @@ void di_dsv41_ctx_free(di_dsv41_ctx *c) {
     void *ps[] = {c->R, c->Rn, c->pre, c->mix, c->post, c->comb, c->h, c->y, c->xq, c->qr, c->q, c->kvr,
                   c->ckv, c->cg, c->iq, c->iw, c->att, c->oa, c->logit, c->sel, c->selw, c->ysel, c->grow,
                   c->xg, c->g1, c->g3, c->yg, c->wg, c->eg, c->ekv, c->topk, c->cand, c->mm_scratch, c->attn_scratch,
-                  c->seq_last, c->rec_topk, c->feat};
+                  c->seq_last, c->rec_topk, c->feat, c->cb_token, c->cb_seq, c->cb_pos, c->cb_want,
+                  (void *)c->cb_embd};
     for (size_t i = 0; i < sizeof ps / sizeof *ps; i++) free(ps[i]);
     free(c);
 }
@@ -585,9 +587,12 @@ di_status di_dsv41_forward(di_dsv41_ctx *c, di_dsv41_kv *kv, const di_batch *b, 
     for (int32_t i = 0; i < b->n_rows; i++) n_want += b->want_logits[i] != 0;
     if (n_want > 0 && !logits_out)
         return di_error_set(err, DI_ERR_INVALID_ARG, "forward: %d rows want logits but logits_out is NULL", (int)n_want);
+    int clipped = 0;
+    if ((s = dsv41_replay_validate(c, b, &clipped, err))) return s;
     c->rec_valid = 0;
 
-    const int64_t n = b->n_rows, D = hp->n_embd, N = hp->hc_mult;
+    const int64_t D = hp->n_embd, N = hp->hc_mult;
+    int64_t n = b->n_rows;
     c->row_token = b->token; /* the MoE router picks gate.bias_vl for image rows */
     for (int64_t i = 0; i < n; i++) {
         kv->tokens[dsv41_slot(b, b->seq[i], b->pos[i])] = b->token[i];
@@ -598,33 +603,54 @@ di_status di_dsv41_forward(di_dsv41_ctx *c, di_dsv41_kv *kv, const di_batch *b, 
         for (int64_t j = 0; j < N; j++) c->pre[i * N + j] = j == 0 ? 1.0f : 0.0f; /* one-hot first pre */
     }
     if (c->cp && (s = dsv41_cp_tokens(c, kv, b, err))) return s; /* Engram reads the other ranks' tokens */
+    /* bb: the rows the layers run on; past the bounded-replay boundary only
+     * the kept ones (deepseek_v41_replay.c) */
+    const di_batch *bb = b;
+    di_batch kept;
+    const int32_t boundary = clipped ? hp->n_prefill_layer : -1;
     for (int32_t il = 0; il < hp->n_layers; il++) {
         const dsv41_layer *L = &m->layers[il];
-        if (L->engram && (s = engram(c, kv, L, b, pool, err))) return s;
+        if (L->engram && n > 0 && (s = engram(c, kv, L, bb, pool, err))) return s;
         if (L->engram) HOOK(c, "R_after_engram", il, c->R, n, N * D);
-        if (kv->n_draft) capture_feature(c, il, n);
+        if (kv->n_draft && il != boundary) capture_feature(c, il, n);
         dsv41_hc_pre(c, &L->hc_attn_fn, L->hc_attn_base, L->hc_attn_scale, n, pool);
         for (int64_t i = 0; i < n; i++) dsv41_norm(c, c->h + i * D, L->attn_norm, c->h + i * D, D);
+        if (il == boundary) {
+            /* the source layer's compressed KV from every row, then the kept rows go on */
+            dsv41_compress(c, kv, il, bb, pool);
+            c->kv_done_layer = il;
+            if ((s = dsv41_replay_compact(c, b, &kept, &n, err))) return s;
+            bb = &kept;
+            c->row_token = kept.token;
+            if (kv->n_draft) capture_feature(c, il, n); /* R is what hc_pre read */
+        }
         HOOK(c, "xn_attn", il, c->h, n, D);
-        if ((s = dsv41_attention(c, kv, il, b, pool, err))) return s;
+        if (n > 0 || c->cp) s = dsv41_attention(c, kv, il, bb, pool, err);
+        c->kv_done_layer = -1;
+        if (s) return s;
         HOOK(c, "attn_out", il, c->y, n, D);
-        dsv41_hc_post(c, n, pool);
+        if (n > 0) dsv41_hc_post(c, n, pool);
         HOOK(c, "R_after_attn", il, c->R, n, N * D);
-        dsv41_hc_pre(c, &L->hc_ffn_fn, L->hc_ffn_base, L->hc_ffn_scale, n, pool);
+        if (n > 0) dsv41_hc_pre(c, &L->hc_ffn_fn, L->hc_ffn_base, L->hc_ffn_scale, n, pool);
         for (int64_t i = 0; i < n; i++) dsv41_norm(c, c->h + i * D, L->ffn_norm, c->h + i * D, D);
         HOOK(c, "xn_ffn", il, c->h, n, D);
-        if ((s = dsv41_moe(c, il, n, pool, err))) return s;
+        if ((n > 0 || c->ep) && (s = dsv41_moe(c, il, n, pool, err))) return s;
         HOOK(c, "moe_out", il, c->y, n, D);
-        dsv41_hc_post(c, n, pool);
+        if (n > 0) dsv41_hc_post(c, n, pool);
         HOOK(c, "R_after_ffn", il, c->R, n, N * D);
     }
-    if (kv->n_draft) dsv41_draft_main_keys(c, kv, b, pool);
+    /* DSpark main keys: the features were captured on the rows of their
+     * side of the boundary (di_dsv41_replay_check keeps them on one side) */
+    if (kv->n_draft) {
+        const di_batch *fb = boundary >= 0 && hp->n_dspark_targets > 0 && hp->dspark_targets[0] >= boundary ? bb : b;
+        if (fb->n_rows > 0) dsv41_draft_main_keys(c, kv, fb, pool);
+    }
     if (c->ep && (s = dsv4_ep_after_forward(c->ep, err))) return s;
     if (n_want == 0) return DI_OK;
     /* the last FFN's pre collapses the copies (no hc_head) */
     int64_t j = 0;
-    for (int32_t i = 0; i < b->n_rows; i++) {
-        if (!b->want_logits[i]) continue;
+    for (int32_t i = 0; i < bb->n_rows; i++) {
+        if (!bb->want_logits[i]) continue;
         const float *R = c->R + (int64_t)i * N * D, *pre = c->pre + (int64_t)i * N;
         float *h = c->h + j * D;
         for (int64_t d = 0; d < D; d++) {

@@ -141,6 +141,20 @@ bool di_dsv41_kv_region(di_dsv41_kv *kv, int32_t i, uint8_t **base, size_t *slot
 di_status di_dsv41_kv_enable_dspark(const di_dsv41_model *m, di_dsv41_kv *kv, di_error *err);
 di_status di_dsv41_kv_truncate(di_dsv41_kv *kv, int32_t seq_slot, int32_t n_keep, di_error *err);
 
+/* SWA bounded replay (DeepInfer's YoCo "compact" prefill truncation;
+ * docs/BOUNDED_REPLAY.md): with di_batch.replay_from set, the layers from
+ * n_prefill_layer on (the ratio-1 source and the decoders) run only on the
+ * rows at or past replay_from of their sequence, while the source layer's
+ * compressed KV and index keys are still stored for every row. Default
+ * keep = window + DeepInfer's MAX_BACKTRACKING_TOKENS. */
+#define DI_DSV41_REPLAY_BACKTRACK 6
+int32_t di_dsv41_replay_default_keep(const di_dsv41_hparams *hp);
+/* DI_OK when bounded replay with this keep can run on the model: it needs a
+ * ratio-1 source layer, keep >= window (so that every decode row's window
+ * was computed), no compressor on a decoder layer (theirs would need every
+ * row), and DSpark target layers all on one side of the boundary. */
+di_status di_dsv41_replay_check(const di_dsv41_model *m, int32_t keep, di_error *err);
+
 di_status di_dsv41_ctx_create(const di_dsv41_model *m, di_dsv41_ctx **out, di_error *err);
 void di_dsv41_ctx_free(di_dsv41_ctx *ctx);
 

@@ -265,8 +265,12 @@ static void attend_row(void *arg, int64_t row, int thread) {
     if (sel)
         while (n_sel < hp->index_topk && sel[n_sel] >= 0) n_sel++;
     float *keys = scr, *logits = scr + (int64_t)(n_win + n_sel) * hd;
-    int32_t n_keys = 0;
-    for (int32_t t = p - n_win + 1; t <= p; t++, n_keys++)
+    int32_t n_keys = 0, t0 = p - n_win + 1;
+    /* bounded replay: a decoder row sees window keys from its sequence's
+     * replay_from on (DeepInfer's yoco_swa_visibility); nothing before it
+     * was computed in these layers */
+    if (b->replay_from && j->il >= hp->n_prefill_layer && b->replay_from[seq] > t0) t0 = b->replay_from[seq];
+    for (int32_t t = t0; t <= p; t++, n_keys++)
         get_win(j->kv, j->il, dsv41_slot(b, seq, t), keys + (int64_t)n_keys * hd, hd);
     for (int32_t i = 0; i < n_sel; i++, n_keys++)
         get_comp(j->kv, ro->kv_src, dsv41_slot(b, seq, sel[i] * ro->ratio + ro->ratio - 1),
@@ -302,6 +306,33 @@ void dsv41_attend(const di_dsv41_ctx *c, const float *q_row, const float *keys, 
     maybe_bf16(c, o, (int64_t)H * hd);
     dsv4_rope(o, H, hd, hp->n_rot, inv_freq, p, -1.0f);
     maybe_bf16(c, o, (int64_t)H * hd);
+}
+
+/* ---- the compressor ----------------------------------------------------------- */
+
+void dsv41_compress(di_dsv41_ctx *c, di_dsv41_kv *kv, int32_t il, const di_batch *b, di_threadpool *pool) {
+    const di_dsv41_hparams *hp = &c->m->hp;
+    const dsv41_layer *L = &c->m->layers[il];
+    const di_dsv41_role *ro = &hp->role[il];
+    const int64_t n = b->n_rows, D = hp->n_embd, hd = hp->head_dim;
+    /* compressor projections: bf16 weights on the bf16 h, no fp8 cast */
+    dsv41_linear(c, &L->c_wkv, c->h, D, c->ckv, hd, n, ro->ratio == 1, pool);
+    if (ro->ratio == 2) dsv41_linear(c, &L->c_wgate, c->h, D, c->cg, hd, n, 0, pool);
+    /* first every pending first-of-pair state, then close entries, so a
+     * pair split across rows of this batch finds its first half */
+    if (ro->ratio == 2)
+        for (int64_t i = 0; i < n; i++) {
+            if (b->pos[i] % 2) continue;
+            float *st = (float *)rec(kv, il, dsv41_slot(b, b->seq[i], b->pos[i]), kv->lay[il].off_state);
+            memcpy(st, c->ckv + i * hd, (size_t)hd * sizeof(float));
+            memcpy(st + hd, c->cg + i * hd, (size_t)hd * sizeof(float));
+        }
+    float *tmp = c->attn_scratch; /* 2 hd + ihd floats; rows are done one by one here */
+    for (int64_t i = 0; i < n && !c->cp; i++) {
+        if ((b->pos[i] + 1) % ro->ratio) continue;
+        dsv41_close_entry(c, kv, il, b, b->seq[i], b->pos[i], c->ckv + i * hd,
+                          ro->ratio == 2 ? c->cg + i * hd : NULL, tmp);
+    }
 }
 
 /* ---- the layer ------------------------------------------------------------------- */
@@ -341,26 +372,7 @@ di_status dsv41_attention(di_dsv41_ctx *c, di_dsv41_kv *kv, int32_t il, const di
             if (dsv41_faithful(c)) dsv41_round_fp4_index(iq, IH * ihd);
         }
     }
-    if (ro->ratio && ro->kv_src == il) {
-        /* compressor projections: bf16 weights on the bf16 h, no fp8 cast */
-        dsv41_linear(c, &L->c_wkv, c->h, D, c->ckv, hd, n, ro->ratio == 1, pool);
-        if (ro->ratio == 2) dsv41_linear(c, &L->c_wgate, c->h, D, c->cg, hd, n, 0, pool);
-        /* first every pending first-of-pair state, then close entries, so a
-         * pair split across rows of this batch finds its first half */
-        if (ro->ratio == 2)
-            for (int64_t i = 0; i < n; i++) {
-                if (b->pos[i] % 2) continue;
-                float *st = (float *)rec(kv, il, dsv41_slot(b, b->seq[i], b->pos[i]), kv->lay[il].off_state);
-                memcpy(st, c->ckv + i * hd, (size_t)hd * sizeof(float));
-                memcpy(st + hd, c->cg + i * hd, (size_t)hd * sizeof(float));
-            }
-        float *tmp = c->attn_scratch; /* 2 hd + ihd floats; rows are done one by one here */
-        for (int64_t i = 0; i < n && !c->cp; i++) {
-            if ((b->pos[i] + 1) % ro->ratio) continue;
-            dsv41_close_entry(c, kv, il, b, b->seq[i], b->pos[i], c->ckv + i * hd,
-                              ro->ratio == 2 ? c->cg + i * hd : NULL, tmp);
-        }
-    }
+    if (ro->ratio && ro->kv_src == il && c->kv_done_layer != il) dsv41_compress(c, kv, il, b, pool);
     /* CP: the other ranks' rows of this step (their records, the entries
      * they close) before anyone attends */
     if (c->cp) {

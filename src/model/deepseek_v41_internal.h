@@ -156,6 +156,12 @@ struct di_dsv41_ctx {
     const int32_t *row_token;   /* (rows) this forward's token ids (image rows: >= vocab) */
     float *feat;              /* (n, n_targets*D) DSpark target features of this forward */
     int64_t cap_feat;
+    /* bounded replay (deepseek_v41_replay.c): the kept rows as a batch */
+    int32_t kv_done_layer;    /* layer whose compressor already ran on every row this forward, -1 */
+    int64_t cap_compact;
+    int32_t *cb_token, *cb_seq, *cb_pos; /* (cap_compact) */
+    uint8_t *cb_want;
+    const float **cb_embd;
 };
 
 /* ---- numerics (deepseek_v41_quant.c) ------------------------------------ */
@@ -204,6 +210,18 @@ di_status dsv41_attention(di_dsv41_ctx *c, di_dsv41_kv *kv, int32_t il, const di
  * that row's f32 compressor projections; tmp: 2 hd + ihd floats. */
 void dsv41_close_entry(di_dsv41_ctx *c, di_dsv41_kv *kv, int32_t il, const di_batch *b, int32_t seq, int32_t p,
                        const float *lat, const float *gate, float *tmp);
+/* The compressor of kv source il (projections, pending pair states, the
+ * entries the rows close) on every row of b; dsv41_attention runs it unless
+ * c->kv_done_layer == il. */
+void dsv41_compress(di_dsv41_ctx *c, di_dsv41_kv *kv, int32_t il, const di_batch *b, di_threadpool *pool);
+/* Bounded replay (deepseek_v41_replay.c). Validates b->replay_from and
+ * says whether any row is clipped (then the forward compacts at
+ * n_prefill_layer). */
+di_status dsv41_replay_validate(const di_dsv41_ctx *c, const di_batch *b, int *any_clipped, di_error *err);
+/* Keeps the rows of b at or past replay_from: moves their per-row state
+ * (residual copies, mHC mixes, sublayer input, top-k, candidate blocks) to
+ * the front and fills *out with their rows; returns how many. */
+di_status dsv41_replay_compact(di_dsv41_ctx *c, const di_batch *b, di_batch *out, int64_t *n_kept, di_error *err);
 /* CP exchanges: the token ids of the step's rows (once per forward), and
  * per layer every rank's window records and compressor projections, the
  * entries they close closed on every rank (deepseek_v41_cp.c). */

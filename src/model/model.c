@@ -413,6 +413,19 @@ di_status di_model_encode_image(const di_model *m, const void *bytes, size_t n_b
     return DI_OK;
 }
 
+di_status di_model_bounded_replay(const di_model *m, int32_t keep, int32_t *keep_out, di_error *err) {
+    *keep_out = 0;
+    if (m->ops != &DSV41_OPS)
+        return di_error_set(err, DI_ERR_UNSUPPORTED,
+                            "--bounded-replay applies to DeepSeek-V4.1 checkpoints only (this model is %s)",
+                            m->ops->name);
+    if (keep < 0) keep = di_dsv41_replay_default_keep(di_dsv41_hparams_of(m->impl));
+    di_status s = di_dsv41_replay_check(m->impl, keep, err);
+    if (s) return s;
+    *keep_out = keep;
+    return DI_OK;
+}
+
 di_status di_model_ctx_set_cp(const di_model *m, di_model_ctx *ctx, struct di_dist *d, int32_t min_rows,
                               di_error *err) {
     if (m->ops != &DSV4_OPS && m->ops != &DSV41_OPS)
@@ -453,6 +466,8 @@ di_status di_model_forward(di_model_ctx *ctx, di_model_kv *kv, const di_batch *b
                            di_threadpool *pool, di_error *err) {
     if (ctx->ops != kv->ops)
         return di_error_set(err, DI_ERR_INVALID_ARG, "forward: kv cache and context are of different models");
+    if (b->replay_from && ctx->ops != &DSV41_OPS)
+        return di_error_set(err, DI_ERR_UNSUPPORTED, "forward: bounded replay on a %s model", ctx->ops->name);
     if (ctx->cp) { /* every rank holds the same batch; big ones are split, small ones run everywhere */
         di_status s = di_cp_agree(ctx->cp, b, err);
         if (s) return s;

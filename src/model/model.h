@@ -102,6 +102,13 @@ int32_t di_model_image_token(const di_model *m);
 di_status di_model_encode_image(const di_model *m, const void *bytes, size_t n_bytes, int32_t **ids, float **rows,
                                 int32_t *n_tokens, di_threadpool *pool, di_error *err);
 
+/* SWA bounded replay (docs/BOUNDED_REPLAY.md): keep < 0 asks for the
+ * model's default (DeepSeek-V4.1: window + 6); *keep_out is what the
+ * engine then uses for di_batch.replay_from = prompt length - keep.
+ * DI_ERR_UNSUPPORTED for other architectures or a V4.1 topology it cannot
+ * bound, DI_ERR_INVALID_ARG for a keep below the window. */
+di_status di_model_bounded_replay(const di_model *m, int32_t keep, int32_t *keep_out, di_error *err);
+
 di_status di_model_forward(di_model_ctx *ctx, di_model_kv *kv, const di_batch *b,
                            float *logits_out, di_threadpool *pool, di_error *err);
 

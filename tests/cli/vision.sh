@@ -48,4 +48,18 @@ if "$BIN" run -m tests/data/golden/deepseek_v41/tiny --image "$IMG/$img" -p x -n
 fi
 grep -q "no images" "$tmp/err" || fail "text-only model: no message"
 if "$BIN" run -m "$VL" --image /nonexistent.png -p x -n 2 >/dev/null 2>&1; then fail "missing file accepted"; fi
+# chat: /image FILE attaches an image to the next message (kept in the
+# history, resent each turn); a missing, corrupt or absent file is refused
+# with a reason and the session goes on; a text-only model says so
+printf '/image %s\nDescribe it.\n/image /nonexistent.png\n/image tests/data/malformed/image/png_truncated_data.png\n/image\nAnd now?\n' \
+  "$IMG/rgb_17x91.png" | "$BIN" chat -m "$VL" -n 4 --temp 0 -t 2 >"$tmp/out" 2>"$tmp/err" || fail "chat /image: exit $?: $(cat "$tmp/err")"
+grep -q "\[image $IMG/rgb_17x91.png (png, 17x91) attached to your next message\]" "$tmp/err" || fail "chat /image: $(cat "$tmp/err")"
+grep -q "/image /nonexistent.png: cannot open: No such file or directory" "$tmp/err" || fail "chat /image missing: $(cat "$tmp/err")"
+grep -q "png_truncated_data.png: png: truncated" "$tmp/err" || fail "chat /image corrupt: $(cat "$tmp/err")"
+grep -q "usage: /image FILE" "$tmp/err" || fail "chat /image no file: $(cat "$tmp/err")"
+[ "$(grep -c '\[prompt' "$tmp/err")" = 2 ] || fail "chat /image: not two replies: $(cat "$tmp/err")"
+grep -Eq '\[prompt [0-9]+ tok \([1-9][0-9]* cached\)' "$tmp/err" || fail "chat /image: second turn not cached: $(cat "$tmp/err")"
+printf '/image %s\n' "$IMG/rgb_17x91.png" | "$BIN" chat -m tests/data/golden/deepseek_v41/tiny -n 2 -t 2 >"$tmp/out" 2>"$tmp/err" \
+  || fail "chat /image text-only: exit $?"
+grep -q "this model takes no images" "$tmp/err" || fail "chat /image text-only: $(cat "$tmp/err")"
 echo "vision cli: ok"

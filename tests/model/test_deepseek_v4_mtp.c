@@ -56,7 +56,7 @@ static void prompt_logits(const di_dsv4_model *m, float *out) {
     for (int i = 0; i < N_BLOCKS; i++) table[i] = i;
     want[N - 1] = 1;
     const int32_t *tables[1] = {table};
-    di_batch b = {N, tok, seq, pos, want, 1, BLOCK, tables, &nb, NULL};
+    di_batch b = {N, tok, seq, pos, want, 1, BLOCK, tables, &nb, NULL, NULL};
     assert_int_equal(di_dsv4_forward(ctx, kv, &b, out, NULL, &err), DI_OK);
     di_dsv4_ctx_free(ctx);
     di_dsv4_kv_free(kv);

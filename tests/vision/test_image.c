@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 
 static json_t *manifest(void) {
     char p[1024];
@@ -259,6 +260,55 @@ static void test_layout_rejects_bad_config(void **st) {
     assert_true(lay.num_tokens <= 50);
 }
 
+/* Every input the image fuzz target ever flagged (tests/data/fuzz-regress/
+ * image, filled by scripts/fuzz.sh) and the malformed corpus, through what
+ * fuzz/fuzz_image.c runs: decode, then layout, resize and patches on
+ * success. Nothing is expected but a clean return (the sanitizer build
+ * checks the memory). */
+static void test_fuzz_regress_corpus_replays(void **st) {
+    (void)st;
+    static const char *dirs[] = {"tests/data/fuzz-regress/image", "tests/data/malformed/image"};
+    int n_files = 0;
+    for (size_t d = 0; d < sizeof dirs / sizeof *dirs; d++) {
+        char dir[1024];
+        DIR *dp = opendir(di_test_path(dir, sizeof dir, dirs[d]));
+        if (!dp) continue;
+        struct dirent *de;
+        while ((de = readdir(dp))) {
+            if (de->d_name[0] == '.' || strstr(de->d_name, ".md")) continue;
+            char p[2048];
+            snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
+            size_t n = 0;
+            uint8_t *data = (uint8_t *)di_test_read_file(p, &n);
+            if (!data) continue;
+            n_files++;
+            di_image_limits lim = {.max_bytes = 1 << 20, .max_pixels = 1 << 20, .max_side = 4096};
+            di_image img;
+            di_error err;
+            if (!di_image_decode(data, n, &lim, &img, &err)) {
+                const di_image_cfg cfg = {.patch_size = 14, .downsample_ratio = 2, .max_tokens = 50,
+                                          .min_pixels = 3136, .max_wh_ratio = 4, .mean = 0.5f, .std = 0.5f};
+                di_image_layout lay;
+                di_image rz = {0};
+                if (!di_image_layout_of(img.width, img.height, &cfg, &lay, &err) &&
+                    !di_image_prepare(&img, &cfg, &lay, &rz, &err)) {
+                    float *px = malloc((size_t)lay.n_vit_w * lay.n_vit_h * 3 * 14 * 14 * sizeof(float));
+                    assert_non_null(px);
+                    (void)di_image_patches(&rz, &cfg, &lay, px, &err);
+                    free(px);
+                }
+                di_image_free(&rz);
+                di_image_free(&img);
+            } else {
+                assert_true(err.msg[0] != 0);
+            }
+            free(data);
+        }
+        closedir(dp);
+    }
+    assert_true(n_files >= 18);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_layout_matches_deepinfer),
@@ -267,6 +317,7 @@ int main(void) {
         cmocka_unit_test(test_malformed_corpus_refused),
         cmocka_unit_test(test_limits_and_prefixes),
         cmocka_unit_test(test_layout_rejects_bad_config),
+        cmocka_unit_test(test_fuzz_regress_corpus_replays),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
