@@ -149,6 +149,15 @@ typedef struct di_engine_params {
                                 * speculation), "lossless" (min(1, p/q) with
                                 * residual resampling) or "deepinfer"
                                 * (DeepInfer's near-lossless residual) */
+    bool spec_fixed_k;         /* dspark: every sequence verifies all its drafts
+                                * (false: the verify length is scheduled from
+                                * the drafts' confidences and this machine's
+                                * measured step-time curve) */
+    const char *spec_cost_cache; /* dspark schedule: directory caching the
+                                * measured curve (an hour); NULL = the user
+                                * cache dir ($XDG_CACHE_HOME or ~/.cache)/
+                                * deepinfer/dspark, "off" = measure at every
+                                * start-up, keep nothing */
     struct di_dist *dist;      /* expert + data parallel group (not owned; outlives
                                 * the engine); NULL = this process alone */
     di_ep_params ep;           /* with dist */
@@ -335,6 +344,9 @@ typedef struct di_engine_stats {
     int64_t spec_verify_steps; /* (sequence, step) pairs that verified >= 1 draft */
     int64_t spec_verified_at[DI_SPEC_MAX_DRAFTS]; /* per draft position */
     int64_t spec_accepted_at[DI_SPEC_MAX_DRAFTS];
+    double spec_draft_ms;      /* time spent in the drafter (propose) */
+    double spec_conf_sum;      /* sum of the confidences of the drafts proposed */
+    int64_t spec_plan_rows;    /* verify length schedule: draft rows it chose */
 } di_engine_stats;
 
 void di_engine_get_stats(di_engine *e, di_engine_stats *out);
