@@ -110,19 +110,19 @@ static di_status draft_group(dspark_drafter *d, const di_spec_seq *seqs, int32_t
         const int32_t i = d->which[r];
         di_spec_drafts *o = &out[i];
         o->n = k;
-        o->has_q = d->oracle == NULL;
+        o->has_q = true;
         for (int32_t j = 0; j < k; j++) {
             const size_t row = (size_t)r * (size_t)k + (size_t)j;
             o->tokens[j] = d->drafts[row];
             o->confidence[j] = d->conf[row];
-            if (d->oracle) {
-                int32_t t = d->oracle(d->oracle_user, &seqs[i], j);
-                if (t >= 0) o->tokens[j] = t;
-                continue;
+            int32_t t = d->oracle ? d->oracle(d->oracle_user, &seqs[i], j, d->drafts[row], d->conf[row]) : -1;
+            if (t >= 0) {
+                o->tokens[j] = t;
+                o->has_q = false;
             }
             const float *lp = d->lp + row * v;
             float *q = o->q + (size_t)j * v;
-            for (size_t t = 0; t < v; t++) q[t] = expf(lp[t]);
+            for (size_t x = 0; x < v; x++) q[x] = expf(lp[x]);
         }
     }
     return DI_OK;

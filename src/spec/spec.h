@@ -161,11 +161,13 @@ di_status di_spec_draft_model_create(const char *path, const di_spec_env *env, d
 di_status di_spec_dspark_create(const di_spec_env *env, di_drafter **out, di_error *err);
 
 /* Test knob of the DSpark drafter: after the real draft forward (features,
- * draft block, heads, q, confidences) draft j of seqs[i] is replaced by
- * fn(user, seq, j) when that returns a token >= 0 (q is then reported as
- * one-hot). For tests that need an always-right drafter through the real
- * dspark path. DI_ERR_INVALID_ARG when d is not the dspark drafter. */
-typedef int32_t (*di_spec_dspark_oracle)(void *user, const di_spec_seq *seq, int32_t j);
+ * draft block, heads, q, confidences) fn(user, seq, j, draft, confidence)
+ * sees draft j of each sequence and replaces it when it returns a token
+ * >= 0 (q is then reported as one-hot). For tests that need an
+ * always-right drafter through the real dspark path, or that check the
+ * drafts themselves. DI_ERR_INVALID_ARG when d is not the dspark drafter. */
+typedef int32_t (*di_spec_dspark_oracle)(void *user, const di_spec_seq *seq, int32_t j, int32_t draft,
+                                         float confidence);
 di_status di_spec_dspark_set_oracle(di_drafter *d, di_spec_dspark_oracle fn, void *user, di_error *err);
 
 /* ---- acceptance (spec/accept.c), pure functions ------------------------ */

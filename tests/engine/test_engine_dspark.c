@@ -13,8 +13,11 @@
 #include "test_util.h"
 
 #include "deepinfer.h"
+#include "model/deepseek_v41.h"
+#include "model/deepseek_v41_dspark.h"
 #include "spec/dspark.h"
 #include "spec/spec.h"
+#include "text/tokenizer.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -216,7 +219,9 @@ static uint32_t mix(uint64_t x) {
 
 /* The reference continuation of the sequence (found by its prompt), wrong
  * by one with probability 1/2 when miss_seed is set. */
-static int32_t oracle_token(void *user, const di_spec_seq *q, int32_t j) {
+static int32_t oracle_token(void *user, const di_spec_seq *q, int32_t j, int32_t draft, float conf) {
+    (void)draft;
+    (void)conf;
     const oracle_ctx *o = user;
     int32_t g = q->n_tokens - q->n_prompt;
     for (int r = 0; r < o->n_ref; r++) {
@@ -267,6 +272,98 @@ static void random_rejections_leave_the_kv_as_without_speculation(void **state) 
     assert_true(st.spec_accepted < st.spec_verified);
     di_engine_free(e);
     for (int i = 0; i < N_BATCH; i++) assert_same_trace(&ref[i], &got[i]);
+}
+
+/* ---- the drafts themselves ------------------------------------------------ */
+
+#define MAX_CALLS 64
+typedef struct draft_log {
+    int32_t n_tokens[MAX_CALLS]; /* the sequence's tokens when it drafted */
+    int32_t drafts[MAX_CALLS][K];
+    float conf[MAX_CALLS][K];
+    int32_t n;
+} draft_log;
+
+static int32_t log_drafts(void *user, const di_spec_seq *q, int32_t j, int32_t draft, float conf) {
+    draft_log *l = user;
+    if (j == 0 && l->n < MAX_CALLS) l->n_tokens[l->n++] = q->n_tokens;
+    if (l->n > 0 && j < K) {
+        l->drafts[l->n - 1][j] = draft;
+        l->conf[l->n - 1][j] = conf;
+    }
+    return -1; /* keep the real draft */
+}
+
+/* What the engine's drafter proposes at each step is what the model-level
+ * drafter (di_dsv41_dspark_draft, oracle-checked in
+ * tests/model/test_deepseek_v41_dspark.c) drafts after a plain forward of
+ * the same tokens: golden = the token just sampled, the main keys of every
+ * position before it, k drafts, bit for bit (batch-invariant kernels: the
+ * engine's prefill chunks, verify rows and rejected rows do not matter). */
+static void engine_drafts_equal_the_model_drafter_on_the_same_tokens(void **state) {
+    (void)state;
+    static trace got[1];
+    di_engine *e = open_engine((opts){.threads = 2, .spec = "dspark", .fixed_k = true});
+    di_error err;
+    static draft_log l;
+    memset(&l, 0, sizeof l);
+    assert_int_equal(di_spec_dspark_set_oracle(di_engine_drafter(e), log_drafts, &l, &err), DI_OK);
+    run_n(e, 1, 0.0f, N_GEN, got);
+    di_engine_free(e);
+    assert_true(l.n >= 3);
+    int32_t all[12 + MAX_GEN];
+    memcpy(all, PROMPTS[0], sizeof PROMPTS[0]);
+    memcpy(all + 12, got[0].tokens, sizeof(int32_t) * (size_t)got[0].n);
+
+    di_tokenizer *tok = NULL;
+    di_dsv41_model *m = NULL;
+    di_dsv41_kv *kv = NULL;
+    di_dsv41_ctx *ctx = NULL;
+    assert_int_equal(di_tok_load_json(tiny_dir(), &tok, &err), DI_OK);
+    assert_int_equal(di_dsv41_load(tiny_dir(), NULL, DI_DSV41_NUMERICS_DEEPINFER, tok, &m, &err), DI_OK);
+    assert_int_equal(di_dsv41_kv_create(m, 16, 16, &kv, &err), DI_OK);
+    assert_int_equal(di_dsv41_kv_enable_dspark(m, kv, &err), DI_OK);
+    assert_int_equal(di_dsv41_ctx_create(m, &ctx, &err), DI_OK);
+    int32_t table[16];
+    for (int i = 0; i < 16; i++) table[i] = 15 - i;
+    const int32_t *tables[1] = {table};
+    int32_t nb[1] = {16};
+    di_batch t = {.n_seq_slots = 1, .block_size = 16, .block_tables = tables, .n_blocks = nb};
+    int32_t fed = 0, checked = 0;
+    for (int32_t c = 0; c < l.n; c++) {
+        const int32_t n = l.n_tokens[c];
+        /* feed positions fed .. n-2 (the main keys the drafter reads) */
+        int32_t seq[12 + MAX_GEN], pos[12 + MAX_GEN];
+        uint8_t want[12 + MAX_GEN];
+        for (int32_t i = 0; i < n - 1 - fed; i++) {
+            seq[i] = 0;
+            pos[i] = fed + i;
+            want[i] = 0;
+        }
+        di_batch b = t;
+        b.n_rows = n - 1 - fed;
+        b.token = all + fed;
+        b.seq = seq;
+        b.pos = pos;
+        b.want_logits = want;
+        if (b.n_rows > 0 && di_dsv41_forward(ctx, kv, &b, NULL, NULL, &err)) fail_msg("forward: %s", err.msg);
+        fed = n - 1;
+        di_dsv41_draft_req q = {.seq = 0, .golden = all[n - 1], .last_pos = n - 2, .temperature = 0.0f,
+                                .top_p = 0.9f, .top_k = -1, .seed = 31, .sample_pos = n - 1};
+        int32_t k = n - 12 + K < N_GEN ? K : N_GEN - (n - 12) - 1; /* the engine's room clamp */
+        int32_t drafts[K];
+        float conf[K];
+        assert_int_equal(di_dsv41_dspark_draft(ctx, kv, &t, &q, 1, k, 1.0f, NULL, NULL, conf, drafts, NULL, &err),
+                         DI_OK);
+        assert_memory_equal(drafts, l.drafts[c], sizeof(int32_t) * (size_t)k);
+        assert_memory_equal(conf, l.conf[c], sizeof(float) * (size_t)k);
+        checked++;
+    }
+    print_message("engine drafts: %d steps of drafts equal the model-level drafter's\n", (int)checked);
+    di_dsv41_ctx_free(ctx);
+    di_dsv41_kv_free(kv);
+    di_dsv41_free(m);
+    di_tok_free(tok);
 }
 
 /* ---- the verify-length schedule ----------------------------------------- */
@@ -434,6 +531,7 @@ int main(void) {
         cmocka_unit_test(dspark_seeded_sampling_keeps_the_tokens_under_the_match_rule),
         cmocka_unit_test(always_accepting_dspark_yields_k_plus_1_tokens_per_step),
         cmocka_unit_test(random_rejections_leave_the_kv_as_without_speculation),
+        cmocka_unit_test(engine_drafts_equal_the_model_drafter_on_the_same_tokens),
         cmocka_unit_test(schedule_gives_each_sequence_the_rows_of_the_plan),
         cmocka_unit_test(cost_curve_is_measured_once_then_cached),
     };
