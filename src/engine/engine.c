@@ -1115,9 +1115,11 @@ static di_status spec_propose(di_engine *e, di_error *err) {
         e->spec_stats.spec_drafted += nd;
         for (int32_t j = 0; j < nd; j++) e->spec_stats.spec_conf_sum += d->confidence[j];
     }
-    /* the confidence schedule: how many of its drafts each one verifies */
-    if (e->vlen && (s = di_spec_vlen_plan(e->vlen, e->spec_seqs, e->spec_drafts, n, e->spec_nverify, err)))
-        return s;
+    /* the confidence schedule: how many of its drafts each one verifies;
+     * a batch the curve cannot price (more sequences than its largest
+     * measured step) verifies every draft rather than fail the step */
+    if (e->vlen && di_spec_vlen_plan(e->vlen, e->spec_seqs, e->spec_drafts, n, e->spec_nverify, NULL))
+        for (int32_t i = 0; i < n; i++) e->spec_nverify[i] = e->spec_drafts[i].n;
     for (int32_t i = 0; i < n; i++) {
         di_spec_drafts *d = &e->spec_drafts[i];
         const di_spec_seq *q = &e->spec_seqs[i];
