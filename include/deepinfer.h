@@ -152,6 +152,15 @@ typedef struct di_engine_params {
                                 * speculation), "lossless" (min(1, p/q) with
                                 * residual resampling) or "deepinfer"
                                 * (DeepInfer's near-lossless residual) */
+    bool spec_fixed_k;         /* dspark: every sequence verifies all its drafts
+                                * (false: the verify length is scheduled from
+                                * the drafts' confidences and this machine's
+                                * measured step-time curve) */
+    const char *spec_cost_cache; /* dspark schedule: directory caching the
+                                * measured curve (an hour); NULL = the user
+                                * cache dir ($XDG_CACHE_HOME or ~/.cache)/
+                                * deepinfer/dspark, "off" = measure at every
+                                * start-up, keep nothing */
     struct di_dist *dist;      /* expert + data parallel group (not owned; outlives
                                 * the engine); NULL = this process alone */
     di_ep_params ep;           /* with dist */
@@ -355,6 +364,9 @@ typedef struct di_engine_stats {
     int64_t n_image_cache_hits; /* images served from the encoded-image cache */
     int64_t image_cache_entries;
     uint64_t image_cache_bytes;
+    double spec_draft_ms;      /* time spent in the drafter (propose) */
+    double spec_conf_sum;      /* sum of the confidences of the drafts proposed */
+    int64_t spec_plan_rows;    /* verify length schedule: draft rows it chose */
 } di_engine_stats;
 
 void di_engine_get_stats(di_engine *e, di_engine_stats *out);

@@ -73,6 +73,10 @@ int di_gen_opts_specs(di_gen_opts *o, di_arg *s, int n) {
         {"--spec-k", NULL, DI_ARG_INT, &o->spec_k, 0, DI_SPEC_MAX_DRAFTS, "--spec: drafts per sequence per step (4)"},
         {"--spec-accept", NULL, DI_ARG_STR, &o->spec_accept, 0, 0,
          "--spec: greedy (output unchanged), lossless (min(1,p/q), residual resampling) or deepinfer"},
+        {"--spec-fixed-k", NULL, DI_ARG_FLAG, &o->spec_fixed_k, 0, 0,
+         "--spec dspark: verify every draft (no confidence-scheduled verify length)"},
+        {"--spec-cost-cache", NULL, DI_ARG_STR, &o->spec_cost_cache, 0, 0,
+         "--spec dspark: where the measured step-time curve is cached (default: ~/.cache/deepinfer/dspark; off)"},
         {"--ep", NULL, DI_ARG_FLAG, &o->ep, 0, 0,
          "expert + data parallel over the MPI job (run under mpirun; MoE models)"},
         {"--ep-extra-experts", NULL, DI_ARG_INT, &o->ep_extra, 0, 1 << 16, "--ep: redundant expert slots for EPLB"},
@@ -120,6 +124,8 @@ di_engine_params di_gen_engine_params(const di_gen_opts *o) {
     p.spec_k = (int32_t)o->spec_k;
     p.spec_accept = o->spec_accept;
     p.bounded_replay = (int32_t)o->bounded_replay;
+    p.spec_fixed_k = o->spec_fixed_k;
+    p.spec_cost_cache = o->spec_cost_cache;
     p.ep = (di_ep_params){.n_extra_experts = (int32_t)o->ep_extra, .eplb_interval = (int32_t)o->eplb_interval,
                           .eplb_window = (int32_t)o->eplb_window, .force_imbalance = o->ep_force_imbalance,
                           .log = o->eplb_log};

@@ -23,9 +23,10 @@ typedef struct di_gen_opts {
     int64_t cp_min_rows;
     double ep_force_imbalance, ep_timeout_s;
     /* speculative decoding */
-    const char *spec, *spec_accept;
+    const char *spec, *spec_accept, *spec_cost_cache;
     int64_t spec_k;
     int64_t bounded_replay; /* --bounded-replay[=KEEP]: 0 off, -1 the default keep */
+    bool spec_fixed_k;
 } di_gen_opts;
 
 /* Fills defaults: the default model path, greedy-ish sampling tuned for the

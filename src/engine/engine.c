@@ -21,6 +21,7 @@
 #include "sample/rng.h"
 #include "sample/sampler.h"
 #include "spec/spec.h"
+#include "spec/verify_len.h"
 #include "text/dsml.h"
 #include "text/tokenizer.h"
 #include "engine/image_cache.h"
@@ -138,6 +139,10 @@ struct di_engine {
     di_spec_outcome *spec_out;   /* (max_seqs) */
     di_engine_stats spec_stats;  /* only the spec_* fields */
     int32_t n_spec_out;          /* entries of spec_out this step */
+    di_spec_vlen *vlen;          /* confidence-scheduled verify length, NULL = off */
+    int32_t *spec_nverify;       /* (max_seqs) drafts each sequence verifies */
+    double t_propose_ms;         /* this step's drafting */
+    double t_curve_ms;           /* start-up cost-curve measurement (0: cached) */
 };
 
 static double now_ms(void) {
@@ -168,6 +173,10 @@ static void kv_flavor(const di_engine *e, int32_t block, char *buf, size_t cap) 
 static void spec_close(di_engine *e) {
     di_drafter_free(e->drafter);
     e->drafter = NULL;
+    di_spec_vlen_free(e->vlen);
+    e->vlen = NULL;
+    free(e->spec_nverify);
+    e->spec_nverify = NULL;
     free(e->spec_seqs);
     free(e->spec_drafts);
     free(e->spec_tokens);
@@ -219,8 +228,46 @@ static di_status spec_open(di_engine *e, const di_engine_params *p, di_error *er
                        .n_vocab = e->facts.n_vocab, .k_max = k, .n_ctx = e->n_ctx,
                        .max_seqs = e->params.max_seqs, .kv_tokens = e->params.kv_tokens,
                        .block_size = e->params.block_size, .kernels = p->kernels};
-    return di_spec_drafter_create(p->spec, &env, &e->drafter, err);
+    if ((s = di_spec_drafter_create(p->spec, &env, &e->drafter, err))) return s;
+    /* DSpark's drafts carry confidences: schedule the verify length from
+     * them unless told to verify every draft */
+    if (p->spec_fixed_k || strcmp(p->spec, "dspark")) return DI_OK;
+    if ((s = di_spec_vlen_create(e->params.max_seqs, k, &e->vlen, err))) return s;
+    e->spec_nverify = di_calloc((size_t)e->params.max_seqs, sizeof *e->spec_nverify);
+    if (!e->spec_nverify) return di_error_set(err, DI_ERR_NOMEM, "--spec: out of memory");
+    int64_t max_rows = (int64_t)e->params.max_seqs * (k + 1);
+    if (max_rows > e->params.max_batch_tokens) max_rows = e->params.max_batch_tokens;
+    char key[4600];
+    snprintf(key, sizeof key, "model=%s threads=%d rows=%lld ", p->model_path, (int)e->n_threads,
+             (long long)max_rows);
+    size_t used = strlen(key);
+    kv_flavor(e, e->params.block_size, key + used, sizeof key - used);
+    di_spec_vlen_probe probe = {.ctx = e->ctx, .kv = e->kv, .kv_blocks = e->params.kv_tokens / e->params.block_size,
+                                .block_size = e->params.block_size, .n_vocab = e->facts.n_vocab,
+                                .max_rows = (int32_t)max_rows, .pool = e->pool, .cache_dir = p->spec_cost_cache,
+                                .key = key};
+    return di_spec_vlen_startup(e->vlen, &probe, &e->t_curve_ms, err);
 }
+
+di_status di_engine_spec_curve(di_engine *e, di_dspark_cost_point *pts, int32_t cap, int32_t *n_out,
+                               double *measured_ms) {
+    *n_out = e && e->vlen ? di_spec_vlen_curve(e->vlen, pts, cap) : 0;
+    if (measured_ms) *measured_ms = e ? e->t_curve_ms : 0.0;
+    return DI_OK;
+}
+
+di_status di_engine_set_spec_curve(di_engine *e, const di_dspark_cost_point *pts, int32_t n, di_error *err) {
+    if (!e || !e->drafter) return di_error_set(err, DI_ERR_INVALID_ARG, "spec curve: speculation is off");
+    if (!e->vlen) {
+        di_status s = di_spec_vlen_create(e->params.max_seqs, e->spec_k, &e->vlen, err);
+        if (s) return s;
+        e->spec_nverify = di_calloc((size_t)e->params.max_seqs, sizeof *e->spec_nverify);
+        if (!e->spec_nverify) return di_error_set(err, DI_ERR_NOMEM, "spec curve: out of memory");
+    }
+    return di_spec_vlen_set_curve(e->vlen, pts, n, err);
+}
+
+di_drafter *di_engine_drafter(di_engine *e) { return e ? e->drafter : NULL; }
 
 di_status di_engine_set_drafter(di_engine *e, di_drafter *d, di_spec_accept rule, int32_t k, di_error *err) {
     spec_close(e);
@@ -1086,9 +1133,17 @@ static di_status spec_propose(di_engine *e, di_error *err) {
         int32_t room = q->max_tokens - (q->n_tokens - q->n_prompt) - 1;
         int32_t k = e->spec_k < room ? e->spec_k : room;
         if (k < 1) continue;
+        /* blocks for the positions the drafts take (a drafter's scratch,
+         * then the verify rows); fewer drafts when blocks are short */
+        int32_t covered = 0;
+        di_status s = di_scheduler_reserve(e->sched, q, q->n_tokens - 1 + k, &covered, err);
+        if (s) return s;
+        if (covered - (q->n_tokens - 1) < k) k = covered - (q->n_tokens - 1);
+        if (k < 1) continue;
         e->spec_seqs[n] = (di_spec_seq){.seq_id = q->id, .slot = q->slot, .tokens = q->tokens,
                                         .n_tokens = q->n_tokens, .n_prompt = q->n_prompt, .k_max = k,
-                                        .sampling = &r->sampling};
+                                        .sampling = &r->sampling, .blocks = q->block_table,
+                                        .n_blocks = q->n_blocks};
         e->spec_drafts[n] = (di_spec_drafts){.n = 0, .tokens = e->spec_tokens + (size_t)n * DI_SPEC_MAX_K,
                                              .has_q = false, .q = e->spec_q + (size_t)n * (size_t)e->spec_k * v,
                                              .confidence = e->spec_conf + (size_t)n * DI_SPEC_MAX_K};
@@ -1106,6 +1161,22 @@ static di_status spec_propose(di_engine *e, di_error *err) {
         int32_t nd = d->n < 0 ? 0 : d->n > q->k_max ? q->k_max : d->n;
         for (int32_t j = 0; j < nd; j++)
             if (d->tokens[j] < 0 || d->tokens[j] >= e->facts.n_vocab) nd = j;
+        for (int32_t j = 0; j < nd; j++)
+            d->confidence[j] = d->confidence[j] >= 0.0f ? (d->confidence[j] <= 1.0f ? d->confidence[j] : 1.0f) : 0.0f;
+        d->n = nd;
+        e->spec_stats.spec_drafted += nd;
+        for (int32_t j = 0; j < nd; j++) e->spec_stats.spec_conf_sum += d->confidence[j];
+    }
+    /* the confidence schedule: how many of its drafts each one verifies;
+     * a batch the curve cannot price (more sequences than its largest
+     * measured step) verifies every draft rather than fail the step */
+    if (e->vlen && di_spec_vlen_plan(e->vlen, e->spec_seqs, e->spec_drafts, n, e->spec_nverify, NULL))
+        for (int32_t i = 0; i < n; i++) e->spec_nverify[i] = e->spec_drafts[i].n;
+    for (int32_t i = 0; i < n; i++) {
+        di_spec_drafts *d = &e->spec_drafts[i];
+        const di_spec_seq *q = &e->spec_seqs[i];
+        int32_t nd = e->vlen ? e->spec_nverify[i] : d->n;
+        if (e->vlen) e->spec_stats.spec_plan_rows += nd;
         request *r = NULL;
         for (request *x = e->reqs; x; x = x->next)
             if (x->seq->id == q->seq_id) r = x;
@@ -1114,7 +1185,6 @@ static di_status spec_propose(di_engine *e, di_error *err) {
         if ((s = di_scheduler_set_drafts(e->sched, r->seq, d->tokens, nd, &n_set, err))) return s;
         d->n = n_set;
         r->spec_draft = i;
-        e->spec_stats.spec_drafted += n_set;
     }
     return DI_OK;
 }
@@ -1144,7 +1214,10 @@ di_status di_engine_step(di_engine *e, di_error *err) {
     pthread_mutex_lock(&e->mu);
     apply_cancels(e);
     di_sched_output out;
+    double t_prop = now_ms();
     di_status s = e->drafter ? spec_propose(e, err) : DI_OK;
+    e->t_propose_ms = now_ms() - t_prop;
+    e->spec_stats.spec_draft_ms += e->t_propose_ms;
     if (s) {
         pthread_mutex_unlock(&e->mu);
         return s;
@@ -1192,7 +1265,8 @@ di_status di_engine_step(di_engine *e, di_error *err) {
     }
     double t0 = now_ms();
     if (!s) s = di_model_forward(e->ctx, e->kv, &out.batch, e->logits, e->pool, err);
-    e->t_forward_ms += now_ms() - t0;
+    const double t_fwd = now_ms() - t0;
+    e->t_forward_ms += t_fwd;
 
     pthread_mutex_lock(&e->mu);
     if (s) {
@@ -1249,6 +1323,10 @@ di_status di_engine_step(di_engine *e, di_error *err) {
     /* What a client waits between tokens: forward, sampling and streaming
      * of the step, which is what the latency target bounds. */
     e->t_last_step_ms = now_ms() - t_step0;
+    /* decode steps feed the schedule's slope and sampler estimates */
+    if (e->vlen && out.n_prefill_tokens == 0 && out.n_samples > 0)
+        di_spec_vlen_observe(e->vlen, out.n_samples, out.batch.n_rows, t_fwd,
+                             e->t_last_step_ms - t_fwd + e->t_propose_ms);
     di_scheduler_observe_step(e->sched, out.n_decode_tokens, out.n_prefill_tokens, e->t_last_step_ms);
     e->n_prefill_rows += out.n_prefill_tokens;
     if (e->params.check_integrity) s = di_scheduler_check_integrity(e->sched, err);
@@ -1329,6 +1407,9 @@ void di_engine_get_stats(di_engine *e, di_engine_stats *out) {
     out->spec_verify_steps = e->spec_stats.spec_verify_steps;
     memcpy(out->spec_verified_at, e->spec_stats.spec_verified_at, sizeof out->spec_verified_at);
     memcpy(out->spec_accepted_at, e->spec_stats.spec_accepted_at, sizeof out->spec_accepted_at);
+    out->spec_draft_ms = e->spec_stats.spec_draft_ms;
+    out->spec_conf_sum = e->spec_stats.spec_conf_sum;
+    out->spec_plan_rows = e->spec_stats.spec_plan_rows;
     pthread_mutex_unlock(&e->mu);
 }
 

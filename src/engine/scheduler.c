@@ -182,6 +182,8 @@ static void running_remove(di_scheduler *s, di_seq *seq) {
     }
 }
 
+static void trim_blocks(di_scheduler *s, di_seq *seq);
+
 static int32_t free_slot(const di_scheduler *s) {
     for (int32_t i = 0; i < s->cfg.max_running; i++)
         if (!s->slot_owner[i]) return i;
@@ -546,8 +548,11 @@ di_status di_scheduler_schedule(di_scheduler *s, di_sched_output *out, di_error 
         if (q->status == DI_SEQ_RUNNING && !q->in_step && q->n_tokens - q->n_computed == 1)
             st = schedule_running(s, q, 1 + q->n_drafts, true, err);
     }
-    /* Drafts are for this schedule only. */
-    for (int32_t i = 0; i < n_snap; i++) s->snapshot[i]->n_drafts = 0;
+    /* Drafts (and blocks reserved for them) are for this schedule only. */
+    for (int32_t i = 0; i < n_snap; i++) {
+        s->snapshot[i]->n_drafts = 0;
+        if (s->snapshot[i]->status == DI_SEQ_RUNNING && !s->snapshot[i]->in_step) trim_blocks(s, s->snapshot[i]);
+    }
     /* Then running prefills (chunked), with what budget is left. */
     for (int32_t i = 0; i < n_snap && !st; i++) {
         di_seq *q = s->snapshot[i];
@@ -749,6 +754,22 @@ di_status di_scheduler_set_drafts(di_scheduler *s, di_seq *seq, const int32_t *d
     memmove(seq->tokens + seq->n_tokens, drafts, (size_t)n * sizeof *drafts);
     seq->n_drafts = n;
     if (n_set) *n_set = n;
+    return DI_OK;
+}
+
+di_status di_scheduler_reserve(di_scheduler *s, di_seq *seq, int32_t n_tokens, int32_t *n_covered,
+                               di_error *err) {
+    if (n_covered) *n_covered = 0;
+    if (!seq || seq->status != DI_SEQ_RUNNING || seq->awaiting_sample || seq->n_tokens - seq->n_computed != 1)
+        return di_error_set(err, DI_ERR_INVALID_ARG, "scheduler: reserve for seq %lld, which is not decoding",
+                            seq ? (long long)seq->id : -1LL);
+    int32_t bs = s->cfg.block_size;
+    int64_t cap = (int64_t)seq->n_blocks_cap * bs, room = ((int64_t)seq->n_blocks + blocks_available(s)) * bs;
+    int64_t want = n_tokens < cap ? n_tokens : cap;
+    if (want > room) want = room;
+    di_status st = want > (int64_t)seq->n_blocks * bs ? grow_blocks(s, seq, (int32_t)want, err) : DI_OK;
+    if (st) return st;
+    if (n_covered) *n_covered = seq->n_blocks * bs;
     return DI_OK;
 }
 

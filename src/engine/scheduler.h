@@ -239,6 +239,15 @@ di_status di_scheduler_postprocess(di_scheduler *s, di_seq *seq, int32_t token,
  * rows are given when budget or blocks are short. Drafts are for one
  * schedule only. seq must be RUNNING with every token but the last
  * computed; *n_set (may be NULL) gets the drafts kept. */
+/* Speculative decoding, before set_drafts: grows a decoding sequence's
+ * block table to cover its first n_tokens tokens, as far as free (or
+ * evictable cached) blocks allow and never by preempting; *n_covered gets
+ * the tokens the table covers afterwards. For a drafter that writes its
+ * own scratch records at the positions its drafts will take (DSpark). The
+ * blocks past what the next schedule gives the sequence are returned by
+ * that schedule (or the postprocess after it). */
+di_status di_scheduler_reserve(di_scheduler *s, di_seq *seq, int32_t n_tokens, int32_t *n_covered,
+                               di_error *err);
 #define DI_SCHED_MAX_DRAFTS 16
 di_status di_scheduler_set_drafts(di_scheduler *s, di_seq *seq, const int32_t *drafts, int32_t n,
                                   int32_t *n_set, di_error *err);

@@ -479,3 +479,11 @@ di_status di_model_forward(di_model_ctx *ctx, di_model_kv *kv, const di_batch *b
     }
     return ctx->ops->forward(ctx->impl, kv->impl, b, logits_out, pool, err);
 }
+
+const struct di_dsv41_model *di_model_as_dsv41(const di_model *m) {
+    return m && m->ops == &DSV41_OPS ? m->impl : NULL;
+}
+
+struct di_dsv41_kv *di_model_kv_as_dsv41(di_model_kv *kv) {
+    return kv && kv->ops == &DSV41_OPS ? kv->impl : NULL;
+}

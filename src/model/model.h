@@ -108,6 +108,14 @@ di_status di_model_encode_image(const di_model *m, const void *bytes, size_t n_b
  * DI_ERR_UNSUPPORTED for other architectures or a V4.1 topology it cannot
  * bound, DI_ERR_INVALID_ARG for a keep below the window. */
 di_status di_model_bounded_replay(const di_model *m, int32_t keep, int32_t *keep_out, di_error *err);
+/* The DeepSeek-V4.1 objects behind the generic handles, for model code
+ * that works beside the main forward (the DSpark drafter,
+ * spec/drafter_dspark.c); NULL when the model (or the kv's model) is not
+ * deepseek_v41. Not owned: they live as long as the handle. */
+struct di_dsv41_model;
+struct di_dsv41_kv;
+const struct di_dsv41_model *di_model_as_dsv41(const di_model *m);
+struct di_dsv41_kv *di_model_kv_as_dsv41(di_model_kv *kv);
 
 di_status di_model_forward(di_model_ctx *ctx, di_model_kv *kv, const di_batch *b,
                            float *logits_out, di_threadpool *pool, di_error *err);

@@ -35,6 +35,7 @@
 #include "base/threadpool.h"
 #include "deepinfer.h"
 #include "engine/batch.h"
+#include "spec/dspark.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -81,6 +82,11 @@ typedef struct di_spec_seq {
     int32_t n_prompt;
     int32_t k_max;         /* drafts wanted at most, 1..DI_SPEC_MAX_K */
     const di_sampling_params *sampling; /* the request's parameters */
+    /* The slot's block table (the engine's, n_blocks entries): it covers
+     * positions 0 .. n_tokens - 2 + k_max, so a drafter may write scratch
+     * records at the positions its drafts take (DSpark's draft block). */
+    const int32_t *blocks;
+    int32_t n_blocks;
 } di_spec_seq;
 
 /* What a drafter gives for one sequence. Buffers are the engine's, sized
@@ -154,6 +160,16 @@ di_status di_spec_ngram_create(const di_spec_env *env, di_drafter **out, di_erro
 di_status di_spec_draft_model_create(const char *path, const di_spec_env *env, di_drafter **out, di_error *err);
 di_status di_spec_dspark_create(const di_spec_env *env, di_drafter **out, di_error *err);
 
+/* Test knob of the DSpark drafter: after the real draft forward (features,
+ * draft block, heads, q, confidences) fn(user, seq, j, draft, confidence)
+ * sees draft j of each sequence and replaces it when it returns a token
+ * >= 0 (q is then reported as one-hot). For tests that need an
+ * always-right drafter through the real dspark path, or that check the
+ * drafts themselves. DI_ERR_INVALID_ARG when d is not the dspark drafter. */
+typedef int32_t (*di_spec_dspark_oracle)(void *user, const di_spec_seq *seq, int32_t j, int32_t draft,
+                                         float confidence);
+di_status di_spec_dspark_set_oracle(di_drafter *d, di_spec_dspark_oracle fn, void *user, di_error *err);
+
 /* ---- acceptance (spec/accept.c), pure functions ------------------------ */
 
 /* One verify row with a distribution q (has_q drafters) under LOSSLESS or
@@ -184,5 +200,16 @@ int32_t di_spec_match_prefix(const int32_t *drafts, int32_t n_drafts, const int3
  * (an oracle that always hits, random hits and misses). DI_ERR_UNSUPPORTED
  * when the model cannot roll back its KV. Call before the first submit. */
 di_status di_engine_set_drafter(di_engine *e, di_drafter *d, di_spec_accept rule, int32_t k, di_error *err);
+/* The engine's drafter (NULL when speculation is off), still owned by the
+ * engine: for tests that turn a drafter's knobs. */
+di_drafter *di_engine_drafter(di_engine *e);
+/* The verify-length schedule's cost curve (dspark without spec_fixed_k):
+ * *n_out points copied into pts (at most cap; 0 when there is no
+ * schedule), *measured_ms the start-up measurement's time (0 on a cache
+ * hit). set: replaces the curve (tests; turns the schedule on for any
+ * drafter, an empty curve makes it verify every draft). */
+di_status di_engine_spec_curve(di_engine *e, di_dspark_cost_point *pts, int32_t cap, int32_t *n_out,
+                               double *measured_ms);
+di_status di_engine_set_spec_curve(di_engine *e, const di_dspark_cost_point *pts, int32_t n, di_error *err);
 
 #endif

@@ -452,6 +452,48 @@ static void cancel_mid_decode_frees_blocks_and_others_finish(void **state) {
     h_close(&h);
 }
 
+/* Blocks reserved for a drafter's positions (di_scheduler_reserve): the
+ * table covers what was asked while blocks last, never more than the
+ * sequence may hold; a schedule that does not give the sequence those
+ * rows returns the extra blocks; the output is unchanged. */
+static void reserved_blocks_are_returned_and_output_unchanged(void **state) {
+    (void)state;
+    harness h;
+    h_open(&h, config(8, 4, 16, 2, false));
+    request a;
+    int32_t pa[5] = {3, 1, 4, 1, 5};
+    request_init(&a, pa, 5, 10);
+    h_add(&h, &a);
+    h_step(&h); /* prefill + first token */
+    di_error err;
+    di_seq *q = a.seq;
+    int32_t covered = 0, before = q->n_blocks;
+    di_scheduler_stats st0, st1;
+    di_scheduler_get_stats(h.s, &st0);
+    assert_int_equal(di_scheduler_reserve(h.s, q, q->n_tokens + 6, &covered, &err), DI_OK);
+    assert_true(covered >= q->n_tokens + 6);
+    assert_true(q->n_blocks > before);
+    /* far more than the pool: covers what the pool and the cap allow */
+    assert_int_equal(di_scheduler_reserve(h.s, q, 1000, &covered, &err), DI_OK);
+    assert_true(covered <= 8 * 4 && covered >= q->n_tokens + 6);
+    /* no drafts set: the decode step gives one row and the extra blocks go back */
+    h_step(&h);
+    di_scheduler_get_stats(h.s, &st1);
+    assert_int_equal(q->n_blocks, (q->n_tokens + 3) / 4);
+    assert_int_equal(st1.n_blocks_free, st0.n_blocks_free - (q->n_blocks - before));
+    /* not decoding: refused */
+    request b;
+    int32_t pb[3] = {2, 7, 1};
+    request_init(&b, pb, 3, 4);
+    h_add(&h, &b);
+    assert_int_equal(di_scheduler_reserve(h.s, b.seq, 8, &covered, &err), DI_ERR_INVALID_ARG);
+    h_run(&h);
+    assert_matches_reference(&a);
+    assert_matches_reference(&b);
+    h_assert_all_blocks_reclaimable(&h);
+    h_close(&h);
+}
+
 static void cancel_waiting_and_pending_sample_is_clean(void **state) {
     (void)state;
     harness h;
@@ -853,6 +895,7 @@ int main(void) {
         cmocka_unit_test(cancel_mid_prefill_frees_blocks_at_once),
         cmocka_unit_test(cancel_mid_decode_frees_blocks_and_others_finish),
         cmocka_unit_test(cancel_waiting_and_pending_sample_is_clean),
+        cmocka_unit_test(reserved_blocks_are_returned_and_output_unchanged),
         cmocka_unit_test(aborted_step_is_planned_again),
         cmocka_unit_test(request_that_never_fits_is_refused_and_others_complete),
         cmocka_unit_test(api_misuse_is_refused),
