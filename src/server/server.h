@@ -49,6 +49,10 @@ typedef struct di_server_params {
     const char *role;            /* prefill/decode split: "prefill" serves POST
                                   * /v1/kv/export, "decode" POST /v1/kv/import,
                                   * "both" (NULL) both; every role generates */
+    /* TESTS ONLY (protocol tests on tiny checkpoints): a file holding a JSON
+     * array of output texts; generation request k is forced to say text
+     * k mod n (special tokens parsed, then end of sequence). NULL = off. */
+    const char *test_scripted_output;
 } di_server_params;
 
 /* Defaults: 127.0.0.1:8080, no key, queue 256, body 1 MiB (KV import

@@ -190,7 +190,22 @@ struct di_server {
     uint64_t seed_state, id_state;
 
     srv_metrics metrics;
+
+    /* DeepSeek V4 / V4.1 checkpoints whose tokenizer has the protocol's
+     * special tokens: chats go through src/text/dsml (dsml_chat.c). */
+    bool dsml;
+    int dsml_version;           /* di_dsml_version when dsml */
+    /* --test-scripted-output: forced outputs as token ids (srv->mu for next). */
+    int32_t **scripts;          /* (n_scripts) */
+    size_t *script_lens;
+    size_t n_scripts, next_script;
 };
+
+/* dsml_chat.c: decides s->dsml from the model, loads the test scripts. */
+di_status srv_dsml_setup(di_server *s, di_error *err);
+void srv_dsml_teardown(di_server *s);
+/* The next scripted output (test mode), or false when none is set. */
+bool srv_next_script(di_server *s, const int32_t **ids, size_t *n);
 
 /* ---- HTTP (http.c) and routes (routes_openai.c, metrics.c) ------------------ */
 
