@@ -195,7 +195,10 @@ static bool copy_str(const json_t *from, json_t *to, const char *key, const char
     return true;
 }
 
-static json_t *convert_messages(const json_t *msgs, srv_reply *r) {
+/* Assistant reasoning_content follows the recipe's conversion
+ * (ReasoningContentBehavior FillEmpty): in thinking mode an assistant turn
+ * without one gets "", outside thinking mode it is dropped. */
+static json_t *convert_messages(const json_t *msgs, bool thinking, srv_reply *r) {
     if (!json_is_array(msgs) || json_array_size(msgs) == 0) {
         bad(r, "messages", "invalid_value", "'messages' must be a non-empty array.");
         return NULL;
@@ -230,7 +233,9 @@ static json_t *convert_messages(const json_t *msgs, srv_reply *r) {
         }
         json_array_append_new(out, o);
         if (!strcmp(rv, "assistant")) {
-            if (!copy_str(m, o, "reasoning_content", param, r)) goto fail;
+            if (thinking && !copy_str(m, o, "reasoning_content", param, r)) goto fail;
+            if (thinking && !json_object_get(o, "reasoning_content"))
+                json_object_set_new(o, "reasoning_content", json_string(""));
             json_t *calls = json_object_get(m, "tool_calls");
             if (calls && !json_is_null(calls)) json_object_set(o, "tool_calls", calls);
             json_t *prefix = json_object_get(m, "prefix");
@@ -379,6 +384,20 @@ static bool read_tool_choice(const json_t *root, const char **choice, const char
     return false;
 }
 
+/* OpenAI's and the recipe's rule for json_object: some message says "json"
+ * (any case), so the model is asked for JSON, not only constrained to it. */
+static bool mentions_json(const json_t *conv) {
+    size_t i;
+    json_t *m;
+    json_array_foreach(json_object_get(conv, "messages"), i, m) {
+        const char *c = json_string_value(json_object_get(m, "content"));
+        for (const char *p = c; p && *p; p++)
+            if ((p[0] | 0x20) == 'j' && (p[1] | 0x20) == 's' && (p[2] | 0x20) == 'o' && (p[3] | 0x20) == 'n')
+                return true;
+    }
+    return false;
+}
+
 bool srv_dsml_chat_conv(const json_t *root, di_dsml_version v, di_dsml_conv **conv, srv_dsml_opts *o,
                         srv_reply *r) {
     (void)v;
@@ -393,7 +412,7 @@ bool srv_dsml_chat_conv(const json_t *root, di_dsml_version v, di_dsml_conv **co
         bad(r, "parallel_tool_calls", "invalid_type", "'parallel_tool_calls' must be a boolean.");
         return false;
     }
-    json_t *msgs = convert_messages(json_object_get(root, "messages"), r);
+    json_t *msgs = convert_messages(json_object_get(root, "messages"), thinking, r);
     if (!msgs) return false;
     json_t *tools = convert_tools(json_object_get(root, "tools"), named, r);
     if (!tools) {
@@ -420,6 +439,13 @@ bool srv_dsml_chat_conv(const json_t *root, di_dsml_version v, di_dsml_conv **co
     if (thinking) json_object_set_new(cj, "reasoning_effort", json_string(effort));
     json_t *rf = json_object_get(root, "response_format");
     if (rf && !json_is_null(rf)) json_object_set(cj, "response_format", rf);
+    json_t *rft = json_object_get(rf, "type");
+    if (json_is_string(rft) && !strcmp(json_string_value(rft), "json_object") && !mentions_json(cj)) {
+        json_decref(cj);
+        bad(r, "response_format", "invalid_value",
+            "Prompt must contain the word 'json' in some form to use 'response_format' of type 'json_object'.");
+        return false;
+    }
     di_error err;
     di_status st = di_dsml_conv_from_json(cj, conv, &err);
     json_decref(cj);
@@ -472,6 +498,11 @@ bool srv_dsml_chat_prompt(di_server *s, const json_t *root, srv_dsml_opts *o, in
 
 struct srv_dsml_out {
     di_dsml_parser *p;
+    di_dsml_version version;
+    char tail[64];           /* the end of the output pushed so far */
+    size_t tail_len;
+    char held[64], prev_held[64]; /* what the last / the one before may hold back */
+    size_t held_len, prev_held_len;
     bool thinking;
     size_t sent_reasoning, sent_content;
     size_t n_calls_sent;
@@ -491,6 +522,7 @@ srv_dsml_out *srv_dsml_out_new(di_server *s, const srv_dsml_opts *o) {
         return NULL;
     }
     d->thinking = o->thinking;
+    d->version = o->version;
     d->srv = s;
     return d;
 }
@@ -503,11 +535,71 @@ void srv_dsml_out_free(srv_dsml_out *d) {
     free(d);
 }
 
+/* The markers the parser holds text back for (a piece ending in a prefix
+ * of one is not shown until the next piece decides it). Returns how many
+ * bytes at the end of d->tail may be held. */
+static size_t held_suffix(const srv_dsml_out *d) {
+    static const char *const V4[] = {"</think>", "\n\n<\xef\xbd\x9c" "DSML\xef\xbd\x9ctool_calls>",
+                                     "<\xef\xbd\x9c" "DSML\xef\xbd\x9ctool_calls>"};
+    static const char *const V41[] = {"</think>", "\n\n<\xef\xbd\x9c" "DSML\xef\xbd\x9c calls>",
+                                      "<\xef\xbd\x9c" "DSML\xef\xbd\x9c calls>"};
+    const char *const *m = d->version == DI_DSML_V4 ? V4 : V41;
+    size_t best = 0;
+    for (size_t k = 0; k < 3; k++) {
+        size_t ml = strlen(m[k]);
+        for (size_t len = d->tail_len < ml - 1 ? d->tail_len : ml - 1; len > best; len--)
+            if (!memcmp(d->tail + d->tail_len - len, m[k], len)) {
+                best = len;
+                break;
+            }
+    }
+    return best;
+}
+
 bool srv_dsml_out_push(srv_dsml_out *d, const char *text, size_t n, bool final) {
     di_error err;
     if (n && di_dsml_parser_push(d->p, text, n, &err)) return false;
+    if (n) {
+        /* What the parser holds back of this piece comes out with the next
+         * one, as a delta of its own (the recipe's chunks): remember it. */
+        d->prev_held_len = d->held_len;
+        memcpy(d->prev_held, d->held, d->held_len);
+        const size_t cap = sizeof d->tail - 1;
+        if (n >= cap) {
+            memcpy(d->tail, text + n - cap, cap);
+            d->tail_len = cap;
+        } else {
+            size_t keep = d->tail_len + n > cap ? cap - n : d->tail_len;
+            memmove(d->tail, d->tail + d->tail_len - keep, keep);
+            memcpy(d->tail + keep, text, n);
+            d->tail_len = keep + n;
+        }
+        d->held_len = held_suffix(d);
+        memcpy(d->held, d->tail + d->tail_len - d->held_len, d->held_len);
+    }
     if (final && di_dsml_parser_finish(d->p, &err)) return false;
     return true;
+}
+
+/* Text s[0..n) as deltas: the bytes the previous piece held back first
+ * (when the text starts with them), then the rest. */
+static void text_deltas(srv_dsml_out *d, json_t *arr, bool reasoning, const char *s, size_t n) {
+    size_t cut = d->prev_held_len && d->prev_held_len < n && !memcmp(s, d->prev_held, d->prev_held_len)
+                     ? d->prev_held_len : 0;
+    for (int part = 0; part < 2; part++) {
+        const char *p = part ? s + cut : s;
+        size_t len = part ? n - cut : cut;
+        if (!len) continue;
+        json_t *o;
+        if (reasoning) {
+            o = json_pack("{s:n, s:o}", "content", "reasoning_content", srv_json_string(p, len));
+        } else {
+            o = json_pack("{s:o}", "content", srv_json_string(p, len));
+            if (d->thinking) json_object_set_new(o, "reasoning_content", json_null());
+        }
+        json_array_append_new(arr, o);
+    }
+    d->prev_held_len = 0;
 }
 
 static bool grow_calls(srv_dsml_out *d, size_t n) {
@@ -543,18 +635,14 @@ json_t *srv_dsml_out_deltas(srv_dsml_out *d) {
     const di_dsml_message *m = di_dsml_parser_message(d->p);
     json_t *arr = json_array();
     if (m->reasoning && m->reasoning_len > d->sent_reasoning) {
-        json_array_append_new(arr, json_pack("{s:n, s:o}", "content", "reasoning_content",
-                                             srv_json_string(m->reasoning + d->sent_reasoning,
-                                                             m->reasoning_len - d->sent_reasoning)));
+        text_deltas(d, arr, true, m->reasoning + d->sent_reasoning, m->reasoning_len - d->sent_reasoning);
         d->sent_reasoning = m->reasoning_len;
     }
     if (m->content_len > d->sent_content) {
-        json_t *o = json_pack("{s:o}", "content",
-                              srv_json_string(m->content + d->sent_content, m->content_len - d->sent_content));
-        if (d->thinking) json_object_set_new(o, "reasoning_content", json_null());
-        json_array_append_new(arr, o);
+        text_deltas(d, arr, false, m->content + d->sent_content, m->content_len - d->sent_content);
         d->sent_content = m->content_len;
     }
+    d->prev_held_len = 0;
     for (size_t i = 0; i < m->n_calls; i++) {
         const di_dsml_out_call *c = &m->calls[i];
         if (i >= d->n_calls_sent) {
