@@ -89,8 +89,8 @@ int di_cmd_serve(int argc, char **argv) {
     specs[n++] = (di_arg){"--role", NULL, DI_ARG_STR, &role, 0, 0,
                           "prefill/decode split: prefill (serves /v1/kv/export), decode (/v1/kv/import) or both"};
     specs[n++] = (di_arg){"--test-scripted-output", NULL, DI_ARG_STR, &scripted, 0, 0,
-                          "TESTS ONLY: a JSON array of output texts; request k generates text k mod n "
-                          "(special tokens parsed) instead of sampling"};
+                          "TESTS ONLY: FILE is a JSON array of output texts or {\"when\", \"say\"} "
+                          "entries the generated tokens are forced to (README: tools and reasoning)"};
     specs[n++] = (di_arg){"-v", "--verbose", DI_ARG_FLAG, &verbose, 0, 0, "log each request"};
     const char *pos[1];
     int npos = 0;

@@ -716,13 +716,25 @@ static di_status load_scripts(di_server *s, const char *path, di_error *err) {
     if (!st && (!(s->scripts = di_calloc(n, sizeof *s->scripts)) ||
                 !(s->script_lens = di_calloc(n, sizeof *s->script_lens))))
         st = di_error_set(err, DI_ERR_NOMEM, "--test-scripted-output: out of memory");
+    if (!st && !(s->script_when = di_calloc(n, sizeof *s->script_when)))
+        st = di_error_set(err, DI_ERR_NOMEM, "--test-scripted-output: out of memory");
     for (size_t i = 0; !st && i < n; i++) {
-        json_t *t = json_array_get(root, i);
-        if (!json_is_string(t)) {
-            st = di_error_set(err, DI_ERR_FORMAT, "--test-scripted-output %s: entry %zu is not a string", path, i);
+        json_t *e = json_array_get(root, i), *t = e, *when = NULL;
+        if (json_is_object(e)) {
+            t = json_object_get(e, "say");
+            when = json_object_get(e, "when");
+        }
+        if (!json_is_string(t) || (when && !json_is_string(when))) {
+            st = di_error_set(err, DI_ERR_FORMAT,
+                              "--test-scripted-output %s: entry %zu is neither a string nor {\"when\", \"say\"}",
+                              path, i);
             break;
         }
         s->n_scripts = i + 1;
+        if (when && !(s->script_when[i] = strdup(json_string_value(when)))) {
+            st = di_error_set(err, DI_ERR_NOMEM, "--test-scripted-output: out of memory");
+            break;
+        }
         st = di_engine_tokenize(s->engine, json_string_value(t), false, true, &s->scripts[i], &s->script_lens[i], err);
     }
     json_decref(root);
@@ -745,17 +757,33 @@ di_status srv_dsml_setup(di_server *s, di_error *err) {
 }
 
 void srv_dsml_teardown(di_server *s) {
-    for (size_t i = 0; i < s->n_scripts; i++) free(s->scripts[i]);
+    for (size_t i = 0; i < s->n_scripts; i++) {
+        free(s->scripts[i]);
+        if (s->script_when) free(s->script_when[i]);
+    }
+    free(s->script_when);
     free(s->scripts);
     free(s->script_lens);
     s->scripts = NULL;
     s->n_scripts = 0;
 }
 
-bool srv_next_script(di_server *s, const int32_t **ids, size_t *n) {
+bool srv_next_script(di_server *s, const char *hint, const int32_t **ids, size_t *n) {
     if (!s->n_scripts) return false;
+    /* the first {"when"} entry the request's last text contains, else the
+     * plain entries in turn */
+    for (size_t i = 0; hint && i < s->n_scripts; i++)
+        if (s->script_when[i] && strstr(hint, s->script_when[i])) {
+            *ids = s->scripts[i];
+            *n = s->script_lens[i];
+            return true;
+        }
     pthread_mutex_lock(&s->mu);
-    size_t k = s->next_script++ % s->n_scripts;
+    size_t k = 0;
+    for (size_t tries = 0; tries < s->n_scripts; tries++) {
+        k = s->next_script++ % s->n_scripts;
+        if (!s->script_when[k]) break;
+    }
     pthread_mutex_unlock(&s->mu);
     *ids = s->scripts[k];
     *n = s->script_lens[k];

@@ -1122,6 +1122,15 @@ static route_state *route_state_new(di_server *s, const gen_req *g, size_t n_cho
     return rs;
 }
 
+/* Test mode: the text that picks a scripted output (the last message's
+ * string content, or a string prompt). */
+static const char *script_hint(json_t *root) {
+    json_t *msgs = json_object_get(root, "messages");
+    json_t *last = json_array_get(msgs, json_array_size(msgs) ? json_array_size(msgs) - 1 : 0);
+    const char *h = json_string_value(json_object_get(last, "content"));
+    return h ? h : json_string_value(json_object_get(root, "prompt"));
+}
+
 static void generate(di_server *s, const srv_http_req *q, srv_reply *r, req_kind kind) {
     json_t *root = parse_body(q, r);
     if (!root) return;
@@ -1198,7 +1207,7 @@ static void generate(di_server *s, const srv_http_req *q, srv_reply *r, req_kind
         dr.render_special = g.dsml;
         const int32_t *forced;
         size_t n_forced;
-        if (srv_next_script(s, &forced, &n_forced)) {
+        if (srv_next_script(s, script_hint(root), &forced, &n_forced)) {
             dr.forced_tokens = forced;
             dr.n_forced_tokens = n_forced;
         }

@@ -50,8 +50,10 @@ typedef struct di_server_params {
                                   * /v1/kv/export, "decode" POST /v1/kv/import,
                                   * "both" (NULL) both; every role generates */
     /* TESTS ONLY (protocol tests on tiny checkpoints): a file holding a JSON
-     * array of output texts; generation request k is forced to say text
-     * k mod n (special tokens parsed, then end of sequence). NULL = off. */
+     * array of output texts or {"when": S, "say": T} entries; a generation
+     * request whose last message (or prompt) contains S says T, the others
+     * say the plain texts in turn (special tokens parsed, then end of
+     * sequence). NULL = off. */
     const char *test_scripted_output;
 } di_server_params;
 

@@ -197,6 +197,7 @@ struct di_server {
     int dsml_version;           /* di_dsml_version when dsml */
     /* --test-scripted-output: forced outputs as token ids (srv->mu for next). */
     int32_t **scripts;          /* (n_scripts) */
+    char **script_when;         /* (n_scripts) NULL or the text that picks the entry */
     size_t *script_lens;
     size_t n_scripts, next_script;
 };
@@ -204,8 +205,9 @@ struct di_server {
 /* dsml_chat.c: decides s->dsml from the model, loads the test scripts. */
 di_status srv_dsml_setup(di_server *s, di_error *err);
 void srv_dsml_teardown(di_server *s);
-/* The next scripted output (test mode), or false when none is set. */
-bool srv_next_script(di_server *s, const int32_t **ids, size_t *n);
+/* The scripted output for a request whose last message / prompt text is
+ * hint (may be NULL) in test mode, or false when none is set. */
+bool srv_next_script(di_server *s, const char *hint, const int32_t **ids, size_t *n);
 
 /* ---- HTTP (http.c) and routes (routes_openai.c, metrics.c) ------------------ */
 
