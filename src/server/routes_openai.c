@@ -16,6 +16,7 @@
  * request draws a fresh one (OpenAI's behaviour). */
 #include "server/server_internal.h"
 #include "server/dsml_chat.h"
+#include "server/routes_protocols.h"
 
 #include "base/alloc.h"
 #include "vision/image.h"
@@ -61,6 +62,7 @@ typedef struct gen_req {
     di_image_input images[DI_IMAGE_DEFAULT_MAX_IMAGES]; /* image_url parts, data owned */
     size_t n_images;
     bool dsml;                 /* a DeepSeek conversation (dsml_chat.c) */
+    srv_proto_kind proto;      /* Responses / Messages body (routes_protocols.c) */
     srv_dsml_opts dsml_opts;
 } gen_req;
 
@@ -81,6 +83,9 @@ typedef struct route_state {
     size_t n_final;
     bool *sent_role;           /* (n_choices) chat stream: role chunk sent */
     srv_dsml_out **dsml;       /* (n_choices) DeepSeek output parsers, or NULL */
+    srv_proto_kind proto;      /* Responses / Messages shapes (one choice) */
+    srv_proto_stream *ps;      /* their stream state */
+    bool proto_begun;
     size_t *text_offset;       /* (n_choices) completions logprobs text_offset */
     bool failed;               /* a choice ended in error */
     bool cancelled;            /* a choice was cancelled (shutdown) */
@@ -92,6 +97,7 @@ static void route_state_free(void *p) {
     if (!rs) return;
     for (size_t i = 0; rs->dsml && i < rs->n_choices; i++) srv_dsml_out_free(rs->dsml[i]);
     free(rs->dsml);
+    srv_proto_stream_free(rs->ps);
     free(rs->sent_role);
     free(rs->text_offset);
     free(rs);
@@ -946,8 +952,43 @@ static json_t *dsml_last_delta(route_state *rs, size_t i) {
     return o;
 }
 
+/* Responses / Messages stream: events from the output parser's deltas. */
+static bool sse_proto(srv_job *j, srv_buf *out) {
+    route_state *rs = j->route;
+    if (!rs->proto_begun) {
+        srv_proto_begin(rs->ps, out, rs->prompt_tokens);
+        rs->proto_begun = true;
+    }
+    srv_taken t;
+    srv_job_take(j, 0, &t);
+    bool final = t.finished && t.finish != DI_FINISH_REASON_ERROR;
+    if (srv_dsml_out_push(rs->dsml[0], t.text, t.text_len, final)) {
+        json_t *deltas = srv_dsml_out_deltas(rs->dsml[0]);
+        srv_proto_deltas(rs->ps, out, deltas);
+        json_decref(deltas);
+    }
+    if (t.finished) {
+        account_final(rs, &t, 0);
+        if (t.finish == DI_FINISH_REASON_ERROR) {
+            json_t *e = rs->proto == SRV_PROTO_MESSAGES
+                            ? json_pack("{s:s, s:{s:s, s:s}}", "type", "error", "error", "type", "api_error", "message", rs->error)
+                            : json_pack("{s:s, s:s, s:s}", "type", "error", "code", "generation_failed", "message", rs->error);
+            char *es = e ? json_dumps(e, JSON_COMPACT) : NULL;
+            if (es) srv_buf_printf(out, "event: error\ndata: %s\n\n", es);
+            free(es);
+            json_decref(e);
+        } else {
+            srv_proto_end(rs->ps, out, dsml_finish(rs, 0, t.finish), rs->prompt_tokens, rs->completion_tokens,
+                          rs->cached_tokens);
+        }
+    }
+    srv_taken_free(&t);
+    return rs->n_final == j->n_choices;
+}
+
 static bool sse_produce(srv_job *j, srv_buf *out) {
     route_state *rs = j->route;
+    if (rs->proto) return sse_proto(j, out);
     for (size_t i = 0; i < j->n_choices; i++) {
         if (rs->kind == KIND_CHAT && !rs->sent_role[i]) {
             json_t *delta = json_pack("{s:s, s:s}", "role", "assistant", "content", "");
@@ -991,9 +1032,35 @@ static bool sse_produce(srv_job *j, srv_buf *out) {
     return true;
 }
 
+/* Responses / Messages: the whole answer of the one choice. */
+static void build_proto_response(srv_job *j, srv_reply *r) {
+    route_state *rs = j->route;
+    srv_taken t;
+    srv_job_take(j, 0, &t);
+    if (t.finished) account_final(rs, &t, 0);
+    srv_dsml_out_push(rs->dsml[0], t.text, t.text_len, true);
+    json_t *msg = srv_dsml_out_message(rs->dsml[0]);
+    const char *fin = dsml_finish(rs, 0, t.finish);
+    srv_taken_free(&t);
+    if (rs->failed || rs->cancelled || !fin) {
+        json_decref(msg);
+        if (rs->cancelled) srv_reply_error(r, 503, "server_error", NULL, "shutting_down", "The server is shutting down.");
+        else srv_reply_error(r, 500, "server_error", NULL, NULL, "Generation failed: %s", rs->error);
+        return;
+    }
+    r->status = 200;
+    r->json = srv_proto_answer(rs->proto, rs->id, rs->model, rs->created, msg, fin, rs->prompt_tokens,
+                               rs->completion_tokens, rs->cached_tokens);
+    json_decref(msg);
+}
+
 /* The whole answer, once every choice is done. */
 static void build_response(srv_job *j, srv_reply *r) {
     route_state *rs = j->route;
+    if (rs->proto) {
+        build_proto_response(j, r);
+        return;
+    }
     json_t *choices = json_array();
     for (size_t i = 0; i < j->n_choices; i++) {
         srv_taken t;
@@ -1111,6 +1178,14 @@ static route_state *route_state_new(di_server *s, const gen_req *g, size_t n_cho
     srv_request_id(s, rid);
     snprintf(rs->id, sizeof rs->id, "%s-%s", g->kind == KIND_CHAT ? "chatcmpl" : "cmpl", rid);
     rs->created = (int64_t)time(NULL);
+    rs->proto = g->proto;
+    if (g->proto) {
+        snprintf(rs->id, sizeof rs->id, "%s_%s", g->proto == SRV_PROTO_RESPONSES ? "resp" : "msg", rid);
+        if (!(rs->ps = srv_proto_stream_new(g->proto, rs->id, s->model_name, rs->created))) {
+            route_state_free(rs);
+            return NULL;
+        }
+    }
     rs->model = s->model_name;
     rs->engine = s->engine;
     rs->include_usage = g->include_usage;
@@ -1131,12 +1206,27 @@ static const char *script_hint(json_t *root) {
     return h ? h : json_string_value(json_object_get(root, "prompt"));
 }
 
-static void generate(di_server *s, const srv_http_req *q, srv_reply *r, req_kind kind) {
+static void generate(di_server *s, const srv_http_req *q, srv_reply *r, req_kind kind, srv_proto_kind proto) {
     json_t *root = parse_body(q, r);
     if (!root) return;
     gen_req g;
     memset(&g, 0, sizeof g);
     srv_job *j = NULL;
+    if (proto) {
+        /* Responses / Messages: the same path as a chat, from the body
+         * converted to the Chat Completions shape */
+        json_t *chat = NULL;
+        if (!s->dsml)
+            srv_reply_error(r, 400, "invalid_request_error", NULL, "unsupported_model",
+                            "%s is served for DeepSeek V4 / V4.1 checkpoints only; use /v1/chat/completions.",
+                            proto == SRV_PROTO_RESPONSES ? "/v1/responses" : "/v1/messages");
+        else if (proto == SRV_PROTO_RESPONSES) chat = srv_responses_to_chat(root, r);
+        else chat = srv_messages_to_chat(root, (di_dsml_version)s->dsml_version, r);
+        json_decref(root);
+        if (!chat) return;
+        root = chat;
+        g.proto = proto;
+    }
     if (!parse_gen(s, root, kind, &g, r) || !check_context(s, &g, r)) goto out;
     size_t n_choices = g.n_prompts * (size_t)g.n;
     if (n_choices > (size_t)s->p.max_n) {
@@ -1242,11 +1332,19 @@ out:
 }
 
 void srv_route_chat(di_server *s, const srv_http_req *q, srv_reply *r) {
-    generate(s, q, r, KIND_CHAT);
+    generate(s, q, r, KIND_CHAT, SRV_PROTO_NONE);
+}
+
+void srv_route_responses(di_server *s, const srv_http_req *q, srv_reply *r) {
+    generate(s, q, r, KIND_CHAT, SRV_PROTO_RESPONSES);
+}
+
+void srv_route_messages(di_server *s, const srv_http_req *q, srv_reply *r) {
+    generate(s, q, r, KIND_CHAT, SRV_PROTO_MESSAGES);
 }
 
 void srv_route_completions(di_server *s, const srv_http_req *q, srv_reply *r) {
-    generate(s, q, r, KIND_COMPLETION);
+    generate(s, q, r, KIND_COMPLETION, SRV_PROTO_NONE);
 }
 
 /* ---- models, tokenize, detokenize ------------------------------------------------------ */

@@ -53,7 +53,7 @@ typedef struct srv_hist {
 } srv_hist;
 
 /* HTTP status classes counted per route. */
-enum { SRV_ROUTE_CHAT, SRV_ROUTE_COMPLETIONS, SRV_ROUTE_MODELS, SRV_ROUTE_HEALTH,
+enum { SRV_ROUTE_CHAT, SRV_ROUTE_COMPLETIONS, SRV_ROUTE_RESPONSES, SRV_ROUTE_MESSAGES, SRV_ROUTE_MODELS, SRV_ROUTE_HEALTH,
        SRV_ROUTE_METRICS, SRV_ROUTE_TOKENIZE, SRV_ROUTE_DETOKENIZE, SRV_ROUTE_KV_EXPORT,
        SRV_ROUTE_KV_IMPORT, SRV_ROUTE_OTHER,
        SRV_N_ROUTES };
@@ -244,6 +244,9 @@ void srv_reply_error(srv_reply *r, unsigned status, const char *type, const char
 
 void srv_route_chat(di_server *s, const srv_http_req *q, srv_reply *r);
 void srv_route_completions(di_server *s, const srv_http_req *q, srv_reply *r);
+/* OpenAI Responses and Anthropic Messages (DeepSeek checkpoints). */
+void srv_route_responses(di_server *s, const srv_http_req *q, srv_reply *r);
+void srv_route_messages(di_server *s, const srv_http_req *q, srv_reply *r);
 void srv_route_models(di_server *s, const srv_http_req *q, srv_reply *r);
 void srv_route_tokenize(di_server *s, const srv_http_req *q, srv_reply *r);
 /* The one prompt of a chat ("messages") or completions ("prompt") body as

@@ -39,16 +39,6 @@ SCRIPT = [
 ]
 
 
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    script = tmp_path_factory.mktemp("script") / "outputs.json"
-    script.write_text(json.dumps(SCRIPT, ensure_ascii=False), encoding="utf-8")
-    srv = Server("-c", "4096", "--kv-tokens", "16384", "--max-body-bytes", str(BODY_LIMIT),
-                 "--test-scripted-output", str(script), model=str(TINY))
-    yield srv
-    assert srv.stop() == 0, "".join(srv.log[-40:])
-
-
 def chat(client, **kw):
     return client.chat.completions.create(model="tiny_dsml", max_tokens=200, temperature=0, **kw)
 
@@ -78,7 +68,7 @@ def test_tool_call_round_trip(tiny):
 
 def test_tool_call_streamed(tiny):
     c = tiny.client()
-    stream = chat(c, messages=[{"role": "user", "content": "Weather in Paris?"}], tools=[WEATHER], stream=True,
+    stream = chat(c, messages=[{"role": "user", "content": "Weather in Paris?"}], tools=[WEATHER, NOW], stream=True,
                   stream_options={"include_usage": True})
     reasoning, content, calls, finish, usage = "", "", {}, None, None
     for chunk in stream:
