@@ -15,6 +15,13 @@ chunk per piece (pieces: fixed-seed random splits), and the chunks'
 deltas and ChatCompletionResponse.accumulate's message are recorded
 (tool-call ids are random per call and left out).
 
+The same for the Responses and Messages endpoints
+(src/server/routes_protocols.c): ResponsesRequest / MessagesRequest bodies
+-> convert -> encode ids (or the refusal), and outputs in pieces through
+their chunk generators -> the event sequence, recorded as (type, delta
+text) per event (ids, timestamps and the response objects' other fields
+left out), and the accumulated answer's items / blocks.
+
 Writes tests/data/golden/dsml/server_chat.json; checked by
 tests/server/test_dsml_chat.c.
 
@@ -118,6 +125,107 @@ KNOWN = {
                         "(and the newlines before it) for the next piece, as a possible '</think>'",
 }
 
+RESP_TOOL = {"type": "function", "name": "get_weather", "description": "Weather of a city.",
+             "parameters": WEATHER["function"]["parameters"]}
+MSG_TOOL = {"name": "get_weather", "description": "Weather of a city.", "input_schema": WEATHER["function"]["parameters"]}
+# (endpoint, name, body without "model")
+PROTO_REQUESTS = [
+    ("responses", "resp_plain", {"input": "What is the weather in Paris?"}),
+    ("responses", "resp_instructions", {"input": "Hi", "instructions": "Be brief.", "reasoning": {"effort": "low"}}),
+    ("responses", "resp_no_thinking", {"input": "Hi", "reasoning": {"effort": "none"}}),
+    ("responses", "resp_items", {"tools": [RESP_TOOL], "input": [
+        {"role": "user", "content": "What is the weather in Paris?"},
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "a"},
+                                                        {"type": "input_text", "text": "b"}]},
+        {"type": "reasoning", "id": "r1", "summary": [], "content": [{"type": "reasoning_text", "text": "Need it."}]},
+        {"type": "function_call", "call_id": "c1", "name": "get_weather", "arguments": "{\"city\": \"Paris\"}"},
+        {"type": "function_call_output", "call_id": "c1", "output": "21"}]}),
+    ("responses", "resp_named", {"input": "Hi", "reasoning": {"effort": "none"}, "tools": [RESP_TOOL],
+                                 "tool_choice": {"type": "function", "name": "get_weather"}}),
+    ("responses", "resp_bad_item", {"input": [{"type": "computer_call", "id": "x"}]}),
+    ("responses", "resp_bad_part", {"input": [{"role": "user", "content": [{"type": "input_audio"}]}]}),
+    ("messages", "msg_plain", {"max_tokens": 50, "system": "Be brief.", "messages": [{"role": "user", "content": "Hi"}]}),
+    ("messages", "msg_blocks", {"max_tokens": 50, "system": [{"type": "text", "text": "A"}, {"type": "text", "text": "B"}],
+                                "messages": [{"role": "user", "content": [{"type": "text", "text": "x"},
+                                                                          {"type": "text", "text": "y"}]}]}),
+    ("messages", "msg_thinking_off", {"max_tokens": 50, "thinking": {"type": "disabled"},
+                                      "messages": [{"role": "user", "content": "Hi"}]}),
+    ("messages", "msg_tools", {"max_tokens": 50, "tools": [MSG_TOOL], "tool_choice": {"type": "any"}, "messages": [
+        {"role": "user", "content": "What is the weather in Paris?"},
+        {"role": "assistant", "content": [{"type": "thinking", "thinking": "Need it.", "signature": "s"},
+                                          {"type": "text", "text": "ok"},
+                                          {"type": "tool_use", "id": "t1", "name": "get_weather", "input": {"city": "Paris"}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "21"},
+                                     {"type": "text", "text": "more"}]}]}),
+    ("messages", "msg_tool_named", {"max_tokens": 50, "thinking": {"type": "disabled"}, "tools": [MSG_TOOL],
+                                    "tool_choice": {"type": "tool", "name": "get_weather"},
+                                    "messages": [{"role": "user", "content": "Hi"}]}),
+    ("messages", "msg_bad_block", {"max_tokens": 50, "messages": [{"role": "user", "content": [{"type": "audio"}]}]}),
+]
+# (endpoint, name, request, output with V4's DSML words)
+PROTO_OUTPUTS = [
+    ("responses", "resp_answer", "resp_plain", "Let me see.</think>It is sunny."),
+    ("responses", "resp_calls", "resp_items", "I need the tool.</think>Checking.\n\n" + CALL_V4),
+    ("messages", "msg_answer", "msg_plain", "Let me see.</think>It is sunny."),
+    ("messages", "msg_calls", "msg_tools", "I need the tool.</think>Checking.\n\n" + CALL_V4),
+    ("messages", "msg_no_thinking", "msg_thinking_off", "Just text."),
+]
+PROTO = {"responses": dr.ResponsesRequest, "messages": dr.MessagesRequest}
+# Bodies the recipe accepts that the server refuses on purpose (the test
+# expects a 400 and says why).
+KNOWN_PROTO = {
+    "resp_bad_item": "the recipe drops input items of unknown types; the server refuses them (400 naming the type)",
+}
+
+
+def proto_body(key, endpoint, name):
+    body = {"model": MODELS[key]}
+    body.update({n: b for e, n, b in PROTO_REQUESTS}[name])
+    return body
+
+
+def proto_encode(key, endpoint, name, tok):
+    try:
+        req = PROTO[endpoint](proto_body(key, endpoint, name)).convert(dr.ConversionOptions())
+    except Exception as e:
+        return {"error": str(e)}
+    enc = (dr.DeepseekV4Encoding() if key == "v4" else dr.DeepseekV41Encoding()).with_tokenizer(tok)
+    return {"ids": enc.encode(req.conversation), "prompt": enc.render_conversation(req.conversation).prompt}
+
+
+def simple_event(ev):
+    """(type, the event's delta text) of one Responses / Messages event."""
+    d = ev.get("delta")
+    if isinstance(d, dict):
+        d = d.get("text", d.get("thinking", d.get("partial_json")))
+    out = {"type": ev["type"]}
+    if isinstance(d, str):
+        out["delta"] = d
+    if ev["type"] == "content_block_start":
+        out["block"] = ev["content_block"]["type"]
+    if ev["type"] == "response.output_item.added":
+        out["item"] = ev["item"]["type"]
+    return out
+
+
+def proto_stream(key, endpoint, name, text, cuts):
+    body = proto_body(key, endpoint, name)
+    body["stream"] = True
+    R = PROTO[endpoint]
+    req = R(body).convert(dr.ConversionOptions())
+    gen = R.chunk_generator(req, "id", MODELS[key])
+    sp = dr.StreamProcessor(gen, req.parsing_options)
+    out = sp.push(dr.InferenceChunk.ready(prompt_usage=dr.PromptUsage(prompt_tokens=1)))
+    last = 0
+    for c in list(cuts) + [len(text)]:
+        if c > last:
+            out += sp.push(dr.InferenceChunk.text(text[last:c], 1))
+        last = c
+    out += sp.push(dr.InferenceChunk.finish(dr.InferenceFinishReason.Stop))
+    out += sp.finish()
+    events = [simple_event(json.loads(o.to_json())) for o in out]
+    return {"events": events}
+
 
 def variant(text, key):
     if key == "v4":
@@ -194,10 +302,27 @@ def main():
                 if name in KNOWN:
                     case["known_difference"] = KNOWN[name]
                 outputs.append(case)
+    protos, proto_outputs = [], []
+    for key in ("v4", "v41"):
+        for endpoint, name, _ in PROTO_REQUESTS:
+            case = dict(model=key, endpoint=endpoint, name=name, body=proto_body(key, endpoint, name),
+                        **proto_encode(key, endpoint, name, tok))
+            if name in KNOWN_PROTO:
+                case["known_difference"] = KNOWN_PROTO[name]
+            protos.append(case)
+        for endpoint, name, req, base in PROTO_OUTPUTS:
+            text = variant(base, key)
+            for split in range(2):
+                k = rng.randint(1, 10) if split else 0
+                cuts = sorted(rng.sample(range(1, len(text)), min(len(text) - 1, k))) if k else []
+                pieces = [text[a:b] for a, b in zip([0] + cuts, cuts + [len(text)])]
+                proto_outputs.append(dict(model=key, endpoint=endpoint, name=name, request=req,
+                                          body=proto_body(key, endpoint, req), pieces=pieces,
+                                          **proto_stream(key, endpoint, req, text, cuts)))
     doc = {"oracle": "deepseek-recipe %s ChatCompletionRequest.convert + DeepseekV4(1)Encoding.encode; "
                      "StreamProcessor + ChatCompletionResponse" % dr.__version__,
            "script": "scripts/gen_goldens_server_dsml.py", "seed": SEED, "tokenizer": os.path.relpath(TOK, ROOT),
-           "requests": requests, "outputs": outputs}
+           "requests": requests, "outputs": outputs, "proto_requests": protos, "proto_outputs": proto_outputs}
     with open(OUT, "w", encoding="utf-8") as f:
         json.dump(doc, f, ensure_ascii=False, indent=0)
         f.write("\n")

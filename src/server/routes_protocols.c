@@ -527,7 +527,6 @@ void srv_proto_begin(srv_proto_stream *p, srv_buf *out, int64_t in_tokens) {
                                 "message", "id", p->id, "type", "message", "role", "assistant", "model", p->model,
                                 "content", "stop_reason", "stop_sequence", "usage", "input_tokens",
                                 (json_int_t)in_tokens, "output_tokens", (json_int_t)0));
-    put_event(p, out, json_pack("{s:s}", "type", "ping"));
 }
 
 static void close_open(srv_proto_stream *p, srv_buf *out) {
@@ -590,6 +589,7 @@ static void open_item(srv_proto_stream *p, srv_buf *out, open_kind k, const json
                                                         "name", p->call_name, "input");
         put_event(p, out, json_pack("{s:s, s:I, s:o}", "type", "content_block_start", "index", (json_int_t)p->index,
                                     "content_block", block));
+        if (p->index == 0) put_event(p, out, json_pack("{s:s}", "type", "ping")); /* where the recipe pings */
         return;
     }
     json_t *item;

@@ -23,7 +23,8 @@ json_t *srv_proto_answer(srv_proto_kind kind, const char *id, const char *model,
 typedef struct srv_proto_stream srv_proto_stream;
 srv_proto_stream *srv_proto_stream_new(srv_proto_kind kind, const char *id, const char *model, int64_t created);
 void srv_proto_stream_free(srv_proto_stream *p);
-/* The opening events (response.created + in_progress / message_start + ping). */
+/* The opening events (response.created + in_progress / message_start;
+ * Messages' ping follows the first content_block_start, as in the recipe). */
 void srv_proto_begin(srv_proto_stream *p, srv_buf *out, int64_t in_tokens);
 /* Events for an array of Chat Completions deltas (srv_dsml_out_deltas). */
 void srv_proto_deltas(srv_proto_stream *p, srv_buf *out, const json_t *deltas);

@@ -10,10 +10,16 @@
  *     stream's reasoning / content deltas equal to the recipe's chunks,
  *     piece for piece, and each call's argument deltas adding up to its
  *     arguments. (The recipe also splits one piece's arguments at JSON
- *     punctuation; we send a piece's argument text as one delta.) */
+ *     punctuation; we send a piece's argument text as one delta.)
+ *   - Responses / Messages bodies -> prompt ids as the recipe's
+ *     ResponsesRequest / MessagesRequest convert them, and their event
+ *     streams: event types in order with their delta texts equal to the
+ *     recipe's ResponsesChunkGenerator / MessagesChunkGenerator (argument
+ *     deltas compared joined, for the reason above). */
 #include "test_util.h"
 
 #include "server/dsml_chat.h"
+#include "server/routes_protocols.h"
 
 #include <jansson.h>
 #include <pthread.h>
@@ -309,11 +315,195 @@ static void test_hostile_bodies_are_400(void **state) {
     json_decref(b);
 }
 
+static json_t *to_chat(const json_t *c, srv_reply *r) {
+    const char *ep = json_string_value(json_object_get(c, "endpoint"));
+    return !strcmp(ep, "responses") ? srv_responses_to_chat(json_object_get(c, "body"), r)
+                                    : srv_messages_to_chat(json_object_get(c, "body"), version_of(c), r);
+}
+
+static void test_protocol_requests_encode_as_the_recipe(void **state) {
+    (void)state;
+    json_t *doc = golden();
+    di_tokenizer *tok = tokenizer();
+    size_t i;
+    json_t *c;
+    json_array_foreach(json_object_get(doc, "proto_requests"), i, c) {
+        const char *name = json_string_value(json_object_get(c, "name"));
+        srv_reply r = {0};
+        json_t *chat = to_chat(c, &r);
+        di_dsml_conv *conv = NULL;
+        srv_dsml_opts o;
+        bool ok = chat && srv_dsml_chat_conv(chat, version_of(c), &conv, &o, &r);
+        json_decref(chat);
+        if (json_object_get(c, "error") || json_object_get(c, "known_difference")) {
+            if (ok || r.status != 400) fail_msg("%s: expected a 400, got %u", name, ok ? 200 : r.status);
+            if (json_object_get(c, "known_difference"))
+                printf("known difference: %s: %s\n", name, json_string_value(json_object_get(c, "known_difference")));
+            reply_free(&r);
+            continue;
+        }
+        if (!ok) {
+            char *e = r.json ? json_dumps(r.json, 0) : NULL;
+            fail_msg("%s: refused: %s", name, e ? e : "?");
+        }
+        di_dsml_prompt p = {0};
+        di_tok_ids ids = {0};
+        di_error err = {0};
+        if (di_dsml_render(conv, version_of(c), &p, &err) || di_dsml_encode(tok, &p, &ids, &err))
+            fail_msg("%s: %s", name, err.msg);
+        const char *want_text = json_string_value(json_object_get(c, "prompt"));
+        if (strcmp(p.text, want_text)) {
+            size_t at = 0;
+            while (p.text[at] && p.text[at] == want_text[at]) at++;
+            fail_msg("%s (%s): prompt differs at byte %zu:\n ours   %.120s\n recipe %.120s", name,
+                     json_string_value(json_object_get(c, "model")), at, p.text + at, want_text + at);
+        }
+        assert_int_equal(ids.n, json_array_size(json_object_get(c, "ids")));
+        for (size_t k = 0; k < ids.n; k++)
+            assert_int_equal(ids.data[k], json_integer_value(json_array_get(json_object_get(c, "ids"), k)));
+        di_tok_ids_free(&ids);
+        di_dsml_prompt_free(&p);
+        di_dsml_conv_free(conv);
+    }
+    di_tok_free(tok);
+    json_decref(doc);
+}
+
+/* (type, delta text, block / item type) of each event in an SSE buffer,
+ * as the golden script records the recipe's; consecutive argument deltas
+ * joined. */
+static json_t *simple_events(const char *sse, size_t n) {
+    json_t *arr = json_array();
+    const char *p = sse, *end = sse + n;
+    while (p < end) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        if (!nl) nl = end;
+        if (nl - p > 6 && !memcmp(p, "data: ", 6)) {
+            json_error_t je;
+            json_t *ev = json_loadb(p + 6, (size_t)(nl - p - 6), 0, &je);
+            if (!ev) fail_msg("bad event JSON: %s", je.text);
+            json_t *o = json_pack("{s:O}", "type", json_object_get(ev, "type"));
+            json_t *d = json_object_get(ev, "delta");
+            if (json_is_object(d)) {
+                json_t *t = json_object_get(d, "text");
+                if (!t) t = json_object_get(d, "thinking");
+                if (!t) t = json_object_get(d, "partial_json");
+                d = t;
+            }
+            if (json_is_string(d)) json_object_set(o, "delta", d);
+            const char *type = json_string_value(json_object_get(ev, "type"));
+            if (!strcmp(type, "content_block_start"))
+                json_object_set(o, "block", json_object_get(json_object_get(ev, "content_block"), "type"));
+            if (!strcmp(type, "response.output_item.added"))
+                json_object_set(o, "item", json_object_get(json_object_get(ev, "item"), "type"));
+            json_array_append_new(arr, o);
+            json_decref(ev);
+        }
+        p = nl + 1;
+    }
+    return arr;
+}
+
+/* Joins consecutive tool-argument deltas (the recipe splits them finer). */
+static void join_args(json_t *evs) {
+    for (size_t i = 1; i < json_array_size(evs);) {
+        json_t *a = json_array_get(evs, i - 1), *b = json_array_get(evs, i);
+        const char *ta = json_string_value(json_object_get(a, "type")), *tb = json_string_value(json_object_get(b, "type"));
+        bool args = !strcmp(ta, tb) && (!strcmp(ta, "response.function_call_arguments.delta") ||
+                                        (!strcmp(ta, "content_block_delta") && json_object_get(a, "args")));
+        if (!args) {
+            i++;
+            continue;
+        }
+        char *cat = NULL;
+        if (asprintf(&cat, "%s%s", json_string_value(json_object_get(a, "delta")),
+                     json_string_value(json_object_get(b, "delta"))) < 0)
+            fail();
+        json_object_set_new(a, "delta", json_string(cat));
+        free(cat);
+        json_array_remove(evs, i);
+    }
+}
+
+/* Messages: marks the deltas of tool_use blocks as arguments. */
+static void mark_tool_blocks(json_t *evs) {
+    bool in_tool = false;
+    size_t i;
+    json_t *e;
+    json_array_foreach(evs, i, e) {
+        const char *t = json_string_value(json_object_get(e, "type"));
+        if (!strcmp(t, "content_block_start")) in_tool = !strcmp(json_string_value(json_object_get(e, "block")), "tool_use");
+        if (in_tool && !strcmp(t, "content_block_delta")) json_object_set_new(e, "args", json_true());
+    }
+}
+
+static void test_protocol_streams_as_the_recipe(void **state) {
+    (void)state;
+    json_t *doc = golden();
+    di_server srv;
+    memset(&srv, 0, sizeof srv);
+    pthread_mutex_init(&srv.mu, NULL);
+    srv.id_state = 7;
+    size_t i;
+    json_t *c;
+    json_array_foreach(json_object_get(doc, "proto_outputs"), i, c) {
+        const char *name = json_string_value(json_object_get(c, "name"));
+        const char *ep = json_string_value(json_object_get(c, "endpoint"));
+        srv_reply r = {0};
+        json_t *chat = to_chat(c, &r);
+        di_dsml_conv *conv = NULL;
+        srv_dsml_opts o;
+        if (!chat || !srv_dsml_chat_conv(chat, version_of(c), &conv, &o, &r)) fail_msg("%s: refused", name);
+        json_decref(chat);
+        di_dsml_conv_free(conv);
+        srv_dsml_out *d = srv_dsml_out_new(&srv, &o);
+        srv_proto_kind kind = !strcmp(ep, "responses") ? SRV_PROTO_RESPONSES : SRV_PROTO_MESSAGES;
+        srv_proto_stream *ps = srv_proto_stream_new(kind, "id", "m", 0);
+        assert_true(d && ps);
+        srv_buf out = {0};
+        srv_proto_begin(ps, &out, 1);
+        size_t k;
+        json_t *piece;
+        json_array_foreach(json_object_get(c, "pieces"), k, piece) {
+            assert_true(srv_dsml_out_push(d, json_string_value(piece), json_string_length(piece), false));
+            json_t *ds = srv_dsml_out_deltas(d);
+            srv_proto_deltas(ps, &out, ds);
+            json_decref(ds);
+        }
+        assert_true(srv_dsml_out_push(d, NULL, 0, true));
+        json_t *ds = srv_dsml_out_deltas(d);
+        srv_proto_deltas(ps, &out, ds);
+        json_decref(ds);
+        srv_proto_end(ps, &out, srv_dsml_out_n_calls(d) ? "tool_calls" : "stop", 1, 1, 0);
+        json_t *got = simple_events(out.data, out.len), *want = json_deep_copy(json_object_get(c, "events"));
+        if (kind == SRV_PROTO_MESSAGES) {
+            mark_tool_blocks(got);
+            mark_tool_blocks(want);
+        }
+        join_args(got);
+        join_args(want);
+        if (!json_equal(got, want)) {
+            char *a = json_dumps(got, 0), *b = json_dumps(want, 0);
+            fail_msg("%s (%s): events\n ours   %s\n recipe %s", name, json_string_value(json_object_get(c, "model")), a, b);
+        }
+        json_decref(got);
+        json_decref(want);
+        srv_buf_free(&out);
+        srv_proto_stream_free(ps);
+        srv_dsml_out_free(d);
+    }
+    assert_true(json_array_size(json_object_get(doc, "proto_outputs")) >= 20);
+    pthread_mutex_destroy(&srv.mu);
+    json_decref(doc);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_requests_encode_as_the_recipe),
         cmocka_unit_test(test_outputs_stream_as_the_recipe),
         cmocka_unit_test(test_hostile_bodies_are_400),
+        cmocka_unit_test(test_protocol_requests_encode_as_the_recipe),
+        cmocka_unit_test(test_protocol_streams_as_the_recipe),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
