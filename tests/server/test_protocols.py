@@ -17,6 +17,12 @@ RESP_TOOLS = [{"type": "function", "name": "get_weather", "description": "Weathe
 MSG_TOOLS = [{"name": "get_weather", "description": "Weather of a city.", "input_schema": SCHEMA}]
 
 
+# The sanitizer build (DI_TEST_SLOW > 1) runs one round trip per client;
+# the other paths run there in tests/server/test_dsml_chat.c.
+heavy = pytest.mark.skipif(SLOW > 1, reason="sanitizer build: kept light")
+
+
+@heavy
 def test_responses_tool_round_trip(tiny):
     c = tiny.client()
     r = c.responses.create(model="tiny_dsml", input="Weather in Paris?", tools=RESP_TOOLS, max_output_tokens=200)
@@ -35,6 +41,7 @@ def test_responses_tool_round_trip(tiny):
     assert r2.output_text == "It is 21 degrees in Paris."
 
 
+@heavy
 def test_responses_stream_events(tiny):
     c = tiny.client()
     events = list(c.responses.create(model="tiny_dsml", input="Weather in Paris?", tools=RESP_TOOLS,
@@ -73,6 +80,7 @@ def test_messages_tool_round_trip(tiny):
     assert [b.text for b in m2.content if b.type == "text"] == ["It is 21 degrees in Paris."]
 
 
+@heavy
 def test_messages_stream(tiny):
     c = messages_client(tiny)
     with c.messages.stream(model="tiny_dsml", max_tokens=200, tools=MSG_TOOLS,

@@ -13,14 +13,12 @@ Also here: the hostile inputs of issue 20 over HTTP (each a clear 400, or
 413 past the body limit) and the refusal of tools on a model whose template
 has no tool format (the shared SmolLM2 server)."""
 import json
-from pathlib import Path
 
 import openai
 import pytest
 
-from conftest import API_KEY, Server, read_response
+from conftest import API_KEY, SLOW, read_response
 
-TINY = Path(__file__).resolve().parents[2] / "tests/data/golden/deepseek_v41/tiny_dsml"
 BODY_LIMIT = 2 << 20
 
 WEATHER = {"type": "function", "function": {
@@ -37,6 +35,11 @@ SCRIPT = [
     {"when": "Say hi.", "say": "Hi!"},
     "Plain.",
 ]
+
+
+# The sanitizer build (DI_TEST_SLOW > 1) runs one round trip per client;
+# the other paths run there in tests/server/test_dsml_chat.c.
+heavy = pytest.mark.skipif(SLOW > 1, reason="sanitizer build: kept light")
 
 
 def chat(client, **kw):
@@ -66,6 +69,7 @@ def test_tool_call_round_trip(tiny):
     assert r2.usage.prompt_tokens > r.usage.prompt_tokens
 
 
+@heavy
 def test_tool_call_streamed(tiny):
     c = tiny.client()
     stream = chat(c, messages=[{"role": "user", "content": "Weather in Paris?"}], tools=[WEATHER, NOW], stream=True,
@@ -91,6 +95,7 @@ def test_tool_call_streamed(tiny):
     assert usage and usage.completion_tokens > 0
 
 
+@heavy
 def test_named_tool_choice_opens_the_call(tiny):
     c = tiny.client()
     r = chat(c, messages=[{"role": "user", "content": "What time is it?"}], tools=[WEATHER, NOW],
