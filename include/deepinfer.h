@@ -303,6 +303,17 @@ typedef struct di_request {
      * without a vision tower; a bad image is DI_ERR_FORMAT / RANGE. */
     const di_image_input *images;
     size_t n_images;
+    /* Output text keeps the text of special tokens (DeepSeek's </think> and
+     * DSML markers, which the server's output parser reads); EOS/stop
+     * tokens still end the output unseen. */
+    bool render_special;
+    /* Test mode only (deepinfer serve --test-scripted-output): the sampled
+     * tokens are replaced by forced_tokens[0..n) in order (each still costs
+     * its forward), then the output ends as at an end-of-sequence token
+     * (finish STOP; that last sample is not part of the output). Lets
+     * protocol tests script what a tiny checkpoint "says". Copied. */
+    const int32_t *forced_tokens;
+    size_t n_forced_tokens;
     di_event_fn on_event;        /* may be NULL */
     void *user;
 } di_request;

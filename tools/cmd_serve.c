@@ -58,7 +58,7 @@ int di_cmd_serve(int argc, char **argv) {
     o.seed = -1;
     o.max_tokens = 0;
     di_server_params sp = di_server_params_default();
-    const char *host = sp.host, *api_key = NULL, *name = NULL, *cors = NULL, *role = NULL;
+    const char *host = sp.host, *api_key = NULL, *name = NULL, *cors = NULL, *role = NULL, *scripted = NULL;
     int64_t port = sp.port, max_queue = sp.max_queue, max_body = (int64_t)sp.max_body_bytes,
             max_header = (int64_t)sp.max_header_bytes, max_conn = sp.max_connections,
             idle = sp.idle_timeout_s, max_n = sp.max_n;
@@ -88,6 +88,9 @@ int di_cmd_serve(int argc, char **argv) {
                           "seconds in-flight requests get on SIGINT/SIGTERM (30)"};
     specs[n++] = (di_arg){"--role", NULL, DI_ARG_STR, &role, 0, 0,
                           "prefill/decode split: prefill (serves /v1/kv/export), decode (/v1/kv/import) or both"};
+    specs[n++] = (di_arg){"--test-scripted-output", NULL, DI_ARG_STR, &scripted, 0, 0,
+                          "TESTS ONLY: FILE is a JSON array of output texts or {\"when\", \"say\"} "
+                          "entries the generated tokens are forced to (README: tools and reasoning)"};
     specs[n++] = (di_arg){"-v", "--verbose", DI_ARG_FLAG, &verbose, 0, 0, "log each request"};
     const char *pos[1];
     int npos = 0;
@@ -133,6 +136,7 @@ int di_cmd_serve(int argc, char **argv) {
     sp.verbose = verbose;
     sp.cors_origin = cors;
     sp.role = role;
+    sp.test_scripted_output = scripted;
     di_server *srv = NULL;
     di_error err;
     if (di_server_create(e, &sp, &srv, &err)) {

@@ -23,6 +23,7 @@
 #include "spec/spec.h"
 #include "spec/verify_len.h"
 #include "text/dsml.h"
+#include "engine/engine_text.h"
 #include "text/tokenizer.h"
 #include "engine/image_cache.h"
 #include "vision/image.h"
@@ -50,6 +51,8 @@ typedef struct request {
     di_logit_bias *bias;
     int32_t *stop_tokens;
     size_t n_stop_tokens;
+    int32_t *forced;             /* (n_forced) test mode: tokens replacing the samples */
+    size_t n_forced;
     bool ignore_eos;
     float *prompt_lp;            /* (n_prompt - 1) prompt_logprobs, or NULL */
     int32_t *prompt_argmax;      /* (n_prompt - 1) */
@@ -84,6 +87,7 @@ typedef struct sample_job {
     di_sample_result res;
     int32_t token;             /* what row j emits if reached */
     bool accepted;             /* row j < n_drafts: draft j stands */
+    bool forced_end;           /* test mode: the script is over, the output ends here */
     di_status status;
     di_error err;
 } sample_job;
@@ -427,6 +431,7 @@ static void request_free(di_engine *e, request *r) {
     di_constraint_end(e->constraints, &r->constraint);
     free(r->bias);
     free(r->stop_tokens);
+    free(r->forced);
     free(r->prompt_lp);
     free(r->prompt_argmax);
     di_tok_detok_free(r->detok);
@@ -564,7 +569,17 @@ static di_status request_init(di_engine *e, const di_request *r, request *q, di_
     for (size_t i = 0; i < r->n_stop; i++)
         if (!r->stop[i] || !r->stop[i][0])
             return di_error_set(err, DI_ERR_INVALID_ARG, "request: stop string %zu is empty", i);
-    di_tok_detok_opts dopts = {.render_special = false, .stops = r->stop, .n_stops = r->n_stop};
+    if (r->n_forced_tokens) {
+        int32_t nv = di_tok_vocab_size(e->tok);
+        q->forced = di_malloc_array(r->n_forced_tokens, sizeof(int32_t));
+        if (!q->forced) return di_error_set(err, DI_ERR_NOMEM, "request: out of memory");
+        for (size_t i = 0; i < r->n_forced_tokens; i++)
+            if (!r->forced_tokens || r->forced_tokens[i] < 0 || r->forced_tokens[i] >= nv)
+                return di_error_set(err, DI_ERR_RANGE, "request: forced token %zu outside the vocabulary", i);
+        memcpy(q->forced, r->forced_tokens, r->n_forced_tokens * sizeof(int32_t));
+        q->n_forced = r->n_forced_tokens;
+    }
+    di_tok_detok_opts dopts = {.render_special = r->render_special, .stops = r->stop, .n_stops = r->n_stop};
     s = di_tok_detok_create(e->tok, &dopts, &q->detok, err);
     if (s) return s;
     s = di_constraint_begin(e->constraints, &r->constraint, &q->constraint, err);
@@ -909,6 +924,13 @@ static void sample_task(void *ctx, int64_t task, int thread) {
     }
     j->status = di_sampler_sample(e->samplers[thread], &r->sampling, &in, &j->res, &j->err);
     if (j->status) return;
+    j->forced_end = false;
+    if (r->forced) {
+        /* test mode: the script decides, then the output ends (as at EOS) */
+        size_t k = (size_t)(seq->n_tokens + j->row - seq->n_prompt);
+        if (k < r->n_forced) j->res.token = r->forced[k];
+        else j->forced_end = true;
+    }
     j->token = j->res.token;
     j->accepted = false;
     if (j->row >= j->n_drafts) return; /* the decode row without drafts, or the bonus row */
@@ -974,7 +996,7 @@ static int32_t process_sample(di_engine *e, sample_job *jobs, int32_t n_jobs) {
         int32_t tok = jobs[n].res.token;
         seg[n] = len;
         toks[n++] = tok;
-        if (is_stop_token(e, r, tok)) {
+        if (is_stop_token(e, r, tok) || jobs[n - 1].forced_end) {
             why = DI_FINISH_STOP;
             break;
         }
@@ -1585,6 +1607,8 @@ int64_t di_engine_token_piece(di_engine *e, int32_t id, char *buf, size_t size) 
     /* The vocabulary is read-only after load, so no lock is needed. */
     return di_tok_piece(e->tok, id, true, buf, size);
 }
+
+const di_tokenizer *di_engine_tokenizer(const di_engine *e) { return e ? e->tok : NULL; }
 
 di_status di_engine_apply_chat(di_engine *e, const char *chat_template, const di_message *msgs,
                                size_t n_msgs, bool add_generation_prompt, char **text,

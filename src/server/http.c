@@ -57,6 +57,8 @@ typedef struct route {
 static const route ROUTES[] = {
     {"/v1/chat/completions", false, "POST", SRV_ROUTE_CHAT, true, srv_route_chat},
     {"/v1/completions", false, "POST", SRV_ROUTE_COMPLETIONS, true, srv_route_completions},
+    {"/v1/responses", false, "POST", SRV_ROUTE_RESPONSES, true, srv_route_responses},
+    {"/v1/messages", false, "POST", SRV_ROUTE_MESSAGES, true, srv_route_messages},
     {"/v1/models", false, "GET", SRV_ROUTE_MODELS, true, srv_route_models},
     {"/v1/models/", true, "GET", SRV_ROUTE_MODELS, true, srv_route_models},
     {"/health", false, "GET", SRV_ROUTE_HEALTH, false, srv_route_health},
@@ -271,7 +273,7 @@ static enum MHD_Result answer_options(di_server *s, struct MHD_Connection *conn,
     if (s->cors_origin) {
         srv_http_cors(s, resp);
         MHD_add_response_header(resp, "Access-Control-Allow-Methods", allow);
-        MHD_add_response_header(resp, "Access-Control-Allow-Headers", "Authorization, Content-Type");
+        MHD_add_response_header(resp, "Access-Control-Allow-Headers", "Authorization, Content-Type, x-api-key, anthropic-version");
         MHD_add_response_header(resp, "Access-Control-Max-Age", "600");
     }
     return queue(conn, MHD_HTTP_NO_CONTENT, resp);
@@ -289,6 +291,9 @@ static bool key_matches(const char *got, const char *want) {
 static bool authorized(di_server *s, struct MHD_Connection *conn) {
     if (!s->api_key) return true;
     const char *h = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    /* Anthropic's clients send the key as x-api-key */
+    const char *x = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "x-api-key");
+    if ((!h || strncasecmp(h, "Bearer ", 7)) && x) return key_matches(x, s->api_key);
     if (!h || strncasecmp(h, "Bearer ", 7)) return false;
     h += 7;
     while (*h == ' ') h++;

@@ -82,7 +82,7 @@ static void put_metric(srv_buf *b, const char *name, const char *type, const cha
 }
 
 char *srv_metrics_render(di_server *s, size_t *len) {
-    static const char *ROUTE_NAMES[SRV_N_ROUTES] = {"chat_completions", "completions", "models",
+    static const char *ROUTE_NAMES[SRV_N_ROUTES] = {"chat_completions", "completions", "responses", "messages", "models",
                                                     "health", "metrics", "tokenize", "detokenize",
                                                     "kv_export", "kv_import", "other"};
     static const char *FINISH_NAMES[5] = {"none", "stop", "length", "cancel", "error"};

@@ -15,6 +15,8 @@
  * different from one another and each one reproducible. Without a seed each
  * request draws a fresh one (OpenAI's behaviour). */
 #include "server/server_internal.h"
+#include "server/dsml_chat.h"
+#include "server/routes_protocols.h"
 
 #include "base/alloc.h"
 #include "vision/image.h"
@@ -59,6 +61,9 @@ typedef struct gen_req {
     char *constraint_text;     /* owned JSON Schema text */
     di_image_input images[DI_IMAGE_DEFAULT_MAX_IMAGES]; /* image_url parts, data owned */
     size_t n_images;
+    bool dsml;                 /* a DeepSeek conversation (dsml_chat.c) */
+    srv_proto_kind proto;      /* Responses / Messages body (routes_protocols.c) */
+    srv_dsml_opts dsml_opts;
 } gen_req;
 
 /* Per-job formatting state, freed with the job. */
@@ -71,11 +76,16 @@ typedef struct route_state {
     bool include_usage, logprobs;
     int32_t top_logprobs;
     int32_t n;                 /* choices per prompt */
+    size_t n_choices;
     int64_t prompt_tokens;     /* usage: each distinct prompt once */
     int64_t image_prompt_len;  /* chat with images: the prompt before expansion, else -1 */
     int64_t completion_tokens, cached_tokens;
     size_t n_final;
     bool *sent_role;           /* (n_choices) chat stream: role chunk sent */
+    srv_dsml_out **dsml;       /* (n_choices) DeepSeek output parsers, or NULL */
+    srv_proto_kind proto;      /* Responses / Messages shapes (one choice) */
+    srv_proto_stream *ps;      /* their stream state */
+    bool proto_begun;
     size_t *text_offset;       /* (n_choices) completions logprobs text_offset */
     bool failed;               /* a choice ended in error */
     bool cancelled;            /* a choice was cancelled (shutdown) */
@@ -85,6 +95,9 @@ typedef struct route_state {
 static void route_state_free(void *p) {
     route_state *rs = p;
     if (!rs) return;
+    for (size_t i = 0; rs->dsml && i < rs->n_choices; i++) srv_dsml_out_free(rs->dsml[i]);
+    free(rs->dsml);
+    srv_proto_stream_free(rs->ps);
     free(rs->sent_role);
     free(rs->text_offset);
     free(rs);
@@ -322,7 +335,23 @@ static bool message_content(di_server *s, json_t *c, size_t i, const char **out,
     return true;
 }
 
+/* DeepSeek V4 / V4.1: the conversation through src/text/dsml (tools,
+ * reasoning), not the tokenizer's template. */
+static bool dsml_chat_prompt(di_server *s, json_t *root, gen_req *g, srv_reply *r) {
+    g->prompts = calloc(1, sizeof *g->prompts);
+    g->prompt_lens = calloc(1, sizeof *g->prompt_lens);
+    if (!g->prompts || !g->prompt_lens) {
+        srv_reply_error(r, 503, "server_error", NULL, NULL, "Out of memory.");
+        return false;
+    }
+    if (!srv_dsml_chat_prompt(s, root, &g->dsml_opts, &g->prompts[0], &g->prompt_lens[0], r)) return false;
+    g->n_prompts = 1;
+    g->dsml = true;
+    return true;
+}
+
 static bool chat_prompt(di_server *s, json_t *root, gen_req *g, srv_reply *r) {
+    if (s->dsml) return dsml_chat_prompt(s, root, g, r);
     json_t *msgs = json_object_get(root, "messages");
     if (!msgs || !json_is_array(msgs)) {
         if (!msgs) srv_reply_error(r, 400, "invalid_request_error", "messages", "missing_required_parameter",
@@ -527,8 +556,11 @@ static bool parse_logit_bias(di_server *s, json_t *root, gen_req *g, srv_reply *
     return true;
 }
 
-/* Known OpenAI features this server does not implement: refuse them. */
-static bool refuse_unsupported(json_t *root, req_kind kind, srv_reply *r) {
+/* Known OpenAI features this server does not implement: refuse them.
+ * Tools work for DeepSeek V4 / V4.1 chats (dsml_chat.c); other models'
+ * templates here define no tool-call format, so tools are refused rather
+ * than silently dropped. */
+static bool refuse_unsupported(di_server *s, json_t *root, req_kind kind, srv_reply *r) {
     bool echo = false;
     if (!get_bool(root, "echo", &echo, r)) return false;
     json_t *v;
@@ -537,10 +569,13 @@ static bool refuse_unsupported(json_t *root, req_kind kind, srv_reply *r) {
     else if ((v = json_object_get(root, "suffix")) && !json_is_null(v) &&
              !(json_is_string(v) && json_string_length(v) == 0))
         what = "suffix", param = "suffix";
-    else if ((v = json_object_get(root, "tools")) && !json_is_null(v) &&
-             !(json_is_array(v) && json_array_size(v) == 0))
-        what = "tools", param = "tools";
-    (void)kind;
+    else if (!(kind == KIND_CHAT && s->dsml) && (v = json_object_get(root, "tools")) && !json_is_null(v) &&
+             !(json_is_array(v) && json_array_size(v) == 0)) {
+        srv_reply_error(r, 400, "invalid_request_error", "tools", "unsupported_parameter",
+                        "'tools' is not supported for this model: its chat template defines no tool-call format "
+                        "this server parses (tools work with DeepSeek V4 / V4.1 checkpoints).");
+        return false;
+    }
     if (what) {
         srv_reply_error(r, 400, "invalid_request_error", param, "unsupported_parameter", "'%s' is not supported by this server.",
                         what);
@@ -598,7 +633,7 @@ static bool parse_gen(di_server *s, json_t *root, req_kind kind, gen_req *g, srv
     g->sp.n_logit_bias = 0;
     g->n = 1;
     g->max_tokens = s->p.default_max_tokens;
-    if (!check_model(s, root, r) || !refuse_unsupported(root, kind, r) || !check_string(root, "user", r))
+    if (!check_model(s, root, r) || !refuse_unsupported(s, root, kind, r) || !check_string(root, "user", r))
         return false;
     double temp = g->sp.temperature, top_p = g->sp.top_p, min_p = g->sp.min_p;
     double pres = g->sp.presence_penalty, freq = g->sp.frequency_penalty, rep = g->sp.repetition_penalty;
@@ -872,20 +907,102 @@ static void sse_choice_chunk(route_state *rs, srv_buf *out, size_t i, const srv_
     sse_put(out, c);
 }
 
+/* One chat chunk for choice i with this delta (reference taken). */
+static void sse_delta_chunk(route_state *rs, srv_buf *out, size_t i, json_t *delta, json_t *lp, const char *finish) {
+    json_t *c = chunk_base(rs);
+    json_t *ch = json_object();
+    json_object_set_new(ch, "index", json_integer((json_int_t)i));
+    json_object_set_new(ch, "delta", delta);
+    json_object_set_new(ch, "logprobs", lp ? lp : json_null());
+    json_object_set_new(ch, "finish_reason", finish ? json_string(finish) : json_null());
+    json_array_append_new(json_object_get(c, "choices"), ch);
+    sse_put(out, c);
+}
+
+/* The finish reason of a DeepSeek choice: a stop after tool calls is
+ * "tool_calls" (the recipe's rule). */
+static const char *dsml_finish(route_state *rs, size_t i, di_finish f) {
+    if (f == DI_FINISH_REASON_STOP && srv_dsml_out_n_calls(rs->dsml[i])) return "tool_calls";
+    return finish_name(f);
+}
+
+/* DeepSeek stream: the output parser's deltas (reasoning_content,
+ * content, tool calls), one chunk each, in the recipe's delta shapes. */
+static void sse_dsml_choice(route_state *rs, srv_buf *out, size_t i, const srv_taken *t) {
+    srv_dsml_out *d = rs->dsml[i];
+    bool final = t->finished && t->finish != DI_FINISH_REASON_ERROR;
+    if (!srv_dsml_out_push(d, t->text, t->text_len, final)) return;
+    json_t *deltas = srv_dsml_out_deltas(d);
+    json_t *lp = NULL;
+    if (rs->logprobs && t->n_toks)
+        lp = json_pack("{s:o, s:n}", "content", chat_logprobs_content(rs, t->toks, t->n_toks), "refusal");
+    size_t k;
+    json_t *delta;
+    json_array_foreach(deltas, k, delta) {
+        sse_delta_chunk(rs, out, i, json_incref(delta), lp, NULL);
+        lp = NULL;
+    }
+    json_decref(deltas);
+    if (lp) sse_delta_chunk(rs, out, i, json_object(), lp, NULL);
+}
+
+static json_t *dsml_last_delta(route_state *rs, size_t i) {
+    json_t *o = json_pack("{s:s}", "content", "");
+    if (srv_dsml_out_thinking(rs->dsml[i])) json_object_set_new(o, "reasoning_content", json_null());
+    return o;
+}
+
+/* Responses / Messages stream: events from the output parser's deltas. */
+static bool sse_proto(srv_job *j, srv_buf *out) {
+    route_state *rs = j->route;
+    if (!rs->proto_begun) {
+        srv_proto_begin(rs->ps, out, rs->prompt_tokens);
+        rs->proto_begun = true;
+    }
+    srv_taken t;
+    srv_job_take(j, 0, &t);
+    bool final = t.finished && t.finish != DI_FINISH_REASON_ERROR;
+    if (srv_dsml_out_push(rs->dsml[0], t.text, t.text_len, final)) {
+        json_t *deltas = srv_dsml_out_deltas(rs->dsml[0]);
+        srv_proto_deltas(rs->ps, out, deltas);
+        json_decref(deltas);
+    }
+    if (t.finished) {
+        account_final(rs, &t, 0);
+        if (t.finish == DI_FINISH_REASON_ERROR) {
+            json_t *e = rs->proto == SRV_PROTO_MESSAGES
+                            ? json_pack("{s:s, s:{s:s, s:s}}", "type", "error", "error", "type", "api_error", "message", rs->error)
+                            : json_pack("{s:s, s:s, s:s}", "type", "error", "code", "generation_failed", "message", rs->error);
+            char *es = e ? json_dumps(e, JSON_COMPACT) : NULL;
+            if (es) srv_buf_printf(out, "event: error\ndata: %s\n\n", es);
+            free(es);
+            json_decref(e);
+        } else {
+            srv_proto_end(rs->ps, out, dsml_finish(rs, 0, t.finish), rs->prompt_tokens, rs->completion_tokens,
+                          rs->cached_tokens);
+        }
+    }
+    srv_taken_free(&t);
+    return rs->n_final == j->n_choices;
+}
+
 static bool sse_produce(srv_job *j, srv_buf *out) {
     route_state *rs = j->route;
+    if (rs->proto) return sse_proto(j, out);
     for (size_t i = 0; i < j->n_choices; i++) {
         if (rs->kind == KIND_CHAT && !rs->sent_role[i]) {
-            json_t *c = chunk_base(rs);
-            json_t *ch = json_pack("{s:I, s:{s:s, s:s}, s:n, s:n}", "index", (json_int_t)i, "delta", "role",
-                                   "assistant", "content", "", "logprobs", "finish_reason");
-            json_array_append_new(json_object_get(c, "choices"), ch);
-            sse_put(out, c);
+            json_t *delta = json_pack("{s:s, s:s}", "role", "assistant", "content", "");
+            if (rs->dsml && srv_dsml_out_thinking(rs->dsml[i])) {
+                json_object_set_new(delta, "content", json_null());
+                json_object_set_new(delta, "reasoning_content", json_string(""));
+            }
+            sse_delta_chunk(rs, out, i, delta, NULL, NULL);
             rs->sent_role[i] = true;
         }
         srv_taken t;
         srv_job_take(j, i, &t);
-        if (t.text_len || t.n_toks) sse_choice_chunk(rs, out, i, &t, true, NULL);
+        if (rs->dsml) sse_dsml_choice(rs, out, i, &t);
+        else if (t.text_len || t.n_toks) sse_choice_chunk(rs, out, i, &t, true, NULL);
         if (t.finished) {
             account_final(rs, &t, i);
             if (t.finish == DI_FINISH_REASON_ERROR) {
@@ -897,6 +1014,8 @@ static bool sse_produce(srv_job *j, srv_buf *out) {
                 json_t *e = json_pack("{s:{s:s, s:s, s:n, s:s}}", "error", "message", msg, "type",
                                       "server_error", "param", "code", "generation_failed");
                 if (e) sse_put(out, e);
+            } else if (rs->dsml) {
+                sse_delta_chunk(rs, out, i, dsml_last_delta(rs, i), NULL, dsml_finish(rs, i, t.finish));
             } else {
                 sse_choice_chunk(rs, out, i, &t, false, finish_name(t.finish));
             }
@@ -913,9 +1032,35 @@ static bool sse_produce(srv_job *j, srv_buf *out) {
     return true;
 }
 
+/* Responses / Messages: the whole answer of the one choice. */
+static void build_proto_response(srv_job *j, srv_reply *r) {
+    route_state *rs = j->route;
+    srv_taken t;
+    srv_job_take(j, 0, &t);
+    if (t.finished) account_final(rs, &t, 0);
+    srv_dsml_out_push(rs->dsml[0], t.text, t.text_len, true);
+    json_t *msg = srv_dsml_out_message(rs->dsml[0]);
+    const char *fin = dsml_finish(rs, 0, t.finish);
+    srv_taken_free(&t);
+    if (rs->failed || rs->cancelled || !fin) {
+        json_decref(msg);
+        if (rs->cancelled) srv_reply_error(r, 503, "server_error", NULL, "shutting_down", "The server is shutting down.");
+        else srv_reply_error(r, 500, "server_error", NULL, NULL, "Generation failed: %s", rs->error);
+        return;
+    }
+    r->status = 200;
+    r->json = srv_proto_answer(rs->proto, rs->id, rs->model, rs->created, msg, fin, rs->prompt_tokens,
+                               rs->completion_tokens, rs->cached_tokens);
+    json_decref(msg);
+}
+
 /* The whole answer, once every choice is done. */
 static void build_response(srv_job *j, srv_reply *r) {
     route_state *rs = j->route;
+    if (rs->proto) {
+        build_proto_response(j, r);
+        return;
+    }
     json_t *choices = json_array();
     for (size_t i = 0; i < j->n_choices; i++) {
         srv_taken t;
@@ -924,7 +1069,14 @@ static void build_response(srv_job *j, srv_reply *r) {
         json_t *ch = json_object();
         json_object_set_new(ch, "index", json_integer((json_int_t)i));
         json_t *lp = json_null();
-        if (rs->kind == KIND_CHAT) {
+        const char *fin = finish_name(t.finish);
+        if (rs->dsml) {
+            srv_dsml_out_push(rs->dsml[i], t.text, t.text_len, true);
+            json_object_set_new(ch, "message", srv_dsml_out_message(rs->dsml[i]));
+            fin = dsml_finish(rs, i, t.finish);
+            if (rs->logprobs)
+                lp = json_pack("{s:o, s:n}", "content", chat_logprobs_content(rs, t.toks, t.n_toks), "refusal");
+        } else if (rs->kind == KIND_CHAT) {
             json_object_set_new(ch, "message", json_pack("{s:s, s:o, s:n}", "role", "assistant", "content",
                                                          srv_json_string(t.text, t.text_len), "refusal"));
             if (rs->logprobs)
@@ -934,7 +1086,6 @@ static void build_response(srv_job *j, srv_reply *r) {
             if (rs->logprobs) lp = completion_logprobs(rs, t.toks, t.n_toks, &rs->text_offset[i]);
         }
         json_object_set_new(ch, "logprobs", lp);
-        const char *fin = finish_name(t.finish);
         json_object_set_new(ch, "finish_reason", fin ? json_string(fin) : json_null());
         json_array_append_new(choices, ch);
         srv_taken_free(&t);
@@ -1003,17 +1154,38 @@ static void submit_error(srv_reply *r, di_status st, const di_error *err, req_ki
 static route_state *route_state_new(di_server *s, const gen_req *g, size_t n_choices) {
     route_state *rs = calloc(1, sizeof *rs);
     if (!rs) return NULL;
+    rs->n_choices = n_choices;
     rs->sent_role = di_calloc(n_choices, sizeof *rs->sent_role);
     rs->text_offset = di_calloc(n_choices, sizeof *rs->text_offset);
     if (!rs->sent_role || !rs->text_offset) {
         route_state_free(rs);
         return NULL;
     }
+    if (g->dsml) {
+        rs->dsml = di_calloc(n_choices, sizeof *rs->dsml);
+        for (size_t i = 0; rs->dsml && i < n_choices; i++)
+            if (!(rs->dsml[i] = srv_dsml_out_new(s, &g->dsml_opts))) {
+                route_state_free(rs);
+                return NULL;
+            }
+        if (!rs->dsml) {
+            route_state_free(rs);
+            return NULL;
+        }
+    }
     rs->kind = g->kind;
     char rid[32];
     srv_request_id(s, rid);
     snprintf(rs->id, sizeof rs->id, "%s-%s", g->kind == KIND_CHAT ? "chatcmpl" : "cmpl", rid);
     rs->created = (int64_t)time(NULL);
+    rs->proto = g->proto;
+    if (g->proto) {
+        snprintf(rs->id, sizeof rs->id, "%s_%s", g->proto == SRV_PROTO_RESPONSES ? "resp" : "msg", rid);
+        if (!(rs->ps = srv_proto_stream_new(g->proto, rs->id, s->model_name, rs->created))) {
+            route_state_free(rs);
+            return NULL;
+        }
+    }
     rs->model = s->model_name;
     rs->engine = s->engine;
     rs->include_usage = g->include_usage;
@@ -1025,12 +1197,36 @@ static route_state *route_state_new(di_server *s, const gen_req *g, size_t n_cho
     return rs;
 }
 
-static void generate(di_server *s, const srv_http_req *q, srv_reply *r, req_kind kind) {
+/* Test mode: the text that picks a scripted output (the last message's
+ * string content, or a string prompt). */
+static const char *script_hint(json_t *root) {
+    json_t *msgs = json_object_get(root, "messages");
+    json_t *last = json_array_get(msgs, json_array_size(msgs) ? json_array_size(msgs) - 1 : 0);
+    const char *h = json_string_value(json_object_get(last, "content"));
+    return h ? h : json_string_value(json_object_get(root, "prompt"));
+}
+
+static void generate(di_server *s, const srv_http_req *q, srv_reply *r, req_kind kind, srv_proto_kind proto) {
     json_t *root = parse_body(q, r);
     if (!root) return;
     gen_req g;
     memset(&g, 0, sizeof g);
     srv_job *j = NULL;
+    if (proto) {
+        /* Responses / Messages: the same path as a chat, from the body
+         * converted to the Chat Completions shape */
+        json_t *chat = NULL;
+        if (!s->dsml)
+            srv_reply_error(r, 400, "invalid_request_error", NULL, "unsupported_model",
+                            "%s is served for DeepSeek V4 / V4.1 checkpoints only; use /v1/chat/completions.",
+                            proto == SRV_PROTO_RESPONSES ? "/v1/responses" : "/v1/messages");
+        else if (proto == SRV_PROTO_RESPONSES) chat = srv_responses_to_chat(root, r);
+        else chat = srv_messages_to_chat(root, (di_dsml_version)s->dsml_version, r);
+        json_decref(root);
+        if (!chat) return;
+        root = chat;
+        g.proto = proto;
+    }
     if (!parse_gen(s, root, kind, &g, r) || !check_context(s, &g, r)) goto out;
     size_t n_choices = g.n_prompts * (size_t)g.n;
     if (n_choices > (size_t)s->p.max_n) {
@@ -1096,6 +1292,15 @@ static void generate(di_server *s, const srv_http_req *q, srv_reply *r, req_kind
         dr.constraint = g.constraint;
         dr.images = g.images;
         dr.n_images = g.n_images;
+        /* DeepSeek: </think> and the DSML markers are special tokens the
+         * output parser reads */
+        dr.render_special = g.dsml;
+        const int32_t *forced;
+        size_t n_forced;
+        if (srv_next_script(s, script_hint(root), &forced, &n_forced)) {
+            dr.forced_tokens = forced;
+            dr.n_forced_tokens = n_forced;
+        }
         di_error err;
         di_status st = srv_job_submit(j, i, &dr, &err);
         if (st) {
@@ -1127,11 +1332,19 @@ out:
 }
 
 void srv_route_chat(di_server *s, const srv_http_req *q, srv_reply *r) {
-    generate(s, q, r, KIND_CHAT);
+    generate(s, q, r, KIND_CHAT, SRV_PROTO_NONE);
+}
+
+void srv_route_responses(di_server *s, const srv_http_req *q, srv_reply *r) {
+    generate(s, q, r, KIND_CHAT, SRV_PROTO_RESPONSES);
+}
+
+void srv_route_messages(di_server *s, const srv_http_req *q, srv_reply *r) {
+    generate(s, q, r, KIND_CHAT, SRV_PROTO_MESSAGES);
 }
 
 void srv_route_completions(di_server *s, const srv_http_req *q, srv_reply *r) {
-    generate(s, q, r, KIND_COMPLETION);
+    generate(s, q, r, KIND_COMPLETION, SRV_PROTO_NONE);
 }
 
 /* ---- models, tokenize, detokenize ------------------------------------------------------ */

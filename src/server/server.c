@@ -579,6 +579,11 @@ di_status di_server_create(di_engine *engine, const di_server_params *p, di_serv
     s->t_start = ts.tv_sec;
     s->seed_state = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20) ^ (uint64_t)getpid();
     s->id_state = splitmix64(&s->seed_state);
+    di_status ds = srv_dsml_setup(s, err);
+    if (ds) {
+        di_server_free(s);
+        return ds;
+    }
 
     if (pthread_create(&s->engine_thread, NULL, engine_main, s)) {
         di_server_free(s);
@@ -685,5 +690,6 @@ void di_server_free(di_server *s) {
     free(s->model_name);
     free(s->api_key);
     free(s->cors_origin);
+    srv_dsml_teardown(s);
     free(s);
 }

@@ -49,6 +49,12 @@ typedef struct di_server_params {
     const char *role;            /* prefill/decode split: "prefill" serves POST
                                   * /v1/kv/export, "decode" POST /v1/kv/import,
                                   * "both" (NULL) both; every role generates */
+    /* TESTS ONLY (protocol tests on tiny checkpoints): a file holding a JSON
+     * array of output texts or {"when": S, "say": T} entries; a generation
+     * request whose last message (or prompt) contains S says T, the others
+     * say the plain texts in turn (special tokens parsed, then end of
+     * sequence). NULL = off. */
+    const char *test_scripted_output;
 } di_server_params;
 
 /* Defaults: 127.0.0.1:8080, no key, queue 256, body 1 MiB (KV import

@@ -53,7 +53,7 @@ typedef struct srv_hist {
 } srv_hist;
 
 /* HTTP status classes counted per route. */
-enum { SRV_ROUTE_CHAT, SRV_ROUTE_COMPLETIONS, SRV_ROUTE_MODELS, SRV_ROUTE_HEALTH,
+enum { SRV_ROUTE_CHAT, SRV_ROUTE_COMPLETIONS, SRV_ROUTE_RESPONSES, SRV_ROUTE_MESSAGES, SRV_ROUTE_MODELS, SRV_ROUTE_HEALTH,
        SRV_ROUTE_METRICS, SRV_ROUTE_TOKENIZE, SRV_ROUTE_DETOKENIZE, SRV_ROUTE_KV_EXPORT,
        SRV_ROUTE_KV_IMPORT, SRV_ROUTE_OTHER,
        SRV_N_ROUTES };
@@ -190,7 +190,24 @@ struct di_server {
     uint64_t seed_state, id_state;
 
     srv_metrics metrics;
+
+    /* DeepSeek V4 / V4.1 checkpoints whose tokenizer has the protocol's
+     * special tokens: chats go through src/text/dsml (dsml_chat.c). */
+    bool dsml;
+    int dsml_version;           /* di_dsml_version when dsml */
+    /* --test-scripted-output: forced outputs as token ids (srv->mu for next). */
+    int32_t **scripts;          /* (n_scripts) */
+    char **script_when;         /* (n_scripts) NULL or the text that picks the entry */
+    size_t *script_lens;
+    size_t n_scripts, next_script;
 };
+
+/* dsml_chat.c: decides s->dsml from the model, loads the test scripts. */
+di_status srv_dsml_setup(di_server *s, di_error *err);
+void srv_dsml_teardown(di_server *s);
+/* The scripted output for a request whose last message / prompt text is
+ * hint (may be NULL) in test mode, or false when none is set. */
+bool srv_next_script(di_server *s, const char *hint, const int32_t **ids, size_t *n);
 
 /* ---- HTTP (http.c) and routes (routes_openai.c, metrics.c) ------------------ */
 
@@ -227,6 +244,9 @@ void srv_reply_error(srv_reply *r, unsigned status, const char *type, const char
 
 void srv_route_chat(di_server *s, const srv_http_req *q, srv_reply *r);
 void srv_route_completions(di_server *s, const srv_http_req *q, srv_reply *r);
+/* OpenAI Responses and Anthropic Messages (DeepSeek checkpoints). */
+void srv_route_responses(di_server *s, const srv_http_req *q, srv_reply *r);
+void srv_route_messages(di_server *s, const srv_http_req *q, srv_reply *r);
 void srv_route_models(di_server *s, const srv_http_req *q, srv_reply *r);
 void srv_route_tokenize(di_server *s, const srv_http_req *q, srv_reply *r);
 /* The one prompt of a chat ("messages") or completions ("prompt") body as

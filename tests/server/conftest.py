@@ -203,3 +203,21 @@ def server():
 @pytest.fixture(scope="session")
 def client(server):
     return server.client()
+
+
+@pytest.fixture(scope="session")
+def tiny(tmp_path_factory):
+    """The tiny DeepSeek-V4.1 checkpoint with the protocol's special tokens
+    (tests/data/golden/deepseek_v41/tiny_dsml), its output scripted by
+    test_tools.SCRIPT (--test-scripted-output); shared by test_tools.py and
+    test_protocols.py so their long tool prompts hit one prefix cache."""
+    import json
+    from pathlib import Path
+    from test_tools import BODY_LIMIT, SCRIPT
+    script = tmp_path_factory.mktemp("script") / "outputs.json"
+    script.write_text(json.dumps(SCRIPT, ensure_ascii=False), encoding="utf-8")
+    model = Path(__file__).resolve().parents[2] / "tests/data/golden/deepseek_v41/tiny_dsml"
+    srv = Server("-c", "4096", "--kv-tokens", "16384", "--max-body-bytes", str(BODY_LIMIT),
+                 "--test-scripted-output", str(script), model=str(model))
+    yield srv
+    assert srv.stop() == 0, "".join(srv.log[-40:])
