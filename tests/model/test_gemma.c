@@ -19,21 +19,35 @@
 #include <string.h>
 #include <unistd.h>
 
-/* Logit tolerance against llama.cpp. The weights are the same bits and both
- * dequantize them exactly (Q5_0 / Q8_0 / Q4_K / Q6_K blocks -> f32), but
- * llama.cpp's CPU matmuls round every activation row to 8 bits per block
- * (Q8_0 for Q5_0/Q8_0 weights, Q8_K for the k-quants) before the dot
- * products, and it keeps K/V in f16 and GELU through an f16 table; we run
- * float32 throughout. That rounding (~0.4% of each block's range per
- * input) compounds over 18 layers: the measured max |diff| over the golden
- * logits is printed by the test (scale: logits ~10-30, max ~20). Any real
- * defect (a missing norm, wrong rope base or layout, window off by one,
- * missing embedding scale) moves logits by several units. */
-#define LOGIT_TOL 1.5
+/* Tolerance against llama.cpp, on log-probabilities (logit - logsumexp of
+ * the row: a shift common to a whole row is no difference in the
+ * distribution; at the rows after <start_of_turn>, whose logits sit near
+ * -15..-60, llama.cpp's are shifted by ~3 as a block). The weights are the
+ * same bits and both sides dequantize them exactly, but llama.cpp's CPU
+ * matmuls round every activation row to 8 bits per block (Q8_0 / Q8_K)
+ * and it keeps K/V in f16; we run float32 throughout. Measured over the
+ * 5440 golden log-probabilities (Xeon, AVX-512 tables): max |diff| 1.05,
+ * rms 0.21; our int8 (-q8) and "ggml" tables give the same magnitudes
+ * (0.96 / 0.97 max), and an independent float32 numpy forward over the
+ * gguf package's dequantized weights (debugging aid, not committed) sits
+ * as far from llama.cpp (0.2-0.36 on the first prompt) while agreeing with
+ * ours to ~1e-3: the spread is llama.cpp's activation rounding, not ours.
+ * A real defect (a missing norm, wrong RoPE base or layout, the window off
+ * by one, no embedding scale) moves log-probabilities by several units. */
+#define LOGPROB_TOL 1.5
 #define RMS_TOL 0.35 /* over all compared logits of a prompt */
 /* Top-1 must agree where llama.cpp's own top-1/top-2 gap exceeds this. */
 #define ARGMAX_MIN_MARGIN 1.0
+#ifdef DI_SANITIZE_BUILD
+/* the sanitizer suite is CI's long pole: one prompt there, all in Release */
+#define MAX_CASES 1
+#define MIN_GREEDY 4
+#define MIN_ARGMAX 4
+#else
+#define MAX_CASES 64
 #define MIN_GREEDY 24 /* greedy tokens that must be checked over all cases */
+#define MIN_ARGMAX 20 /* decisive positions whose top-1 must agree */
+#endif
 
 #define GEMMA_MODEL "models/gemma-3-270m-q4_k_m.gguf"
 #define GOLDEN "tests/data/golden/gemma/gemma3_270m_q4_k_m.json"
@@ -173,22 +187,23 @@ static void compare_row(fixture *f, const float *row, json_t *pj, diff_stats *d)
     json_t *ids = json_object_get(pj, "top_ids"), *vals = json_object_get(pj, "top_logits");
     json_t *probe = json_object_get(f->golden, "probe_ids"), *pv = json_object_get(pj, "probe_logits");
     assert_true(json_array_size(ids) >= 2 && json_array_size(ids) == json_array_size(vals));
+    const double my_lse = lse(row, V), gold_lse = json_real_value(json_object_get(pj, "lse"));
     for (int pass = 0; pass < 2; pass++) {
         json_t *ia = pass ? probe : ids, *va = pass ? pv : vals;
         for (size_t k = 0; k < json_array_size(ia); k++) {
             int32_t id = (int32_t)json_integer_value(json_array_get(ia, k));
             assert_true(id >= 0 && id < V);
-            double e = fabs((double)row[id] - json_real_value(json_array_get(va, k)));
+            /* log-probabilities: a logit shift common to the whole row is no
+             * difference in the distribution (see LOGPROB_TOL) */
+            double e = fabs(((double)row[id] - my_lse) - (json_real_value(json_array_get(va, k)) - gold_lse));
             if (e > d->max_abs) d->max_abs = e;
             d->sum_sq += e * e;
             d->n++;
-            if (e > LOGIT_TOL) fprintf(stderr, "logit of id %d: %g vs golden %g\n", (int)id, (double)row[id],
+            if (e > LOGPROB_TOL) fprintf(stderr, "logit of id %d: %g vs golden %g\n", (int)id, (double)row[id],
                                        json_real_value(json_array_get(va, k)));
-            assert_true(e <= LOGIT_TOL);
+            assert_true(e <= LOGPROB_TOL);
         }
     }
-    double e_lse = fabs(lse(row, V) - json_real_value(json_object_get(pj, "lse")));
-    assert_true(e_lse <= LOGIT_TOL);
     double margin = json_real_value(json_array_get(vals, 0)) - json_real_value(json_array_get(vals, 1));
     if (margin > ARGMAX_MIN_MARGIN) {
         assert_int_equal(argmax(row, V), (int)json_integer_value(json_array_get(ids, 0)));
@@ -233,7 +248,7 @@ static void test_gemma_logits_match_llamacpp(void **state) {
     float *logits = malloc(sizeof(float) * (size_t)V * 64);
     assert_non_null(logits);
     diff_stats d = {0};
-    for (size_t ci = 0; ci < json_array_size(cases); ci++) {
+    for (size_t ci = 0; ci < json_array_size(cases) && ci < MAX_CASES; ci++) {
         json_t *c = json_array_get(cases, ci);
         int32_t toks[64];
         int32_t T = json_ids(json_object_get(c, "tokens"), toks, 64);
@@ -249,7 +264,7 @@ static void test_gemma_logits_match_llamacpp(void **state) {
     fprintf(stderr, "gemma vs llama.cpp: %ld logits, max |diff| %.4f, rms %.4f; argmax checked %d, near ties %d\n",
             d.n, d.max_abs, rms, d.argmax_checked, d.argmax_skipped);
     assert_true(rms <= RMS_TOL);
-    assert_true(d.argmax_checked >= 20);
+    assert_true(d.argmax_checked >= MIN_ARGMAX);
     free(logits);
 }
 
@@ -264,7 +279,7 @@ static void test_gemma_greedy_matches_llamacpp(void **state) {
     float *logits = malloc(sizeof(float) * (size_t)V);
     assert_non_null(logits);
     int checked = 0;
-    for (size_t ci = 0; ci < json_array_size(cases); ci++) {
+    for (size_t ci = 0; ci < json_array_size(cases) && ci < MAX_CASES; ci++) {
         json_t *c = json_array_get(cases, ci);
         int32_t toks[64], greedy[64];
         int32_t T = json_ids(json_object_get(c, "tokens"), toks, 64);
