@@ -8,8 +8,11 @@ change in machine load hits both alike:
   tgN      decode of N tokens (one sequence, after a 1-token prompt)
   batchB   decode throughput of B concurrent sequences (G tokens each)
 DeepInfer through `deepinfer bench --json` (once per --kernels mode),
-llama.cpp in-process through llama-cpp-python's low-level API (llama_decode
-on the same shapes; greedy argmax, like ours). Machine limits come from
+llama.cpp through its own binaries built from source by
+bench/build_llamacpp.sh: llama-bench for ppP / tgN and llama-batched-bench
+(-npp 1 -ntg G -npl B) for batchB, each in a process of its own, with
+llama.cpp's default options (repacked weights on; if that crashes, the
+crash is recorded and the run goes on with --repack 0). Machine limits come from
 bench_bandwidth (read bandwidth at a size past the caches, f32 FMA and int8
 VNNI peaks), giving decode as a share of the bandwidth bound (weight bytes
 per token) and prefill as a share of peak arithmetic. The read probe runs
@@ -18,21 +21,19 @@ rep's decode share is taken against the probes on either side of it, so a
 change in machine load between probe and decode does not move the share
 (bench/README.md, "Decode share of the bandwidth bound").
 
-Model files: the default Q4_1 and Q8_0 / Q4_0 / Q4_K files made from it by
-`deepinfer quantize` (made here when missing).
+Model files: the default Q4_1 and the Q8_0 / Q4_0 / Q4_K / Q6_K / F16 files
+made from it by `deepinfer quantize` (made here when missing).
 
 Writes bench/results/compare-<stamp>.json, .md and .svg (the plot, written
 by hand: no plotting dependency).
 
-Usage (llama-cpp-python from scripts/requirements-llamacpp.txt):
-  $(scripts/venv.sh llamacpp) bench/compare_llamacpp.py [--reps 3] [--threads 2]
+Usage (plain python3, no packages):
+  sh bench/build_llamacpp.sh
+  python3 bench/compare_llamacpp.py [--reps 3] [--threads 2] [--models A.gguf ...]
 """
 import argparse
-import concurrent.futures
-import ctypes
 import datetime
 import json
-import multiprocessing
 import os
 import re
 import statistics
@@ -42,7 +43,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_MODEL = os.path.join(ROOT, "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
-QUANT_TYPES = ["q8_0", "q4_0", "q4_K"]
+QUANT_TYPES = ["q8_0", "q4_0", "q4_K", "q6_K", "f16"]
 
 
 def log(*a):
@@ -62,6 +63,24 @@ def load_avg():
             return [float(x) for x in f.read().split()[:3]]
     except OSError:
         return None
+
+
+def cpu_info():
+    """The CPU's model name and the ISA flags that pick kernels."""
+    model, flags = "?", []
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                k, _, v = line.partition(":")
+                if k.strip() == "model name" and model == "?":
+                    model = v.strip()
+                elif k.strip() == "flags" and not flags:
+                    flags = v.split()
+    except OSError:
+        pass
+    keep = [x for x in flags if x in ("avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512_vnni",
+                                      "avx512_bf16", "avx_vnni", "amx_tile", "amx_int8", "amx_bf16")]
+    return {"model": model, "flags": " ".join(keep)}
 
 
 # ---- model facts (from `deepinfer info`) ----------------------------------
@@ -88,111 +107,78 @@ def prefill_flops_per_token(f, n_prompt):
     return 2 * macs
 
 
-# ---- llama.cpp through llama-cpp-python ------------------------------------
+# ---- llama.cpp through its own binaries ------------------------------------
 
-class LlamaCpp:
-    """Low-level llama.cpp: one model and context per measurement set. The
-    names moved between releases; both spellings are tried."""
+class LlamaBins:
+    """llama.cpp's llama-bench (ppP, tgN) and llama-batched-bench (batchB),
+    each run in a process of its own with llama.cpp's default options, so
+    its worker threads exit before our next run. Repacked weights (extra
+    buffer types, llama.cpp's default) are tried first; if a binary dies
+    with them the crash is recorded and the rest of the run uses
+    `--repack 0` / `--no-repack`, the nearest working configuration."""
 
-    def __init__(self, path, threads, n_ctx, n_batch, n_seq_max, extra_bufts=False):
-        import llama_cpp as L
-        import numpy as np
-        self.L, self.np = L, np
-        # silence llama.cpp's per-graph logging (kept alive on the object)
-        self._log_cb = L.llama_log_callback(lambda level, text, user: None)
-        L.llama_log_set(self._log_cb, None)
-        L.llama_backend_init()
-        mp = L.llama_model_default_params()
-        # Extra buffer types (AMX tiles, repacked Q4_0/Q8_0 layouts) are off
-        # by default: with llama-cpp-python 0.3.36 built natively on this VM
-        # (AMX_INT8 = 1, REPACK = 1) the first llama_decode segfaults when
-        # they are on. --llama-extra-bufts turns them back on elsewhere.
-        if hasattr(mp, "use_extra_bufts"):
-            mp.use_extra_bufts = extra_bufts
-        load = getattr(L, "llama_model_load_from_file", None) or L.llama_load_model_from_file
-        self.model = load(path.encode(), mp)
-        if not self.model:
-            raise RuntimeError("llama.cpp could not load " + path)
-        cp = L.llama_context_default_params()
-        cp.n_ctx = n_ctx
-        cp.n_batch = n_batch
-        if hasattr(cp, "n_ubatch"):
-            cp.n_ubatch = n_batch
-        cp.n_seq_max = n_seq_max
-        cp.n_threads = threads
-        cp.n_threads_batch = threads
-        if hasattr(cp, "kv_unified"):
-            cp.kv_unified = True
-        new_ctx = getattr(L, "llama_init_from_model", None) or L.llama_new_context_with_model
-        self.ctx = new_ctx(self.model, cp)
-        if not self.ctx:
-            raise RuntimeError("llama.cpp could not create a context")
-        if hasattr(L, "llama_model_get_vocab"):
-            self.n_vocab = L.llama_vocab_n_tokens(L.llama_model_get_vocab(self.model))
-        else:
-            self.n_vocab = L.llama_n_vocab(self.model)
-        self.batch = L.llama_batch_init(max(n_batch, n_seq_max), 0, n_seq_max)
-        self.version = getattr(L, "__version__", "?")
+    def __init__(self, bin_dir, threads):
+        self.bench = os.path.join(bin_dir, "llama-bench")
+        self.batched = os.path.join(bin_dir, "llama-batched-bench")
+        for b in (self.bench, self.batched):
+            if not os.access(b, os.X_OK):
+                raise SystemExit("%s missing: sh bench/build_llamacpp.sh" % b)
+        self.threads = threads
+        self.repack = True
+        self.crashes = []
+        self.version = "?"
 
-    def close(self):
-        L = self.L
-        L.llama_batch_free(self.batch)
-        L.llama_free(self.ctx)
-        (getattr(L, "llama_model_free", None) or L.llama_free_model)(self.model)
+    def _run(self, cmd, what):
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode < 0 or r.returncode >= 128:
+            sig = -r.returncode if r.returncode < 0 else r.returncode - 128
+            if self.repack:
+                self.crashes.append({"what": what, "cmd": " ".join(cmd), "signal": sig,
+                                     "stderr_tail": r.stderr[-600:]})
+                log("  llama.cpp %s died (signal %d) with repacked weights; using the no-repack build options"
+                    % (what, sig))
+                self.repack = False
+                return None
+        if r.returncode != 0:
+            raise RuntimeError("%s failed (%d): %s" % (" ".join(cmd), r.returncode, r.stderr[-2000:]))
+        return r.stdout
 
-    def clear(self):
-        L = self.L
-        if hasattr(L, "llama_get_memory"):
-            L.llama_memory_clear(L.llama_get_memory(self.ctx), True)
-        else:
-            L.llama_kv_cache_clear(self.ctx)
+    def pp_tg(self, model, n_prompt, n_gen):
+        """{"ppP": tok/s, "tgN": tok/s} from one llama-bench repetition."""
+        while True:
+            cmd = [self.bench, "-m", model, "-t", str(self.threads), "-p", str(n_prompt), "-n", str(n_gen),
+                   "-r", "1", "-o", "json", "--repack", "1" if self.repack else "0"]
+            out = self._run(cmd, "llama-bench")
+            if out is not None:
+                break
+        res = {}
+        for o in json.loads(out):
+            self.version = "%s (%s)" % (o.get("build_number", "?"), o.get("build_commit", "?"))
+            if o["n_prompt"] and not o["n_gen"]:
+                res["pp%d" % o["n_prompt"]] = o["avg_ts"]
+            elif o["n_gen"] and not o["n_prompt"]:
+                res["tg%d" % o["n_gen"]] = o["avg_ts"]
+        return res
 
-    def decode(self, rows):
-        """rows: [(token, pos, seq, want_logits)]"""
-        b = self.batch
-        for i, (tok, pos, seq, want) in enumerate(rows):
-            b.token[i] = tok
-            b.pos[i] = pos
-            b.n_seq_id[i] = 1
-            b.seq_id[i][0] = seq
-            b.logits[i] = 1 if want else 0
-        b.n_tokens = len(rows)
-        rc = self.L.llama_decode(self.ctx, b)
-        if rc != 0:
-            raise RuntimeError("llama_decode returned %d" % rc)
-
-    def argmax_rows(self, n_rows):
-        ptr = self.L.llama_get_logits(self.ctx)
-        arr = self.np.ctypeslib.as_array(ctypes.cast(ptr, ctypes.POINTER(ctypes.c_float)),
-                                         shape=(n_rows, self.n_vocab))
-        return [int(x) for x in arr.argmax(axis=1)]
-
-    def pp(self, prompt):
-        self.clear()
-        t0 = time.perf_counter()
-        self.decode([(t, i, 0, i == len(prompt) - 1) for i, t in enumerate(prompt)])
-        return len(prompt) / (time.perf_counter() - t0)
-
-    def tg(self, first, n):
-        self.clear()
-        self.decode([(first, 0, 0, True)])
-        tok = self.argmax_rows(1)[0]
-        t0 = time.perf_counter()
-        for i in range(n):
-            self.decode([(tok, i + 1, 0, True)])
-            tok = self.argmax_rows(1)[0]
-        return n / (time.perf_counter() - t0)
-
-    def batched(self, firsts, n):
-        self.clear()
-        B = len(firsts)
-        self.decode([(firsts[s], 0, s, True) for s in range(B)])
-        toks = self.argmax_rows(B)
-        t0 = time.perf_counter()
-        for i in range(n):
-            self.decode([(toks[s], i + 1, s, True) for s in range(B)])
-            toks = self.argmax_rows(B)
-        return B * n / (time.perf_counter() - t0)
+    def batched_tg(self, model, batches, batch_gen):
+        """{"batchB": decode tok/s} from one llama-batched-bench run: B
+        sequences of a 1-token prompt decoding batch_gen tokens each (our
+        batchB test's shape)."""
+        n_ctx = max(batches) * (batch_gen + 8) + 16
+        while True:
+            cmd = [self.batched, "-m", model, "-t", str(self.threads), "-c", str(n_ctx), "-b", "2048",
+                   "-ub", "512", "-npp", "1", "-ntg", str(batch_gen), "-npl", ",".join(str(b) for b in batches),
+                   "--output-format", "jsonl"] + ([] if self.repack else ["--no-repack"])
+            out = self._run(cmd, "llama-batched-bench")
+            if out is not None:
+                break
+        res = {}
+        for line in out.splitlines():
+            line = line.strip()
+            if line.startswith("{") and '"speed_tg"' in line:
+                o = json.loads(line)
+                res["batch%d" % o["pl"]] = o["speed_tg"]
+        return res
 
 
 # ---- ours ---------------------------------------------------------------------
@@ -222,41 +208,16 @@ def probe_read(a, mib, full):
     return json.loads(run(cmd))
 
 
-def llama_once(model, threads, n_ctx, n_batch, n_seq_max, extra_bufts, n_prompt, n_gen, batches, batch_gen):
-    """One repetition of llama.cpp's tests, run in a process of its own
-    (measure_model): with OMP_WAIT_POLICY=ACTIVE its idle OpenMP threads
-    keep spinning for seconds after its last llama_decode, so in our process
-    they would take a core from the read probes and from our runs. The
-    process exits before the next probe, and its threads with it."""
-    lc = LlamaCpp(model, threads, n_ctx, n_batch, n_seq_max, extra_bufts)
-    try:
-        seed = 12345
-        prompt = []
-        for _ in range(n_prompt + max(batches) + 1):
-            seed = (seed * 1664525 + 1013904223) % 2 ** 32
-            prompt.append(seed % lc.n_vocab)
-        lc.pp(prompt[:16])  # warm-up
-        r = {"pp%d" % n_prompt: lc.pp(prompt[:n_prompt]), "tg%d" % n_gen: lc.tg(prompt[0], n_gen)}
-        for b in batches:
-            r["batch%d" % b] = lc.batched(prompt[:b], batch_gen)
-        return r, lc.version
-    finally:
-        lc.close()
-
-
-def measure_model(bin_path, model, a, mib):
-    """Reps of: read probe, ours (each kernel mode), llama.cpp (in a fresh
-    process, llama_once); then a last probe. Returns the results and the
-    probes (len reps + 1: probe i is taken just before rep i, probe i+1
+def measure_model(bin_path, model, a, mib, llama):
+    """Reps of: read probe, ours (each kernel mode), llama.cpp (llama-bench
+    then llama-batched-bench); then a last probe. Returns the results and
+    the probes (len reps + 1: probe i is taken just before rep i, probe i+1
     just after it)."""
     tests = ["pp%d" % a.n_prompt, "tg%d" % a.n_gen] + ["batch%d" % b for b in a.batches]
     ours = {k: {t: [] for t in tests} for k in a.kernels}
     names = {}
-    llama = {t: [] for t in tests}
-    n_ctx = max(a.n_prompt + a.n_gen + 16, max(a.batches) * (a.batch_gen + 8) + 16)
-    spawn = multiprocessing.get_context("spawn")
+    lv = {t: [] for t in tests}
     probes = []
-    version = "?"
     for rep in range(a.reps):
         probes.append(probe_read(a, mib, full=rep == 0))
         for k in a.kernels:
@@ -264,19 +225,18 @@ def measure_model(bin_path, model, a, mib):
             for t in tests:
                 ours[k][t].append(r[t][0])
                 names[k] = r[t][1]
-        with concurrent.futures.ProcessPoolExecutor(1, mp_context=spawn) as ex:
-            r, version = ex.submit(llama_once, model, a.threads, n_ctx, max(a.n_prompt, max(a.batches)),
-                                   max(a.batches), a.llama_extra_bufts, a.n_prompt, a.n_gen, list(a.batches),
-                                   a.batch_gen).result()
+        r = llama.pp_tg(model, a.n_prompt, a.n_gen)
+        if a.batches:
+            r.update(llama.batched_tg(model, list(a.batches), a.batch_gen))
         for t in tests:
-            llama[t].append(r[t])
-        log("  rep %d/%d: ours %s | llama.cpp %s" % (
+            lv[t].append(r[t])
+        log("  rep %d/%d: ours %s | llama.cpp%s %s" % (
             rep + 1, a.reps,
             " ".join("%s=%.0f" % (t, ours[a.kernels[0]][t][-1]) for t in tests),
-            " ".join("%s=%.0f" % (t, llama[t][-1]) for t in tests)))
+            "" if llama.repack else " (no repack)", " ".join("%s=%.0f" % (t, lv[t][-1]) for t in tests)))
     probes.append(probe_read(a, mib, full=True))
     return tests, {k: {t: summarize(v) for t, v in ours[k].items()} for k in a.kernels}, names, \
-        {t: summarize(v) for t, v in llama.items()}, version, ours, llama, probes
+        {t: summarize(v) for t, v in lv.items()}, ours, lv, probes
 
 
 def bandwidth_shares(per_rep, weight_bytes, probes):
@@ -352,10 +312,10 @@ def main():
     ap.add_argument("--probe-passes", type=int, default=5, help="passes of the read probe between reps")
     ap.add_argument("--kernels", default="default,q8", help="our kernel modes to run (default = exact)")
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results"))
-    ap.add_argument("--omp-wait-policy", default="ACTIVE",
-                    help="OMP_WAIT_POLICY for llama.cpp (ACTIVE = its default; PASSIVE only on a busy machine)")
-    ap.add_argument("--llama-extra-bufts", action="store_true",
-                    help="let llama.cpp use AMX / repacked weight buffers (crashes on the dev VM)")
+    ap.add_argument("--llama-bin", default=os.path.join(ROOT, "build-llamacpp", "build", "bin"),
+                    help="folder of llama.cpp's binaries (sh bench/build_llamacpp.sh)")
+    ap.add_argument("--llama-no-repack", action="store_true",
+                    help="start llama.cpp without repacked weights (default: its default, repack on)")
     a = ap.parse_args()
     a.batches = [int(x) for x in a.batches.split(",") if x]
     a.kernels = [k for k in a.kernels.split(",") if k]
@@ -368,19 +328,18 @@ def main():
                 run([a.bin, "quantize", DEFAULT_MODEL, p, t])
             a.models.append(p)
     os.makedirs(a.out, exist_ok=True)
-    # llama.cpp runs with OpenMP's default active spin-wait, its fastest
-    # setting on a quiet machine; on an oversubscribed one that spin makes
-    # its 2-thread decode collapse (1-8 tok/s), so a busy machine gets a
-    # warning (PASSIVE is its best setting there). Must be set before
-    # libgomp loads (first llama_cpp use).
-    os.environ.setdefault("OMP_WAIT_POLICY", a.omp_wait_policy)
+    # llama.cpp runs as its users run it: no OMP_WAIT_POLICY of ours (its
+    # OpenMP default), repack on unless it crashes. Its threads spin between
+    # graphs, so a busy machine costs it more than us: warn.
     load1 = (load_avg() or [0.0])[0]
-    if os.environ["OMP_WAIT_POLICY"].upper() == "ACTIVE" and load1 > 1.0:
-        log("warning: load %.1f: llama.cpp's spinning threads lose most of their decode speed on a busy "
-            "machine; measure on a quiet one (or pass --omp-wait-policy PASSIVE)" % load1)
-    log("machine: load %s, %d threads, OMP_WAIT_POLICY=%s" % (load_avg(), a.threads, os.environ["OMP_WAIT_POLICY"]))
+    if load1 > 1.0:
+        log("warning: load %.1f: measure on a quiet machine (both engines lose speed to other work, "
+            "llama.cpp's spinning threads more)" % load1)
+    llama = LlamaBins(a.llama_bin, a.threads)
+    llama.repack = not a.llama_no_repack
+    cpu = cpu_info()
+    log("machine: %s, load %s, %d threads" % (cpu["model"], load_avg(), a.threads))
     results = []
-    version = "?"
     machine = None
     for m in a.models:
         log("model %s" % os.path.basename(m))
@@ -389,7 +348,7 @@ def main():
         # per token; on this VM it fits the 480 MiB L3), interleaved with
         # the repetitions
         mib = max(16, int(facts["weight_bytes"] / 2 ** 20 + 0.5))
-        tests, ours, names, llama, version, ours_reps, llama_reps, probes = measure_model(a.bin, m, a, mib)
+        tests, ours, names, lres, ours_reps, llama_reps, probes = measure_model(a.bin, m, a, mib, llama)
         probe, probe_end = probes[0], probes[-1]
         log("  probes at %d MiB (read GB/s, median of passes): %s" % (
             mib, " ".join("%.1f" % p["read_gbs_median"] for p in probes)))
@@ -401,7 +360,7 @@ def main():
                              for k in a.kernels}
                 shares[t]["llama.cpp"] = bandwidth_shares(llama_reps[t], facts["weight_bytes"], probes)
         results.append({"model": m, "facts": facts, "tests": tests, "ours": ours, "kernel_names": names,
-                        "llama": llama, "probe": [probe, probe_end], "probes": probes, "probe_mib": mib,
+                        "llama": lres, "probe": [probe, probe_end], "probes": probes, "probe_mib": mib,
                         "per_rep": {"ours": ours_reps, "llama": llama_reps}, "bandwidth_shares": shares,
                         "read_gbs": statistics.median([p["read_gbs_median"] for p in probes])})
     machine_end = probe_end
@@ -410,14 +369,19 @@ def main():
     # AMX int8 tiles at full rate (0 where the CPU or OS lacks them)
     amx_peak = statistics.median([r["probe"][i].get("amx_int8_gmacs_median", 0) for r in results
                                   for i in (0, 1)]) * 2e9
-    lines = ["# DeepInfer vs llama.cpp (llama-cpp-python %s%s)" % (
-                 version, ", extra buffer types on" if a.llama_extra_bufts else ", extra buffer types (AMX/repack) off"), "",
-             "%s, %d threads, OMP_WAIT_POLICY=%s for llama.cpp, load %s at the end; read bandwidth at each "
+    repack_note = "repacked weights (its default)" if llama.repack else (
+        "no repack (its default crashed: %s)" % "; ".join("%s signal %d" % (c["what"], c["signal"])
+                                                         for c in llama.crashes) if llama.crashes
+        else "no repack (--llama-no-repack)")
+    lines = ["# DeepInfer vs llama.cpp's own binaries (llama-bench, llama-batched-bench, build %s; %s)" % (
+                 llama.version, repack_note), "",
+             "CPU: %s (%s); %d threads" % (cpu["model"], cpu["flags"], a.threads), "",
+             "%s, llama.cpp with its default options, load %s at the end; read bandwidth at each "
              "model's size %s GB/s (median over the probes between its reps); decode shares of the bandwidth bound "
              "(tokens/s x weight bytes / read bandwidth): median [min-max] over reps, each rep against the probes "
              "just before and after it, then against the best probe pass at that size; f32 peak %.0f GFLOP/s, int8 VNNI peak "
              "%.0f GOP/s, AMX int8 peak %.0f GOP/s (medians over the probes)" % (
-                 datetime.datetime.now().isoformat(timespec="seconds"), a.threads, os.environ["OMP_WAIT_POLICY"],
+                 datetime.datetime.now().isoformat(timespec="seconds"),
                  load_avg(), ", ".join("%.2f" % r["read_gbs"] for r in results), f32_peak / 1e9, i8_peak / 1e9,
                  amx_peak / 1e9), "",
              "| model | test | " + " | ".join("ours %s" % k for k in a.kernels) +
@@ -466,9 +430,9 @@ def main():
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     base = os.path.join(a.out, "compare-%s" % stamp)
     with open(base + ".json", "w") as fj:
-        json.dump({"machine_start": machine, "machine_end": machine_end, "threads": a.threads,
-                   "omp_wait_policy": os.environ["OMP_WAIT_POLICY"],
-                   "llama_cpp_python": version, "llama_extra_bufts": a.llama_extra_bufts, "results": results,
+        json.dump({"machine_start": machine, "machine_end": machine_end, "threads": a.threads, "cpu": cpu,
+                   "llama_cpp": {"binaries": a.llama_bin, "build": llama.version, "repack": llama.repack,
+                                 "crashes": llama.crashes}, "results": results,
                    "load_end": load_avg()}, fj, indent=1)
     with open(base + ".md", "w") as fm:
         fm.write("\n".join(lines) + "\n")

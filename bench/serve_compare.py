@@ -9,13 +9,16 @@ thread count:
   llamacpp-python      llama-cpp-python's server (bench/llamacpp_server.py)
   llama-server-npN     llama.cpp's native server with N parallel slots
                        (continuous batching); build it with
-                       bench/build_llama_server.sh
+                       bench/build_llamacpp.sh
   deepinfer-slo-PEER   `deepinfer serve --tpot-target-ms T`, one per peer,
                        T = --slo-fraction x that peer's p99 TPOT measured at
                        --calibrate-clients in this same run (first phase)
-then measures every server at each concurrency level, interleaved (level by
-level, server by server) and --repeat times; per server and level the report
-keeps the median of each statistic over the repetitions. Load averages
+then measures each server ALONE on the machine (started, warmed, measured at
+every concurrency level --repeat times, stopped before the next starts: a
+spinning or idle server beside the measured one would take cores from it);
+the SLO-mode servers take their targets from their peer's own run. Per
+server and level the report keeps the median of each statistic over the
+repetitions. llama.cpp runs with its default options. Load averages
 (os.getloadavg) are recorded around every level. Writes JSON and a markdown
 report with the ratios and a plain verdict per peer.
 
@@ -120,10 +123,11 @@ def markdown(rep, a):
     L.append("# deepinfer serve vs llama.cpp's servers (one run, same machine)\n")
     L.append(f"{rep['started']} to {rep['finished']} UTC, `{os.path.basename(cfg['model'])}`, "
              f"{cfg['threads']} threads per server, streaming /v1/completions, max_tokens {cfg['max_tokens']}, "
-             f"temperature 0.8, `ignore_eos` and logit_bias -100 on tokens {cfg['ban_tokens']}; {cfg['repeat']} interleaved repetition(s), medians; requests per "
+             f"temperature 0.8, `ignore_eos` and logit_bias -100 on tokens {cfg['ban_tokens']}; {cfg['repeat']} repetition(s), medians, each server alone on the machine; requests per "
              f"level: max(8, clients) per repetition. SLO for goodput: TTFT <= {cfg['slo_ttft_ms']:.0f} ms and "
-             f"TPOT <= {cfg['slo_tpot_ms']:.0f} ms. llama.cpp peers run with OMP_WAIT_POLICY="
-             f"{cfg['omp_wait_policy']}. Load average (1 min) during the run: "
+             f"TPOT <= {cfg['slo_tpot_ms']:.0f} ms. llama.cpp peers run with "
+             f"{'OMP_WAIT_POLICY=' + cfg['omp_wait_policy'] if cfg['omp_wait_policy'] else 'their default options'}"
+             f"{' and --no-repack' if cfg.get('llama_no_repack') else ''}. Load average (1 min) during the run: "
              f"{min(rep['loads']):.1f} to {max(rep['loads']):.1f} on {os.cpu_count()} vCPUs, shared with other "
              "work, so absolute numbers are noisy; ratios are side by side.\n")
     L.append("Command:\n")
@@ -184,7 +188,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--deepinfer", default="build/deepinfer")
     ap.add_argument("--deepinfer-args", default="", help="extra flags for every deepinfer server")
-    ap.add_argument("--llama-server", help="llama.cpp's llama-server binary (bench/build_llama_server.sh)")
+    ap.add_argument("--llama-server", help="llama.cpp's llama-server binary (bench/build_llamacpp.sh)")
     ap.add_argument("--parallel", type=int, nargs="*", default=[32, 4],
                     help="llama-server -np values (4 is its default, 'auto')")
     ap.add_argument("--llamacpp-python", help="python with llama-cpp-python[server] installed")
@@ -206,7 +210,10 @@ def main():
     ap.add_argument("--ban-tokens", type=int, nargs="*", default=[0, 2],
                     help="token ids sent with logit_bias -100 in every request, so that servers without "
                          "ignore_eos (llama-cpp-python) also generate max_tokens (SmolLM2's end tokens: 0, 2)")
-    ap.add_argument("--omp-wait-policy", default="PASSIVE", help="OMP_WAIT_POLICY for the llama.cpp peers")
+    ap.add_argument("--omp-wait-policy", default="",
+                    help="OMP_WAIT_POLICY for the llama.cpp peers (default: unset, llama.cpp's own default)")
+    ap.add_argument("--llama-no-repack", action="store_true",
+                    help="llama-server without repacked weights (only where its default crashes; say so)")
     ap.add_argument("--log-dir", default="build/serve_compare_logs")
     ap.add_argument("--json")
     ap.add_argument("--markdown")
@@ -228,66 +235,63 @@ def main():
         for npar in a.parallel:
             peers.append((f"llama-server-np{npar}", [a.llama_server, "-m", a.model, "--host", "127.0.0.1", "--port",
                                                      "{port}", "-t", t, "-tb", t, "-np", str(npar), "-c", "8192",
-                                                     "--no-repack", "--no-webui"]))
+                                                     "--no-webui"] + (["--no-repack"] if a.llama_no_repack else [])))
     di_base = [a.deepinfer, "serve", "-m", a.model, "--port", "{port}", "-t", t] + a.deepinfer_args.split()
     rep = {"config": vars(a), "argv": sys.argv[1:], "servers": {}, "levels": {}, "loads": [],
            "started": time.strftime("%Y-%m-%d %H:%M", time.gmtime())}
-    srv = Servers(a.log_dir)
-    urls = {}
-    try:
-        urls["deepinfer"] = srv.start("deepinfer", di_base)
-        rep["servers"]["deepinfer"] = {"cmd": " ".join(di_base)}
-        # OpenMP's active spin-wait collapses llama.cpp's 2-thread decode on an
-        # oversubscribed machine (bench/README.md), which would flatter us.
-        peer_env = {"OMP_WAIT_POLICY": a.omp_wait_policy}
-        for name, argv in peers:
-            urls[name] = srv.start(name, argv, peer_env)
-            rep["servers"][name] = {"cmd": " ".join(argv)}
-        # Phase 1: each peer's p99 TPOT at the goal's concurrency sets the
-        # target of one SLO-mode DeepInfer server.
-        if not a.no_slo:
-            for name, _ in peers:
-                rep["loads"].append(os.getloadavg()[0])
-                s = measure(urls[name], a.calibrate_clients, a.calibrate_clients, a)
-                p99 = s["tpot_ms_p99"]
-                print(f"serve_compare: calibration {name} at {a.calibrate_clients} clients: p99 TPOT {p99:.1f} ms, "
-                      f"{s['out_tok_per_s']:.1f} tok/s, failed {s['failed']}", flush=True)
-                if p99 != p99:
-                    continue
-                target = a.slo_fraction * p99
-                sname = f"deepinfer-slo-{name}"
-                argv = di_base + ["--tpot-target-ms", f"{target:.1f}"]
-                urls[sname] = srv.start(sname, argv)
-                rep["servers"][sname] = {"cmd": " ".join(argv), "target_ms": target, "peer": name,
-                                         "peer_p99_tpot_ms": p99, "calibration": s}
-        for target in a.slo_target_ms:
-            sname = f"deepinfer-slo-{target:g}ms"
-            argv = di_base + ["--tpot-target-ms", f"{target:g}"]
-            urls[sname] = srv.start(sname, argv)
-            rep["servers"][sname] = {"cmd": " ".join(argv)}
-        for name in urls:  # warm every server the same way
-            measure(urls[name], 1, 2, a)
-        runs = {}
-        for r in range(a.repeat):
-            for c in a.concurrency:
-                n = max(8, c)
-                lb = os.getloadavg()[0]
-                for name, url in urls.items():
+    # Every server runs ALONE on the machine: started, warmed, measured at
+    # every level and repetition, stopped before the next starts (llama.cpp's
+    # spinning threads would otherwise take the cores from whoever runs beside
+    # it, and an idle server beside a measured one is not free either). The
+    # peers run with their own defaults (no OMP_WAIT_POLICY of ours unless
+    # --omp-wait-policy is given).
+    peer_env = {"OMP_WAIT_POLICY": a.omp_wait_policy} if a.omp_wait_policy else {}
+    runs = {}
+
+    def measure_alone(name, argv, env=None):
+        srv = Servers(a.log_dir)
+        try:
+            url = srv.start(name, argv, env)
+            rep["servers"][name] = {"cmd": " ".join(argv)} | rep["servers"].get(name, {})
+            measure(url, 1, 2, a)  # warm-up: page the model in
+            for r in range(a.repeat):
+                for c in a.concurrency:
+                    n = max(8, c)
+                    lb = os.getloadavg()[0]
                     s = measure(url, c, n, a)
                     s["load1"] = os.getloadavg()[0]
                     runs.setdefault((c, name), []).append(s)
                     print(f"rep {r} c={c:<3} {name:<28} {s['out_tok_per_s']:7.1f} tok/s  TTFT p99 "
                           f"{s['ttft_ms_p99']:7.0f}  TPOT p50/p99 {s['tpot_ms_p50']:6.1f}/{s['tpot_ms_p99']:6.1f} ms  "
-                          f"failed {s['failed']}  load {s['load1']:.1f}", flush=True)
-                la = os.getloadavg()[0]
-                rep["loads"] += [lb, la]
-                lv = rep["levels"].setdefault(str(c), {})
-                lv["_load_before"] = lb if r == 0 else lv["_load_before"]
-                lv["_load_after"] = la
-        for (c, name), rs in runs.items():
-            rep["levels"][str(c)][name] = median_summary(rs)
-    finally:
-        srv.stop()
+                          f"failed {s['failed']}  load {lb:.1f}-{s['load1']:.1f}", flush=True)
+                    rep["loads"] += [lb, s["load1"]]
+                    lv = rep["levels"].setdefault(str(c), {})
+                    lv.setdefault("_load_before", lb)
+                    lv["_load_after"] = s["load1"]
+        finally:
+            srv.stop()
+
+    measure_alone("deepinfer", di_base)
+    for name, argv in peers:
+        measure_alone(name, argv, peer_env)
+        if a.no_slo:
+            continue
+        # the peer's p99 TPOT at the goal's concurrency (from its own run
+        # above) sets the target of one SLO-mode DeepInfer server
+        cal = [x for x in runs.get((a.calibrate_clients, name), [])]
+        if not cal:
+            continue
+        p99 = statistics.median([x["tpot_ms_p99"] for x in cal])
+        if p99 != p99:
+            continue
+        target = a.slo_fraction * p99
+        sname = f"deepinfer-slo-{name}"
+        rep["servers"][sname] = {"target_ms": target, "peer": name, "peer_p99_tpot_ms": p99}
+        measure_alone(sname, di_base + ["--tpot-target-ms", f"{target:.1f}"])
+    for target in a.slo_target_ms:
+        measure_alone(f"deepinfer-slo-{target:g}ms", di_base + ["--tpot-target-ms", f"{target:g}"])
+    for (c, name), rs in runs.items():
+        rep["levels"][str(c)][name] = median_summary(rs)
     rep["finished"] = time.strftime("%Y-%m-%d %H:%M", time.gmtime())
     if a.json:
         with open(a.json, "w") as f:

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One serving comparison with `deepinfer bench serve`: DeepInfer's server
-# against llama.cpp's llama-server (bench/build_llama_server.sh), each alone
+# against llama.cpp's llama-server (bench/build_llamacpp.sh), each alone
 # on the machine, same model, same seeded multi-turn chat workload with a
 # shared system prompt, a sweep of concurrent users. Writes to bench/results/:
 #   serve-sweep-STAMP-deepinfer.jsonl, serve-sweep-STAMP-llama-server.jsonl

@@ -8,7 +8,7 @@ Decode tokens/s of `deepinfer run` with the default model, greedy:
 against the same target without speculation, and llama.cpp's own
 llama-lookup (n-gram) and llama-speculative (draft model) built from the
 llama.cpp sources of the pinned llama-cpp-python sdist
-(bench/build_llama_spec.sh), on the same prompt text and models.
+(bench/build_llamacpp.sh), on the same prompt text and models.
 
 Targets: the shipped Q4_1 default model and its Q8_0 requantization
 (`deepinfer quantize`); the draft is its Q4_0 requantization. Greedy output
@@ -154,7 +154,7 @@ def main():
                 " ".join("%.1f" % x for x in r["all"]), " ".join("%.1f" % x for x in r["loads"])))
         lines.append("| | | greedy text with speculation | %s | | | | | |" % ("identical" if same else "DIFFERS"))
     if not have_llama:
-        lines += ["", "llama.cpp's tools were not built (sh bench/build_llama_spec.sh)."]
+        lines += ["", "llama.cpp's tools were not built (sh bench/build_llamacpp.sh)."]
     md = "\n".join(lines) + "\n"
     os.makedirs(os.path.dirname(a.out), exist_ok=True)
     open(a.out, "w").write(md)

@@ -197,7 +197,7 @@ int di_cmd_bench(int argc, char **argv) {
         {"-r", "--reps", DI_ARG_INT, &reps, 1, MAX_REPS, "repetitions per test"},
         {"-b", "--batch", DI_ARG_STR, &batches, 0, 0, "concurrent sequences of the batch tests, e.g. 1,8,32 ('' = skip)"},
         {"--batch-gen", NULL, DI_ARG_INT, &batch_gen, 0, 8192, "tokens per sequence in batch tests (0 = max(16, n/4))"},
-        {"--kernels", NULL, DI_ARG_STR, &kernels, 0, 0, "kernel table: q8, ggml, avx512, avx2-q8, ... (default: exact best)"},
+        {"--kernels", NULL, DI_ARG_STR, &kernels, 0, 0, "kernel table: exact, q8, ggml, avx512, avx2-q8, ... (default: exact best)"},
         {"--numerics", NULL, DI_ARG_STR, &numerics, 0, 0, "DeepSeek-V4.1: deepinfer (default) or ideal"},
         {"--json", NULL, DI_ARG_FLAG, &json, 0, 0, "one JSON object per test on stdout"},
     };

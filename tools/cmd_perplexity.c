@@ -246,7 +246,7 @@ int di_cmd_perplexity(int argc, char **argv) {
         {"-t", "--threads", DI_ARG_INT, &threads, 0, 1024, "threads (0 = one per CPU)"},
         {"--batch-tokens", NULL, DI_ARG_INT, &batch_tokens, 0, 1 << 20, "rows per forward (0 = the engine's 512)"},
         {"--kv-f32", NULL, DI_ARG_FLAG, &kv_f32, 0, 0, "keep the KV cache in f32"},
-        {"--kernels", NULL, DI_ARG_STR, &kernels, 0, 0, "kernel table: q8 (int8 activations), ggml (llama.cpp's CPU numerics)"},
+        {"--kernels", NULL, DI_ARG_STR, &kernels, 0, 0, "kernel table: exact (the default), q8 (int8 activations), ggml (llama.cpp's CPU numerics)"},
     };
     const char *pos[1];
     int npos = 0;

@@ -65,7 +65,7 @@ int di_gen_opts_specs(di_gen_opts *o, di_arg *s, int n) {
         {"--kv-disk", NULL, DI_ARG_STR, &o->kv_disk, 0, 0,
          "keep prefix-cache blocks evicted from RAM in DIR (survives restarts, shared by engines)"},
         {"--kv-disk-max-gb", NULL, DI_ARG_FLOAT, &o->kv_disk_max_gb, 0, 1e9, "cap of --kv-disk (0 = 16 GB)"},
-        {"--kernels", NULL, DI_ARG_STR, &o->kernels, 0, 0, "kernel table: q8 (int8 activations), ggml (llama.cpp's numerics)"},
+        {"--kernels", NULL, DI_ARG_STR, &o->kernels, 0, 0, "kernel table: exact (the default), q8 (int8 activations), ggml (llama.cpp's numerics)"},
         {"--numerics", NULL, DI_ARG_STR, &o->numerics, 0, 0,
          "DeepSeek-V4.1: deepinfer (default: DeepInfer's quantization) or ideal (f32)"},
         {"--spec", NULL, DI_ARG_STR, &o->spec, 0, 0,

@@ -129,6 +129,7 @@ const di_cpu_kernels *di_cpu_kernels_ggml(void) {
 
 const di_cpu_kernels *di_cpu_kernels_by_name(const char *name) {
     if (!name) return NULL;
+    if (!strcmp(name, "exact")) return di_cpu_kernels_best();
     if (!strcmp(name, "q8")) return di_cpu_kernels_best_q8();
     if (!strcmp(name, "ggml")) return di_cpu_kernels_ggml();
     for (int isa = 0; isa < DI_CPU_ISA_COUNT; isa++) {

@@ -35,7 +35,7 @@
 #define PREFETCH_BYTES_Q8_0 3072
 #define CHUNK 16 /* blocks whose scales are converted at once */
 
-enum { K_F32, K_F16, K_Q4_0, K_Q4_1, K_Q8_0, K_Q4_K, K_BF16 };
+enum { K_F32, K_F16, K_Q4_0, K_Q4_1, K_Q8_0, K_Q4_K, K_BF16, K_Q6_K };
 
 TGT static inline float hsum16(__m512 v) {
     __m256 a = _mm256_add_ps(_mm512_castps512_ps256(v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
@@ -84,6 +84,25 @@ TGT static inline ALWAYS void block_scales(int kind, const uint8_t *row, int64_t
             __m256 fmn = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)mn)));
             _mm256_storeu_ps(d + 8 * h, _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(bl->d)), fsc));
             _mm256_storeu_ps(m + 8 * h, _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(bl->dmin)), fmn));
+        }
+        return;
+    }
+    case K_Q6_K: { /* n is a multiple of 8: whole super-blocks. Block p's
+                    * two 16-element groups: d = d * sc[2j], m = d * sc[2j+1]
+                    * (scale index 2j: ql/qh order, see deq32) */
+        for (int h = 0; h < n / 8; h++) {
+            const di_block_q6_K *bl = (const di_block_q6_K *)(const void *)row + (c0 >> 3) + h;
+            const __m512 prod = _mm512_mul_ps(_mm512_set1_ps(_cvtsh_ss(bl->d)),
+                                              _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
+                                                  _mm_loadu_si128((const __m128i *)(const void *)bl->scales))));
+            float t[16];
+            _mm512_storeu_ps(t, prod);
+            for (int j = 0; j < 8; j++) {
+                /* block j of the super-block: half j/4, quarter j%4 -> scales 8*(j/4) + 2*(j%4) (+1) */
+                int k = 8 * (j >> 2) + 2 * (j & 3);
+                d[8 * h + j] = t[k];
+                m[8 * h + j] = t[k + 1];
+            }
         }
         return;
     }
@@ -144,6 +163,26 @@ TGT static inline ALWAYS void deq32(int kind, const uint8_t *row, int64_t b, flo
         *v1 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q1)), vd);
         return;
     }
+    case K_Q6_K: { /* (d * sc) * (q - 32), q = 4 bits of ql | 2 bits of qh << 4 */
+        const di_block_q6_K *bl = (const di_block_q6_K *)(const void *)row + (b >> 3);
+        const int j = (int)(b & 7), half = j >> 2, quarter = j & 3;
+        /* quarter 0/1: low nibbles of ql[0..31] / ql[32..63]; 2/3: high ones */
+        const uint8_t *ql = bl->ql + 64 * half + 32 * (quarter & 1), *qh = bl->qh + 32 * half;
+        const int ls = 4 * (quarter >> 1), hs = 2 * quarter;
+        const __m512i m4 = _mm512_set1_epi32(0xF), m2 = _mm512_set1_epi32(3), b32 = _mm512_set1_epi32(32);
+        __m512 out[2];
+        for (int c = 0; c < 2; c++) {
+            __m512i l = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(ql + 16 * c)));
+            __m512i h = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(qh + 16 * c)));
+            l = _mm512_and_si512(_mm512_srli_epi32(l, (unsigned)ls), m4);
+            h = _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(h, (unsigned)hs), m2), 4);
+            __m512i q = _mm512_sub_epi32(_mm512_or_si512(l, h), b32);
+            out[c] = _mm512_mul_ps(_mm512_set1_ps(c ? m : d), _mm512_cvtepi32_ps(q));
+        }
+        *v0 = out[0];
+        *v1 = out[1];
+        return;
+    }
     default: { /* Q4_K: 8 sub-blocks of 32 per super-block */
         const di_block_q4_K *bl = (const di_block_q4_K *)(const void *)row + (b >> 3);
         int j = (int)(b & 7);
@@ -164,9 +203,15 @@ TGT static inline ALWAYS void deq32(int kind, const uint8_t *row, int64_t b, flo
     }
 }
 
-/* Bytes of weight per 32-element block, for prefetching. */
-static inline int64_t block_bytes(int kind) {
-    return kind == K_F32 ? 128 : kind == K_F16 || kind == K_BF16 ? 64 : kind == K_Q4_1 ? 20 : kind == K_Q8_0 ? 34 : 18;
+/* Bytes of weight per 8 blocks of 32 elements (one K-quant super-block),
+ * for prefetching. */
+static inline int64_t block8_bytes(int kind) {
+    return kind == K_F32   ? 1024
+           : kind == K_F16 || kind == K_BF16 ? 512
+           : kind == K_Q4_1 ? 160
+           : kind == K_Q8_0 ? 272
+           : kind == K_Q6_K ? 210
+           : 144;
 }
 
 /* Q4_K sub-blocks 2h and 2h+1 of a super-block share 32 bytes of qs (low
@@ -198,7 +243,7 @@ TGT static inline ALWAYS void tile_fused(int kind, const int nr, const int nc, c
     for (int i = 0; i < nr; i++)
 #pragma GCC unroll 4
         for (int j = 0; j < nc; j++) acc[i][j] = _mm512_setzero_ps();
-    const int64_t bb = block_bytes(kind), nb = n_in / 32;
+    const int64_t bb8 = block8_bytes(kind), nb = n_in / 32;
     const int64_t pf = kind == K_Q8_0 ? PREFETCH_BYTES_Q8_0 : PREFETCH_BYTES;
     if (kind == K_Q4_K) {
         float d[NC][8], m[NC][8];
@@ -211,7 +256,7 @@ TGT static inline ALWAYS void tile_fused(int kind, const int nr, const int nc, c
             }
 #pragma GCC unroll 4
             for (int j = 0; j < nc; j++) {
-                _mm_prefetch((const char *)w[j] + b * bb + pf, _MM_HINT_T0);
+                _mm_prefetch((const char *)w[j] + b * bb8 / 8 + pf, _MM_HINT_T0);
                 deq64_q4_K(w[j], b, d[j][s], m[j][s], d[j][s + 1], m[j][s + 1], wv[j]);
             }
 #pragma GCC unroll 4
@@ -236,7 +281,7 @@ TGT static inline ALWAYS void tile_fused(int kind, const int nr, const int nc, c
                 __m512 w0[NC], w1[NC];
 #pragma GCC unroll 4
                 for (int j = 0; j < nc; j++) {
-                    _mm_prefetch((const char *)w[j] + b * bb + pf, _MM_HINT_T0);
+                    _mm_prefetch((const char *)w[j] + b * bb8 / 8 + pf, _MM_HINT_T0);
                     deq32(kind, w[j], b, d[j][p], m[j][p], &w0[j], &w1[j]);
                 }
 #pragma GCC unroll 4
@@ -341,5 +386,6 @@ DEFINE_GEMM_F32(q4_0, K_Q4_0)
 DEFINE_GEMM_F32(q4_1, K_Q4_1)
 DEFINE_GEMM_F32(q8_0, K_Q8_0)
 DEFINE_GEMM_F32(q4_K, K_Q4_K)
+DEFINE_GEMM_F32(q6_K, K_Q6_K)
 
 #endif

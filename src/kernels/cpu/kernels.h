@@ -211,7 +211,8 @@ const di_cpu_kernels *di_cpu_kernels_best_q8(void);
  * "ggml"; ggml_compat.h). Never NULL. */
 const di_cpu_kernels *di_cpu_kernels_ggml(void);
 /* The table called name ("avx512", "avx2-q8", ...) if this CPU runs it,
- * "q8" for di_cpu_kernels_best_q8(), "ggml" for di_cpu_kernels_ggml(), else
+ * "exact" for di_cpu_kernels_best(), "q8" for di_cpu_kernels_best_q8(),
+ * "ggml" for di_cpu_kernels_ggml(), else
  * NULL. */
 const di_cpu_kernels *di_cpu_kernels_by_name(const char *name);
 
