@@ -4,7 +4,7 @@
  *
  * Two steps, both pure validation over an open di_gguf (nothing is copied):
  *   1. di_llama_hparams_from_gguf reads and range-checks the hyper-parameters
- *      (`general.architecture` must be "llama").
+ *      (`general.architecture` must be "llama" or "gemma3").
  *   2. di_llama_validate_tensors checks that every tensor the architecture
  *      needs is present with the shape the hyper-parameters imply, that no
  *      unknown tensor is present, and fills a di_llama_tensors with pointers
