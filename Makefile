@@ -14,8 +14,10 @@ all: build
 deps:
 	@bash scripts/install-deps.sh
 
+# The default model (SmolLM2) and the second family the tests check (Gemma 3 270M).
 model: deps
 	@bash scripts/fetch-model.sh
+	@bash scripts/fetch-gemma.sh
 
 $(BUILD)/Makefile:
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release

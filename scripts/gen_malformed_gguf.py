@@ -226,6 +226,9 @@ def seeds():
     q = Tensor("q", [64, 3], bytes(range(34 * 6)), GGML_Q8_0)
     f = Tensor("f", [3], f32_data(3, 7.0))
     out["quant_tensor.gguf"] = build([kv("general.architecture", STR, "none")], [q, f])
+    # the Gemma 3 variant with a window of 4 keys, every 2nd layer global
+    out["tiny_gemma3.gguf"] = tiny_gemma3(kv_over=[("gemma3.attention.sliding_window", U32, 4),
+                                                   ("gemma3.attention.sliding_window_pattern", U32, 2)])
     return out
 
 
@@ -421,9 +424,39 @@ def malformed():
     L["shape_output_3d"] = tiny_llama(t_extra=[("output.weight", [4, 8, 2])])
     L["tensor_layer_out_of_range"] = tiny_llama(t_extra=[("blk.2.attn_q.weight", [4, 4])])
     L["tensor_unknown_name"] = tiny_llama(t_extra=[("blk.0.attn_q.bias", [4])])
+    # the Gemma 3 variant (issue 15): its tensors in a llama file, a gemma3
+    # file missing one of them, an unsupported feature, and a range error
+    # whose message must name the file's own key prefix
+    hd = HP["n_embd"] // HP["n_heads"]
+    L["gemma3_tensor_in_llama"] = tiny_llama(t_extra=[("blk.0.attn_q_norm.weight", [hd])])
+    L["gemma3_missing_q_norm"] = tiny_gemma3(t_drop=("blk.1.attn_q_norm.weight",))
+    L["gemma3_missing_post_ffw_norm"] = tiny_gemma3(t_drop=("blk.0.post_ffw_norm.weight",))
+    L["gemma3_attn_softcap"] = tiny_gemma3(kv_over=[("gemma3.attn_logit_softcapping", F32, 50.0)])
+    L["gemma3_block_count_zero"] = tiny_gemma3(kv_over=[("gemma3.block_count", U32, 0)])
+    L["gemma3_window_pattern_zero"] = tiny_gemma3(
+        kv_over=[("gemma3.attention.sliding_window", U32, 4),
+                 ("gemma3.attention.sliding_window_pattern", U32, 0)])
     for k, v in L.items():
         out["llama_" + k + ".gguf"] = v
     return out
+
+
+def tiny_gemma3(kv_over=None, t_drop=()):
+    """The tiny llama as a gemma3 file: keys under "gemma3.", the q/k head
+    norms and the post norms of every layer."""
+    kvs = [(k.replace("llama.", "gemma3.", 1) if k.startswith("llama.") else k, t, v)
+           for k, t, v in llama_kvs()]
+    kvs = [(k, t, "gemma3" if k == "general.architecture" else v) for k, t, v in kvs]
+    over = dict((k, (t, v)) for k, t, v in (kv_over or []))
+    kvs = [(k, *over.pop(k)) if k in over else (k, t, v) for k, t, v in kvs]
+    kvs += [(k, t, v) for k, (t, v) in over.items()]
+    e, hd = HP["n_embd"], HP["n_embd"] // HP["n_heads"]
+    extra = []
+    for i in range(HP["n_layers"]):
+        b = "blk.%d." % i
+        extra += [(b + "attn_q_norm.weight", [hd]), (b + "attn_k_norm.weight", [hd]),
+                  (b + "post_attention_norm.weight", [e]), (b + "post_ffw_norm.weight", [e])]
+    return build(enc(kvs), llama_tensors(None, t_drop, extra))
 
 
 def write_dir(path, files):

@@ -16,6 +16,7 @@
 #include "args.h"
 #include "bench_serve.h"
 #include "gen_common.h"
+#include "progress.h"
 #include "tools.h"
 
 #include <stdio.h>
@@ -131,13 +132,22 @@ typedef struct test_result {
 static int run_test(bench_ctx *b, const char *name, int n_seqs, int32_t n_prompt, int32_t n_gen, int phase,
                     int reps, test_result *out) {
     double v[MAX_REPS];
-    fprintf(stderr, "bench: %s warm-up\n", name);
+    /* progress: runs done of warm-up + reps (a bar on a terminal; in a log
+     * the plain progress lines and one line per rep with its result) */
+    char what[48];
+    snprintf(what, sizeof what, "bench %s", name);
+    di_progress prog;
+    di_progress_start(&prog, what, reps + 1, "runs/s");
+    if (!prog.tty) fprintf(stderr, "bench: %s warm-up\n", name);
     if (run_once(b, n_seqs, n_prompt < 16 ? n_prompt : 16, n_gen < 4 ? n_gen : 4, phase) < 0) return 1;
+    di_progress_update(&prog, 1, 1);
     for (int r = 0; r < reps; r++) {
         v[r] = run_once(b, n_seqs, n_prompt, n_gen, phase);
         if (v[r] < 0) return 1;
-        fprintf(stderr, "bench: %s rep %d/%d: %.1f tok/s\n", name, r + 1, reps, v[r]);
+        if (!prog.tty) fprintf(stderr, "bench: %s rep %d/%d: %.1f tok/s\n", name, r + 1, reps, v[r]);
+        di_progress_update(&prog, r + 2, r + 2);
     }
+    di_progress_end(&prog, reps + 1, reps + 1);
     qsort(v, (size_t)reps, sizeof v[0], cmp_double);
     snprintf(out->name, sizeof out->name, "%s", name);
     out->med = reps % 2 ? v[reps / 2] : 0.5 * (v[reps / 2 - 1] + v[reps / 2]);

@@ -73,6 +73,21 @@ static void print_hparams(const di_llama_hparams *hp) {
         printf(" x%g (original context %" PRIu32 ")", (double)hp->rope_scaling_factor,
                hp->rope_scaling_orig_ctx);
     printf("\n  %-16s %g\n", "rms eps:", (double)hp->rms_eps);
+    if (hp->arch != DI_LLAMA_ARCH_GEMMA3) return;
+    /* the Gemma 3 pieces (llama_hparams.h): which layers are local, their
+     * window and RoPE base, the scales */
+    printf("  %-16s %" PRIu32 " keys on local layers, every %" PRIu32 "th layer global (", "sliding window:",
+           hp->sliding_window, hp->swa_period);
+    const char *sep = "";
+    for (uint32_t il = 0; il < hp->n_layers; il++)
+        if (!di_llama_layer_is_local(hp, il)) {
+            printf("%s%" PRIu32, sep, il);
+            sep = " ";
+        }
+    printf(")\n  %-16s %g\n", "local rope base:", (double)hp->rope_freq_base_swa);
+    printf("  %-16s embeddings x%g, queries x%g, ", "scales:", (double)hp->embd_scale, (double)hp->attn_scale);
+    if (hp->final_softcap > 0) printf("final logits soft-capped at %g\n", (double)hp->final_softcap);
+    else printf("no final soft-cap\n");
 }
 
 static void print_tensor_summary(const di_gguf *g) {

@@ -8,6 +8,14 @@
  *     h = rmsnorm(x) ; x += (silu(h Wg) * (h Wu)) Wd
  *   logits = rmsnorm(x[want]) Wout                          (n_want, n_vocab)
  *
+ * The Gemma 3 variant (hp.arch, llama_hparams.h) is the same loop with:
+ *   x = embed(tokens) * sqrt(n_embd);
+ *   q, k RMS-normalized per head before RoPE (neox halves), RoPE base and
+ *   a sliding window per layer kind (local / global);
+ *   x += rmsnorm(attention(..) Wo, post_attention_norm);
+ *   x += rmsnorm((gelu_tanh(h Wg) * (h Wu)) Wd, post_ffw_norm);
+ *   logits soft-capped when the file says so.
+ *
  * Weights are pointers into the GGUF mapping (no copies) except norm vectors
  * stored in a type other than F32, which are widened once at load. */
 #include "model/llama.h"
@@ -33,6 +41,9 @@ typedef struct llama_weight {
 
 typedef struct llama_layer {
     const float *attn_norm; /* (n_embd) */
+    const float *q_norm, *k_norm; /* (head_dim) gemma3, else NULL */
+    const float *post_attn_norm, *post_ffw_norm; /* (n_embd) gemma3, else NULL */
+    int local;              /* sliding-window layer (gemma3): own RoPE base and window */
     llama_weight wq;        /* (n_head*head_dim, n_embd) */
     llama_weight wk, wv;    /* (n_head_kv*head_dim, n_embd) */
     llama_weight wo;        /* (n_embd, n_head*head_dim) */
@@ -51,8 +62,10 @@ struct di_llama_model {
     llama_weight output;    /* (n_vocab, n_embd); == tok_embd when tied */
     llama_layer *layers;    /* (n_layer) */
     float *inv_freq;        /* (n_rot/2) rotary frequencies, scaling applied */
+    float *inv_freq_swa;    /* (n_rot/2) the local layers' (gemma3), else NULL */
+    int gemma;              /* hp.arch == DI_LLAMA_ARCH_GEMMA3 */
     /* the same rotation as ggml computes it (ggml kernels only) */
-    float rope_theta_scale, rope_freq_scale;
+    float rope_theta_scale, rope_freq_scale, rope_theta_scale_swa;
     const float *rope_factors; /* (n_rot/2) rope_freqs divisors, or NULL */
     float **owned;          /* (n_owned) norm vectors widened to f32 */
     int32_t n_owned;
@@ -76,6 +89,7 @@ struct di_llama_ctx {
     float *mm_scratch;   /* di_matmul_scratch_floats(rows, max n_in, tasks) */
     float *attn_scratch; /* (tasks, attention scratch floats) */
     float *rope_cs;      /* (rows, n_rot) cos then sin of each row's angles, for every layer */
+    float *rope_cs_swa;  /* (rows, n_rot) the same for the local layers (gemma3) */
     const int32_t **row_blocks; /* (rows) */
     int32_t *seq_last;   /* (seqs) last position seen per slot during validation */
 };
@@ -141,6 +155,11 @@ static di_status bind_layer(di_llama_model *m, const di_llama_layer_tensors *t, 
         (s = bind_weight(m, t->ffn_gate, &L->w_gate, err)) || (s = bind_weight(m, t->ffn_up, &L->w_up, err)) ||
         (s = bind_weight(m, t->ffn_down, &L->w_down, err)))
         return s;
+    if (m->gemma &&
+        ((s = bind_vector(m, t->attn_q_norm, &L->q_norm, err)) || (s = bind_vector(m, t->attn_k_norm, &L->k_norm, err)) ||
+         (s = bind_vector(m, t->post_attention_norm, &L->post_attn_norm, err)) ||
+         (s = bind_vector(m, t->post_ffw_norm, &L->post_ffw_norm, err))))
+        return s;
     return DI_OK;
 }
 
@@ -181,6 +200,16 @@ static di_status build_rope(di_llama_model *m, const di_gguf_tensor *rope_freqs,
         }
         m->inv_freq[i] = f * freq_scale;
     }
+    if (hp->sliding_window > 0) { /* the local layers' table: their own base, no scaling */
+        if (!(hp->rope_freq_base_swa > 1.0f) || !isfinite(hp->rope_freq_base_swa))
+            return di_error_set(err, DI_ERR_FORMAT, "local rope base %g invalid", (double)hp->rope_freq_base_swa);
+        m->inv_freq_swa = di_calloc(n_pairs > 0 ? n_pairs : 1, sizeof(float));
+        if (!m->inv_freq_swa) return di_error_set(err, DI_ERR_NOMEM, "rope table: out of memory");
+        for (uint32_t i = 0; i < n_pairs; i++)
+            m->inv_freq_swa[i] =
+                (float)(1.0 / pow((double)hp->rope_freq_base_swa, (double)(2 * i) / (double)hp->n_rot));
+        m->rope_theta_scale_swa = powf(hp->rope_freq_base_swa, -2.0f / (float)hp->n_rot);
+    }
     return DI_OK;
 }
 
@@ -199,7 +228,10 @@ di_status di_llama_load(const di_gguf *g, const di_cpu_kernels *kernels, di_llam
                          m->hp.n_rot);
         goto done;
     }
-    m->rope_neox = 0; /* llama GGUFs store q/k rows permuted for adjacent pairs */
+    m->gemma = m->hp.arch == DI_LLAMA_ARCH_GEMMA3;
+    /* llama GGUFs store q/k rows permuted for adjacent pairs; llama.cpp's
+     * converter leaves Gemma's unpermuted (rotate halves, as HF) */
+    m->rope_neox = m->gemma;
     m->tied_output = t.tied_output;
     if ((s = bind_weight(m, t.token_embd, &m->tok_embd, err)) ||
         (s = bind_vector(m, t.output_norm, &m->output_norm, err)) ||
@@ -210,8 +242,10 @@ di_status di_llama_load(const di_gguf *g, const di_cpu_kernels *kernels, di_llam
         s = di_error_set(err, DI_ERR_NOMEM, "llama: out of memory");
         goto done;
     }
-    for (uint32_t il = 0; il < m->hp.n_layers; il++)
+    for (uint32_t il = 0; il < m->hp.n_layers; il++) {
         if ((s = bind_layer(m, &t.layers[il], &m->layers[il], err))) goto done;
+        m->layers[il].local = di_llama_layer_is_local(&m->hp, il);
+    }
     s = build_rope(m, t.rope_freqs, err);
 done:
     di_llama_tensors_free(&t);
@@ -229,6 +263,7 @@ void di_llama_free(di_llama_model *m) {
     free(m->owned);
     free(m->layers);
     free(m->inv_freq);
+    free(m->inv_freq_swa);
     free(m);
 }
 
@@ -313,6 +348,7 @@ void di_llama_ctx_free(di_llama_ctx *c) {
     free(c->mm_scratch);
     free(c->attn_scratch);
     free(c->rope_cs);
+    free(c->rope_cs_swa);
     free(c->row_blocks);
     free(c->seq_last);
     free(c);
@@ -343,6 +379,7 @@ static di_status ctx_reserve(di_llama_ctx *c, int64_t n_rows, int64_t n_tasks, i
             !regrow(&c->vx, n * kv_dim, sizeof(float)) || !regrow(&c->att, n * q_dim, sizeof(float)) ||
             !regrow(&c->gate, n * hp->n_ff, sizeof(float)) || !regrow(&c->up, n * hp->n_ff, sizeof(float)) ||
             !regrow(&c->rope_cs, n * hp->n_rot, sizeof(float)) ||
+            !regrow(&c->rope_cs_swa, n * hp->n_rot, sizeof(float)) ||
             !regrow(&c->row_blocks, n, sizeof(*c->row_blocks))) {
             c->cap_rows = 0; /* some buffers may be smaller now */
             return di_error_set(err, DI_ERR_NOMEM, "llama ctx: out of memory for %lld rows", (long long)n);
@@ -467,10 +504,20 @@ static void kv_store_row(const di_llama_model *m, di_llama_kv *kv, int32_t il, c
     }
 }
 
-/* h = rmsnorm(x) * w, in the numerics of the model's kernels */
+/* h = rmsnorm(x) * w over n elements, in the numerics of the model's kernels */
+static void rmsnorm_n(const di_llama_model *m, const float *x, const float *w, float *h, int64_t n) {
+    if (m->k->ggml) di_ggml_rmsnorm(x, w, h, n, m->hp.rms_eps);
+    else di_rmsnorm(x, w, h, 1, n, m->hp.rms_eps);
+}
+
 static void rmsnorm_row(const di_llama_model *m, const float *x, const float *w, float *h) {
-    if (m->k->ggml) di_ggml_rmsnorm(x, w, h, m->hp.n_embd, m->hp.rms_eps);
-    else di_rmsnorm(x, w, h, 1, m->hp.n_embd, m->hp.rms_eps);
+    rmsnorm_n(m, x, w, h, m->hp.n_embd);
+}
+
+/* Gemma's q/k norm: every head of x (n_heads, head_dim) normalized alone */
+static void head_norm(const di_llama_model *m, float *x, int32_t n_heads, const float *w) {
+    const int64_t hd = m->hp.head_dim;
+    for (int32_t h = 0; h < n_heads; h++) rmsnorm_n(m, x + h * hd, w, x + h * hd, hd);
 }
 
 static void add_row(float *x, const float *d, int64_t n) {
@@ -486,8 +533,10 @@ typedef enum row_stage {
     STAGE_EMBED_NORM, /* x = embed(token); h = rmsnorm(x, attn_norm of layer 0);
                        * the row's rope angles (shared by all layers) */
     STAGE_ADD_NORM,   /* x += h; h = rmsnorm(x, norm) */
+    STAGE_POST_ADD_NORM, /* gemma3: h = rmsnorm(h, post); x += h; h = rmsnorm(x, norm) (norm NULL: no
+                          * second norm, the last layer) */
     STAGE_ROPE_STORE, /* rope q and k; store k, v in the cache */
-    STAGE_SWIGLU,     /* gate = silu(gate) * up */
+    STAGE_SWIGLU,     /* gate = silu(gate) * up (gemma3: gelu_tanh(gate) * up) */
     STAGE_ADD,        /* x += h */
 } row_stage;
 
@@ -498,6 +547,7 @@ typedef struct rows_job {
     const di_batch *b;
     int32_t il;
     const float *norm; /* (n_embd) for the *_NORM stages */
+    const float *post; /* (n_embd) STAGE_POST_ADD_NORM's first norm */
     int n_tasks;
 } rows_job;
 
@@ -519,34 +569,55 @@ static void rows_task(void *arg, int64_t task, int thread) {
             const uint8_t *row = (const uint8_t *)e->data + (uint64_t)j->b->token[r] * e->row_bytes;
             if (m->k->dequant[e->dtype]) m->k->dequant[e->dtype](row, x, E);
             else di_dtype_traits_of(e->dtype)->to_float(row, x, E);
+            if (m->gemma)
+                for (int64_t i = 0; i < E; i++) x[i] *= hp->embd_scale;
             rmsnorm_row(m, x, j->norm, h);
-            if (!m->k->ggml) di_rope_angles(j->b->pos[r], (int32_t)hp->n_rot, m->inv_freq, c->rope_cs + r * hp->n_rot);
+            if (!m->k->ggml) {
+                di_rope_angles(j->b->pos[r], (int32_t)hp->n_rot, m->inv_freq, c->rope_cs + r * hp->n_rot);
+                if (m->inv_freq_swa)
+                    di_rope_angles(j->b->pos[r], (int32_t)hp->n_rot, m->inv_freq_swa, c->rope_cs_swa + r * hp->n_rot);
+            }
             break;
         }
+        case STAGE_POST_ADD_NORM:
+            rmsnorm_row(m, h, j->post, h);
+            add_row(x, h, E);
+            if (j->norm) rmsnorm_row(m, x, j->norm, h);
+            break;
         case STAGE_ADD_NORM:
             add_row(x, h, E);
             rmsnorm_row(m, x, j->norm, h);
             break;
-        case STAGE_ROPE_STORE:
+        case STAGE_ROPE_STORE: {
+            const llama_layer *L = &m->layers[j->il];
+            if (L->q_norm) {
+                head_norm(m, c->q + r * q_dim, (int32_t)hp->n_heads, L->q_norm);
+                head_norm(m, c->kx + r * kv_dim, (int32_t)hp->n_heads_kv, L->k_norm);
+            }
             if (m->k->ggml) {
+                /* local layers: their base, no scaling or factors (gemma3 has neither) */
+                float ts = L->local ? m->rope_theta_scale_swa : m->rope_theta_scale;
+                float fs = L->local ? 1.0f : m->rope_freq_scale;
+                const float *ff = L->local ? NULL : m->rope_factors;
                 di_ggml_rope(c->q + r * q_dim, j->b->pos[r], (int32_t)hp->n_heads, (int32_t)hp->head_dim,
-                             (int32_t)hp->n_rot, m->rope_theta_scale, m->rope_freq_scale, m->rope_factors,
-                             m->rope_neox);
+                             (int32_t)hp->n_rot, ts, fs, ff, m->rope_neox);
                 di_ggml_rope(c->kx + r * kv_dim, j->b->pos[r], (int32_t)hp->n_heads_kv, (int32_t)hp->head_dim,
-                             (int32_t)hp->n_rot, m->rope_theta_scale, m->rope_freq_scale, m->rope_factors,
-                             m->rope_neox);
+                             (int32_t)hp->n_rot, ts, fs, ff, m->rope_neox);
                 kv_store_row(m, j->kv, j->il, j->b, (int32_t)r, c->kx + r * kv_dim, c->vx + r * kv_dim);
                 break;
             }
             /* di_rope's bits, with the angles of the embed stage */
-            di_rope_apply(c->q + r * q_dim, (int32_t)hp->n_heads, (int32_t)hp->head_dim, (int32_t)hp->n_rot,
-                          c->rope_cs + r * hp->n_rot, m->rope_neox);
-            di_rope_apply(c->kx + r * kv_dim, (int32_t)hp->n_heads_kv, (int32_t)hp->head_dim, (int32_t)hp->n_rot,
-                          c->rope_cs + r * hp->n_rot, m->rope_neox);
+            const float *cs = (L->local ? c->rope_cs_swa : c->rope_cs) + r * hp->n_rot;
+            di_rope_apply(c->q + r * q_dim, (int32_t)hp->n_heads, (int32_t)hp->head_dim, (int32_t)hp->n_rot, cs,
+                          m->rope_neox);
+            di_rope_apply(c->kx + r * kv_dim, (int32_t)hp->n_heads_kv, (int32_t)hp->head_dim, (int32_t)hp->n_rot, cs,
+                          m->rope_neox);
             kv_store_row(m, j->kv, j->il, j->b, (int32_t)r, c->kx + r * kv_dim, c->vx + r * kv_dim);
             break;
+        }
         case STAGE_SWIGLU:
-            if (m->k->ggml) di_ggml_swiglu(c->gate + r * F, c->up + r * F, F);
+            if (m->gemma) di_geglu(c->gate + r * F, c->up + r * F, F);
+            else if (m->k->ggml) di_ggml_swiglu(c->gate + r * F, c->up + r * F, F);
             else di_swiglu(c->gate + r * F, c->up + r * F, F);
             break;
         case STAGE_ADD:
@@ -559,14 +630,19 @@ static void rows_task(void *arg, int64_t task, int thread) {
 /* Rows per task below which a stage is not worth a dispatch. */
 #define ROWS_PER_TASK_MIN 4
 
-static void run_rows(const di_llama_ctx *c, di_llama_kv *kv, const di_batch *b, row_stage stage, int32_t il,
-                     const float *norm, di_threadpool *pool) {
+static void run_rows2(const di_llama_ctx *c, di_llama_kv *kv, const di_batch *b, row_stage stage, int32_t il,
+                      const float *norm, const float *post, di_threadpool *pool) {
     int64_t n_tasks = di_threadpool_n_threads(pool);
     if (n_tasks > b->n_rows / ROWS_PER_TASK_MIN) n_tasks = b->n_rows / ROWS_PER_TASK_MIN;
     if (n_tasks < 1) n_tasks = 1;
-    rows_job j = {stage, c, kv, b, il, norm, (int)n_tasks};
+    rows_job j = {stage, c, kv, b, il, norm, post, (int)n_tasks};
     if (n_tasks == 1) rows_task(&j, 0, 0);
     else di_threadpool_run(pool, n_tasks, rows_task, &j);
+}
+
+static void run_rows(const di_llama_ctx *c, di_llama_kv *kv, const di_batch *b, row_stage stage, int32_t il,
+                     const float *norm, di_threadpool *pool) {
+    run_rows2(c, kv, b, stage, il, norm, NULL, pool);
 }
 
 di_status di_llama_forward(di_llama_ctx *c, di_llama_kv *kv, const di_batch *b, float *logits_out,
@@ -612,22 +688,26 @@ di_status di_llama_forward(di_llama_ctx *c, di_llama_kv *kv, const di_batch *b, 
         run_rows(c, kv, b, STAGE_ROPE_STORE, (int32_t)il, NULL, pool);
         di_attn_args aa = {
             .q = c->q, .n_rows = b->n_rows, .n_heads = (int32_t)hp->n_heads, .n_kv_heads = (int32_t)hp->n_heads_kv,
-            .head_dim = (int32_t)hp->head_dim, .scale = 1.0f / sqrtf((float)hp->head_dim),
+            .head_dim = (int32_t)hp->head_dim, .scale = hp->attn_scale,
             .k_cache = kv->k[il], .v_cache = kv->v[il], .kv_f16 = kv->dtype == DI_DTYPE_F16,
             .block_size = kv->block_size, .row_blocks = c->row_blocks, .pos = b->pos, .out = c->att,
+            .window = L->local ? (int32_t)hp->sliding_window : 0,
         };
         if (m->k->ggml) di_attention_ggml(m->k, &aa, n_pos, c->attn_scratch, pool);
         else di_attention(m->k, &aa, c->attn_scratch, pool);
         matmul(c, &L->wo, c->att, q_dim, c->h, E, n, pool);
-        /* feed-forward block: x += h; h = rmsnorm(x) */
-        run_rows(c, kv, b, STAGE_ADD_NORM, (int32_t)il, L->ffn_norm, pool);
+        /* feed-forward block: x += h (gemma3: its post norm first); h = rmsnorm(x) */
+        if (m->gemma) run_rows2(c, kv, b, STAGE_POST_ADD_NORM, (int32_t)il, L->ffn_norm, L->post_attn_norm, pool);
+        else run_rows(c, kv, b, STAGE_ADD_NORM, (int32_t)il, L->ffn_norm, pool);
         const di_matmul_args gate_up[2] = {mm_args(&L->w_gate, c->h, E, c->gate, F, n),
                                            mm_args(&L->w_up, c->h, E, c->up, F, n)};
         di_matmul_multi(m->k, gate_up, 2, c->mm_scratch, pool);
         run_rows(c, kv, b, STAGE_SWIGLU, (int32_t)il, NULL, pool);
         matmul(c, &L->w_down, c->gate, F, c->h, E, n, pool);
         /* x += h, fused with the next layer's attention norm */
-        if (il + 1 < hp->n_layers) run_rows(c, kv, b, STAGE_ADD_NORM, (int32_t)il, m->layers[il + 1].attn_norm, pool);
+        const float *next_norm = il + 1 < hp->n_layers ? m->layers[il + 1].attn_norm : NULL;
+        if (m->gemma) run_rows2(c, kv, b, STAGE_POST_ADD_NORM, (int32_t)il, next_norm, L->post_ffw_norm, pool);
+        else if (next_norm) run_rows(c, kv, b, STAGE_ADD_NORM, (int32_t)il, next_norm, pool);
         else run_rows(c, kv, b, STAGE_ADD, (int32_t)il, NULL, pool);
     }
     if (n_want == 0) return DI_OK;
@@ -637,6 +717,10 @@ di_status di_llama_forward(di_llama_ctx *c, di_llama_kv *kv, const di_batch *b, 
         if (b->want_logits[i]) memcpy(c->h + j++ * E, c->x + (int64_t)i * E, (size_t)E * sizeof(float));
     for (int64_t r = 0; r < n_want; r++) rmsnorm_row(m, c->h + r * E, m->output_norm, c->h + r * E);
     matmul(c, &m->output, c->h, E, logits_out, (int64_t)hp->n_vocab, n_want, pool);
+    if (hp->final_softcap > 0.0f) { /* logits = cap tanh(logits / cap) */
+        const float cap = hp->final_softcap;
+        for (int64_t i = 0; i < n_want * (int64_t)hp->n_vocab; i++) logits_out[i] = cap * tanhf(logits_out[i] / cap);
+    }
     return DI_OK;
 }
 

@@ -17,9 +17,38 @@
 
 static const char *gname(const di_gguf *g) { return di_gguf_name(g); }
 
+/* Keys are written "llama.<key>" in this file; a Gemma 3 file stores the
+ * same keys as "gemma3.<key>" (llama.cpp's convention: the architecture
+ * name is the prefix). akey rewrites the prefix to the file's own. */
+static const char *akey(const di_gguf *g, const char *key, char buf[KEY_MAX]) {
+    di_gguf_str arch;
+    if (strncmp(key, "llama.", 6) != 0 || di_gguf_get_str(g, "general.architecture", &arch, NULL) != DI_OK ||
+        arch.len == 0 || arch.len > 32 || (arch.len == 5 && !memcmp(arch.ptr, "llama", 5)))
+        return key;
+    snprintf(buf, KEY_MAX, "%.*s.%s", (int)arch.len, arch.ptr, key + 6);
+    return buf;
+}
+
+static const di_gguf_kv *kv_find(const di_gguf *g, const char *key) {
+    char b[KEY_MAX];
+    return di_gguf_find_kv(g, akey(g, key, b));
+}
+static di_status kv_get_u32(const di_gguf *g, const char *key, uint32_t *out, di_error *err) {
+    char b[KEY_MAX];
+    return di_gguf_get_u32(g, akey(g, key, b), out, err);
+}
+static di_status kv_get_f32(const di_gguf *g, const char *key, float *out, di_error *err) {
+    char b[KEY_MAX];
+    return di_gguf_get_f32(g, akey(g, key, b), out, err);
+}
+static di_status kv_get_str(const di_gguf *g, const char *key, di_gguf_str *out, di_error *err) {
+    char b[KEY_MAX];
+    return di_gguf_get_str(g, akey(g, key, b), out, err);
+}
+
 /* A required integer key: absent is a format error, not "not found". */
 static di_status req_u32(const di_gguf *g, const char *key, uint32_t *out, di_error *err) {
-    di_status s = di_gguf_get_u32(g, key, out, err);
+    di_status s = kv_get_u32(g, key, out, err);
     if (s == DI_ERR_NOT_FOUND)
         return di_error_set(err, DI_ERR_FORMAT, "%s: required kv '%s' is missing", gname(g), key);
     return s;
@@ -29,14 +58,14 @@ static di_status req_u32(const di_gguf *g, const char *key, uint32_t *out, di_er
 static di_status opt_u32(const di_gguf *g, const char *key, uint32_t def, uint32_t *out,
                          di_error *err) {
     *out = def;
-    if (!di_gguf_find_kv(g, key)) return DI_OK;
-    return di_gguf_get_u32(g, key, out, err);
+    if (!kv_find(g, key)) return DI_OK;
+    return kv_get_u32(g, key, out, err);
 }
 
 static di_status opt_f32(const di_gguf *g, const char *key, float def, float *out, di_error *err) {
     *out = def;
-    if (!di_gguf_find_kv(g, key)) return DI_OK;
-    return di_gguf_get_f32(g, key, out, err);
+    if (!kv_find(g, key)) return DI_OK;
+    return kv_get_f32(g, key, out, err);
 }
 
 static di_status in_range(const di_gguf *g, const char *key, uint64_t v, uint64_t lo, uint64_t hi,
@@ -54,17 +83,19 @@ static bool str_eq(di_gguf_str s, const char *lit) {
 
 /* ---- hyper-parameters --------------------------------------------------- */
 
-static di_status read_arch(const di_gguf *g, di_error *err) {
+static di_status read_arch(const di_gguf *g, di_llama_hparams *hp, di_error *err) {
     di_gguf_str arch;
     di_status s = di_gguf_get_str(g, "general.architecture", &arch, err);
     if (s == DI_ERR_NOT_FOUND)
         return di_error_set(err, DI_ERR_FORMAT, "%s: required kv 'general.architecture' is missing",
                             gname(g));
     if (s) return s;
-    if (!str_eq(arch, "llama")) {
+    if (str_eq(arch, "llama")) hp->arch = DI_LLAMA_ARCH_LLAMA;
+    else if (str_eq(arch, "gemma3")) hp->arch = DI_LLAMA_ARCH_GEMMA3;
+    else {
         int n = arch.len > 64 ? 64 : (int)arch.len;
         return di_error_set(err, DI_ERR_UNSUPPORTED,
-                            "%s: kv 'general.architecture' is '%.*s', only 'llama' is supported",
+                            "%s: kv 'general.architecture' is '%.*s', supported: llama, gemma3",
                             gname(g), n, arch.ptr);
     }
     uint32_t experts;
@@ -100,7 +131,7 @@ static di_status read_shape_params(const di_gguf *g, di_llama_hparams *hp, di_er
 
     /* Head width: explicit key_length (then value_length must match; the
      * attention kernels assume one width), else hidden / heads. */
-    if (di_gguf_find_kv(g, "llama.attention.key_length")) {
+    if (kv_find(g, "llama.attention.key_length")) {
         uint32_t vlen;
         if ((s = req_u32(g, "llama.attention.key_length", &hp->head_dim, err)) ||
             (s = opt_u32(g, "llama.attention.value_length", hp->head_dim, &vlen, err)))
@@ -133,7 +164,7 @@ static di_status read_shape_params(const di_gguf *g, di_llama_hparams *hp, di_er
 }
 
 static di_status read_float_params(const di_gguf *g, di_llama_hparams *hp, di_error *err) {
-    di_status s = di_gguf_get_f32(g, "llama.attention.layer_norm_rms_epsilon", &hp->rms_eps, err);
+    di_status s = kv_get_f32(g, "llama.attention.layer_norm_rms_epsilon", &hp->rms_eps, err);
     if (s == DI_ERR_NOT_FOUND)
         return di_error_set(err, DI_ERR_FORMAT,
                             "%s: required kv 'llama.attention.layer_norm_rms_epsilon' is missing",
@@ -157,8 +188,8 @@ static di_status read_float_params(const di_gguf *g, di_llama_hparams *hp, di_er
     hp->rope_scaling_factor = 1.0f;
     hp->rope_scaling_orig_ctx = hp->n_ctx_train;
     di_gguf_str type;
-    if (di_gguf_find_kv(g, "llama.rope.scaling.type")) {
-        if ((s = di_gguf_get_str(g, "llama.rope.scaling.type", &type, err))) return s;
+    if (kv_find(g, "llama.rope.scaling.type")) {
+        if ((s = kv_get_str(g, "llama.rope.scaling.type", &type, err))) return s;
         if (str_eq(type, "linear")) hp->rope_scaling = DI_LLAMA_ROPE_SCALING_LINEAR;
         else if (str_eq(type, "yarn")) hp->rope_scaling = DI_LLAMA_ROPE_SCALING_YARN;
         else if (!str_eq(type, "none")) {
@@ -170,9 +201,9 @@ static di_status read_float_params(const di_gguf *g, di_llama_hparams *hp, di_er
         }
         if ((s = opt_f32(g, "llama.rope.scaling.factor", 1.0f, &hp->rope_scaling_factor, err)))
             return s;
-    } else if (di_gguf_find_kv(g, "llama.rope.scale_linear")) {
+    } else if (kv_find(g, "llama.rope.scale_linear")) {
         hp->rope_scaling = DI_LLAMA_ROPE_SCALING_LINEAR;
-        if ((s = di_gguf_get_f32(g, "llama.rope.scale_linear", &hp->rope_scaling_factor, err)))
+        if ((s = kv_get_f32(g, "llama.rope.scale_linear", &hp->rope_scaling_factor, err)))
             return s;
     }
     if (!(hp->rope_scaling_factor >= 1.0f && hp->rope_scaling_factor <= 1024.0f))
@@ -218,8 +249,8 @@ static di_status read_vocab(const di_gguf *g, di_llama_hparams *hp, di_error *er
             (s = check_token_array(g, "tokenizer.ggml.merges", DI_GGUF_STRING, UINT64_MAX, err)))
             return s;
     }
-    if (di_gguf_find_kv(g, "llama.vocab_size")) {
-        if ((s = di_gguf_get_u32(g, "llama.vocab_size", &hp->n_vocab, err)) ||
+    if (kv_find(g, "llama.vocab_size")) {
+        if ((s = kv_get_u32(g, "llama.vocab_size", &hp->n_vocab, err)) ||
             (s = in_range(g, "llama.vocab_size", hp->n_vocab, 1, DI_LLAMA_MAX_VOCAB, err)))
             return s;
         /* The embedding may be padded past the token list, never shorter. */
@@ -291,14 +322,97 @@ static di_status read_special_tokens(const di_gguf *g, di_llama_hparams *hp, di_
     return DI_OK;
 }
 
+/* Gemma 3 (llama.cpp's gemma3 graph, HF Gemma3TextModel): the same block
+ * with extra pieces, each read here or fixed by the architecture:
+ *   - local (sliding-window) layers and global ones: layer il is global when
+ *     (il + 1) % swa_period == 0 (gemma3.attention.sliding_window_pattern
+ *     when the file has it, else 6, as llama.cpp and the HF config use);
+ *     local layers see the last sliding_window positions (itself included)
+ *     and rotate with base 10000 (HF rope_local_base_freq; llama.cpp fixes
+ *     it too), global ones with gemma3.rope.freq_base;
+ *   - queries scaled by 1/sqrt(head_dim) (query_pre_attn_scalar = head_dim
+ *     for every released size but 27B, whose GGUF sets key_length so the
+ *     same rule holds through attention.scale when present);
+ *   - embeddings scaled by sqrt(n_embd); final logit soft-capping when
+ *     gemma3.final_logit_softcapping is present.
+ * Attention logit soft-capping (Gemma 2) is refused: not implemented. */
+#define GEMMA3_SWA_PERIOD_DEFAULT 6u
+#define GEMMA3_ROPE_BASE_LOCAL 10000.0f
+
+static di_status read_gemma_params(const di_gguf *g, di_llama_hparams *hp, di_error *err) {
+    hp->embd_scale = 1.0f;
+    hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim);
+    hp->final_softcap = 0.0f;
+    hp->sliding_window = 0;
+    hp->swa_period = 0;
+    hp->rope_freq_base_swa = hp->rope_freq_base;
+    if (hp->arch != DI_LLAMA_ARCH_GEMMA3) return DI_OK;
+    di_status s;
+    hp->embd_scale = sqrtf((float)hp->n_embd);
+    hp->rope_freq_base_swa = GEMMA3_ROPE_BASE_LOCAL;
+    if ((s = opt_u32(g, "llama.attention.sliding_window", 0, &hp->sliding_window, err)) ||
+        (s = in_range(g, "llama.attention.sliding_window", hp->sliding_window, 0, DI_LLAMA_MAX_CTX, err)) ||
+        (s = opt_u32(g, "llama.attention.sliding_window_pattern", GEMMA3_SWA_PERIOD_DEFAULT, &hp->swa_period,
+                     err)) ||
+        (s = in_range(g, "llama.attention.sliding_window_pattern", hp->swa_period, 1, DI_LLAMA_MAX_LAYERS, err)) ||
+        (s = opt_f32(g, "llama.attention.scale", hp->attn_scale, &hp->attn_scale, err)) ||
+        (s = opt_f32(g, "llama.final_logit_softcapping", 0.0f, &hp->final_softcap, err)))
+        return s;
+    if (kv_find(g, "llama.attn_logit_softcapping"))
+        return di_error_set(err, DI_ERR_UNSUPPORTED,
+                            "%s: kv 'llama.attn_logit_softcapping': attention soft-capping is not supported",
+                            gname(g));
+    if (!(hp->attn_scale > 0.0f && hp->attn_scale <= 1.0f))
+        return di_error_set(err, DI_ERR_RANGE, "%s: kv 'llama.attention.scale' is %g, expected 0 < scale <= 1",
+                            gname(g), (double)hp->attn_scale);
+    if (!(hp->final_softcap >= 0.0f && hp->final_softcap < 1e6f))
+        return di_error_set(err, DI_ERR_RANGE,
+                            "%s: kv 'llama.final_logit_softcapping' is %g, expected 0 (none) .. 1e6", gname(g),
+                            (double)hp->final_softcap);
+    if (hp->rope_scaling != DI_LLAMA_ROPE_SCALING_NONE)
+        return di_error_set(err, DI_ERR_UNSUPPORTED,
+                            "%s: rope scaling on gemma3 (global layers only) is not supported", gname(g));
+    return DI_OK;
+}
+
+/* Messages name keys as "llama.<key>"; for another architecture the
+ * prefix the file really uses is put back (one place instead of a format
+ * argument in every message). */
+static void name_keys_for_arch(const di_llama_hparams *hp, di_error *err) {
+    if (!err) return;
+    const char *pre = di_llama_arch_name(hp->arch);
+    char out[sizeof err->msg];
+    size_t o = 0;
+    for (const char *p = err->msg; *p && o + 1 < sizeof out;) {
+        if (!strncmp(p, "'llama.", 7)) {
+            int n = snprintf(out + o, sizeof out - o, "'%s.", pre);
+            if (n < 0 || (size_t)n >= sizeof out - o) break;
+            o += (size_t)n;
+            p += 7;
+        } else {
+            out[o++] = *p++;
+        }
+    }
+    out[o] = 0;
+    memcpy(err->msg, out, o + 1);
+}
+
+const char *di_llama_arch_name(di_llama_arch a) { return a == DI_LLAMA_ARCH_GEMMA3 ? "gemma3" : "llama"; }
+
+bool di_llama_layer_is_local(const di_llama_hparams *hp, uint32_t il) {
+    return hp->sliding_window > 0 && hp->swa_period > 0 && (il + 1) % hp->swa_period != 0;
+}
+
 di_status di_llama_hparams_from_gguf(const di_gguf *g, di_llama_hparams *out, di_error *err) {
     di_llama_hparams hp;
     memset(&hp, 0, sizeof hp);
     di_status s;
-    if ((s = read_arch(g, err)) || (s = read_shape_params(g, &hp, err)) ||
-        (s = read_float_params(g, &hp, err)) || (s = read_vocab(g, &hp, err)) ||
-        (s = read_special_tokens(g, &hp, err)))
+    if ((s = read_arch(g, &hp, err)) || (s = read_shape_params(g, &hp, err)) ||
+        (s = read_float_params(g, &hp, err)) || (s = read_gemma_params(g, &hp, err)) ||
+        (s = read_vocab(g, &hp, err)) || (s = read_special_tokens(g, &hp, err))) {
+        if (hp.arch != DI_LLAMA_ARCH_LLAMA) name_keys_for_arch(&hp, err);
         return s;
+    }
     *out = hp;
     return DI_OK;
 }
@@ -318,13 +432,16 @@ const char *di_llama_rope_scaling_name(di_llama_rope_scaling s) {
 static const char *const LAYER_PARTS[] = {
     "attn_norm", "attn_q", "attn_k", "attn_v", "attn_output",
     "ffn_norm", "ffn_gate", "ffn_up", "ffn_down",
+    "attn_q_norm", "attn_k_norm", "post_attention_norm", "post_ffw_norm", /* gemma3 */
 };
+#define N_LLAMA_PARTS 9 /* the first parts: every variant has them */
 #define N_LAYER_PARTS (sizeof LAYER_PARTS / sizeof LAYER_PARTS[0])
 
 static const di_gguf_tensor **layer_slot(di_llama_layer_tensors *l, size_t part) {
     const di_gguf_tensor **slots[N_LAYER_PARTS] = {
         &l->attn_norm, &l->attn_q, &l->attn_k, &l->attn_v, &l->attn_output,
         &l->ffn_norm, &l->ffn_gate, &l->ffn_up, &l->ffn_down,
+        &l->attn_q_norm, &l->attn_k_norm, &l->post_attention_norm, &l->post_ffw_norm,
     };
     return slots[part];
 }
@@ -394,6 +511,10 @@ static di_status classify_tensors(const di_gguf *g, const di_llama_hparams *hp,
                                     "%s: tensor '%s' belongs to layer %" PRIu64
                                     " but llama.block_count is %" PRIu32,
                                     gname(g), t->name, layer, hp->n_layers);
+            if (part >= N_LLAMA_PARTS && hp->arch != DI_LLAMA_ARCH_GEMMA3)
+                return di_error_set(err, DI_ERR_UNSUPPORTED,
+                                    "%s: tensor '%s' is a gemma3 tensor, the file says '%s'", gname(g),
+                                    t->name, di_llama_arch_name(hp->arch));
             *layer_slot(&out->layers[layer], part) = t;
         } else {
             return di_error_set(err, DI_ERR_UNSUPPORTED,
@@ -411,12 +532,14 @@ static di_status check_layer(const di_gguf *g, const di_llama_hparams *hp, uint3
     const int64_t q_dim = (int64_t)hp->n_heads * hp->head_dim;
     const int64_t kv_dim = (int64_t)hp->n_heads_kv * hp->head_dim;
     /* (d0, d1, norm) per part, in LAYER_PARTS order. */
+    const int64_t hd = hp->head_dim;
     const struct { int64_t d0, d1; bool norm; } want[N_LAYER_PARTS] = {
         {embd, 1, true}, {embd, q_dim, false}, {embd, kv_dim, false}, {embd, kv_dim, false},
         {q_dim, embd, false}, {embd, 1, true}, {embd, ff, false}, {embd, ff, false},
-        {ff, embd, false},
+        {ff, embd, false}, {hd, 1, true}, {hd, 1, true}, {embd, 1, true}, {embd, 1, true},
     };
-    for (size_t k = 0; k < N_LAYER_PARTS; k++) {
+    size_t n_parts = hp->arch == DI_LLAMA_ARCH_GEMMA3 ? N_LAYER_PARTS : N_LLAMA_PARTS;
+    for (size_t k = 0; k < n_parts; k++) {
         char name[KEY_MAX];
         snprintf(name, sizeof name, "blk.%" PRIu32 ".%s.weight", il, LAYER_PARTS[k]);
         di_status s = check_tensor(g, name, *layer_slot(l, k), want[k].d0, want[k].d1,

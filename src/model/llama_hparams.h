@@ -1,8 +1,10 @@
 /* llama architecture: hyper-parameters and weight validation from a GGUF.
+ * The Gemma 3 variant (general.architecture "gemma3") is the same block with
+ * extra norms and a few constants: see di_llama_arch and the gemma fields.
  *
  * Two steps, both pure validation over an open di_gguf (nothing is copied):
  *   1. di_llama_hparams_from_gguf reads and range-checks the hyper-parameters
- *      (`general.architecture` must be "llama").
+ *      (`general.architecture` must be "llama" or "gemma3").
  *   2. di_llama_validate_tensors checks that every tensor the architecture
  *      needs is present with the shape the hyper-parameters imply, that no
  *      unknown tensor is present, and fills a di_llama_tensors with pointers
@@ -31,6 +33,12 @@
 #define DI_LLAMA_MAX_VOCAB (1u << 24)
 #define DI_LLAMA_MAX_CTX (1u << 24)
 
+/* The variant of the block (one forward, model/llama.c, switches on it). */
+typedef enum di_llama_arch {
+    DI_LLAMA_ARCH_LLAMA = 0, /* llama, SmolLM2, ...: keys "llama.*" */
+    DI_LLAMA_ARCH_GEMMA3,    /* Gemma 3: keys "gemma3.*", q/k norms, post norms, GeGLU, local layers */
+} di_llama_arch;
+
 typedef enum di_llama_rope_scaling {
     DI_LLAMA_ROPE_SCALING_NONE = 0,
     DI_LLAMA_ROPE_SCALING_LINEAR,
@@ -44,6 +52,7 @@ typedef struct di_llama_special_tokens {
 } di_llama_special_tokens;
 
 typedef struct di_llama_hparams {
+    di_llama_arch arch;    /* general.architecture; key prefix of every "llama.*" below */
     uint32_t n_layers;     /* llama.block_count */
     uint32_t n_embd;       /* llama.embedding_length (hidden size) */
     uint32_t n_heads;      /* llama.attention.head_count */
@@ -60,11 +69,23 @@ typedef struct di_llama_hparams {
     float rope_scaling_factor;           /* llama.rope.scaling.factor (1 when none) */
     uint32_t rope_scaling_orig_ctx;      /* llama.rope.scaling.original_context_length */
     di_llama_special_tokens tok;
+    /* Gemma 3 (llama: the neutral values) */
+    float embd_scale;          /* embeddings times this: sqrt(n_embd) (llama 1) */
+    float attn_scale;          /* query scale: llama.attention.scale, default 1/sqrt(head_dim) */
+    float final_softcap;       /* logits = c tanh(logits / c); llama.final_logit_softcapping, 0 = none */
+    uint32_t sliding_window;   /* keys a local layer sees, itself included; 0 = every layer global */
+    uint32_t swa_period;       /* layer il is global when (il + 1) % swa_period == 0 */
+    float rope_freq_base_swa;  /* local layers' RoPE base (gemma3 10000) */
 } di_llama_hparams;
 
 /* Weights of one transformer block. */
 typedef struct di_llama_layer_tensors {
     const di_gguf_tensor *attn_norm;   /* (n_embd) */
+    /* gemma3 only (NULL for llama): per-head q/k RMSNorm weights (head_dim)
+     * and the norms of the sublayer outputs (n_embd). llama.cpp's converter
+     * stores Gemma's (1 + w) already added, so every norm is a plain one. */
+    const di_gguf_tensor *attn_q_norm, *attn_k_norm;
+    const di_gguf_tensor *post_attention_norm, *post_ffw_norm;
     const di_gguf_tensor *attn_q;      /* ne [n_embd, n_heads * head_dim] */
     const di_gguf_tensor *attn_k;      /* ne [n_embd, n_heads_kv * head_dim] */
     const di_gguf_tensor *attn_v;      /* ne [n_embd, n_heads_kv * head_dim] */
@@ -100,5 +121,8 @@ di_status di_llama_validate_tensors(const di_gguf *g, const di_llama_hparams *hp
 void di_llama_tensors_free(di_llama_tensors *t);
 
 const char *di_llama_rope_scaling_name(di_llama_rope_scaling s);
+const char *di_llama_arch_name(di_llama_arch a);
+/* true when layer il attends over a sliding window (Gemma 3 local layers) */
+bool di_llama_layer_is_local(const di_llama_hparams *hp, uint32_t il);
 
 #endif

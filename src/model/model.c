@@ -64,7 +64,7 @@ struct di_model_ctx {
 static void llama_free_(void *m) { di_llama_free(m); }
 static void llama_facts(const void *impl, di_model_facts *out) {
     const di_llama_hparams *hp = di_llama_hparams_of(impl);
-    out->arch = "llama";
+    out->arch = di_llama_arch_name(hp->arch);
     out->n_vocab = (int32_t)hp->n_vocab;
     out->n_ctx_train = (int32_t)hp->n_ctx_train;
     out->n_layers = (int32_t)hp->n_layers;
@@ -199,8 +199,8 @@ static di_status open_gguf(di_model *m, const char *path, const di_cpu_kernels *
     if (!k) k = default_gguf_kernels(m->gguf);
     di_gguf_str arch;
     if ((s = di_gguf_get_str(m->gguf, "general.architecture", &arch, err))) return s;
-    if (!(arch.len == 5 && !memcmp(arch.ptr, "llama", 5)))
-        return di_error_set(err, DI_ERR_UNSUPPORTED, "architecture '%.*s' is not supported in GGUF (llama only)",
+    if (!(arch.len == 5 && !memcmp(arch.ptr, "llama", 5)) && !(arch.len == 6 && !memcmp(arch.ptr, "gemma3", 6)))
+        return di_error_set(err, DI_ERR_UNSUPPORTED, "architecture '%.*s' is not supported in GGUF (llama, gemma3)",
                             (int)(arch.len > 64 ? 64 : arch.len), arch.ptr);
     m->ops = &LLAMA_OPS;
     if ((s = di_llama_load(m->gguf, k, (di_llama_model **)&m->impl, err))) return s;

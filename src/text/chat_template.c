@@ -13,6 +13,8 @@
  *              DeepseekV41Encoding with thinking off: "<｜System｜>" before
  *              the system text, "<｜Assistant｜></think>" opening each reply
  *   Phi-3      "<|user|>" and "<|end|>"             Phi-3
+ *   Gemma      "<start_of_turn>"                    Gemma 2 / 3 (also set by the
+ *              loader for gemma3 GGUFs without a template)
  *
  * ChatML templates that insert a default system prompt when the first
  * message is not a system message (SmolLM2: "You are a helpful AI assistant
@@ -38,6 +40,7 @@ di_chat_kind di_tok_chat_detect(const char *tmpl) {
     if (strstr(tmpl, "<|start_header_id|>") && strstr(tmpl, "<|end_header_id|>")) return DI_CHAT_LLAMA3;
     if (strstr(tmpl, "<｜User｜>") && strstr(tmpl, "<｜Assistant｜>")) return DI_CHAT_DEEPSEEK3;
     if (strstr(tmpl, "<|user|>") && strstr(tmpl, "<|end|>") && strstr(tmpl, "<|assistant|>")) return DI_CHAT_PHI3;
+    if (strstr(tmpl, "<start_of_turn>") && strstr(tmpl, "<end_of_turn>")) return DI_CHAT_GEMMA;
     return DI_CHAT_UNKNOWN;
 }
 
@@ -49,7 +52,7 @@ static const struct {
     {"llama3", DI_CHAT_LLAMA3},       {"llama-3", DI_CHAT_LLAMA3},        {"deepseek3", DI_CHAT_DEEPSEEK3},
     {"deepseek-v3", DI_CHAT_DEEPSEEK3}, {"deepseek-v4", DI_CHAT_DEEPSEEK3}, {"deepseek", DI_CHAT_DEEPSEEK3},
     {"phi3", DI_CHAT_PHI3},           {"phi-3", DI_CHAT_PHI3},            {"deepseek-v4.1", DI_CHAT_DEEPSEEK41},
-    {"deepseek41", DI_CHAT_DEEPSEEK41},
+    {"deepseek41", DI_CHAT_DEEPSEEK41}, {"gemma", DI_CHAT_GEMMA},       {"gemma3", DI_CHAT_GEMMA},
 };
 
 di_chat_kind di_tok_chat_from_name(const char *name) {
@@ -66,6 +69,7 @@ const char *di_tok_chat_name(di_chat_kind k) {
     case DI_CHAT_DEEPSEEK3: return "deepseek3";
     case DI_CHAT_PHI3: return "phi3";
     case DI_CHAT_DEEPSEEK41: return "deepseek-v4.1";
+    case DI_CHAT_GEMMA: return "gemma";
     default: return "unknown";
     }
 }
@@ -206,6 +210,29 @@ static bool render_phi3(const di_tokenizer *t, const di_chat_msg *m, size_t n, b
     return ok;
 }
 
+/* Gemma 3's template (its tokenizer_config.json chat_template, step by
+ * step): BOS; the system text, if first, goes in front of the first user
+ * turn followed by a blank line; roles are "user" and "model" (for
+ * "assistant"); every turn's text is trimmed and closed by
+ * <end_of_turn>\n; the prompt ends with an open model turn. */
+static bool render_gemma(const di_tokenizer *t, const di_chat_msg *m, size_t n, bool gen, tok_buf *b) {
+    bool ok = t ? put_token(b, t, t->bos) : true;
+    size_t i = 0;
+    const char *sys = NULL;
+    if (n > 0 && !strcmp(m[0].role, "system")) {
+        sys = m[0].content;
+        i = 1;
+    }
+    for (bool first = true; i < n && ok; i++, first = false) {
+        const char *r = m[i].role;
+        ok = put(b, "<start_of_turn>") && put(b, !strcmp(r, "assistant") ? "model" : r) && put(b, "\n");
+        if (ok && first && sys) ok = put(b, sys) && put(b, "\n\n");
+        ok = ok && put_trimmed(b, m[i].content) && put(b, "<end_of_turn>\n");
+    }
+    if (ok && gen) ok = put(b, "<start_of_turn>model\n");
+    return ok;
+}
+
 di_status di_tok_chat_apply(const di_tokenizer *t, di_chat_kind kind, const di_chat_msg *msgs,
                             size_t n_msgs, bool add_generation_prompt, char **out, size_t *out_len,
                             di_error *err) {
@@ -222,6 +249,7 @@ di_status di_tok_chat_apply(const di_tokenizer *t, di_chat_kind kind, const di_c
     case DI_CHAT_DEEPSEEK3: ok = render_deepseek(t, msgs, n_msgs, add_generation_prompt, &b); break;
     case DI_CHAT_PHI3: ok = render_phi3(t, msgs, n_msgs, add_generation_prompt, &b); break;
     case DI_CHAT_DEEPSEEK41: ok = render_deepseek41(t, msgs, n_msgs, add_generation_prompt, &b); break;
+    case DI_CHAT_GEMMA: ok = render_gemma(t, msgs, n_msgs, add_generation_prompt, &b); break;
     default: ok = render_chatml(t, msgs, n_msgs, add_generation_prompt, &b); break;
     }
     if (ok && !b.data) ok = tok_buf_reserve(&b, 0);

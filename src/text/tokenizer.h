@@ -150,6 +150,7 @@ typedef enum di_chat_kind {
     DI_CHAT_DEEPSEEK3,   /* <｜User｜>...<｜Assistant｜>...<｜end▁of▁sentence｜> (V3, V4) */
     DI_CHAT_PHI3,        /* <|user|>\n...<|end|>\n<|assistant|>\n */
     DI_CHAT_DEEPSEEK41,  /* <｜System｜>..<｜User｜>..<｜Assistant｜></think>.. (V4.1, non-thinking) */
+    DI_CHAT_GEMMA,       /* <start_of_turn>user\n...<end_of_turn>\n<start_of_turn>model\n (Gemma 2 / 3) */
 } di_chat_kind;
 
 typedef struct di_chat_msg {

@@ -91,6 +91,12 @@ di_status di_tok_load_gguf(const di_gguf *g, di_tokenizer **out, di_error *err) 
         }
     }
     if ((s = tok_finish(t, spm ? "spm" : pre, err))) goto fail;
+    /* Gemma GGUFs often carry no tokenizer.chat_template: the family's own
+     * turns, not the ChatML fallback */
+    di_gguf_str arch;
+    if (!t->chat_template && di_gguf_get_str(g, "general.architecture", &arch, NULL) == DI_OK && arch.len >= 5 &&
+        !memcmp(arch.ptr, "gemma", 5))
+        t->chat_kind = DI_CHAT_GEMMA;
     if (!spm) {
         const di_gguf_kv *merges = di_gguf_find_kv(g, "tokenizer.ggml.merges");
         if (!merges || merges->type != DI_GGUF_ARRAY || merges->arr_type != DI_GGUF_STRING || !merges->arr_str) {

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Progress of long work (issue 15): plain lines when stderr is a file (no
 # carriage returns: logs stay readable), a bar rewritten in place on a
-# terminal (a pty), for quantize and batch.
+# terminal (a pty), for quantize, batch and bench.
 set -euo pipefail
 BIN=$1
 SEED=tests/data/seeds/gguf/tiny_llama.gguf
@@ -25,6 +25,13 @@ if [ -f "$MODEL" ]; then
   ! grep -q $'\r' "$tmp/err" || fail "batch: carriage returns in a log"
 fi
 
+# bench: which test, runs done of warm-up + reps (plain lines in a log)
+"$BIN" bench -m "$SEED" -p 8 -n 4 -b '' -r 2 -t 1 2>"$tmp/err" >/dev/null || fail "bench: $(cat "$tmp/err")"
+grep -q "^bench pp8: 0/3, " "$tmp/err" && grep -q "^bench pp8: 3/3, " "$tmp/err" && grep -q "^bench tg4: 3/3, " "$tmp/err" \
+  || fail "bench: no progress lines: $(cat -v "$tmp/err")"
+grep -q "^bench: tg4 rep 2/2: " "$tmp/err" || fail "bench: no per-rep line: $(cat -v "$tmp/err")"
+! grep -q $'\r' "$tmp/err" || fail "bench: carriage returns in a log"
+
 command -v python3 >/dev/null || { echo "progress.sh: no python3 for the pty, skipping the terminal check"; exit 0; }
 python3 - "$BIN" "$SEED" "$tmp/t.gguf" <<'PY' || fail "terminal progress"
 import os, pty, sys
@@ -43,5 +50,23 @@ while True:
 _, st = os.waitpid(pid, 0)
 assert os.WIFEXITED(st) and os.WEXITSTATUS(st) == 0, out
 assert b"\rquantize [" in out and b"ETA" in out, out
+PY
+python3 - "$BIN" "$SEED" <<'PY' || fail "terminal progress (bench)"
+import os, pty, sys
+pid, fd = pty.fork()
+if pid == 0:
+    os.execv(sys.argv[1], [sys.argv[1], "bench", "-m", sys.argv[2], "-p", "8", "-n", "4", "-b", "", "-r", "2", "-t", "1"])
+out = b""
+while True:
+    try:
+        d = os.read(fd, 4096)
+    except OSError:
+        break
+    if not d:
+        break
+    out += d
+_, st = os.waitpid(pid, 0)
+assert os.WIFEXITED(st) and os.WEXITSTATUS(st) == 0, out
+assert b"\rbench pp8 [" in out and b"3/3" in out, out
 PY
 echo ok

@@ -8,6 +8,7 @@
 #include "model/llama_hparams.h"
 
 #include <stdio.h>
+#include <math.h>
 #include <string.h>
 
 static di_gguf *open_rel(const char *rel) {
@@ -149,6 +150,12 @@ static void bad_files_fail_with_the_right_status_and_message(void **state) {
         {"llama_tensor_unknown_name.gguf", DI_ERR_UNSUPPORTED, "blk.0.attn_q.bias"},
         {"llama_tensor_layer_out_of_range.gguf", DI_ERR_FORMAT, "blk.2.attn_q.weight"},
         {"llama_vocab_size_smaller_than_tokens.gguf", DI_ERR_RANGE, "llama.vocab_size"},
+        {"llama_gemma3_tensor_in_llama.gguf", DI_ERR_UNSUPPORTED, "blk.0.attn_q_norm.weight"},
+        {"llama_gemma3_missing_q_norm.gguf", DI_ERR_FORMAT, "blk.1.attn_q_norm.weight"},
+        {"llama_gemma3_missing_post_ffw_norm.gguf", DI_ERR_FORMAT, "blk.0.post_ffw_norm.weight"},
+        {"llama_gemma3_attn_softcap.gguf", DI_ERR_UNSUPPORTED, "'gemma3.attn_logit_softcapping'"},
+        {"llama_gemma3_block_count_zero.gguf", DI_ERR_RANGE, "'gemma3.block_count'"},
+        {"llama_gemma3_window_pattern_zero.gguf", DI_ERR_RANGE, "'gemma3.attention.sliding_window_pattern'"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         di_error err = {0};
@@ -191,6 +198,28 @@ static void validate_refuses_unchecked_hparams(void **state) {
     di_gguf_close(g);
 }
 
+/* A valid tiny gemma3 file: keys under "gemma3.", the four extra norms
+ * bound, the layer kinds from the window pattern. */
+static void tiny_gemma3_reads_back(void **state) {
+    (void)state;
+    di_gguf *g = open_rel("tests/data/seeds/gguf/tiny_gemma3.gguf");
+    di_llama_hparams hp;
+    di_llama_tensors lt;
+    di_error err;
+    assert_int_equal(di_llama_hparams_from_gguf(g, &hp, &err), DI_OK);
+    assert_int_equal(hp.arch, DI_LLAMA_ARCH_GEMMA3);
+    assert_int_equal(hp.sliding_window, 4);
+    assert_int_equal(hp.swa_period, 2);
+    assert_true(di_llama_layer_is_local(&hp, 0) && !di_llama_layer_is_local(&hp, 1));
+    assert_true(hp.embd_scale == sqrtf((float)hp.n_embd) && hp.rope_freq_base_swa == 10000.0f);
+    assert_int_equal(di_llama_validate_tensors(g, &hp, &lt, &err), DI_OK);
+    for (uint32_t il = 0; il < hp.n_layers; il++)
+        assert_true(lt.layers[il].attn_q_norm && lt.layers[il].attn_k_norm && lt.layers[il].post_attention_norm &&
+                    lt.layers[il].post_ffw_norm);
+    di_llama_tensors_free(&lt);
+    di_gguf_close(g);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(tiny_llama_hparams_read_back),
@@ -199,6 +228,7 @@ int main(void) {
         cmocka_unit_test(bad_files_fail_with_the_right_status_and_message),
         cmocka_unit_test(vocab_only_llama_passes_hparams_but_not_tensors),
         cmocka_unit_test(validate_refuses_unchecked_hparams),
+        cmocka_unit_test(tiny_gemma3_reads_back),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

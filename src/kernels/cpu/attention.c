@@ -154,7 +154,12 @@ static void attend_run(const di_cpu_kernels *k, const di_attn_args *a, int32_t r
     memset(acc, 0, sizeof(float) * (size_t)n * (size_t)group * (size_t)hd);
 
     const int32_t *blocks = a->row_blocks[r0];
-    for (int32_t b = 0; b * bs <= max_pos; b++) {
+    int32_t min_first = max_pos; /* the window's first key over the rows */
+    for (int32_t j = 0; j < n; j++) {
+        int32_t f = di_attn_first_pos(a, r0 + j);
+        min_first = f < min_first ? f : min_first;
+    }
+    for (int32_t b = min_first / bs; b * bs <= max_pos; b++) {
         int32_t n_load = max_pos + 1 - b * bs < bs ? max_pos + 1 - b * bs : bs;
         int64_t base = (int64_t)blocks[b] * bs * tok_stride + (int64_t)kvh * hd;
         const float *kb, *vb; /* (n_load, ld) */
@@ -177,8 +182,13 @@ static void attend_run(const di_cpu_kernels *k, const di_attn_args *a, int32_t r
             int32_t pos = a->pos[r0 + j];
             if (b * bs > pos) continue; /* this row's history ended earlier */
             int32_t n_valid = pos + 1 - b * bs < bs ? pos + 1 - b * bs : bs;
+            /* keys of this block before the row's window are skipped */
+            int32_t skip = di_attn_first_pos(a, r0 + j) - b * bs;
+            if (skip >= n_valid) continue;
+            if (skip < 0) skip = 0;
             int64_t s = (int64_t)j * group;
-            attend_block(k, a, r0 + j, kvh, kb, vb, ld, n_valid, score, acc + s * hd, m + s, l + s);
+            attend_block(k, a, r0 + j, kvh, kb + skip * ld, vb + skip * ld, ld, n_valid - skip, score,
+                         acc + s * hd, m + s, l + s);
         }
     }
     for (int32_t j = 0; j < n; j++)

@@ -298,6 +298,8 @@ TGT int di_attn_run_avx512(const di_attn_args *a, int32_t r0, int32_t n, int32_t
     float *mbuf = accbuf + (int64_t)n_pairs * hd, *lbuf = mbuf + n_pairs;
     int32_t max_pos = 0;
     for (int32_t j = 0; j < n; j++) max_pos = a->pos[r0 + j] > max_pos ? a->pos[r0 + j] : max_pos;
+    /* a window that cuts keys off: the portable loop (attention.c) runs it */
+    if (a->window > 0 && max_pos >= a->window) return 0;
     for (int32_t p = 0; p < n_pairs; p++) {
         mbuf[p] = -INFINITY;
         lbuf[p] = 0.0f;

@@ -65,7 +65,10 @@ static void attend_unit(const di_cpu_kernels *k, const di_attn_args *a, int32_t 
         for (int32_t i = 0; i < hd; i++) q16[g * hd + i] = round_f16(q[i]);
     }
     /* scores: lane l sums elements l, l+16, ... in order */
-    for (int32_t t = 0; t < n_t; t++) {
+    const int32_t t0 = di_attn_first_pos(a, r); /* keys before the window: masked */
+    for (int32_t g = 0; g < group; g++)
+        for (int32_t t = 0; t < t0; t++) score[g * n_pos_pad + t] = -INFINITY;
+    for (int32_t t = t0; t < n_t; t++) {
         cache_row(k, a, a->k_cache, blocks, kvh, t, row);
         for (int32_t g = 0; g < group; g++) {
             const float *qg = q16 + g * hd;
@@ -82,16 +85,16 @@ static void attend_unit(const di_cpu_kernels *k, const di_attn_args *a, int32_t 
         float *s = score + g * n_pos_pad;
         float mx = -INFINITY;
         for (int32_t t = 0; t < n_t; t++) mx = s[t] > mx ? s[t] : mx;
-        for (int32_t t = 0; t < n_t; t++) s[t] = di_ggml_expf(s[t] - mx);
+        for (int32_t t = 0; t < n_t; t++) s[t] = t < t0 ? 0.0f : di_ggml_expf(s[t] - mx);
         for (int64_t t = n_t; t < n_pos_pad; t++) s[t] = 0.0f; /* masked: exp(-inf) */
         double sum = 0.0;
-        for (int64_t t0 = 0; t0 < n_pos_pad; t0 += W) sum += (double)red16(s + t0);
+        for (int64_t u0 = 0; u0 < n_pos_pad; u0 += W) sum += (double)red16(s + u0);
         float inv = (float)(1.0 / sum);
         for (int32_t t = 0; t < n_t; t++) s[t] = round_f16(s[t] * inv);
     }
     /* out: position t goes to lane t % 16 */
     memset(acc, 0, sizeof(float) * (size_t)group * W * (size_t)hd);
-    for (int32_t t = 0; t < n_t; t++) {
+    for (int32_t t = t0; t < n_t; t++) {
         cache_row(k, a, a->v_cache, blocks, kvh, t, row);
         for (int32_t g = 0; g < group; g++) {
             float p = score[g * n_pos_pad + t];

@@ -287,6 +287,9 @@ void di_rope_apply(float *x, int32_t n_heads, int32_t head_dim, int32_t n_rot, c
 
 /* gate[i] = silu(gate[i]) * up[i]; gate, up (n). */
 void di_swiglu(float *gate, const float *up, int64_t n);
+/* In place gate[i] = gelu_tanh(gate[i]) * up[i] (Gemma's GeGLU; the tanh
+ * approximation PyTorch calls gelu(approximate="tanh")), elementwise. */
+void di_geglu(float *gate, const float *up, int64_t n);
 
 /* In place softmax over x (n). */
 void di_softmax(float *x, int64_t n);
@@ -313,7 +316,15 @@ typedef struct di_attn_args {
     const int32_t *const *row_blocks; /* (n_rows) -> block ids of that row's sequence */
     const int32_t *pos;          /* (n_rows) attends over positions 0..pos[r] */
     float *out;                  /* (n_rows, n_heads * head_dim) */
+    /* sliding window (Gemma 3 local layers): 0 = all of 0..pos[r], else
+     * only pos[r] - window + 1 .. pos[r] (window keys, the row's own included) */
+    int32_t window;
 } di_attn_args;
+
+/* First position row r attends to under a's window. */
+static inline int32_t di_attn_first_pos(const di_attn_args *a, int32_t r) {
+    return a->window > 0 && a->pos[r] >= a->window ? a->pos[r] - a->window + 1 : 0;
+}
 
 /* In place x[i] = e^x[i] for x[i] <= 0 (softmax after the max is
  * subtracted): polynomial, elementwise, relative error under 2^-22 vs exp,

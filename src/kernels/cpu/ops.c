@@ -81,6 +81,19 @@ void di_swiglu(float *gate, const float *up, int64_t n) {
     }
 }
 
+/* gelu_tanh(g) = g/2 (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3))), the
+ * formula of PyTorch's tanh approximation, with libm's tanhf. */
+#define GELU_SQRT_2_OVER_PI 0.7978845608028654f
+#define GELU_COEF_A 0.044715f
+
+void di_geglu(float *gate, const float *up, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        float g = gate[i];
+        float t = tanhf(GELU_SQRT_2_OVER_PI * (g + GELU_COEF_A * g * g * g));
+        gate[i] = 0.5f * g * (1.0f + t) * up[i];
+    }
+}
+
 void di_softmax(float *x, int64_t n) {
     if (n <= 0) return;
     float mx = x[0];
