@@ -73,8 +73,11 @@ LLAMA_ACC_RE = re.compile(r"accept\s*=\s*([\d.]+)%")
 
 
 def run_llama(binary, args, prompt, n, threads, k):
-    cmd = [binary] + args + ["-p", prompt, "-n", str(n), "-t", str(threads), "--draft-max", str(k),
-                             "--temp", "0", "--top-k", "1", "-c", "4096", "--no-warmup"]
+    cmd = [binary] + args + ["-p", prompt, "-n", str(n), "-t", str(threads), "--spec-draft-n-max", str(k),
+                             "--temp", "0", "--top-k", "1", "-c", "4096",
+                             # its default repacked weights crash on the AMX VM (signal 11,
+                             # bench/results/compare-20261202-051244.md)
+                             "--no-repack"]
     load = os.getloadavg()[0]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     out = p.stdout + p.stderr
@@ -128,7 +131,7 @@ def main():
                     res["llama-lookup"] = median_of(
                         lambda: run_llama(lookup, ["-m", target], prompt, a.n, a.threads, a.k), a.runs)
                     res["llama-speculative"] = median_of(
-                        lambda: run_llama(specul, ["-m", target, "-md", q4_0, "--draft-min", "0"], prompt, a.n,
+                        lambda: run_llama(specul, ["-m", target, "-md", q4_0, "--spec-draft-n-min", "0"], prompt, a.n,
                                           a.threads, a.k), a.runs)
                 except RuntimeError as e:
                     print("llama.cpp failed:", e, file=sys.stderr)
