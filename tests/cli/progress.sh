@@ -33,11 +33,17 @@ grep -q "^bench: tg4 rep 2/2: " "$tmp/err" || fail "bench: no per-rep line: $(ca
 ! grep -q $'\r' "$tmp/err" || fail "bench: carriage returns in a log"
 
 command -v python3 >/dev/null || { echo "progress.sh: no python3 for the pty, skipping the terminal check"; exit 0; }
-python3 - "$BIN" "$SEED" "$tmp/t.gguf" <<'PY' || fail "terminal progress"
+# on_tty WHAT NEEDLE... -- ARGV...: runs ARGV on a pty; it must exit 0 and
+# print every NEEDLE (a bar redrawn with \r)
+on_tty() {
+  local what=$1; shift
+  python3 - "$@" <<'PY' || fail "terminal progress ($what)"
 import os, pty, sys
+sep = sys.argv.index("--")
+needles, argv = [n.encode() for n in sys.argv[1:sep]], sys.argv[sep + 1:]
 pid, fd = pty.fork()
 if pid == 0:
-    os.execv(sys.argv[1], [sys.argv[1], "quantize", sys.argv[2], sys.argv[3], "q8_0"])
+    os.execv(argv[0], argv)
 out = b""
 while True:
     try:
@@ -49,24 +55,10 @@ while True:
     out += d
 _, st = os.waitpid(pid, 0)
 assert os.WIFEXITED(st) and os.WEXITSTATUS(st) == 0, out
-assert b"\rquantize [" in out and b"ETA" in out, out
+for n in needles:
+    assert n in out, (n, out)
 PY
-python3 - "$BIN" "$SEED" <<'PY' || fail "terminal progress (bench)"
-import os, pty, sys
-pid, fd = pty.fork()
-if pid == 0:
-    os.execv(sys.argv[1], [sys.argv[1], "bench", "-m", sys.argv[2], "-p", "8", "-n", "4", "-b", "", "-r", "2", "-t", "1"])
-out = b""
-while True:
-    try:
-        d = os.read(fd, 4096)
-    except OSError:
-        break
-    if not d:
-        break
-    out += d
-_, st = os.waitpid(pid, 0)
-assert os.WIFEXITED(st) and os.WEXITSTATUS(st) == 0, out
-assert b"\rbench pp8 [" in out and b"3/3" in out, out
-PY
+}
+on_tty quantize $'\rquantize [' ETA -- "$BIN" quantize "$SEED" "$tmp/t.gguf" q8_0
+on_tty bench $'\rbench pp8 [' 3/3 -- "$BIN" bench -m "$SEED" -p 8 -n 4 -b "" -r 2 -t 1
 echo ok
