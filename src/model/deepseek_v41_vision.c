@@ -387,6 +387,19 @@ done:
     return s;
 }
 
+di_status di_dsv41_image_n_tokens(const di_dsv41_model *m, const uint8_t *bytes, size_t n, const di_image_limits *lim,
+                                  int32_t *n_tokens, di_error *err) {
+    *n_tokens = 0;
+    const struct dsv41_vision *vi = m->vision;
+    if (!vi) return di_error_set(err, DI_ERR_UNSUPPORTED, "this model takes no images (no vision tower)");
+    di_image img = {0};
+    di_image_layout lay;
+    di_status s = di_image_decode(bytes, n, lim, &img, err);
+    if (!s && !(s = di_image_layout_of(img.width, img.height, &vi->geo, &lay, err))) *n_tokens = lay.num_tokens;
+    di_image_free(&img);
+    return s;
+}
+
 di_status di_dsv41_encode_image(const di_dsv41_model *m, const uint8_t *bytes, size_t n, const di_image_limits *lim,
                                 di_dsv41_image_rows *out, di_threadpool *pool, di_error *err) {
     memset(out, 0, sizeof *out);
