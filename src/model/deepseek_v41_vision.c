@@ -215,36 +215,39 @@ static void rms(const float *x, const float *w, float *y, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] = x[i] * r * w[i];
 }
 
-#define ATTN_BQ 32 /* queries per attention task: one (BQ, n) score tile */
+#define ATTN_BQ 32  /* queries per attention task: one (BQ, n) score tile */
+#define ATTN_PAD 32 /* P V's inner length padded with zeros to the gemm's block */
 
 typedef struct attn_job {
     const struct dsv41_vision *vi;
     const di_cpu_kernels *k;
     const float *qkv;   /* (n, 3E), q and k rotated */
     const float *kt;    /* (H, n, hd) each head's keys, contiguous */
-    const float *vtt;   /* (H, hd, n) each head's values, transposed */
+    const float *vtt;   /* (H, hd, np) each head's values, transposed, zero past n */
     float *out;         /* (n, E) */
-    float *scores;      /* (threads, ATTN_BQ * n) */
+    float *scores;      /* (threads, ATTN_BQ * np) */
     float *scratch;     /* (threads, scratch_per) matmul scratch */
-    int64_t n, scratch_per, n_blocks;
+    int64_t n, np, scratch_per, n_blocks; /* np: n rounded up to ATTN_PAD */
 } attn_job;
 
 /* Full attention of one (head, block of ATTN_BQ queries):
  * softmax(q k^T / sqrt(hd)) v as two small GEMMs on the kernel table's f32
  * path (scores = Q K^T with K as the weight rows, out = P V with V^T as
- * the weight rows), run inline on the calling thread. */
+ * the weight rows), run inline on the calling thread. The key axis is
+ * zero-padded to np so the P V gemm takes the blocked path: the padding adds
+ * exact zeros. */
 static void attn_task(void *arg, int64_t task, int thread) {
     const attn_job *j = arg;
     const int32_t E = j->vi->E, hd = j->vi->hd;
-    const int64_t h = task / j->n_blocks, i0 = (task % j->n_blocks) * ATTN_BQ, n = j->n;
+    const int64_t h = task / j->n_blocks, i0 = (task % j->n_blocks) * ATTN_BQ, n = j->n, np = j->np;
     const int64_t bq = n - i0 < ATTN_BQ ? n - i0 : ATTN_BQ;
-    float *sc = j->scores + (int64_t)thread * ATTN_BQ * n, *scr = j->scratch + (int64_t)thread * j->scratch_per;
+    float *sc = j->scores + (int64_t)thread * ATTN_BQ * np, *scr = j->scratch + (int64_t)thread * j->scratch_per;
     const float scale = 1.0f / sqrtf((float)hd);
     di_matmul_args qk = {DI_DTYPE_F32, j->kt + h * n * hd, (uint64_t)hd * sizeof(float), j->qkv + i0 * 3 * E + h * hd,
-                         3 * E, sc, n, bq, hd, n};
+                         3 * E, sc, np, bq, hd, n};
     di_matmul(j->k, &qk, scr, NULL);
     for (int64_t r = 0; r < bq; r++) {
-        float *row = sc + r * n, mx = -INFINITY, sum = 0.0f;
+        float *row = sc + r * np, mx = -INFINITY, sum = 0.0f;
         for (int64_t c = 0; c < n; c++) {
             row[c] *= scale;
             mx = row[c] > mx ? row[c] : mx;
@@ -255,9 +258,10 @@ static void attn_task(void *arg, int64_t task, int thread) {
         }
         const float inv = 1.0f / sum;
         for (int64_t c = 0; c < n; c++) row[c] *= inv;
+        for (int64_t c = n; c < np; c++) row[c] = 0.0f;
     }
-    di_matmul_args pv = {DI_DTYPE_F32, j->vtt + h * hd * n, (uint64_t)n * sizeof(float), sc, n,
-                         j->out + i0 * E + h * hd, E, bq, n, hd};
+    di_matmul_args pv = {DI_DTYPE_F32, j->vtt + h * hd * np, (uint64_t)np * sizeof(float), sc, np,
+                         j->out + i0 * E + h * hd, E, bq, np, hd};
     di_matmul(j->k, &pv, scr, NULL);
 }
 
@@ -294,11 +298,13 @@ di_status di_dsv41_vision_forward(const di_dsv41_model *m, const di_image_layout
     float *big = di_malloc_array((size_t)(n * (3 * E > 2 * F ? 3 * E : 2 * F)), sizeof(float));
     float *o = di_malloc_array((size_t)(n * (E > F ? E : F)), sizeof(float));
     float *scr = di_malloc_array((size_t)scratch_n, sizeof(float));
-    const int64_t attn_scr = di_matmul_scratch_floats(ATTN_BQ, n > vi->hd ? n : vi->hd, 1);
-    float *sc = di_malloc_array((size_t)((int64_t)threads * ATTN_BQ * n), sizeof(float));
+    const int64_t np = (n + ATTN_PAD - 1) / ATTN_PAD * ATTN_PAD;
+    const int64_t attn_scr = di_matmul_scratch_floats(ATTN_BQ, np > vi->hd ? np : vi->hd, 1);
+    float *sc = di_malloc_array((size_t)((int64_t)threads * ATTN_BQ * np), sizeof(float));
     float *asc = di_malloc_array((size_t)((int64_t)threads * attn_scr), sizeof(float));
     float *ds = di_malloc_array((size_t)(nl * ER), sizeof(float));
-    float *kt = di_malloc_array((size_t)(n * E), sizeof(float)), *vt = di_malloc_array((size_t)(n * E), sizeof(float));
+    float *kt = di_malloc_array((size_t)(n * E), sizeof(float));
+    float *vt = di_calloc((size_t)(np * E), sizeof(float)); /* the padding stays zero */
     float *a1 = di_malloc_array((size_t)(nl * D), sizeof(float));
     float *a2 = di_malloc_array((size_t)(nl * D), sizeof(float));
     di_status s = DI_OK;
@@ -327,10 +333,10 @@ di_status di_dsv41_vision_forward(const di_dsv41_model *m, const di_image_layout
             for (int32_t hh = 0; hh < vi->heads; hh++) {
                 const float *kv = big + i * 3 * E + E + hh * vi->hd;
                 memcpy(kt + ((int64_t)hh * n + i) * vi->hd, kv, (size_t)vi->hd * sizeof(float));
-                for (int32_t c = 0; c < vi->hd; c++) vt[((int64_t)hh * vi->hd + c) * n + i] = kv[E + c];
+                for (int32_t c = 0; c < vi->hd; c++) vt[((int64_t)hh * vi->hd + c) * np + i] = kv[E + c];
             }
         attn_job j = {.vi = vi, .k = k, .qkv = big, .kt = kt, .vtt = vt, .out = o, .scores = sc, .scratch = asc,
-                      .n = n, .scratch_per = attn_scr, .n_blocks = (n + ATTN_BQ - 1) / ATTN_BQ};
+                      .n = n, .np = np, .scratch_per = attn_scr, .n_blocks = (n + ATTN_BQ - 1) / ATTN_BQ};
         di_threadpool_run(pool, j.n_blocks * vi->heads, attn_task, &j);
         dsv4_linear_apply(k, &b->wo, o, E, h, E, n, scr, pool);
         for (int64_t i = 0; i < n; i++)
