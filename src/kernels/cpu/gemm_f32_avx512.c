@@ -34,6 +34,7 @@
 #define PREFETCH_BYTES 1024
 #define PREFETCH_BYTES_Q8_0 3072
 #define CHUNK 16 /* blocks whose scales are converted at once */
+#define ROW_BLOCK_BYTES (512 * 1024) /* activations kept in L2 per row block (prefill) */
 
 enum { K_F32, K_F16, K_Q4_0, K_Q4_1, K_Q8_0, K_Q4_K, K_BF16, K_Q6_K };
 
@@ -328,6 +329,10 @@ TGT static inline ALWAYS void tile_deq(const int nr, const int nc, const float *
         for (int j = 0; j < nc; j++) y[(r0 + i) * ldy + o + j] = hsum16(acc[i][j]);
 }
 
+TGT static inline ALWAYS void gemm_rows(int kind, const void *w, uint64_t row_bytes, int64_t o0, int64_t o1,
+                                        const float *x, int64_t ldx, int64_t n_rows, int64_t n_in, float *y,
+                                        int64_t ldy, float *scratch);
+
 TGT static inline ALWAYS void gemm(int kind, const void *w, uint64_t row_bytes, int64_t o0, int64_t o1,
                                    const float *x, int64_t ldx, int64_t n_rows, int64_t n_in, float *y,
                                    int64_t ldy, float *scratch) {
@@ -344,6 +349,23 @@ TGT static inline ALWAYS void gemm(int kind, const void *w, uint64_t row_bytes, 
         }
         return;
     }
+    /* Rows in blocks whose activations stay in L2 while every output panel
+     * passes over them (otherwise each panel streams all of x from memory
+     * again); a panel is dequantized once per block. Per pair the order is
+     * unchanged, so are the bits. */
+    int64_t rb = ROW_BLOCK_BYTES / (n_in * (int64_t)sizeof(float)) / NR * NR;
+    if (rb < NR) rb = NR;
+    for (int64_t r0 = 0; r0 < n_rows; r0 += rb) {
+        const int64_t nr = n_rows - r0 < rb ? n_rows - r0 : rb;
+        gemm_rows(kind, w, row_bytes, o0, o1, x + r0 * ldx, ldx, nr, n_in, y + r0 * ldy, ldy, scratch);
+    }
+}
+
+/* The prefill shape on nr rows: output panels of DEQ_ROWS dequantized into
+ * scratch, register tiles over the rows. */
+TGT static inline ALWAYS void gemm_rows(int kind, const void *w, uint64_t row_bytes, int64_t o0, int64_t o1,
+                                        const float *x, int64_t ldx, int64_t n_rows, int64_t n_in, float *y,
+                                        int64_t ldy, float *scratch) {
     for (int64_t o = o0; o < o1; o += DEQ_ROWS) {
         int nd = o1 - o < DEQ_ROWS ? (int)(o1 - o) : DEQ_ROWS;
         for (int j = 0; j < nd; j++) {
