@@ -34,6 +34,7 @@ DI_GEMM_F32_DECL(avx512, q4_1)
 DI_GEMM_F32_DECL(avx512, q8_0)
 DI_GEMM_F32_DECL(avx512, q4_K)
 DI_GEMM_F32_DECL(avx512, q6_K)
+DI_GEMM_F32_DECL(avx512, q5_0)
 
 #define DI_GEMM_F32_ENTRIES(isa)                                                                  \
     .gemm_f32 = {                                                                                 \
@@ -45,6 +46,7 @@ DI_GEMM_F32_DECL(avx512, q6_K)
         [DI_DTYPE_Q8_0] = di_gemm_f32_q8_0_##isa,                                                 \
         [DI_DTYPE_Q4_K] = di_gemm_f32_q4_K_##isa,                                                 \
         [DI_DTYPE_Q6_K] = di_gemm_f32_q6_K_##isa,                                                 \
+        [DI_DTYPE_Q5_0] = di_gemm_f32_q5_0_##isa,                                                 \
     }
 
 DI_GEMM_Q8_DECL(c)
