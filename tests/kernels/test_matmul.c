@@ -589,7 +589,8 @@ static void q8_tables_quantize_identically_and_agree(void **state) {
 
 /* The AMX table's numerics (gemm_q8_amx.c), written out in scalar C: per
  * block the exact integer dot of the signed weight integers (Q4_0 nibble -
- * 8, Q8_0 as stored, Q4_1/Q4_K nibble) with q, then
+ * 8, Q5_0 (nibble | high bit << 4) - 16, Q8_0 as stored, Q4_1/Q4_K nibble)
+ * with q, then
  *   acc = fma(isum, dw * dx, acc), and for Q4_1/Q4_K acc = fma(mw, s, acc). */
 static float amx_oracle(di_dtype t, const uint8_t *row, const int8_t *q, const float *d, const float *s,
                         int64_t nb) {
@@ -610,6 +611,15 @@ static float amx_oracle(di_dtype t, const uint8_t *row, const int8_t *q, const f
             } else {
                 dw = di_half_to_float(((const di_block_q4_1 *)(const void *)row)[b].d);
                 mw = di_half_to_float(((const di_block_q4_1 *)(const void *)row)[b].m);
+            }
+        } else if (t == DI_DTYPE_Q5_0) {
+            const di_block_q5_0 *bl = (const di_block_q5_0 *)(const void *)row + b;
+            uint32_t qh = (uint32_t)bl->qh[0] | (uint32_t)bl->qh[1] << 8 | (uint32_t)bl->qh[2] << 16 |
+                          (uint32_t)bl->qh[3] << 24;
+            dw = di_half_to_float(bl->d);
+            for (int j = 0; j < 16; j++) {
+                u[j] = ((bl->qs[j] & 15) | (int)((qh >> j) & 1u) << 4) - 16;
+                u[j + 16] = ((bl->qs[j] >> 4) | (int)((qh >> (j + 16)) & 1u) << 4) - 16;
             }
         } else if (t == DI_DTYPE_Q8_0) {
             const di_block_q8_0 *bl = (const di_block_q8_0 *)(const void *)row + b;
@@ -641,7 +651,7 @@ static float amx_oracle(di_dtype t, const uint8_t *row, const int8_t *q, const f
  * through di_matmul -- so its rows never depend on the batch. */
 static void amx_gemm_matches_block_order_oracle_bitwise(void **state) {
     (void)state;
-    const di_dtype types[] = {DI_DTYPE_Q4_0, DI_DTYPE_Q4_1, DI_DTYPE_Q8_0, DI_DTYPE_Q4_K};
+    const di_dtype types[] = {DI_DTYPE_Q4_0, DI_DTYPE_Q4_1, DI_DTYPE_Q5_0, DI_DTYPE_Q8_0, DI_DTYPE_Q4_K};
     const int64_t max_rows = DI_GEMM_Q8_AMX_ROWS + 17, n_out = 53;
     const int64_t sub0 = 3, sub1 = n_out - 3; /* full groups and a short one */
     di_threadpool *pool;
