@@ -118,6 +118,16 @@ nomem:
     return di_error_set(err, DI_ERR_NOMEM, "kv cache: out of memory");
 }
 
+di_status di_dsv4_kv_truncate(di_dsv4_kv *kv, int32_t seq_slot, int32_t n_keep, di_error *err) {
+    if (!kv || seq_slot < 0 || n_keep < 0)
+        return di_error_set(err, DI_ERR_INVALID_ARG, "deepseek_v4 KV truncate: slot %d, keep %d", (int)seq_slot,
+                            (int)n_keep);
+    if ((int64_t)n_keep > (int64_t)kv->n_blocks * kv->block_size)
+        return di_error_set(err, DI_ERR_RANGE, "deepseek_v4 KV truncate: keep %d past the cache's %lld positions",
+                            (int)n_keep, (long long)kv->n_blocks * kv->block_size);
+    return DI_OK;
+}
+
 void di_dsv4_kv_free(di_dsv4_kv *kv) {
     if (!kv) return;
     for (int32_t il = 0; kv->data && il < kv->n_layers; il++) free(kv->data[il]);

@@ -113,6 +113,11 @@ int32_t di_dsv4_mtp_modules(const di_dsv4_model *m);
 di_status di_dsv4_kv_create(const di_dsv4_model *m, int32_t n_blocks, int32_t block_size,
                             di_dtype dtype, di_dsv4_kv **out, di_error *err);
 void di_dsv4_kv_free(di_dsv4_kv *kv);
+/* Forgets positions >= n_keep of sequence slot seq_slot (speculative
+ * rollback). Every piece of state is a function of one position, stored in
+ * its slot (above), a rewritten position replaces the old one and no row
+ * reads past its own position: nothing to undo, the call only checks. */
+di_status di_dsv4_kv_truncate(di_dsv4_kv *kv, int32_t seq_slot, int32_t n_keep, di_error *err);
 /* Per-position region i of the cache (false past the last): the rows of
  * every slot, slot_bytes each, from base; for block copies (model.h). */
 bool di_dsv4_kv_region(di_dsv4_kv *kv, int32_t i, uint8_t **base, size_t *slot_bytes);

@@ -131,9 +131,12 @@ static di_status dsv4_forward_(void *c, void *kv, const di_batch *b, float *lg, 
 static bool dsv4_kv_region_(void *kv, int32_t i, uint8_t **base, size_t *sb) {
     return di_dsv4_kv_region(kv, i, base, sb);
 }
+static di_status dsv4_kv_truncate_(void *kv, int32_t seq_slot, int32_t n_keep, di_error *err) {
+    return di_dsv4_kv_truncate(kv, seq_slot, n_keep, err);
+}
 static const arch_ops DSV4_OPS = {"deepseek_v4", dsv4_free_, dsv4_facts, dsv4_kv_bytes, dsv4_kv_create_,
                                   dsv4_kv_free_, dsv4_ctx_create_, dsv4_ctx_free_, dsv4_forward_,
-                                  dsv4_kv_region_, NULL /* window/compressor state is not yet rollback-able */};
+                                  dsv4_kv_region_, dsv4_kv_truncate_};
 
 static void dsv41_free_(void *m) { di_dsv41_free(m); }
 static void dsv41_facts(const void *impl, di_model_facts *out) {

@@ -19,6 +19,11 @@ PY
     got=$("$BIN" run -m "$D" --prompt-ids "$prompt" -n 32 --temp 0 --print-ids --kv-f32 2>/dev/null) \
       || fail "$m: run exited $?"
     [ "$got" = "$want" ] || fail "$m: prompt '$prompt': got '$got' want '$want'"
+    # speculative decoding (prompt lookup, rejected drafts rolled back) keeps the greedy ids
+    got=$("$BIN" run -m "$D" --prompt-ids "$prompt $prompt" -n 24 --temp 0 --print-ids --kv-f32 --spec ngram \
+          2>/dev/null) || fail "$m: --spec ngram exited $?"
+    want2=$("$BIN" run -m "$D" --prompt-ids "$prompt $prompt" -n 24 --temp 0 --print-ids --kv-f32 2>/dev/null)
+    [ "$got" = "$want2" ] || fail "$m: --spec ngram changed the greedy ids: '$got' vs '$want2'"
     n=$((n + 1))
   done <"/tmp/di_dsv4_cli_$$"
   rm -f "/tmp/di_dsv4_cli_$$"

@@ -1,6 +1,6 @@
-/* model/deepseek_v41 rollback: speculative rows that are rejected and
- * forgotten with di_model_kv_truncate leave the KV state exactly as a run
- * without speculation.
+/* model rollback (DeepSeek-V4.1, and DeepSeek-V4 at the end): speculative
+ * rows that are rejected and forgotten with di_model_kv_truncate leave the
+ * KV state exactly as a run without speculation.
  *
  * The reference is the model itself without speculation: a greedy
  * generation one token per step, every position's logits kept. The
@@ -40,7 +40,8 @@
 #define ACCEPT_P 0.6
 #define BLOCK 8
 #define N_BLOCKS 64
-#define MAX_POS (PROMPT + N_GEN + K + 2)
+#define N_GEN_V4 150 /* DeepSeek-V4 tiny: past its HCA layers' 128-position groups */
+#define MAX_POS (PROMPT + N_GEN_V4 + K + 2)
 
 typedef struct runner {
     di_model *m;
@@ -94,18 +95,19 @@ static int32_t argmax(const float *v, int32_t n) {
     return best;
 }
 
-static di_model *open_tiny(void) {
+static di_model *open_dir(const char *rel) {
     char dir[4096];
-    di_test_path(dir, sizeof dir, "tests/data/golden/deepseek_v41/tiny");
+    di_test_path(dir, sizeof dir, rel);
     di_model *m = NULL;
     di_error err;
     if (di_model_open(dir, NULL, NULL, &m, &err)) fail_msg("open %s: %s", dir, err.msg);
     return m;
 }
 
-static void rejected_drafts_are_forgotten(void **state) {
-    (void)state;
-    di_model *m = open_tiny();
+static di_model *open_tiny(void) { return open_dir("tests/data/golden/deepseek_v41/tiny"); }
+
+static void rejected_drafts_are_forgotten_in(const char *rel, const int32_t n_gen) {
+    di_model *m = open_dir(rel);
     runner ref, spec;
     runner_open(&ref, m);
     runner_open(&spec, m);
@@ -121,7 +123,7 @@ static void rejected_drafts_are_forgotten(void **state) {
     int32_t n = PROMPT; /* tokens known */
     toks[n] = argmax(ref_logits + (size_t)(n - 1) * V, V);
     n++;
-    while (n < PROMPT + N_GEN) {
+    while (n < PROMPT + n_gen) {
         forward(&ref, &toks[n - 1], 1, n - 1, ref_logits + (size_t)(n - 1) * V);
         toks[n] = argmax(ref_logits + (size_t)(n - 1) * V, V);
         n++;
@@ -132,20 +134,20 @@ static void rejected_drafts_are_forgotten(void **state) {
     assert_memory_equal(lg, ref_logits, sizeof(float) * (size_t)PROMPT * V);
     int32_t have = PROMPT + 1; /* toks[0..have) committed; toks[have-1] not fed yet */
     int steps = 0, rows_checked = 0, n_rejected = 0, n_backoff = 0;
-    while (have < PROMPT + N_GEN) {
+    while (have < PROMPT + n_gen) {
         int32_t in[K + 1], p0 = have - 1;
         in[0] = toks[p0];
         int32_t good = 0, still = 1; /* drafts matching the greedy tokens, as a prefix */
         for (int j = 1; j <= K; j++) {
-            int32_t truth = p0 + j < PROMPT + N_GEN ? toks[p0 + j] : 5;
+            int32_t truth = p0 + j < PROMPT + n_gen ? toks[p0 + j] : 5;
             int ok = (double)di_test_rand(&rng) / 4294967296.0 < ACCEPT_P;
             in[j] = ok ? truth : 4 + (int32_t)(di_test_rand(&rng) % (uint32_t)(V - 4));
-            still = still && in[j] == truth && p0 + j < PROMPT + N_GEN;
+            still = still && in[j] == truth && p0 + j < PROMPT + n_gen;
             good += still;
         }
         forward(&spec, in, K + 1, p0, lg);
         /* rows 0..good saw only correct inputs */
-        for (int32_t j = 0; j <= good && p0 + j < PROMPT + N_GEN - 1; j++) {
+        for (int32_t j = 0; j <= good && p0 + j < PROMPT + n_gen - 1; j++) {
             assert_memory_equal(lg + (size_t)j * V, ref_logits + (size_t)(p0 + j) * V, sizeof(float) * (size_t)V);
             assert_int_equal(argmax(lg + (size_t)j * V, V), toks[p0 + j + 1]);
             rows_checked++;
@@ -163,8 +165,8 @@ static void rejected_drafts_are_forgotten(void **state) {
         have = keep + 1;
         steps++;
     }
-    print_message("rollback: %d steps, %d rows compared bit-exact, %d drafts rejected, %d back-offs\n", steps,
-                  rows_checked, n_rejected, n_backoff);
+    print_message("rollback %s: %d steps, %d rows compared bit-exact, %d drafts rejected, %d back-offs\n", rel,
+                  steps, rows_checked, n_rejected, n_backoff);
     assert_true(n_rejected > 20 && n_backoff >= MIN_BACKOFF);
 
     di_error err;
@@ -239,25 +241,25 @@ static void always_accepting_drafter_emits_k_plus_1(void **state) {
     di_model_free(m);
 }
 
-static void deepseek_v4_refuses_rollback(void **state) {
+static void rejected_drafts_are_forgotten(void **state) {
     (void)state;
-    char dir[4096];
-    di_test_path(dir, sizeof dir, "tests/data/golden/deepseek_v4/tiny_fp8");
-    di_model *m = NULL;
-    di_error err;
-    assert_int_equal(di_model_open(dir, NULL, NULL, &m, &err), DI_OK);
-    di_model_kv *kv;
-    assert_int_equal(di_model_kv_create(m, 4, 8, DI_DTYPE_F32, &kv, &err), DI_OK);
-    assert_int_equal(di_model_kv_truncate(kv, 0, 1, &err), DI_ERR_UNSUPPORTED);
-    di_model_kv_free(kv);
-    di_model_free(m);
+    rejected_drafts_are_forgotten_in("tests/data/golden/deepseek_v41/tiny", N_GEN);
+}
+
+/* DeepSeek-V4 keeps all its state per position too (deepseek_v4.h): the
+ * same check on its tiny checkpoints (window, CSA with the indexer, HCA
+ * layers; bf16 and fp8 weights). */
+static void deepseek_v4_rejected_drafts_are_forgotten(void **state) {
+    (void)state;
+    rejected_drafts_are_forgotten_in("tests/data/golden/deepseek_v4/tiny_bf16", N_GEN_V4);
+    rejected_drafts_are_forgotten_in("tests/data/golden/deepseek_v4/tiny_fp8", N_GEN_V4);
 }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(rejected_drafts_are_forgotten),
         cmocka_unit_test(always_accepting_drafter_emits_k_plus_1),
-        cmocka_unit_test(deepseek_v4_refuses_rollback),
+        cmocka_unit_test(deepseek_v4_rejected_drafts_are_forgotten),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
