@@ -1,14 +1,18 @@
 /* The share of an engine step spent outside the model forward (issue 16
- * part 7's measure, before any overlap): scheduling, block tables,
- * sampling (grammar masks included), detokenizing, streaming.
+ * part 7's measure): scheduling, block tables, sampling (grammar masks
+ * included), detokenizing, streaming.
  *
  * For 1, 8 and 32 sequences decoding together, free text and structured
- * output (a JSON schema), on the given model: the wall time of each
- * di_engine_step against the forward's own time (di_engine_stats
- * t_forward_ms), summed over the decode steps (the first step, which
- * prefills every prompt, is left out).
+ * output (a JSON schema), on the given model, with the early grammar
+ * masks off (di_engine_params.no_overlap: masks filled after the forward,
+ * in the sampling phase) and on (the default: idle pool workers fill them
+ * beside the forward): the wall time of each di_engine_step against the
+ * forward's own time (di_engine_stats t_forward_ms), summed over the decode
+ * steps (the first step, which prefills every prompt, is left out). Each
+ * configuration runs -r times, off and on alternating; the run with the
+ * median step time is reported.
  *
- *   bench_step_overhead [-m MODEL] [-n tokens] [-t threads]
+ *   bench_step_overhead [-m MODEL] [-n tokens] [-t threads] [-r reps]
  * Wall-clock times: on a shared machine quote them with the load average.
  * Nothing is asserted. */
 #include "deepinfer.h"
@@ -17,6 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#define MAX_REPS 15
 
 static double now_ms(void) {
     struct timespec ts;
@@ -33,14 +39,20 @@ static const char *SCHEMA =
     "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\"},\"age\":{\"type\":\"integer\"},"
     "\"tags\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}}},\"required\":[\"name\",\"age\",\"tags\"]}";
 
-static int run(const char *model, int threads, int n_seqs, int n_gen, bool structured, double *step_ms,
-               double *fwd_ms, int64_t *steps) {
+typedef struct result {
+    double step_ms, fwd_ms; /* summed over the decode steps */
+    int64_t steps, masks_early, masks_overlapped;
+} result;
+
+static int run(const char *model, int threads, int n_seqs, int n_gen, bool structured, bool no_overlap,
+               result *res) {
     di_engine_params p = di_engine_params_default();
     p.model_path = model;
     p.n_threads = threads;
     p.n_ctx = 512;
     p.kv_tokens = 32 * 512;
     p.max_seqs = 32;
+    p.no_overlap = no_overlap;
     di_engine *e = NULL;
     di_error err;
     if (di_engine_create(&p, &e, &err)) {
@@ -76,34 +88,60 @@ static int run(const char *model, int threads, int n_seqs, int n_gen, bool struc
     }
     if (rc) fprintf(stderr, "step: %s\n", err.msg);
     di_engine_get_stats(e, &s1);
-    *step_ms = wall;
-    *fwd_ms = s1.t_forward_ms - s0.t_forward_ms;
-    *steps = s1.n_steps - s0.n_steps;
+    res->step_ms = wall;
+    res->fwd_ms = s1.t_forward_ms - s0.t_forward_ms;
+    res->steps = s1.n_steps - s0.n_steps;
+    res->masks_early = s1.n_masks_early - s0.n_masks_early;
+    res->masks_overlapped = s1.n_masks_overlapped - s0.n_masks_overlapped;
     di_engine_free(e);
     return rc;
 }
 
+static int cmp_step(const void *a, const void *b) {
+    const result *x = a, *y = b;
+    double u = x->step_ms / (double)(x->steps ? x->steps : 1), v = y->step_ms / (double)(y->steps ? y->steps : 1);
+    return (u > v) - (u < v);
+}
+
+static void print_row(int n_seqs, bool structured, bool no_overlap, const result *r) {
+    double steps = (double)(r->steps ? r->steps : 1);
+    printf("| %d | %s | %s | %lld | %.2f | %.2f | %.1f%% | ", n_seqs, structured ? "JSON schema" : "free text",
+           no_overlap ? "off" : "on", (long long)r->steps, r->step_ms / steps, r->fwd_ms / steps,
+           r->step_ms > 0 ? 100.0 * (r->step_ms - r->fwd_ms) / r->step_ms : 0.0);
+    if (r->masks_early) printf("%lld / %lld |\n", (long long)r->masks_overlapped, (long long)r->masks_early);
+    else printf("- |\n");
+}
+
 int main(int argc, char **argv) {
     const char *model = "models/SmolLM2-135M-Instruct.q6_K.gguf";
-    int n_gen = 32, threads = 2;
+    int n_gen = 32, threads = 2, reps = 3;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "-m")) model = argv[i + 1];
         else if (!strcmp(argv[i], "-n")) n_gen = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "-t")) threads = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "-r")) reps = atoi(argv[i + 1]);
     }
-    printf("# share of the step outside the forward: %s, %d thread(s), %d tokens per sequence, greedy\n\n", model,
-           threads, n_gen);
-    printf("| sequences | output | decode steps | ms per step | forward ms per step | outside the forward |\n"
-           "|---|---|---|---|---|---|\n");
+    if (reps < 1) reps = 1;
+    if (reps > MAX_REPS) reps = MAX_REPS;
+    printf("# share of the step outside the forward: %s, %d thread(s), %d tokens per sequence, greedy, "
+           "median of %d\n\n",
+           model, threads, n_gen, reps);
+    printf("| sequences | output | early masks | decode steps | ms per step | forward ms per step | outside the "
+           "forward | masks filled by idle workers / posted |\n"
+           "|---|---|---|---|---|---|---|---|\n");
     const int seqs[] = {1, 8, 32};
     for (int si = 0; si < 3; si++)
         for (int st = 0; st < 2; st++) {
-            double step = 0, fwd = 0;
-            int64_t steps = 0;
-            if (run(model, threads, seqs[si], n_gen, st == 1, &step, &fwd, &steps)) return 1;
-            printf("| %d | %s | %lld | %.2f | %.2f | %.1f%% |\n", seqs[si], st ? "JSON schema" : "free text",
-                   (long long)steps, step / (double)(steps ? steps : 1), fwd / (double)(steps ? steps : 1),
-                   step > 0 ? 100.0 * (step - fwd) / step : 0.0);
+            result off[MAX_REPS], on[MAX_REPS];
+            for (int k = 0; k < reps; k++) {
+                if (run(model, threads, seqs[si], n_gen, st == 1, true, &off[k])) return 1;
+                if (run(model, threads, seqs[si], n_gen, st == 1, false, &on[k])) return 1;
+            }
+            qsort(off, (size_t)reps, sizeof off[0], cmp_step);
+            qsort(on, (size_t)reps, sizeof on[0], cmp_step);
+            print_row(seqs[si], st == 1, true, &off[reps / 2]);
+            print_row(seqs[si], st == 1, false, &on[reps / 2]);
+            fflush(stdout);
         }
     return 0;
 }

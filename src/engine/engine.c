@@ -178,8 +178,9 @@ di_status di_engine_create(const di_engine_params *p, di_engine **out, di_error 
     e->logits = di_malloc_array(e->logits_rows * (size_t)e->facts.n_vocab, sizeof(float));
     e->logit_index = di_malloc_array((size_t)sc.max_tokens_per_step, sizeof(int32_t));
     e->slot_req = di_calloc((size_t)sc.max_running, sizeof *e->slot_req);
+    e->early_reqs = di_calloc((size_t)sc.max_running, sizeof *e->early_reqs);
     e->row_embd = di_calloc((size_t)sc.max_tokens_per_step, sizeof *e->row_embd);
-    if (!e->logits || !e->logit_index || !e->masks || !e->slot_req || !e->row_embd) {
+    if (!e->logits || !e->logit_index || !e->masks || !e->slot_req || !e->early_reqs || !e->row_embd) {
         s = di_error_set(err, DI_ERR_NOMEM, "engine: out of memory for logits");
         goto fail;
     }
@@ -196,6 +197,7 @@ fail:
 static void request_free(di_engine *e, request *r) {
     if (!r) return;
     di_constraint_end(e->constraints, &r->constraint);
+    free(r->early_mask);
     free(r->bias);
     free(r->stop_tokens);
     free(r->forced);
@@ -234,6 +236,7 @@ void di_engine_free(di_engine *e) {
     free(e->logits);
     free(e->logit_index);
     free(e->slot_req);
+    free(e->early_reqs);
     free(e->row_embd);
     free(e->image_placeholder);
     pthread_mutex_destroy(&e->mu);
@@ -684,10 +687,19 @@ static void sample_task(void *ctx, int64_t task, int thread) {
         .allowed = NULL,
     };
     if (r->constraint.matcher) {
-        uint32_t *mask = e->masks + (size_t)thread * e->mask_words;
-        j->status = di_constraint_fill_mask(e->constraints, &r->constraint, mask, &j->err);
-        if (j->status) return;
-        in.allowed = mask;
+        /* the mask filled beside the forward, when it was and is still the
+         * matcher's state (one job per request: constrained rows never
+         * verify drafts); else filled here, to the same bits */
+        uint32_t at = di_grammar_matcher_n_tokens(r->constraint.matcher) + 1;
+        if (j->n_drafts == 0 && r->early_at == at) {
+            in.allowed = r->early_mask;
+        } else {
+            uint32_t *mask = e->masks + (size_t)thread * e->mask_words;
+            j->status = di_constraint_fill_mask(e->constraints, &r->constraint, mask, &j->err);
+            if (j->status) return;
+            in.allowed = mask;
+        }
+        if (j->n_drafts == 0) r->early_at = 0;
     }
     j->status = di_sampler_sample(e->samplers[thread], &r->sampling, &in, &j->res, &j->err);
     if (j->status) return;
@@ -903,6 +915,45 @@ static void attach_image_rows(di_engine *e, di_batch *b) {
     b->embd = e->row_embd;
 }
 
+/* ---- grammar masks beside the forward ------------------------------------ */
+
+/* A constrained row's mask depends only on the tokens its matcher has
+ * consumed, all known when the step is scheduled, not on the forward's
+ * logits: xgrammar-style engines fill it on the CPU while the GPU runs the
+ * forward. Here the forward takes both cores, so the masks go to the pool
+ * as side work (base/threadpool.h): a worker with no kernel task to claim
+ * (a straggler's tail, a serial stage, the step's own serial parts) fills
+ * one, and what is left when the forward returns is filled by the stepping
+ * thread before sampling. The bits are di_constraint_fill_mask's either
+ * way, so outputs never change; only where the time is spent does. */
+
+/* Fills the early mask of e->early_reqs[task] (pool side task; touches
+ * only that request's matcher, which nothing else uses during a forward).
+ * A failure leaves no mask: sampling fills it again and reports it. */
+static void early_mask_task(void *ctx, int64_t task, int thread) {
+    (void)thread;
+    di_engine *e = ctx;
+    request *r = e->early_reqs[task];
+    di_error err;
+    if (!di_constraint_fill_mask(e->constraints, &r->constraint, r->early_mask, &err))
+        r->early_at = di_grammar_matcher_n_tokens(r->constraint.matcher) + 1;
+}
+
+/* The constrained requests that sample one row this step, their early
+ * masks cleared (lock held). Returns how many went to e->early_reqs. A
+ * request without room for a mask (no memory) is left to sampling. */
+static int32_t early_masks_collect(di_engine *e, const di_sched_output *out) {
+    int32_t n = 0;
+    for (int32_t i = 0; i < out->n_samples && n < e->params.max_seqs; i++) {
+        request *r = out->sample_seqs[i]->user;
+        r->early_at = 0;
+        if (!r->constraint.matcher || r->cancel_requested || out->sample_n_rows[i] != 1) continue;
+        if (!r->early_mask && !(r->early_mask = di_malloc_array(e->mask_words, sizeof(uint32_t)))) continue;
+        e->early_reqs[n++] = r;
+    }
+    return n;
+}
+
 di_status di_engine_step(di_engine *e, di_error *err) {
     pthread_mutex_lock(&e->mu);
     apply_cancels(e);
@@ -940,7 +991,10 @@ di_status di_engine_step(di_engine *e, di_error *err) {
         }
     }
     attach_image_rows(e, &out.batch);
+    int32_t n_early = e->params.no_overlap ? 0 : early_masks_collect(e, &out);
+    e->n_masks_early += n_early;
     pthread_mutex_unlock(&e->mu);
+    di_threadpool_side_begin(e->pool, n_early, early_mask_task, e);
 
     /* Map each batch row to its logits row (forward writes them in row order). */
     int32_t n_logits = 0;
@@ -960,6 +1014,9 @@ di_status di_engine_step(di_engine *e, di_error *err) {
     if (!s) s = di_model_forward(e->ctx, e->kv, &out.batch, e->logits, e->pool, err);
     const double t_fwd = eng_now_ms() - t0;
     e->t_forward_ms += t_fwd;
+    /* before anything reads or frees the matchers (outside the forward's
+     * time: what the workers left is filled here) */
+    di_threadpool_side_end(e->pool);
 
     pthread_mutex_lock(&e->mu);
     if (s) {
@@ -1103,6 +1160,9 @@ void di_engine_get_stats(di_engine *e, di_engine_stats *out) {
     out->spec_draft_ms = e->spec_stats.spec_draft_ms;
     out->spec_conf_sum = e->spec_stats.spec_conf_sum;
     out->spec_plan_rows = e->spec_stats.spec_plan_rows;
+    out->n_masks_early = e->n_masks_early;
+    /* the engine's pool runs no side work but the early masks */
+    out->n_masks_overlapped = di_threadpool_side_by_workers(e->pool);
     pthread_mutex_unlock(&e->mu);
 }
 

@@ -44,6 +44,8 @@ typedef struct request {
     int32_t *prompt_argmax;      /* (n_prompt - 1) */
     di_tok_detok *detok;
     di_constraint_state constraint; /* grammar matcher, when constrained */
+    uint32_t *early_mask;        /* (mask words) the mask filled beside the forward, or NULL */
+    uint32_t early_at;           /* matcher token count + 1 it was filled at; 0 = none */
     di_event_fn on_event;
     void *user;
     bool cancel_requested;
@@ -106,6 +108,8 @@ struct di_engine {
     di_constraint_cache *constraints;
     uint32_t *masks;             /* (n_threads, mask words) grammar masks being filled */
     size_t mask_words;
+    request **early_reqs;        /* (max_seqs) requests whose masks are posted this step */
+    int64_t n_masks_early;       /* statistics: masks posted before forwards */
     request **slot_req;          /* (max_seqs) scratch: prompt_logprobs request per slot */
     const float **row_embd;      /* (max_batch_tokens) scratch: image rows of the batch */
     char *image_placeholder;     /* the placeholder token's text, NULL without images */
