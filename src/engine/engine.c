@@ -7,7 +7,10 @@
  * during the forward so submitters never wait for a whole forward, and it
  * is recursive so an event callback may call submit or cancel. Cancels are
  * only flagged by di_engine_cancel and applied by the stepping thread, so
- * the scheduler never frees blocks that a running forward writes. */
+ * the scheduler never frees blocks that a running forward writes. During
+ * the forward, idle pool workers fill the grammar masks of the step's
+ * constrained rows (early_mask_task, pool side work); the stepping thread
+ * ends that side work before it reads or frees any matcher. */
 #include "engine/engine_internal.h"
 
 #include "base/alloc.h"
