@@ -7,7 +7,9 @@
  * nothing (waiting for it made 2 threads slower than 1 under load). A
  * successful claim proves the job is current and unfinished, so its fields
  * (fn, ctx) cannot change while the task runs: the caller rewrites them
- * only after every task of the previous job is done. */
+ * only after every task of the previous job is done. The side queue
+ * (di_threadpool_side_begin) is a second word of the same kind that only
+ * waiting workers claim from, and side_end's caller when it drains it. */
 #include "base/threadpool.h"
 
 #include "base/alloc.h"
