@@ -430,8 +430,10 @@ di_status di_engine_detokenize(di_engine *e, const int32_t *ids, size_t n_ids, c
  * when id is outside the vocabulary. */
 int64_t di_engine_token_piece(di_engine *e, int32_t id, char *buf, size_t size);
 /* The number of prompt tokens r would have (its messages through the chat
- * template, its text with BOS per the model, or its tokens), as submit
- * counts them: for callers that fit a request into the context first. */
+ * template, its text with BOS per the model, or its tokens, each image
+ * placeholder as the positions its image expands to), as submit counts
+ * them: for callers that fit a request into the context first. Images are
+ * decoded for their size; the vision tower does not run. */
 di_status di_engine_count_prompt(di_engine *e, const di_request *r, size_t *n_tokens, di_error *err);
 /* Compiles a constraint as submit would (the result is cached for the
  * submit that follows) and writes to notes (cap bytes, NUL-terminated, ""

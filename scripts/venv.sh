@@ -37,7 +37,9 @@ want=$(sha256sum "$REQ" | cut -d' ' -f1)
 pyver=$(sed -n 's/^# python: *\([0-9][0-9.]*\) *$/\1/p' "$REQ" | head -n1)
 find_python() {
   if [ -z "$pyver" ]; then command -v python3; return; fi
-  if command -v "python$pyver" >/dev/null 2>&1; then command -v "python$pyver"; return; fi
+  # a pyenv shim is on PATH for every installed version but fails when that
+  # version is not selected: take a candidate only if it runs
+  if "python$pyver" -c '' >/dev/null 2>&1; then command -v "python$pyver"; return; fi
   if command -v pyenv >/dev/null 2>&1 && pyenv which "python$pyver" >/dev/null 2>&1; then
     pyenv which "python$pyver"; return
   fi

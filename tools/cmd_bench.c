@@ -186,18 +186,19 @@ int di_cmd_bench(int argc, char **argv) {
     /* deepinfer bench serve / plot: the HTTP load generator (bench_serve_*.c) */
     if (argc > 1 && !strcmp(argv[1], "serve")) return di_cmd_bench_serve(argc - 1, argv + 1);
     if (argc > 1 && !strcmp(argv[1], "plot")) return di_cmd_bench_plot(argc - 1, argv + 1);
-    const char *model = "models/SmolLM2-135M-Instruct.Q4_1.gguf", *batches = "1,8,32", *kernels = NULL, *numerics = NULL;
+    const char *model = NULL, *batches = "1,8,32", *kernels = NULL, *numerics = NULL;
     int64_t n_prompt = 512, n_gen = 128, threads = 2, reps = 3, batch_gen = 0;
     bool json = false;
     di_arg specs[] = {
-        {"-m", "--model", DI_ARG_STR, &model, 0, 0, "model file (.gguf)"},
+        {"-m", "--model", DI_ARG_STR, &model, 0, 0,
+         "model: a .gguf file or an HF checkpoint folder (default: the embedded SmolLM2-135M-Instruct)"},
         {"-p", "--n-prompt", DI_ARG_INT, &n_prompt, 0, 8192, "prompt tokens of the pp test (0 = skip)"},
         {"-n", "--n-gen", DI_ARG_INT, &n_gen, 0, 8192, "generated tokens of the tg test (0 = skip)"},
         {"-t", "--threads", DI_ARG_INT, &threads, 0, 1024, "threads (0 = one per CPU)"},
         {"-r", "--reps", DI_ARG_INT, &reps, 1, MAX_REPS, "repetitions per test"},
         {"-b", "--batch", DI_ARG_STR, &batches, 0, 0, "concurrent sequences of the batch tests, e.g. 1,8,32 ('' = skip)"},
         {"--batch-gen", NULL, DI_ARG_INT, &batch_gen, 0, 8192, "tokens per sequence in batch tests (0 = max(16, n/4))"},
-        {"--kernels", NULL, DI_ARG_STR, &kernels, 0, 0, "kernel table: exact, q8, ggml, avx512, avx2-q8, ... (default: exact best)"},
+        {"--kernels", NULL, DI_ARG_STR, &kernels, 0, 0, "kernel table: exact, q8, ggml, avx512, avx2-q8, ... (default: q8 for quantized GGUF, else exact)"},
         {"--numerics", NULL, DI_ARG_STR, &numerics, 0, 0, "DeepSeek-V4.1: deepinfer (default) or ideal"},
         {"--json", NULL, DI_ARG_FLAG, &json, 0, 0, "one JSON object per test on stdout"},
     };
@@ -206,6 +207,7 @@ int di_cmd_bench(int argc, char **argv) {
     int rc = di_args_parse("bench", "-m MODEL [-p 512] [-n 128] [-t 2] [-r 3] [-b 1,8,32] [--json]", specs,
                            (int)(sizeof specs / sizeof specs[0]), argc, argv, pos, 0, &npos);
     if (rc) return rc == 1 ? 0 : 2;
+    if (!model && !(model = di_gen_resolve_model("bench"))) return 1;
     int sizes[MAX_BATCH_TESTS];
     int n_sizes = parse_sizes(batches, sizes);
     if (n_sizes < 0) {

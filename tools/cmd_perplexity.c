@@ -231,12 +231,12 @@ static int run_windows(di_engine *e, ppl_state *st, int32_t *tokens, int32_t bos
 }
 
 int di_cmd_perplexity(int argc, char **argv) {
-    const char *model = "models/SmolLM2-135M-Instruct.Q4_1.gguf", *file = NULL, *top1 = NULL;
+    const char *model = NULL, *file = NULL, *top1 = NULL;
     int64_t ctx = DEFAULT_PPL_CTX, chunks = 0, threads = 0, batch_tokens = 0;
     bool score_all = false, kv_f32 = false;
     const char *kernels = NULL;
     const di_arg specs[] = {
-        {"-m", "--model", DI_ARG_STR, &model, 0, 0, "model file (.gguf)"},
+        {"-m", "--model", DI_ARG_STR, &model, 0, 0, "model file (default: the embedded SmolLM2-135M-Instruct)"},
         {"-f", "--file", DI_ARG_STR, &file, 0, 0, "text file to score"},
         {"-c", "--ctx", DI_ARG_INT, &ctx, 16, 1 << 20, "tokens per window (default 512)"},
         {"--chunks", NULL, DI_ARG_INT, &chunks, 0, 1 << 30, "score only the first N windows (0 = all)"},
@@ -246,7 +246,8 @@ int di_cmd_perplexity(int argc, char **argv) {
         {"-t", "--threads", DI_ARG_INT, &threads, 0, 1024, "threads (0 = one per CPU)"},
         {"--batch-tokens", NULL, DI_ARG_INT, &batch_tokens, 0, 1 << 20, "rows per forward (0 = the engine's 512)"},
         {"--kv-f32", NULL, DI_ARG_FLAG, &kv_f32, 0, 0, "keep the KV cache in f32"},
-        {"--kernels", NULL, DI_ARG_STR, &kernels, 0, 0, "kernel table: exact (the default), q8 (int8 activations), ggml (llama.cpp's CPU numerics)"},
+        {"--kernels", NULL, DI_ARG_STR, &kernels, 0, 0, "kernel table: exact, q8 (int8 activations), ggml (llama.cpp's CPU numerics); default q8 for "
+         "quantized GGUF, else exact"},
     };
     const char *pos[1];
     int npos = 0;
@@ -258,6 +259,7 @@ int di_cmd_perplexity(int argc, char **argv) {
         fprintf(stderr, "deepinfer perplexity: no text file (-f)\n");
         return 2;
     }
+    if (!model && !(model = di_gen_resolve_model("perplexity"))) return 1;
     char why[600];
     char *text = read_text(file, why, sizeof why);
     if (!text) {

@@ -497,7 +497,7 @@ static void history_pop(chat_history *h) {
 /* Drops the oldest user/assistant turns (never the system message nor the
  * new user message) until the conversation leaves room for a reply, and
  * says so. Returns false when even the new message alone does not fit. */
-static bool history_fit(di_engine *e, chat_history *h, di_request *r, int32_t max_tokens) {
+static bool history_fit(di_engine *e, chat_history *h, di_request *r, int32_t max_tokens, di_image_input *imgs) {
     di_model_desc d;
     di_engine_describe(e, &d);
     int32_t reserve = d.n_ctx / CHAT_REPLY_SHARE;
@@ -507,6 +507,8 @@ static bool history_fit(di_engine *e, chat_history *h, di_request *r, int32_t ma
     for (;;) {
         r->messages = h->hist;
         r->n_messages = h->n;
+        r->n_images = history_images(h, imgs); /* counted as the positions they expand to */
+        r->images = r->n_images ? imgs : NULL;
         size_t n_prompt;
         di_error err;
         if (di_engine_count_prompt(e, r, &n_prompt, &err)) return true; /* submit reports it */
@@ -593,10 +595,8 @@ int di_cmd_chat(int argc, char **argv) {
         r.chat_template = tmpl;
         r.max_tokens = (int32_t)o.max_tokens;
         r.sampling = di_gen_sampling(&o);
-        bool sent = history_fit(e, &h, &r, r.max_tokens);
         di_image_input imgs[DI_CHAT_MAX_IMAGES];
-        r.n_images = history_images(&h, imgs);
-        r.images = r.n_images ? imgs : NULL;
+        bool sent = history_fit(e, &h, &r, r.max_tokens, imgs);
         stream_state st = {0};
         before = g_interrupts;
         if (sent && generate("chat", e, &r, &st)) {

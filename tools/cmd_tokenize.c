@@ -7,6 +7,7 @@
  * MODEL is a .gguf (vocab-only is enough), a tokenizer.json, or a folder
  * holding tokenizer.json. */
 #include "tools.h"
+#include "gen_common.h"
 
 #include "text/tokenizer.h"
 
@@ -18,8 +19,9 @@
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: deepinfer tokenize -m MODEL [options] (TEXT | --file F)\n"
+            "usage: deepinfer tokenize [-m MODEL] [options] (TEXT | --file F)\n"
             "  -m, --model MODEL   .gguf, tokenizer.json or a folder with tokenizer.json\n"
+            "                      (default: the embedded SmolLM2-135M-Instruct)\n"
             "  -f, --file F        read the input from F ('-' = stdin)\n"
             "  --decode            input is ids (spaces/commas/newlines); print the text\n"
             "  --no-special        do not parse special tokens in the text (default)\n"
@@ -199,10 +201,11 @@ int di_cmd_tokenize(int argc, char **argv) {
             return 2;
         }
     }
-    if (!model || (!!text == !!file)) {
+    if (!!text == !!file) {
         usage(stderr);
         return 2;
     }
+    if (!model && !(model = di_gen_resolve_model("tokenize"))) return 1;
     di_chat_kind kind = DI_CHAT_UNKNOWN;
     if (tmpl && (kind = di_tok_chat_from_name(tmpl)) == DI_CHAT_UNKNOWN) {
         fprintf(stderr, "deepinfer tokenize: unknown chat template '%s'\n", tmpl);

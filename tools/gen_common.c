@@ -37,6 +37,7 @@ void di_gen_opts_defaults(di_gen_opts *o) {
     o->seed = -1; /* random: see di_gen_resolve_seed */
     o->max_tokens = DEFAULT_MAX_TOKENS;
     o->repeat_penalty = 1.0;
+    o->image_cache_mb = -1;
 }
 
 int di_gen_opts_specs(di_gen_opts *o, di_arg *s, int n) {
@@ -67,7 +68,11 @@ int di_gen_opts_specs(di_gen_opts *o, di_arg *s, int n) {
         {"--kv-disk", NULL, DI_ARG_STR, &o->kv_disk, 0, 0,
          "keep prefix-cache blocks evicted from RAM in DIR (survives restarts, shared by engines)"},
         {"--kv-disk-max-gb", NULL, DI_ARG_FLOAT, &o->kv_disk_max_gb, 0, 1e9, "cap of --kv-disk (0 = 16 GB)"},
-        {"--kernels", NULL, DI_ARG_STR, &o->kernels, 0, 0, "kernel table: exact (the default), q8 (int8 activations), ggml (llama.cpp's numerics)"},
+        {"--kernels", NULL, DI_ARG_STR, &o->kernels, 0, 0,
+         "kernel table: exact (f32 activations), q8 (int8 activations), ggml (llama.cpp's numerics), or a table "
+         "name (default: q8 for quantized GGUF models, else exact)"},
+        {"--image-cache-mb", NULL, DI_ARG_FLOAT, &o->image_cache_mb, 0, 1 << 20,
+         "vision models: encoded images kept for reuse, in MB (default 256; 0 = off)"},
         {"--numerics", NULL, DI_ARG_STR, &o->numerics, 0, 0,
          "DeepSeek-V4.1: deepinfer (default: DeepInfer's quantization) or ideal (f32)"},
         {"--spec", NULL, DI_ARG_STR, &o->spec, 0, 0,
@@ -129,6 +134,7 @@ di_engine_params di_gen_engine_params(const di_gen_opts *o) {
     p.bounded_replay = (int32_t)o->bounded_replay;
     p.spec_fixed_k = o->spec_fixed_k;
     p.spec_cost_cache = o->spec_cost_cache;
+    if (o->image_cache_mb >= 0) p.image_cache_mb = o->image_cache_mb > 0 ? o->image_cache_mb : -1;
     p.ep = (di_ep_params){.n_extra_experts = (int32_t)o->ep_extra, .eplb_interval = (int32_t)o->eplb_interval,
                           .eplb_window = (int32_t)o->eplb_window, .force_imbalance = o->ep_force_imbalance,
                           .log = o->eplb_log};

@@ -27,6 +27,7 @@ typedef struct di_gen_opts {
     int64_t spec_k;
     int64_t bounded_replay; /* --bounded-replay[=KEEP]: 0 off, -1 the default keep */
     bool spec_fixed_k;
+    double image_cache_mb; /* --image-cache-mb: < 0 unset (the engine's default), 0 off */
 } di_gen_opts;
 
 /* Fills defaults: the default model path, greedy-ish sampling tuned for the

@@ -318,7 +318,18 @@ di_status di_engine_count_prompt(di_engine *e, const di_request *r, size_t *n_to
     if (!e || !r) return di_error_set(err, DI_ERR_INVALID_ARG, "request: NULL argument");
     di_tok_ids ids = {0};
     di_status s = build_prompt(e, r, &ids, err);
-    if (!s) *n_tokens = ids.n;
+    size_t n = ids.n;
+    /* each image placeholder counts the positions it expands to (no tower) */
+    const int32_t ph = r->n_images ? di_model_image_token(e->model) : -1;
+    for (size_t i = 0; !s && ph >= 0 && i < ids.n; i++) n -= ids.data[i] == ph;
+    for (size_t k = 0; !s && ph >= 0 && k < r->n_images; k++) {
+        int32_t nt = 0;
+        if (!r->images[k].data) s = di_error_set(err, DI_ERR_INVALID_ARG, "request: image %zu has no data", k);
+        else s = di_model_image_n_tokens(e->model, r->images[k].data, r->images[k].n_bytes, &nt, err);
+        if (s) di_error_prefix(err, "image %zu: ", k);
+        n += (size_t)nt;
+    }
+    if (!s) *n_tokens = n;
     di_tok_ids_free(&ids);
     return s;
 }

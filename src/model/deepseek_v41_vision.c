@@ -215,46 +215,54 @@ static void rms(const float *x, const float *w, float *y, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] = x[i] * r * w[i];
 }
 
+#define ATTN_BQ 32  /* queries per attention task: one (BQ, n) score tile */
+#define ATTN_PAD 32 /* P V's inner length padded with zeros to the gemm's block */
+
 typedef struct attn_job {
     const struct dsv41_vision *vi;
     const di_cpu_kernels *k;
     const float *qkv;   /* (n, 3E), q and k rotated */
-    const float *kt, *vt; /* (H, n, hd) each head's keys and values, contiguous */
+    const float *kt;    /* (H, n, hd) each head's keys, contiguous */
+    const float *vtt;   /* (H, hd, np) each head's values, transposed, zero past n */
     float *out;         /* (n, E) */
-    float *scores;      /* (tasks, n) */
-    int64_t n, n_tasks;
+    float *scores;      /* (threads, ATTN_BQ * np) */
+    float *scratch;     /* (threads, scratch_per) matmul scratch */
+    int64_t n, np, scratch_per, n_blocks; /* np: n rounded up to ATTN_PAD */
 } attn_job;
 
-/* full attention of every (head, query) pair: softmax(q k^T / sqrt(hd)) v */
+/* Full attention of one (head, block of ATTN_BQ queries):
+ * softmax(q k^T / sqrt(hd)) v as two small GEMMs on the kernel table's f32
+ * path (scores = Q K^T with K as the weight rows, out = P V with V^T as
+ * the weight rows), run inline on the calling thread. The key axis is
+ * zero-padded to np so the P V gemm takes the blocked path: the padding adds
+ * exact zeros. */
 static void attn_task(void *arg, int64_t task, int thread) {
-    (void)thread;
     const attn_job *j = arg;
-    const int32_t E = j->vi->E, hd = j->vi->hd, H = j->vi->heads;
-    const int64_t total = j->n * H;
-    int64_t a, b;
-    di_threadpool_split(total, j->n_tasks, (int)task, &a, &b);
-    float *sc = j->scores + task * j->n;
+    const int32_t E = j->vi->E, hd = j->vi->hd;
+    const int64_t h = task / j->n_blocks, i0 = (task % j->n_blocks) * ATTN_BQ, n = j->n, np = j->np;
+    const int64_t bq = n - i0 < ATTN_BQ ? n - i0 : ATTN_BQ;
+    float *sc = j->scores + (int64_t)thread * ATTN_BQ * np, *scr = j->scratch + (int64_t)thread * j->scratch_per;
     const float scale = 1.0f / sqrtf((float)hd);
-    for (int64_t t = a; t < b; t++) {
-        const int64_t h = t % H, i = t / H;
-        const float *q = j->qkv + i * 3 * E + h * hd, *kh = j->kt + h * j->n * hd, *vh = j->vt + h * j->n * hd;
-        float mx = -INFINITY;
-        for (int64_t k = 0; k < j->n; k++) {
-            sc[k] = j->k->dot_f32(q, kh + k * hd, hd) * scale;
-            mx = sc[k] > mx ? sc[k] : mx;
+    di_matmul_args qk = {DI_DTYPE_F32, j->kt + h * n * hd, (uint64_t)hd * sizeof(float), j->qkv + i0 * 3 * E + h * hd,
+                         3 * E, sc, np, bq, hd, n};
+    di_matmul(j->k, &qk, scr, NULL);
+    for (int64_t r = 0; r < bq; r++) {
+        float *row = sc + r * np, mx = -INFINITY, sum = 0.0f;
+        for (int64_t c = 0; c < n; c++) {
+            row[c] *= scale;
+            mx = row[c] > mx ? row[c] : mx;
         }
-        float sum = 0.0f;
-        for (int64_t k = 0; k < j->n; k++) {
-            sc[k] = expf(sc[k] - mx);
-            sum += sc[k];
+        for (int64_t c = 0; c < n; c++) {
+            row[c] = expf(row[c] - mx);
+            sum += row[c];
         }
-        float *o = j->out + i * E + h * hd;
-        memset(o, 0, (size_t)hd * sizeof(float));
-        for (int64_t k = 0; k < j->n; k++) {
-            const float *v = vh + k * hd, w = sc[k] / sum;
-            for (int32_t c = 0; c < hd; c++) o[c] += w * v[c];
-        }
+        const float inv = 1.0f / sum;
+        for (int64_t c = 0; c < n; c++) row[c] *= inv;
+        for (int64_t c = n; c < np; c++) row[c] = 0.0f;
     }
+    di_matmul_args pv = {DI_DTYPE_F32, j->vtt + h * hd * np, (uint64_t)np * sizeof(float), sc, np,
+                         j->out + i0 * E + h * hd, E, bq, np, hd};
+    di_matmul(j->k, &pv, scr, NULL);
 }
 
 /* 2D rotary of one head vector: cos/sin columns (row freqs | column freqs),
@@ -290,13 +298,17 @@ di_status di_dsv41_vision_forward(const di_dsv41_model *m, const di_image_layout
     float *big = di_malloc_array((size_t)(n * (3 * E > 2 * F ? 3 * E : 2 * F)), sizeof(float));
     float *o = di_malloc_array((size_t)(n * (E > F ? E : F)), sizeof(float));
     float *scr = di_malloc_array((size_t)scratch_n, sizeof(float));
-    float *sc = di_malloc_array((size_t)(n_tasks * n), sizeof(float));
+    const int64_t np = (n + ATTN_PAD - 1) / ATTN_PAD * ATTN_PAD;
+    const int64_t attn_scr = di_matmul_scratch_floats(ATTN_BQ, np > vi->hd ? np : vi->hd, 1);
+    float *sc = di_malloc_array((size_t)((int64_t)threads * ATTN_BQ * np), sizeof(float));
+    float *asc = di_malloc_array((size_t)((int64_t)threads * attn_scr), sizeof(float));
     float *ds = di_malloc_array((size_t)(nl * ER), sizeof(float));
-    float *kt = di_malloc_array((size_t)(n * E), sizeof(float)), *vt = di_malloc_array((size_t)(n * E), sizeof(float));
+    float *kt = di_malloc_array((size_t)(n * E), sizeof(float));
+    float *vt = di_calloc((size_t)(np * E), sizeof(float)); /* the padding stays zero */
     float *a1 = di_malloc_array((size_t)(nl * D), sizeof(float));
     float *a2 = di_malloc_array((size_t)(nl * D), sizeof(float));
     di_status s = DI_OK;
-    if (!x || !h || !big || !o || !scr || !sc || !ds || !a1 || !a2 || !kt || !vt) {
+    if (!x || !h || !big || !o || !scr || !sc || !asc || !ds || !a1 || !a2 || !kt || !vt) {
         s = di_error_set(err, DI_ERR_NOMEM, "vision tower: out of memory for %lld patches", (long long)n);
         goto done;
     }
@@ -319,12 +331,13 @@ di_status di_dsv41_vision_forward(const di_dsv41_model *m, const di_image_layout
         }
         for (int64_t i = 0; i < n; i++)
             for (int32_t hh = 0; hh < vi->heads; hh++) {
-                memcpy(kt + ((int64_t)hh * n + i) * vi->hd, big + i * 3 * E + E + hh * vi->hd, (size_t)vi->hd * 4);
-                memcpy(vt + ((int64_t)hh * n + i) * vi->hd, big + i * 3 * E + 2 * E + hh * vi->hd, (size_t)vi->hd * 4);
+                const float *kv = big + i * 3 * E + E + hh * vi->hd;
+                memcpy(kt + ((int64_t)hh * n + i) * vi->hd, kv, (size_t)vi->hd * sizeof(float));
+                for (int32_t c = 0; c < vi->hd; c++) vt[((int64_t)hh * vi->hd + c) * np + i] = kv[E + c];
             }
-        attn_job j = {.vi = vi, .k = k, .qkv = big, .kt = kt, .vt = vt, .out = o, .scores = sc, .n = n,
-                      .n_tasks = n * vi->heads < n_tasks ? n * vi->heads : n_tasks};
-        di_threadpool_run(pool, j.n_tasks, attn_task, &j);
+        attn_job j = {.vi = vi, .k = k, .qkv = big, .kt = kt, .vtt = vt, .out = o, .scores = sc, .scratch = asc,
+                      .n = n, .np = np, .scratch_per = attn_scr, .n_blocks = (n + ATTN_BQ - 1) / ATTN_BQ};
+        di_threadpool_run(pool, j.n_blocks * vi->heads, attn_task, &j);
         dsv4_linear_apply(k, &b->wo, o, E, h, E, n, scr, pool);
         for (int64_t i = 0; i < n; i++)
             for (int64_t c = 0; c < E; c++) x[i * E + c] += h[i * E + c] + b->bo[c];
@@ -371,11 +384,25 @@ done:
     free(o);
     free(scr);
     free(sc);
+    free(asc);
     free(ds);
     free(a1);
     free(a2);
     free(kt);
     free(vt);
+    return s;
+}
+
+di_status di_dsv41_image_n_tokens(const di_dsv41_model *m, const uint8_t *bytes, size_t n, const di_image_limits *lim,
+                                  int32_t *n_tokens, di_error *err) {
+    *n_tokens = 0;
+    const struct dsv41_vision *vi = m->vision;
+    if (!vi) return di_error_set(err, DI_ERR_UNSUPPORTED, "this model takes no images (no vision tower)");
+    di_image img = {0};
+    di_image_layout lay;
+    di_status s = di_image_decode(bytes, n, lim, &img, err);
+    if (!s && !(s = di_image_layout_of(img.width, img.height, &vi->geo, &lay, err))) *n_tokens = lay.num_tokens;
+    di_image_free(&img);
     return s;
 }
 

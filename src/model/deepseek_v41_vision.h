@@ -50,6 +50,11 @@ void di_dsv41_image_rows_free(di_dsv41_image_rows *r);
 di_status di_dsv41_encode_image(const di_dsv41_model *m, const uint8_t *bytes, size_t n, const di_image_limits *lim,
                                 di_dsv41_image_rows *out, di_threadpool *pool, di_error *err);
 
+/* The number of positions those bytes expand to (decode + layout, no
+ * tower): what di_dsv41_encode_image's out->n_tokens will be. */
+di_status di_dsv41_image_n_tokens(const di_dsv41_model *m, const uint8_t *bytes, size_t n, const di_image_limits *lim,
+                                  int32_t *n_tokens, di_error *err);
+
 /* The tower alone, for tests: patches (n_vit_h*n_vit_w, 3, p, p) ->
  * vit_out (n_patches, E) after the final norm (may be NULL) and
  * rows (num_tokens, n_embd) as above. */

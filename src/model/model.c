@@ -413,6 +413,15 @@ di_status di_model_encode_image(const di_model *m, const void *bytes, size_t n_b
     return DI_OK;
 }
 
+di_status di_model_image_n_tokens(const di_model *m, const void *bytes, size_t n_bytes, int32_t *n_tokens,
+                                  di_error *err) {
+    *n_tokens = 0;
+    if (di_model_image_token(m) < 0)
+        return di_error_set(err, DI_ERR_UNSUPPORTED, "this model takes no images (%s without a vision tower)",
+                            m->ops->name);
+    return di_dsv41_image_n_tokens(m->impl, bytes, n_bytes, NULL, n_tokens, err);
+}
+
 di_status di_model_bounded_replay(const di_model *m, int32_t keep, int32_t *keep_out, di_error *err) {
     *keep_out = 0;
     if (m->ops != &DSV41_OPS)

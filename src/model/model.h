@@ -102,6 +102,11 @@ int32_t di_model_image_token(const di_model *m);
 di_status di_model_encode_image(const di_model *m, const void *bytes, size_t n_bytes, int32_t **ids, float **rows,
                                 int32_t *n_tokens, di_threadpool *pool, di_error *err);
 
+/* The number of positions one image's placeholder expands to, without
+ * running the tower (decode and layout only). */
+di_status di_model_image_n_tokens(const di_model *m, const void *bytes, size_t n_bytes, int32_t *n_tokens,
+                                  di_error *err);
+
 /* SWA bounded replay (docs/BOUNDED_REPLAY.md): keep < 0 asks for the
  * model's default (DeepSeek-V4.1: window + 6); *keep_out is what the
  * engine then uses for di_batch.replay_from = prompt length - keep.

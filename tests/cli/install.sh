@@ -28,6 +28,11 @@ if [ -f "$MODEL" ]; then
   ln -s "$MODEL" "$tmp/home/.cache/deepinfer/SmolLM2-135M-Instruct.Q4_1.gguf"
   HOME=$tmp/home DEEPINFER_CACHE= "$tmp/deepinfer" run -p hi -n 1 -t 2 >/dev/null 2>"$tmp/err" \
     || fail "user cache: $(cat "$tmp/err")"
+  # every command that defaults to the model finds it the same way
+  for cmd in "bench -p 8 -n 2 -r 1 -b ''" "tokenize hi" "perplexity -f $SRC/README.md --chunks 1 -c 32 -t 2"; do
+    HOME=$tmp/home DEEPINFER_CACHE= eval "\"\$tmp/deepinfer\" $cmd" >/dev/null 2>"$tmp/err" \
+      || fail "user cache, $cmd: $(cat "$tmp/err")"
+  done
   # and the build tree's own binary finds the checkout's models/ from anywhere
   HOME=$tmp/home2 "$BIN" run -p hi -n 1 -t 2 >/dev/null 2>"$tmp/err" || fail "build tree binary: $(cat "$tmp/err")"
 fi

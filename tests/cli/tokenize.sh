@@ -36,7 +36,10 @@ got=$("$BIN" tokenize -m "$DATA/deepseek-v3" --chat "hi")
 
 # usage and load errors
 set +e
-"$BIN" tokenize "x" >/dev/null 2>&1; [ $? -eq 2 ] || fail "missing -m should exit 2"
+"$BIN" tokenize >/dev/null 2>&1; [ $? -eq 2 ] || fail "no text should exit 2"
+# no -m: the default model, found as run finds it (a missing $DEEPINFER_MODEL: exit 1, named)
+HOME=$tmp DEEPINFER_MODEL=/nonexistent.gguf "$BIN" tokenize "x" >/dev/null 2>"$tmp/err"
+[ $? -eq 1 ] && grep -q nonexistent.gguf "$tmp/err" || fail "tokenize without -m: $(cat "$tmp/err")"
 "$BIN" tokenize -m /nonexistent.gguf "x" >/dev/null 2>"$tmp/err"; [ $? -eq 1 ] || fail "bad model should exit 1"
 grep -q nonexistent "$tmp/err" || fail "error does not name the file"
 "$BIN" tokenize -m "$DATA/ggml-vocab-gpt-2.gguf" --decode "1 99999999" >/dev/null 2>&1; [ $? -eq 1 ] || fail "bad id should exit 1"

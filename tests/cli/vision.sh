@@ -59,6 +59,13 @@ grep -q "png_truncated_data.png: png: truncated" "$tmp/err" || fail "chat /image
 grep -q "usage: /image FILE" "$tmp/err" || fail "chat /image no file: $(cat "$tmp/err")"
 [ "$(grep -c '\[prompt' "$tmp/err")" = 2 ] || fail "chat /image: not two replies: $(cat "$tmp/err")"
 grep -Eq '\[prompt [0-9]+ tok \([1-9][0-9]* cached\)' "$tmp/err" || fail "chat /image: second turn not cached: $(cat "$tmp/err")"
+# a chat with images that outgrows the context drops old turns, counting
+# each image as the positions it expands to (47 for rgb_300x200)
+printf '/image %s\nDescribe it.\n/image %s\nAnd this?\n/image %s\nAnd this one?\n' "$IMG/rgb_300x200.png" \
+  "$IMG/rgb_300x200.png" "$IMG/rgb_300x200.png" | "$BIN" chat -m "$VL" -n 4 --temp 0 -t 2 --ctx 128 >"$tmp/out" \
+  2>"$tmp/err" || fail "chat images --ctx 128: exit $?: $(cat "$tmp/err")"
+[ "$(grep -c '\[prompt' "$tmp/err")" = 3 ] || fail "chat images --ctx 128: not three replies: $(cat "$tmp/err")"
+grep -q "dropped the oldest 1 turn" "$tmp/err" || fail "chat images --ctx 128: no turn dropped: $(cat "$tmp/err")"
 printf '/image %s\n' "$IMG/rgb_17x91.png" | "$BIN" chat -m tests/data/golden/deepseek_v41/tiny -n 2 -t 2 >"$tmp/out" 2>"$tmp/err" \
   || fail "chat /image text-only: exit $?"
 grep -q "this model takes no images" "$tmp/err" || fail "chat /image text-only: $(cat "$tmp/err")"

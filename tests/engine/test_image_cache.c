@@ -98,7 +98,7 @@ static void test_lru_eviction_within_the_cap(void **state) {
 /* ---- through the engine ------------------------------------------------------- */
 
 typedef struct out {
-    int32_t ids[16], n, n_lp;
+    int32_t ids[16], n, n_lp, n_prompt;
     float lp[16];
     int done;
     char err[256];
@@ -110,6 +110,7 @@ static int on_event(const di_event *ev) {
     if (ev->finish == DI_FINISH_REASON_NONE) return 0;
     for (int32_t i = 0; i < ev->n_tokens && i < 16; i++) o->ids[i] = ev->tokens[i];
     o->n = ev->n_tokens;
+    o->n_prompt = ev->stats.n_prompt;
     if (ev->error) snprintf(o->err, sizeof o->err, "%s", ev->error);
     o->done = 1;
     return 0;
@@ -131,7 +132,8 @@ static di_engine *open_engine(double cache_mb) {
     return e;
 }
 
-static void ask(di_engine *e, const char *before, const char *after, const uint8_t *img, size_t n, out *o) {
+static void ask_counted(di_engine *e, const char *before, const char *after, const uint8_t *img, size_t n, out *o,
+                        size_t *counted) {
     const char *ph = di_engine_image_placeholder(e);
     assert_non_null(ph);
     char text[512];
@@ -151,9 +153,46 @@ static void ask(di_engine *e, const char *before, const char *after, const uint8
     r.user = o;
     memset(o, 0, sizeof *o);
     di_error err;
+    if (counted) assert_int_equal(di_engine_count_prompt(e, &r, counted, &err), DI_OK);
     assert_int_equal(di_engine_submit(e, &r, NULL, &err), DI_OK);
     assert_int_equal(di_engine_run(e, &err), DI_OK);
     assert_true(o->done && !o->err[0]);
+}
+
+static void ask(di_engine *e, const char *before, const char *after, const uint8_t *img, size_t n, out *o) {
+    ask_counted(e, before, after, img, n, o, NULL);
+}
+
+/* di_engine_count_prompt counts an image as the positions it expands to
+ * (chat fits its history with it), without running the tower */
+static void test_count_prompt_counts_image_positions(void **state) {
+    (void)state;
+    char path[4096];
+    di_test_path(path, sizeof path, "tests/data/golden/vision/images/rgb_300x200.png");
+    size_t n, counted = 0;
+    uint8_t *img = (uint8_t *)di_test_read_file(path, &n);
+    assert_non_null(img);
+    di_engine *e = open_engine(0);
+    out o;
+    ask_counted(e, "", "Describe it.", img, n, &o, &counted);
+    assert_int_equal((int)counted, o.n_prompt);
+    assert_true(counted > 40); /* 47 image positions (vision.md) */
+    /* a bad image is an error, not a count */
+    di_image_input bad = {(const uint8_t *)"not an image", 12};
+    di_request r;
+    memset(&r, 0, sizeof r);
+    di_error err;
+    char text[256];
+    snprintf(text, sizeof text, "%sx", di_engine_image_placeholder(e));
+    r.text = text;
+    r.images = &bad;
+    r.n_images = 1;
+    assert_int_not_equal(di_engine_count_prompt(e, &r, &counted, &err), DI_OK);
+    di_engine_stats st;
+    di_engine_get_stats(e, &st);
+    assert_int_equal(st.n_image_encodes, 1); /* the submit's, not the counts' */
+    di_engine_free(e);
+    free(img);
 }
 
 static void test_engine_repeated_image_skips_the_tower(void **state) {
@@ -198,6 +237,7 @@ int main(void) {
         cmocka_unit_test(test_hits_copy_and_key_by_bytes_and_config),
         cmocka_unit_test(test_lru_eviction_within_the_cap),
         cmocka_unit_test(test_engine_repeated_image_skips_the_tower),
+        cmocka_unit_test(test_count_prompt_counts_image_positions),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

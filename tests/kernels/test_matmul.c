@@ -21,9 +21,10 @@ static float rndf(void) { return (float)rnd() / 4294967296.0f * 2.0f - 1.0f; } /
 
 static const di_dtype FAST_TYPES[] = {DI_DTYPE_F32, DI_DTYPE_F16, DI_DTYPE_BF16, DI_DTYPE_Q4_0,
                                       DI_DTYPE_Q4_1, DI_DTYPE_Q8_0, DI_DTYPE_Q6_K};
-/* FAST_TYPES plus those with only an int8 activation path (gemm_q8). */
+/* FAST_TYPES plus those with only a gemm path (Q4_K: gemm_q8 and
+ * gemm_f32; Q5_0: gemm_f32). */
 static const di_dtype MATMUL_TYPES[] = {DI_DTYPE_F32,  DI_DTYPE_F16,  DI_DTYPE_Q4_0, DI_DTYPE_Q4_1,
-                                        DI_DTYPE_Q8_0, DI_DTYPE_Q6_K, DI_DTYPE_Q4_K};
+                                        DI_DTYPE_Q5_0, DI_DTYPE_Q8_0, DI_DTYPE_Q6_K, DI_DTYPE_Q4_K};
 
 /* Random but well-formed weights: finite f16 scales of realistic size and
  * random quant bits. Returns (n_out, row_bytes) bytes; *row_bytes set. */
@@ -52,6 +53,9 @@ static uint8_t *random_weights(di_dtype t, int64_t n_out, int64_t n_in, uint64_t
             ((di_block_q4_1 *)(void *)w)[b].d = di_float_to_half(0.1f * rndf());
             ((di_block_q4_1 *)(void *)w)[b].m = di_float_to_half(0.5f * rndf());
         }
+        break;
+    case DI_DTYPE_Q5_0:
+        for (int64_t b = 0; b < n / DI_QK; b++) ((di_block_q5_0 *)(void *)w)[b].d = di_float_to_half(0.05f * rndf());
         break;
     case DI_DTYPE_Q8_0:
         for (int64_t b = 0; b < n / DI_QK; b++) ((di_block_q8_0 *)(void *)w)[b].d = di_float_to_half(0.01f * rndf());
@@ -351,10 +355,13 @@ static void fused_fp8_dots_equal_dequantized_dots(void **state) {
 }
 
 /* A row's outputs are the same bits alone, inside batches of every size
- * (both the fused and the tiled shape), and on 1 or 2 threads. */
+ * (both the fused and the tiled shape, and BIG_ROWS: more rows than the
+ * exact AVX-512 gemm keeps in one L2 row block at this width), and on 1 or
+ * 2 threads. */
+#define BIG_ROWS 300
 static void matmul_is_batch_and_thread_invariant(void **state) {
     (void)state;
-    const int64_t n_in = 768, n_out = 75, max_rows = 9;
+    const int64_t n_in = 768, n_out = 75, max_rows = BIG_ROWS;
     di_threadpool *pool;
     di_error err;
     assert_int_equal(di_threadpool_create(2, &pool, &err), DI_OK);
@@ -372,7 +379,7 @@ static void matmul_is_batch_and_thread_invariant(void **state) {
                 di_matmul_args a = {t, w, rb, x + r * n_in, n_in, alone + r * n_out, n_out, 1, n_in, n_out};
                 di_matmul(k, &a, scratch, NULL);
             }
-            for (int64_t rows = 2; rows <= max_rows; rows++) {
+            for (int64_t rows = 2; rows <= max_rows; rows = rows < 9 ? rows + 1 : max_rows + (rows == max_rows)) {
                 for (int threads = 1; threads <= 2; threads++) {
                     memset(y, 0xff, sizeof(float) * (size_t)(max_rows * n_out));
                     di_matmul_args a = {t, w, rb, x, n_in, y, n_out, rows, n_in, n_out};
@@ -582,7 +589,8 @@ static void q8_tables_quantize_identically_and_agree(void **state) {
 
 /* The AMX table's numerics (gemm_q8_amx.c), written out in scalar C: per
  * block the exact integer dot of the signed weight integers (Q4_0 nibble -
- * 8, Q8_0 as stored, Q4_1/Q4_K nibble) with q, then
+ * 8, Q5_0 (nibble | high bit << 4) - 16, Q8_0 as stored, Q4_1/Q4_K nibble)
+ * with q, then
  *   acc = fma(isum, dw * dx, acc), and for Q4_1/Q4_K acc = fma(mw, s, acc). */
 static float amx_oracle(di_dtype t, const uint8_t *row, const int8_t *q, const float *d, const float *s,
                         int64_t nb) {
@@ -603,6 +611,15 @@ static float amx_oracle(di_dtype t, const uint8_t *row, const int8_t *q, const f
             } else {
                 dw = di_half_to_float(((const di_block_q4_1 *)(const void *)row)[b].d);
                 mw = di_half_to_float(((const di_block_q4_1 *)(const void *)row)[b].m);
+            }
+        } else if (t == DI_DTYPE_Q5_0) {
+            const di_block_q5_0 *bl = (const di_block_q5_0 *)(const void *)row + b;
+            uint32_t qh = (uint32_t)bl->qh[0] | (uint32_t)bl->qh[1] << 8 | (uint32_t)bl->qh[2] << 16 |
+                          (uint32_t)bl->qh[3] << 24;
+            dw = di_half_to_float(bl->d);
+            for (int j = 0; j < 16; j++) {
+                u[j] = ((bl->qs[j] & 15) | (int)((qh >> j) & 1u) << 4) - 16;
+                u[j + 16] = ((bl->qs[j] >> 4) | (int)((qh >> (j + 16)) & 1u) << 4) - 16;
             }
         } else if (t == DI_DTYPE_Q8_0) {
             const di_block_q8_0 *bl = (const di_block_q8_0 *)(const void *)row + b;
@@ -634,7 +651,7 @@ static float amx_oracle(di_dtype t, const uint8_t *row, const int8_t *q, const f
  * through di_matmul -- so its rows never depend on the batch. */
 static void amx_gemm_matches_block_order_oracle_bitwise(void **state) {
     (void)state;
-    const di_dtype types[] = {DI_DTYPE_Q4_0, DI_DTYPE_Q4_1, DI_DTYPE_Q8_0, DI_DTYPE_Q4_K};
+    const di_dtype types[] = {DI_DTYPE_Q4_0, DI_DTYPE_Q4_1, DI_DTYPE_Q5_0, DI_DTYPE_Q8_0, DI_DTYPE_Q4_K};
     const int64_t max_rows = DI_GEMM_Q8_AMX_ROWS + 17, n_out = 53;
     const int64_t sub0 = 3, sub1 = n_out - 3; /* full groups and a short one */
     di_threadpool *pool;

@@ -141,6 +141,30 @@ static void swiglu_matches_double_silu_on_a_sweep(void **state) {
     assert_true(gi[0] == INFINITY && isnan(gi[1]) && isnan(gi[2]));
 }
 
+/* di_geglu on a sweep of gates over [-30, 30] and odd lengths: within
+ * float rounding of PyTorch's tanh-approximated GELU times u, computed in
+ * double (tolerance 2^-20 relative, scaled by 1 + |2z| for the rounding of
+ * the tanh argument z itself, + 1e-30 where the value underflows). */
+static void geglu_matches_double_gelu_tanh_on_a_sweep(void **state) {
+    (void)state;
+    enum { N = 4097 };
+    static float g[N], u[N], g0[N];
+    for (int i = 0; i < N; i++) {
+        g0[i] = g[i] = -30.0f + 60.0f * (float)i / (float)(N - 1);
+        u[i] = 0.25f + (float)(i % 5);
+    }
+    di_geglu(g, u, N);
+    for (int i = 0; i < N; i++) {
+        double x = g0[i], z = 0.7978845608028654 * (x + 0.044715 * x * x * x);
+        double want = x / (1.0 + exp(-2.0 * z)) * u[i]; /* = x/2 (1 + tanh z), without its cancellation */
+        double tol = fabs(want) * ldexp(1.0, -20) * (1.0 + fabs(2.0 * z)) + 1e-30;
+        if (fabs((double)g[i] - want) > tol) fail_msg("geglu(%g) = %.9g, want %.9g", x, (double)g[i], want);
+    }
+    float h[3] = {0.0f, 1.0f, -1.0f}, v[3] = {1.0f, 1.0f, 1.0f};
+    di_geglu(h, v, 3);
+    assert_true(h[0] == 0.0f && fabsf(h[1] - 0.8411920f) < 1e-6f && fabsf(h[2] + 0.1588080f) < 1e-6f);
+}
+
 /* The attention softmax's polynomial exp: within 2^-22 relative of exp
  * (in double) on [-87, 0], exactly 1 at 0, 0 below -87 and at -inf. */
 static void exp_nonpos_is_within_its_bound(void **state) {
@@ -288,6 +312,7 @@ int main(void) {
         cmocka_unit_test(rope_adjacent_pairs_equal_halves_under_permutation),
         cmocka_unit_test(swiglu_and_softmax_are_exact_enough),
         cmocka_unit_test(swiglu_matches_double_silu_on_a_sweep),
+        cmocka_unit_test(geglu_matches_double_gelu_tanh_on_a_sweep),
         cmocka_unit_test(exp_nonpos_is_within_its_bound),
         cmocka_unit_test(attention_matches_naive_softmax_and_is_invariant),
     };

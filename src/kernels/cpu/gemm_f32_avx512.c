@@ -34,8 +34,9 @@
 #define PREFETCH_BYTES 1024
 #define PREFETCH_BYTES_Q8_0 3072
 #define CHUNK 16 /* blocks whose scales are converted at once */
+#define ROW_BLOCK_BYTES (512 * 1024) /* activations kept in L2 per row block (prefill) */
 
-enum { K_F32, K_F16, K_Q4_0, K_Q4_1, K_Q8_0, K_Q4_K, K_BF16, K_Q6_K };
+enum { K_F32, K_F16, K_Q4_0, K_Q4_1, K_Q8_0, K_Q4_K, K_BF16, K_Q6_K, K_Q5_0 };
 
 TGT static inline float hsum16(__m512 v) {
     __m256 a = _mm256_add_ps(_mm512_castps512_ps256(v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
@@ -64,7 +65,7 @@ TGT static inline ALWAYS void nib_lookup(const uint8_t *qs, __m512 table, __m512
 }
 
 /* Per-block scale d and offset m of blocks c0 .. c0+n-1 (n <= CHUNK) of a
- * weight row, as floats: Q4_0 and Q8_0 d only, Q4_1 d and m, Q4_K the
+ * weight row, as floats: Q4_0, Q5_0 and Q8_0 d only, Q4_1 d and m, Q4_K the
  * sub-block's d * sc and dmin * mn. The f16 fields of Q4_0/Q4_1/Q8_0 are
  * gathered 16 blocks at a time. Both matmul shapes take their scales from
  * here, and each is one conversion or one product, so the bits are those
@@ -107,7 +108,7 @@ TGT static inline ALWAYS void block_scales(int kind, const uint8_t *row, int64_t
         return;
     }
     default: {
-        const int64_t bb = kind == K_Q4_0 ? 18 : kind == K_Q4_1 ? 20 : 34;
+        const int64_t bb = kind == K_Q4_0 ? 18 : kind == K_Q4_1 ? 20 : kind == K_Q5_0 ? 22 : 34;
         const __mmask16 k = (__mmask16)((1u << n) - 1);
         const __m512i off = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                                                _mm512_set1_epi32((int)bb));
@@ -152,6 +153,22 @@ TGT static inline ALWAYS void deq32(int kind, const uint8_t *row, int64_t b, flo
         const di_block_q4_1 *bl = (const di_block_q4_1 *)(const void *)row + b;
         __m512 t = _mm512_fmadd_ps(iota16(), _mm512_set1_ps(d), _mm512_set1_ps(m));
         nib_lookup(bl->qs, t, v0, v1);
+        return;
+    }
+    case K_Q5_0: { /* d * (q - 16), q = nibble | bit j of qh << 4: one lookup in a 32-entry table */
+        const di_block_q5_0 *bl = (const di_block_q5_0 *)(const void *)row + b;
+        const __m512 vd = _mm512_set1_ps(d);
+        const __m512 tlo = _mm512_mul_ps(vd, _mm512_sub_ps(iota16(), _mm512_set1_ps(16.0f))); /* q 0..15 */
+        const __m512 thi = _mm512_mul_ps(vd, iota16());                                     /* q 16..31 */
+        uint32_t qh;
+        memcpy(&qh, bl->qh, sizeof qh); /* little-endian: bit j = element j */
+        const __m512i raw = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)bl->qs));
+        const __m512i b16 = _mm512_set1_epi32(16);
+        __m512i lo = _mm512_and_si512(raw, _mm512_set1_epi32(0xF)), hi = _mm512_srli_epi32(raw, 4);
+        lo = _mm512_mask_or_epi32(lo, (__mmask16)(qh & 0xFFFFu), lo, b16);
+        hi = _mm512_mask_or_epi32(hi, (__mmask16)(qh >> 16), hi, b16);
+        *v0 = _mm512_permutex2var_ps(tlo, lo, thi);
+        *v1 = _mm512_permutex2var_ps(tlo, hi, thi);
         return;
     }
     case K_Q8_0: {
@@ -211,6 +228,7 @@ static inline int64_t block8_bytes(int kind) {
            : kind == K_Q4_1 ? 160
            : kind == K_Q8_0 ? 272
            : kind == K_Q6_K ? 210
+           : kind == K_Q5_0 ? 176
            : 144;
 }
 
@@ -328,6 +346,10 @@ TGT static inline ALWAYS void tile_deq(const int nr, const int nc, const float *
         for (int j = 0; j < nc; j++) y[(r0 + i) * ldy + o + j] = hsum16(acc[i][j]);
 }
 
+TGT static inline ALWAYS void gemm_rows(int kind, const void *w, uint64_t row_bytes, int64_t o0, int64_t o1,
+                                        const float *x, int64_t ldx, int64_t n_rows, int64_t n_in, float *y,
+                                        int64_t ldy, float *scratch);
+
 TGT static inline ALWAYS void gemm(int kind, const void *w, uint64_t row_bytes, int64_t o0, int64_t o1,
                                    const float *x, int64_t ldx, int64_t n_rows, int64_t n_in, float *y,
                                    int64_t ldy, float *scratch) {
@@ -344,6 +366,23 @@ TGT static inline ALWAYS void gemm(int kind, const void *w, uint64_t row_bytes, 
         }
         return;
     }
+    /* Rows in blocks whose activations stay in L2 while every output panel
+     * passes over them (otherwise each panel streams all of x from memory
+     * again); a panel is dequantized once per block. Per pair the order is
+     * unchanged, so are the bits. */
+    int64_t rb = ROW_BLOCK_BYTES / (n_in * (int64_t)sizeof(float)) / NR * NR;
+    if (rb < NR) rb = NR;
+    for (int64_t r0 = 0; r0 < n_rows; r0 += rb) {
+        const int64_t nr = n_rows - r0 < rb ? n_rows - r0 : rb;
+        gemm_rows(kind, w, row_bytes, o0, o1, x + r0 * ldx, ldx, nr, n_in, y + r0 * ldy, ldy, scratch);
+    }
+}
+
+/* The prefill shape on nr rows: output panels of DEQ_ROWS dequantized into
+ * scratch, register tiles over the rows. */
+TGT static inline ALWAYS void gemm_rows(int kind, const void *w, uint64_t row_bytes, int64_t o0, int64_t o1,
+                                        const float *x, int64_t ldx, int64_t n_rows, int64_t n_in, float *y,
+                                        int64_t ldy, float *scratch) {
     for (int64_t o = o0; o < o1; o += DEQ_ROWS) {
         int nd = o1 - o < DEQ_ROWS ? (int)(o1 - o) : DEQ_ROWS;
         for (int j = 0; j < nd; j++) {
@@ -382,6 +421,7 @@ TGT static inline ALWAYS void gemm(int kind, const void *w, uint64_t row_bytes, 
 DEFINE_GEMM_F32(f32, K_F32)
 DEFINE_GEMM_F32(f16, K_F16)
 DEFINE_GEMM_F32(bf16, K_BF16)
+DEFINE_GEMM_F32(q5_0, K_Q5_0)
 DEFINE_GEMM_F32(q4_0, K_Q4_0)
 DEFINE_GEMM_F32(q4_1, K_Q4_1)
 DEFINE_GEMM_F32(q8_0, K_Q8_0)

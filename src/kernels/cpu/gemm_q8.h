@@ -15,6 +15,9 @@
     void di_gemm_q8_q4_1_##isa(const void *w, uint64_t row_bytes, int64_t o0, int64_t o1,         \
                                const di_q8_rows *x, int64_t n_rows, int64_t n_in, float *y,       \
                                int64_t ldy, float *scratch);                                      \
+    void di_gemm_q8_q5_0_##isa(const void *w, uint64_t row_bytes, int64_t o0, int64_t o1,         \
+                               const di_q8_rows *x, int64_t n_rows, int64_t n_in, float *y,       \
+                               int64_t ldy, float *scratch);                                      \
     void di_gemm_q8_q8_0_##isa(const void *w, uint64_t row_bytes, int64_t o0, int64_t o1,         \
                                const di_q8_rows *x, int64_t n_rows, int64_t n_in, float *y,       \
                                int64_t ldy, float *scratch);                                      \
@@ -34,6 +37,7 @@ DI_GEMM_F32_DECL(avx512, q4_1)
 DI_GEMM_F32_DECL(avx512, q8_0)
 DI_GEMM_F32_DECL(avx512, q4_K)
 DI_GEMM_F32_DECL(avx512, q6_K)
+DI_GEMM_F32_DECL(avx512, q5_0)
 
 #define DI_GEMM_F32_ENTRIES(isa)                                                                  \
     .gemm_f32 = {                                                                                 \
@@ -45,6 +49,7 @@ DI_GEMM_F32_DECL(avx512, q6_K)
         [DI_DTYPE_Q8_0] = di_gemm_f32_q8_0_##isa,                                                 \
         [DI_DTYPE_Q4_K] = di_gemm_f32_q4_K_##isa,                                                 \
         [DI_DTYPE_Q6_K] = di_gemm_f32_q6_K_##isa,                                                 \
+        [DI_DTYPE_Q5_0] = di_gemm_f32_q5_0_##isa,                                                 \
     }
 
 DI_GEMM_Q8_DECL(c)
@@ -71,6 +76,7 @@ void di_pack_q8_amx(const di_q8_rows *x, int64_t n_rows, int64_t n_in, int64_t t
                                    int64_t nb, float *y, int64_t ldy);
 DI_GEMM_Q8_AMX_FEW_DECL(q4_0)
 DI_GEMM_Q8_AMX_FEW_DECL(q4_1)
+DI_GEMM_Q8_AMX_FEW_DECL(q5_0)
 DI_GEMM_Q8_AMX_FEW_DECL(q8_0)
 DI_GEMM_Q8_AMX_FEW_DECL(q4_K)
 void di_gemm_q8_amx_few_qsum(const di_q8_rows *x, int64_t n_rows, int64_t nb, int32_t *qsum);
@@ -84,6 +90,7 @@ int di_amx_request_permission(void);
     .gemm_q8 = {                                                                                  \
         [DI_DTYPE_Q4_0] = di_gemm_q8_q4_0_##isa,                                                  \
         [DI_DTYPE_Q4_1] = di_gemm_q8_q4_1_##isa,                                                  \
+        [DI_DTYPE_Q5_0] = di_gemm_q8_q5_0_##isa,                                                  \
         [DI_DTYPE_Q8_0] = di_gemm_q8_q8_0_##isa,                                                  \
         [DI_DTYPE_Q4_K] = di_gemm_q8_q4_K_##isa,                                                  \
     }

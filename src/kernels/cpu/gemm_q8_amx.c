@@ -28,8 +28,8 @@
  * Numerics (per activation row r and output o, blocks b in order):
  *   acc = fma((float)isum_b, dw_b * dx_b, acc)
  *   acc = fma(mw_b, s_b, acc)            (Q4_1 and Q4_K only: the minimums)
- * with isum_b the exact integer dot of block b (Q4_0's offset -8 and Q8_0's
- * sign are inside it), dw/mw the block scale and offset (gemm_q8_c.c) and
+ * with isum_b the exact integer dot of block b (Q4_0's offset -8, Q5_0's -16
+ * and Q8_0's sign are inside it), dw/mw the block scale and offset (gemm_q8_c.c) and
  * dx, s the activation block's scale and d * sum(q) (the products are
  * formed as dx * dw and mw * s lane-wise, the same IEEE results). Each
  * (r, o) pair runs this same sequence whatever tile or lane it sits in,
@@ -60,7 +60,7 @@
  * in the VNNI layout (8 x 64 bytes) */
 #define BLOCK_TILE_BYTES 512
 
-enum { K_Q4_0, K_Q4_1, K_Q8_0, K_Q4_K };
+enum { K_Q4_0, K_Q4_1, K_Q8_0, K_Q4_K, K_Q5_0 };
 
 /* Tile registers: block b's product reads A and B tiles b % 2 and goes
  * to C tile b % 4, so four products are in flight. Tile registers are not
@@ -120,6 +120,9 @@ TGT static inline ALWAYS void row_scales(int kind, const uint8_t *row, int64_t n
     case K_Q8_0:
         for (int64_t b = 0; b < nb; b++) dw[b * NO + j] = _cvtsh_ss(((const di_block_q8_0 *)(const void *)row)[b].d);
         break;
+    case K_Q5_0:
+        for (int64_t b = 0; b < nb; b++) dw[b * NO + j] = _cvtsh_ss(((const di_block_q5_0 *)(const void *)row)[b].d);
+        break;
     default:
         for (int64_t sb = 0; sb < nb / 8; sb++) {
             const di_block_q4_K *bl = (const di_block_q4_K *)(const void *)row + sb;
@@ -135,9 +138,9 @@ TGT static inline ALWAYS void row_scales(int kind, const uint8_t *row, int64_t n
     }
 }
 
-/* Bytes per 32-element block of a Q4_0/Q4_1/Q8_0 row (Q4_K: per 256). */
+/* Bytes per 32-element block of a Q4_0/Q4_1/Q5_0/Q8_0 row (Q4_K: per 256). */
 static inline int64_t block_bytes(int kind) {
-    return kind == K_Q4_0 ? 18 : kind == K_Q4_1 ? 20 : kind == K_Q8_0 ? 34 : 144;
+    return kind == K_Q4_0 ? 18 : kind == K_Q4_1 ? 20 : kind == K_Q8_0 ? 34 : kind == K_Q5_0 ? 22 : 144;
 }
 
 /* Scales (and Q4_1 minimums) of block b of the 16 rows, gathered: the f16
@@ -236,11 +239,12 @@ TGT static inline ALWAYS void prep_scales(int kind, const void *w, uint64_t row_
  * 32 signed weight integers of block b of output o+j in element order;
  * rows from nc on are 0). Q4_0/Q4_1: low nibbles are elements 0-15, high
  * 16-31 (Q4_0 minus 8); Q4_K: sub-block 2c the low and 2c+1 the high
- * nibbles of the same 32 bytes; Q8_0: the bytes as stored. Two rows per
- * 512-bit vector. */
+ * nibbles of the same 32 bytes; Q5_0: as Q4_0 with the high bit of element
+ * e (bit e of qh) adding 16, minus 16; Q8_0: the bytes as stored. Two rows
+ * per 512-bit vector. */
 TGT static inline ALWAYS void unpack_group(int kind, const void *w, uint64_t row_bytes, int64_t o, int nc,
                                            int64_t nb, int8_t *at) {
-    const __m512i m4 = _mm512_set1_epi8(0x0F), eight = _mm512_set1_epi8(8);
+    const __m512i m4 = _mm512_set1_epi8(0x0F), eight = _mm512_set1_epi8(8), sixteen = _mm512_set1_epi8(16);
     /* lanes [lo0 hi0 lo1 hi1]: 128-bit lanes 0, 2 of lo/hi (row 0 and 1 in lanes 0 and 1) */
     const __m512i il = _mm512_setr_epi64(0, 1, 8, 9, 2, 3, 10, 11);
     for (int j = 0; j < NO; j += 2) {
@@ -266,6 +270,25 @@ TGT static inline ALWAYS void unpack_group(int kind, const void *w, uint64_t row
                 if (r0) v = _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(const void *)(r0 + off)));
                 if (r1) v = _mm512_inserti64x4(v, _mm256_loadu_si256((const __m256i *)(const void *)(r1 + off)), 1);
                 _mm512_store_si512((void *)dst, v);
+                continue;
+            }
+            if (kind == K_Q5_0) { /* row 0's elements in bytes 0-31, row 1's in 32-63 */
+                const int64_t off = b * block_bytes(kind);
+                __m512i v = _mm512_setzero_si512();
+                uint32_t h0 = 0, h1 = 0;
+                if (r0) {
+                    v = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(const void *)(r0 + off + 6)));
+                    memcpy(&h0, r0 + off + 2, sizeof h0);
+                }
+                if (r1) {
+                    v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(const void *)(r1 + off + 6)), 1);
+                    memcpy(&h1, r1 + off + 2, sizeof h1);
+                }
+                __m512i t = _mm512_permutex2var_epi64(_mm512_and_si512(v, m4), il,
+                                                      _mm512_and_si512(_mm512_srli_epi16(v, 4), m4));
+                t = _mm512_mask_add_epi8(t, (__mmask64)h0 | (__mmask64)h1 << 32, t, sixteen);
+                const __mmask64 live = (r0 ? 0xFFFFFFFFull : 0) | (r1 ? 0xFFFFFFFFull << 32 : 0);
+                _mm512_store_si512((void *)dst, _mm512_mask_sub_epi8(t, live, t, sixteen)); /* missing rows stay 0 */
                 continue;
             }
             const int64_t off = b * block_bytes(kind) + (kind == K_Q4_0 ? 2 : 4);
@@ -477,7 +500,7 @@ TGT static inline ALWAYS void gemm_few(int kind, const void *w, uint64_t row_byt
                                        float *scratch) {
     float *dw = (float *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63), *mw = dw + nb * NO;
     int32_t *qsum = (int32_t *)(void *)(mw + nb * NO);
-    if (kind == K_Q4_0 || kind == K_Q8_0) di_gemm_q8_amx_few_qsum(x, n_rows, nb, qsum);
+    if (kind == K_Q4_0 || kind == K_Q5_0 || kind == K_Q8_0) di_gemm_q8_amx_few_qsum(x, n_rows, nb, qsum);
     for (int64_t o = o0; o < o1; o += NO) {
         const int nc = o1 - o < NO ? (int)(o1 - o) : NO;
         prep_scales(kind, w, row_bytes, o, nc, nb, dw, mw);
@@ -491,6 +514,9 @@ TGT static inline ALWAYS void gemm_few(int kind, const void *w, uint64_t row_byt
             break;
         case K_Q8_0:
             di_gemm_q8_amx_few_q8_0(w, row_bytes, o, nc, dw, mw, x, qsum, (int)n_rows, nb, yo, ldy);
+            break;
+        case K_Q5_0:
+            di_gemm_q8_amx_few_q5_0(w, row_bytes, o, nc, dw, mw, x, qsum, (int)n_rows, nb, yo, ldy);
             break;
         default:
             di_gemm_q8_amx_few_q4_K(w, row_bytes, o, nc, dw, mw, x, qsum, (int)n_rows, nb, yo, ldy);
@@ -574,6 +600,7 @@ TGT static inline ALWAYS void gemm(int kind, const void *w, uint64_t row_bytes, 
 
 DEFINE_GEMM(q4_0, K_Q4_0)
 DEFINE_GEMM(q4_1, K_Q4_1)
+DEFINE_GEMM(q5_0, K_Q5_0)
 DEFINE_GEMM(q8_0, K_Q8_0)
 DEFINE_GEMM(q4_K, K_Q4_K)
 

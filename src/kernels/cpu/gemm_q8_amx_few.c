@@ -14,9 +14,10 @@
  * sums are exact in any order, so the element order of the transpose does
  * not matter as long as weights and activations pair up (both stay in
  * element order here). vpdpbusd multiplies unsigned by signed bytes:
- * Q4_1/Q4_K nibbles are unsigned already; Q4_0 uses the nibble and Q8_0 the
- * byte + 128, and the offset comes back exactly as -8 (-128) times the
- * row's block sum of q (qsum), which starts the integer chain.
+ * Q4_1/Q4_K nibbles are unsigned already; Q4_0 uses the nibble, Q5_0 the
+ * nibble | high bit << 4 and Q8_0 the byte + 128, and the offset comes back
+ * exactly as -8 (-16, -128) times the row's block sum of q (qsum), which
+ * starts the integer chain.
  *
  * The float part is then, per row and output lane, blocks in order:
  *   acc = fma((float)isum, dw * dx, acc)
@@ -37,7 +38,7 @@
 #define ALWAYS __attribute__((always_inline))
 #define NO 16 /* outputs per group: one per lane */
 
-enum { K_Q4_0, K_Q4_1, K_Q8_0, K_Q4_K };
+enum { K_Q4_0, K_Q4_1, K_Q8_0, K_Q4_K, K_Q5_0 };
 
 /* One round of the transposes: a and b differ in one bit of their vector
  * index, and that bit trades places with lane bit p: afterwards a holds the
@@ -125,6 +126,23 @@ TGT static inline ALWAYS __m512i block_isum(const __m512i *u, const int8_t *q, _
     return _mm512_add_epi32(c0, c1);
 }
 
+/* Q5_0: element e of output lane o gains 16 where bit e of that row's qh
+ * (the dword at byte off) is set; u[k] holds elements 4k..4k+3 (k < 4)
+ * and 16 + 4(k-4).. (k >= 4) in byte order within each lane. */
+TGT static inline ALWAYS void add_high_bits(const uint8_t *const *rows, int64_t off, __m512i *u) {
+    int32_t h[NO];
+    for (int j = 0; j < NO; j++) memcpy(&h[j], rows[j] + off, sizeof h[j]);
+    const __m512i qh = _mm512_loadu_si512((const void *)h), bit = _mm512_set1_epi32(0x08040201);
+    const __m512i rep0 = _mm512_set4_epi32(0x0C0C0C0C, 0x08080808, 0x04040404, 0x00000000); /* byte 0 of each dword */
+    const __m512i sixteen = _mm512_set1_epi8(16);
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; k++) {
+        const int first = k < 4 ? 4 * k : 16 + 4 * (k - 4);
+        const __m512i nib = _mm512_shuffle_epi8(_mm512_srli_epi32(qh, (unsigned)first), rep0);
+        u[k] = _mm512_mask_add_epi8(u[k], _mm512_test_epi8_mask(nib, bit), u[k], sixteen);
+    }
+}
+
 /* The float chain of one row and block (see the top of the file). */
 TGT static inline ALWAYS __m512 scale_block(int kind, __m512i isum, __m512 vdw, __m512 vmw, float dx, float sx,
                                             __m512 acc) {
@@ -164,10 +182,14 @@ TGT static inline ALWAYS void group(int kind, const int NR, const uint8_t *const
             }
         }
     } else {
-        const int64_t bb = kind == K_Q4_0 ? (int64_t)sizeof(di_block_q4_0)
-                           : kind == K_Q4_1 ? (int64_t)sizeof(di_block_q4_1) : (int64_t)sizeof(di_block_q8_0);
-        const int64_t qs = kind == K_Q4_0 ? (int64_t)offsetof(di_block_q4_0, qs) /* the block's integers */
-                           : kind == K_Q4_1 ? (int64_t)offsetof(di_block_q4_1, qs) : (int64_t)offsetof(di_block_q8_0, qs);
+        const int64_t bb = kind == K_Q4_0   ? (int64_t)sizeof(di_block_q4_0)
+                           : kind == K_Q4_1 ? (int64_t)sizeof(di_block_q4_1)
+                           : kind == K_Q5_0 ? (int64_t)sizeof(di_block_q5_0)
+                                            : (int64_t)sizeof(di_block_q8_0);
+        const int64_t qs = kind == K_Q4_0   ? (int64_t)offsetof(di_block_q4_0, qs) /* the block's integers */
+                           : kind == K_Q4_1 ? (int64_t)offsetof(di_block_q4_1, qs)
+                           : kind == K_Q5_0 ? (int64_t)offsetof(di_block_q5_0, qs)
+                                            : (int64_t)offsetof(di_block_q8_0, qs);
         for (int64_t b = 0; b < nb; b++) {
             __m512i u[8];
             prefetch_span(next, group_bytes * b / nb, group_bytes * (b + 1) / nb);
@@ -183,12 +205,14 @@ TGT static inline ALWAYS void group(int kind, const int NR, const uint8_t *const
                     u[k] = _mm512_and_si512(t[k], m4);
                     u[k + 4] = _mm512_and_si512(_mm512_srli_epi16(t[k], 4), m4);
                 }
+                if (kind == K_Q5_0) add_high_bits(rows, b * bb + (int64_t)offsetof(di_block_q5_0, qh), u);
             }
             const __m512 vdw = _mm512_load_ps(dw + b * NO), vmw = _mm512_load_ps(mw + b * NO);
 #pragma GCC unroll 16
             for (int i = 0; i < NR; i++) {
                 __m512i start = _mm512_setzero_si512();
                 if (kind == K_Q4_0) start = _mm512_set1_epi32(-8 * qsum[i * nb + b]);
+                if (kind == K_Q5_0) start = _mm512_set1_epi32(-16 * qsum[i * nb + b]);
                 if (kind == K_Q8_0) start = _mm512_set1_epi32(-128 * qsum[i * nb + b]);
                 const __m512i isum = block_isum(u, x->q + i * x->ldq + 32 * b, start);
                 acc[i] = scale_block(kind, isum, vdw, vmw, x->d[i * x->ldb + b], x->s[i * x->ldb + b], acc[i]);
@@ -249,6 +273,7 @@ TGT static inline ALWAYS void few(int kind, const void *w, uint64_t row_bytes, i
 
 DEFINE_FEW(q4_0, K_Q4_0)
 DEFINE_FEW(q4_1, K_Q4_1)
+DEFINE_FEW(q5_0, K_Q5_0)
 DEFINE_FEW(q8_0, K_Q8_0)
 DEFINE_FEW(q4_K, K_Q4_K)
 

@@ -42,7 +42,7 @@
 #define PREFETCH_BYTES 1024
 #define PREFETCH_BYTES_Q8_0 3072
 
-enum { K_Q4_0, K_Q4_1, K_Q8_0, K_Q4_K };
+enum { K_Q4_0, K_Q4_1, K_Q8_0, K_Q4_K, K_Q5_0 };
 
 TGT static inline float hsum16(__m512 v) {
     __m256 a = _mm256_add_ps(_mm512_castps512_ps256(v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
@@ -53,7 +53,7 @@ TGT static inline float hsum16(__m512 v) {
 }
 
 static inline int64_t block_bytes(int kind) {
-    return kind == K_Q4_0 ? 18 : kind == K_Q4_1 ? 20 : kind == K_Q8_0 ? 34 : 18;
+    return kind == K_Q4_0 ? 18 : kind == K_Q4_1 ? 20 : kind == K_Q8_0 ? 34 : kind == K_Q5_0 ? 22 : 18;
 }
 
 /* Q4_0/Q4_1 store each pair as low/high nibble halves (activations
@@ -74,6 +74,14 @@ TGT static inline ALWAYS __m256i load_u32(int kind, const uint8_t *row, int64_t 
     case K_Q8_0: {
         __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)((const di_block_q8_0 *)(const void *)row)[b].qs);
         return _mm256_xor_si256(v, _mm256_set1_epi8((char)0x80)); /* w + 128 */
+    }
+    case K_Q5_0: { /* nibbles | bit j of qh << 4 (element j: byte j) */
+        const di_block_q5_0 *bl = (const di_block_q5_0 *)(const void *)row + b;
+        uint32_t qh;
+        memcpy(&qh, bl->qh, sizeof qh);
+        __m128i raw = _mm_loadu_si128((const __m128i *)(const void *)bl->qs);
+        __m256i u = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), m4);
+        return _mm256_mask_add_epi8(u, (__mmask32)qh, u, _mm256_set1_epi8(16));
     }
     default: {
         const di_block_q4_K *bl = (const di_block_q4_K *)(const void *)row + (b >> 3);
@@ -103,6 +111,8 @@ TGT static inline ALWAYS __m512i load_pair(int kind, const uint8_t *row, int64_t
                                             _mm_loadu_si128((const __m128i *)(const void *)q1), 1);
         return _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(v), _mm256_srli_epi16(v, 4), 1), m4);
     }
+    case K_Q5_0: /* natural order, block b then b+1 */
+        return _mm512_inserti64x4(_mm512_castsi256_si512(load_u32(kind, row, b)), load_u32(kind, row, b + 1), 1);
     case K_Q8_0: {
         const di_block_q8_0 *bl = (const di_block_q8_0 *)(const void *)row + b;
         __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(const void *)bl[0].qs)),
@@ -147,6 +157,9 @@ TGT static inline ALWAYS void chunk_scales(int kind, const uint8_t *row, int64_t
     switch (kind) {
     case K_Q4_0:
         *mw = _mm512_mul_ps(_mm512_set1_ps(-8.0f), *dw);
+        break;
+    case K_Q5_0:
+        *mw = _mm512_mul_ps(_mm512_set1_ps(-16.0f), *dw);
         break;
     case K_Q4_1:
         *mw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(g, 16)));
@@ -261,6 +274,7 @@ TGT static inline ALWAYS void gemm(int kind, const void *w, uint64_t row_bytes, 
 
 DEFINE_GEMM(q4_0, K_Q4_0)
 DEFINE_GEMM(q4_1, K_Q4_1)
+DEFINE_GEMM(q5_0, K_Q5_0)
 DEFINE_GEMM(q8_0, K_Q8_0)
 DEFINE_GEMM(q4_K, K_Q4_K)
 

@@ -7,8 +7,9 @@
  *   sum w[i] x[i] ~= dw dx sum u[i] q[i] + mw * s,   s = dx * sum q[i].
  * The first term is an exact integer sum scaled once per block; the second
  * is collected per output row as a short dot of the mw and s arrays. Block
- * kinds: Q4_0 (u = nibble, mw = -8 dw), Q4_1 (mw = m), Q8_0 (u signed, mw =
- * 0), Q4_K (each 32-element sub-block: dw = d sc_j, mw = -dmin m_j). */
+ * kinds: Q4_0 (u = nibble, mw = -8 dw), Q4_1 (mw = m), Q5_0 (u = nibble |
+ * high bit << 4, mw = -16 dw), Q8_0 (u signed, mw = 0), Q4_K (each
+ * 32-element sub-block: dw = d sc_j, mw = -dmin m_j). */
 #include "kernels/cpu/gemm_q8.h"
 
 #include <math.h>
@@ -54,6 +55,17 @@ static void block_q4_1(const void *row, int64_t b, float *dw, float *mw, int u[3
     for (int j = 0; j < 16; j++) {
         u[j] = bl->qs[j] & 15;
         u[j + 16] = bl->qs[j] >> 4;
+    }
+}
+
+static void block_q5_0(const void *row, int64_t b, float *dw, float *mw, int u[32]) {
+    const di_block_q5_0 *bl = (const di_block_q5_0 *)row + b;
+    uint32_t qh = (uint32_t)bl->qh[0] | (uint32_t)bl->qh[1] << 8 | (uint32_t)bl->qh[2] << 16 | (uint32_t)bl->qh[3] << 24;
+    *dw = di_half_to_float(bl->d);
+    *mw = -16.0f * *dw;
+    for (int j = 0; j < 16; j++) {
+        u[j] = (bl->qs[j] & 15) | (int)((qh >> j) & 1u) << 4;
+        u[j + 16] = (bl->qs[j] >> 4) | (int)((qh >> (j + 16)) & 1u) << 4;
     }
 }
 
@@ -108,5 +120,6 @@ static void gemm_generic(block_fn blk, const void *w, uint64_t row_bytes, int64_
 
 DEFINE_GEMM_C(q4_0)
 DEFINE_GEMM_C(q4_1)
+DEFINE_GEMM_C(q5_0)
 DEFINE_GEMM_C(q8_0)
 DEFINE_GEMM_C(q4_K)

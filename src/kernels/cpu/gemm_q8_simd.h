@@ -28,7 +28,7 @@
  * blocks ahead keeps the loads in flight (measured: ~2x on this VM). */
 #define PREFETCH_BYTES 1024
 
-enum { K_Q4_0, K_Q4_1, K_Q8_0, K_Q4_K };
+enum { K_Q4_0, K_Q4_1, K_Q8_0, K_Q4_K, K_Q5_0 };
 
 TGT static inline float FN(hsum)(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -51,7 +51,7 @@ __attribute__((noinline)) TGT static float FN(mdot)(const float *mw, const float
 
 /* Bytes of weight per 32-element block (prefetch stride). */
 static inline int64_t FN(block_bytes)(int kind) {
-    return kind == K_Q4_0 ? 18 : kind == K_Q4_1 ? 20 : kind == K_Q8_0 ? 34 : 18;
+    return kind == K_Q4_0 ? 18 : kind == K_Q4_1 ? 20 : kind == K_Q8_0 ? 34 : kind == K_Q5_0 ? 22 : 18;
 }
 
 /* 16 bytes of nibbles -> 32 bytes: low nibbles (elements 0-15) then high. */
@@ -70,6 +70,18 @@ TGT static inline ALWAYS __m256i FN(load_u)(int kind, const uint8_t *row, int64_
         return FN(nib16)(((const di_block_q4_1 *)(const void *)row)[b].qs);
     case K_Q8_0:
         return _mm256_loadu_si256((const __m256i *)(const void *)((const di_block_q8_0 *)(const void *)row)[b].qs);
+    case K_Q5_0: { /* nibbles | bit j of qh << 4 */
+        const di_block_q5_0 *bl = (const di_block_q5_0 *)(const void *)row + b;
+        uint32_t qh;
+        memcpy(&qh, bl->qh, sizeof qh);
+        /* byte j of the high bits: broadcast qh's byte j/8, test bit j%8 */
+        const __m256i bytes = _mm256_shuffle_epi8(_mm256_set1_epi32((int)qh),
+                                                  _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2,
+                                                                   2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
+        const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+        const __m256i hb = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(bytes, bit), bit), _mm256_set1_epi8(16));
+        return _mm256_or_si256(FN(nib16)(bl->qs), hb);
+    }
     default: {
         const di_block_q4_K *bl = (const di_block_q4_K *)(const void *)row + (b >> 3);
         int j = (int)(b & 7);
@@ -99,6 +111,12 @@ TGT static inline ALWAYS void FN(prep)(int kind, const uint8_t *row, int64_t nb,
         break;
     case K_Q8_0:
         for (int64_t b = 0; b < nb; b++) dw[b] = _cvtsh_ss(((const di_block_q8_0 *)(const void *)row)[b].d);
+        break;
+    case K_Q5_0:
+        for (int64_t b = 0; b < nb; b++) {
+            dw[b] = _cvtsh_ss(((const di_block_q5_0 *)(const void *)row)[b].d);
+            mw[b] = -16.0f * dw[b];
+        }
         break;
     default:
         for (int64_t sb = 0; sb < nb / 8; sb++) {
@@ -193,6 +211,7 @@ TGT static inline ALWAYS void FN(gemm)(int kind, const void *w, uint64_t row_byt
 
 DEFINE_GEMM(q4_0, K_Q4_0)
 DEFINE_GEMM(q4_1, K_Q4_1)
+DEFINE_GEMM(q5_0, K_Q5_0)
 DEFINE_GEMM(q8_0, K_Q8_0)
 DEFINE_GEMM(q4_K, K_Q4_K)
 

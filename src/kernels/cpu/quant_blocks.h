@@ -1,45 +1,15 @@
-/* Byte layouts of the GGUF blocks that the fast paths read directly (the
- * ggml layouts, as in src/tensor/dtype.c). Static asserts pin the sizes to
- * the trait table's block_bytes. */
+/* Helpers the fast paths use on the GGUF blocks they read directly (the
+ * structs themselves are tensor/quant.h's, the ggml layouts; static asserts
+ * in src/tensor/dtype.c pin their sizes). */
 #ifndef DI_KERNELS_CPU_QUANT_BLOCKS_H
 #define DI_KERNELS_CPU_QUANT_BLOCKS_H
 
 #include <stdint.h>
 #include <string.h>
 
-#define DI_QK 32   /* elements per Q4_0/Q4_1/Q8_0 block */
-#define DI_QK_K 256 /* elements per K-quant super-block */
+#include "tensor/quant.h" /* the block structs: di_block_q4_0 ... di_block_q6_K */
 
-typedef struct di_block_q4_0 {
-    uint16_t d;           /* f16 scale */
-    uint8_t qs[DI_QK / 2]; /* element j: qs[j] & 15; element j+16: qs[j] >> 4; value (q - 8) * d */
-} di_block_q4_0;
-
-typedef struct di_block_q4_1 {
-    uint16_t d, m;        /* f16 scale and minimum */
-    uint8_t qs[DI_QK / 2]; /* as q4_0; value q * d + m */
-} di_block_q4_1;
-
-typedef struct di_block_q8_0 {
-    uint16_t d;           /* f16 scale */
-    int8_t qs[DI_QK];     /* value q * d */
-} di_block_q8_0;
-
-typedef struct di_block_q6_K {
-    uint8_t ql[DI_QK_K / 2];     /* low 4 bits of the 6-bit quants */
-    uint8_t qh[DI_QK_K / 4];     /* high 2 bits */
-    int8_t scales[DI_QK_K / 16]; /* one scale per 16 elements */
-    uint16_t d;                  /* f16 super-block scale */
-} di_block_q6_K;
-
-/* 8 sub-blocks of 32: value d * sc * q - dmin * m, sc/m 6 bits packed in
- * 12 bytes; qs[32c + l] holds element 64c + l (low nibble) and 64c + 32 + l
- * (high nibble). */
-typedef struct di_block_q4_K {
-    uint16_t d, dmin;     /* f16 */
-    uint8_t scales[12];
-    uint8_t qs[DI_QK_K / 2];
-} di_block_q4_K;
+#define DI_QK 32 /* elements per Q4_0/Q4_1/Q8_0 block */
 
 /* Scale and min of sub-block j (0..7) of a Q4_K block: j < 4 take the low 6
  * bits of bytes j and j + 4; j >= 4 combine a nibble of byte j + 4 with the
