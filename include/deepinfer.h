@@ -122,6 +122,10 @@ typedef struct di_engine_params {
     bool no_prefix_cache;      /* disable reuse of cached prompt blocks */
     bool kv_f32;               /* keep the KV cache in f32 (default f16) */
     bool check_integrity;      /* verify KV accounting after every step (tests) */
+    bool no_overlap;           /* fill grammar masks after the forward, in the
+                                * sampling phase (default: idle pool workers
+                                * fill them beside the forward; outputs are
+                                * the same either way) */
     const char *kernels;       /* CPU kernel table: NULL = the model's
                                 * default (quantized GGUF: the int8-
                                 * activation twin "q8" of the fastest table,
@@ -378,6 +382,10 @@ typedef struct di_engine_stats {
     double spec_draft_ms;      /* time spent in the drafter (propose) */
     double spec_conf_sum;      /* sum of the confidences of the drafts proposed */
     int64_t spec_plan_rows;    /* verify length schedule: draft rows it chose */
+    /* Grammar masks filled ahead of sampling (0 with no_overlap): */
+    int64_t n_masks_early;      /* posted before the forward */
+    int64_t n_masks_overlapped; /* of those, filled by idle workers (the rest
+                                   by the stepping thread after the forward) */
 } di_engine_stats;
 
 void di_engine_get_stats(di_engine *e, di_engine_stats *out);

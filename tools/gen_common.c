@@ -63,6 +63,8 @@ int di_gen_opts_specs(di_gen_opts *o, di_arg *s, int n) {
          "sampling seed (random unless given, so runs differ; -v prints it)"},
         {"--no-prefix-cache", NULL, DI_ARG_FLAG, &o->no_prefix_cache, 0, 0, "do not reuse cached prompts"},
         {"--kv-f32", NULL, DI_ARG_FLAG, &o->kv_f32, 0, 0, "keep the KV cache in f32"},
+        {"--no-overlap", NULL, DI_ARG_FLAG, &o->no_overlap, 0, 0,
+         "fill grammar masks after the forward, not beside it in idle threads (same outputs)"},
         {"--kv-disk", NULL, DI_ARG_STR, &o->kv_disk, 0, 0,
          "keep prefix-cache blocks evicted from RAM in DIR (survives restarts, shared by engines)"},
         {"--kv-disk-max-gb", NULL, DI_ARG_FLOAT, &o->kv_disk_max_gb, 0, 1e9, "cap of --kv-disk (0 = 16 GB)"},
@@ -118,6 +120,7 @@ di_engine_params di_gen_engine_params(const di_gen_opts *o) {
     p.tpot_target_ms = o->tpot_target_ms;
     p.no_prefix_cache = o->no_prefix_cache;
     p.kv_f32 = o->kv_f32;
+    p.no_overlap = o->no_overlap;
     p.kv_disk_dir = o->kv_disk;
     p.kv_disk_max_gb = o->kv_disk_max_gb;
     p.kernels = o->kernels;

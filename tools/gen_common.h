@@ -10,7 +10,7 @@ typedef struct di_gen_opts {
     const char *model;
     int64_t threads, ctx, kv_tokens, batch_tokens, max_seqs, max_prefill_tokens, max_tokens, top_k, seed;
     double temp, top_p, min_p, repeat_penalty, tpot_target_ms;
-    bool no_prefix_cache, kv_f32;
+    bool no_prefix_cache, kv_f32, no_overlap;
     const char *kv_disk;   /* --kv-disk DIR: disk tier of the prefix cache */
     double kv_disk_max_gb; /* --kv-disk-max-gb */
     const char *kernels; /* kernel table name, NULL = the default exact one */

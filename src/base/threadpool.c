@@ -7,7 +7,9 @@
  * nothing (waiting for it made 2 threads slower than 1 under load). A
  * successful claim proves the job is current and unfinished, so its fields
  * (fn, ctx) cannot change while the task runs: the caller rewrites them
- * only after every task of the previous job is done. */
+ * only after every task of the previous job is done. The side queue
+ * (di_threadpool_side_begin) is a second word of the same kind that only
+ * waiting workers claim from, and side_end's caller when it drains it. */
 #include "base/threadpool.h"
 
 #include "base/alloc.h"
@@ -71,6 +73,15 @@ struct di_threadpool {
     atomic_bool stop;
     alignas(CACHE_LINE) atomic_llong done; /* tasks finished in this round */
     alignas(CACHE_LINE) atomic_bool busy;
+
+    /* Side queue (di_threadpool_side_begin): fn and ctx are written before
+     * side_state moves, as for runs. side_state = (n_tasks << 32) | next;
+     * 0 = no queue. A successful claim CAS proves the queue is current. */
+    di_threadpool_task_fn side_fn;
+    void *side_ctx;
+    alignas(CACHE_LINE) atomic_ullong side_state;
+    alignas(CACHE_LINE) atomic_llong side_done; /* side tasks finished */
+    atomic_llong side_by_workers;               /* statistics */
 };
 
 static inline void cpu_relax(void) {
@@ -98,27 +109,56 @@ static void run_tasks(di_threadpool *pool, int thread, unsigned long long s) {
     }
 }
 
+#define SIDE_NEXT_MASK 0xFFFFFFFFull
+
+static inline bool side_left(unsigned long long s) { return (s & SIDE_NEXT_MASK) < (s >> 32); }
+
+/* Claims one side task and runs it; false when none is left. */
+static bool side_run_one(di_threadpool *pool, int thread) {
+    unsigned long long s = atomic_load_explicit(&pool->side_state, memory_order_acquire);
+    do {
+        if (!side_left(s)) return false;
+        /* acquire on success: side_fn and side_ctx written before the publish */
+    } while (!atomic_compare_exchange_weak_explicit(&pool->side_state, &s, s + 1, memory_order_acquire,
+                                                    memory_order_acquire));
+    pool->side_fn(pool->side_ctx, (int64_t)(s & SIDE_NEXT_MASK), thread);
+    if (thread) atomic_fetch_add_explicit(&pool->side_by_workers, 1, memory_order_relaxed);
+    /* release: side_end's caller sees this task's writes */
+    atomic_fetch_add_explicit(&pool->side_done, 1, memory_order_release);
+    return true;
+}
+
 /* Returns the new state once its generation differs from seen, or a state
- * of generation seen when the pool is stopping. */
-static unsigned long long wait_for_job(di_threadpool *pool, unsigned seen) {
-    for (int i = 0; i < SPIN_ITERS; i++) {
-        unsigned long long s = atomic_load_explicit(&pool->state, memory_order_acquire);
-        if (st_gen(s) != seen) return s;
-        if (atomic_load_explicit(&pool->stop, memory_order_relaxed)) return s;
-        if (i >= SPIN_PURE_ITERS && i % SPIN_YIELD_EVERY == 0) sched_yield();
-        else cpu_relax();
+ * of generation seen when the pool is stopping. While no run is due, side
+ * tasks are taken one at a time, the state re-checked between them. */
+static unsigned long long wait_for_job(di_threadpool *pool, unsigned seen, int thread) {
+    for (;;) {
+        for (int i = 0; i < SPIN_ITERS; i++) {
+            unsigned long long s = atomic_load_explicit(&pool->state, memory_order_acquire);
+            if (st_gen(s) != seen) return s;
+            if (atomic_load_explicit(&pool->stop, memory_order_relaxed)) return s;
+            if (side_run_one(pool, thread)) {
+                i = 0; /* awake and busy: spin afresh before any sleep */
+                continue;
+            }
+            if (i >= SPIN_PURE_ITERS && i % SPIN_YIELD_EVERY == 0) sched_yield();
+            else cpu_relax();
+        }
+        /* Announce the sleep BEFORE re-checking the state (both seq_cst):
+         * either run() or side_begin() sees n_sleeping > 0 and broadcasts
+         * under the mutex, or this re-check sees the new generation or
+         * side queue. No lost wake-up. */
+        pthread_mutex_lock(&pool->mu);
+        atomic_fetch_add(&pool->n_sleeping, 1);
+        unsigned long long s;
+        while (st_gen(s = atomic_load(&pool->state)) == seen && !atomic_load(&pool->stop) &&
+               !side_left(atomic_load(&pool->side_state)))
+            pthread_cond_wait(&pool->cv, &pool->mu);
+        atomic_fetch_sub(&pool->n_sleeping, 1);
+        pthread_mutex_unlock(&pool->mu);
+        if (st_gen(s) != seen || atomic_load(&pool->stop)) return s;
+        /* woken for side work: back to the spin loop, which takes it */
     }
-    /* Announce the sleep BEFORE re-checking the state (both seq_cst):
-     * either run() sees n_sleeping > 0 and broadcasts under the mutex, or
-     * this re-check sees run()'s new generation. No lost wake-up. */
-    pthread_mutex_lock(&pool->mu);
-    atomic_fetch_add(&pool->n_sleeping, 1);
-    unsigned long long s;
-    while (st_gen(s = atomic_load(&pool->state)) == seen && !atomic_load(&pool->stop))
-        pthread_cond_wait(&pool->cv, &pool->mu);
-    atomic_fetch_sub(&pool->n_sleeping, 1);
-    pthread_mutex_unlock(&pool->mu);
-    return s;
 }
 
 static void *worker_main(void *arg) {
@@ -126,7 +166,7 @@ static void *worker_main(void *arg) {
     di_threadpool *pool = w->pool;
     unsigned seen = 0;
     for (;;) {
-        unsigned long long s = wait_for_job(pool, seen);
+        unsigned long long s = wait_for_job(pool, seen, w->thread);
         if (atomic_load_explicit(&pool->stop, memory_order_relaxed)) return NULL;
         seen = st_gen(s);
         run_tasks(pool, w->thread, s);
@@ -160,6 +200,9 @@ di_status di_threadpool_create(int n_threads, di_threadpool **out, di_error *err
     atomic_init(&pool->stop, false);
     atomic_init(&pool->done, 0);
     atomic_init(&pool->busy, false);
+    atomic_init(&pool->side_state, 0);
+    atomic_init(&pool->side_done, 0);
+    atomic_init(&pool->side_by_workers, 0);
     pthread_mutex_init(&pool->mu, NULL);
     pthread_cond_init(&pool->cv, NULL);
     int n_workers = n_threads - 1;
@@ -238,6 +281,45 @@ void di_threadpool_run(di_threadpool *pool, int64_t n_tasks, di_threadpool_task_
         }
     }
     atomic_store_explicit(&pool->busy, false, memory_order_release);
+}
+
+void di_threadpool_side_begin(di_threadpool *pool, int64_t n_tasks, di_threadpool_task_fn fn, void *ctx) {
+    if (n_tasks <= 0) return;
+    /* no pool, or more tasks than the state word counts: run them now */
+    if (!pool || n_tasks > (int64_t)INT32_MAX) {
+        run_inline(n_tasks, fn, ctx);
+        return;
+    }
+    pool->side_fn = fn;
+    pool->side_ctx = ctx;
+    atomic_store_explicit(&pool->side_done, 0, memory_order_relaxed);
+    /* seq_cst: publishes the queue, and orders against the n_sleeping load
+     * below (see wait_for_job) */
+    atomic_store(&pool->side_state, (unsigned long long)n_tasks << 32);
+    if (atomic_load(&pool->n_sleeping) > 0) {
+        pthread_mutex_lock(&pool->mu);
+        pthread_cond_broadcast(&pool->cv);
+        pthread_mutex_unlock(&pool->mu);
+    }
+}
+
+void di_threadpool_side_end(di_threadpool *pool) {
+    if (!pool) return;
+    unsigned long long s = atomic_load_explicit(&pool->side_state, memory_order_relaxed);
+    long long n = (long long)(s >> 32);
+    if (n == 0) return;
+    while (side_run_one(pool, 0)) {
+    }
+    /* every task is claimed: wait for those workers still run */
+    for (int i = 0; atomic_load_explicit(&pool->side_done, memory_order_acquire) < n; i++) {
+        if (i < CALLER_SPIN_ITERS) cpu_relax();
+        else sched_yield();
+    }
+    atomic_store_explicit(&pool->side_state, 0, memory_order_release);
+}
+
+int64_t di_threadpool_side_by_workers(const di_threadpool *pool) {
+    return pool ? atomic_load_explicit(&pool->side_by_workers, memory_order_relaxed) : 0;
 }
 
 void di_threadpool_split(int64_t n, int n_parts, int part, int64_t *begin, int64_t *end) {

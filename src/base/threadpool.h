@@ -45,6 +45,26 @@ int di_threadpool_n_threads(const di_threadpool *pool);
 void di_threadpool_run(di_threadpool *pool, int64_t n_tasks, di_threadpool_task_fn fn,
                        void *ctx);
 
+/* Side work: tasks that idle workers take while the caller keeps the pool
+ * busy with runs (a forward's kernels), e.g. grammar masks that do not need
+ * the forward's result. side_begin posts n_tasks of fn and wakes sleeping
+ * workers; from then on a worker that finds no run task to claim claims a
+ * side task instead, one at a time, and joins a run issued meanwhile when
+ * that task ends (runs wait for their own tasks only, so nothing waits for
+ * it). The caller never takes side tasks inside a run: it is the forward's
+ * critical path. side_end runs on the caller whatever is still unclaimed,
+ * waits until every side task is done and closes the queue: each task has
+ * run exactly once when it returns. One side queue at a time, begun and
+ * ended by the thread that issues the runs; fn must not use the pool.
+ * n_tasks <= 0 posts nothing. With one thread side_end runs them all; a
+ * NULL pool runs them inside side_begin. Which thread runs a side task
+ * varies, so fn's result must not depend on it. */
+void di_threadpool_side_begin(di_threadpool *pool, int64_t n_tasks, di_threadpool_task_fn fn, void *ctx);
+void di_threadpool_side_end(di_threadpool *pool);
+/* Side tasks run by workers (not by side_end's caller) since the pool was
+ * created: how much side work found idle workers. */
+int64_t di_threadpool_side_by_workers(const di_threadpool *pool);
+
 /* Deterministic static partition: part `part` of n_parts gets [*begin, *end)
  * of [0, n), contiguous, in order, sizes differing by at most one. Depends
  * only on (n, n_parts, part). */

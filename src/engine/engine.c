@@ -7,25 +7,18 @@
  * during the forward so submitters never wait for a whole forward, and it
  * is recursive so an event callback may call submit or cancel. Cancels are
  * only flagged by di_engine_cancel and applied by the stepping thread, so
- * the scheduler never frees blocks that a running forward writes. */
-#include "deepinfer.h"
+ * the scheduler never frees blocks that a running forward writes. During
+ * the forward, idle pool workers fill the grammar masks of the step's
+ * constrained rows (early_mask_task, pool side work); the stepping thread
+ * ends that side work before it reads or frees any matcher. */
+#include "engine/engine_internal.h"
 
 #include "base/alloc.h"
 #include "base/status.h"
-#include "base/threadpool.h"
 #include "dist/dist.h"
-#include "engine/constraint.h"
-#include "engine/kv_tier.h"
-#include "engine/scheduler.h"
-#include "model/model.h"
-#include "sample/rng.h"
-#include "sample/sampler.h"
-#include "spec/spec.h"
-#include "spec/verify_len.h"
-#include "text/dsml.h"
 #include "engine/engine_text.h"
-#include "text/tokenizer.h"
-#include "engine/image_cache.h"
+#include "sample/rng.h"
+#include "text/dsml.h"
 #include "vision/image.h"
 
 #include <math.h>
@@ -44,117 +37,6 @@
 #define DEFAULT_KV_DISK_GB 16.0    /* disk tier cap when kv_disk_dir is set */
 #define DEFAULT_IMAGE_CACHE_MB 256.0 /* encoded-image cache cap: an image costs n_tokens x n_embd floats */
 
-typedef struct request {
-    int64_t id;
-    di_seq *seq;                 /* owned by the scheduler until released */
-    di_sampling_params sampling; /* logit_bias points at bias below */
-    di_logit_bias *bias;
-    int32_t *stop_tokens;
-    size_t n_stop_tokens;
-    int32_t *forced;             /* (n_forced) test mode: tokens replacing the samples */
-    size_t n_forced;
-    bool ignore_eos;
-    float *prompt_lp;            /* (n_prompt - 1) prompt_logprobs, or NULL */
-    int32_t *prompt_argmax;      /* (n_prompt - 1) */
-    di_tok_detok *detok;
-    di_constraint_state constraint; /* grammar matcher, when constrained */
-    di_event_fn on_event;
-    void *user;
-    bool cancel_requested;
-    bool started;                /* has been in a forward */
-    int32_t spec_draft;          /* index into the step's spec_drafts, or -1 */
-    int32_t n_cached;            /* prefix-cache hit tokens at first admission */
-    double t_submit, t_start, t_first;
-    char *text_buf;              /* final event: push text + flushed text */
-    size_t text_cap;
-    /* images (NULL without): the input rows of the image positions */
-    float *img_rows;             /* (n_img_rows, n_embd) */
-    int32_t *img_index;          /* (n_prompt) row of img_rows at an image position, else -1 */
-    int32_t *hist;               /* (n_prompt + max_tokens) the sampler's history: image
-                                    positions read as the placeholder id */
-    struct request *prev, *next;
-} request;
-
-/* One row to sample in the parallel phase of a step. A sequence that
- * verifies drafts has one job per row: row j sees its drafts 0..j-1. */
-typedef struct sample_job {
-    request *r;
-    const float *logits;       /* (n_vocab) */
-    int32_t row;               /* j: 0 = the decode row, then one per draft */
-    int32_t n_drafts;          /* drafts of this sequence this step */
-    const float *q;            /* (n_vocab) draft distribution of draft j, or
-                                  NULL (one-hot: the match rule) */
-    di_sample_result res;
-    int32_t token;             /* what row j emits if reached */
-    bool accepted;             /* row j < n_drafts: draft j stands */
-    bool forced_end;           /* test mode: the script is over, the output ends here */
-    di_status status;
-    di_error err;
-} sample_job;
-
-struct di_engine {
-    di_engine_params params;
-    di_model *model;
-    di_model_facts facts;
-    const di_tokenizer *tok;
-    di_model_kv *kv;
-    di_model_ctx *ctx;
-    di_threadpool *pool;
-    di_scheduler *sched;
-    di_engine_tier *tier;        /* disk tier, or NULL */
-    int32_t replay_keep;         /* SWA bounded replay: prompt rows the decoder layers run on, 0 = exact */
-    di_image_cache *image_cache; /* encoded images by bytes, NULL = off */
-    int64_t n_image_encodes;     /* vision tower runs (atomic: submit runs on any thread) */
-    bool have_kv_id;             /* kv_id computed (at the first export/import) */
-    di_kv_key kv_id;             /* model id stamped on exported KV records */
-    uint8_t *xfer_block;         /* (block bytes) scratch of export/import */
-    di_sampler **samplers;       /* (n_threads) one per pool thread: samplers keep scratch */
-    int32_t n_threads;
-    sample_job *jobs;            /* (max_batch_tokens) */
-    int32_t n_jobs;
-    int32_t n_ctx;
-    float *logits;               /* (logits_rows, n_vocab) */
-    size_t logits_rows;          /* max_seqs; grows (up to max_batch_tokens) when
-                                    prompt_logprobs requests want every prompt row */
-    int32_t *logit_index;        /* (max_batch_tokens) row -> logits row or -1 */
-    di_constraint_cache *constraints;
-    uint32_t *masks;             /* (n_threads, mask words) grammar masks being filled */
-    size_t mask_words;
-    request **slot_req;          /* (max_seqs) scratch: prompt_logprobs request per slot */
-    const float **row_embd;      /* (max_batch_tokens) scratch: image rows of the batch */
-    char *image_placeholder;     /* the placeholder token's text, NULL without images */
-    pthread_mutex_t mu;
-    request *reqs;               /* live requests (queued or running) */
-    int64_t next_id;
-    int64_t n_prompt_tokens, n_generated_tokens, n_finished;
-    int64_t n_prefill_rows; /* prompt tokens computed, over all steps */
-    double t_forward_ms;
-    double t_last_step_ms;
-    /* Speculative decoding (docs/SPECULATIVE.md); drafter NULL = off. */
-    di_drafter *drafter;
-    di_spec_accept spec_accept;
-    int32_t spec_k;
-    di_spec_seq *spec_seqs;      /* (max_seqs) asking this step */
-    di_spec_drafts *spec_drafts; /* (max_seqs) their drafts */
-    int32_t *spec_tokens;        /* (max_seqs, DI_SPEC_MAX_K) */
-    float *spec_conf;            /* (max_seqs, DI_SPEC_MAX_K) */
-    float *spec_q;               /* (max_seqs, spec_k, n_vocab) */
-    float *spec_p;               /* (n_threads, 2, n_vocab): p and residual */
-    di_spec_outcome *spec_out;   /* (max_seqs) */
-    di_engine_stats spec_stats;  /* only the spec_* fields */
-    int32_t n_spec_out;          /* entries of spec_out this step */
-    di_spec_vlen *vlen;          /* confidence-scheduled verify length, NULL = off */
-    int32_t *spec_nverify;       /* (max_seqs) drafts each sequence verifies */
-    double t_propose_ms;         /* this step's drafting */
-    double t_curve_ms;           /* start-up cost-curve measurement (0: cached) */
-};
-
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
 di_engine_params di_engine_params_default(void) {
     di_engine_params p;
     memset(&p, 0, sizeof p);
@@ -163,7 +45,7 @@ di_engine_params di_engine_params_default(void) {
 
 /* Everything besides the model file that changes the KV bits: records of
  * another flavor are another model's. */
-static void kv_flavor(const di_engine *e, int32_t block, char *buf, size_t cap) {
+void eng_kv_flavor(const di_engine *e, int32_t block, char *buf, size_t cap) {
     snprintf(buf, cap, "arch=%s kernels=%s numerics=%s kv=%s block=%d", e->facts.arch, e->facts.kernels,
              e->params.numerics ? e->params.numerics : "default", e->params.kv_f32 ? "f32" : "f16", (int)block);
     /* bounded replay leaves the decoder records of clipped rows unwritten:
@@ -172,118 +54,6 @@ static void kv_flavor(const di_engine *e, int32_t block, char *buf, size_t cap) 
     if (e->replay_keep && len < cap) snprintf(buf + len, cap - len, " replay=%d", (int)e->replay_keep);
 }
 
-/* ---- speculative decoding: set-up ------------------------------------------ */
-
-static void spec_close(di_engine *e) {
-    di_drafter_free(e->drafter);
-    e->drafter = NULL;
-    di_spec_vlen_free(e->vlen);
-    e->vlen = NULL;
-    free(e->spec_nverify);
-    e->spec_nverify = NULL;
-    free(e->spec_seqs);
-    free(e->spec_drafts);
-    free(e->spec_tokens);
-    free(e->spec_conf);
-    free(e->spec_q);
-    free(e->spec_p);
-    free(e->spec_out);
-    e->spec_seqs = NULL;
-    e->spec_drafts = NULL;
-    e->spec_tokens = NULL;
-    e->spec_conf = NULL;
-    e->spec_q = NULL;
-    e->spec_p = NULL;
-    e->spec_out = NULL;
-}
-
-/* Buffers for drafts of k tokens per sequence, and the rule. Refuses a
- * model whose KV cannot roll back (probed on slot 0 before any use). */
-static di_status spec_prepare(di_engine *e, di_spec_accept rule, int32_t k, di_error *err) {
-    if (k < 1 || k > DI_SPEC_MAX_K)
-        return di_error_set(err, DI_ERR_RANGE, "--spec-k %d: expected 1..%d", (int)k, DI_SPEC_MAX_K);
-    if (e->params.dist || e->params.cp)
-        return di_error_set(err, DI_ERR_UNSUPPORTED, "--spec does not work with --ep / --cp yet");
-    di_status s = di_model_kv_truncate(e->kv, 0, 0, err);
-    if (s) return di_error_prefix(err, "--spec: ");
-    size_t n = (size_t)e->params.max_seqs, v = (size_t)e->facts.n_vocab;
-    e->spec_accept = rule;
-    e->spec_k = k;
-    e->spec_seqs = di_calloc(n, sizeof *e->spec_seqs);
-    e->spec_drafts = di_calloc(n, sizeof *e->spec_drafts);
-    e->spec_tokens = di_calloc(n * DI_SPEC_MAX_K, sizeof *e->spec_tokens);
-    e->spec_conf = di_calloc(n * DI_SPEC_MAX_K, sizeof *e->spec_conf);
-    e->spec_q = di_malloc_array(n * (size_t)k, v * sizeof(float));
-    e->spec_p = di_malloc_array((size_t)e->n_threads * 2, v * sizeof(float));
-    e->spec_out = di_calloc(n, sizeof *e->spec_out);
-    if (!e->spec_seqs || !e->spec_drafts || !e->spec_tokens || !e->spec_conf || !e->spec_q || !e->spec_p ||
-        !e->spec_out)
-        return di_error_set(err, DI_ERR_NOMEM, "--spec: out of memory for the drafts of %zu sequences", n);
-    return DI_OK;
-}
-
-static di_status spec_open(di_engine *e, const di_engine_params *p, di_error *err) {
-    di_spec_accept rule;
-    di_status s = di_spec_accept_from_name(p->spec_accept, &rule, err);
-    if (s) return s;
-    int32_t k = p->spec_k ? p->spec_k : DI_SPEC_DEFAULT_K;
-    if ((s = spec_prepare(e, rule, k, err))) return s;
-    di_spec_env env = {.target = e->model, .target_ctx = e->ctx, .target_kv = e->kv,
-                       .n_vocab = e->facts.n_vocab, .k_max = k, .n_ctx = e->n_ctx,
-                       .max_seqs = e->params.max_seqs, .kv_tokens = e->params.kv_tokens,
-                       .block_size = e->params.block_size, .kernels = p->kernels};
-    if ((s = di_spec_drafter_create(p->spec, &env, &e->drafter, err))) return s;
-    /* DSpark's drafts carry confidences: schedule the verify length from
-     * them unless told to verify every draft */
-    if (p->spec_fixed_k || strcmp(p->spec, "dspark")) return DI_OK;
-    if ((s = di_spec_vlen_create(e->params.max_seqs, k, &e->vlen, err))) return s;
-    e->spec_nverify = di_calloc((size_t)e->params.max_seqs, sizeof *e->spec_nverify);
-    if (!e->spec_nverify) return di_error_set(err, DI_ERR_NOMEM, "--spec: out of memory");
-    int64_t max_rows = (int64_t)e->params.max_seqs * (k + 1);
-    if (max_rows > e->params.max_batch_tokens) max_rows = e->params.max_batch_tokens;
-    char key[4600];
-    snprintf(key, sizeof key, "model=%s threads=%d rows=%lld ", p->model_path, (int)e->n_threads,
-             (long long)max_rows);
-    size_t used = strlen(key);
-    kv_flavor(e, e->params.block_size, key + used, sizeof key - used);
-    di_spec_vlen_probe probe = {.ctx = e->ctx, .kv = e->kv, .kv_blocks = e->params.kv_tokens / e->params.block_size,
-                                .block_size = e->params.block_size, .n_vocab = e->facts.n_vocab,
-                                .max_rows = (int32_t)max_rows, .pool = e->pool, .cache_dir = p->spec_cost_cache,
-                                .key = key};
-    return di_spec_vlen_startup(e->vlen, &probe, &e->t_curve_ms, err);
-}
-
-di_status di_engine_spec_curve(di_engine *e, di_dspark_cost_point *pts, int32_t cap, int32_t *n_out,
-                               double *measured_ms) {
-    *n_out = e && e->vlen ? di_spec_vlen_curve(e->vlen, pts, cap) : 0;
-    if (measured_ms) *measured_ms = e ? e->t_curve_ms : 0.0;
-    return DI_OK;
-}
-
-di_status di_engine_set_spec_curve(di_engine *e, const di_dspark_cost_point *pts, int32_t n, di_error *err) {
-    if (!e || !e->drafter) return di_error_set(err, DI_ERR_INVALID_ARG, "spec curve: speculation is off");
-    if (!e->vlen) {
-        di_status s = di_spec_vlen_create(e->params.max_seqs, e->spec_k, &e->vlen, err);
-        if (s) return s;
-        e->spec_nverify = di_calloc((size_t)e->params.max_seqs, sizeof *e->spec_nverify);
-        if (!e->spec_nverify) return di_error_set(err, DI_ERR_NOMEM, "spec curve: out of memory");
-    }
-    return di_spec_vlen_set_curve(e->vlen, pts, n, err);
-}
-
-di_drafter *di_engine_drafter(di_engine *e) { return e ? e->drafter : NULL; }
-
-di_status di_engine_set_drafter(di_engine *e, di_drafter *d, di_spec_accept rule, int32_t k, di_error *err) {
-    spec_close(e);
-    di_status s = spec_prepare(e, rule, k, err);
-    if (s) {
-        spec_close(e);
-        di_drafter_free(d);
-        return s;
-    }
-    e->drafter = d;
-    return DI_OK;
-}
 
 di_status di_engine_create(const di_engine_params *p, di_engine **out, di_error *err) {
     *out = NULL;
@@ -370,7 +140,7 @@ di_status di_engine_create(const di_engine_params *p, di_engine **out, di_error 
             goto fail;
         }
         char flavor[256];
-        kv_flavor(e, block, flavor, sizeof flavor);
+        eng_kv_flavor(e, block, flavor, sizeof flavor);
         uint64_t bytes = (uint64_t)(gb * 1e9);
         s = di_engine_tier_open(p->kv_disk_dir, bytes ? bytes : 1, p->model_path, flavor, e->kv, block, &e->tier, err);
         if (s) goto fail;
@@ -411,13 +181,14 @@ di_status di_engine_create(const di_engine_params *p, di_engine **out, di_error 
     e->logits = di_malloc_array(e->logits_rows * (size_t)e->facts.n_vocab, sizeof(float));
     e->logit_index = di_malloc_array((size_t)sc.max_tokens_per_step, sizeof(int32_t));
     e->slot_req = di_calloc((size_t)sc.max_running, sizeof *e->slot_req);
+    e->early_reqs = di_calloc((size_t)sc.max_running, sizeof *e->early_reqs);
     e->row_embd = di_calloc((size_t)sc.max_tokens_per_step, sizeof *e->row_embd);
-    if (!e->logits || !e->logit_index || !e->masks || !e->slot_req || !e->row_embd) {
+    if (!e->logits || !e->logit_index || !e->masks || !e->slot_req || !e->early_reqs || !e->row_embd) {
         s = di_error_set(err, DI_ERR_NOMEM, "engine: out of memory for logits");
         goto fail;
     }
     if (p->spec && strcmp(p->spec, "off")) {
-        if ((s = spec_open(e, p, err))) goto fail;
+        if ((s = eng_spec_open(e, p, err))) goto fail;
     }
     *out = e;
     return DI_OK;
@@ -429,6 +200,7 @@ fail:
 static void request_free(di_engine *e, request *r) {
     if (!r) return;
     di_constraint_end(e->constraints, &r->constraint);
+    free(r->early_mask);
     free(r->bias);
     free(r->stop_tokens);
     free(r->forced);
@@ -448,7 +220,7 @@ void di_engine_free(di_engine *e) {
         n = r->next;
         request_free(e, r);
     }
-    spec_close(e);
+    eng_spec_close(e);
     di_constraint_cache_free(e->constraints);
     free(e->masks);
     for (int32_t i = 0; e->samplers && i < e->n_threads; i++) di_sampler_free(e->samplers[i]);
@@ -467,6 +239,7 @@ void di_engine_free(di_engine *e) {
     free(e->logits);
     free(e->logit_index);
     free(e->slot_req);
+    free(e->early_reqs);
     free(e->row_embd);
     free(e->image_placeholder);
     pthread_mutex_destroy(&e->mu);
@@ -670,7 +443,7 @@ di_status di_engine_submit(di_engine *e, const di_request *r, int64_t *id, di_er
         }
         if (!s) {
             q->id = e->next_id++;
-            q->t_submit = now_ms();
+            q->t_submit = eng_now_ms();
             q->next = e->reqs;
             if (e->reqs) e->reqs->prev = q;
             e->reqs = q;
@@ -826,7 +599,7 @@ static di_finish public_finish(di_finish_reason f) {
 
 static void fill_stats(const request *r, di_request_stats *st) {
     const di_seq *s = r->seq;
-    double t = now_ms();
+    double t = eng_now_ms();
     st->n_prompt = s->n_prompt;
     st->n_generated = s->n_tokens - s->n_prompt;
     st->n_cached = r->n_cached;
@@ -928,10 +701,19 @@ static void sample_task(void *ctx, int64_t task, int thread) {
         .allowed = NULL,
     };
     if (r->constraint.matcher) {
-        uint32_t *mask = e->masks + (size_t)thread * e->mask_words;
-        j->status = di_constraint_fill_mask(e->constraints, &r->constraint, mask, &j->err);
-        if (j->status) return;
-        in.allowed = mask;
+        /* the mask filled beside the forward, when it was and is still the
+         * matcher's state (one job per request: constrained rows never
+         * verify drafts); else filled here, to the same bits */
+        uint32_t at = di_grammar_matcher_n_tokens(r->constraint.matcher) + 1;
+        if (j->n_drafts == 0 && r->early_at == at) {
+            in.allowed = r->early_mask;
+        } else {
+            uint32_t *mask = e->masks + (size_t)thread * e->mask_words;
+            j->status = di_constraint_fill_mask(e->constraints, &r->constraint, mask, &j->err);
+            if (j->status) return;
+            in.allowed = mask;
+        }
+        if (j->n_drafts == 0) r->early_at = 0;
     }
     j->status = di_sampler_sample(e->samplers[thread], &r->sampling, &in, &j->res, &j->err);
     if (j->status) return;
@@ -979,7 +761,7 @@ static void sample_task(void *ctx, int64_t task, int thread) {
 static int32_t process_sample(di_engine *e, sample_job *jobs, int32_t n_jobs) {
     request *r = jobs[0].r;
     di_seq *seq = r->seq;
-    if (r->t_first == 0) r->t_first = now_ms();
+    if (r->t_first == 0) r->t_first = eng_now_ms();
     int32_t n_emit = 0, n_drafts = jobs[0].n_drafts;
     while (n_emit < n_jobs) {
         sample_job *j = &jobs[n_emit++];
@@ -1147,109 +929,52 @@ static void attach_image_rows(di_engine *e, di_batch *b) {
     b->embd = e->row_embd;
 }
 
-/* ---- speculative decoding: the step's two ends ----------------------------- */
+/* ---- grammar masks beside the forward ------------------------------------ */
 
-/* Asks the drafter for drafts of every RUNNING sequence about to decode
- * and hands them to the scheduler. Called with the lock held; drops it
- * while the drafter runs (a draft model runs forwards): only this thread
- * changes sequences' tokens, and cancels are only flagged meanwhile.
- * Constrained requests do not draft (their matcher cannot roll back), nor
- * requests with images (their sampler history is a separate array). */
-static di_status spec_propose(di_engine *e, di_error *err) {
-    int32_t n = 0;
-    size_t v = (size_t)e->facts.n_vocab;
-    for (request *r = e->reqs; r && n < e->params.max_seqs; r = r->next) {
-        di_seq *q = r->seq;
-        if (q->status != DI_SEQ_RUNNING || q->awaiting_sample || q->n_tokens - q->n_computed != 1 ||
-            r->constraint.matcher || r->cancel_requested || r->hist)
-            continue;
-        int32_t room = q->max_tokens - (q->n_tokens - q->n_prompt) - 1;
-        int32_t k = e->spec_k < room ? e->spec_k : room;
-        if (k < 1) continue;
-        /* blocks for the positions the drafts take (a drafter's scratch,
-         * then the verify rows); fewer drafts when blocks are short */
-        int32_t covered = 0;
-        di_status s = di_scheduler_reserve(e->sched, q, q->n_tokens - 1 + k, &covered, err);
-        if (s) return s;
-        if (covered - (q->n_tokens - 1) < k) k = covered - (q->n_tokens - 1);
-        if (k < 1) continue;
-        e->spec_seqs[n] = (di_spec_seq){.seq_id = q->id, .slot = q->slot, .tokens = q->tokens,
-                                        .n_tokens = q->n_tokens, .n_prompt = q->n_prompt, .k_max = k,
-                                        .sampling = &r->sampling, .blocks = q->block_table,
-                                        .n_blocks = q->n_blocks};
-        e->spec_drafts[n] = (di_spec_drafts){.n = 0, .tokens = e->spec_tokens + (size_t)n * DI_SPEC_MAX_K,
-                                             .has_q = false, .q = e->spec_q + (size_t)n * (size_t)e->spec_k * v,
-                                             .confidence = e->spec_conf + (size_t)n * DI_SPEC_MAX_K};
-        n++;
-    }
-    if (n == 0) return DI_OK;
-    pthread_mutex_unlock(&e->mu);
-    di_status s = e->drafter->ops->propose(e->drafter, e->spec_seqs, n, e->spec_drafts, e->pool, err);
-    pthread_mutex_lock(&e->mu);
-    if (s) return s;
-    for (int32_t i = 0; i < n; i++) {
-        di_spec_drafts *d = &e->spec_drafts[i];
-        const di_spec_seq *q = &e->spec_seqs[i];
-        /* A drafter's output is checked like any input. */
-        int32_t nd = d->n < 0 ? 0 : d->n > q->k_max ? q->k_max : d->n;
-        for (int32_t j = 0; j < nd; j++)
-            if (d->tokens[j] < 0 || d->tokens[j] >= e->facts.n_vocab) nd = j;
-        for (int32_t j = 0; j < nd; j++)
-            d->confidence[j] = d->confidence[j] >= 0.0f ? (d->confidence[j] <= 1.0f ? d->confidence[j] : 1.0f) : 0.0f;
-        d->n = nd;
-        e->spec_stats.spec_drafted += nd;
-        for (int32_t j = 0; j < nd; j++) e->spec_stats.spec_conf_sum += d->confidence[j];
-    }
-    /* the confidence schedule: how many of its drafts each one verifies;
-     * a batch the curve cannot price (more sequences than its largest
-     * measured step) verifies every draft rather than fail the step */
-    if (e->vlen && di_spec_vlen_plan(e->vlen, e->spec_seqs, e->spec_drafts, n, e->spec_nverify, NULL))
-        for (int32_t i = 0; i < n; i++) e->spec_nverify[i] = e->spec_drafts[i].n;
-    for (int32_t i = 0; i < n; i++) {
-        di_spec_drafts *d = &e->spec_drafts[i];
-        const di_spec_seq *q = &e->spec_seqs[i];
-        int32_t nd = e->vlen ? e->spec_nverify[i] : d->n;
-        if (e->vlen) e->spec_stats.spec_plan_rows += nd;
-        request *r = NULL;
-        for (request *x = e->reqs; x; x = x->next)
-            if (x->seq->id == q->seq_id) r = x;
-        if (!r || nd == 0) continue;
-        int32_t n_set = 0;
-        if ((s = di_scheduler_set_drafts(e->sched, r->seq, d->tokens, nd, &n_set, err))) return s;
-        d->n = n_set;
-        r->spec_draft = i;
-    }
-    return DI_OK;
+/* A constrained row's mask depends only on the tokens its matcher has
+ * consumed, all known when the step is scheduled, not on the forward's
+ * logits: xgrammar-style engines fill it on the CPU while the GPU runs the
+ * forward. Here the forward takes both cores, so the masks go to the pool
+ * as side work (base/threadpool.h): a worker with no kernel task to claim
+ * (a straggler's tail, a serial stage, the step's own serial parts) fills
+ * one, and what is left when the forward returns is filled by the stepping
+ * thread before sampling. The bits are di_constraint_fill_mask's either
+ * way, so outputs never change; only where the time is spent does. */
+
+/* Fills the early mask of e->early_reqs[task] (pool side task; touches
+ * only that request's matcher, which nothing else uses during a forward).
+ * A failure leaves no mask: sampling fills it again and reports it. */
+static void early_mask_task(void *ctx, int64_t task, int thread) {
+    (void)thread;
+    di_engine *e = ctx;
+    request *r = e->early_reqs[task];
+    di_error err;
+    if (!di_constraint_fill_mask(e->constraints, &r->constraint, r->early_mask, &err))
+        r->early_at = di_grammar_matcher_n_tokens(r->constraint.matcher) + 1;
 }
 
-/* After the verify of one sequence: statistics, the rollback of its
- * rejected rows (n_keep = tokens whose KV stays), and its outcome for the
- * drafter's hook. */
-static di_status spec_settle(di_engine *e, int32_t slot, int64_t seq_id, int32_t first_row, int32_t n_rows,
-                             int32_t n_accepted, int32_t n_tokens_before, di_error *err) {
-    int32_t nd = n_rows - 1;
-    di_engine_stats *st = &e->spec_stats;
-    if (nd > 0) {
-        st->spec_verified += nd;
-        st->spec_accepted += n_accepted;
-        st->spec_verify_steps++;
-        for (int32_t j = 0; j < nd; j++) st->spec_verified_at[j]++;
-        for (int32_t j = 0; j < n_accepted; j++) st->spec_accepted_at[j]++;
+/* The constrained requests that sample one row this step, their early
+ * masks cleared (lock held). Returns how many went to e->early_reqs. A
+ * request without room for a mask (no memory) is left to sampling. */
+static int32_t early_masks_collect(di_engine *e, const di_sched_output *out) {
+    int32_t n = 0;
+    for (int32_t i = 0; i < out->n_samples && n < e->params.max_seqs; i++) {
+        request *r = out->sample_seqs[i]->user;
+        r->early_at = 0;
+        if (!r->constraint.matcher || r->cancel_requested || out->sample_n_rows[i] != 1) continue;
+        if (!r->early_mask && !(r->early_mask = di_malloc_array(e->mask_words, sizeof(uint32_t)))) continue;
+        e->early_reqs[n++] = r;
     }
-    e->spec_out[e->n_spec_out++] = (di_spec_outcome){.seq_id = seq_id, .slot = slot, .first_row = first_row,
-                                                     .n_rows = n_rows, .n_accepted = n_accepted,
-                                                     .n_tokens = n_tokens_before + n_accepted + 1};
-    if (n_accepted == nd) return DI_OK;
-    return di_model_kv_truncate(e->kv, slot, n_tokens_before + n_accepted, err);
+    return n;
 }
 
 di_status di_engine_step(di_engine *e, di_error *err) {
     pthread_mutex_lock(&e->mu);
     apply_cancels(e);
     di_sched_output out;
-    double t_prop = now_ms();
-    di_status s = e->drafter ? spec_propose(e, err) : DI_OK;
-    e->t_propose_ms = now_ms() - t_prop;
+    double t_prop = eng_now_ms();
+    di_status s = e->drafter ? eng_spec_propose(e, err) : DI_OK;
+    e->t_propose_ms = eng_now_ms() - t_prop;
     e->spec_stats.spec_draft_ms += e->t_propose_ms;
     if (s) {
         pthread_mutex_unlock(&e->mu);
@@ -1270,7 +995,7 @@ di_status di_engine_step(di_engine *e, di_error *err) {
         pthread_mutex_unlock(&e->mu);
         return s;
     }
-    double t_now = now_ms(), t_step0 = t_now;
+    double t_now = eng_now_ms(), t_step0 = t_now;
     for (request *r = e->reqs; r; r = r->next) {
         if (!r->started && r->seq->status == DI_SEQ_RUNNING) {
             r->started = true;
@@ -1280,7 +1005,10 @@ di_status di_engine_step(di_engine *e, di_error *err) {
         }
     }
     attach_image_rows(e, &out.batch);
+    int32_t n_early = e->params.no_overlap ? 0 : early_masks_collect(e, &out);
+    e->n_masks_early += n_early;
     pthread_mutex_unlock(&e->mu);
+    di_threadpool_side_begin(e->pool, n_early, early_mask_task, e);
 
     /* Map each batch row to its logits row (forward writes them in row order). */
     int32_t n_logits = 0;
@@ -1296,10 +1024,13 @@ di_status di_engine_step(di_engine *e, di_error *err) {
             s = di_error_set(err, DI_ERR_NOMEM, "engine: out of memory for %d rows of logits", n_logits);
         }
     }
-    double t0 = now_ms();
+    double t0 = eng_now_ms();
     if (!s) s = di_model_forward(e->ctx, e->kv, &out.batch, e->logits, e->pool, err);
-    const double t_fwd = now_ms() - t0;
+    const double t_fwd = eng_now_ms() - t0;
     e->t_forward_ms += t_fwd;
+    /* before anything reads or frees the matchers (outside the forward's
+     * time: what the workers left is filled here) */
+    di_threadpool_side_end(e->pool);
 
     pthread_mutex_lock(&e->mu);
     if (s) {
@@ -1348,14 +1079,14 @@ di_status di_engine_step(di_engine *e, di_error *err) {
         for (int32_t k = 0; k < out.n_samples; k++)
             if (out.sample_seqs[k] == q) row0 = out.sample_rows[k];
         int32_t n_acc = process_sample(e, j, n_rows);
-        if (e->drafter) s = spec_settle(e, slot, id, row0, n_rows, n_acc, n_before, err);
+        if (e->drafter) s = eng_spec_settle(e, slot, id, row0, n_rows, n_acc, n_before, err);
         i += n_rows;
     }
     if (!s && e->drafter && e->drafter->ops->after_forward)
         e->drafter->ops->after_forward(e->drafter, &out.batch, e->spec_out, e->n_spec_out);
     /* What a client waits between tokens: forward, sampling and streaming
      * of the step, which is what the latency target bounds. */
-    e->t_last_step_ms = now_ms() - t_step0;
+    e->t_last_step_ms = eng_now_ms() - t_step0;
     /* decode steps feed the schedule's slope and sampler estimates */
     if (e->vlen && out.n_prefill_tokens == 0 && out.n_samples > 0)
         di_spec_vlen_observe(e->vlen, out.n_samples, out.batch.n_rows, t_fwd,
@@ -1443,6 +1174,9 @@ void di_engine_get_stats(di_engine *e, di_engine_stats *out) {
     out->spec_draft_ms = e->spec_stats.spec_draft_ms;
     out->spec_conf_sum = e->spec_stats.spec_conf_sum;
     out->spec_plan_rows = e->spec_stats.spec_plan_rows;
+    out->n_masks_early = e->n_masks_early;
+    /* the engine's pool runs no side work but the early masks */
+    out->n_masks_overlapped = di_threadpool_side_by_workers(e->pool);
     pthread_mutex_unlock(&e->mu);
 }
 
@@ -1454,7 +1188,7 @@ static di_status ensure_kv_id(di_engine *e, di_error *err) {
         e->kv_id = di_engine_tier_model_id(e->tier);
     } else {
         char flavor[256];
-        kv_flavor(e, e->params.block_size, flavor, sizeof flavor);
+        eng_kv_flavor(e, e->params.block_size, flavor, sizeof flavor);
         di_status s = di_kv_model_id(e->params.model_path, flavor, &e->kv_id, err);
         if (s) return s;
     }

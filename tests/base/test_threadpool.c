@@ -1,5 +1,6 @@
 /* base/threadpool: every task exactly once, the caller participates, no
- * lost wake-ups across sleeps, deterministic partitions, and a printed
+ * lost wake-ups across sleeps, side work beside runs, deterministic
+ * partitions, and a printed
  * (not asserted) dispatch overhead. */
 #include "test_util.h"
 
@@ -250,6 +251,79 @@ static void row_split_results_are_identical_for_any_thread_count(void **state) {
     free(x);
 }
 
+/* Side tasks beside runs: each side task exactly once by side_end, the
+ * runs in between unharmed, for every thread count. */
+static void side_tasks_run_exactly_once_beside_runs(void **state) {
+    (void)state;
+    enum { MAX_SIDE = 40, MAX_TASKS = 24, ROUNDS = 600 };
+    for (int n_threads = 1; n_threads <= 4; n_threads++) {
+        di_threadpool *pool = make_pool(n_threads);
+        atomic_int side_hits[MAX_SIDE], hits[MAX_TASKS];
+        struct count_ctx sc = {.hits = side_hits, .n_threads = n_threads};
+        struct count_ctx c = {.hits = hits, .n_threads = n_threads};
+        for (int r = 0; r < ROUNDS; r++) {
+            int n_side = r % MAX_SIDE; /* 0 too: posts nothing */
+            for (int i = 0; i < MAX_SIDE; i++) atomic_init(&side_hits[i], 0);
+            di_threadpool_side_begin(pool, n_side, r % 2 ? slow_task : count_task, &sc);
+            for (int k = 0; k < r % 4; k++) {
+                int n = 1 + (r * 5 + k) % MAX_TASKS;
+                for (int i = 0; i < MAX_TASKS; i++) atomic_init(&hits[i], 0);
+                di_threadpool_run(pool, n, slow_task, &c);
+                for (int i = 0; i < MAX_TASKS; i++)
+                    if (atomic_load(&hits[i]) != (i < n))
+                        fail_msg("threads %d round %d run task %d ran %d times", n_threads, r, i,
+                                 atomic_load(&hits[i]));
+            }
+            di_threadpool_side_end(pool);
+            for (int i = 0; i < MAX_SIDE; i++)
+                if (atomic_load(&side_hits[i]) != (i < n_side))
+                    fail_msg("threads %d round %d side task %d ran %d times", n_threads, r, i,
+                             atomic_load(&side_hits[i]));
+        }
+        assert_int_equal(atomic_load(&sc.bad_thread), 0);
+        assert_int_equal(atomic_load(&c.bad_thread), 0);
+        /* one thread: nobody but side_end's caller */
+        if (n_threads == 1) assert_int_equal(di_threadpool_side_by_workers(pool), 0);
+        di_threadpool_free(pool);
+    }
+}
+
+/* Workers asleep (spin exhausted) wake for side work alone, with no run:
+ * a lost wake-up leaves every task to side_end, and this waits in vain. */
+static void sleeping_workers_wake_for_side_work(void **state) {
+    (void)state;
+    enum { N = 8 };
+    di_threadpool *pool = make_pool(2);
+    atomic_int hits[N];
+    struct count_ctx c = {.hits = hits, .n_threads = 2};
+    for (int r = 0; r < 5; r++) {
+        sleep_ms(20);
+        for (int i = 0; i < N; i++) atomic_init(&hits[i], 0);
+        int64_t before = di_threadpool_side_by_workers(pool);
+        di_threadpool_side_begin(pool, N, slow_task, &c);
+        /* up to 20 s: a loaded machine may not schedule the worker soon */
+        for (int t = 0; t < 20000 && di_threadpool_side_by_workers(pool) == before; t++) sleep_ms(1);
+        di_threadpool_side_end(pool);
+        assert_true(di_threadpool_side_by_workers(pool) > before);
+        for (int i = 0; i < N; i++) assert_int_equal(atomic_load(&hits[i]), 1);
+    }
+    di_threadpool_free(pool);
+}
+
+static void side_work_without_a_pool_runs_on_the_caller(void **state) {
+    (void)state;
+    int thread[4] = {-1, -1, -1, -1};
+    di_threadpool_side_begin(NULL, 4, record_thread, thread); /* runs now */
+    for (int i = 0; i < 4; i++) assert_int_equal(thread[i], 0);
+    di_threadpool_side_end(NULL);
+    assert_int_equal(di_threadpool_side_by_workers(NULL), 0);
+    di_threadpool *pool = make_pool(2);
+    di_threadpool_side_end(pool); /* nothing begun */
+    di_threadpool_side_begin(pool, 0, record_thread, NULL);
+    di_threadpool_side_end(pool);
+    di_threadpool_free(pool);
+}
+
 static void empty_task(void *arg, int64_t task, int thread) {
     (void)arg;
     (void)task;
@@ -308,6 +382,9 @@ int main(void) {
         cmocka_unit_test(create_rejects_bad_thread_counts),
         cmocka_unit_test(split_covers_range_contiguously_and_evenly),
         cmocka_unit_test(row_split_results_are_identical_for_any_thread_count),
+        cmocka_unit_test(side_tasks_run_exactly_once_beside_runs),
+        cmocka_unit_test(sleeping_workers_wake_for_side_work),
+        cmocka_unit_test(side_work_without_a_pool_runs_on_the_caller),
         cmocka_unit_test(dispatch_overhead_is_reported),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
