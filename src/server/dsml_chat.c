@@ -11,7 +11,11 @@
  *     (and none given) -> high, xhigh, max;
  *   - tool_choice auto / none (tools hidden) / required / a named function
  *     (only that tool, required); required and named are refused in
- *     thinking mode, as the recipe refuses them;
+ *     thinking mode, as the recipe refuses them; where the prompt opens
+ *     the call block (required / named), the grammar engine holds the
+ *     output to DSML calls of those tools with schema-valid arguments
+ *     (src/grammar/tool_calls.c; one call when parallel_tool_calls is
+ *     false);
  *   - text content parts are joined with a blank line;
  *   - tool names match ^[a-zA-Z0-9_-]{1,64}$, are unique, and parameters
  *     are a JSON Schema object of type "object" (structure checked here).
@@ -461,12 +465,42 @@ bool srv_dsml_chat_conv(const json_t *root, di_dsml_version v, di_dsml_conv **co
     return true;
 }
 
+/* The grammar (DI_CONSTRAINT_TOOL_CALLS text) for the call block the prompt
+ * opened: the conversation's tools (only the named one for a named
+ * tool_choice), one call unless parallel_tool_calls. malloc'd; NULL when
+ * out of memory. */
+static char *call_grammar(const di_dsml_conv *c, di_dsml_version v, bool parallel) {
+    json_t *tools = json_array();
+    for (size_t i = 0; tools && i < c->n_tools; i++) {
+        json_t *t = json_pack("{s:s, s:O}", "name", c->tools[i].name, "parameters",
+                              c->tools[i].parameters ? c->tools[i].parameters : json_null());
+        if (!t || json_array_append_new(tools, t)) {
+            json_decref(tools);
+            return NULL;
+        }
+    }
+    json_t *spec = tools ? json_pack("{s:s, s:b, s:o}", "syntax", v == DI_DSML_V4 ? "dsml_v4" : "dsml_v41",
+                                     "parallel", parallel, "tools", tools)
+                         : NULL;
+    char *text = spec ? json_dumps(spec, JSON_COMPACT) : NULL;
+    json_decref(spec);
+    return text;
+}
+
 bool srv_dsml_chat_prompt(di_server *s, const json_t *root, srv_dsml_opts *o, int32_t **ids, size_t *n,
-                          srv_reply *r) {
+                          char **grammar, srv_reply *r) {
     di_dsml_conv *c;
     *ids = NULL;
     *n = 0;
+    *grammar = NULL;
     if (!srv_dsml_chat_conv(root, s->dsml_version, &c, o, r)) return false;
+    if (o->in_calls) {
+        json_t *ptc = json_object_get(root, "parallel_tool_calls");
+        if (!(*grammar = call_grammar(c, s->dsml_version, !json_is_false(ptc)))) {
+            di_dsml_conv_free(c);
+            return oom(r);
+        }
+    }
     di_dsml_prompt p = {0};
     di_tok_ids t = {0};
     di_error err;
@@ -484,6 +518,8 @@ bool srv_dsml_chat_prompt(di_server *s, const json_t *root, srv_dsml_opts *o, in
     di_dsml_conv_free(c);
     if (st) {
         di_tok_ids_free(&t);
+        free(*grammar);
+        *grammar = NULL;
         if (st == DI_ERR_NOMEM) return oom(r);
         srv_reply_error(r, 400, "invalid_request_error", "messages", "invalid_value", "Cannot render the chat: %s",
                         err.msg);

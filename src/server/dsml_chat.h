@@ -25,9 +25,11 @@ typedef struct srv_dsml_opts {
 bool srv_dsml_chat_conv(const json_t *root, di_dsml_version v, di_dsml_conv **conv, srv_dsml_opts *o,
                         srv_reply *r);
 /* The conversation rendered and encoded for the server's model (*ids
- * malloc'd). */
+ * malloc'd). *grammar: NULL, or (a required / named tool_choice) the
+ * DI_CONSTRAINT_TOOL_CALLS text that enforces the opened call block
+ * (malloc'd; the caller frees). */
 bool srv_dsml_chat_prompt(di_server *s, const json_t *root, srv_dsml_opts *o, int32_t **ids, size_t *n,
-                          srv_reply *r);
+                          char **grammar, srv_reply *r);
 
 typedef struct srv_dsml_out srv_dsml_out;
 

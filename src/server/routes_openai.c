@@ -344,9 +344,22 @@ static bool dsml_chat_prompt(di_server *s, json_t *root, gen_req *g, srv_reply *
         srv_reply_error(r, 503, "server_error", NULL, NULL, "Out of memory.");
         return false;
     }
-    if (!srv_dsml_chat_prompt(s, root, &g->dsml_opts, &g->prompts[0], &g->prompt_lens[0], r)) return false;
+    char *grammar;
+    if (!srv_dsml_chat_prompt(s, root, &g->dsml_opts, &g->prompts[0], &g->prompt_lens[0], &grammar, r)) return false;
     g->n_prompts = 1;
     g->dsml = true;
+    if (grammar) {
+        /* A required / named tool: the reply is the call block alone (no
+         * content for a response_format to shape), and the grammar makes
+         * it calls of those tools with arguments their schemas accept.
+         * Lenient: schema keywords it cannot enforce are reported in
+         * X-DeepInfer-Warning, not refused (tools' schemas are guidance;
+         * the recipe does not check them). JSON values may be spaced as
+         * the recipe prints them (", " and ": "). */
+        free(g->constraint_text);
+        g->constraint_text = grammar;
+        g->constraint = (di_constraint){DI_CONSTRAINT_TOOL_CALLS, grammar, true, true};
+    }
     return true;
 }
 
@@ -1253,10 +1266,11 @@ static void generate(di_server *s, const srv_http_req *q, srv_reply *r, req_kind
             goto out;
         }
         if (notes[0]) {
-            fprintf(stderr, "deepinfer serve: response_format: not enforced (non-strict schema): %s\n", notes);
+            const char *what = g.constraint.kind == DI_CONSTRAINT_TOOL_CALLS ? "tool parameters" : "response_format";
+            fprintf(stderr, "deepinfer serve: %s: not enforced (non-strict schema): %s\n", what, notes);
             for (char *p = notes; *p; p++)
                 if ((unsigned char)*p < 0x20 || (unsigned char)*p >= 0x7f) *p = '?'; /* a header value */
-            snprintf(r->warning, sizeof r->warning, "response_format not enforced: %s", notes);
+            snprintf(r->warning, sizeof r->warning, "%s not enforced: %s", what, notes);
         }
     }
     srv_admit_result ar = srv_job_create(s, n_choices, q->fd, &j);
