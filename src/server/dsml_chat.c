@@ -16,7 +16,10 @@
  *     output to DSML calls of those tools with schema-valid arguments
  *     (src/grammar/tool_calls.c; one call when parallel_tool_calls is
  *     false);
- *   - text content parts are joined with a blank line;
+ *   - content parts are joined with a blank line: text, and image_url
+ *     parts of user / tool messages as the <｜image｜> placeholder (V4.1;
+ *     its pixels go to the engine's vision path in placeholder order) or
+ *     the text "[Unsupported Image]" (V4), as the recipe renders them;
  *   - tool names match ^[a-zA-Z0-9_-]{1,64}$, are unique, and parameters
  *     are a JSON Schema object of type "object" (structure checked here).
  * Everything else a client sends is checked and refused with a 400 naming
@@ -146,9 +149,35 @@ static bool schema_ok(const json_t *s, int depth, const char **why) {
 
 /* ---- request -> conversation JSON ---------------------------------------- */
 
-/* content: a string, null, or text parts joined by a blank line (the
- * recipe's join). Images and other part types are refused by name. */
-static json_t *content_text(const json_t *c, const char *param, srv_reply *r) {
+#define IMAGE_TOKEN "<\xef\xbd\x9cimage\xef\xbd\x9c>" /* <｜image｜>: what the recipe writes */
+#define V4_NO_IMAGE "[Unsupported Image]"                  /* V4's text for an image part (the recipe's) */
+
+/* The mark of a message's images in its content: the placeholder's own
+ * spelling, unless the message's text holds it as text (which must stay
+ * text, as in the recipe), then a spelling the text lacks. */
+static void image_mark(const json_t *parts, char mark[48]) {
+    snprintf(mark, 48, "%s", IMAGE_TOKEN);
+    for (unsigned k = 0;; k++) {
+        bool clash = false;
+        size_t i;
+        json_t *p;
+        json_array_foreach(parts, i, p) {
+            const char *t = json_string_value(json_object_get(p, "text"));
+            if (t && strstr(t, mark)) clash = true;
+        }
+        if (!clash) return;
+        snprintf(mark, 48, "\x1f<image %u>\x1f", k);
+    }
+}
+
+/* content: a string, null, or parts joined by a blank line (the recipe's
+ * join): text parts, and image_url parts (user and tool messages) as the
+ * image placeholder (V4: the recipe's "[Unsupported Image]" text); their
+ * URLs go to o->image_urls in order (borrowed from the body), *n_images
+ * counts this message's. Other part types are refused by name. */
+static json_t *content_text(const json_t *c, const char *param, bool images_ok, srv_dsml_opts *o, size_t *n_images,
+                            char mark[48], srv_reply *r) {
+    *n_images = 0;
     if (!c || json_is_null(c)) return json_string("");
     if (json_is_string(c)) return json_incref((json_t *)c);
     if (!json_is_array(c)) {
@@ -156,6 +185,7 @@ static json_t *content_text(const json_t *c, const char *param, srv_reply *r) {
                         "'%s' must be a string or an array of content parts.", param);
         return NULL;
     }
+    image_mark(c, mark);
     srv_buf b = {0};
     size_t k;
     json_t *part;
@@ -167,15 +197,43 @@ static json_t *content_text(const json_t *c, const char *param, srv_reply *r) {
                             "'%s' parts must be objects with a string 'type'.", param);
             return NULL;
         }
-        if (strcmp(json_string_value(type), "text") || !json_is_string(text)) {
+        const char *piece = NULL;
+        size_t piece_len = 0;
+        if (images_ok && !strcmp(json_string_value(type), "image_url")) {
+            json_t *iu = json_object_get(part, "image_url");
+            json_t *url = json_object_get(iu, "url");
+            if (!json_is_object(iu) || !json_is_string(url)) {
+                srv_buf_free(&b);
+                srv_reply_error(r, 400, "invalid_request_error", param, "invalid_type",
+                                "'%s' image_url parts need {\"url\": \"data:image/...;base64,...\"}.", param);
+                return NULL;
+            }
+            if (o->version == DI_DSML_V4) {
+                /* V4 takes no images: the recipe writes this text instead */
+                piece = V4_NO_IMAGE;
+                piece_len = strlen(V4_NO_IMAGE);
+            } else if (o->n_images == DI_IMAGE_DEFAULT_MAX_IMAGES) {
+                srv_buf_free(&b);
+                srv_reply_error(r, 400, "invalid_request_error", param, "too_many_images",
+                                "At most %d images per request.", DI_IMAGE_DEFAULT_MAX_IMAGES);
+                return NULL;
+            } else {
+                o->image_urls[o->n_images++] = url;
+                (*n_images)++;
+                piece = mark;
+                piece_len = strlen(mark);
+            }
+        } else if (strcmp(json_string_value(type), "text") || !json_is_string(text)) {
             srv_buf_free(&b);
             srv_reply_error(r, 400, "invalid_request_error", param, "unsupported_content",
-                            "Content parts of type '%.40s' are not supported here; only text.",
-                            json_string_value(type));
+                            "Content parts of type '%.40s' are not supported here; only text%s.",
+                            json_string_value(type), images_ok ? " and image_url" : "");
             return NULL;
+        } else {
+            piece = json_string_value(text);
+            piece_len = json_string_length(text);
         }
-        if ((k && !srv_buf_append(&b, "\n\n", 2)) ||
-            !srv_buf_append(&b, json_string_value(text), json_string_length(text))) {
+        if ((k && !srv_buf_append(&b, "\n\n", 2)) || !srv_buf_append(&b, piece, piece_len)) {
             srv_buf_free(&b);
             oom(r);
             return NULL;
@@ -202,7 +260,7 @@ static bool copy_str(const json_t *from, json_t *to, const char *key, const char
 /* Assistant reasoning_content follows the recipe's conversion
  * (ReasoningContentBehavior FillEmpty): in thinking mode an assistant turn
  * without one gets "", outside thinking mode it is dropped. */
-static json_t *convert_messages(const json_t *msgs, bool thinking, srv_reply *r) {
+static json_t *convert_messages(const json_t *msgs, bool thinking, srv_dsml_opts *o, srv_reply *r) {
     if (!json_is_array(msgs) || json_array_size(msgs) == 0) {
         bad(r, "messages", "invalid_value", "'messages' must be a non-empty array.");
         return NULL;
@@ -228,24 +286,34 @@ static json_t *convert_messages(const json_t *msgs, bool thinking, srv_reply *r)
         }
         char cparam[80];
         snprintf(cparam, sizeof cparam, "%s.content", param);
-        json_t *text = content_text(json_object_get(m, "content"), cparam, r);
+        size_t n_images;
+        char mark[48];
+        /* V4.1 takes images in user and tool messages (the recipe refuses
+         * them elsewhere, but for system turns, which di_dsml_conv does not
+         * model: refused here); V4 writes its text for one anywhere */
+        bool images_ok = o->version == DI_DSML_V4 || !strcmp(rv, "user") || !strcmp(rv, "tool");
+        json_t *text = content_text(json_object_get(m, "content"), cparam, images_ok, o, &n_images, mark, r);
         if (!text) goto fail;
-        json_t *o = json_pack("{s:s, s:o}", "role", rv, "content", text);
-        if (!o) {
+        json_t *msg = json_pack("{s:s, s:o}", "role", rv, "content", text);
+        if (!msg) {
             oom(r);
             goto fail;
         }
-        json_array_append_new(out, o);
-        if (!strcmp(rv, "assistant")) {
-            if (thinking && !copy_str(m, o, "reasoning_content", param, r)) goto fail;
-            if (thinking && !json_object_get(o, "reasoning_content"))
-                json_object_set_new(o, "reasoning_content", json_string(""));
-            json_t *calls = json_object_get(m, "tool_calls");
-            if (calls && !json_is_null(calls)) json_object_set(o, "tool_calls", calls);
-            json_t *prefix = json_object_get(m, "prefix");
-            if (prefix && !json_is_null(prefix)) json_object_set(o, "prefix", prefix);
+        json_array_append_new(out, msg);
+        if (n_images) {
+            json_object_set_new(msg, "images", json_integer((json_int_t)n_images));
+            json_object_set_new(msg, "image_mark", json_string(mark));
         }
-        if (!strcmp(rv, "tool") && !copy_str(m, o, "tool_call_id", param, r)) goto fail;
+        if (!strcmp(rv, "assistant")) {
+            if (thinking && !copy_str(m, msg, "reasoning_content", param, r)) goto fail;
+            if (thinking && !json_object_get(msg, "reasoning_content"))
+                json_object_set_new(msg, "reasoning_content", json_string(""));
+            json_t *calls = json_object_get(m, "tool_calls");
+            if (calls && !json_is_null(calls)) json_object_set(msg, "tool_calls", calls);
+            json_t *prefix = json_object_get(m, "prefix");
+            if (prefix && !json_is_null(prefix)) json_object_set(msg, "prefix", prefix);
+        }
+        if (!strcmp(rv, "tool") && !copy_str(m, msg, "tool_call_id", param, r)) goto fail;
     }
     return out;
 fail:
@@ -416,7 +484,7 @@ bool srv_dsml_chat_conv(const json_t *root, di_dsml_version v, di_dsml_conv **co
         bad(r, "parallel_tool_calls", "invalid_type", "'parallel_tool_calls' must be a boolean.");
         return false;
     }
-    json_t *msgs = convert_messages(json_object_get(root, "messages"), thinking, r);
+    json_t *msgs = convert_messages(json_object_get(root, "messages"), thinking, o, r);
     if (!msgs) return false;
     json_t *tools = convert_tools(json_object_get(root, "tools"), named, r);
     if (!tools) {
@@ -494,6 +562,12 @@ bool srv_dsml_chat_prompt(di_server *s, const json_t *root, srv_dsml_opts *o, in
     *n = 0;
     *grammar = NULL;
     if (!srv_dsml_chat_conv(root, s->dsml_version, &c, o, r)) return false;
+    if (o->n_images && !di_engine_image_placeholder(s->engine)) {
+        di_dsml_conv_free(c);
+        srv_reply_error(r, 400, "invalid_request_error", "messages", "unsupported_content",
+                        "This model takes no images (it has no vision tower).");
+        return false;
+    }
     if (o->in_calls) {
         json_t *ptc = json_object_get(root, "parallel_tool_calls");
         if (!(*grammar = call_grammar(c, s->dsml_version, !json_is_false(ptc)))) {

@@ -10,6 +10,7 @@
 
 #include "server/server_internal.h"
 #include "text/dsml.h"
+#include "vision/image.h"
 
 /* What the output parser needs to know about the request. */
 typedef struct srv_dsml_opts {
@@ -18,6 +19,10 @@ typedef struct srv_dsml_opts {
     bool parse_tools;  /* tools shown and tool_choice not "none" */
     bool in_calls;     /* required / named tool: the prompt opened the call block */
     char opener[64];   /* in_calls: the prompt's tail from the block's opening tag */
+    /* image_url parts in prompt order (their "url" values, borrowed from
+     * the request body); the prompt holds one image placeholder each */
+    const json_t *image_urls[DI_IMAGE_DEFAULT_MAX_IMAGES];
+    size_t n_images;
 } srv_dsml_opts;
 
 /* Converts a Chat Completions body into a conversation (*conv, caller frees

@@ -233,6 +233,8 @@ static bool tokenize_text(di_server *s, const char *text, bool add_special, int3
 /* An image_url part: a base64 data: URL becomes one image of g and the
  * model's placeholder in the text; a remote URL is refused (the server
  * never fetches from the network). */
+static bool add_image(const json_t *url, const char *param, gen_req *g, srv_reply *r);
+
 static bool image_part(di_server *s, json_t *part, const char *param, gen_req *g, srv_buf *b, srv_reply *r) {
     json_t *iu = json_object_get(part, "image_url");
     json_t *url = json_is_object(iu) ? json_object_get(iu, "url") : iu;
@@ -242,6 +244,16 @@ static bool image_part(di_server *s, json_t *part, const char *param, gen_req *g
                         "This model takes no images (it has no vision tower).");
         return false;
     }
+    if (!add_image(url, param, g, r)) return false;
+    if (!srv_buf_append(b, ph, strlen(ph))) {
+        srv_reply_error(r, 503, "server_error", NULL, NULL, "Out of memory.");
+        return false;
+    }
+    return true;
+}
+
+/* One image of g from its URL: a base64 data: URL, decoded. */
+static bool add_image(const json_t *url, const char *param, gen_req *g, srv_reply *r) {
     if (!json_is_string(url)) {
         bad_type(r, param, "an image_url part with {\"url\": \"data:image/...;base64,...\"}");
         return false;
@@ -266,10 +278,6 @@ static bool image_part(di_server *s, json_t *part, const char *param, gen_req *g
         return false;
     }
     g->images[g->n_images++] = (di_image_input){bytes, n};
-    if (!srv_buf_append(b, ph, strlen(ph))) {
-        srv_reply_error(r, 503, "server_error", NULL, NULL, "Out of memory.");
-        return false;
-    }
     return true;
 }
 
@@ -348,6 +356,11 @@ static bool dsml_chat_prompt(di_server *s, json_t *root, gen_req *g, srv_reply *
     if (!srv_dsml_chat_prompt(s, root, &g->dsml_opts, &g->prompts[0], &g->prompt_lens[0], &grammar, r)) return false;
     g->n_prompts = 1;
     g->dsml = true;
+    for (size_t i = 0; i < g->dsml_opts.n_images; i++)
+        if (!add_image(g->dsml_opts.image_urls[i], "messages", g, r)) {
+            free(grammar);
+            return false;
+        }
     if (grammar) {
         /* A required / named tool: the reply is the call block alone (no
          * content for a response_format to shape), and the grammar makes
