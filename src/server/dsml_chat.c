@@ -323,7 +323,7 @@ fail:
 
 /* tools -> the conversation's tool list, each checked; *named (when the
  * tool_choice names one) keeps only that tool. */
-static json_t *convert_tools(const json_t *tools, const char *named, srv_reply *r) {
+json_t *srv_chat_tools(const json_t *tools, const char *named, srv_reply *r) {
     if (!tools || json_is_null(tools)) return json_array();
     if (!json_is_array(tools)) {
         bad(r, "tools", "invalid_type", "'tools' must be an array of function tools.");
@@ -431,7 +431,7 @@ static bool read_thinking(const json_t *root, bool *thinking, const char **effor
 
 /* tool_choice: "auto" | "none" | "required" | {"type": "function",
  * "function": {"name": ...}}; *named borrows the name. */
-static bool read_tool_choice(const json_t *root, const char **choice, const char **named, srv_reply *r) {
+bool srv_chat_tool_choice(const json_t *root, const char **choice, const char **named, srv_reply *r) {
     *choice = "auto";
     *named = NULL;
     json_t *tc = json_object_get(root, "tool_choice");
@@ -478,7 +478,7 @@ bool srv_dsml_chat_conv(const json_t *root, di_dsml_version v, di_dsml_conv **co
     o->version = v;
     bool thinking;
     const char *effort, *choice, *named;
-    if (!read_thinking(root, &thinking, &effort, r) || !read_tool_choice(root, &choice, &named, r)) return false;
+    if (!read_thinking(root, &thinking, &effort, r) || !srv_chat_tool_choice(root, &choice, &named, r)) return false;
     json_t *ptc = json_object_get(root, "parallel_tool_calls");
     if (ptc && !json_is_null(ptc) && !json_is_boolean(ptc)) {
         bad(r, "parallel_tool_calls", "invalid_type", "'parallel_tool_calls' must be a boolean.");
@@ -486,7 +486,7 @@ bool srv_dsml_chat_conv(const json_t *root, di_dsml_version v, di_dsml_conv **co
     }
     json_t *msgs = convert_messages(json_object_get(root, "messages"), thinking, o, r);
     if (!msgs) return false;
-    json_t *tools = convert_tools(json_object_get(root, "tools"), named, r);
+    json_t *tools = srv_chat_tools(json_object_get(root, "tools"), named, r);
     if (!tools) {
         json_decref(msgs);
         return false;
@@ -607,6 +607,7 @@ bool srv_dsml_chat_prompt(di_server *s, const json_t *root, srv_dsml_opts *o, in
 /* ---- output -> message / deltas ------------------------------------------- */
 
 struct srv_dsml_out {
+    srv_llama_out *llama;    /* Llama 3.1 JSON tool calls instead (llama_tools.c) */
     di_dsml_parser *p;
     di_dsml_version version;
     char tail[64];           /* the end of the output pushed so far */
@@ -625,6 +626,13 @@ struct srv_dsml_out {
 srv_dsml_out *srv_dsml_out_new(di_server *s, const srv_dsml_opts *o) {
     srv_dsml_out *d = calloc(1, sizeof *d);
     if (!d) return NULL;
+    if (o->llama_json) {
+        if (!(d->llama = srv_llama_out_new(s))) {
+            free(d);
+            return NULL;
+        }
+        return d;
+    }
     di_error err;
     if (di_dsml_parser_create(o->version, o->thinking && !o->in_calls, o->parse_tools, &d->p, &err) ||
         (o->opener[0] && di_dsml_parser_push(d->p, o->opener, strlen(o->opener), &err))) {
@@ -639,6 +647,7 @@ srv_dsml_out *srv_dsml_out_new(di_server *s, const srv_dsml_opts *o) {
 
 void srv_dsml_out_free(srv_dsml_out *d) {
     if (!d) return;
+    srv_llama_out_free(d->llama);
     di_dsml_parser_free(d->p);
     free(d->sent_args);
     free(d->call_ids);
@@ -667,6 +676,7 @@ static size_t held_suffix(const srv_dsml_out *d) {
 }
 
 bool srv_dsml_out_push(srv_dsml_out *d, const char *text, size_t n, bool final) {
+    if (d->llama) return srv_llama_out_push(d->llama, text, n, final);
     di_error err;
     if (n && di_dsml_parser_push(d->p, text, n, &err)) return false;
     if (n) {
@@ -742,6 +752,7 @@ static json_t *call_json(const di_dsml_out_call *c, const char *id, size_t index
 }
 
 json_t *srv_dsml_out_deltas(srv_dsml_out *d) {
+    if (d->llama) return srv_llama_out_deltas(d->llama);
     const di_dsml_message *m = di_dsml_parser_message(d->p);
     json_t *arr = json_array();
     if (m->reasoning && m->reasoning_len > d->sent_reasoning) {
@@ -776,6 +787,7 @@ json_t *srv_dsml_out_deltas(srv_dsml_out *d) {
 }
 
 json_t *srv_dsml_out_message(srv_dsml_out *d) {
+    if (d->llama) return srv_llama_out_message(d->llama);
     const di_dsml_message *m = di_dsml_parser_message(d->p);
     json_t *o = json_pack("{s:s, s:o}", "role", "assistant", "content", srv_json_string(m->content, m->content_len));
     if (d->thinking)
@@ -796,7 +808,9 @@ json_t *srv_dsml_out_message(srv_dsml_out *d) {
     return o;
 }
 
-size_t srv_dsml_out_n_calls(const srv_dsml_out *d) { return di_dsml_parser_message(d->p)->n_calls; }
+size_t srv_dsml_out_n_calls(const srv_dsml_out *d) {
+    return d->llama ? srv_llama_out_n_calls(d->llama) : di_dsml_parser_message(d->p)->n_calls;
+}
 
 bool srv_dsml_out_thinking(const srv_dsml_out *d) { return d->thinking; }
 

@@ -10,6 +10,7 @@
 
 #include "server/server_internal.h"
 #include "text/dsml.h"
+#include "server/llama_tools.h"
 #include "vision/image.h"
 
 /* What the output parser needs to know about the request. */
@@ -23,7 +24,15 @@ typedef struct srv_dsml_opts {
      * the request body); the prompt holds one image placeholder each */
     const json_t *image_urls[DI_IMAGE_DEFAULT_MAX_IMAGES];
     size_t n_images;
+    bool llama_json;   /* not DeepSeek: a Llama 3.1 chat with tools (llama_tools.h) */
 } srv_dsml_opts;
+
+/* Checked tools (a new array; only the named one when named), or NULL with
+ * r filled (400). Shared by the DeepSeek and Llama paths. */
+json_t *srv_chat_tools(const json_t *tools, const char *named, srv_reply *r);
+/* tool_choice: *choice "auto" | "none" | "required" (a named function is
+ * "required" with *named borrowing its name); false with r filled. */
+bool srv_chat_tool_choice(const json_t *root, const char **choice, const char **named, srv_reply *r);
 
 /* Converts a Chat Completions body into a conversation (*conv, caller frees
  * with di_dsml_conv_free); false with r filled (400) on a bad field. */
@@ -43,6 +52,8 @@ void srv_dsml_out_free(srv_dsml_out *d);
 /* Feeds output text (any split); final also ends the output. false on a
  * parser failure (out of memory). */
 bool srv_dsml_out_push(srv_dsml_out *d, const char *text, size_t n, bool final);
+/* (An output state made with opts llama_json reads a Llama 3.1 reply
+ * instead: llama_tools.h; the same calls below.) */
 /* The deltas since the last call: an array of Chat Completions delta
  * objects (reasoning_content, content, a new tool call's id + name, its
  * argument text). */
