@@ -167,6 +167,7 @@ static void test_accepts_recipe_rendered_calls(void **state) {
         g = compile(tools, v41, false);
         assert_false(walk_text(g, block, true));
         di_grammar_free(g);
+        free(block);
     }
     json_decref(doc);
 }
