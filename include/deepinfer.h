@@ -259,6 +259,10 @@ typedef enum di_constraint_kind {
     DI_CONSTRAINT_JSON_OBJECT, /* any JSON object; text unused */
     DI_CONSTRAINT_REGEX,       /* text: a regex (JSON Schema pattern dialect), full match */
     DI_CONSTRAINT_EBNF,        /* text: GBNF grammar with a `root` rule */
+    /* text: required tool calls, {"syntax": "dsml_v4"|"dsml_v41", "parallel":
+     * bool, "tools": [{"name", "parameters"}]} (di_grammar_compile_tool_calls);
+     * the output may hold the call syntax's special tokens */
+    DI_CONSTRAINT_TOOL_CALLS,
 } di_constraint_kind;
 
 typedef struct di_constraint {

@@ -57,6 +57,10 @@ CALL_TURN = [U, {"role": "assistant", "content": None, "reasoning_content": "Nee
                                  "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\", \"days\": 2}"}}]},
              {"role": "tool", "tool_call_id": "call_1", "content": "{\"temp\": 21}"}]
 OFF = {"thinking": {"type": "disabled"}}
+# a 1x1 PNG (the recipe does not decode images while rendering)
+IMG = ("data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJ"
+       "RU5ErkJggg==")
+IMG_PART = {"type": "image_url", "image_url": {"url": IMG}}
 
 # (name, extra body fields); "messages" defaults to [U].
 REQUESTS = [
@@ -100,6 +104,18 @@ REQUESTS = [
     ("bad_duplicate_tools", {"tools": [NOW, NOW]}),
     ("bad_content_part", {"messages": [{"role": "user", "content": [{"type": "audio", "x": 1}]}]}),
     ("bad_effort", {"reasoning_effort": "huge"}),
+    # images: the <｜image｜> placeholder per image_url part (V4: the text
+    # "[Unsupported Image]"); the same spelling written as text stays text
+    ("image_parts", {"messages": [{"role": "user", "content": [IMG_PART, {"type": "text", "text": "Describe it"}]}]}),
+    ("image_between_text", {"tools": [WEATHER], "messages": [{"role": "user", "content": [
+        {"type": "text", "text": "A"}, IMG_PART, {"type": "text", "text": "B"}, IMG_PART]}]}),
+    ("image_literal_placeholder", {"messages": [{"role": "user", "content": [
+        {"type": "text", "text": "see <｜image｜> here"}, IMG_PART]}]}),
+    ("image_in_tool_result", dict(OFF, tools=[WEATHER], messages=CALL_TURN[:2] + [
+        {"role": "tool", "tool_call_id": "call_1", "content": [{"type": "text", "text": "{\"temp\": 21}"}, IMG_PART]}])),
+    ("image_in_assistant",  # V4: text; V4.1: refused
+      {"messages": [U, {"role": "assistant", "content": [IMG_PART]}, U]}),
+    ("bad_image_url_string", {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": IMG}]}]}),
 ]
 
 CALL_V4 = ("<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"get_weather\">\n"

@@ -1,6 +1,10 @@
 #!/usr/bin/env python3
-"""A tiny DeepSeek-V4.1 checkpoint that speaks the chat protocol, for the
-server's tool / reasoning tests: tests/data/golden/deepseek_v41/tiny_dsml/.
+"""Tiny DeepSeek-V4.1 checkpoints that speak the chat protocol, for the
+server's tool / reasoning tests: tests/data/golden/deepseek_v41/tiny_dsml/
+(from tiny/) and, for images on the protocol path, tiny_vl_dsml/ (from the
+vision checkpoint tiny_vl/, whose image token <｜deepseek_image｜> (id 4,
+config.json's image_token_id) is renamed to the protocol's <｜image｜>, the
+placeholder the recipe writes).
 
 The tiny checkpoints' own tokenizers have no <think>, </think>, ｜DSML｜,
 <｜User｜> ... tokens, and the model's 512 logits leave no room to add them.
@@ -23,8 +27,7 @@ import re
 import unicodedata
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SRC = os.path.join(ROOT, "tests", "data", "golden", "deepseek_v41", "tiny")
-OUT = os.path.join(ROOT, "tests", "data", "golden", "deepseek_v41", "tiny_dsml")
+GOLDEN = os.path.join(ROOT, "tests", "data", "golden", "deepseek_v41")
 DSML_TOK = os.path.join(ROOT, "tests", "data", "golden", "dsml", "tokenizer.json")
 
 
@@ -54,9 +57,16 @@ def engram_key(piece, dec):
     return k or text
 
 
-def main():
+def make(src_name, out_name):
+    SRC, OUT = os.path.join(GOLDEN, src_name), os.path.join(GOLDEN, out_name)
     tok = json.load(open(os.path.join(SRC, "tokenizer.json"), encoding="utf-8"))
     specials = [a for a in json.load(open(DSML_TOK, encoding="utf-8"))["added_tokens"] if a["id"] >= 4]
+    for a in tok["added_tokens"]:
+        if a["content"] == "<｜deepseek_image｜>":  # the vision checkpoint's image token keeps its id
+            del tok["model"]["vocab"][a["content"]]
+            a["content"] = "<｜image｜>"
+            tok["model"]["vocab"][a["content"]] = a["id"]
+            specials = [b for b in specials if b["content"] != a["content"]]
     vocab, merges = tok["model"]["vocab"], tok["model"]["merges"]
     dec = byte_decoder()
     keys = {}
@@ -96,8 +106,13 @@ def main():
             link = os.path.join(OUT, name)
             if os.path.lexists(link):
                 os.remove(link)
-            os.symlink(os.path.join("..", "tiny", name), link)
+            os.symlink(os.path.join("..", src_name, name), link)
     print("wrote", OUT)
+
+
+def main():
+    make("tiny", "tiny_dsml")
+    make("tiny_vl", "tiny_vl_dsml")
 
 
 if __name__ == "__main__":

@@ -77,6 +77,7 @@ static di_status compile(const di_constraint *k, const char *text, di_grammar **
     case DI_CONSTRAINT_JSON_OBJECT: return di_grammar_compile_json_object(&opt, g, err);
     case DI_CONSTRAINT_REGEX: return di_grammar_compile_regex(text, strlen(text), g, err);
     case DI_CONSTRAINT_EBNF: return di_grammar_compile_ebnf(text, strlen(text), NULL, g, err);
+    case DI_CONSTRAINT_TOOL_CALLS: return di_grammar_compile_tool_calls(text, strlen(text), &opt, g, err);
     case DI_CONSTRAINT_NONE: break;
     }
     return di_error_set(err, DI_ERR_INVALID_ARG, "constraint: unknown kind %d", (int)k->kind);
@@ -100,7 +101,7 @@ di_status di_constraint_begin(di_constraint_cache *c, const di_constraint *k,
                               di_constraint_state *st, di_error *err) {
     memset(st, 0, sizeof *st);
     if (k->kind == DI_CONSTRAINT_NONE) return DI_OK;
-    if ((unsigned)k->kind > DI_CONSTRAINT_EBNF)
+    if ((unsigned)k->kind > DI_CONSTRAINT_TOOL_CALLS)
         return di_error_set(err, DI_ERR_INVALID_ARG, "constraint: unknown kind %d", (int)k->kind);
     const char *text = k->kind == DI_CONSTRAINT_JSON_OBJECT ? "" : k->text;
     if (!text) return di_error_set(err, DI_ERR_INVALID_ARG, "constraint: no grammar text");

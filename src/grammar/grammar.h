@@ -87,6 +87,17 @@ di_status di_grammar_compile_json_schema(const char *schema, size_t len,
 di_status di_grammar_compile_json_object(const di_grammar_options *opt, di_grammar **out,
                                          di_error *err);
 
+/* Tool calls a request requires (tool_choice "required" or a named
+ * function), in the model's call syntax, from spec, a JSON object:
+ *   {"syntax": "dsml_v4" | "dsml_v41", "parallel": bool (default true),
+ *    "tools": [{"name": "...", "parameters": JSON Schema | null}, ...]}
+ * The grammar starts where the prompt opened the call block and ends with
+ * its closing tag; arguments follow each tool's parameters schema (see
+ * tool_calls.c). DSML's special token is named the DI_GRAMMAR_SPECIAL_BYTE
+ * way. opt: whitespace inside JSON values, lenient keywords. */
+di_status di_grammar_compile_tool_calls(const char *spec, size_t len, const di_grammar_options *opt,
+                                        di_grammar **out, di_error *err);
+
 void di_grammar_free(di_grammar *g);
 
 /* Prints the compiled grammar as GBNF-like text (malloc'd; caller frees). For
@@ -107,11 +118,23 @@ enum {
     DI_GRAMMAR_TOKEN_NORMAL = 0,
     DI_GRAMMAR_TOKEN_SPECIAL = 1, /* control token: never allowed by a grammar */
     DI_GRAMMAR_TOKEN_EOS = 2,     /* end of sequence: allowed when accepting */
+    DI_GRAMMAR_TOKEN_NAMED = 3,   /* special token a grammar may name (below) */
 };
+
+/* Special tokens in grammars. A NAMED token's bytes are
+ * DI_GRAMMAR_SPECIAL_BYTE followed by the token's text ("\xff<think>"): a
+ * byte that no UTF-8 text holds and no grammar text (EBNF, regex, schema:
+ * all code points) produces, so a grammar allows the token exactly where it
+ * spells that byte string (tool_calls.c does), and no grammar that does
+ * not can reach it. So that no run of other tokens spells it either,
+ * normal tokens holding that byte (byte-fallback / byte-level 0xFF) are
+ * never allowed. */
+#define DI_GRAMMAR_SPECIAL_BYTE 0xFF
 
 /* Builds a vocabulary from n_tokens byte strings (bytes[i], lens[i]) and one
  * flag per token (DI_GRAMMAR_TOKEN_*; flags may be NULL = all normal). The
- * strings are copied. Empty tokens are never allowed. */
+ * strings are copied. Empty tokens are never allowed; a NAMED token must
+ * start with DI_GRAMMAR_SPECIAL_BYTE and have text after it. */
 di_status di_grammar_vocab_create(uint32_t n_tokens, const uint8_t *const *bytes,
                                   const uint32_t *lens, const uint8_t *flags,
                                   di_grammar_vocab **out, di_error *err);
@@ -177,7 +200,8 @@ bool di_grammar_matcher_is_terminated(const di_grammar_matcher *m);
 
 /* Writes the allowed-token bitmask: bit (id % 32) of mask[id / 32] is set when
  * token id may come next. n_words must be >= di_grammar_vocab_mask_words.
- * Special tokens are never allowed; EOS tokens exactly when accepting. */
+ * Special tokens are never allowed (NAMED ones where the grammar names
+ * them); EOS tokens exactly when accepting. */
 di_status di_grammar_matcher_fill_mask(di_grammar_matcher *m, uint32_t *mask, size_t n_words,
                                        di_error *err);
 

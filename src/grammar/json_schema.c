@@ -1755,3 +1755,47 @@ di_status di_grammar_compile_json_object(const di_grammar_options *opt, di_gramm
     json_decref(t);
     return s;
 }
+
+/* ---- embedding: schemas inside another grammar (tool_calls.c) ---------- */
+
+jsc *json_sub_new(gb *b, const di_grammar_options *opt) {
+    jsc *c = calloc(1, sizeof *c);
+    if (!c) return gb_fail(b, DI_ERR_NOMEM, "out of memory"), NULL;
+    c->b = b;
+    c->opt = opt ? *opt : di_grammar_options_default();
+    if (!c->opt.max_depth) c->opt.max_depth = DI_GRAMMAR_DEFAULT_MAX_DEPTH;
+    c->r_value = c->r_string = c->r_number = c->r_ws = c->r_char = GB_NIL;
+    if (!(c->scratch = json_array())) {
+        free(c);
+        return gb_fail(b, DI_ERR_NOMEM, "out of memory"), NULL;
+    }
+    return c;
+}
+
+uint32_t json_sub_value(jsc *c, json_t *root, json_t *s, const char *path) {
+    if (!c || !gb_ok(c->b)) return GB_NIL;
+    c->root = root;
+    c->draft7 = c->opt.draft == DI_GRAMMAR_DRAFT_7;
+    const char *sv = json_string_value(json_object_get(root, "$schema"));
+    if (sv) c->draft7 = strstr(sv, "draft-07") || strstr(sv, "draft-06") || strstr(sv, "draft-04");
+    snprintf(c->path, sizeof c->path, "%s", path ? path : "");
+    uint32_t r = ref_rule(c, s);
+    return r == GB_NIL ? GB_NIL : gb_ref(c->b, r);
+}
+
+uint32_t json_sub_any_value(jsc *c) { return c && gb_ok(c->b) ? any_value(c) : GB_NIL; }
+
+void json_sub_note_dropped(jsc *c, const char *what, const char *path) {
+    snprintf(c->path, sizeof c->path, "%s", path ? path : "");
+    note_dropped(c, what);
+}
+
+const char *json_sub_dropped(const jsc *c) { return c && c->dropped[0] ? c->dropped : NULL; }
+
+void json_sub_free(jsc *c) {
+    if (!c) return;
+    json_decref(c->scratch);
+    free(c->ref_keys);
+    free(c->ref_rules);
+    free(c);
+}

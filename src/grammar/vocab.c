@@ -337,9 +337,23 @@ di_status di_grammar_vocab_create(uint32_t n_tokens, const uint8_t *const *bytes
         if (lens[i]) memcpy(v->data + o, bytes[i], lens[i]);
         o += lens[i];
         uint8_t f = flags ? flags[i] : DI_GRAMMAR_TOKEN_NORMAL;
-        if (f > DI_GRAMMAR_TOKEN_EOS) {
+        if (f > DI_GRAMMAR_TOKEN_NAMED) {
             di_grammar_vocab_free(v);
             return di_error_set(err, DI_ERR_INVALID_ARG, "token %u has unknown flag %u", i, f);
+        }
+        bool special_byte = lens[i] && memchr(bytes[i], DI_GRAMMAR_SPECIAL_BYTE, lens[i]);
+        if (f == DI_GRAMMAR_TOKEN_NAMED) {
+            if (lens[i] < 2 || bytes[i][0] != DI_GRAMMAR_SPECIAL_BYTE || memchr(bytes[i] + 1, DI_GRAMMAR_SPECIAL_BYTE, lens[i] - 1)) {
+                di_grammar_vocab_free(v);
+                return di_error_set(err, DI_ERR_INVALID_ARG, "named special token %u must be 0x%02X + its text", i,
+                                    DI_GRAMMAR_SPECIAL_BYTE);
+            }
+            /* matched by its bytes like any token: only a grammar that
+             * spells the special byte reaches it */
+            f = DI_GRAMMAR_TOKEN_NORMAL;
+        } else if (f == DI_GRAMMAR_TOKEN_NORMAL && special_byte) {
+            /* the special byte belongs to named tokens alone */
+            f = DI_GRAMMAR_TOKEN_SPECIAL;
         }
         v->flags[i] = f;
         if (f == DI_GRAMMAR_TOKEN_EOS) v->eos[v->n_eos++] = i;

@@ -1,4 +1,6 @@
-/* Adapter: the grammar vocabulary of a loaded tokenizer (text module). */
+/* Adapter: the grammar vocabulary of a loaded tokenizer (text module).
+ * Special tokens other than end-of-generation ones become NAMED tokens
+ * (grammar.h): unreachable unless a grammar spells them. */
 #include "grammar/grammar_tok.h"
 
 #include "base/alloc.h"
@@ -23,10 +25,18 @@ di_status di_grammar_vocab_from_tokenizer(const di_tokenizer *t, di_grammar_voca
         di_tok_type ty = di_tok_type_of(t, id);
         if (di_tok_is_eog(t, id)) flags[id] = DI_GRAMMAR_TOKEN_EOS;
         /* control, user-defined (chat markers), unknown and unused tokens
-         * are never part of grammar output */
-        else if (ty != DI_TOK_TYPE_NORMAL && ty != DI_TOK_TYPE_BYTE) flags[id] = DI_GRAMMAR_TOKEN_SPECIAL;
-        if (flags[id] != DI_GRAMMAR_TOKEN_NORMAL) continue;
-        int64_t k = di_tok_piece(t, id, false, buf, sizeof buf);
+         * are part of grammar output only where a grammar names them */
+        else if (ty != DI_TOK_TYPE_NORMAL && ty != DI_TOK_TYPE_BYTE) flags[id] = DI_GRAMMAR_TOKEN_NAMED;
+        if (flags[id] == DI_GRAMMAR_TOKEN_EOS) continue;
+        bool named = flags[id] == DI_GRAMMAR_TOKEN_NAMED;
+        if (named) buf[0] = (char)DI_GRAMMAR_SPECIAL_BYTE;
+        int64_t k = di_tok_piece(t, id, named, buf + named, sizeof buf - named);
+        /* a special token without (clean) text cannot be named */
+        if (named && (k <= 0 || ((size_t)k < sizeof buf - 1 && memchr(buf + 1, DI_GRAMMAR_SPECIAL_BYTE, (size_t)k)))) {
+            flags[id] = DI_GRAMMAR_TOKEN_SPECIAL;
+            continue;
+        }
+        k += named;
         if (k < 0) {
             st = di_error_set(err, DI_ERR_FORMAT, "token %d has no bytes", (int)id);
             goto done;
@@ -37,7 +47,10 @@ di_status di_grammar_vocab_from_tokenizer(const di_tokenizer *t, di_grammar_voca
             goto done;
         }
         if ((size_t)k <= sizeof buf) memcpy(bytes[id], buf, (size_t)k);
-        else di_tok_piece(t, id, false, (char *)bytes[id], (size_t)k);
+        else {
+            bytes[id][0] = buf[0];
+            di_tok_piece(t, id, named, (char *)bytes[id] + named, (size_t)k - named);
+        }
         lens[id] = (uint32_t)k;
     }
     st = di_grammar_vocab_create((uint32_t)n, (const uint8_t *const *)bytes, lens, flags, out, err);

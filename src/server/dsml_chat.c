@@ -11,8 +11,15 @@
  *     (and none given) -> high, xhigh, max;
  *   - tool_choice auto / none (tools hidden) / required / a named function
  *     (only that tool, required); required and named are refused in
- *     thinking mode, as the recipe refuses them;
- *   - text content parts are joined with a blank line;
+ *     thinking mode, as the recipe refuses them; where the prompt opens
+ *     the call block (required / named), the grammar engine holds the
+ *     output to DSML calls of those tools with schema-valid arguments
+ *     (src/grammar/tool_calls.c; one call when parallel_tool_calls is
+ *     false);
+ *   - content parts are joined with a blank line: text, and image_url
+ *     parts of user / tool messages as the <｜image｜> placeholder (V4.1;
+ *     its pixels go to the engine's vision path in placeholder order) or
+ *     the text "[Unsupported Image]" (V4), as the recipe renders them;
  *   - tool names match ^[a-zA-Z0-9_-]{1,64}$, are unique, and parameters
  *     are a JSON Schema object of type "object" (structure checked here).
  * Everything else a client sends is checked and refused with a 400 naming
@@ -142,9 +149,35 @@ static bool schema_ok(const json_t *s, int depth, const char **why) {
 
 /* ---- request -> conversation JSON ---------------------------------------- */
 
-/* content: a string, null, or text parts joined by a blank line (the
- * recipe's join). Images and other part types are refused by name. */
-static json_t *content_text(const json_t *c, const char *param, srv_reply *r) {
+#define IMAGE_TOKEN "<\xef\xbd\x9cimage\xef\xbd\x9c>" /* <｜image｜>: what the recipe writes */
+#define V4_NO_IMAGE "[Unsupported Image]"                  /* V4's text for an image part (the recipe's) */
+
+/* The mark of a message's images in its content: the placeholder's own
+ * spelling, unless the message's text holds it as text (which must stay
+ * text, as in the recipe), then a spelling the text lacks. */
+static void image_mark(const json_t *parts, char mark[48]) {
+    snprintf(mark, 48, "%s", IMAGE_TOKEN);
+    for (unsigned k = 0;; k++) {
+        bool clash = false;
+        size_t i;
+        json_t *p;
+        json_array_foreach(parts, i, p) {
+            const char *t = json_string_value(json_object_get(p, "text"));
+            if (t && strstr(t, mark)) clash = true;
+        }
+        if (!clash) return;
+        snprintf(mark, 48, "\x1f<image %u>\x1f", k);
+    }
+}
+
+/* content: a string, null, or parts joined by a blank line (the recipe's
+ * join): text parts, and image_url parts (user and tool messages) as the
+ * image placeholder (V4: the recipe's "[Unsupported Image]" text); their
+ * URLs go to o->image_urls in order (borrowed from the body), *n_images
+ * counts this message's. Other part types are refused by name. */
+static json_t *content_text(const json_t *c, const char *param, bool images_ok, srv_dsml_opts *o, size_t *n_images,
+                            char mark[48], srv_reply *r) {
+    *n_images = 0;
     if (!c || json_is_null(c)) return json_string("");
     if (json_is_string(c)) return json_incref((json_t *)c);
     if (!json_is_array(c)) {
@@ -152,6 +185,7 @@ static json_t *content_text(const json_t *c, const char *param, srv_reply *r) {
                         "'%s' must be a string or an array of content parts.", param);
         return NULL;
     }
+    image_mark(c, mark);
     srv_buf b = {0};
     size_t k;
     json_t *part;
@@ -163,15 +197,43 @@ static json_t *content_text(const json_t *c, const char *param, srv_reply *r) {
                             "'%s' parts must be objects with a string 'type'.", param);
             return NULL;
         }
-        if (strcmp(json_string_value(type), "text") || !json_is_string(text)) {
+        const char *piece = NULL;
+        size_t piece_len = 0;
+        if (images_ok && !strcmp(json_string_value(type), "image_url")) {
+            json_t *iu = json_object_get(part, "image_url");
+            json_t *url = json_object_get(iu, "url");
+            if (!json_is_object(iu) || !json_is_string(url)) {
+                srv_buf_free(&b);
+                srv_reply_error(r, 400, "invalid_request_error", param, "invalid_type",
+                                "'%s' image_url parts need {\"url\": \"data:image/...;base64,...\"}.", param);
+                return NULL;
+            }
+            if (o->version == DI_DSML_V4) {
+                /* V4 takes no images: the recipe writes this text instead */
+                piece = V4_NO_IMAGE;
+                piece_len = strlen(V4_NO_IMAGE);
+            } else if (o->n_images == DI_IMAGE_DEFAULT_MAX_IMAGES) {
+                srv_buf_free(&b);
+                srv_reply_error(r, 400, "invalid_request_error", param, "too_many_images",
+                                "At most %d images per request.", DI_IMAGE_DEFAULT_MAX_IMAGES);
+                return NULL;
+            } else {
+                o->image_urls[o->n_images++] = url;
+                (*n_images)++;
+                piece = mark;
+                piece_len = strlen(mark);
+            }
+        } else if (strcmp(json_string_value(type), "text") || !json_is_string(text)) {
             srv_buf_free(&b);
             srv_reply_error(r, 400, "invalid_request_error", param, "unsupported_content",
-                            "Content parts of type '%.40s' are not supported here; only text.",
-                            json_string_value(type));
+                            "Content parts of type '%.40s' are not supported here; only text%s.",
+                            json_string_value(type), images_ok ? " and image_url" : "");
             return NULL;
+        } else {
+            piece = json_string_value(text);
+            piece_len = json_string_length(text);
         }
-        if ((k && !srv_buf_append(&b, "\n\n", 2)) ||
-            !srv_buf_append(&b, json_string_value(text), json_string_length(text))) {
+        if ((k && !srv_buf_append(&b, "\n\n", 2)) || !srv_buf_append(&b, piece, piece_len)) {
             srv_buf_free(&b);
             oom(r);
             return NULL;
@@ -198,7 +260,7 @@ static bool copy_str(const json_t *from, json_t *to, const char *key, const char
 /* Assistant reasoning_content follows the recipe's conversion
  * (ReasoningContentBehavior FillEmpty): in thinking mode an assistant turn
  * without one gets "", outside thinking mode it is dropped. */
-static json_t *convert_messages(const json_t *msgs, bool thinking, srv_reply *r) {
+static json_t *convert_messages(const json_t *msgs, bool thinking, srv_dsml_opts *o, srv_reply *r) {
     if (!json_is_array(msgs) || json_array_size(msgs) == 0) {
         bad(r, "messages", "invalid_value", "'messages' must be a non-empty array.");
         return NULL;
@@ -224,24 +286,34 @@ static json_t *convert_messages(const json_t *msgs, bool thinking, srv_reply *r)
         }
         char cparam[80];
         snprintf(cparam, sizeof cparam, "%s.content", param);
-        json_t *text = content_text(json_object_get(m, "content"), cparam, r);
+        size_t n_images;
+        char mark[48];
+        /* V4.1 takes images in user and tool messages (the recipe refuses
+         * them elsewhere, but for system turns, which di_dsml_conv does not
+         * model: refused here); V4 writes its text for one anywhere */
+        bool images_ok = o->version == DI_DSML_V4 || !strcmp(rv, "user") || !strcmp(rv, "tool");
+        json_t *text = content_text(json_object_get(m, "content"), cparam, images_ok, o, &n_images, mark, r);
         if (!text) goto fail;
-        json_t *o = json_pack("{s:s, s:o}", "role", rv, "content", text);
-        if (!o) {
+        json_t *msg = json_pack("{s:s, s:o}", "role", rv, "content", text);
+        if (!msg) {
             oom(r);
             goto fail;
         }
-        json_array_append_new(out, o);
-        if (!strcmp(rv, "assistant")) {
-            if (thinking && !copy_str(m, o, "reasoning_content", param, r)) goto fail;
-            if (thinking && !json_object_get(o, "reasoning_content"))
-                json_object_set_new(o, "reasoning_content", json_string(""));
-            json_t *calls = json_object_get(m, "tool_calls");
-            if (calls && !json_is_null(calls)) json_object_set(o, "tool_calls", calls);
-            json_t *prefix = json_object_get(m, "prefix");
-            if (prefix && !json_is_null(prefix)) json_object_set(o, "prefix", prefix);
+        json_array_append_new(out, msg);
+        if (n_images) {
+            json_object_set_new(msg, "images", json_integer((json_int_t)n_images));
+            json_object_set_new(msg, "image_mark", json_string(mark));
         }
-        if (!strcmp(rv, "tool") && !copy_str(m, o, "tool_call_id", param, r)) goto fail;
+        if (!strcmp(rv, "assistant")) {
+            if (thinking && !copy_str(m, msg, "reasoning_content", param, r)) goto fail;
+            if (thinking && !json_object_get(msg, "reasoning_content"))
+                json_object_set_new(msg, "reasoning_content", json_string(""));
+            json_t *calls = json_object_get(m, "tool_calls");
+            if (calls && !json_is_null(calls)) json_object_set(msg, "tool_calls", calls);
+            json_t *prefix = json_object_get(m, "prefix");
+            if (prefix && !json_is_null(prefix)) json_object_set(msg, "prefix", prefix);
+        }
+        if (!strcmp(rv, "tool") && !copy_str(m, msg, "tool_call_id", param, r)) goto fail;
     }
     return out;
 fail:
@@ -251,7 +323,7 @@ fail:
 
 /* tools -> the conversation's tool list, each checked; *named (when the
  * tool_choice names one) keeps only that tool. */
-static json_t *convert_tools(const json_t *tools, const char *named, srv_reply *r) {
+json_t *srv_chat_tools(const json_t *tools, const char *named, srv_reply *r) {
     if (!tools || json_is_null(tools)) return json_array();
     if (!json_is_array(tools)) {
         bad(r, "tools", "invalid_type", "'tools' must be an array of function tools.");
@@ -359,7 +431,7 @@ static bool read_thinking(const json_t *root, bool *thinking, const char **effor
 
 /* tool_choice: "auto" | "none" | "required" | {"type": "function",
  * "function": {"name": ...}}; *named borrows the name. */
-static bool read_tool_choice(const json_t *root, const char **choice, const char **named, srv_reply *r) {
+bool srv_chat_tool_choice(const json_t *root, const char **choice, const char **named, srv_reply *r) {
     *choice = "auto";
     *named = NULL;
     json_t *tc = json_object_get(root, "tool_choice");
@@ -406,15 +478,15 @@ bool srv_dsml_chat_conv(const json_t *root, di_dsml_version v, di_dsml_conv **co
     o->version = v;
     bool thinking;
     const char *effort, *choice, *named;
-    if (!read_thinking(root, &thinking, &effort, r) || !read_tool_choice(root, &choice, &named, r)) return false;
+    if (!read_thinking(root, &thinking, &effort, r) || !srv_chat_tool_choice(root, &choice, &named, r)) return false;
     json_t *ptc = json_object_get(root, "parallel_tool_calls");
     if (ptc && !json_is_null(ptc) && !json_is_boolean(ptc)) {
         bad(r, "parallel_tool_calls", "invalid_type", "'parallel_tool_calls' must be a boolean.");
         return false;
     }
-    json_t *msgs = convert_messages(json_object_get(root, "messages"), thinking, r);
+    json_t *msgs = convert_messages(json_object_get(root, "messages"), thinking, o, r);
     if (!msgs) return false;
-    json_t *tools = convert_tools(json_object_get(root, "tools"), named, r);
+    json_t *tools = srv_chat_tools(json_object_get(root, "tools"), named, r);
     if (!tools) {
         json_decref(msgs);
         return false;
@@ -461,12 +533,48 @@ bool srv_dsml_chat_conv(const json_t *root, di_dsml_version v, di_dsml_conv **co
     return true;
 }
 
+/* The grammar (DI_CONSTRAINT_TOOL_CALLS text) for the call block the prompt
+ * opened: the conversation's tools (only the named one for a named
+ * tool_choice), one call unless parallel_tool_calls. malloc'd; NULL when
+ * out of memory. */
+static char *call_grammar(const di_dsml_conv *c, di_dsml_version v, bool parallel) {
+    json_t *tools = json_array();
+    for (size_t i = 0; tools && i < c->n_tools; i++) {
+        json_t *t = json_pack("{s:s, s:O}", "name", c->tools[i].name, "parameters",
+                              c->tools[i].parameters ? c->tools[i].parameters : json_null());
+        if (!t || json_array_append_new(tools, t)) {
+            json_decref(tools);
+            return NULL;
+        }
+    }
+    json_t *spec = tools ? json_pack("{s:s, s:b, s:o}", "syntax", v == DI_DSML_V4 ? "dsml_v4" : "dsml_v41",
+                                     "parallel", parallel, "tools", tools)
+                         : NULL;
+    char *text = spec ? json_dumps(spec, JSON_COMPACT) : NULL;
+    json_decref(spec);
+    return text;
+}
+
 bool srv_dsml_chat_prompt(di_server *s, const json_t *root, srv_dsml_opts *o, int32_t **ids, size_t *n,
-                          srv_reply *r) {
+                          char **grammar, srv_reply *r) {
     di_dsml_conv *c;
     *ids = NULL;
     *n = 0;
+    *grammar = NULL;
     if (!srv_dsml_chat_conv(root, s->dsml_version, &c, o, r)) return false;
+    if (o->n_images && !di_engine_image_placeholder(s->engine)) {
+        di_dsml_conv_free(c);
+        srv_reply_error(r, 400, "invalid_request_error", "messages", "unsupported_content",
+                        "This model takes no images (it has no vision tower).");
+        return false;
+    }
+    if (o->in_calls) {
+        json_t *ptc = json_object_get(root, "parallel_tool_calls");
+        if (!(*grammar = call_grammar(c, s->dsml_version, !json_is_false(ptc)))) {
+            di_dsml_conv_free(c);
+            return oom(r);
+        }
+    }
     di_dsml_prompt p = {0};
     di_tok_ids t = {0};
     di_error err;
@@ -484,6 +592,8 @@ bool srv_dsml_chat_prompt(di_server *s, const json_t *root, srv_dsml_opts *o, in
     di_dsml_conv_free(c);
     if (st) {
         di_tok_ids_free(&t);
+        free(*grammar);
+        *grammar = NULL;
         if (st == DI_ERR_NOMEM) return oom(r);
         srv_reply_error(r, 400, "invalid_request_error", "messages", "invalid_value", "Cannot render the chat: %s",
                         err.msg);
@@ -497,6 +607,7 @@ bool srv_dsml_chat_prompt(di_server *s, const json_t *root, srv_dsml_opts *o, in
 /* ---- output -> message / deltas ------------------------------------------- */
 
 struct srv_dsml_out {
+    srv_llama_out *llama;    /* Llama 3.1 JSON tool calls instead (llama_tools.c) */
     di_dsml_parser *p;
     di_dsml_version version;
     char tail[64];           /* the end of the output pushed so far */
@@ -515,6 +626,13 @@ struct srv_dsml_out {
 srv_dsml_out *srv_dsml_out_new(di_server *s, const srv_dsml_opts *o) {
     srv_dsml_out *d = calloc(1, sizeof *d);
     if (!d) return NULL;
+    if (o->llama_json) {
+        if (!(d->llama = srv_llama_out_new(s))) {
+            free(d);
+            return NULL;
+        }
+        return d;
+    }
     di_error err;
     if (di_dsml_parser_create(o->version, o->thinking && !o->in_calls, o->parse_tools, &d->p, &err) ||
         (o->opener[0] && di_dsml_parser_push(d->p, o->opener, strlen(o->opener), &err))) {
@@ -529,6 +647,7 @@ srv_dsml_out *srv_dsml_out_new(di_server *s, const srv_dsml_opts *o) {
 
 void srv_dsml_out_free(srv_dsml_out *d) {
     if (!d) return;
+    srv_llama_out_free(d->llama);
     di_dsml_parser_free(d->p);
     free(d->sent_args);
     free(d->call_ids);
@@ -557,6 +676,7 @@ static size_t held_suffix(const srv_dsml_out *d) {
 }
 
 bool srv_dsml_out_push(srv_dsml_out *d, const char *text, size_t n, bool final) {
+    if (d->llama) return srv_llama_out_push(d->llama, text, n, final);
     di_error err;
     if (n && di_dsml_parser_push(d->p, text, n, &err)) return false;
     if (n) {
@@ -632,6 +752,7 @@ static json_t *call_json(const di_dsml_out_call *c, const char *id, size_t index
 }
 
 json_t *srv_dsml_out_deltas(srv_dsml_out *d) {
+    if (d->llama) return srv_llama_out_deltas(d->llama);
     const di_dsml_message *m = di_dsml_parser_message(d->p);
     json_t *arr = json_array();
     if (m->reasoning && m->reasoning_len > d->sent_reasoning) {
@@ -666,6 +787,7 @@ json_t *srv_dsml_out_deltas(srv_dsml_out *d) {
 }
 
 json_t *srv_dsml_out_message(srv_dsml_out *d) {
+    if (d->llama) return srv_llama_out_message(d->llama);
     const di_dsml_message *m = di_dsml_parser_message(d->p);
     json_t *o = json_pack("{s:s, s:o}", "role", "assistant", "content", srv_json_string(m->content, m->content_len));
     if (d->thinking)
@@ -686,7 +808,9 @@ json_t *srv_dsml_out_message(srv_dsml_out *d) {
     return o;
 }
 
-size_t srv_dsml_out_n_calls(const srv_dsml_out *d) { return di_dsml_parser_message(d->p)->n_calls; }
+size_t srv_dsml_out_n_calls(const srv_dsml_out *d) {
+    return d->llama ? srv_llama_out_n_calls(d->llama) : di_dsml_parser_message(d->p)->n_calls;
+}
 
 bool srv_dsml_out_thinking(const srv_dsml_out *d) { return d->thinking; }
 

@@ -10,6 +10,8 @@
 
 #include "server/server_internal.h"
 #include "text/dsml.h"
+#include "server/llama_tools.h"
+#include "vision/image.h"
 
 /* What the output parser needs to know about the request. */
 typedef struct srv_dsml_opts {
@@ -18,16 +20,30 @@ typedef struct srv_dsml_opts {
     bool parse_tools;  /* tools shown and tool_choice not "none" */
     bool in_calls;     /* required / named tool: the prompt opened the call block */
     char opener[64];   /* in_calls: the prompt's tail from the block's opening tag */
+    /* image_url parts in prompt order (their "url" values, borrowed from
+     * the request body); the prompt holds one image placeholder each */
+    const json_t *image_urls[DI_IMAGE_DEFAULT_MAX_IMAGES];
+    size_t n_images;
+    bool llama_json;   /* not DeepSeek: a Llama 3.1 chat with tools (llama_tools.h) */
 } srv_dsml_opts;
+
+/* Checked tools (a new array; only the named one when named), or NULL with
+ * r filled (400). Shared by the DeepSeek and Llama paths. */
+json_t *srv_chat_tools(const json_t *tools, const char *named, srv_reply *r);
+/* tool_choice: *choice "auto" | "none" | "required" (a named function is
+ * "required" with *named borrowing its name); false with r filled. */
+bool srv_chat_tool_choice(const json_t *root, const char **choice, const char **named, srv_reply *r);
 
 /* Converts a Chat Completions body into a conversation (*conv, caller frees
  * with di_dsml_conv_free); false with r filled (400) on a bad field. */
 bool srv_dsml_chat_conv(const json_t *root, di_dsml_version v, di_dsml_conv **conv, srv_dsml_opts *o,
                         srv_reply *r);
 /* The conversation rendered and encoded for the server's model (*ids
- * malloc'd). */
+ * malloc'd). *grammar: NULL, or (a required / named tool_choice) the
+ * DI_CONSTRAINT_TOOL_CALLS text that enforces the opened call block
+ * (malloc'd; the caller frees). */
 bool srv_dsml_chat_prompt(di_server *s, const json_t *root, srv_dsml_opts *o, int32_t **ids, size_t *n,
-                          srv_reply *r);
+                          char **grammar, srv_reply *r);
 
 typedef struct srv_dsml_out srv_dsml_out;
 
@@ -36,6 +52,8 @@ void srv_dsml_out_free(srv_dsml_out *d);
 /* Feeds output text (any split); final also ends the output. false on a
  * parser failure (out of memory). */
 bool srv_dsml_out_push(srv_dsml_out *d, const char *text, size_t n, bool final);
+/* (An output state made with opts llama_json reads a Llama 3.1 reply
+ * instead: llama_tools.h; the same calls below.) */
 /* The deltas since the last call: an array of Chat Completions delta
  * objects (reasoning_content, content, a new tool call's id + name, its
  * argument text). */

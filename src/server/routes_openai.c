@@ -233,6 +233,8 @@ static bool tokenize_text(di_server *s, const char *text, bool add_special, int3
 /* An image_url part: a base64 data: URL becomes one image of g and the
  * model's placeholder in the text; a remote URL is refused (the server
  * never fetches from the network). */
+static bool add_image(const json_t *url, const char *param, gen_req *g, srv_reply *r);
+
 static bool image_part(di_server *s, json_t *part, const char *param, gen_req *g, srv_buf *b, srv_reply *r) {
     json_t *iu = json_object_get(part, "image_url");
     json_t *url = json_is_object(iu) ? json_object_get(iu, "url") : iu;
@@ -242,6 +244,16 @@ static bool image_part(di_server *s, json_t *part, const char *param, gen_req *g
                         "This model takes no images (it has no vision tower).");
         return false;
     }
+    if (!add_image(url, param, g, r)) return false;
+    if (!srv_buf_append(b, ph, strlen(ph))) {
+        srv_reply_error(r, 503, "server_error", NULL, NULL, "Out of memory.");
+        return false;
+    }
+    return true;
+}
+
+/* One image of g from its URL: a base64 data: URL, decoded. */
+static bool add_image(const json_t *url, const char *param, gen_req *g, srv_reply *r) {
     if (!json_is_string(url)) {
         bad_type(r, param, "an image_url part with {\"url\": \"data:image/...;base64,...\"}");
         return false;
@@ -266,10 +278,6 @@ static bool image_part(di_server *s, json_t *part, const char *param, gen_req *g
         return false;
     }
     g->images[g->n_images++] = (di_image_input){bytes, n};
-    if (!srv_buf_append(b, ph, strlen(ph))) {
-        srv_reply_error(r, 503, "server_error", NULL, NULL, "Out of memory.");
-        return false;
-    }
     return true;
 }
 
@@ -344,10 +352,42 @@ static bool dsml_chat_prompt(di_server *s, json_t *root, gen_req *g, srv_reply *
         srv_reply_error(r, 503, "server_error", NULL, NULL, "Out of memory.");
         return false;
     }
-    if (!srv_dsml_chat_prompt(s, root, &g->dsml_opts, &g->prompts[0], &g->prompt_lens[0], r)) return false;
+    char *grammar;
+    if (!srv_dsml_chat_prompt(s, root, &g->dsml_opts, &g->prompts[0], &g->prompt_lens[0], &grammar, r)) return false;
     g->n_prompts = 1;
     g->dsml = true;
+    for (size_t i = 0; i < g->dsml_opts.n_images; i++)
+        if (!add_image(g->dsml_opts.image_urls[i], "messages", g, r)) {
+            free(grammar);
+            return false;
+        }
+    if (grammar) {
+        /* A required / named tool: the reply is the call block alone (no
+         * content for a response_format to shape), and the grammar makes
+         * it calls of those tools with arguments their schemas accept.
+         * Lenient: schema keywords it cannot enforce are reported in
+         * X-DeepInfer-Warning, not refused (tools' schemas are guidance;
+         * the recipe does not check them). JSON values may be spaced as
+         * the recipe prints them (", " and ": "). */
+        free(g->constraint_text);
+        g->constraint_text = grammar;
+        g->constraint = (di_constraint){DI_CONSTRAINT_TOOL_CALLS, grammar, true, true};
+    }
     return true;
+}
+
+/* A Llama 3.1 chat with tools or tool turns: the template's tool form. */
+static bool llama_tools_path(di_server *s, json_t *root) {
+    if (!srv_llama_tools_model(s)) return false;
+    json_t *tools = json_object_get(root, "tools");
+    if (json_array_size(tools) > 0) return true;
+    size_t i;
+    json_t *msg;
+    json_array_foreach(json_object_get(root, "messages"), i, msg) {
+        json_t *tc = json_object_get(msg, "tool_calls");
+        if (tc && !json_is_null(tc)) return true;
+    }
+    return false;
 }
 
 static bool chat_prompt(di_server *s, json_t *root, gen_req *g, srv_reply *r) {
@@ -391,8 +431,28 @@ static bool chat_prompt(di_server *s, json_t *root, gen_req *g, srv_reply *r) {
         m[i].role = rv;
         ok = message_content(s, json_object_get(msg, "content"), i, &m[i].content, &owned[i], g, r);
     }
-    char *text = NULL;
-    if (ok) {
+    char *text = NULL, *schema = NULL;
+    if (ok && llama_tools_path(s, root)) {
+        /* Llama 3.1's template with tools / tool turns (llama_tools.c) */
+        const char **roles = di_calloc(n, sizeof *roles), **contents = di_calloc(n, sizeof *contents);
+        ok = roles && contents;
+        if (!ok) srv_reply_error(r, 503, "server_error", NULL, NULL, "Out of memory.");
+        for (size_t i = 0; ok && i < n; i++) roles[i] = m[i].role, contents[i] = m[i].content;
+        bool parse = false;
+        ok = ok && srv_llama_chat_text(s, root, roles, contents, n, &text, &schema, &parse, r);
+        free(roles), free(contents);
+        if (ok && parse) {
+            g->dsml = true; /* the reply goes through the output parser (Llama mode) */
+            g->dsml_opts.llama_json = true;
+        }
+        if (ok && schema) {
+            /* tool_choice required / named: the call, held to its schema;
+             * JSON spaced as the template writes it ({"name": ...}) */
+            free(g->constraint_text);
+            g->constraint_text = schema;
+            g->constraint = (di_constraint){DI_CONSTRAINT_JSON_SCHEMA, schema, true, true};
+        }
+    } else if (ok) {
         di_error err;
         if (di_engine_apply_chat(s->engine, NULL, m, n, true, &text, &err)) {
             srv_reply_error(r, 400, "invalid_request_error", "messages", NULL, "Cannot apply the chat template: %s", err.msg);
@@ -557,9 +617,9 @@ static bool parse_logit_bias(di_server *s, json_t *root, gen_req *g, srv_reply *
 }
 
 /* Known OpenAI features this server does not implement: refuse them.
- * Tools work for DeepSeek V4 / V4.1 chats (dsml_chat.c); other models'
- * templates here define no tool-call format, so tools are refused rather
- * than silently dropped. */
+ * Tools work for DeepSeek V4 / V4.1 chats (dsml_chat.c) and Llama 3.1
+ * templates (llama_tools.c); other models' templates here define no
+ * tool-call format, so tools are refused rather than silently dropped. */
 static bool refuse_unsupported(di_server *s, json_t *root, req_kind kind, srv_reply *r) {
     bool echo = false;
     if (!get_bool(root, "echo", &echo, r)) return false;
@@ -569,11 +629,13 @@ static bool refuse_unsupported(di_server *s, json_t *root, req_kind kind, srv_re
     else if ((v = json_object_get(root, "suffix")) && !json_is_null(v) &&
              !(json_is_string(v) && json_string_length(v) == 0))
         what = "suffix", param = "suffix";
-    else if (!(kind == KIND_CHAT && s->dsml) && (v = json_object_get(root, "tools")) && !json_is_null(v) &&
+    else if (!(kind == KIND_CHAT && (s->dsml || srv_llama_tools_model(s))) && (v = json_object_get(root, "tools")) &&
+             !json_is_null(v) &&
              !(json_is_array(v) && json_array_size(v) == 0)) {
         srv_reply_error(r, 400, "invalid_request_error", "tools", "unsupported_parameter",
                         "'tools' is not supported for this model: its chat template defines no tool-call format "
-                        "this server parses (tools work with DeepSeek V4 / V4.1 checkpoints).");
+                        "this server parses (tools work with DeepSeek V4 / V4.1 and Llama 3.1 / 3.2 / 3.3 "
+                        "templates).");
         return false;
     }
     if (what) {
@@ -1253,10 +1315,11 @@ static void generate(di_server *s, const srv_http_req *q, srv_reply *r, req_kind
             goto out;
         }
         if (notes[0]) {
-            fprintf(stderr, "deepinfer serve: response_format: not enforced (non-strict schema): %s\n", notes);
+            const char *what = g.constraint.kind == DI_CONSTRAINT_TOOL_CALLS ? "tool parameters" : "response_format";
+            fprintf(stderr, "deepinfer serve: %s: not enforced (non-strict schema): %s\n", what, notes);
             for (char *p = notes; *p; p++)
                 if ((unsigned char)*p < 0x20 || (unsigned char)*p >= 0x7f) *p = '?'; /* a header value */
-            snprintf(r->warning, sizeof r->warning, "response_format not enforced: %s", notes);
+            snprintf(r->warning, sizeof r->warning, "%s not enforced: %s", what, notes);
         }
     }
     srv_admit_result ar = srv_job_create(s, n_choices, q->fd, &j);
@@ -1294,7 +1357,7 @@ static void generate(di_server *s, const srv_http_req *q, srv_reply *r, req_kind
         dr.n_images = g.n_images;
         /* DeepSeek: </think> and the DSML markers are special tokens the
          * output parser reads */
-        dr.render_special = g.dsml;
+        dr.render_special = g.dsml && s->dsml;
         const int32_t *forced;
         size_t n_forced;
         if (srv_next_script(s, script_hint(root), &forced, &n_forced)) {

@@ -7,7 +7,9 @@
  * system/user/assistant/tool messages with plain string content:
  *
  *   ChatML     "<|im_start|>"                       SmolLM2, Qwen2, many fine-tunes
- *   Llama-3    "<|start_header_id|>"                Llama-3.x
+ *   Llama-3    "<|start_header_id|>"                Llama-3.0
+ *   Llama-3.1  the same and "Environment: ipython"  Llama-3.1 / 3.2 / 3.3 (tools:
+ *              chat_llama31.c)
  *   DeepSeek   "<｜User｜>" and "<｜Assistant｜>"    DeepSeek V3 / R1 / V4
  *   DeepSeek-V4.1  by name or set by the V4.1 loader  deepseek-recipe's
  *              DeepseekV41Encoding with thinking off: "<｜System｜>" before
@@ -26,10 +28,12 @@
  * format and the one instruction-tuned models without a template of their
  * own are usually trained on; callers that know better pick a kind by name
  * (deepinfer --chat-template NAME). Tool calls inside assistant messages
- * (structured tool_calls) are not rendered; tool results are. */
+ * (structured tool_calls) are rendered for Llama 3.1 only
+ * (di_chat_llama31_render, used by the server); tool results are. */
 #include "text/tok_internal.h"
 
 #include "base/alloc.h"
+#include "text/chat_llama31.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -37,7 +41,8 @@
 di_chat_kind di_tok_chat_detect(const char *tmpl) {
     if (!tmpl) return DI_CHAT_UNKNOWN;
     if (strstr(tmpl, "<|im_start|>")) return DI_CHAT_CHATML;
-    if (strstr(tmpl, "<|start_header_id|>") && strstr(tmpl, "<|end_header_id|>")) return DI_CHAT_LLAMA3;
+    if (strstr(tmpl, "<|start_header_id|>") && strstr(tmpl, "<|end_header_id|>"))
+        return strstr(tmpl, "Environment: ipython") ? DI_CHAT_LLAMA31 : DI_CHAT_LLAMA3;
     if (strstr(tmpl, "<｜User｜>") && strstr(tmpl, "<｜Assistant｜>")) return DI_CHAT_DEEPSEEK3;
     if (strstr(tmpl, "<|user|>") && strstr(tmpl, "<|end|>") && strstr(tmpl, "<|assistant|>")) return DI_CHAT_PHI3;
     if (strstr(tmpl, "<start_of_turn>") && strstr(tmpl, "<end_of_turn>")) return DI_CHAT_GEMMA;
@@ -50,6 +55,7 @@ static const struct {
 } NAMES[] = {
     {"chatml", DI_CHAT_CHATML},       {"smollm", DI_CHAT_CHATML},         {"qwen2", DI_CHAT_CHATML},
     {"llama3", DI_CHAT_LLAMA3},       {"llama-3", DI_CHAT_LLAMA3},        {"deepseek3", DI_CHAT_DEEPSEEK3},
+    {"llama3.1", DI_CHAT_LLAMA31},    {"llama-3.1", DI_CHAT_LLAMA31},
     {"deepseek-v3", DI_CHAT_DEEPSEEK3}, {"deepseek-v4", DI_CHAT_DEEPSEEK3}, {"deepseek", DI_CHAT_DEEPSEEK3},
     {"phi3", DI_CHAT_PHI3},           {"phi-3", DI_CHAT_PHI3},            {"deepseek-v4.1", DI_CHAT_DEEPSEEK41},
     {"deepseek41", DI_CHAT_DEEPSEEK41}, {"gemma", DI_CHAT_GEMMA},       {"gemma3", DI_CHAT_GEMMA},
@@ -70,6 +76,7 @@ const char *di_tok_chat_name(di_chat_kind k) {
     case DI_CHAT_PHI3: return "phi3";
     case DI_CHAT_DEEPSEEK41: return "deepseek-v4.1";
     case DI_CHAT_GEMMA: return "gemma";
+    case DI_CHAT_LLAMA31: return "llama3.1";
     default: return "unknown";
     }
 }
@@ -147,6 +154,27 @@ static bool render_llama3(const di_tokenizer *t, const di_chat_msg *m, size_t n,
              put_trimmed(b, m[i].content) && put(b, "<|eot_id|>");
     }
     if (ok && gen) ok = put(b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
+    return ok;
+}
+
+/* Llama 3.1's template without tools (chat_llama31.c renders it). */
+static bool render_llama31(const di_tokenizer *t, const di_chat_msg *m, size_t n, bool gen, tok_buf *b) {
+    json_t *msgs = json_array();
+    for (size_t i = 0; msgs && i < n; i++)
+        if (json_array_append_new(msgs, json_pack("{s:s, s:s}", "role", m[i].role, "content", m[i].content))) {
+            json_decref(msgs);
+            return false;
+        }
+    char bos[64] = "";
+    size_t bl = 0;
+    const char *bt = t && t->bos >= 0 ? di_tok_text(t, t->bos, &bl) : NULL;
+    if (bt && bl < sizeof bos) memcpy(bos, bt, bl), bos[bl] = 0;
+    char *text = NULL;
+    size_t len = 0;
+    di_error err;
+    bool ok = msgs && !di_chat_llama31_render(msgs, NULL, gen, bos, &text, &len, &err) && tok_buf_append(b, text, len);
+    free(text);
+    json_decref(msgs);
     return ok;
 }
 
@@ -250,6 +278,7 @@ di_status di_tok_chat_apply(const di_tokenizer *t, di_chat_kind kind, const di_c
     case DI_CHAT_PHI3: ok = render_phi3(t, msgs, n_msgs, add_generation_prompt, &b); break;
     case DI_CHAT_DEEPSEEK41: ok = render_deepseek41(t, msgs, n_msgs, add_generation_prompt, &b); break;
     case DI_CHAT_GEMMA: ok = render_gemma(t, msgs, n_msgs, add_generation_prompt, &b); break;
+    case DI_CHAT_LLAMA31: ok = render_llama31(t, msgs, n_msgs, add_generation_prompt, &b); break;
     default: ok = render_chatml(t, msgs, n_msgs, add_generation_prompt, &b); break;
     }
     if (ok && !b.data) ok = tok_buf_reserve(&b, 0);

@@ -85,7 +85,8 @@ typedef struct di_dsml_msg {
     size_t n_calls;
     char *tool_call_id;      /* tool messages; may be NULL */
     bool prefix;             /* assistant: continue this message instead of a new turn */
-    size_t n_images;         /* user / tool: the first n "<｜image｜>" in content are images */
+    size_t n_images;         /* user / tool: the first n image_mark in content are images */
+    char *image_mark;        /* the images' marker in content; NULL = "<｜image｜>" (rendered so) */
     di_dsml_tool *tools;     /* system: tools announced from here on (V4.1) */
     size_t n_tools;
 } di_dsml_msg;
@@ -117,7 +118,8 @@ typedef struct di_dsml_conv {
  *    "json_schema" (json_schema.schema)|"regex" (regex)}}
  * messages: {"role", "content" (string), "reasoning_content", "tool_calls":
  * [{"id", "type": "function", "function": {"name", "arguments"}}],
- * "tool_call_id", "prefix", "images" (count), "tools" (system)}.
+ * "tool_call_id", "prefix", "images" (count), "image_mark" (the text
+ * marking them in content, default "<｜image｜>"), "tools" (system)}.
  * Every field is checked; errors are DI_ERR_FORMAT / DI_ERR_RANGE with the
  * JSON path in the message. */
 di_status di_dsml_conv_from_json(const json_t *root, di_dsml_conv **out, di_error *err);

@@ -169,6 +169,11 @@ static di_status read_msg(const json_t *e, size_t i, di_dsml_msg *m, di_error *e
             s = di_error_set(err, DI_ERR_FORMAT, "%s.images: not a count in [0, 4096]", path);
         else m->n_images = (size_t)json_integer_value(img);
     }
+    /* the marker of the images in content (default "<｜image｜>"): a
+     * caller whose text holds that spelling as text picks another */
+    if (!s && m->n_images) s = get_str(e, "image_mark", path, false, &m->image_mark, err);
+    if (!s && m->image_mark && !m->image_mark[0])
+        s = di_error_set(err, DI_ERR_FORMAT, "%s.image_mark: empty", path);
     return s;
 }
 
@@ -288,6 +293,7 @@ void di_dsml_conv_free(di_dsml_conv *c) {
         }
         free(m->calls);
         free(m->tool_call_id);
+        free(m->image_mark);
         free_tools(m->tools, m->n_tools);
     }
     free(c->msgs);

@@ -227,11 +227,13 @@ static bool head_has_extras(const di_dsml_conv *c, di_dsml_version v) {
            c->format == DI_DSML_FORMAT_JSON_SCHEMA;
 }
 
-/* Message text whose first n image placeholders are image tokens. */
-static void content_with_images(rnd *r, const char *s, size_t n_images) {
-    const size_t tl = strlen(TOK_IMAGE);
-    for (size_t k = 0; k < n_images; k++) {
-        const char *p = strstr(s, TOK_IMAGE);
+/* Message text whose first n image marks (default: the placeholder's own
+ * spelling) are image tokens. */
+static void content_with_images(rnd *r, const di_dsml_msg *m) {
+    const char *s = m->content, *mark = m->image_mark ? m->image_mark : TOK_IMAGE;
+    const size_t tl = strlen(mark);
+    for (size_t k = 0; k < m->n_images; k++) {
+        const char *p = strstr(s, mark);
         if (!p) break;
         txt(r, s, (size_t)(p - s));
         sp(r, TOK_IMAGE);
@@ -339,7 +341,7 @@ static void render_messages(rnd *r, const di_dsml_conv *c, bool lead_system) {
             } else if (users_text && m->content[0]) {
                 txts(r, "\n\n");
             }
-            content_with_images(r, m->content, m->n_images);
+            content_with_images(r, m);
             users_text = users_text || m->content[0];
             break;
         case DI_DSML_TOOL:
@@ -347,7 +349,7 @@ static void render_messages(rnd *r, const di_dsml_conv *c, bool lead_system) {
             if (prev_userish && (r->v == DI_DSML_V41 || prev == DI_DSML_TOOL)) txts(r, "\n\n");
             else sp(r, TOK_USER);
             txts(r, "<tool_result>");
-            content_with_images(r, m->content, m->n_images);
+            content_with_images(r, m);
             txts(r, "</tool_result>");
             break;
         case DI_DSML_LATEST_REMINDER:

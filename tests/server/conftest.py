@@ -221,3 +221,15 @@ def tiny(tmp_path_factory):
                  "--test-scripted-output", str(script), model=str(model))
     yield srv
     assert srv.stop() == 0, "".join(srv.log[-40:])
+
+
+@pytest.fixture(scope="session")
+def tiny_free():
+    """The same tiny DeepSeek-V4.1 checkpoint without scripted outputs: its
+    random weights say whatever they say, so only what the server enforces
+    (the tool-call grammar of test_tools.py) shapes the reply."""
+    from pathlib import Path
+    model = Path(__file__).resolve().parents[2] / "tests/data/golden/deepseek_v41/tiny_dsml"
+    srv = Server("-c", "4096", "--kv-tokens", "16384", model=str(model))
+    yield srv
+    assert srv.stop() == 0, "".join(srv.log[-40:])

@@ -95,3 +95,79 @@ def test_text_only_model_refuses_images(client):
     with pytest.raises(openai.BadRequestError) as e:
         chat(client, data_url("rgb_40x30.png"))
     assert "no images" in str(e.value)
+
+
+# ---- images on DeepSeek's protocol path (dsml_chat.c) ----------------------
+
+VL_DSML = ROOT / "tests/data/golden/deepseek_v41/tiny_vl_dsml"
+FORECAST = {"type": "function", "function": {"name": "forecast", "parameters": {
+    "type": "object", "properties": {"city": {"enum": ["Paris", "Oslo"]}, "days": {"type": "integer", "minimum": 1,
+                                                                                   "maximum": 9}},
+    "required": ["city"], "additionalProperties": False}}}
+OFF = {"thinking": {"type": "disabled"}}
+
+
+@pytest.fixture(scope="module")
+def vl_dsml():
+    """The vision checkpoint with the protocol's tokens (scripts/gen_tiny_dsml.py):
+    its chats take the DSML path (tools, reasoning) and images together."""
+    srv = Server("-c", "2048", "--max-body-bytes", str(2 << 20), model=str(VL_DSML))
+    yield srv
+    assert srv.stop() == 0, "".join(srv.log[-40:])
+
+
+def dsml_chat(c, content, n=8, **kw):
+    return c.chat.completions.create(model="tiny_vl_dsml", max_tokens=n, temperature=0, seed=1,
+                                     messages=[{"role": "user", "content": content}], **kw)
+
+
+def test_images_on_the_protocol_path(vl_dsml):
+    c = vl_dsml.client()
+    img = {"type": "image_url", "image_url": {"url": data_url("rgb_40x30.png")}}
+    r = dsml_chat(c, [img, {"type": "text", "text": TEXT}], extra_body=OFF, tools=[FORECAST])
+    assert r.usage.completion_tokens == 8 and r.choices[0].finish_reason in ("length", "stop", "tool_calls")
+    # the recipe's rendering: <｜image｜> then "\n\n" + text; the placeholder
+    # becomes the image's 10 positions (as on the template path above)
+    plain = dsml_chat(c, "\n\n" + TEXT, n=1, extra_body=OFF, tools=[FORECAST])
+    assert r.usage.prompt_tokens == plain.usage.prompt_tokens + 10 - 0
+    # the pixels reach the model: the same image answers the same, another
+    # image of the same size (the same ids) another way
+    again = dsml_chat(c, [img, {"type": "text", "text": TEXT}], extra_body=OFF, tools=[FORECAST])
+    assert again.choices[0].message == r.choices[0].message
+    other = dsml_chat(c, [{"type": "image_url", "image_url": {"url": data_url("interlaced_31x23.png")}},
+                          {"type": "text", "text": TEXT}], extra_body=OFF, tools=[FORECAST])
+    assert other.usage.prompt_tokens == r.usage.prompt_tokens
+    assert other.choices[0].message != r.choices[0].message
+    # thinking on: the output is parsed as reasoning (no </think> from random weights)
+    t = dsml_chat(c, [img, {"type": "text", "text": TEXT}])
+    assert t.usage.prompt_tokens > 10 and "reasoning_content" in t.choices[0].message.model_extra
+
+
+def test_image_with_a_required_tool(vl_dsml):
+    """Vision and the tool-call grammar in one request: random weights see
+    the image and must still call the tool with valid arguments."""
+    jsonschema = pytest.importorskip("jsonschema")
+    import json
+    c = vl_dsml.client()
+    r = dsml_chat(c, [{"type": "text", "text": "Where is this?"},
+                      {"type": "image_url", "image_url": {"url": data_url("rgb_56x56.png")}}], n=200,
+                  tools=[FORECAST], tool_choice="required", parallel_tool_calls=False, extra_body=OFF)
+    ch = r.choices[0]
+    assert ch.finish_reason == "tool_calls"
+    (call,) = ch.message.tool_calls
+    assert call.function.name == "forecast"
+    jsonschema.validate(json.loads(call.function.arguments), FORECAST["function"]["parameters"])
+
+
+def test_protocol_path_image_errors(vl_dsml):
+    c = vl_dsml.client()
+    with pytest.raises(openai.BadRequestError) as e:  # remote URLs are never fetched
+        dsml_chat(c, [{"type": "image_url", "image_url": {"url": "https://example.com/a.png"}}])
+    assert "data: URL" in str(e.value)
+    with pytest.raises(openai.BadRequestError):  # the recipe refuses images in assistant turns
+        c.chat.completions.create(model="tiny_vl_dsml", max_tokens=2, messages=[
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": [{"type": "image_url", "image_url": {"url": data_url("rgb_1x1.png")}}]},
+            {"role": "user", "content": "and?"}])
+    with pytest.raises(openai.BadRequestError):
+        dsml_chat(c, [{"type": "image_url", "image_url": {"url": "data:image/png;base64,@@@@"}}])
