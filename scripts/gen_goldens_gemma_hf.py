@@ -30,7 +30,8 @@ accumulation order and libm.
 Token ids are read from the llama.cpp golden (tests/data/golden/gemma/
 gemma3_270m_q4_k_m.json: llama.cpp's tokenization of the same prompts,
 BOS first), so both goldens score the same sequences and this script needs
-no tokenizer. Its probe ids are reused too.
+no tokenizer. Its probe ids are reused too. (scripts/make-goldens.sh runs
+the generators in name order: gen_goldens_gemma.py first.)
 
 Writes tests/data/golden/gemma/gemma3_270m_q4_k_m_hf.json:
   manifest: oracle and versions, model sha256, the config used;
