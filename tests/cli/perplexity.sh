@@ -26,29 +26,31 @@ set -euo pipefail
 BIN=$1
 MODEL=models/SmolLM2-135M-Instruct.Q4_1.gguf
 GOLD=tests/data/golden/llamacpp/smollm2_q4_1_jsts_readme.json
-[ -f "$MODEL" ] || { echo "perplexity.sh: default model not fetched, skipping"; exit 0; }
+GEMMA=models/gemma-3-270m-q4_k_m.gguf
+GEMMA_GOLD=tests/data/golden/llamacpp/gemma3_270m_q4_k_m_jsts_readme.json
 fail() { echo "FAIL: $*" >&2; exit 1; }
 [ -f "$GOLD" ] || fail "no golden $GOLD"
+[ -f "$GEMMA_GOLD" ] || fail "no golden $GEMMA_GOLD"
 TEXT=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["manifest"]["text"])' "$GOLD")
 [ -f "$TEXT" ] || { echo "perplexity.sh: $TEXT (shared data) missing, skipping"; exit 0; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-CHUNKS=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["manifest"]["test_chunks"])' "$GOLD")
-case "${DI_SANITIZE:-OFF}" in ON|1|on|TRUE|true) CHUNKS=1 ;; esac
-
-"$BIN" tokenize -m "$MODEL" --bos -f "$TEXT" >"$tmp/ids" 2>"$tmp/err" || fail "tokenize: $(cat "$tmp/err")"
-
-# compare MODE MIN_TOP1: scores the text with --kernels MODE ("default": no
-# flag) and checks it against the golden; MIN_TOP1 is the overall floor.
+# compare MODEL GOLD MODE MIN_TOP1: scores the text with MODEL and --kernels
+# MODE ("default": no flag) and checks it against GOLD; MIN_TOP1 is the
+# overall floor.
 compare() {
-  local mode=$1 min_top1=$2 flag=()
+  local model=$1 gold=$2 mode=$3 min_top1=$4 flag=() chunks
   [ "$mode" = default ] || flag=(--kernels "$mode")
-  "$BIN" perplexity -m "$MODEL" -f "$TEXT" --ctx 512 --chunks "$CHUNKS" --score-all -t 2 "${flag[@]}" \
+  chunks=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["manifest"]["test_chunks"])' "$gold")
+  case "${DI_SANITIZE:-OFF}" in ON|1|on|TRUE|true) chunks=1 ;; esac
+  "$BIN" tokenize -m "$model" --bos -f "$TEXT" >"$tmp/ids" 2>"$tmp/err" || fail "tokenize: $(cat "$tmp/err")"
+  "$BIN" perplexity -m "$model" -f "$TEXT" --ctx 512 --chunks "$chunks" --score-all -t 2 "${flag[@]}" \
     --top1-out "$tmp/top1" >"$tmp/out" 2>"$tmp/err" || fail "perplexity ($mode) exited $?: $(cat "$tmp/err")"
-  python3 - "$GOLD" "$TEXT" "$tmp/ids" "$tmp/out" "$tmp/top1" "$CHUNKS" "$mode" "$min_top1" <<'PY' ||
+  python3 - "$gold" "$TEXT" "$tmp/ids" "$tmp/out" "$tmp/top1" "$chunks" "$mode" "$min_top1" "$(basename "$model")" <<'PY' ||
 import hashlib, json, math, sys
-gold_path, text_path, ids_path, out_path, top1_path, chunks, mode, min_top1 = sys.argv[1:9]
+gold_path, text_path, ids_path, out_path, top1_path, chunks, mode, min_top1, name = sys.argv[1:10]
+mode = f"{name} {mode}"
 chunks, min_top1 = int(chunks), float(min_top1)
 g = json.load(open(gold_path))
 m = g["manifest"]
@@ -108,10 +110,21 @@ assert top1 >= min_top1, f"top-1 agreement {top1:.4f} < {min_top1}"
 for name, (a, b, n) in res.items():
     assert abs(a / b - 1) <= 0.01, f"PPL {name}: ours {a} vs llama.cpp {b}"
 PY
-    fail "comparison with llama.cpp ($mode kernels)"
+    fail "comparison with llama.cpp ($model, $mode kernels)"
 }
-compare ggml 0.99
-compare default 0.93
+if [ -f "$MODEL" ]; then
+  compare "$MODEL" "$GOLD" ggml 0.99
+  compare "$MODEL" "$GOLD" default 0.93
+else
+  echo "perplexity.sh: default model not fetched, skipping it"
+fi
+if [ -f "$GEMMA" ]; then
+  compare "$GEMMA" "$GEMMA_GOLD" ggml GEMMA_GGML_MIN
+  compare "$GEMMA" "$GEMMA_GOLD" default GEMMA_DEFAULT_MIN
+else
+  echo "perplexity.sh: $GEMMA not fetched (scripts/fetch-gemma.sh), skipping it"
+fi
+[ -f "$MODEL" ] || exit 0
 
 # Usage errors and bad input.
 if "$BIN" perplexity -m "$MODEL" 2>/dev/null; then fail "missing -f accepted"; fi
