@@ -6,9 +6,11 @@ oracle that tests/model/test_gemma.c checks our exact ("f32 activation")
 kernels against. (scripts/gen_goldens_gemma.py is the llama.cpp oracle,
 whose int8 activation rounding allows only a loose bar.)
 
-transformers 4.55 cannot load a gemma3 GGUF with gguf_file= (the route
-scripts/gen_goldens_llama.py takes for SmolLM2), so this does by hand what
-that loader does for other architectures:
+The model is built by hand rather than through from_pretrained(gguf_file=)
+(the route scripts/gen_goldens_llama.py takes for SmolLM2) so that every
+config value and name mapping is written down here; transformers 4.55's
+own GGUF loader gives the same logits bit for bit (checked on the first
+prompt and the 600-token one: max |diff| 0.0). The steps:
   - every tensor of models/gemma-3-270m-q4_k_m.gguf dequantized to float32
     with gguf.quants.dequantize (Q4_K, Q5_0, Q6_K, Q8_0, F32 ...);
   - names mapped to transformers' (blk.N.attn_q -> model.layers.N.self_attn.
