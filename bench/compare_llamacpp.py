@@ -22,14 +22,18 @@ change in machine load between probe and decode does not move the share
 (bench/README.md, "Decode share of the bandwidth bound").
 
 Model files: the default Q4_1 and the Q8_0 / Q4_0 / Q4_K / Q6_K / F16 files
-made from it by `deepinfer quantize` (made here when missing).
+made from it by `deepinfer quantize` (made here when missing), then Gemma 3
+270M Q4_K_M (the second family: local sliding-window layers, a 262144-token
+tied output; scripts/fetch-gemma.sh) when models/ has it (--no-gemma drops
+it); --models replaces the whole list, e.g. --models models/gemma-3-270m-
+q4_k_m.gguf for the Gemma row alone.
 
 Writes bench/results/compare-<stamp>.json, .md and .svg (the plot, written
 by hand: no plotting dependency).
 
 Usage (plain python3, no packages):
   sh bench/build_llamacpp.sh
-  python3 bench/compare_llamacpp.py [--reps 3] [--threads 2] [--models A.gguf ...]
+  python3 bench/compare_llamacpp.py [--reps 3] [--threads 2] [--models A.gguf ...] [--no-gemma]
 """
 import argparse
 import datetime
@@ -43,6 +47,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_MODEL = os.path.join(ROOT, "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
+GEMMA_MODEL = os.path.join(ROOT, "models", "gemma-3-270m-q4_k_m.gguf")
 QUANT_TYPES = ["q8_0", "q4_0", "q4_K", "q6_K", "f16"]
 
 
@@ -302,7 +307,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bin", default=os.path.join(ROOT, "build", "deepinfer"))
     ap.add_argument("--bandwidth-bin", default=os.path.join(ROOT, "build", "bench_bandwidth"))
-    ap.add_argument("--models", nargs="*", help="GGUF files (default: Q4_1 + our q8_0/q4_0/q4_K)")
+    ap.add_argument("--models", nargs="*",
+                    help="GGUF files (default: Q4_1 + our q8_0/q4_0/q4_K/q6_K/f16, then Gemma 3 270M Q4_K_M if fetched)")
+    ap.add_argument("--no-gemma", action="store_true", help="leave Gemma 3 out of the default list")
     ap.add_argument("--threads", "-t", type=int, default=2)
     ap.add_argument("--n-prompt", "-p", type=int, default=512)
     ap.add_argument("--n-gen", "-n", type=int, default=128)
@@ -328,6 +335,11 @@ def main():
                 log("making %s with deepinfer quantize" % os.path.basename(p))
                 run([a.bin, "quantize", DEFAULT_MODEL, p, t])
             a.models.append(p)
+        if not a.no_gemma:
+            if os.path.exists(GEMMA_MODEL):
+                a.models.append(GEMMA_MODEL)
+            else:
+                log("note: %s absent (scripts/fetch-gemma.sh): no Gemma row" % os.path.relpath(GEMMA_MODEL, ROOT))
     os.makedirs(a.out, exist_ok=True)
     # llama.cpp runs as its users run it: no OMP_WAIT_POLICY of ours (its
     # OpenMP default), repack on unless it crashes. Its threads spin between

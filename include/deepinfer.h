@@ -99,6 +99,10 @@ typedef struct di_ep_params {
     bool log;                  /* rank 0 logs each rebalance's moe_lb to stderr */
 } di_ep_params;
 
+/* Model-load progress: bytes of the model's weights read into memory so
+ * far, of the total; see di_engine_params.load_progress. */
+typedef void (*di_load_progress_fn)(uint64_t bytes_done, uint64_t bytes_total, void *user);
+
 /* The transport between processes (src/dist/dist.h: one process, or MPI). */
 struct di_dist;
 
@@ -184,6 +188,19 @@ typedef struct di_engine_params {
                                 * -1 = the default, window + 6 as DeepInfer's
                                 * compact mode. Other models refuse it. No
                                 * prompt_logprobs, no cp with it */
+    /* Model load. A GGUF is mapped, not read: without pre-touch its pages
+     * are faulted in by the first forward (on a cold page cache, seconds
+     * of disk reads inside the first request). Pre-touch reads one byte
+     * per page of the weights during di_engine_create instead
+     * (madvise(WILLNEED) ahead), so that time is spent, and can be shown,
+     * at load. It is skipped for files larger than half the physical
+     * memory and for HF checkpoint folders (read and converted at load
+     * anyway); it never fails a load. */
+    int32_t pretouch;          /* 0 = when load_progress is set, 1 = always, -1 = never */
+    di_load_progress_fn load_progress; /* NULL = none; called on the creating
+                                * thread: (0, total) first, then every 16 MiB,
+                                * (total, total) last; only when pre-touch runs */
+    void *load_progress_user;  /* passed to load_progress */
 } di_engine_params;
 
 di_engine_params di_engine_params_default(void);

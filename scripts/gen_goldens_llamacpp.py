@@ -19,6 +19,10 @@ Every prediction j in [0, CTX-1) of every window is stored, so a test can
 score any subset: the default scheme scores j >= CTX/2 ("half"), --score-all
 every j ("all").
 
+One golden per model of MODELS (the default SmolLM2 Q4_1 and Gemma 3 270M
+Q4_K_M, whose vocabulary of 262144 makes each window's logits 1 GiB in
+float64: a window is scored in float32 slices); argv names a subset.
+
 Writes tests/data/golden/llamacpp/<name>.json:
   manifest: oracle, llama-cpp-python version, llama.cpp system info, model
             and text (path relative to the repo root) with sha256, CTX, BOS;
@@ -28,7 +32,8 @@ Writes tests/data/golden/llamacpp/<name>.json:
   ppl:      llama.cpp's PPL for both scoring schemes over all windows and over
             the first TEST_CHUNKS windows (what tests/cli/perplexity.sh runs).
 
-Usage: bash scripts/venv.sh llamacpp; .venv-llamacpp/bin/python scripts/gen_goldens_llamacpp.py
+Usage: bash scripts/venv.sh llamacpp
+       .venv-llamacpp/bin/python scripts/gen_goldens_llamacpp.py [NAME...]
 """
 import hashlib
 import json
@@ -42,15 +47,18 @@ import llama_cpp
 from llama_cpp import Llama
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-MODEL_REL = "models/SmolLM2-135M-Instruct.Q4_1.gguf"
 # Public text with a permissive licence (MIT), read from the shared data
 # folder by a path relative to the repo root; ~5,200 tokens with SmolLM2.
 TEXT_REL = "../shared/data/json-schema-test-suite/UPSTREAM_README.md"
-NAME = "smollm2_q4_1_jsts_readme"
 CTX = 512          # llama-perplexity's default window
-TEST_CHUNKS = 4    # windows the ctest scores: 4 x 512 = 2,048 tokens
 THREADS = 2
-OUT = os.path.join(ROOT, "tests", "data", "golden", "llamacpp", NAME + ".json")
+# name -> (model, windows the ctest scores). Gemma's output projection
+# (262144 x 640 per scored token) makes a window ~4x SmolLM2's: 2 windows.
+MODELS = {
+    "smollm2_q4_1_jsts_readme": ("models/SmolLM2-135M-Instruct.Q4_1.gguf", 4),
+    "gemma3_270m_q4_k_m_jsts_readme": ("models/gemma-3-270m-q4_k_m.gguf", 2),
+}
+SLICE = 64         # logits rows converted to float64 at a time
 
 
 def sha256(path):
@@ -82,9 +90,43 @@ def plain_cpu_buffers():
     lc.llama_model_default_params = params
 
 
+def score_window(llm, toks):
+    """argmax, log-prob of the next token and top-1/top-2 margin at window
+    positions 0..CTX-2, in float64, SLICE rows at a time."""
+    llm.reset()
+    llm.eval(toks)
+    scores = llm.scores  # (n_ctx, n_vocab) float32, llama-cpp-python's buffer
+    argmax, lps, margins = [], [], []
+    for r0 in range(0, CTX - 1, SLICE):
+        r1 = min(r0 + SLICE, CTX - 1)
+        x = np.array(scores[r0:r1], dtype=np.float64)
+        mx = x.max(axis=1)
+        lse = mx + np.log(np.exp(x - mx[:, None]).sum(axis=1))
+        target = np.array(toks[r0 + 1:r1 + 1])
+        lps += list(x[np.arange(r1 - r0), target] - lse)
+        top2 = np.partition(x, -2, axis=1)[:, -2:]
+        margins += list(np.abs(top2[:, 1] - top2[:, 0]))
+        argmax += list(x.argmax(axis=1))
+    return {
+        "argmax": [int(a) for a in argmax],
+        "logprob": [round(float(v), 6) for v in lps],
+        # top-1 minus top-2 logit: how decisive llama.cpp's argmax is
+        "margin": [round(float(v), 4) for v in margins],
+    }
+
+
 def main():
     plain_cpu_buffers()
-    model = os.path.join(ROOT, MODEL_REL)
+    names = sys.argv[1:] or list(MODELS)
+    for name in names:
+        if name not in MODELS:
+            sys.exit(f"unknown golden {name!r}: one of {', '.join(MODELS)}")
+        make(name, *MODELS[name])
+
+
+def make(name, model_rel, test_chunks):
+    model = os.path.join(ROOT, model_rel)
+    out_path = os.path.join(ROOT, "tests", "data", "golden", "llamacpp", name + ".json")
     text_path = os.path.normpath(os.path.join(ROOT, TEXT_REL))
     with open(text_path, "rb") as f:
         text = f.read()
@@ -94,34 +136,20 @@ def main():
     empty = llm.tokenize(b"", add_bos=True, special=False)
     bos = empty[0] if empty and tokens and tokens[0] == empty[0] else -1
     n_windows = len(tokens) // CTX
-    if n_windows < TEST_CHUNKS:
-        sys.exit(f"{TEXT_REL}: {len(tokens)} tokens, fewer than {TEST_CHUNKS} windows of {CTX}")
+    if n_windows < test_chunks:
+        sys.exit(f"{TEXT_REL}: {len(tokens)} tokens, fewer than {test_chunks} windows of {CTX}")
     windows = []
     t0 = time.time()
     for w in range(n_windows):
         toks = list(tokens[w * CTX:(w + 1) * CTX])
         if bos >= 0:
             toks[0] = bos
-        llm.reset()
-        llm.eval(toks)
-        logits = np.array(llm.scores[:CTX], dtype=np.float64)  # (CTX, n_vocab)
-        x = logits[:-1]
-        mx = x.max(axis=1)
-        lse = mx + np.log(np.exp(x - mx[:, None]).sum(axis=1))
-        target = np.array(toks[1:])
-        lp = x[np.arange(CTX - 1), target] - lse
-        top2 = np.sort(x, axis=1)[:, -2:]
-        windows.append({
-            "argmax": [int(a) for a in x.argmax(axis=1)],
-            "logprob": [round(float(v), 6) for v in lp],
-            # top-1 minus top-2 logit: how decisive llama.cpp's argmax is
-            "margin": [round(float(v), 4) for v in top2[:, 1] - top2[:, 0]],
-        })
+        windows.append(score_window(llm, toks))
         print(f"window {w + 1}/{n_windows} ({time.time() - t0:.1f}s)", file=sys.stderr)
     half, n_half = ppl(windows, CTX // 2, n_windows)
     full, n_full = ppl(windows, 0, n_windows)
-    half_t, n_half_t = ppl(windows, CTX // 2, TEST_CHUNKS)
-    full_t, n_full_t = ppl(windows, 0, TEST_CHUNKS)
+    half_t, n_half_t = ppl(windows, CTX // 2, test_chunks)
+    full_t, n_full_t = ppl(windows, 0, test_chunks)
     out = {
         "manifest": {
             "oracle": "llama.cpp via PyPI llama-cpp-python (default CPU build), "
@@ -129,7 +157,7 @@ def main():
             "llama_cpp_python": llama_cpp.__version__,
             "llama_cpp_system_info": llama_cpp.llama_print_system_info().decode().strip(),
             "generator": "scripts/gen_goldens_llamacpp.py",
-            "model": MODEL_REL,
+            "model": model_rel,
             "model_sha256": sha256(model),
             "text": TEXT_REL,
             "text_sha256": sha256(text_path),
@@ -137,7 +165,7 @@ def main():
             "bos": bos,
             "n_tokens": len(tokens),
             "n_windows": n_windows,
-            "test_chunks": TEST_CHUNKS,
+            "test_chunks": test_chunks,
             "n_threads": THREADS,
             "use_extra_bufts": False,
             "scheme": "non-overlapping windows of ctx tokens, each from an empty KV cache; "
@@ -154,12 +182,12 @@ def main():
         "tokens": [int(t) for t in tokens],
         "windows": windows,
     }
-    os.makedirs(os.path.dirname(OUT), exist_ok=True)
-    with open(OUT, "w") as f:
+    os.makedirs(os.path.dirname(out_path), exist_ok=True)
+    with open(out_path, "w") as f:
         json.dump(out, f, separators=(",", ":"))
         f.write("\n")
-    print(f"wrote {os.path.relpath(OUT, ROOT)}: PPL half {half:.4f} ({n_half}), all {full:.4f} "
-          f"({n_full}); first {TEST_CHUNKS} windows: half {half_t:.4f}, all {full_t:.4f}",
+    print(f"wrote {os.path.relpath(out_path, ROOT)}: PPL half {half:.4f} ({n_half}), all {full:.4f} "
+          f"({n_full}); first {test_chunks} windows: half {half_t:.4f}, all {full_t:.4f}",
           file=sys.stderr)
 
 

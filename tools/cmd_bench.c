@@ -229,6 +229,8 @@ int di_cmd_bench(int argc, char **argv) {
     p.no_prefix_cache = true; /* every rep computes its prompt */
     p.kernels = kernels;
     p.numerics = numerics;
+    di_progress load;
+    di_progress_load_hook(&p, &load);
     di_engine *e;
     di_error err;
     if (di_engine_create(&p, &e, &err)) {

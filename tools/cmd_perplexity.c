@@ -273,6 +273,8 @@ int di_cmd_perplexity(int argc, char **argv) {
     p.max_batch_tokens = (int32_t)batch_tokens;
     p.kv_f32 = kv_f32;
     p.kernels = kernels;
+    di_progress load;
+    di_progress_load_hook(&p, &load);
     di_engine *e = NULL;
     di_error err;
     if (di_engine_create(&p, &e, &err)) {

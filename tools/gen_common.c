@@ -1,5 +1,7 @@
 #include "gen_common.h"
 
+#include "progress.h"
+
 #include <limits.h>
 #include <sched.h>
 #include <stdlib.h>
@@ -261,6 +263,8 @@ di_engine *di_gen_engine_open(const char *cmd, di_gen_opts *o) {
     }
     di_engine_params p = di_gen_engine_params(o);
     p.n_threads = di_gen_cap_threads(cmd, o->threads);
+    di_progress load;
+    if (!g_dist || g_dist->rank == 0) di_progress_load_hook(&p, &load); /* one bar per terminal */
     di_engine *e = NULL;
     if (di_engine_create(&p, &e, &err)) {
         const char *env = getenv("DEEPINFER_MODEL");

@@ -53,3 +53,23 @@ void di_progress_end(di_progress *p, int64_t done, double amount) {
     line(p, done, amount, now_s());
     if (p->tty) fputc('\n', stderr);
 }
+
+#define BYTES_PER_MB 1000000.0
+/* Weights below this load in well under a second even from disk: no bar. */
+#define LOAD_BAR_MIN_BYTES ((uint64_t)32 << 20)
+
+static int64_t mb_up(uint64_t bytes) { return (int64_t)((bytes + 999999) / 1000000); }
+
+static void load_progress(uint64_t done, uint64_t total, void *user) {
+    di_progress *p = user;
+    if (total < LOAD_BAR_MIN_BYTES) return;
+    if (done == 0) di_progress_start(p, "load", mb_up(total), "MB/s");
+    else if (done < total) di_progress_update(p, (int64_t)(done / 1000000), (double)done / BYTES_PER_MB);
+    else di_progress_end(p, mb_up(total), (double)total / BYTES_PER_MB);
+}
+
+void di_progress_load_hook(di_engine_params *p, di_progress *storage) {
+    if (!isatty(STDERR_FILENO)) return;
+    p->load_progress = load_progress;
+    p->load_progress_user = storage;
+}

@@ -6,6 +6,8 @@
 #ifndef DI_TOOLS_PROGRESS_H
 #define DI_TOOLS_PROGRESS_H
 
+#include "deepinfer.h"
+
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -22,5 +24,13 @@ void di_progress_start(di_progress *p, const char *what, int64_t total, const ch
 void di_progress_update(di_progress *p, int64_t done, double amount);
 /* The last line (and on a terminal the newline that ends it). */
 void di_progress_end(di_progress *p, int64_t done, double amount);
+
+/* Model-load progress for a command's engine: when stderr is a terminal,
+ * sets p's load_progress (and so the weights' pre-touch, deepinfer.h) to
+ * draw a "load" bar in MB on it (weights of 32 MiB and more: smaller ones
+ * load too fast to need one), with storage as its state (must outlive
+ * di_engine_create). Off a terminal it leaves p alone: no pre-touch, no
+ * extra output in logs. */
+void di_progress_load_hook(di_engine_params *p, di_progress *storage);
 
 #endif

@@ -50,3 +50,36 @@ void di_mapped_file_close(di_mapped_file *f) {
     free(f->path);
     memset(f, 0, sizeof *f);
 }
+
+/* Half the machine's physical memory, in bytes (0 when the OS will not
+ * say). Not the free memory: a model file already in the page cache is
+ * not free memory, and touching it costs none. */
+static uint64_t pretouch_budget_bytes(void) {
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    if (pages <= 0 || page <= 0) return 0;
+    return (uint64_t)pages * (uint64_t)page / 2;
+}
+
+bool di_mapped_pretouch(const void *data, size_t size, di_load_progress_fn fn, void *user) {
+    long page_l = sysconf(_SC_PAGESIZE);
+    size_t page = page_l > 0 ? (size_t)page_l : 4096;
+    if (!data || size == 0 || (uint64_t)size > pretouch_budget_bytes()) return false;
+    const volatile uint8_t *p = data;
+    if (fn) fn(0, size, user);
+    unsigned sink = 0;
+    for (size_t off = 0; off < size; off += DI_PRETOUCH_CHUNK_BYTES) {
+        size_t n = size - off < DI_PRETOUCH_CHUNK_BYTES ? size - off : DI_PRETOUCH_CHUNK_BYTES;
+        /* read-ahead of this chunk and the next one (from the page start:
+         * madvise wants it aligned); an error only loses the hint */
+        uintptr_t a = ((uintptr_t)data + off) & ~(uintptr_t)(page - 1);
+        size_t ahead = size - off < 2 * DI_PRETOUCH_CHUNK_BYTES ? size - off : 2 * DI_PRETOUCH_CHUNK_BYTES;
+        (void)madvise((void *)a, (uintptr_t)data + off + ahead - a, MADV_WILLNEED);
+        /* a byte in every page the chunk overlaps: one per page-sized step, and its last */
+        for (size_t i = off; i < off + n; i += page) sink += p[i];
+        sink += p[off + n - 1];
+        if (fn && off + n < size) fn(off + n, size, user);
+    }
+    (void)sink;
+    if (fn) fn(size, size, user);
+    return true;
+}

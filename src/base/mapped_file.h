@@ -5,6 +5,7 @@
 
 #include "base/status.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -18,5 +19,18 @@ typedef struct di_mapped_file {
  * di_mapped_file_close. */
 di_status di_mapped_file_open(const char *path, di_mapped_file *out, di_error *err);
 void di_mapped_file_close(di_mapped_file *f);
+
+/* Bytes read per progress report of di_mapped_pretouch. */
+#define DI_PRETOUCH_CHUNK_BYTES ((size_t)16 << 20)
+
+/* Makes the pages of [data, data + size) resident now rather than at their
+ * first use (a mapped model's first forward otherwise page-faults every
+ * weight in): madvise(WILLNEED) a chunk ahead, then one byte read per page.
+ * fn (may be NULL) gets (0, size) first, then bytes done after every
+ * DI_PRETOUCH_CHUNK_BYTES, and (size, size) last. Advisory: nothing can
+ * fail. Returns false without touching (and without calling fn) when size
+ * is 0 or more than half the machine's physical memory: reading a mapping
+ * near the size of memory would evict its own first pages again. */
+bool di_mapped_pretouch(const void *data, size_t size, di_load_progress_fn fn, void *user);
 
 #endif

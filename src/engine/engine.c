@@ -79,6 +79,8 @@ di_status di_engine_create(const di_engine_params *p, di_engine **out, di_error 
 
     di_status s = di_model_open(p->model_path, p->kernels, p->numerics, &e->model, err);
     if (s) goto fail;
+    if (p->pretouch > 0 || (p->pretouch == 0 && p->load_progress))
+        (void)di_model_pretouch(e->model, p->load_progress, p->load_progress_user); /* advisory */
     di_model_get_facts(e->model, &e->facts);
     e->tok = di_model_tokenizer(e->model);
     if (p->bounded_replay) {

@@ -5,6 +5,7 @@
 #include "model/model.h"
 
 #include "base/alloc.h"
+#include "base/mapped_file.h"
 #include "format/gguf.h"
 #include "model/deepseek_v4.h"
 #include "model/deepseek_v41.h"
@@ -282,6 +283,21 @@ void di_model_get_facts(const di_model *m, di_model_facts *out) {
 }
 
 const di_tokenizer *di_model_tokenizer(const di_model *m) { return m->tok; }
+
+bool di_model_pretouch(const di_model *m, di_load_progress_fn fn, void *user) {
+    if (!m || !m->gguf) return false;
+    /* the span of every tensor's bytes: the file's data section (the
+     * header and metadata were read while opening) */
+    const uint8_t *lo = NULL, *hi = NULL;
+    for (uint64_t i = 0; i < di_gguf_tensor_count(m->gguf); i++) {
+        const di_gguf_tensor *t = di_gguf_tensor_at(m->gguf, i);
+        const uint8_t *a = t->data, *b = a + t->n_bytes;
+        if (t->n_bytes == 0) continue;
+        if (!lo || a < lo) lo = a;
+        if (!hi || b > hi) hi = b;
+    }
+    return lo && di_mapped_pretouch(lo, (size_t)(hi - lo), fn, user);
+}
 
 uint64_t di_model_kv_bytes_per_token(const di_model *m, di_dtype dtype) {
     return m->ops->kv_bytes_per_token(m->impl, dtype);

@@ -19,6 +19,7 @@
 #include "tensor/dtype.h"
 #include "text/tokenizer.h"
 
+#include <stdbool.h>
 #include <stdint.h>
 
 typedef struct di_model di_model;
@@ -43,6 +44,12 @@ di_status di_model_open(const char *path, const char *kernels, const char *numer
 void di_model_free(di_model *m);
 void di_model_get_facts(const di_model *m, di_model_facts *out);
 const di_tokenizer *di_model_tokenizer(const di_model *m);
+/* Reads the weights of a GGUF model into memory now (di_mapped_pretouch
+ * over the span of its tensor data), reporting progress to fn (may be
+ * NULL). Returns false, having done nothing, for HF checkpoint folders
+ * (their loaders already read every weight) and where di_mapped_pretouch
+ * declines. Cannot fail. */
+bool di_model_pretouch(const di_model *m, di_load_progress_fn fn, void *user);
 
 /* dtype: DI_DTYPE_F16 or DI_DTYPE_F32. */
 di_status di_model_kv_create(const di_model *m, int32_t n_blocks, int32_t block_size, di_dtype dtype,

@@ -5,7 +5,10 @@
 #include "base/mapped_file.h"
 #include "base/status.h"
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static void error_set_formats_message_and_returns_code(void **state) {
     (void)state;
@@ -55,6 +58,66 @@ static void mapped_file_reports_missing_file(void **state) {
     assert_int_equal(di_mapped_file_open("/", &f, &err), DI_ERR_IO);
 }
 
+/* What a pre-touch reported: the calls in order. */
+typedef struct touch_log {
+    int n;
+    uint64_t done[16], total[16];
+} touch_log;
+
+static void log_touch(uint64_t done, uint64_t total, void *user) {
+    touch_log *l = user;
+    if (l->n < 16) {
+        l->done[l->n] = done;
+        l->total[l->n] = total;
+    }
+    l->n++;
+}
+
+/* A mapped file of 2.5 chunks (sparse: nothing written, every page reads
+ * as zero): (0, size), one report per chunk boundary, (size, size). */
+static void mapped_pretouch_reports_every_chunk(void **state) {
+    (void)state;
+    char path[] = "/tmp/di_test_pretouch_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    const size_t size = DI_PRETOUCH_CHUNK_BYTES * 2 + DI_PRETOUCH_CHUNK_BYTES / 2 + 7; /* not page-sized */
+    assert_int_equal(ftruncate(fd, (off_t)size), 0);
+    close(fd);
+    di_mapped_file f;
+    di_error err;
+    assert_int_equal(di_mapped_file_open(path, &f, &err), DI_OK);
+    unlink(path);
+    touch_log l = {0};
+    /* from an odd offset: the range need not start on a page */
+    assert_true(di_mapped_pretouch(f.data + 3, size - 3, log_touch, &l));
+    assert_int_equal(l.n, 4);
+    assert_int_equal(l.done[0], 0);
+    assert_int_equal(l.done[1], DI_PRETOUCH_CHUNK_BYTES);
+    assert_int_equal(l.done[2], 2 * DI_PRETOUCH_CHUNK_BYTES);
+    assert_int_equal(l.done[3], size - 3);
+    for (int i = 0; i < 4; i++) assert_int_equal(l.total[i], size - 3);
+    /* no callback: the same work, silently */
+    assert_true(di_mapped_pretouch(f.data, size, NULL, NULL));
+    di_mapped_file_close(&f);
+}
+
+/* Nothing to touch, or more than half of memory: false, no call. */
+static void mapped_pretouch_declines_empty_and_huge(void **state) {
+    (void)state;
+    touch_log l = {0};
+    uint8_t byte = 1;
+    assert_false(di_mapped_pretouch(NULL, 0, log_touch, &l));
+    assert_false(di_mapped_pretouch(&byte, 0, log_touch, &l));
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    assert_true(pages > 0 && page > 0);
+    /* never dereferenced: the size check comes first */
+    assert_false(di_mapped_pretouch(&byte, (size_t)pages * (size_t)page, log_touch, &l));
+    assert_int_equal(l.n, 0);
+    assert_true(di_mapped_pretouch(&byte, 1, log_touch, &l));
+    assert_int_equal(l.n, 2); /* (0, 1) and (1, 1) */
+    assert_int_equal(l.done[1], 1);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(error_set_formats_message_and_returns_code),
@@ -62,6 +125,8 @@ int main(void) {
         cmocka_unit_test(status_names_are_distinct),
         cmocka_unit_test(alloc_rejects_overflowing_sizes),
         cmocka_unit_test(mapped_file_reports_missing_file),
+        cmocka_unit_test(mapped_pretouch_reports_every_chunk),
+        cmocka_unit_test(mapped_pretouch_declines_empty_and_huge),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -22,34 +22,50 @@
 # prints is the one its --top1-out file implies.
 # Under the sanitizer build (DI_SANITIZE=ON, ~15x slower) only the first
 # window is scored, with the same thresholds (ggml 99% overall, default 93%).
+# Gemma 3 270M Q4_K_M (when fetched; golden from the same script, first 2
+# windows): its Q5_0 / Q4_K / Q6_K matmuls have no ggml-numerics twin here
+# (ggml_compat.h covers Q4_0/Q4_1/Q8_0), so even --kernels ggml does not
+# reproduce llama.cpp's activation rounding (Q8_0 / Q8_K blocks) on most
+# weights, and both modes are held to the looser bars: top-1 >= 99% where
+# llama.cpp is decisive, >= 93% overall, PPL within 3%. Measured (2
+# windows): ggml 96.09% overall, 768/768 decisive, PPL -0.79% (all) /
+# -1.67% (half); default 95.60%, 768/768, -0.50% / -1.27%; window 1 alone
+# 96.09% / 95.30%, PPL at most -1.89% (not run under the sanitizers: see
+# below). Ours is the lower
+# PPL: transformers agrees with our exact forward to 1e-4
+# (tests/model/test_gemma.c), so the gap is llama.cpp's int8 rounding.
 set -euo pipefail
 BIN=$1
 MODEL=models/SmolLM2-135M-Instruct.Q4_1.gguf
 GOLD=tests/data/golden/llamacpp/smollm2_q4_1_jsts_readme.json
-[ -f "$MODEL" ] || { echo "perplexity.sh: default model not fetched, skipping"; exit 0; }
+GEMMA=models/gemma-3-270m-q4_k_m.gguf
+GEMMA_GOLD=tests/data/golden/llamacpp/gemma3_270m_q4_k_m_jsts_readme.json
 fail() { echo "FAIL: $*" >&2; exit 1; }
 [ -f "$GOLD" ] || fail "no golden $GOLD"
+[ -f "$GEMMA_GOLD" ] || fail "no golden $GEMMA_GOLD"
 TEXT=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["manifest"]["text"])' "$GOLD")
 [ -f "$TEXT" ] || { echo "perplexity.sh: $TEXT (shared data) missing, skipping"; exit 0; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-CHUNKS=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["manifest"]["test_chunks"])' "$GOLD")
-case "${DI_SANITIZE:-OFF}" in ON|1|on|TRUE|true) CHUNKS=1 ;; esac
-
-"$BIN" tokenize -m "$MODEL" --bos -f "$TEXT" >"$tmp/ids" 2>"$tmp/err" || fail "tokenize: $(cat "$tmp/err")"
-
-# compare MODE MIN_TOP1: scores the text with --kernels MODE ("default": no
-# flag) and checks it against the golden; MIN_TOP1 is the overall floor.
+# compare MODEL GOLD MODE MIN_TOP1 MAX_PPL_REL: scores the text with MODEL
+# and --kernels MODE ("default": no flag) and checks it against GOLD;
+# MIN_TOP1 is the overall top-1 floor, MAX_PPL_REL the bound on
+# |PPL ours / PPL llama.cpp - 1|.
 compare() {
-  local mode=$1 min_top1=$2 flag=()
+  local model=$1 gold=$2 mode=$3 min_top1=$4 max_ppl=$5 flag=() chunks
   [ "$mode" = default ] || flag=(--kernels "$mode")
-  "$BIN" perplexity -m "$MODEL" -f "$TEXT" --ctx 512 --chunks "$CHUNKS" --score-all -t 2 "${flag[@]}" \
+  chunks=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["manifest"]["test_chunks"])' "$gold")
+  case "${DI_SANITIZE:-OFF}" in ON|1|on|TRUE|true) chunks=1 ;; esac
+  "$BIN" tokenize -m "$model" --bos -f "$TEXT" >"$tmp/ids" 2>"$tmp/err" || fail "tokenize: $(cat "$tmp/err")"
+  "$BIN" perplexity -m "$model" -f "$TEXT" --ctx 512 --chunks "$chunks" --score-all -t 2 "${flag[@]}" \
     --top1-out "$tmp/top1" >"$tmp/out" 2>"$tmp/err" || fail "perplexity ($mode) exited $?: $(cat "$tmp/err")"
-  python3 - "$GOLD" "$TEXT" "$tmp/ids" "$tmp/out" "$tmp/top1" "$CHUNKS" "$mode" "$min_top1" <<'PY' ||
+  python3 - "$gold" "$TEXT" "$tmp/ids" "$tmp/out" "$tmp/top1" "$chunks" "$mode" "$min_top1" "$(basename "$model")" \
+    "$max_ppl" <<'PY' ||
 import hashlib, json, math, sys
-gold_path, text_path, ids_path, out_path, top1_path, chunks, mode, min_top1 = sys.argv[1:9]
-chunks, min_top1 = int(chunks), float(min_top1)
+gold_path, text_path, ids_path, out_path, top1_path, chunks, mode, min_top1, name, max_ppl = sys.argv[1:11]
+mode = f"{name} {mode}"
+chunks, min_top1, max_ppl = int(chunks), float(min_top1), float(max_ppl)
 g = json.load(open(gold_path))
 m = g["manifest"]
 ctx = m["ctx"]
@@ -106,12 +122,30 @@ assert abs(ppl_printed / res["all"][0] - 1) < 1e-5, (ppl_printed, res["all"][0])
 assert top1_decisive >= 0.99, f"top-1 agreement at decisive positions {top1_decisive:.4f} < 0.99"
 assert top1 >= min_top1, f"top-1 agreement {top1:.4f} < {min_top1}"
 for name, (a, b, n) in res.items():
-    assert abs(a / b - 1) <= 0.01, f"PPL {name}: ours {a} vs llama.cpp {b}"
+    assert abs(a / b - 1) <= max_ppl, f"PPL {name}: ours {a} vs llama.cpp {b}"
 PY
-    fail "comparison with llama.cpp ($mode kernels)"
+    fail "comparison with llama.cpp ($model, $mode kernels)"
 }
-compare ggml 0.99
-compare default 0.93
+if [ -f "$MODEL" ]; then
+  compare "$MODEL" "$GOLD" ggml 0.99 0.01
+  compare "$MODEL" "$GOLD" default 0.93 0.01
+else
+  echo "perplexity.sh: default model not fetched, skipping it"
+fi
+case "${DI_SANITIZE:-OFF}" in
+  # a Gemma window costs ~4x SmolLM2's (its 262144-row output per scored
+  # token): minutes under ASan, for no code the SmolLM2 run does not cover
+  # (test_gemma runs its forward under the sanitizers)
+  ON|1|on|TRUE|true) echo "perplexity.sh: sanitizer build, Gemma skipped" ;;
+  *) if [ -f "$GEMMA" ]; then GEMMA_RUN=1; fi ;;
+esac
+if [ -n "${GEMMA_RUN:-}" ]; then
+  compare "$GEMMA" "$GEMMA_GOLD" ggml 0.93 0.03
+  compare "$GEMMA" "$GEMMA_GOLD" default 0.93 0.03
+elif [ ! -f "$GEMMA" ]; then
+  echo "perplexity.sh: $GEMMA not fetched (scripts/fetch-gemma.sh), skipping it"
+fi
+[ -f "$MODEL" ] || exit 0
 
 # Usage errors and bad input.
 if "$BIN" perplexity -m "$MODEL" 2>/dev/null; then fail "missing -f accepted"; fi

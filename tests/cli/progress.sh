@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Progress of long work (issue 15): plain lines when stderr is a file (no
 # carriage returns: logs stay readable), a bar rewritten in place on a
-# terminal (a pty), for quantize, batch and bench.
+# terminal (a pty), for quantize, batch and bench; the model-load bar
+# (weights pre-touched) on a terminal only, never in a log.
 set -euo pipefail
 BIN=$1
 SEED=tests/data/seeds/gguf/tiny_llama.gguf
@@ -23,6 +24,7 @@ if [ -f "$MODEL" ]; then
   grep -q "^batch: 0/2, " "$tmp/err" && grep -q "^batch: 2/2, .*ETA" "$tmp/err" \
     || fail "batch: no progress lines: $(cat -v "$tmp/err")"
   ! grep -q $'\r' "$tmp/err" || fail "batch: carriage returns in a log"
+  ! grep -q "load" "$tmp/err" || fail "batch: a load line in a log: $(cat -v "$tmp/err")"
 fi
 
 # bench: which test, runs done of warm-up + reps (plain lines in a log)
@@ -61,4 +63,36 @@ PY
 }
 on_tty quantize $'\rquantize [' ETA -- "$BIN" quantize "$SEED" "$tmp/t.gguf" q8_0
 on_tty bench $'\rbench pp8 [' 3/3 -- "$BIN" bench -m "$SEED" -p 8 -n 4 -b "" -r 2 -t 1
+# on_tty_not WHAT NEEDLE -- ARGV...: ARGV on a pty exits 0 without NEEDLE
+on_tty_not() {
+  local what=$1 needle=$2; shift 3
+  python3 - "$needle" "$@" <<'PY' || fail "terminal progress ($what)"
+import os, pty, sys
+needle, argv = sys.argv[1].encode(), sys.argv[2:]
+pid, fd = pty.fork()
+if pid == 0:
+    os.execv(argv[0], argv)
+out = b""
+while True:
+    try:
+        d = os.read(fd, 4096)
+    except OSError:
+        break
+    if not d:
+        break
+    out += d
+_, st = os.waitpid(pid, 0)
+assert os.WIFEXITED(st) and os.WEXITSTATUS(st) == 0, out
+assert needle not in out, out
+PY
+}
+# a 3.5 KB model loads without a bar (below the bar's 32 MiB)
+on_tty_not "load, tiny" "load [" -- "$BIN" bench -m "$SEED" -p 8 -n 4 -b "" -r 2 -t 1
+if [ -f "$MODEL" ]; then
+  # the load bar on a terminal: start, end (MB of the weights) and the newline
+  on_tty load $'\rload [' $'\rload [########################] ' -- \
+    "$BIN" run -m "$MODEL" --raw -p "Hi" -n 1 -t 1 --temp 0
+  "$BIN" run -m "$MODEL" --raw -p "Hi" -n 1 -t 1 --temp 0 2>"$tmp/err" >/dev/null || fail "run: $(cat "$tmp/err")"
+  ! grep -q "load" "$tmp/err" || fail "run: a load line in a log: $(cat -v "$tmp/err")"
+fi
 echo ok

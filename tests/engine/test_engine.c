@@ -502,6 +502,61 @@ static void ggml_prompt_logprobs_are_consistent_and_batch_invariant(void **state
     check_prompt_logprobs("ggml");
 }
 
+typedef struct load_log {
+    int n, monotonic;
+    uint64_t first, last, total;
+} load_log;
+
+static void log_load(uint64_t done, uint64_t total, void *user) {
+    load_log *l = user;
+    if (l->n == 0) l->first = done;
+    else if (done < l->last || total != l->total) l->monotonic = 0;
+    l->last = done;
+    l->total = total;
+    l->n++;
+}
+
+/* Model-load progress (include/deepinfer.h): with a callback the weights
+ * are pre-touched and reported from 0 to their whole size (the data
+ * section of the GGUF: most of the file); pretouch = -1 turns both off. */
+static void load_progress_reports_the_weights_when_pretouched(void **state) {
+    (void)state;
+    const char *model = di_test_default_model();
+    if (!model) skip();
+    FILE *fp = fopen(model, "rb");
+    assert_non_null(fp);
+    fseek(fp, 0, SEEK_END);
+    uint64_t file_bytes = (uint64_t)ftell(fp);
+    fclose(fp);
+    di_engine_params p = di_engine_params_default();
+    p.model_path = model;
+    p.n_threads = 1;
+    p.n_ctx = 64;
+    p.kv_tokens = 256;
+    load_log l = {.monotonic = 1};
+    p.load_progress = log_load;
+    p.load_progress_user = &l;
+    di_engine *e = NULL;
+    di_error err;
+    assert_int_equal(di_engine_create(&p, &e, &err), DI_OK);
+    di_engine_free(e);
+    assert_true(l.n >= 3); /* > 16 MiB of weights: a report between start and end */
+    assert_true(l.monotonic);
+    assert_int_equal(l.first, 0);
+    assert_int_equal(l.last, l.total);
+    assert_true(l.total <= file_bytes && l.total > file_bytes / 10 * 9);
+    load_log off = {.monotonic = 1};
+    p.load_progress_user = &off;
+    p.pretouch = -1;
+    assert_int_equal(di_engine_create(&p, &e, &err), DI_OK);
+    di_engine_free(e);
+    assert_int_equal(off.n, 0);
+    p.pretouch = 1; /* forced, no callback */
+    p.load_progress = NULL;
+    assert_int_equal(di_engine_create(&p, &e, &err), DI_OK);
+    di_engine_free(e);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(seeded_output_is_independent_of_batch_and_threads),
@@ -513,6 +568,7 @@ int main(void) {
         cmocka_unit_test(constrained_output_follows_the_grammar),
         cmocka_unit_test(prompt_logprobs_are_consistent_and_batch_invariant),
         cmocka_unit_test(ggml_prompt_logprobs_are_consistent_and_batch_invariant),
+        cmocka_unit_test(load_progress_reports_the_weights_when_pretouched),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
