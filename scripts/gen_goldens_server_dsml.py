@@ -61,6 +61,7 @@ OFF = {"thinking": {"type": "disabled"}}
 IMG = ("data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJ"
        "RU5ErkJggg==")
 IMG_PART = {"type": "image_url", "image_url": {"url": IMG}}
+IMG_B64 = IMG.split(",", 1)[1]
 
 # (name, extra body fields); "messages" defaults to [U].
 REQUESTS = [
@@ -177,6 +178,40 @@ PROTO_REQUESTS = [
                                     "tool_choice": {"type": "tool", "name": "get_weather"},
                                     "messages": [{"role": "user", "content": "Hi"}]}),
     ("messages", "msg_bad_block", {"max_tokens": 50, "messages": [{"role": "user", "content": [{"type": "audio"}]}]}),
+    # images: Responses input_image parts, Messages image blocks (base64)
+    ("responses", "resp_image_after_text", {"input": [{"role": "user", "content": [
+        {"type": "input_text", "text": "What?"}, {"type": "input_image", "image_url": IMG}]}]}),
+    ("responses", "resp_image_first", {"input": [{"type": "message", "role": "user", "content": [
+        {"type": "input_image", "image_url": IMG, "detail": "auto"}, {"type": "input_text", "text": "What?"}]}]}),
+    ("responses", "resp_image_in_tool_output", {"tools": [RESP_TOOL], "input": [
+        {"role": "user", "content": "Look"},
+        {"type": "function_call", "call_id": "c1", "name": "get_weather", "arguments": "{\"city\": \"Paris\"}"},
+        {"type": "function_call_output", "call_id": "c1", "output": [
+            {"type": "input_text", "text": "map"}, {"type": "input_image", "image_url": IMG}]}]}),
+    ("responses", "resp_image_file_id", {"input": [{"role": "user", "content": [
+        {"type": "input_image", "file_id": "file-1"}]}]}),
+    ("responses", "resp_image_remote", {"input": [{"role": "user", "content": [
+        {"type": "input_image", "image_url": "https://example.com/a.png"}]}]}),
+    ("messages", "msg_image", {"max_tokens": 50, "messages": [{"role": "user", "content": [
+        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": IMG_B64}},
+        {"type": "text", "text": "What?"}]}]}),
+    ("messages", "msg_image_between_text", {"max_tokens": 50, "messages": [{"role": "user", "content": [
+        {"type": "text", "text": "A"},
+        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": IMG_B64}},
+        {"type": "text", "text": "B"}]}]}),
+    ("messages", "msg_image_in_tool_result", {"max_tokens": 50, "tools": [MSG_TOOL], "messages": [
+        {"role": "user", "content": "Look"},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "get_weather", "input": {"city": "Paris"}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": [
+            {"type": "text", "text": "map"},
+            {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": IMG_B64}}]}]}]}),
+    ("messages", "msg_image_remote", {"max_tokens": 50, "messages": [{"role": "user", "content": [
+        {"type": "image", "source": {"type": "url", "url": "https://example.com/a.png"}}]}]}),
+    ("messages", "msg_image_in_assistant", {"max_tokens": 50, "messages": [
+        {"role": "user", "content": "Hi"},
+        {"role": "assistant", "content": [{"type": "image", "source": {"type": "base64", "media_type": "image/png",
+                                                                         "data": IMG_B64}}]},
+        {"role": "user", "content": "Again"}]}),
 ]
 # (endpoint, name, request, output with V4's DSML words)
 PROTO_OUTPUTS = [
@@ -190,6 +225,12 @@ PROTO = {"responses": dr.ResponsesRequest, "messages": dr.MessagesRequest}
 # Bodies the recipe accepts that the server refuses on purpose (the test
 # expects a 400 and says why).
 KNOWN_PROTO = {
+    "resp_image_file_id": "V4's recipe writes [Unsupported Image] for any image part; the server refuses a file_id "
+                          "image on both versions (it reads no files; V4.1's recipe refuses it too)",
+    "resp_image_remote": "the recipe takes a remote image URL; the server fetches nothing (400 asking for a data: URL)",
+    "msg_image_remote": "the recipe takes a url image source; the server fetches nothing (400 asking for a data: URL)",
+    "msg_image_in_assistant": "V4's recipe writes [Unsupported Image] for an assistant image block; the server "
+                              "refuses it on both versions (V4.1's recipe refuses it too)",
     "resp_bad_item": "the recipe drops input items of unknown types; the server refuses them (400 naming the type)",
 }
 

@@ -12,14 +12,19 @@
  *     ones share a turn), function_call_output (a tool message); function
  *     tools {type, name, description, parameters}; tool_choice auto / none
  *     / required / {type: function, name}; reasoning.effort;
- *     max_output_tokens.
+ *     max_output_tokens; input_image parts (data: URLs) in messages and
+ *     function_call_output outputs.
  *   Messages: system (a string or text blocks joined by a blank line);
  *     user text blocks are one user message each, tool_result blocks tool
  *     messages; assistant thinking -> reasoning_content, text -> content,
  *     tool_use -> tool calls (input printed as the recipe prints JSON);
  *     tools {name, description, input_schema}; tool_choice auto / any
  *     (auto, as the recipe reads it) / none / tool (named); thinking
- *     enabled / disabled; stop_sequences.
+ *     enabled / disabled; stop_sequences; image blocks with a base64
+ *     source in user messages and tool_result content.
+ * Images become the chat shape's image_url parts (the placeholder and the
+ * pixels are dsml_chat.c's and the vision path's); remote ones are refused,
+ * since the server fetches nothing.
  * Unknown item, part and block types are a 400 naming them.
  *
  * Answers and streams: the output parser's deltas (dsml_chat.c) become
@@ -69,6 +74,92 @@ static json_t *join_parts(const json_t *c, const char *param, const char *const 
     json_t *s = json_stringn(b.data ? b.data : "", b.len);
     srv_buf_free(&b);
     return s;
+}
+
+/* One image part or block as the chat shape's image_url part (NULL with r
+ * filled when it names no inline image): Responses' input_image
+ * {image_url: "data:..."} (file_id refused, as the recipe refuses it) or
+ * Messages' image {source: {type: base64, media_type, data}}. Remote URLs
+ * (an image_url that is no data: URL, a url source) are refused: the
+ * server fetches nothing. */
+static json_t *image_part(const json_t *p, const char *param, srv_reply *r) {
+    const char *type = json_string_value(json_object_get(p, "type"));
+    json_t *url = NULL;
+    if (!strcmp(type, "input_image")) {
+        if (json_object_get(p, "file_id")) {
+            bad(r, param, "'%s': file_id is not supported; pass the image as a base64 data URL.", param);
+            return NULL;
+        }
+        url = json_incref(json_object_get(p, "image_url"));
+    } else {
+        json_t *src = json_object_get(p, "source");
+        const char *st = json_string_value(json_object_get(src, "type"));
+        json_t *mt = json_object_get(src, "media_type"), *data = json_object_get(src, "data");
+        if (st && !strcmp(st, "base64") && json_is_string(mt) && json_is_string(data)) {
+            srv_buf b = {0};
+            if (!srv_buf_append(&b, "data:", 5) || !srv_buf_append(&b, json_string_value(mt), json_string_length(mt)) ||
+                !srv_buf_append(&b, ";base64,", 8) ||
+                !srv_buf_append(&b, json_string_value(data), json_string_length(data))) {
+                srv_buf_free(&b);
+                srv_reply_error(r, 503, "server_error", NULL, NULL, "Out of memory.");
+                return NULL;
+            }
+            url = json_stringn(b.data, b.len);
+            srv_buf_free(&b);
+        } else if (st && !strcmp(st, "url")) {
+            url = json_incref(json_object_get(src, "url"));
+        }
+    }
+    if (!json_is_string(url)) {
+        json_decref(url);
+        bad(r, param, "'%s' needs an inline image: {\"type\": \"input_image\", \"image_url\": \"data:image/...;base64,...\"} "
+                      "or {\"type\": \"image\", \"source\": {\"type\": \"base64\", \"media_type\", \"data\"}}.", param);
+        return NULL;
+    }
+    if (strncmp(json_string_value(url), "data:", 5)) {
+        json_decref(url);
+        srv_reply_error(r, 400, "invalid_request_error", param, "invalid_image_url",
+                        "Remote image URLs are not fetched by this server; send the image inline as a data: URL "
+                        "(data:image/png;base64,...) or a base64 source.");
+        return NULL;
+    }
+    return json_pack("{s:s, s:{s:o}}", "type", "image_url", "image_url", "url", url);
+}
+
+/* A content array with images in it as Chat Completions parts (text parts
+ * of types[0..n), image parts of type img), which the chat path joins by a
+ * blank line as join_parts does, with the image placeholder for each
+ * image; without images, join_parts' string. */
+static json_t *chat_parts(const json_t *c, const char *param, const char *const *types, size_t n_types,
+                          const char *img, srv_reply *r) {
+    bool images = false;
+    size_t i;
+    json_t *p;
+    if (json_is_array(c))
+        json_array_foreach(c, i, p) {
+            const char *t = json_string_value(json_object_get(p, "type"));
+            images = images || (t && !strcmp(t, img));
+        }
+    if (!images) return join_parts(c, param, types, n_types, r);
+    json_t *out = json_array();
+    json_array_foreach(c, i, p) {
+        const char *t = json_string_value(json_object_get(p, "type"));
+        json_t *part;
+        if (!strcmp(t, img)) {
+            part = image_part(p, param, r);
+        } else {
+            json_t *one = json_pack("[O]", p);
+            json_t *text = join_parts(one, param, types, n_types, r);
+            json_decref(one);
+            part = text ? json_pack("{s:s, s:o}", "type", "text", "text", text) : NULL;
+        }
+        if (!part) {
+            json_decref(out);
+            return NULL;
+        }
+        json_array_append_new(out, part);
+    }
+    return out;
 }
 
 /* Fields both shapes pass on as they are. */
@@ -154,7 +245,7 @@ json_t *srv_responses_to_chat(const json_t *root, srv_reply *r) {
                     bad(r, param, "'%s.role' must be user, system, developer or assistant.", param);
                     goto fail_items;
                 }
-                json_t *text = join_parts(json_object_get(it, "content"), param, RESP_PARTS, 3, r);
+                json_t *text = chat_parts(json_object_get(it, "content"), param, RESP_PARTS, 3, "input_image", r);
                 if (!text) goto fail_items;
                 json_t *m = json_pack("{s:s, s:o}", "role", rv, "content", text);
                 if (!strcmp(rv, "assistant") && reasoning) {
@@ -190,7 +281,7 @@ json_t *srv_responses_to_chat(const json_t *root, srv_reply *r) {
                                                        "function", "name", name, "arguments", args));
             } else if (!strcmp(type, "function_call_output")) {
                 json_t *id = json_object_get(it, "call_id");
-                json_t *out = join_parts(json_object_get(it, "output"), param, RESP_PARTS, 3, r);
+                json_t *out = chat_parts(json_object_get(it, "output"), param, RESP_PARTS, 3, "input_image", r);
                 if (!out) goto fail_items;
                 if (!json_is_string(id)) {
                     json_decref(out);
@@ -298,9 +389,13 @@ json_t *srv_messages_to_chat(const json_t *root, di_dsml_version v, srv_reply *r
                 else if ((text.len && !srv_buf_append(&text, "\n\n", 2)) ||
                          !srv_buf_append(&text, json_string_value(t), json_string_length(t)))
                     goto oom;
+            } else if (user && type && !strcmp(type, "image")) {
+                json_t *part = image_part(b, bparam, r);
+                if (!part) goto block_fail;
+                json_array_append_new(msgs, json_pack("{s:s, s:[o]}", "role", "user", "content", part));
             } else if (user && type && !strcmp(type, "tool_result")) {
                 json_t *id = json_object_get(b, "tool_use_id");
-                json_t *res = join_parts(json_object_get(b, "content"), bparam, TEXT_ONLY, 1, r);
+                json_t *res = chat_parts(json_object_get(b, "content"), bparam, TEXT_ONLY, 1, "image", r);
                 if (!res) goto block_fail;
                 if (!json_is_string(id)) {
                     json_decref(res);

@@ -171,3 +171,46 @@ def test_protocol_path_image_errors(vl_dsml):
             {"role": "user", "content": "and?"}])
     with pytest.raises(openai.BadRequestError):
         dsml_chat(c, [{"type": "image_url", "image_url": {"url": "data:image/png;base64,@@@@"}}])
+
+
+def test_images_in_responses_and_messages(vl_dsml):
+    """Responses input_image parts and Messages image blocks (base64) take
+    the same path as a chat's image_url part: the same prompt (token count)
+    and the same greedy answer; another image of the same size answers
+    another way, so the pixels arrive."""
+    import anthropic
+    c = vl_dsml.client()
+    b64 = data_url("rgb_40x30.png").split(",", 1)[1]
+
+    def via_chat(url):
+        r = dsml_chat(c, [{"type": "image_url", "image_url": {"url": url}}, {"type": "text", "text": TEXT}],
+                      extra_body=OFF)
+        return r.usage.prompt_tokens, r.choices[0].message.content
+
+    def via_responses(url):
+        r = c.responses.create(model="tiny_vl_dsml", max_output_tokens=8, temperature=0,
+                               reasoning={"effort": "none"},
+                               input=[{"role": "user", "content": [{"type": "input_image", "image_url": url},
+                                                                   {"type": "input_text", "text": TEXT}]}])
+        return r.usage.input_tokens, r.output_text
+
+    chat_rgb = via_chat(data_url("rgb_40x30.png"))
+    assert via_responses(data_url("rgb_40x30.png")) == chat_rgb
+    other = via_responses(data_url("interlaced_31x23.png"))
+    assert other[0] == chat_rgb[0] and other == via_chat(data_url("interlaced_31x23.png")) and other != chat_rgb
+    a = anthropic.Anthropic(base_url=vl_dsml.base, api_key=c.api_key, max_retries=0, timeout=c.timeout)
+    m = a.messages.create(model="tiny_vl_dsml", max_tokens=8, extra_body={"temperature": 0},
+                          thinking={"type": "disabled"},
+                          messages=[{"role": "user", "content": [
+                              {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": b64}},
+                              {"type": "text", "text": TEXT}]}])
+    text = "".join(b.text for b in m.content if b.type == "text")
+    assert (m.usage.input_tokens, text) == chat_rgb
+    # remote images are never fetched, in either shape
+    with pytest.raises(openai.BadRequestError) as e:
+        c.responses.create(model="tiny_vl_dsml", max_output_tokens=2, input=[{"role": "user", "content": [
+            {"type": "input_image", "image_url": "https://example.com/a.png"}]}])
+    assert "data: URL" in str(e.value)
+    with pytest.raises(anthropic.BadRequestError):
+        a.messages.create(model="tiny_vl_dsml", max_tokens=2, messages=[{"role": "user", "content": [
+            {"type": "image", "source": {"type": "url", "url": "https://example.com/a.png"}}]}])
