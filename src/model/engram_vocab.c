@@ -22,30 +22,18 @@
  * Unicode White_Space (Rust char::is_whitespace) at both ends. */
 #include "model/engram.h"
 
+#include "base/strbuf.h"
+
 #include <stdlib.h>
 #include <string.h>
 #include <utf8proc.h>
 
 #define SENTINEL_CP 0xE000u /* the private-use stand-in that keeps a lone " " */
 
-typedef struct bytes {
-    char *data;
-    size_t len, cap;
-} bytes;
+/* Key bytes (NUL-terminated by di_strbuf, which nothing here relies on). */
+typedef di_strbuf bytes;
 
-static bool bytes_append(bytes *b, const void *p, size_t n) {
-    if (b->len + n > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + n) cap *= 2;
-        char *d = realloc(b->data, cap);
-        if (!d) return false;
-        b->data = d;
-        b->cap = cap;
-    }
-    if (n) memcpy(b->data + b->len, p, n);
-    b->len += n;
-    return true;
-}
+static bool bytes_append(bytes *b, const void *p, size_t n) { return di_strbuf_put(b, p, n); }
 
 /* Strict UTF-8 (what Rust's from_utf8 accepts): no overlongs, surrogates or
  * values past U+10FFFF. Returns the sequence length, 0 when invalid. */

@@ -145,8 +145,7 @@ bool srv_llama_chat_text(di_server *s, const json_t *root, const char *const *ro
 
 struct srv_llama_out {
     di_server *srv;
-    char *buf; /* (len) the reply so far */
-    size_t len, cap;
+    srv_buf text; /* the reply so far */
     bool content;   /* decided: plain content (streams as it comes) */
     bool call;      /* decided: one tool call (name, args) */
     char *name, *args;
@@ -164,26 +163,17 @@ srv_llama_out *srv_llama_out_new(di_server *s) {
 
 void srv_llama_out_free(srv_llama_out *o) {
     if (!o) return;
-    free(o->buf), free(o->name), free(o->args);
+    srv_buf_free(&o->text), free(o->name), free(o->args);
     free(o);
 }
 
 bool srv_llama_out_push(srv_llama_out *o, const char *text, size_t n, bool final) {
     if (o->call) return true; /* the call is the whole reply */
-    if (o->len + n + 1 > o->cap) {
-        size_t cap = o->cap ? o->cap : 256;
-        while (cap < o->len + n + 1) cap *= 2;
-        char *d = realloc(o->buf, cap);
-        if (!d) return false;
-        o->buf = d;
-        o->cap = cap;
-    }
-    if (n) memcpy(o->buf + o->len, text, n);
-    o->len += n;
-    o->buf[o->len] = 0;
-    if (!o->content && !di_chat_llama31_may_be_call(o->buf, o->len)) o->content = true;
+    if (!srv_buf_append(&o->text, text, n)) return false;
+    const char *so_far = o->text.data ? o->text.data : "";
+    if (!o->content && !di_chat_llama31_may_be_call(so_far, o->text.len)) o->content = true;
     if (final && !o->content) {
-        o->call = di_chat_llama31_parse_call(o->buf, o->len, &o->name, &o->args);
+        o->call = di_chat_llama31_parse_call(so_far, o->text.len, &o->name, &o->args);
         o->content = !o->call;
         if (o->call) {
             char rid[32];
@@ -203,9 +193,9 @@ static json_t *call_json(const srv_llama_out *o, bool with_index, bool with_args
 
 json_t *srv_llama_out_deltas(srv_llama_out *o) {
     json_t *arr = json_array();
-    if (o->content && o->len > o->sent) {
-        json_array_append_new(arr, json_pack("{s:o}", "content", srv_json_string(o->buf + o->sent, o->len - o->sent)));
-        o->sent = o->len;
+    if (o->content && o->text.len > o->sent) {
+        json_array_append_new(arr, json_pack("{s:o}", "content", srv_json_string(o->text.data + o->sent, o->text.len - o->sent)));
+        o->sent = o->text.len;
     }
     if (o->call && !o->call_sent) {
         json_array_append_new(arr, json_pack("{s:[o]}", "tool_calls", call_json(o, true, false)));
@@ -219,7 +209,7 @@ json_t *srv_llama_out_deltas(srv_llama_out *o) {
 json_t *srv_llama_out_message(srv_llama_out *o) {
     if (o->call)
         return json_pack("{s:s, s:n, s:[o]}", "role", "assistant", "content", "tool_calls", call_json(o, false, true));
-    return json_pack("{s:s, s:o}", "role", "assistant", "content", srv_json_string(o->buf ? o->buf : "", o->len));
+    return json_pack("{s:s, s:o}", "role", "assistant", "content", srv_json_string(o->text.data ? o->text.data : "", o->text.len));
 }
 
 size_t srv_llama_out_n_calls(const srv_llama_out *o) { return o->call ? 1 : 0; }

@@ -34,25 +34,6 @@
 
 /* ---- small helpers ----------------------------------------------------------- */
 
-bool srv_buf_append(srv_buf *b, const void *p, size_t n) {
-    if (n == 0) return true;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + n + 1) {
-            if (cap > SIZE_MAX / 2) return false;
-            cap *= 2;
-        }
-        char *d = realloc(b->data, cap);
-        if (!d) return false;
-        b->data = d;
-        b->cap = cap;
-    }
-    memcpy(b->data + b->len, p, n);
-    b->len += n;
-    b->data[b->len] = '\0';
-    return true;
-}
-
 bool srv_buf_printf(srv_buf *b, const char *fmt, ...) {
     char tmp[512];
     va_list ap;
@@ -71,10 +52,7 @@ bool srv_buf_printf(srv_buf *b, const char *fmt, ...) {
     return ok;
 }
 
-void srv_buf_free(srv_buf *b) {
-    free(b->data);
-    memset(b, 0, sizeof *b);
-}
+void srv_buf_free(srv_buf *b) { di_strbuf_free(b); }
 
 /* Length of the valid UTF-8 sequence at s (n bytes left), 0 if invalid.
  * Rejects overlongs, surrogates and code points past U+10FFFF. */

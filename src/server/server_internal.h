@@ -19,6 +19,7 @@
 #ifndef DI_SERVER_INTERNAL_H
 #define DI_SERVER_INTERNAL_H
 
+#include "base/strbuf.h"
 #include "server/server.h"
 
 #include <jansson.h>
@@ -33,12 +34,9 @@
 
 /* ---- growable byte buffer ------------------------------------------------- */
 
-typedef struct srv_buf {
-    char *data;
-    size_t len, cap;
-} srv_buf;
+typedef di_strbuf srv_buf;
 
-bool srv_buf_append(srv_buf *b, const void *p, size_t n);
+static inline bool srv_buf_append(srv_buf *b, const void *p, size_t n) { return di_strbuf_put(b, p, n); }
 bool srv_buf_printf(srv_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void srv_buf_free(srv_buf *b);
 

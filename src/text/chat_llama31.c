@@ -20,39 +20,18 @@
  * line, "," between); trim is Python's str.strip (Unicode whitespace). */
 #include "text/chat_llama31.h"
 
+#include "base/strbuf.h"
 #include "text/dsml.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct lbuf {
-    char *data;
-    size_t len, cap;
-    bool failed;
-} lbuf;
+typedef di_strbuf lbuf;
 
-static void put(lbuf *b, const char *s, size_t n) {
-    if (b->failed || !n) return;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 1024;
-        while (cap < b->len + n + 1) cap *= 2;
-        char *d = realloc(b->data, cap);
-        if (!d) {
-            b->failed = true;
-            return;
-        }
-        b->data = d;
-        b->cap = cap;
-    }
-    memcpy(b->data + b->len, s, n);
-    b->len += n;
-    b->data[b->len] = '\0';
-}
+static void put(lbuf *b, const char *s, size_t n) { (void)di_strbuf_put(b, s, n); }
 
-static void puts_(lbuf *b, const char *s) { put(b, s, strlen(s)); }
-
-static void sink(void *b, const char *s, size_t n) { put(b, s, n); }
+static void puts_(lbuf *b, const char *s) { (void)di_strbuf_puts(b, s); }
 
 /* Python's str.isspace for the code point at s (n bytes left): its
  * length, or 0 when it is not whitespace. */
@@ -115,7 +94,7 @@ static void dumps_indent(lbuf *b, const json_t *v, int level) {
             int n = snprintf(pad, sizeof pad, "%s\n%*s", i++ ? "," : "", 4 * (level + 1 > 64 ? 64 : level + 1), "");
             put(b, pad, (size_t)n);
             puts_(b, "\"");
-            di_dsml_json_escape(key, strlen(key), sink, b);
+            di_dsml_json_escape(key, strlen(key), di_strbuf_sink, b);
             puts_(b, "\": ");
             dumps_indent(b, x, level + 1);
         }

@@ -15,36 +15,18 @@
  * The golden corpus (tests/data/golden/dsml/) pins these against the recipe. */
 #include "text/dsml.h"
 
+#include "base/strbuf.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct jbuf {
-    char *data;
-    size_t len, cap;
-    bool failed;
-} jbuf;
+typedef di_strbuf jbuf;
 
-static void put(jbuf *b, const char *s, size_t n) {
-    if (b->failed) return;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 64;
-        while (cap < b->len + n + 1) cap *= 2;
-        char *d = realloc(b->data, cap);
-        if (!d) {
-            b->failed = true;
-            return;
-        }
-        b->data = d;
-        b->cap = cap;
-    }
-    memcpy(b->data + b->len, s, n);
-    b->len += n;
-    b->data[b->len] = '\0';
-}
+static void put(jbuf *b, const char *s, size_t n) { (void)di_strbuf_put(b, s, n); }
 
-static void puts_(jbuf *b, const char *s) { put(b, s, strlen(s)); }
+static void puts_(jbuf *b, const char *s) { (void)di_strbuf_puts(b, s); }
 
 void di_dsml_json_escape(const char *s, size_t n, void (*sink)(void *user, const char *s, size_t n), void *user) {
     size_t run = 0; /* bytes copied verbatim in one go */
@@ -77,11 +59,9 @@ void di_dsml_json_escape(const char *s, size_t n, void (*sink)(void *user, const
     sink(user, s + n - run, run);
 }
 
-static void put_sink(void *b, const char *s, size_t n) { put(b, s, n); }
-
 static void put_string(jbuf *b, const char *s, size_t n) {
     put(b, "\"", 1);
-    di_dsml_json_escape(s, n, put_sink, b);
+    di_dsml_json_escape(s, n, di_strbuf_sink, b);
     put(b, "\"", 1);
 }
 

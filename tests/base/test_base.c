@@ -4,6 +4,7 @@
 #include "base/alloc.h"
 #include "base/mapped_file.h"
 #include "base/status.h"
+#include "base/strbuf.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -118,11 +119,33 @@ static void mapped_pretouch_declines_empty_and_huge(void **state) {
     assert_int_equal(l.done[1], 1);
 }
 
+static void strbuf_appends_grows_and_stays_terminated(void **state) {
+    (void)state;
+    di_strbuf b = {0};
+    assert_true(di_strbuf_put(&b, "", 0));
+    assert_null(b.data); /* nothing put: nothing allocated */
+    assert_true(di_strbuf_puts(&b, "ab"));
+    di_strbuf_sink(&b, "cd", 1);
+    assert_string_equal(b.data, "abc");
+    char big[1000];
+    memset(big, 'x', sizeof big);
+    for (int i = 0; i < 5; i++) assert_true(di_strbuf_put(&b, big, sizeof big));
+    assert_int_equal(b.len, 5003);
+    assert_true(b.cap > b.len && b.data[b.len] == '\0' && b.data[3] == 'x');
+    b.failed = true; /* sticky: a failed builder takes nothing more */
+    assert_false(di_strbuf_puts(&b, "y"));
+    assert_int_equal(b.len, 5003);
+    di_strbuf_free(&b);
+    assert_null(b.data);
+    assert_false(b.failed);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(error_set_formats_message_and_returns_code),
         cmocka_unit_test(error_set_tolerates_null_and_truncates),
         cmocka_unit_test(status_names_are_distinct),
+        cmocka_unit_test(strbuf_appends_grows_and_stays_terminated),
         cmocka_unit_test(alloc_rejects_overflowing_sizes),
         cmocka_unit_test(mapped_file_reports_missing_file),
         cmocka_unit_test(mapped_pretouch_reports_every_chunk),
