@@ -332,17 +332,11 @@ static void test_gemma_logits_match_transformers(void **state) {
     free(logits);
 }
 
-/* The 600-token prompt against transformers: its last positions see the
- * local layers' window (512 keys) cut the first keys off. Chunked prefill
- * in pieces of 100 rows, as the llama.cpp check below. */
-static void test_gemma_sliding_window_matches_transformers(void **state) {
-    fixture *f = *state;
-    NEED_MODEL(f);
-#ifdef DI_SANITIZE_BUILD
-    skip(); /* 600 positions x 18 layers: minutes under ASan; the release build runs it */
-#endif
+/* A golden's long prompt (lc: tokens, tail) through the cache in chunks
+ * of 100 rows (chunked prefill); returns the logits of its last *tail
+ * positions (freed by the caller). */
+static float *run_long_prompt(fixture *f, const json_t *lc, int32_t *T_out, int32_t *tail_out) {
     const int32_t V = (int32_t)f->hp->n_vocab;
-    json_t *lc = json_object_get(f->golden_hf, "long");
     int32_t toks[MAX_ROWS];
     int32_t T = json_ids(json_object_get(lc, "tokens"), toks, MAX_ROWS);
     int32_t tail = (int32_t)json_integer_value(json_object_get(lc, "tail"));
@@ -355,13 +349,31 @@ static void test_gemma_sliding_window_matches_transformers(void **state) {
         int32_t n = T - p0 < 100 ? T - p0 : 100;
         seq_run(&s, toks + p0, p0, n, T - tail, logits, f->pool2);
     }
+    seq_free(&s);
+    *T_out = T;
+    *tail_out = tail;
+    return logits;
+}
+
+/* The 600-token prompt against transformers: its last positions see the
+ * local layers' window (512 keys) cut the first keys off. Chunked prefill
+ * in pieces of 100 rows, as the llama.cpp check below. */
+static void test_gemma_sliding_window_matches_transformers(void **state) {
+    fixture *f = *state;
+    NEED_MODEL(f);
+#ifdef DI_SANITIZE_BUILD
+    skip(); /* 600 positions x 18 layers: minutes under ASan; the release build runs it */
+#endif
+    const int32_t V = (int32_t)f->hp->n_vocab;
+    json_t *lc = json_object_get(f->golden_hf, "long");
+    int32_t T, tail;
+    float *logits = run_long_prompt(f, lc, &T, &tail);
     hf_stats d = {0};
     json_t *positions = json_object_get(lc, "positions");
     for (int32_t t = 0; t < tail; t++)
         compare_row_hf(f, logits + (size_t)t * V, json_array_get(positions, (size_t)t), &d, "long prompt",
                        (int)(T - tail + t));
     fprintf(stderr, "long prompt vs transformers (%d tokens): max |diff| %.3g\n", (int)T, d.max_abs);
-    seq_free(&s);
     free(logits);
 }
 
@@ -464,25 +476,14 @@ static void test_gemma_sliding_window_long_prompt(void **state) {
 #endif
     const int32_t V = (int32_t)f->hp->n_vocab;
     json_t *lc = json_object_get(f->golden, "long");
-    int32_t toks[MAX_ROWS];
-    int32_t T = json_ids(json_object_get(lc, "tokens"), toks, MAX_ROWS);
-    int32_t tail = (int32_t)json_integer_value(json_object_get(lc, "tail"));
-    assert_true(T > (int32_t)f->hp->sliding_window + tail && tail > 0);
-    float *logits = malloc(sizeof(float) * (size_t)V * (size_t)tail);
-    assert_non_null(logits);
-    seq s;
-    seq_init(&s, f->m);
-    for (int32_t p0 = 0; p0 < T; p0 += 100) {
-        int32_t n = T - p0 < 100 ? T - p0 : 100;
-        seq_run(&s, toks + p0, p0, n, T - tail, logits, f->pool2);
-    }
+    int32_t T, tail;
+    float *logits = run_long_prompt(f, lc, &T, &tail);
     diff_stats d = {0};
     json_t *positions = json_object_get(lc, "positions");
     for (int32_t t = 0; t < tail; t++) compare_row(f, logits + (size_t)t * V, json_array_get(positions, (size_t)t), &d);
     fprintf(stderr, "long prompt (%d tokens): max |diff| %.4f, rms %.4f\n", (int)T, d.max_abs,
             sqrt(d.sum_sq / (double)d.n));
     assert_true(sqrt(d.sum_sq / (double)d.n) <= RMS_TOL);
-    seq_free(&s);
     free(logits);
 }
 
