@@ -3,6 +3,7 @@
  * cancellation, admission control, stop strings and KV accounting;
  * teacher-forced prompt logprobs. */
 #include "test_util.h"
+#include "trace.h"
 
 #include "deepinfer.h"
 
@@ -13,36 +14,6 @@
 #define N_GEN 12
 #define N_TOP 5
 
-typedef struct trace {
-    int32_t tokens[64];
-    float logprob[64];
-    di_token_prob top[64][N_TOP];
-    int n;
-    di_finish finish;
-    di_request_stats stats;
-    char text[2048];
-    size_t text_len;
-    int cancel_after; /* cancel from the callback after this many tokens (0 = never) */
-} trace;
-
-static int record(const di_event *ev) {
-    trace *t = ev->user;
-    if (ev->token >= 0 && t->n < 64) {
-        t->tokens[t->n] = ev->token;
-        t->logprob[t->n] = ev->logprob;
-        for (int i = 0; i < ev->n_top && i < N_TOP; i++) t->top[t->n][i] = ev->top[i];
-        t->n++;
-    }
-    if (ev->text_len && t->text_len + ev->text_len < sizeof t->text) {
-        memcpy(t->text + t->text_len, ev->text, ev->text_len);
-        t->text_len += ev->text_len;
-    }
-    if (ev->finish) {
-        t->finish = ev->finish;
-        t->stats = ev->stats;
-    }
-    return t->cancel_after && t->n >= t->cancel_after;
-}
 
 static const char *PROMPTS[16] = {
     "The history of the printing press", "Write a haiku about rain.", "2 + 2 =",
@@ -80,19 +51,11 @@ static di_request make_request(const char *prompt, trace *t, uint64_t seed) {
     r.sampling.seed = seed;
     r.sampling.logprobs = true;
     r.sampling.top_logprobs = N_TOP;
-    r.on_event = record;
+    r.on_event = trace_record;
     r.user = t;
     return r;
 }
 
-static void assert_same_trace(const trace *a, const trace *b) {
-    assert_int_equal(a->n, b->n);
-    assert_memory_equal(a->tokens, b->tokens, sizeof(int32_t) * (size_t)a->n);
-    /* logprobs are functions of the logits: bit equality here means the
-     * logits rows were identical too */
-    assert_memory_equal(a->logprob, b->logprob, sizeof(float) * (size_t)a->n);
-    assert_memory_equal(a->top, b->top, sizeof(di_token_prob) * N_TOP * (size_t)a->n);
-}
 
 static void run_alone(int threads, int idx, trace *t) {
     di_engine *e = open_engine(threads, false);
@@ -276,7 +239,7 @@ static void greedy_chat_answers_and_stops(void **state) {
     r.max_tokens = 40;
     r.sampling = di_sampling_params_default();
     r.sampling.temperature = 0;
-    r.on_event = record;
+    r.on_event = trace_record;
     r.user = &t;
     di_error err;
     assert_int_equal(di_engine_submit(e, &r, NULL, &err), DI_OK);
@@ -312,7 +275,7 @@ static di_status run_constrained(di_engine *e, const char *prompt, di_constraint
     r.sampling.temperature = 0.7f;
     r.sampling.seed = 11;
     r.constraint = c;
-    r.on_event = record;
+    r.on_event = trace_record;
     r.user = t;
     di_error err;
     di_status s = di_engine_submit(e, &r, NULL, &err);
@@ -451,7 +414,7 @@ static void check_prompt_logprobs(const char *kernels) {
         q.sampling.logprobs = true;
         q.sampling.top_logprobs = N_TOP;
         q.sampling.logprobs_mode = DI_LOGPROBS_RAW;
-        q.on_event = record;
+        q.on_event = trace_record;
         q.user = &g;
         assert_int_equal(di_engine_submit(e, &q, NULL, &err), DI_OK);
         assert_int_equal(di_engine_run(e, &err), DI_OK);

@@ -11,6 +11,7 @@
  * meaningless, so an always-right and a half-right run replace the drafts
  * after the real draft forward (di_spec_dspark_set_oracle). */
 #include "test_util.h"
+#include "trace.h"
 
 #include "deepinfer.h"
 #include "model/deepseek_v41.h"
@@ -37,23 +38,6 @@
 #define K 4 /* the tiny checkpoint's DSpark block is 5: four drafts */
 #define N_VOCAB 512
 
-typedef struct trace {
-    int32_t tokens[MAX_GEN];
-    float logprob[MAX_GEN];
-    di_token_prob top[MAX_GEN][N_TOP];
-    int n;
-} trace;
-
-static int record(const di_event *ev) {
-    trace *t = ev->user;
-    if (ev->token >= 0 && t->n < MAX_GEN) {
-        t->tokens[t->n] = ev->token;
-        t->logprob[t->n] = ev->logprob;
-        for (int i = 0; i < ev->n_top && i < N_TOP; i++) t->top[t->n][i] = ev->top[i];
-        t->n++;
-    }
-    return 0;
-}
 
 static const int32_t PROMPTS[N_BATCH][12] = {
     {5, 17, 99, 230, 41, 41, 8, 300, 12, 77, 401, 9},
@@ -111,7 +95,7 @@ static void run_n(di_engine *e, int n, float temperature, int n_gen, trace *t) {
         r.sampling.seed = 31 + (uint64_t)i;
         r.sampling.logprobs = true;
         r.sampling.top_logprobs = N_TOP;
-        r.on_event = record;
+        r.on_event = trace_record;
         r.user = &t[i];
         assert_int_equal(di_engine_submit(e, &r, NULL, &err), DI_OK);
     }
@@ -121,12 +105,6 @@ static void run_n(di_engine *e, int n, float temperature, int n_gen, trace *t) {
     assert_int_equal(di_engine_check_integrity(e, &err), DI_OK);
 }
 
-static void assert_same_trace(const trace *a, const trace *b) {
-    assert_int_equal(a->n, b->n);
-    assert_memory_equal(a->tokens, b->tokens, sizeof(int32_t) * (size_t)a->n);
-    assert_memory_equal(a->logprob, b->logprob, sizeof(float) * (size_t)a->n);
-    assert_memory_equal(a->top, b->top, sizeof(di_token_prob) * N_TOP * (size_t)a->n);
-}
 
 /* Without speculation, once per (temperature, length). */
 static const trace *reference(float temperature, int n_gen) {

@@ -5,6 +5,7 @@
  * requests alone and batched, with and without a grammar, on 1 and 2
  * threads. */
 #include "test_util.h"
+#include "trace.h"
 
 #include "deepinfer.h"
 
@@ -22,31 +23,6 @@
 #define N_TOP 3
 #define N_REQ 6
 
-typedef struct trace {
-    int32_t tokens[64];
-    float logprob[64];
-    di_token_prob top[64][N_TOP];
-    int n;
-    di_finish finish;
-    char text[1024];
-    size_t text_len;
-} trace;
-
-static int record(const di_event *ev) {
-    trace *t = ev->user;
-    if (ev->token >= 0 && t->n < 64) {
-        t->tokens[t->n] = ev->token;
-        t->logprob[t->n] = ev->logprob;
-        for (int i = 0; i < ev->n_top && i < N_TOP; i++) t->top[t->n][i] = ev->top[i];
-        t->n++;
-    }
-    if (ev->text_len && t->text_len + ev->text_len < sizeof t->text) {
-        memcpy(t->text + t->text_len, ev->text, ev->text_len);
-        t->text_len += ev->text_len;
-    }
-    if (ev->finish) t->finish = ev->finish;
-    return 0;
-}
 
 static const char *SCHEMA =
     "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\"},\"age\":{\"type\":\"integer\"},"
@@ -70,7 +46,7 @@ static di_request make_request(int i, trace *t) {
     r.sampling.logprobs = true;
     r.sampling.top_logprobs = N_TOP;
     if (i % 2 == 0) r.constraint = (di_constraint){.kind = DI_CONSTRAINT_JSON_SCHEMA, .text = SCHEMA};
-    r.on_event = record;
+    r.on_event = trace_record;
     r.user = t;
     return r;
 }
@@ -103,7 +79,7 @@ static void assert_same(const trace *a, const trace *b, const char *what, int i)
     if (a->n != b->n || a->finish != b->finish || a->text_len != b->text_len ||
         memcmp(a->tokens, b->tokens, sizeof(int32_t) * (size_t)a->n) ||
         memcmp(a->logprob, b->logprob, sizeof(float) * (size_t)a->n) ||
-        memcmp(a->top, b->top, sizeof(di_token_prob) * N_TOP * (size_t)a->n) ||
+        memcmp(a->top, b->top, sizeof a->top[0] * (size_t)a->n) ||
         memcmp(a->text, b->text, a->text_len))
         fail_msg("%s: request %d differs (%d vs %d tokens: \"%.*s\" vs \"%.*s\")", what, i, a->n, b->n,
                  (int)a->text_len, a->text, (int)b->text_len, b->text);

@@ -6,6 +6,7 @@
  * speculation (every later logprob bit-identical); bad --spec values fail
  * with a message. */
 #include "test_util.h"
+#include "trace.h"
 
 #include "deepinfer.h"
 #include "spec/spec.h"
@@ -24,27 +25,7 @@
 #define N_BATCH 3
 #endif
 #define N_TOP 4
-#define MAX_GEN 64
 
-typedef struct trace {
-    int32_t tokens[MAX_GEN];
-    float logprob[MAX_GEN];
-    di_token_prob top[MAX_GEN][N_TOP];
-    int n;
-    di_finish finish;
-} trace;
-
-static int record(const di_event *ev) {
-    trace *t = ev->user;
-    if (ev->token >= 0 && t->n < MAX_GEN) {
-        t->tokens[t->n] = ev->token;
-        t->logprob[t->n] = ev->logprob;
-        for (int i = 0; i < ev->n_top && i < N_TOP; i++) t->top[t->n][i] = ev->top[i];
-        t->n++;
-    }
-    if (ev->finish) t->finish = ev->finish;
-    return 0;
-}
 
 /* Prompts whose continuations repeat them, so the n-gram drafter hits. */
 static const char *PROMPTS[4] = {
@@ -84,7 +65,7 @@ static di_request make_request(int idx, trace *t, float temperature, int n_gen) 
     r.sampling.seed = 77 + (uint64_t)idx;
     r.sampling.logprobs = true;
     r.sampling.top_logprobs = N_TOP;
-    r.on_event = record;
+    r.on_event = trace_record;
     r.user = t;
     return r;
 }
@@ -103,14 +84,6 @@ static void run_n(di_engine *e, int n, float temperature, int n_gen, trace *t) {
     assert_int_equal(di_engine_check_integrity(e, &err), DI_OK);
 }
 
-static void assert_same_trace(const trace *a, const trace *b) {
-    assert_int_equal(a->n, b->n);
-    assert_memory_equal(a->tokens, b->tokens, sizeof(int32_t) * (size_t)a->n);
-    /* logprobs are functions of the logits rows: bit equality means every
-     * row saw the same KV as without speculation */
-    assert_memory_equal(a->logprob, b->logprob, sizeof(float) * (size_t)a->n);
-    assert_memory_equal(a->top, b->top, sizeof(di_token_prob) * N_TOP * (size_t)a->n);
-}
 
 static void run_all(di_engine *e, int n, float temperature, trace *t) { run_n(e, n, temperature, N_GEN, t); }
 
