@@ -4,17 +4,10 @@
  * image decoder then checks the bytes themselves, whatever the MIME says. */
 #include "server/server_internal.h"
 
+#include "base/base64.h"
+
 #include <stdlib.h>
 #include <string.h>
-
-static int b64_value(unsigned char c) {
-    if (c >= 'A' && c <= 'Z') return c - 'A';
-    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-    if (c >= '0' && c <= '9') return c - '0' + 52;
-    if (c == '+') return 62;
-    if (c == '/') return 63;
-    return -1;
-}
 
 bool srv_data_url_decode(const char *url, size_t len, size_t max_bytes, uint8_t **out, size_t *n_out,
                          const char **why) {
@@ -51,22 +44,11 @@ bool srv_data_url_decode(const char *url, size_t len, size_t max_bytes, uint8_t 
         *why = "out of memory";
         return false;
     }
-    size_t k = 0;
-    uint32_t acc = 0;
-    int bits = 0;
-    for (size_t i = 0; i < n; i++) {
-        int v = b64_value((unsigned char)p[i]);
-        if (v < 0) {
-            free(o);
-            *why = "a character outside the base64 alphabet";
-            return false;
-        }
-        acc = (acc << 6) | (uint32_t)v;
-        bits += 6;
-        if (bits >= 8) {
-            bits -= 8;
-            o[k++] = (uint8_t)(acc >> bits);
-        }
+    size_t k, bad;
+    if (!di_base64_decode(p, n, o, &k, &bad)) {
+        free(o);
+        *why = "a character outside the base64 alphabet";
+        return false;
     }
     *out = o;
     *n_out = k;

@@ -16,6 +16,8 @@
  * step and replacement offset is bounds-checked when used. */
 #include "text/tok_internal.h"
 
+#include "base/base64.h"
+
 #include <stdlib.h>
 #include <string.h>
 #include <utf8proc.h>
@@ -23,34 +25,14 @@
 /* Graphemes of at least this many bytes are looked up char by char (HF). */
 #define GRAPHEME_WHOLE_MAX_BYTES 6
 
-static int b64_value(unsigned char c) {
-    if (c >= 'A' && c <= 'Z') return c - 'A';
-    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-    if (c >= '0' && c <= '9') return c - '0' + 52;
-    if (c == '+') return 62;
-    if (c == '/') return 63;
-    return -1;
-}
-
 di_status tok_precompiled_load(const char *b64, size_t n, char **blob, size_t *blob_len, di_error *err) {
     char *out = malloc(n / 4 * 3 + 3);
     if (!out) return di_error_set(err, DI_ERR_NOMEM, "tokenizer: out of memory");
-    size_t o = 0;
-    uint32_t acc = 0;
-    int bits = 0;
-    size_t i = 0;
-    for (; i < n && b64[i] != '='; i++) {
-        int v = b64_value((unsigned char)b64[i]);
-        if (v < 0) {
-            free(out);
-            return di_error_set(err, DI_ERR_FORMAT, "Precompiled charsmap: not base64 (byte %zu)", i);
-        }
-        acc = acc << 6 | (uint32_t)v;
-        bits += 6;
-        if (bits >= 8) {
-            bits -= 8;
-            out[o++] = (char)(acc >> bits & 0xFF);
-        }
+    size_t i = 0, o, bad;
+    while (i < n && b64[i] != '=') i++;
+    if (!di_base64_decode(b64, i, (uint8_t *)out, &o, &bad)) {
+        free(out);
+        return di_error_set(err, DI_ERR_FORMAT, "Precompiled charsmap: not base64 (byte %zu)", bad);
     }
     for (; i < n; i++)
         if (b64[i] != '=') {

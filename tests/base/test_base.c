@@ -2,6 +2,7 @@
 #include "test_util.h"
 
 #include "base/alloc.h"
+#include "base/base64.h"
 #include "base/mapped_file.h"
 #include "base/status.h"
 #include "base/strbuf.h"
@@ -140,12 +141,31 @@ static void strbuf_appends_grows_and_stays_terminated(void **state) {
     assert_false(b.failed);
 }
 
+static void base64_decodes_runs_and_names_the_bad_byte(void **state) {
+    (void)state;
+    uint8_t out[16];
+    size_t n, bad = 99;
+    assert_true(di_base64_decode("aGVsbG8", 7, out, &n, &bad)); /* "hello" without its '=' */
+    assert_int_equal(n, 5);
+    assert_memory_equal(out, "hello", 5);
+    assert_true(di_base64_decode("+/+/", 4, out, &n, &bad));
+    assert_int_equal(n, 3);
+    assert_int_equal(out[0], 0xFB);
+    assert_int_equal(out[1], 0xFF);
+    assert_int_equal(out[2], 0xBF);
+    assert_false(di_base64_decode("aGV-bG8", 7, out, &n, &bad));
+    assert_int_equal(bad, 3);
+    assert_true(di_base64_decode("", 0, out, &n, &bad));
+    assert_int_equal(n, 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(error_set_formats_message_and_returns_code),
         cmocka_unit_test(error_set_tolerates_null_and_truncates),
         cmocka_unit_test(status_names_are_distinct),
         cmocka_unit_test(strbuf_appends_grows_and_stays_terminated),
+        cmocka_unit_test(base64_decodes_runs_and_names_the_bad_byte),
         cmocka_unit_test(alloc_rejects_overflowing_sizes),
         cmocka_unit_test(mapped_file_reports_missing_file),
         cmocka_unit_test(mapped_pretouch_reports_every_chunk),
