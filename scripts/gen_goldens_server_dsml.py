@@ -212,6 +212,13 @@ PROTO_REQUESTS = [
         {"role": "assistant", "content": [{"type": "image", "source": {"type": "base64", "media_type": "image/png",
                                                                          "data": IMG_B64}}]},
         {"role": "user", "content": "Again"}]}),
+    ("messages", "msg_text_and_image_in_assistant", {"max_tokens": 50, "messages": [
+        {"role": "user", "content": "Hi"},
+        {"role": "assistant", "content": [{"type": "text", "text": "See"},
+                                          {"type": "image", "source": {"type": "base64", "media_type": "image/png",
+                                                                       "data": IMG_B64}},
+                                          {"type": "text", "text": "this"}]},
+        {"role": "user", "content": "Again"}]}),
 ]
 # (endpoint, name, request, output with V4's DSML words)
 PROTO_OUTPUTS = [
@@ -229,8 +236,6 @@ KNOWN_PROTO = {
                           "image on both versions (it reads no files; V4.1's recipe refuses it too)",
     "resp_image_remote": "the recipe takes a remote image URL; the server fetches nothing (400 asking for a data: URL)",
     "msg_image_remote": "the recipe takes a url image source; the server fetches nothing (400 asking for a data: URL)",
-    "msg_image_in_assistant": "V4's recipe writes [Unsupported Image] for an assistant image block; the server "
-                              "refuses it on both versions (V4.1's recipe refuses it too)",
     "resp_bad_item": "the recipe drops input items of unknown types; the server refuses them (400 naming the type)",
 }
 

@@ -21,7 +21,8 @@
  *     tools {name, description, input_schema}; tool_choice auto / any
  *     (auto, as the recipe reads it) / none / tool (named); thinking
  *     enabled / disabled; stop_sequences; image blocks with a base64
- *     source in user messages and tool_result content.
+ *     source (user messages, tool_result content; in assistant messages V4
+ *     writes the recipe's text, V4.1 refuses them as the recipe does).
  * Images become the chat shape's image_url parts (the placeholder and the
  * pixels are dsml_chat.c's and the vision path's); remote ones are refused,
  * since the server fetches nothing.
@@ -375,6 +376,8 @@ json_t *srv_messages_to_chat(const json_t *root, di_dsml_version v, srv_reply *r
         }
         bool user = !strcmp(role, "user");
         srv_buf text = {0}, thinking = {0};
+        json_t *aparts = user ? NULL : json_array(); /* the assistant's text and images, if it has images */
+        bool a_images = false;
         bool has_thinking = false;
         json_t *calls = json_array();
         size_t k;
@@ -387,12 +390,20 @@ json_t *srv_messages_to_chat(const json_t *root, di_dsml_version v, srv_reply *r
             if (type && !strcmp(type, "text") && json_is_string(t)) {
                 if (user) json_array_append_new(msgs, json_pack("{s:s, s:O}", "role", "user", "content", t));
                 else if ((text.len && !srv_buf_append(&text, "\n\n", 2)) ||
-                         !srv_buf_append(&text, json_string_value(t), json_string_length(t)))
+                         !srv_buf_append(&text, json_string_value(t), json_string_length(t)) ||
+                         json_array_append_new(aparts, json_pack("{s:s, s:O}", "type", "text", "text", t)))
                     goto oom;
             } else if (user && type && !strcmp(type, "image")) {
                 json_t *part = image_part(b, bparam, r);
                 if (!part) goto block_fail;
                 json_array_append_new(msgs, json_pack("{s:s, s:[o]}", "role", "user", "content", part));
+            } else if (!user && type && !strcmp(type, "image")) {
+                /* the chat path decides: V4 writes the recipe's text for
+                 * it, V4.1 refuses images in assistant turns as the recipe */
+                json_t *part = image_part(b, bparam, r);
+                if (!part) goto block_fail;
+                json_array_append_new(aparts, part);
+                a_images = true;
             } else if (user && type && !strcmp(type, "tool_result")) {
                 json_t *id = json_object_get(b, "tool_use_id");
                 json_t *res = chat_parts(json_object_get(b, "content"), bparam, TEXT_ONLY, 1, "image", r);
@@ -431,10 +442,12 @@ json_t *srv_messages_to_chat(const json_t *root, di_dsml_version v, srv_reply *r
             srv_buf_free(&text);
             srv_buf_free(&thinking);
             json_decref(calls);
+            json_decref(aparts);
             goto fail;
         }
         if (!user) {
-            json_t *a = json_pack("{s:s, s:s#}", "role", "assistant", "content", text.data ? text.data : "", text.len);
+            json_t *a = a_images ? json_pack("{s:s, s:O}", "role", "assistant", "content", aparts)
+                                 : json_pack("{s:s, s:s#}", "role", "assistant", "content", text.data ? text.data : "", text.len);
             if (has_thinking) json_object_set_new(a, "reasoning_content", json_stringn(thinking.data ? thinking.data : "", thinking.len));
             if (json_array_size(calls)) json_object_set(a, "tool_calls", calls);
             json_array_append_new(msgs, a);
@@ -442,6 +455,7 @@ json_t *srv_messages_to_chat(const json_t *root, di_dsml_version v, srv_reply *r
         srv_buf_free(&text);
         srv_buf_free(&thinking);
         json_decref(calls);
+        json_decref(aparts);
     }
     if ((x = json_object_get(root, "tools")) && !json_is_null(x)) {
         json_t *tools = json_array();
