@@ -146,7 +146,7 @@ static json_t *chat_parts(const json_t *c, const char *param, const char *const 
     json_array_foreach(c, i, p) {
         const char *t = json_string_value(json_object_get(p, "type"));
         json_t *part;
-        if (!strcmp(t, img)) {
+        if (t && !strcmp(t, img)) {
             part = image_part(p, param, r);
         } else {
             json_t *one = json_pack("[O]", p);
@@ -393,17 +393,13 @@ json_t *srv_messages_to_chat(const json_t *root, di_dsml_version v, srv_reply *r
                          !srv_buf_append(&text, json_string_value(t), json_string_length(t)) ||
                          json_array_append_new(aparts, json_pack("{s:s, s:O}", "type", "text", "text", t)))
                     goto oom;
-            } else if (user && type && !strcmp(type, "image")) {
+            } else if (type && !strcmp(type, "image")) {
+                /* assistant images: the chat path decides (V4 writes the
+                 * recipe's text for them, V4.1 refuses them as the recipe) */
                 json_t *part = image_part(b, bparam, r);
                 if (!part) goto block_fail;
-                json_array_append_new(msgs, json_pack("{s:s, s:[o]}", "role", "user", "content", part));
-            } else if (!user && type && !strcmp(type, "image")) {
-                /* the chat path decides: V4 writes the recipe's text for
-                 * it, V4.1 refuses images in assistant turns as the recipe */
-                json_t *part = image_part(b, bparam, r);
-                if (!part) goto block_fail;
-                json_array_append_new(aparts, part);
-                a_images = true;
+                if (user) json_array_append_new(msgs, json_pack("{s:s, s:[o]}", "role", "user", "content", part));
+                else json_array_append_new(aparts, part), a_images = true;
             } else if (user && type && !strcmp(type, "tool_result")) {
                 json_t *id = json_object_get(b, "tool_use_id");
                 json_t *res = chat_parts(json_object_get(b, "content"), bparam, TEXT_ONLY, 1, "image", r);

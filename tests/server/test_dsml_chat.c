@@ -321,6 +321,50 @@ static json_t *to_chat(const json_t *c, srv_reply *r) {
                                     : srv_messages_to_chat(json_object_get(c, "body"), version_of(c), r);
 }
 
+/* Hostile Responses / Messages bodies (the image parts among them crashed
+ * the conversion once: a part without a type after an image): each a 400,
+ * never a crash. */
+static void test_hostile_protocol_bodies_are_400(void **state) {
+    (void)state;
+#define IMG_R "{\"type\": \"input_image\", \"image_url\": \"data:image/png;base64,AAAA\"}"
+#define IMG_M "{\"type\": \"image\", \"source\": {\"type\": \"base64\", \"media_type\": \"image/png\", \"data\": \"AAAA\"}}"
+    static const char *const BODIES[][2] = {
+        {"responses", "{\"input\": [{\"role\": \"user\", \"content\": [" IMG_R ", {\"text\": \"no type\"}]}]}"},
+        {"responses", "{\"input\": [{\"role\": \"user\", \"content\": [" IMG_R ", 5]}]}"},
+        {"responses", "{\"input\": [{\"role\": \"user\", \"content\": [" IMG_R ", {\"type\": \"input_audio\"}]}]}"},
+        {"responses", "{\"input\": [{\"role\": \"user\", \"content\": [{\"type\": \"input_image\", \"image_url\": "
+                      "{\"url\": \"data:image/png;base64,AAAA\"}}]}]}"},
+        {"responses", "{\"input\": [{\"type\": \"function_call_output\", \"call_id\": \"c\", \"output\": [" IMG_R
+                      ", {}]}]}"},
+        {"messages", "{\"max_tokens\": 5, \"messages\": [{\"role\": \"user\", \"content\": [" IMG_M
+                     ", {\"text\": \"no type\"}]}]}"},
+        {"messages", "{\"max_tokens\": 5, \"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"tool_result\", "
+                     "\"tool_use_id\": \"t\", \"content\": [" IMG_M ", {}]}]}]}"},
+        {"messages", "{\"max_tokens\": 5, \"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"image\", "
+                     "\"source\": {\"type\": \"file\", \"file_id\": \"f\"}}]}]}"},
+        {"messages", "{\"max_tokens\": 5, \"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"image\", "
+                     "\"source\": {\"type\": \"base64\", \"media_type\": 7, \"data\": \"AAAA\"}}]}]}"},
+    };
+#undef IMG_R
+#undef IMG_M
+    for (size_t i = 0; i < sizeof BODIES / sizeof BODIES[0]; i++) {
+        json_error_t je;
+        json_t *b = json_loads(BODIES[i][1], 0, &je);
+        if (!b) fail_msg("body %zu: %s", i, je.text);
+        json_t *c = json_pack("{s:s, s:s, s:o}", "endpoint", BODIES[i][0], "model", "v41", "body", b);
+        srv_reply r = {0};
+        json_t *chat = to_chat(c, &r);
+        di_dsml_conv *conv = NULL;
+        srv_dsml_opts o;
+        if (chat && srv_dsml_chat_conv(chat, DI_DSML_V41, &conv, &o, &r)) fail_msg("body %zu accepted: %s", i, BODIES[i][1]);
+        assert_int_equal(r.status, 400);
+        assert_non_null(json_object_get(json_object_get(r.json, "error"), "message"));
+        json_decref(chat);
+        reply_free(&r);
+        json_decref(c);
+    }
+}
+
 static void test_protocol_requests_encode_as_the_recipe(void **state) {
     (void)state;
     json_t *doc = golden();
@@ -502,6 +546,7 @@ int main(void) {
         cmocka_unit_test(test_requests_encode_as_the_recipe),
         cmocka_unit_test(test_outputs_stream_as_the_recipe),
         cmocka_unit_test(test_hostile_bodies_are_400),
+        cmocka_unit_test(test_hostile_protocol_bodies_are_400),
         cmocka_unit_test(test_protocol_requests_encode_as_the_recipe),
         cmocka_unit_test(test_protocol_streams_as_the_recipe),
     };

@@ -64,6 +64,15 @@ TGT static inline ALWAYS void nib_lookup(const uint8_t *qs, __m512 table, __m512
     *hi = _mm512_permutexvar_ps(_mm512_srli_epi32(idx, 4), table);
 }
 
+/* The 16 scales d * sc[k] of Q6_K super-block sb, one per 16 elements in
+ * element order. */
+TGT static inline ALWAYS void q6_K_scales(const uint8_t *row, int64_t sb, float t[16]) {
+    const di_block_q6_K *bl = (const di_block_q6_K *)(const void *)row + sb;
+    _mm512_storeu_ps(t, _mm512_mul_ps(_mm512_set1_ps(_cvtsh_ss(bl->d)),
+                                      _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
+                                          _mm_loadu_si128((const __m128i *)(const void *)bl->scales)))));
+}
+
 /* Per-block scale d and offset m of blocks c0 .. c0+n-1 (n <= CHUNK) of a
  * weight row, as floats: Q4_0, Q5_0 and Q8_0 d only, Q4_1 d and m, Q4_K the
  * sub-block's d * sc and dmin * mn. The f16 fields of Q4_0/Q4_1/Q8_0 are
@@ -92,12 +101,8 @@ TGT static inline ALWAYS void block_scales(int kind, const uint8_t *row, int64_t
                     * two 16-element groups: d = d * sc[2j], m = d * sc[2j+1]
                     * (scale index 2j: ql/qh order, see deq32) */
         for (int h = 0; h < n / 8; h++) {
-            const di_block_q6_K *bl = (const di_block_q6_K *)(const void *)row + (c0 >> 3) + h;
-            const __m512 prod = _mm512_mul_ps(_mm512_set1_ps(_cvtsh_ss(bl->d)),
-                                              _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
-                                                  _mm_loadu_si128((const __m128i *)(const void *)bl->scales))));
             float t[16];
-            _mm512_storeu_ps(t, prod);
+            q6_K_scales(row, (c0 >> 3) + h, t);
             for (int j = 0; j < 8; j++) {
                 /* block j of the super-block: half j/4, quarter j%4 -> scales 8*(j/4) + 2*(j%4) (+1) */
                 int k = 8 * (j >> 2) + 2 * (j & 3);
@@ -250,8 +255,7 @@ TGT static inline ALWAYS void deq64_q4_K(const uint8_t *row, int64_t b, float d0
 }
 
 /* Q6_K: half hf (elements 128 hf .. +127) of super-block sb, as 8 chunks
- * v[c] in element order, chunk c scaled by sc[c] (d * sc, block_scales'
- * values). The 6-bit values are assembled 64 at a time in bytes (low
+ * v[c] in element order, chunk c scaled by sc[c] (q6_K_scales' values). The 6-bit values are assembled 64 at a time in bytes (low
  * nibbles of ql[0..63] with qh's bits 0-1 / 2-3: elements 0..63; high
  * nibbles with bits 4-5 / 6-7: elements 64..127), then each chunk is
  * widened once: the same integer q - 32 and the same product
@@ -281,8 +285,8 @@ TGT static inline ALWAYS void deq128_q6_K(const uint8_t *row, int64_t sb, int hf
  * inside the row only reaches bytes the row's own stream brings soon
  * anyway; what pays is the next tile's rows: about NC rows ahead
  * (measured over 64 MB matrices on one core of the AMX Xeon: Q6_K 2048
- * wide 5.1 -> 9.1 GB/s with 6 KiB instead of 1 KiB), never less than the
- * fixed leads that were tuned on 576-wide rows. */
+ * wide 5.1 GB/s with a 1 or 3 KiB lead, 9.1 with 6 KiB), never less than
+ * the fixed leads that were tuned on 576-wide rows. */
 static inline int64_t prefetch_lead(int kind, int64_t row_bytes) {
     const int64_t floor = kind == K_Q8_0 ? PREFETCH_BYTES_Q8_0 : PREFETCH_BYTES, tile = NC * row_bytes;
     return tile > floor ? tile : floor;
@@ -333,14 +337,7 @@ TGT static inline ALWAYS void tile_fused(int kind, const int nr, const int nc, c
             const int hf = (int)(b & 7) >> 2;
             if (hf == 0) {
 #pragma GCC unroll 4
-                for (int j = 0; j < nc; j++) {
-                    float d[8], m[8];
-                    block_scales(kind, w[j], b, 8, d, m);
-                    for (int k = 0; k < 8; k++) {
-                        sc[j][2 * k] = d[k];
-                        sc[j][2 * k + 1] = m[k];
-                    }
-                }
+                for (int j = 0; j < nc; j++) q6_K_scales(w[j], b >> 3, sc[j]);
             }
 #pragma GCC unroll 4
             for (int j = 0; j < nc; j++) {
