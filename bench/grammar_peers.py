@@ -19,7 +19,7 @@ llguidance with whitespace_flexible=False; single-threaded compilers.
 
 Usage:
   $(scripts/venv.sh grammar) bench/grammar_peers.py \\
-      --tokenizer ../shared/data/tokenizer/deepseek-v3/tokenizer.json \\
+      --tokenizer testdata/tokenizer/deepseek-v3/tokenizer.json --data JSONSCHEMABENCH_DATA \\
       --subsets Github_easy Github_medium --limit 100 --core 1 [--baseline OLD/deepinfer --reps 3]
 """
 import argparse
@@ -166,7 +166,7 @@ def run_deepinfer(tokenizer, subset_dir, limit, n_tokens, seed, exe=None):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tokenizer", required=True)
-    ap.add_argument("--data", default=os.path.join(ROOT, "..", "shared", "data", "jsonschemabench"))
+    ap.add_argument("--data", required=True, help="jsonschemabench's data/ folder (the whole corpus)")
     ap.add_argument("--subsets", nargs="+", default=["Github_easy", "Github_medium", "Github_hard", "Glaiveai2K",
                                                      "Snowplow"])
     ap.add_argument("--limit", type=int, default=100, help="schemas per subset (sorted by name)")

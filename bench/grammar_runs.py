@@ -6,20 +6,21 @@ runs (the tables of bench/results/grammar.md).
     bench/grammar_runs.py [-r RUNS] [--limit 50] NAME=BIN [NAME=BIN ...]
 
 Each run is `BIN grammar --tokenizer TOK --bench SUBSET --limit N --json`
-for the SmolLM2 tokenizer (the default model) and DeepSeek-V3's (shared
-data). Prints a markdown table; nothing is asserted."""
+for the SmolLM2 tokenizer (the default model) and DeepSeek-V3's
+(testdata/, `make testdata`), over jsonschemabench's data/ folder named by
+--data or $JSONSCHEMABENCH. Prints a markdown table; nothing is asserted."""
 import argparse, json, os, statistics, subprocess, sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DATA = os.path.join(ROOT, "..", "shared", "data")
+DATA = os.environ.get("JSONSCHEMABENCH", "")
 TOKENIZERS = [("smollm2", os.path.join(ROOT, "models", "SmolLM2-135M-Instruct.Q4_1.gguf")),
-              ("deepseek-v3", os.path.join(DATA, "tokenizer", "deepseek-v3"))]
+              ("deepseek-v3", os.path.join(ROOT, "testdata", "tokenizer", "deepseek-v3"))]
 SUBSETS = ["Github_easy", "Github_medium", "Github_hard", "Glaiveai2K", "Snowplow"]
 
 
 def run_once(binary, tok, subset, limit):
     p = subprocess.run([binary, "grammar", "--tokenizer", tok, "--bench",
-                        os.path.join(DATA, "jsonschemabench", subset), "--limit", str(limit), "--json"],
+                        os.path.join(DATA, subset), "--limit", str(limit), "--json"],
                        capture_output=True, text=True)
     if p.returncode != 0 or not p.stdout.strip():
         sys.exit("%s failed on %s: %s" % (binary, subset, p.stderr.strip()[-300:]))

@@ -24,7 +24,7 @@ report with the ratios and a plain verdict per peer.
 
   python3 bench/serve_compare.py --deepinfer build/deepinfer \\
       --llama-server build-llamacpp/build/bin/llama-server \\
-      --llamacpp-python /work/venv-llamacpp/bin/python \\
+      --llamacpp-python VENV/bin/python \\
       --markdown bench/results/serve_vs_llamacpp.md --json bench/results/serve_vs_llamacpp.json
 """
 import argparse

@@ -22,7 +22,7 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SHARED = os.path.join(ROOT, "..", "shared")
+TESTDATA = os.path.join(ROOT, "testdata")  # make testdata
 BIN = os.path.join(ROOT, "build", "deepinfer")
 CHUNK = 4096
 
@@ -34,11 +34,11 @@ from tokenizers import Tokenizer  # noqa: E402
 
 def corpus(mb):
     parts = []
-    for pat in ["shared/DESIGN.md", "shared/MODELS.md", "shared/STYLE.md"]:
-        parts += [open(p, encoding="utf-8").read() for p in glob.glob(os.path.join(ROOT, "..", pat))]
+    for pat in ["README.md", "docs/*.md"]:
+        parts += [open(p, encoding="utf-8").read() for p in sorted(glob.glob(os.path.join(ROOT, pat)))]
     for p in sorted(glob.glob(os.path.join(ROOT, "src", "**", "*.c"), recursive=True)):
         parts.append(open(p, encoding="utf-8").read())
-    for p in sorted(glob.glob(os.path.join(SHARED, "data", "tokenizer", "**", "*.inp"), recursive=True)):
+    for p in sorted(glob.glob(os.path.join(TESTDATA, "tokenizer", "**", "*.inp"), recursive=True)):
         parts.append(open(p, encoding="utf-8").read().replace("\n__ggml_vocab_test__\n", "\n"))
     base = "\n".join(parts)
     reps = max(1, int(mb * 1e6 / len(base.encode())) + 1)
@@ -56,8 +56,8 @@ def main():
     with tempfile.NamedTemporaryFile("w", encoding="utf-8", suffix=".txt", delete=False) as f:
         f.write(text)
         path = f.name
-    cases = [("deepseek-v3", os.path.join(SHARED, "data", "tokenizer", "deepseek-v3")),
-             ("llama3", os.path.join(SHARED, "data", "tokenizer", "llama3"))]
+    cases = [("deepseek-v3", os.path.join(TESTDATA, "tokenizer", "deepseek-v3")),
+             ("llama3", os.path.join(TESTDATA, "tokenizer", "llama3"))]
     print(f"text: {nbytes / 1e6:.2f} MB mixed; HF tokenizers {tokenizers.__version__}, 1 thread, "
           f"median of {args.runs}")
     for name, d in cases:

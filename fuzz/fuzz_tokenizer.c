@@ -3,7 +3,7 @@
  * into decode and the streaming detokenizer (with a stop string), and into
  * the chat renderer. Must never crash, leak or trip a sanitizer; invalid
  * input must come back as an error status.
- * Tokenizers are loaded once from ../shared/data (run from the repo root,
+ * Tokenizers are loaded once from testdata/ (`make testdata`; run from the repo root,
  * as scripts/fuzz.sh does); the first input byte picks one. */
 #include "text/tokenizer.h"
 
@@ -12,11 +12,11 @@
 #include <string.h>
 
 static const char *const PATHS[] = {
-    "../shared/data/tokenizer/ggml-vocab-gpt-2.gguf",
-    "../shared/data/tokenizer/ggml-vocab-llama-spm.gguf",
-    "../shared/data/tokenizer/ggml-vocab-deepseek-llm.gguf",
-    "../shared/data/tokenizer/deepseek-v3",
-    "../shared/data/tokenizer/ggml-vocab-phi-3.gguf",
+    "testdata/tokenizer/ggml-vocab-gpt-2.gguf",
+    "testdata/tokenizer/ggml-vocab-llama-spm.gguf",
+    "testdata/tokenizer/ggml-vocab-deepseek-llm.gguf",
+    "testdata/tokenizer/deepseek-v3",
+    "testdata/tokenizer/ggml-vocab-phi-3.gguf",
     "tests/data/golden/tokenizer/json/qwen2",
     "tests/data/golden/tokenizer/json/wordpiece",
     "tests/data/golden/tokenizer/json/wordpiece_nfd",

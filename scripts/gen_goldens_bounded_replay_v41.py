@@ -7,8 +7,7 @@
 Oracle: scripts/oracle_v41 (DeepInfer 0.1.0 / tile-kernels reference functions)
 with DeepInfer's YoCo "compact" prefill truncation (v4_modules/yoco.py,
 decoder_layer.py, attn.py:_store_yoco_full_kv, the C++ yoco_swa_visibility rule
-as ../shared/reference/notes/deepinfer_engine_features.md section 2 describes
-it): layers from n_prefill_layer on run only on the last `keep` prompt rows,
+as docs/BOUNDED_REPLAY.md describes it): layers from n_prefill_layer on run only on the last `keep` prompt rows,
 whose window starts at len(prompt) - keep; the source layer's compressed KV and
 index keys still come from every row. Per case (checkpoint, numerics, keep):
 the logits of every kept prompt row, then N_DECODE greedy decode steps (their

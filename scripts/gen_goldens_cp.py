@@ -10,7 +10,7 @@ padding, long ones) at cp 1, 2, 3, 4, 8; mirror_index of every rank and
 the reverse index.
 
 Needs Python 3.12 (no packages) and DeepInfer's sources:
-  DEEPINFER_REF=/work/ref/deepinfer-0.1.0 python scripts/gen_goldens_cp.py
+  DEEPINFER_REF=PATH/deepinfer-0.1.0 python scripts/gen_goldens_cp.py
 Writes tests/data/golden/cp/zigzag.json.
 """
 import ast
@@ -21,7 +21,7 @@ import sys
 from itertools import accumulate
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
-REF = os.environ.get("DEEPINFER_REF", os.path.join(ROOT, "..", "ref", "deepinfer-0.1.0"))
+REF = os.environ.get("DEEPINFER_REF", "")  # an unpacked deepinfer-0.1.0 sdist (scripts/oracle_v41/refs.py)
 SRC = os.path.join(REF, "deepinfer", "model_executor", "layers", "tilelang_ops", "prepare_cp_mirror.py")
 OUT = os.path.join(ROOT, "tests", "data", "golden", "cp")
 

@@ -14,7 +14,8 @@ Oracles, imported, not transcribed:
 The one piece written here is the n-gram row builder (`fill_engram_row` is C++
 in DeepInfer's csrc/, not importable): `ngram_row` below follows it line by line.
 
-DeepInfer comes from ../shared/reference/deepinfer-0.1.0.tar.gz, unpacked into
+DeepInfer comes from $DEEPINFER_REF_DIR/deepinfer-0.1.0.tar.gz (pinned in
+scripts/oracle_v41/SHA256SUMS; scripts/oracle_v41/refs.py says where from), unpacked into
 ~/.cache/deepinfer-goldens/ on first use (or set DI_DEEPINFER_SRC to an
 unpacked tree). Its import chain here needs no CUDA package; should a later
 one, CUDA-only modules are stubbed with MagicMock (STUB_PREFIXES).
@@ -22,8 +23,8 @@ one, CUDA-only modules are stubbed with MagicMock (STUB_PREFIXES).
 Outputs, under tests/data/golden/engram/:
   tokenizer.json   ~460-token byte-level BPE: 0 bos, 1 eos, 2 <｜▁pad▁｜>
   engram.json      lookup, multipliers, primes/offsets, hash, gate, FP8 rows,
-                   RNG vectors, and (if ../shared/data has it) a digest of the
-                   DeepSeek-V3 tokenizer's compressed vocabulary.
+                   RNG vectors, and (if testdata/ has it: `make testdata`) a digest
+                   of the DeepSeek-V3 tokenizer's compressed vocabulary.
 
 Run: "$(scripts/venv.sh v41)" scripts/gen_goldens_engram.py (scripts/make-goldens.sh does),
 or with any Python >= 3.12 venv holding scripts/requirements-v41.txt's packages.
@@ -41,8 +42,8 @@ import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT = os.path.join(ROOT, "tests", "data", "golden", "engram")
-TARBALL = os.path.join(ROOT, "..", "shared", "reference", "deepinfer-0.1.0.tar.gz")
-V3_TOKENIZER = os.path.join(ROOT, "..", "shared", "data", "tokenizer", "deepseek-v3", "tokenizer.json")
+TARBALL = os.path.join(os.environ.get("DEEPINFER_REF_DIR", ""), "deepinfer-0.1.0.tar.gz")
+V3_TOKENIZER = os.path.join(ROOT, "testdata", "tokenizer", "deepseek-v3", "tokenizer.json")
 STUB_PREFIXES = ("flash_attn", "deep_gemm", "flash_mla", "deep_ep", "deep_select", "deepinfer._C",
                  "xgrammar", "kernelkit", "torch_npu")
 

@@ -16,7 +16,7 @@ counts, written by
 
 Needs Python 3.12 with torch and numpy (/path/to/python3.12 -m pip install
 torch numpy; `scripts/venv.sh v41` builds that venv) and DeepInfer's sources:
-  DEEPINFER_REF=/work/ref/deepinfer-0.1.0 python scripts/gen_goldens_eplb.py
+  DEEPINFER_REF=PATH/deepinfer-0.1.0 python scripts/gen_goldens_eplb.py
 Writes tests/data/golden/eplb/cases.json.
 """
 import importlib.util
@@ -29,7 +29,7 @@ import torch
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 OUT = os.path.join(ROOT, "tests", "data", "golden", "eplb")
-REF = os.environ.get("DEEPINFER_REF", os.path.join(ROOT, "..", "ref", "deepinfer-0.1.0"))
+REF = os.environ.get("DEEPINFER_REF", "")  # an unpacked deepinfer-0.1.0 sdist (scripts/oracle_v41/refs.py)
 POLICY = os.path.join(REF, "deepinfer", "model_executor", "eplb", "policy.py")
 SEED = 17
 

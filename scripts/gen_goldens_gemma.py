@@ -41,7 +41,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODEL_REL = "models/gemma-3-270m-q4_k_m.gguf"
 OUT = os.path.join(ROOT, "tests", "data", "golden", "gemma", "gemma3_270m_q4_k_m.json")
 # Public text with a permissive licence (MIT), relative to the repo root.
-LONG_TEXT_REL = "../shared/data/json-schema-test-suite/UPSTREAM_README.md"
+LONG_TEXT_REL = "tests/data/text/json-schema-test-suite-README.md"
 LONG_TOKENS = 600   # > the 512-key window of the local layers
 LONG_TAIL = 4
 TOP_K = 16

@@ -18,14 +18,18 @@ Run: $(scripts/venv.sh grammar) scripts/gen_goldens_grammar.py (after a build)
 import importlib.metadata
 import json
 import os
+import shutil
 import subprocess
 import sys
 
 import jsonschema
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DATA = os.path.join(ROOT, "..", "shared", "data")
-TOKENIZER = "tokenizer/deepseek-v3/tokenizer.json"
+# The tokenizer from testdata/ (`make testdata`); the whole jsonschemabench
+# corpus from $JSONSCHEMABENCH (its data/ folder, unpacked anywhere): the
+# schemas the walks pick are then committed to tests/data/jsonschemabench.
+TOKENIZER = os.path.join(ROOT, "testdata", "tokenizer", "deepseek-v3", "tokenizer.json")
+BENCH = os.environ.get("JSONSCHEMABENCH", "")
 SUBSETS = ["Github_easy", "Github_medium", "Github_hard", "Glaiveai2K", "Snowplow"]
 PER_SUBSET = 8
 # Schemas that exercise particular compilations, walked in addition: regex
@@ -40,7 +44,7 @@ OUT = os.path.join(ROOT, "tests", "data", "golden", "grammar", "walks.json")
 
 
 def sample(exe, schema_path):
-    r = subprocess.run([exe, "grammar", "--tokenizer", os.path.join(DATA, TOKENIZER), "--schema", schema_path,
+    r = subprocess.run([exe, "grammar", "--tokenizer", TOKENIZER, "--schema", schema_path,
                         "--sample", str(len(SEEDS)), "--seed", str(SEEDS[0]), "--tokens", str(MAX_TOKENS)],
                        capture_output=True, text=True)
     if r.returncode == 2:
@@ -62,11 +66,13 @@ def verdict(schema, text_bytes):
 
 
 def main():
+    if not BENCH or not os.path.isdir(BENCH):
+        sys.exit("set JSONSCHEMABENCH to jsonschemabench's data/ folder (subsets " + ", ".join(SUBSETS) + ")")
     exe = os.path.join(ROOT, "build", "deepinfer")
     samples, n_complete, n_invalid = [], 0, 0
     chosen = []
     for sub in SUBSETS:
-        d = os.path.join(DATA, "jsonschemabench", sub)
+        d = os.path.join(BENCH, sub)
         taken = 0
         for name in sorted(os.listdir(d)):
             if taken == PER_SUBSET:
@@ -79,11 +85,14 @@ def main():
     chosen += [x for x in EXTRA if x not in chosen]
     for rel in chosen:
         sub, name = rel.split("/")
-        path = os.path.join(DATA, "jsonschemabench", rel)
+        path = os.path.join(BENCH, rel)
         walks = sample(exe, path)
         if walks is None:
             sys.exit(f"{rel} does not compile")
         schema = json.load(open(path, encoding="utf-8"))
+        kept = os.path.join(ROOT, "tests", "data", "jsonschemabench", rel)  # what the test reads
+        os.makedirs(os.path.dirname(kept), exist_ok=True)
+        shutil.copyfile(path, kept)
         for w in walks:
             rec = {"schema": f"jsonschemabench/{sub}/{name}", "seed": w["seed"], "complete": w["complete"],
                    "ids": w["ids"]}

@@ -47,9 +47,9 @@ import llama_cpp
 from llama_cpp import Llama
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# Public text with a permissive licence (MIT), read from the shared data
-# folder by a path relative to the repo root; ~5,200 tokens with SmolLM2.
-TEXT_REL = "../shared/data/json-schema-test-suite/UPSTREAM_README.md"
+# Public text with a permissive licence (MIT), committed under tests/data/text
+# (its README says what it is); ~5,200 tokens with SmolLM2.
+TEXT_REL = "tests/data/text/json-schema-test-suite-README.md"
 CTX = 512          # llama-perplexity's default window
 THREADS = 2
 # name -> (model, windows the ctest scores). Gemma's output projection

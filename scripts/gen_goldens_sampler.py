@@ -23,7 +23,7 @@ Cases whose cuts fall within MARGIN of a decision boundary are redrawn, so
 float32 (C) and float64 (here) agree on every kept/dropped decision. Logits
 are written with 9 significant digits, which round-trips float32 exactly.
 
-Usage: /work/main/.venv/bin/python scripts/gen_goldens_sampler.py
+Usage: .venv/bin/python scripts/gen_goldens_sampler.py
 Writes tests/data/golden/sampler/cases.txt (numpy version in the header).
 """
 import os

@@ -14,7 +14,7 @@ the draft token, DeepInfer's two uniforms (the accept test's, stream
 pos*3+2, and the residual sample's, stream pos*3+1, both from its SplitMix
 hash), and its answers: accepted or not, the token, accept_probs.
 
-  DEEPINFER_REF=/work/ref/deepinfer-0.1.0 python scripts/gen_goldens_spec.py
+  DEEPINFER_REF=PATH/deepinfer-0.1.0 python scripts/gen_goldens_spec.py
 Writes tests/data/golden/spec/deepinfer_accept.txt (seed 20261202).
 """
 import ast
@@ -24,7 +24,7 @@ import types
 import torch
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
-REF = os.environ.get("DEEPINFER_REF", os.path.join(ROOT, "..", "ref", "deepinfer-0.1.0"))
+REF = os.environ.get("DEEPINFER_REF", "")  # an unpacked deepinfer-0.1.0 sdist (scripts/oracle_v41/refs.py)
 OPS = os.path.join(REF, "deepinfer", "model_executor", "layers", "tilelang_ops")
 OUT = os.path.join(ROOT, "tests", "data", "golden", "spec")
 ROWS, VOCAB = 96, 32

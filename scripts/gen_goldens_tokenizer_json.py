@@ -22,8 +22,10 @@ Shapes (tests/data/golden/tokenizer/json/<name>/tokenizer.json):
             a Unigram model, normalizer Sequence[Precompiled(the model's
             charsmap), Replace(" {2,}", " ")], Metaspace, "$A </s>".
 
-Training text: the shared tokenizer fixtures (../shared/data/tokenizer/
-*.inp), fixed. Cases: the same fixtures' strings plus EXTRA; written as
+Training text: llama.cpp's vocab test strings as they were when these
+goldens were made (tests/data/golden/tokenizer/llamacpp-vocab-test.inp; its
+six ggml-vocab-*.inp files then were this one file six times, and the corpus
+keeps the six copies so the trained models stay the same), fixed. Cases: the same fixtures' strings plus EXTRA; written as
 <name>.inp / <name>.out (one line of ids per case, encode without special
 tokens) and <name>.special.out (with the post-processor's special tokens).
 
@@ -31,7 +33,6 @@ Oracle versions: tests/data/golden/tokenizer/json/VERSIONS.
 Run: scripts/venv.sh tokenizers (scripts/requirements-tokenizers.txt), then
   .venv-tokenizers/bin/python scripts/gen_goldens_tokenizer_json.py
 """
-import glob
 import json
 import os
 import sys
@@ -43,7 +44,7 @@ import tokenizers
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SHARED = os.path.join(ROOT, "..", "shared", "data", "tokenizer")
+FIXTURE = os.path.join(ROOT, "tests", "data", "golden", "tokenizer", "llamacpp-vocab-test.inp")
 OUT = os.path.join(ROOT, "tests", "data", "golden", "tokenizer", "json")
 SEP = "\n__ggml_vocab_test__\n"
 
@@ -86,12 +87,7 @@ def read_cases(path):
 
 
 def corpus():
-    texts = []
-    for p in sorted(glob.glob(os.path.join(SHARED, "*.inp"))):
-        texts += read_cases(p)
-    if not texts:
-        sys.exit(f"no training text under {SHARED}")
-    return texts
+    return read_cases(FIXTURE) * 6
 
 
 def qwen2(texts):
@@ -222,7 +218,7 @@ def write(name, tok, cases, model_fields=None):
 
 def main():
     texts = corpus() + EXTRA
-    cases = read_cases(os.path.join(SHARED, "ggml-vocab-gpt-2.gguf.inp")) + EXTRA
+    cases = read_cases(FIXTURE) + EXTRA
     write("qwen2", qwen2(texts), cases, {"continuing_subword_prefix": "", "end_of_word_suffix": ""})
     write("wordpiece", wordpiece(texts, normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True,
                                                                    strip_accents=None, lowercase=True)), cases)

@@ -15,7 +15,7 @@ rule. Outputs (all small, all committed):
       malformed_safetensors.tsv      case <TAB> substring the error must contain
       malformed_config.tsv           same for configs
 
-Run: /work/main/.venv/bin/python scripts/gen_malformed_safetensors.py
+Run: .venv/bin/python scripts/gen_malformed_safetensors.py
 (needs numpy, ml_dtypes, safetensors; see scripts/requirements-tools.txt).
 
 The config seeds use the field names of HF transformers 5.24.0

@@ -12,10 +12,10 @@
 #   # python: 3.12                 create the venv with that Python (default python3);
 #                                  looked up as pythonX.Y on PATH, then `pyenv which`,
 #                                  then $PYENV_ROOT/versions/X.Y*/bin/python
-#   # no-deps-wheel: PATH          after the requirements, pip install --no-deps PATH
-#                                  (PATH relative to the repository root)
-# (scripts/requirements-v41.txt uses both: DeepInfer needs Python 3.12 and the
-# tile-kernels wheel comes from ../shared/reference/.)
+#   # no-deps: SPEC                after the requirements, pip install --no-deps SPEC
+#                                  (a requirement such as name==version)
+# (scripts/requirements-v41.txt uses both: DeepInfer needs Python 3.12 and
+# tile-kernels must come without its CUDA dependencies.)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 if [ $# -eq 0 ]; then
@@ -60,9 +60,8 @@ fi
 if [ "$(cat "$STAMP" 2>/dev/null)" != "$want" ]; then
   "$VENV/bin/pip" install --quiet --upgrade pip >&2
   "$VENV/bin/pip" install --quiet -r "$REQ" >&2
-  sed -n 's/^# no-deps-wheel: *\(.*[^ ]\) *$/\1/p' "$REQ" | while read -r whl; do
-    case "$whl" in /*) ;; *) whl=$ROOT/$whl ;; esac
-    "$VENV/bin/pip" install --quiet --no-deps "$whl" >&2
+  sed -n 's/^# no-deps: *\(.*[^ ]\) *$/\1/p' "$REQ" | while read -r spec; do
+    "$VENV/bin/pip" install --quiet --no-deps "$spec" >&2
   done
   echo "$want" > "$STAMP"
 fi

@@ -14,8 +14,8 @@ char *di_test_path(char *buf, size_t size, const char *rel) {
     return buf;
 }
 
-char *di_test_shared_data(char *buf, size_t size, const char *rel) {
-    snprintf(buf, size, "%s/../shared/data/%s", di_test_src_dir(), rel);
+char *di_test_data(char *buf, size_t size, const char *rel) {
+    snprintf(buf, size, "%s/testdata/%s", di_test_src_dir(), rel);
     return buf;
 }
 

@@ -12,8 +12,9 @@
 const char *di_test_src_dir(void);
 /* Writes "<repo>/<rel>" into buf (size bytes); returns buf. */
 char *di_test_path(char *buf, size_t size, const char *rel);
-/* Writes "<repo>/../shared/data/<rel>"; returns buf. */
-char *di_test_shared_data(char *buf, size_t size, const char *rel);
+/* Writes "<repo>/testdata/<rel>" (third-party data fetched by
+ * scripts/fetch-testdata.sh, which `make test` runs); returns buf. */
+char *di_test_data(char *buf, size_t size, const char *rel);
 /* Path of the default model, or NULL when it has not been fetched. */
 const char *di_test_default_model(void);
 /* Reads a whole file into a malloc'd buffer (NUL-terminated); NULL on error. */

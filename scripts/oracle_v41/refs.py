@@ -1,9 +1,12 @@
 """Import DeepSeek's reference code (DeepInfer 0.1.0, deepinfer-gemm 2.8.2, FlashMLA 1.0.0
 python+docs, tile-kernels 2.1.0) on a CPU-only machine.
 
-Nothing here is a copy of reference code: the sdists are unpacked from
-../shared/reference/ (relative to the repository root) after checking
-SHA256SUMS, put on sys.path, and imported. The CUDA-only packages the DeepInfer
+Nothing here is a copy of reference code: the sdists (PyPI's deepinfer 0.1.0,
+deepinfer-gemm 2.8.2 and the Python + docs of deepinfer-flashmla 1.0.0, whose
+metadata cannot be built without CUDA, so pip cannot download them: fetch the
+files as they are into a folder of your choice) are read from $DEEPINFER_REF_DIR,
+checked against the pins in scripts/oracle_v41/SHA256SUMS, unpacked, put on
+sys.path, and imported. The CUDA-only packages the DeepInfer
 model code imports at module level are replaced by MagicMock modules
 (notes/v41_forward_and_oracle.md, appendix); the process-group accessors are
 patched to a size-1 group.
@@ -26,7 +29,8 @@ from pathlib import Path
 from unittest import mock
 
 ROOT = Path(__file__).resolve().parents[2]
-REF_DIR = Path(os.environ.get("DEEPINFER_REF_DIR", ROOT.parent / "shared" / "reference"))
+REF_DIR = Path(os.environ["DEEPINFER_REF_DIR"]) if os.environ.get("DEEPINFER_REF_DIR") else None
+SUMS = Path(__file__).resolve().parent / "SHA256SUMS"
 SDISTS = {
     "deepinfer": "deepinfer-0.1.0.tar.gz",
     "deepinfer_gemm": "deepinfer_gemm-2.8.2.tar.gz",
@@ -63,7 +67,7 @@ def sha256_of(path: Path) -> str:
 
 def expected_sums() -> dict[str, str]:
     sums = {}
-    for line in (REF_DIR / "SHA256SUMS").read_text().splitlines():
+    for line in SUMS.read_text().splitlines():
         if line.strip():
             digest, name = line.split()
             sums[name] = digest
@@ -72,6 +76,9 @@ def expected_sums() -> dict[str, str]:
 
 def unpack() -> dict[str, Path]:
     """Verify and unpack the three sdists (once); returns {name: unpacked root}."""
+    if REF_DIR is None:
+        raise RuntimeError("set DEEPINFER_REF_DIR to the folder holding " + ", ".join(SDISTS.values())
+                           + " (pinned in scripts/oracle_v41/SHA256SUMS)")
     sums = expected_sums()
     out = cache_dir()
     out.mkdir(parents=True, exist_ok=True)

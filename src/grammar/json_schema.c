@@ -346,6 +346,9 @@ static bool merge_into(jsc *c, json_t *dst, json_t *src) {
     json_object_foreach(src, k, v) {
         if (!strcmp(k, "allOf") || in_list(ANNOTATIONS, k)) continue;
         if (joint && (!strcmp(k, "properties") || !strcmp(k, "additionalProperties"))) continue;
+        /* additionalItems reads only its own schema's tuple `items`, never
+         * one an applicator brings in: without that tuple it does nothing */
+        if (!strcmp(k, "additionalItems") && !json_is_array(sit)) continue;
         json_t *d = json_object_get(dst, k);
         if (!d) { json_object_set(dst, k, v); continue; }
         if (json_equal(d, v)) continue;

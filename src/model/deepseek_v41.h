@@ -8,8 +8,7 @@
  *   ctx = di_dsv41_ctx_create(m)     forward scratch
  *   di_dsv41_forward(ctx, kv, batch, logits, pool)
  *
- * The math is DeepSeek's DeepInfer 0.1.0 (model_executor/models/, read with
- * ../shared/reference/notes/v41_forward_and_oracle.md); the oracle is
+ * The math is DeepSeek's DeepInfer 0.1.0 (model_executor/models/); the oracle is
  * scripts/oracle_v41.py, which calls DeepInfer's and tile-kernels' own
  * reference functions. What differs from V4 (deepseek_v4.h): shifted mHC
  * (a sublayer's input uses the previous sublayer's pre mix) with no hc_head,

@@ -1,8 +1,7 @@
 /* SWA bounded replay for DeepSeek-V4.1 prefill: DeepInfer 0.1.0's YoCo
  * "compact" truncation (model_executor/models/v4_modules/yoco.py,
- * decoder_layer.py, attn.py:_store_yoco_full_kv; the C++ metadata side is
- * described in ../shared/reference/notes/deepinfer_engine_features.md
- * section 2). The layers from n_prefill_layer on (the ratio-1 source layer
+ * decoder_layer.py, attn.py:_store_yoco_full_kv; the C++ metadata side,
+ * yoco_swa_visibility, in docs/BOUNDED_REPLAY.md). The layers from n_prefill_layer on (the ratio-1 source layer
  * and the decoders after it) need only the last window of the prompt, so:
  *
  *   layers < n_prefill_layer        every row (the encoder)

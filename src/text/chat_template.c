@@ -178,7 +178,7 @@ static bool render_llama31(const di_tokenizer *t, const di_chat_msg *m, size_t n
     return ok;
 }
 
-/* The template of ../shared/data/tokenizer/deepseek-v3/tokenizer_config.json,
+/* The template of DeepSeek-V3's tokenizer_config.json (testdata/tokenizer/deepseek-v3),
  * step by step (system prompts are joined by blank lines and go first). */
 static bool render_deepseek(const di_tokenizer *t, const di_chat_msg *m, size_t n, bool gen, tok_buf *b) {
     bool ok = t ? put_token(b, t, t->bos) : true;

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # deepinfer grammar --check: accept (exit 0), reject (exit 1), and a schema
 # that does not compile (exit 2 with a message), with the DeepSeek-V3
-# tokenizer from ../shared/data; then a tiny --bench run.
+# tokenizer fetched into testdata/; then a tiny --bench run.
 set -euo pipefail
 BIN=$1
-TOK=../shared/data/tokenizer/deepseek-v3
+TOK=testdata/tokenizer/deepseek-v3
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
-[ -d "$TOK" ] || { echo "grammar.sh: $TOK missing, skipping"; exit 0; }
+[ -d "$TOK" ] || fail "$TOK missing (scripts/fetch-testdata.sh fetches it)"
 
 printf '{"type":"object","properties":{"n":{"type":"integer","minimum":1}},"required":["n"],"additionalProperties":false}' >"$tmp/s.json"
 printf '{"n":42}' >"$tmp/good.json"

@@ -44,7 +44,7 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 [ -f "$GOLD" ] || fail "no golden $GOLD"
 [ -f "$GEMMA_GOLD" ] || fail "no golden $GEMMA_GOLD"
 TEXT=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["manifest"]["text"])' "$GOLD")
-[ -f "$TEXT" ] || { echo "perplexity.sh: $TEXT (shared data) missing, skipping"; exit 0; }
+[ -f "$TEXT" ] || fail "$TEXT (named by $GOLD) missing"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 

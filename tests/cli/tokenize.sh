@@ -3,7 +3,7 @@
 # special-token parsing only on request, chat template rendering, errors.
 set -euo pipefail
 BIN=$1
-DATA=../shared/data/tokenizer
+DATA=testdata/tokenizer
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }

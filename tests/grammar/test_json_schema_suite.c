@@ -260,12 +260,9 @@ static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *
 
 static void run_draft(const char *sub, di_grammar_draft draft) {
     char dir[1024];
-    di_test_shared_data(dir, sizeof dir, sub);
+    di_test_data(dir, sizeof dir, sub);
     DIR *d = opendir(dir);
-    if (!d) {
-        printf("skipping %s: not found\n", dir);
-        skip();
-    }
+    if (!d) fail_msg("%s: not found (scripts/fetch-testdata.sh fetches it)", dir);
     char *names[256];
     size_t n = 0;
     struct dirent *e;

@@ -1,5 +1,5 @@
 /* grammar: token masks over the DeepSeek-V3 vocabulary (128k byte-level BPE
- * tokens read from ../shared/data). Each instance is tokenized (greedy
+ * tokens read from testdata/, fetched). Each instance is tokenized (greedy
  * longest match: any segmentation is a valid walk), then walked token by
  * token: the token must be allowed by the mask, then advanced. The cached
  * fast mask is compared with the per-token reference on a sample of
@@ -15,11 +15,12 @@ static const uint32_t EOS_ID = 1; /* <｜end▁of▁sentence｜> */
 static int load_vocab(void **state) {
     (void)state;
     char path[1024];
-    di_test_shared_data(path, sizeof path, "tokenizer/deepseek-v3/tokenizer.json");
+    di_test_data(path, sizeof path, "tokenizer/deepseek-v3/tokenizer.json");
     di_error err;
     if (di_grammar_vocab_from_hf_json(path, "<｜end▁of▁sentence｜>", &g_vocab, &err)) {
-        printf("skipping: %s\n", err.msg);
+        printf("%s: %s (scripts/fetch-testdata.sh fetches it)\n", path, err.msg);
         g_vocab = NULL;
+        return -1;
     }
     return 0;
 }
@@ -751,10 +752,10 @@ static void class_descend_walk_equals_reference(void **state) {
 static void tokenizer_encoding_walks_through_the_mask(void **state) {
     (void)state;
     char path[1024];
-    di_test_shared_data(path, sizeof path, "tokenizer/deepseek-v3");
+    di_test_data(path, sizeof path, "tokenizer/deepseek-v3");
     di_tokenizer *tok = NULL;
     di_error err;
-    if (di_tok_load(path, &tok, &err)) skip();
+    if (di_tok_load(path, &tok, &err)) fail_msg("%s: %s", path, err.msg);
     di_grammar_vocab *v = NULL;
     assert_int_equal(di_grammar_vocab_from_tokenizer(tok, &v, &err), DI_OK);
     const char *schema = "{\"type\":\"array\",\"items\":{\"type\":\"object\",\"properties\":{"

@@ -87,14 +87,15 @@ static uint64_t fnv1a64_i32(const int32_t *a, int32_t n) {
     return h;
 }
 
-/* The DeepSeek-V3 tokenizer (128815 ids; ../shared/data) exercises the
- * normalizer on every real piece; skipped where that file is absent. */
+/* The DeepSeek-V3 tokenizer (128815 ids; testdata/, fetched) exercises the
+ * normalizer on every real piece. */
 static void vocab_matches_deepinfer_on_deepseek_v3_tokenizer(void **state) {
     (void)state;
     const json_t *g = json_object_get(golden(), "deepseek_v3_vocab");
     char path[4096];
-    di_test_shared_data(path, sizeof path, "tokenizer/deepseek-v3/tokenizer.json");
-    if (!json_is_object(g) || access(path, R_OK) != 0) skip();
+    di_test_data(path, sizeof path, "tokenizer/deepseek-v3/tokenizer.json");
+    if (!json_is_object(g)) skip();
+    if (access(path, R_OK) != 0) fail_msg("%s missing (scripts/fetch-testdata.sh fetches it)", path);
     di_tokenizer *t = load_tokenizer(path);
     di_engram_vocab v;
     di_error err = {0};

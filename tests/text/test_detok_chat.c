@@ -13,7 +13,7 @@ static di_tokenizer *load_shared(const char *rel) {
     char path[4096];
     di_error err = {0};
     di_tokenizer *t = NULL;
-    di_test_shared_data(path, sizeof path, rel);
+    di_test_data(path, sizeof path, rel);
     if (di_tok_load(path, &t, &err)) fail_msg("%s: %s", path, err.msg);
     return t;
 }
@@ -57,12 +57,16 @@ static void stream_equals_decode_for_fixtures(void **state) {
     (void)state;
     const char *vocabs[] = {"tokenizer/ggml-vocab-llama-spm.gguf", "tokenizer/ggml-vocab-gpt-2.gguf",
                             "tokenizer/deepseek-v3"};
+    /* the fetched test strings of the two GGUF vocabs; the committed HF
+     * golden strings (a superset of DeepSeek's own) for deepseek-v3 */
     const char *inp_rel[] = {"tokenizer/ggml-vocab-llama-spm.gguf.inp", "tokenizer/ggml-vocab-gpt-2.gguf.inp",
-                             "tokenizer/deepseek-v3/vocab-test.inp"};
+                             "tests/data/golden/tokenizer/deepseek-v3.inp"};
     for (int v = 0; v < 3; v++) {
         di_tokenizer *t = load_shared(vocabs[v]);
         char path[4096];
-        char *inp = di_test_read_file(di_test_shared_data(path, sizeof path, inp_rel[v]), NULL);
+        if (v < 2) di_test_data(path, sizeof path, inp_rel[v]);
+        else di_test_path(path, sizeof path, inp_rel[v]);
+        char *inp = di_test_read_file(path, NULL);
         assert_non_null(inp);
         const char *sep = "\n__ggml_vocab_test__\n";
         for (char *p = inp, *e; (e = strstr(p, sep)); p = e + strlen(sep)) {

@@ -14,7 +14,7 @@ static di_tokenizer *load_shared(const char *rel) {
     char path[4096];
     di_error err = {0};
     di_tokenizer *t = NULL;
-    di_test_shared_data(path, sizeof path, rel);
+    di_test_data(path, sizeof path, rel);
     if (di_tok_load(path, &t, &err)) fail_msg("%s: %s", path, err.msg);
     return t;
 }
@@ -71,9 +71,9 @@ static void check_gguf_fixture(const char *name) {
     snprintf(rel, sizeof rel, "tokenizer/ggml-vocab-%s.gguf", name);
     di_tokenizer *t = load_shared(rel);
     snprintf(rel, sizeof rel, "tokenizer/ggml-vocab-%s.gguf.inp", name);
-    di_test_shared_data(inp, sizeof inp, rel);
+    di_test_data(inp, sizeof inp, rel);
     snprintf(rel, sizeof rel, "tokenizer/ggml-vocab-%s.gguf.out", name);
-    di_test_shared_data(out, sizeof out, rel);
+    di_test_data(out, sizeof out, rel);
     int n = 0, pass = run_fixture(t, inp, out, &n);
     print_message("fixture %-16s %s: %d/%d\n", name, di_tok_describe(t), pass, n);
     assert_true(n > 40);
@@ -81,14 +81,16 @@ static void check_gguf_fixture(const char *name) {
     di_tok_free(t);
 }
 
-static void check_json_fixture(const char *dir) {
+/* A tokenizer.json folder against the test strings of the GGUF vocab made
+ * from the same tokenizer (llama.cpp writes the ids with HF tokenizers). */
+static void check_json_fixture(const char *dir, const char *gguf_name) {
     char rel[256], inp[4096], out[4096];
     snprintf(rel, sizeof rel, "tokenizer/%s", dir);
     di_tokenizer *t = load_shared(rel);
-    snprintf(rel, sizeof rel, "tokenizer/%s/vocab-test.inp", dir);
-    di_test_shared_data(inp, sizeof inp, rel);
-    snprintf(rel, sizeof rel, "tokenizer/%s/vocab-test.out", dir);
-    di_test_shared_data(out, sizeof out, rel);
+    snprintf(rel, sizeof rel, "tokenizer/ggml-vocab-%s.gguf.inp", gguf_name);
+    di_test_data(inp, sizeof inp, rel);
+    snprintf(rel, sizeof rel, "tokenizer/ggml-vocab-%s.gguf.out", gguf_name);
+    di_test_data(out, sizeof out, rel);
     int n = 0, pass = run_fixture(t, inp, out, &n);
     print_message("fixture %-16s %s: %d/%d\n", dir, di_tok_describe(t), pass, n);
     assert_true(n > 40);
@@ -102,8 +104,9 @@ static void gguf_deepseek_llm_fixture_matches(void **state) { (void)state; check
 static void gguf_deepseek_coder_fixture_matches(void **state) { (void)state; check_gguf_fixture("deepseek-coder"); }
 static void gguf_llama_spm_fixture_matches(void **state) { (void)state; check_gguf_fixture("llama-spm"); }
 static void gguf_phi3_fixture_matches(void **state) { (void)state; check_gguf_fixture("phi-3"); }
-static void json_deepseek_v3_fixture_matches(void **state) { (void)state; check_json_fixture("deepseek-v3"); }
-static void json_llama3_fixture_matches(void **state) { (void)state; check_json_fixture("llama3"); }
+static void gguf_llama_bpe_fixture_matches(void **state) { (void)state; check_gguf_fixture("llama-bpe"); }
+static void gguf_qwen2_fixture_matches(void **state) { (void)state; check_gguf_fixture("qwen2"); }
+static void json_llama3_fixture_matches(void **state) { (void)state; check_json_fixture("llama3", "llama-bpe"); }
 
 /* The golden file written by scripts/gen_goldens_tokenizer.py from PyPI
  * tokenizers for the embedded default model (same .inp/.out format). */
@@ -314,7 +317,7 @@ static void bad_input_is_rejected(void **state) {
     assert_int_equal(di_tok_load("/nonexistent/tokenizer.json", &t2, &err), DI_ERR_IO);
     assert_null(t2);
     char path[4096];
-    di_test_shared_data(path, sizeof path, "tokenizer/deepseek-v3/tokenizer_config.json");
+    di_test_data(path, sizeof path, "tokenizer/deepseek-v3/tokenizer_config.json");
     assert_int_not_equal(di_tok_load(path, &t2, &err), DI_OK); /* not a tokenizer.json */
 }
 
@@ -326,7 +329,8 @@ int main(void) {
         cmocka_unit_test(gguf_deepseek_coder_fixture_matches),
         cmocka_unit_test(gguf_llama_spm_fixture_matches),
         cmocka_unit_test(gguf_phi3_fixture_matches),
-        cmocka_unit_test(json_deepseek_v3_fixture_matches),
+        cmocka_unit_test(gguf_llama_bpe_fixture_matches),
+        cmocka_unit_test(gguf_qwen2_fixture_matches),
         cmocka_unit_test(json_llama3_fixture_matches),
         cmocka_unit_test(smollm2_matches_hf_goldens),
         cmocka_unit_test(deepseek_v3_matches_hf_goldens),
