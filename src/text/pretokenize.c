@@ -40,6 +40,11 @@ typedef struct pre_kind {
     const char *regexes[6];
 } pre_kind;
 
+/* Names whose pre-tokens are emitted whole when they are vocabulary entries,
+ * before any merge (HF's BPE ignore_merges, which Llama 3's tokenizer.json
+ * sets; llama.cpp's llama-vocab.cpp sets it for these names). */
+static const char *const IGNORE_MERGES = "llama3 llama-bpe llama-v3";
+
 static const pre_kind PRE_KINDS[] = {
     {"default", {"[\\p{P}\\$\\+<=>\\^~\\|]+", RE_GPT2, "\\p{N}+", "[0-9][0-9][0-9]"}},
     {"llama3 llama-bpe llama-v3 dbrx smaug-bpe", {RE_LLAMA3}},
@@ -90,6 +95,7 @@ di_status tok_pre_from_gguf_name(di_tokenizer *t, const char *name, di_error *er
         if (name_in_list(PRE_KINDS[i].names, name)) k = &PRE_KINDS[i];
     if (!k)
         return di_error_set(err, DI_ERR_UNSUPPORTED, "unknown pre-tokenizer '%s' (tokenizer.ggml.pre)", name);
+    t->ignore_merges = name_in_list(IGNORE_MERGES, name);
     size_t n = 0;
     while (n < 6 && k->regexes[n]) n++;
     t->pre = di_calloc(n, sizeof *t->pre);
