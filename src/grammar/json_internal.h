@@ -3,7 +3,9 @@
 #ifndef DI_GRAMMAR_JSON_INTERNAL_H
 #define DI_GRAMMAR_JSON_INTERNAL_H
 
-#include "grammar/frontend.h"
+#include "grammar/cpset.h"
+#include "grammar/regex.h"
+#include "grammar/regex_dfa.h"
 
 #include <jansson.h>
 
