@@ -5,7 +5,11 @@
  * --tokenizer MODEL is anything the text module loads: a tokenizer.json, a
  * folder holding one, or a (vocab-only) GGUF. --check encodes the instance
  * with that tokenizer (no special tokens) and walks it token by token: mask,
- * bit check, advance; at the end the matcher must accept. */
+ * bit check, advance; at the end the matcher must accept.
+ *
+ * Schema keywords a grammar cannot enforce follow the policy of `run` and
+ * the server (OpenAI's `strict`): by default they are dropped and named on
+ * stderr; --strict refuses the schema instead. --bench counts both. */
 #include "tools.h"
 
 #include "base/status.h"
@@ -87,17 +91,30 @@ static void dpush(dvec *d, double x) {
     d->v[d->n++] = x;
 }
 
-static di_status compile(const opts *o, const char *schema_path, di_grammar **g, di_error *err) {
-    if (o->json_object) return di_grammar_compile_json_object(&o->gopt, g, err);
+/* Compiles the source the options name (schema_path: a --bench file) with
+ * gopt (o->gopt, or the other policy for --bench's second count). */
+static di_status compile_with(const opts *o, const di_grammar_options *gopt, const char *schema_path, di_grammar **g,
+                              di_error *err) {
+    if (o->json_object) return di_grammar_compile_json_object(gopt, g, err);
     if (o->regex) return di_grammar_compile_regex(o->regex, strlen(o->regex), g, err);
     const char *path = schema_path ? schema_path : o->schema ? o->schema : o->ebnf;
     size_t n;
     char *text = read_all(path, &n);
     if (!text) return di_error_set(err, DI_ERR_IO, "cannot read %s", path);
     di_status s = o->ebnf && !schema_path ? di_grammar_compile_ebnf(text, n, NULL, g, err)
-                                          : di_grammar_compile_json_schema(text, n, &o->gopt, g, err);
+                                          : di_grammar_compile_json_schema(text, n, gopt, g, err);
     free(text);
     return s;
+}
+
+static di_status compile(const opts *o, const char *schema_path, di_grammar **g, di_error *err) {
+    return compile_with(o, &o->gopt, schema_path, g, err);
+}
+
+/* What the default (non-strict) compile dropped, said once on stderr. */
+static void warn_dropped(const di_grammar *g) {
+    const char *d = di_grammar_dropped(g);
+    if (d) fprintf(stderr, "deepinfer grammar: warning: not enforced (dropped; --strict refuses them): %s\n", d);
 }
 
 static bool json_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
@@ -200,6 +217,7 @@ static int run_check(const opts *o, const di_tokenizer *tok, const di_grammar_vo
         return 2;
     }
     double compile_us = now_us() - t0;
+    warn_dropped(g);
     size_t n;
     char *inst = read_all(o->check, &n);
     if (!inst) {
@@ -338,7 +356,11 @@ static int run_bench(const opts *o, const di_grammar_vocab *v) {
     size_t words = di_grammar_vocab_mask_words(v);
     uint32_t *mask = malloc(words * sizeof *mask), *allowed = malloc(words * 32 * sizeof *allowed);
     dvec compile_t = {0}, mask_t = {0};
-    size_t compiled = 0;
+    size_t compiled = 0, compiled_other = 0;
+    /* Coverage under both policies in one run: the walks and times use the
+     * run's own (the default, or --strict), the other is only counted */
+    di_grammar_options other = o->gopt;
+    other.lenient = !o->gopt.lenient;
     uint64_t seed = 0x2545F4914F6CDD1Dull ^ o->seed;
     for (size_t i = 0; i < n; i++) {
         char path[4096];
@@ -348,6 +370,10 @@ static int run_bench(const opts *o, const di_grammar_vocab *v) {
         double a = now_us();
         di_status s = compile(o, path, &g, &err);
         double c_us = now_us() - a;
+        di_grammar *g_other = NULL;
+        di_error err_other = {0};
+        if (compile_with(o, &other, path, &g_other, &err_other) == DI_OK) compiled_other++;
+        di_grammar_free(g_other);
         if (s) {
             if (getenv("DI_BENCH_VERBOSE")) printf("  %s: %s\n", names[i], err.msg);
             continue;
@@ -361,12 +387,18 @@ static int run_bench(const opts *o, const di_grammar_vocab *v) {
     }
     double c50 = pct(compile_t.v, compile_t.n, 0.5), c99 = pct(compile_t.v, compile_t.n, 0.99);
     double m50 = pct(mask_t.v, mask_t.n, 0.5), m99 = pct(mask_t.v, mask_t.n, 0.99), mmax = pct(mask_t.v, mask_t.n, 1.0);
+    size_t n_default = o->gopt.lenient ? compiled : compiled_other;
+    size_t n_strict = o->gopt.lenient ? compiled_other : compiled;
     if (o->json_out) {
-        printf("{\"schemas\": %zu, \"compiled\": %zu, \"compile_p50_us\": %.2f, \"compile_p99_us\": %.2f, "
+        printf("{\"schemas\": %zu, \"compiled\": %zu, \"compiled_default\": %zu, \"compiled_strict\": %zu, "
+               "\"compile_p50_us\": %.2f, \"compile_p99_us\": %.2f, "
                "\"masks\": %zu, \"mask_p50_us\": %.2f, \"mask_p99_us\": %.2f, \"mask_max_us\": %.2f}\n",
-               n, compiled, c50, c99, mask_t.n, m50, m99, mmax);
+               n, compiled, n_default, n_strict, c50, c99, mask_t.n, m50, m99, mmax);
     } else {
-        printf("schemas %zu, compiled %zu (%.1f%%)\n", n, compiled, n ? 100.0 * (double)compiled / (double)n : 0);
+        double per = n ? 100.0 / (double)n : 0;
+        printf("schemas %zu, compiled %zu (%.1f%%) by default, %zu (%.1f%%) with --strict\n", n, n_default,
+               per * (double)n_default, n_strict, per * (double)n_strict);
+        printf("walks and times: the %s grammars\n", o->gopt.lenient ? "default" : "--strict");
         printf("compile p50 %.1f us, p99 %.1f us\n", c50, c99);
         printf("mask %zu masks, p50 %.1f us, p99 %.1f us, max %.1f us\n", mask_t.n, m50, m99, mmax);
     }
@@ -387,6 +419,7 @@ static int run_sample(const opts *o, const di_grammar_vocab *v) {
         fprintf(stderr, "deepinfer grammar: cannot compile: %s\n", err.msg);
         return 2;
     }
+    warn_dropped(g);
     uint32_t max = o->tokens ? o->tokens : BENCH_DEFAULT_TOKENS;
     uint32_t *ids = malloc(max * sizeof *ids);
     di_grammar_matcher *m = NULL;
@@ -425,7 +458,9 @@ static void usage(FILE *f) {
                "       deepinfer grammar --tokenizer MODEL --bench DIR [--limit N] [--tokens N (0: compile only)] [--slow US]\n"
                "       deepinfer grammar --tokenizer MODEL (--schema F.json | ...) --sample N [--seed S] [--tokens MAX]\n"
                "MODEL: tokenizer.json, a folder with one, or a GGUF file\n"
-               "options: --ws compact|flexible  --lenient  --draft7  --seed N  --json (bench: one JSON line)\n"
+               "options: --ws compact|flexible  --strict  --draft7  --seed N  --json (bench: one JSON line)\n"
+               "--strict: refuse a schema with keywords or formats the grammar cannot enforce; by default they\n"
+               "  are dropped and named on stderr (as in run and serve); --lenient says the default\n"
                "--check: JSON whitespace around the value (and, with --ws compact, between tokens) is ignored;\n"
                "  a reject says at which byte, line and column and which bytes the grammar expected there\n"
                "exit: 0 accept, 1 reject, 2 usage error or schema that does not compile\n");
@@ -434,6 +469,7 @@ static void usage(FILE *f) {
 int di_cmd_grammar(int argc, char **argv) {
     opts o = {0};
     o.gopt = di_grammar_options_default();
+    o.gopt.lenient = true; /* OpenAI's non-strict default, as run and the server */
     o.tokens = BENCH_DEFAULT_TOKENS;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -441,6 +477,7 @@ int di_cmd_grammar(int argc, char **argv) {
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
         if (!strcmp(a, "--json-object")) { o.json_object = true; continue; }
         if (!strcmp(a, "--lenient")) { o.gopt.lenient = true; continue; }
+        if (!strcmp(a, "--strict")) { o.gopt.lenient = false; continue; }
         if (!strcmp(a, "--draft7")) { o.gopt.draft = DI_GRAMMAR_DRAFT_7; continue; }
         if (!strcmp(a, "--json")) { o.json_out = true; continue; }
         if (!val) { usage(stderr); return 2; }

@@ -7,7 +7,7 @@
  * fraction is a walk that stays "tight" against the bound's digits until it
  * moves strictly inside. Bounded numbers are written without an exponent
  * (the bound check would otherwise need arithmetic on the exponent). */
-#include "grammar/json_internal.h"
+#include "grammar/json_number.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -244,7 +244,7 @@ di_status di_grammar_matcher_create(const di_grammar *g, const di_grammar_vocab 
 
 void di_grammar_matcher_free(di_grammar_matcher *m) {
     if (!m) return;
-    mt_mask_cache_free(m->cache);
+    if (m->cache) m->cache_free(m->cache);
     free(m->items);
     free(m->sets);
     free(m->scans);

@@ -20,8 +20,11 @@
  * (rx_cpset for ASCII: escapes for '"', '\' and controls; bytes >= 0x80 as
  * themselves). NFA and DFA sizes are capped: past a cap the caller gets
  * *too_big and keeps its fallback. */
-#include "grammar/frontend.h"
-#include "grammar/matcher_internal.h" /* mt_u8_next, mt_keytab */
+#include "grammar/regex_dfa.h"
+
+#include "grammar/cpset.h"
+#include "grammar/keytab.h"
+#include "grammar/u8.h"
 
 #include "base/alloc.h"
 
@@ -174,7 +177,7 @@ static frag build(nfa *a, uint32_t node, uint32_t depth) {
 
 /* ---- subset construction ------------------------------------------------ */
 
-/* State sets are interned in an mt_keytab (matcher_internal.h). */
+/* State sets are interned in an mt_keytab (keytab.h). */
 
 static int cmp_u32(const void *x, const void *y) {
     uint32_t a = *(const uint32_t *)x, b = *(const uint32_t *)y;

@@ -21,7 +21,9 @@
  * tokens), is bounded, and never evicts: entries stay valid for the
  * vocabulary's lifetime, so a pointer handed out under the lock can be
  * used after it is released. */
-#include "grammar/matcher_internal.h"
+#include "grammar/shared_cache.h"
+
+#include "grammar/keytab.h"
 
 #include "base/alloc.h"
 

@@ -585,7 +585,10 @@ di_status di_grammar_matcher_fill_mask(di_grammar_matcher *m, uint32_t *mask, si
     if (m->eos_done) return DI_OK;
     const di_grammar_vocab *v = m->vocab;
     size_t words = di_grammar_vocab_mask_words(v);
-    if (!m->cache && (m->cache = calloc(1, sizeof *m->cache))) m->cache->last_seed = UINT32_MAX;
+    if (!m->cache && (m->cache = calloc(1, sizeof *m->cache))) {
+        m->cache->last_seed = UINT32_MAX;
+        m->cache_free = mt_mask_cache_free;
+    }
     if (!m->cache) {
         trie_walk(m, mask);
         set_eos(m, mask);

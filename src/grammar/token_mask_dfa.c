@@ -1,97 +1,13 @@
-/* The storage and the local DFA of the allowed-token masks (token_mask.c
- * has the overview): the key table that interns uint32 arrays as dense
- * ids, the local key of a set, the local parser seeded with a set's items,
- * and the DFA over the local parser's sets, built lazily one byte group at
- * a time (mt_step_row). */
+/* The local DFA of the allowed-token masks (token_mask.c has the
+ * overview): the local key of a set, the local parser seeded with a set's
+ * items, the DFA over the local parser's sets, built lazily one byte group
+ * at a time (mt_step_row), and walk paths set up along its rows
+ * (mt_jump_path, for the walk's and the length descends' jumps). The
+ * lowest of the mask files: the others call it, it calls none of them. */
 #include "grammar/token_mask_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-/* ---- key table ---------------------------------------------------------- */
-
-static uint32_t hash_words(const uint32_t *k, uint32_t n) {
-    uint64_t h = 0x9E3779B97F4A7C15ull ^ n;
-    for (uint32_t i = 0; i < n; i++) {
-        h ^= k[i];
-        h *= 0xff51afd7ed558ccdull;
-        h ^= h >> 32;
-    }
-    return (uint32_t)h;
-}
-
-void mt_kt_free(mt_keytab *t) {
-    free(t->slot), free(t->data), free(t->off), free(t->hash);
-    memset(t, 0, sizeof *t);
-}
-
-static bool kt_rehash(mt_keytab *t, uint32_t nc) {
-    uint32_t *s = calloc(nc, sizeof *s);
-    if (!s) return false;
-    for (uint32_t id = 0; id < t->n_ids; id++) {
-        uint32_t h = t->hash[id] & (nc - 1);
-        while (s[h]) h = (h + 1) & (nc - 1);
-        s[h] = id + 1;
-    }
-    free(t->slot);
-    t->slot = s, t->cap = nc;
-    return true;
-}
-
-/* The id of key k (hash h) in t, or UINT32_MAX with *slot at the empty
- * slot where it would go. t->cap must be nonzero. */
-static uint32_t kt_probe(const mt_keytab *t, const uint32_t *k, uint32_t n, uint32_t h, uint32_t *slot) {
-    uint32_t i = h & (t->cap - 1);
-    while (t->slot[i]) {
-        uint32_t id = t->slot[i] - 1;
-        if (t->hash[id] == h && t->off[id + 1] - t->off[id] == n && (!n || !memcmp(t->data + t->off[id], k, n * sizeof *k)))
-            return id;
-        i = (i + 1) & (t->cap - 1);
-    }
-    *slot = i;
-    return UINT32_MAX;
-}
-
-/* Returns the id of key (adding it when absent; *added tells), or
- * UINT32_MAX when out of memory. */
-uint32_t mt_kt_intern(mt_keytab *t, const uint32_t *k, uint32_t n, bool *added) {
-    *added = false;
-    if ((t->n_ids + 1) * 2 > t->cap && !kt_rehash(t, t->cap ? t->cap * 2 : 1024)) return UINT32_MAX;
-    uint32_t h = hash_words(k, n), i = 0, id = kt_probe(t, k, n, h, &i);
-    if (id != UINT32_MAX) return id;
-    if (t->n_ids + 2 > t->cap_ids) {
-        uint32_t nc = t->cap_ids ? t->cap_ids * 2 : 1024;
-        size_t *o = di_realloc_array(t->off, (size_t)nc + 1, sizeof *o);
-        if (!o) return UINT32_MAX;
-        t->off = o;
-        uint32_t *hh = di_realloc_array(t->hash, nc, sizeof *hh);
-        if (!hh) return UINT32_MAX;
-        t->hash = hh, t->cap_ids = nc;
-    }
-    if (t->n_data + n > t->cap_data) {
-        size_t nc = t->cap_data ? t->cap_data * 2 : 4096;
-        while (nc < t->n_data + n) nc *= 2;
-        uint32_t *d = di_realloc_array(t->data, nc, sizeof *d);
-        if (!d) return UINT32_MAX;
-        t->data = d, t->cap_data = nc;
-    }
-    if (t->n_ids == 0) t->off[0] = 0;
-    if (n) memcpy(t->data + t->n_data, k, n * sizeof *k); /* empty keys are valid (a finished state) */
-    t->n_data += n;
-    id = t->n_ids++;
-    t->off[id + 1] = t->n_data;
-    t->hash[id] = h;
-    t->slot[i] = id + 1;
-    *added = true;
-    return id;
-}
-
-uint32_t mt_kt_find(const mt_keytab *t, const uint32_t *k, uint32_t n) {
-    if (!t->cap) return UINT32_MAX;
-    uint32_t i;
-    return kt_probe(t, k, n, hash_words(k, n), &i);
-    return UINT32_MAX;
-}
 
 void mt_dfa_free(ldfa *d) {
     mt_kt_free(&d->states);
@@ -297,4 +213,38 @@ uint32_t mt_step_row(mt_mask_cache *c, di_grammar_matcher *L, uint32_t S, uint32
     for (int w = 0; w < 4; w++)
         for (uint64_t bits = same.w[w]; bits; bits &= bits - 1) row[w * 64 + __builtin_ctzll(bits)] = e;
     return e;
+}
+
+/* Sets up the walk path from depth dep0 (the path arrays hold what is
+ * above) down to frontier node f->node: the bytes are those of the first
+ * token below it, each state comes from the DFA rows (stepping the local
+ * parser where a row is not known yet). false when out of memory, or when
+ * a step on the way dies, which a state that loops on all string content
+ * rules out (the caller then gives up, which stays exact). */
+bool mt_jump_path(mt_mask_cache *c, di_grammar_matcher *L, const di_grammar_vocab *v, uint32_t dep0,
+                  const mt_frontier *f, uint32_t *md) {
+    uint32_t dj = v->depth[f->node];
+    const uint8_t *s = v->data + v->off[v->trie_tok[f->tok_lo]];
+    if (*md > dep0) mt_truncate(L, 2 + dep0), *md = dep0;
+    for (uint32_t dd = dep0; dd < dj; dd++) {
+        uint8_t b = s[dd];
+        uint32_t S = c->path_sid[dd];
+        c->path_byte[dd] = b;
+        uint32_t e = drow(&c->dfa, S)[b];
+        if (e == ROW_UNKNOWN) {
+            if (!materialize(c, L, md, dd)) return false;
+            e = mt_step_row(c, L, S, b);
+            if (e == UINT32_MAX) return false;
+            if (e != ROW_DEAD) *md = dd + 1;
+        }
+        if (e == ROW_DEAD) return false;
+        c->path_sid[dd + 1] = (e & ~ROW_ESC) - 2;
+        c->esc[dd + 1] = c->esc[dd] | ((e & ROW_ESC) != 0);
+        c->path_ch[dd + 1] = c->path_ch[dd] + ((b & 0xC0) != 0x80);
+        c->pc_u8[dd + 1] = mt_u8_next(c->pc_u8[dd], b);
+        c->pc_ok[dd + 1] = c->pc_ok[dd] && c->pc_u8[dd + 1] != MT_U8_BAD && (b >= 0x80 || mt_json_content(b));
+        c->anc[dd + 1] = c->j_anc;
+        if (c->j_anc != NO_ANCHOR) c->anc_dep[dd + 1] = 0, c->anc_u8[dd + 1] = c->pc_u8[dd + 1];
+    }
+    return true;
 }

@@ -1,23 +1,29 @@
 /* Internals of the allowed-token masks, shared by the files that make
- * them (token_mask.c has the overview):
+ * them (token_mask.c has the overview). They sit above the parser
+ * (matcher_internal.h), the vocabulary (vocab.h), the shared cache and
+ * the key table, and call down only; among themselves, top to bottom:
  *
  *   token_mask.c         the entry points, whole-state ids and masks, the
  *                        local entries, check_uncertain (level 3)
- *   token_mask_dfa.c     the key table, local keys, the local parser's
- *                        seed and the lazily built DFA over its sets
- *   token_mask_loops.c   what a hot DFA state learns: its loops, count
- *                        loops and content target; the content fast path
  *   token_mask_walk.c    the trie walk of a classification, and the
  *                        content descend
  *   token_mask_length.c  the class and count descends (tokens decided by
  *                        their length)
+ *   token_mask_loops.c   what a hot DFA state learns: its loops, count
+ *                        loops and content target; the content fast path
+ *   token_mask_dfa.c     local keys, the local parser's seed, the lazily
+ *                        built DFA over its sets and paths along its rows
  *
+ * (each calls only files below it: tests/grammar/include_order.sh checks).
  * Small helpers called in the walk's inner loops are static inline here,
  * so that splitting the file inlines them as before. */
 #ifndef DI_GRAMMAR_TOKEN_MASK_INTERNAL_H
 #define DI_GRAMMAR_TOKEN_MASK_INTERNAL_H
 
+#include "grammar/keytab.h"
 #include "grammar/matcher_internal.h"
+#include "grammar/shared_cache.h"
+#include "grammar/vocab.h"
 
 #include "base/alloc.h"
 
@@ -168,6 +174,9 @@ struct mt_mask_cache {
     mt_struct_scratch ss; /* structural keys for the shared cache */
 };
 
+/* Frees a matcher's cache (m->cache_free: the parser frees the matcher). */
+void mt_mask_cache_free(mt_mask_cache *c);
+
 /* mt_classify() results */
 enum { CLS_OK, CLS_NOMEM, CLS_OVER };
 
@@ -239,7 +248,7 @@ static inline void accept_range(uint32_t *acc, const uint32_t *trie_tok, uint32_
     for (uint32_t q = lo; q < hi; q++) acc[trie_tok[q] >> 5] |= 1u << (trie_tok[q] & 31);
 }
 
-/* ---- token_mask_dfa.c: key table, local keys, the local DFA ------------ */
+/* ---- token_mask_dfa.c: local keys, the local DFA, paths along its rows - */
 
 /* Frees the local DFA's states and rows and leaves it empty. */
 void mt_dfa_free(ldfa *d);
@@ -280,6 +289,12 @@ uint32_t mt_local_sid(mt_mask_cache *c, di_grammar_matcher *L, uint32_t k);
  * groups, so learning a state costs a dozen parser steps, not 256. */
 uint32_t mt_step_row(mt_mask_cache *c, di_grammar_matcher *L, uint32_t S, uint32_t b);
 
+/* Sets up the walk path from depth dep0 down to frontier node f->node,
+ * each state from the DFA rows; false when out of memory or when a step on
+ * the way dies (the definition says why that stays exact). */
+bool mt_jump_path(mt_mask_cache *c, di_grammar_matcher *L, const di_grammar_vocab *v, uint32_t dep0,
+                  const mt_frontier *f, uint32_t *md);
+
 /* ---- token_mask_loops.c: what hot states learn ------------------------- */
 
 /* A state reached from the last root P through its count loops has P's
@@ -308,12 +323,6 @@ bool mt_fast_content(const mt_mask_cache *c, const di_grammar_vocab *v, uint32_t
 bool mt_open_string_root(const di_grammar_vocab *v, const di_grammar *g, const di_grammar_matcher *L, uint32_t *acc);
 
 /* ---- token_mask_walk.c: the trie walk ---------------------------------- */
-
-/* Sets up the walk path from depth dep0 down to frontier node f->node,
- * each state from the DFA rows; false when out of memory or when a step on
- * the way dies (the definition says why that stays exact). */
-bool mt_jump_path(mt_mask_cache *c, di_grammar_matcher *L, const di_grammar_vocab *v, uint32_t dep0,
-                  const mt_frontier *f, uint32_t *md);
 
 /* Walks the trie for le. budget (0: none): past it, returns CLS_OVER with
  * the walk suspended (le partly filled); mt_classify(..., resume = true)

@@ -8,40 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Sets up the walk path from depth dep0 (the path arrays hold what is
- * above) down to frontier node f->node: the bytes are those of the first
- * token below it, each state comes from the DFA rows (stepping the local
- * parser where a row is not known yet). false when out of memory, or when
- * a step on the way dies, which a state that loops on all string content
- * rules out (the caller then gives up, which stays exact). */
-bool mt_jump_path(mt_mask_cache *c, di_grammar_matcher *L, const di_grammar_vocab *v, uint32_t dep0,
-                  const mt_frontier *f, uint32_t *md) {
-    uint32_t dj = v->depth[f->node];
-    const uint8_t *s = v->data + v->off[v->trie_tok[f->tok_lo]];
-    if (*md > dep0) mt_truncate(L, 2 + dep0), *md = dep0;
-    for (uint32_t dd = dep0; dd < dj; dd++) {
-        uint8_t b = s[dd];
-        uint32_t S = c->path_sid[dd];
-        c->path_byte[dd] = b;
-        uint32_t e = drow(&c->dfa, S)[b];
-        if (e == ROW_UNKNOWN) {
-            if (!materialize(c, L, md, dd)) return false;
-            e = mt_step_row(c, L, S, b);
-            if (e == UINT32_MAX) return false;
-            if (e != ROW_DEAD) *md = dd + 1;
-        }
-        if (e == ROW_DEAD) return false;
-        c->path_sid[dd + 1] = (e & ~ROW_ESC) - 2;
-        c->esc[dd + 1] = c->esc[dd] | ((e & ROW_ESC) != 0);
-        c->path_ch[dd + 1] = c->path_ch[dd] + ((b & 0xC0) != 0x80);
-        c->pc_u8[dd + 1] = mt_u8_next(c->pc_u8[dd], b);
-        c->pc_ok[dd + 1] = c->pc_ok[dd] && c->pc_u8[dd + 1] != MT_U8_BAD && (b >= 0x80 || mt_json_content(b));
-        c->anc[dd + 1] = c->j_anc;
-        if (c->j_anc != NO_ANCHOR) c->anc_dep[dd + 1] = 0, c->anc_u8[dd + 1] = c->pc_u8[dd + 1];
-    }
-    return true;
-}
-
 /* Content descend below a node (or the root) whose children, nodes
  * first .. end-1 at depth dep0 with tokens from tok_lo on, are read from
  * state P = path_sid[dep0], when P loops on all string content

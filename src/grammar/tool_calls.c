@@ -28,7 +28,9 @@
  * Known limit: TEXT may contain the characters "</｜DSML｜ parameter>"
  * written as plain text, which the recipe's parser (reading text) would
  * take for the closing tag. */
-#include "grammar/json_internal.h"
+#include "grammar/json_schema.h"
+
+#include "grammar/regex.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,10 +1,12 @@
 /* Vocabulary for token masks: token byte strings, flags, and a byte trie in
- * preorder (see matcher_internal.h). The trie lets a mask computation share
+ * preorder (see vocab.h). The trie lets a mask computation share
  * the parser work of common prefixes and skip a whole subtree when a prefix
  * is rejected. Per-tokenizer tables over it (character counts, JSON string
  * content tokens, the content frontier) let token_mask.c decide large parts
  * of the vocabulary without visiting them. */
-#include "grammar/matcher_internal.h"
+#include "grammar/vocab.h"
+
+#include "grammar/shared_cache.h"
 
 #include "base/alloc.h"
 

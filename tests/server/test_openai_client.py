@@ -306,6 +306,35 @@ def test_unenforced_schema_features_follow_strict(server, stream):
     st, hd, _ = server.request("POST", "/v1/chat/completions", _json.dumps(body))
     assert st == 200 and "x-deepinfer-warning" not in hd
 
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/completions"])
+def test_unknown_format_compiles_unless_strict(server, path):
+    # Issue 28: a schema whose only unenforced part is an unknown format
+    # compiles without `strict` (or with strict false) and says so in the
+    # header, as `deepinfer grammar` and `run` do without a flag; strict
+    # true refuses it naming the format. Unsatisfiable is refused either way.
+    import json as _json
+    schema = {"type": "object", "properties": {"id": {"type": "string", "format": "x-made-up"}}, "required": ["id"]}
+    body = {"max_tokens": 4}
+    body.update({"messages": CHAT} if "chat" in path else {"prompt": "An id:"})
+    for strict in (None, False, True):
+        js = {"name": "a", "schema": schema}
+        if strict is not None:
+            js["strict"] = strict
+        body["response_format"] = {"type": "json_schema", "json_schema": js}
+        st, hd, raw = server.request("POST", path, _json.dumps(body))
+        if strict:
+            assert st == 400, raw
+            err = _json.loads(raw)["error"]
+            assert err["param"] == "response_format" and "'format' 'x-made-up'" in err["message"], err
+        else:
+            assert st == 200, raw
+            assert "'format' 'x-made-up' at #/id" in hd.get("x-deepinfer-warning", ""), hd
+    js["schema"] = {"type": "string", "format": "x-made-up", "minLength": 5, "maxLength": 2}
+    js["strict"] = False
+    st, hd, raw = server.request("POST", path, _json.dumps(body))
+    assert st == 400 and "matches nothing" in _json.loads(raw)["error"]["message"], raw
+
+
 def test_tokenize_detokenize_round_trip(server):
     st, tok = server.json("POST", "/tokenize", {"prompt": "Hello, world! ünïcödé"})
     assert st == 200 and tok["count"] == len(tok["tokens"]) > 0

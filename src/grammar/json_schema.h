@@ -1,27 +1,11 @@
-/* Internals of the JSON Schema front end shared by json_schema.c and
- * json_number.c. */
-#ifndef DI_GRAMMAR_JSON_INTERNAL_H
-#define DI_GRAMMAR_JSON_INTERNAL_H
+/* The JSON Schema front end as a part of other grammars (json_schema.c;
+ * json_ctx.h has its layers). */
+#ifndef DI_GRAMMAR_JSON_SCHEMA_H
+#define DI_GRAMMAR_JSON_SCHEMA_H
 
-#include "grammar/frontend.h"
+#include "grammar/ir.h"
 
 #include <jansson.h>
-
-/* A bound as exact decimal digits: value = (neg ? -1 : 1) * ip.fp, ip
- * canonical (no leading zeros), fp without trailing zeros. */
-typedef struct jn_dec {
-    bool neg;
-    char ip[24];
-    char fp[48];
-} jn_dec;
-
-/* Decimal form of a bound; false when it is out of the supported range
- * (|x| >= 1e18, nonzero |x| < 1e-20, or not finite). */
-bool jn_parse_bound(double x, jn_dec *d);
-
-/* Node for JSON number text within the bounds (lo/hi NULL: unbounded;
- * *_strict: exclusive). integer: only integral values (I or I.0+). */
-uint32_t jn_number(gb *g, bool integer, const jn_dec *lo, bool lo_strict, const jn_dec *hi, bool hi_strict);
 
 /* The JSON Schema compiler writing into a builder another front end owns
  * (tool_calls.c puts one value grammar per tool parameter into its call
