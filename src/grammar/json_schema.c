@@ -19,7 +19,9 @@
  * by the members, or minProperties 1), patternProperties (one pattern; see
  * js_object_node in json_types.c).
  * Annotations (title, description, default, ...) are ignored; other JSON
- * Schema keywords are an error naming them unless the caller is lenient.
+ * Schema keywords are an error naming them unless the caller is lenient
+ * (then they are dropped and listed: di_grammar_dropped), and so is a
+ * pattern with a regex construct regex.c does not implement.
  *
  * Choices that shape the grammar:
  * - Object members come in schema order (listed properties, then

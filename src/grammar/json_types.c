@@ -151,6 +151,25 @@ static uint32_t pattern_node(jsc *c, const char *re, bool search) {
     return t == GB_NIL ? GB_NIL : js_quoted(c, t);
 }
 
+#define PATTERN_WHY 160 /* bytes of the reason a lenient compile drops a pattern */
+
+/* Lenient compiles only: whether pattern re uses a construct the regex
+ * front end does not implement (lookaround, backreferences, anchors in
+ * some alternatives only, ...), tried in a scratch builder so that the
+ * failure leaves the schema's builder as it was. Then the caller drops the
+ * pattern and says why. A malformed regex, a limit or no memory is not
+ * such a construct: it fails as before. */
+static bool pattern_unsupported(jsc *c, const char *re, char why[PATTERN_WHY]) {
+    di_error e = {0};
+    gb t;
+    gb_init(&t, &e);
+    uint32_t n = rx_translate(&t, re, strlen(re), true, false, c->opt.max_depth);
+    bool unsupported = n == GB_NIL && t.status == DI_ERR_UNSUPPORTED;
+    if (unsupported) snprintf(why, PATTERN_WHY, "%.150s", e.msg); /* the regex error, cut quietly */
+    gb_free(&t);
+    return unsupported;
+}
+
 /* An object member as object_node lists it (name, value schema). */
 typedef struct member {
     const char *name;
@@ -185,6 +204,16 @@ uint32_t js_string_node(jsc *c, json_t *s) {
     if (hi != GB_INF && lo > hi) return js_counts_cross(c, "minLength", lo, "maxLength", hi);
     bool has_len = lo > 0 || hi != GB_INF;
     json_t *pat = json_object_get(s, "pattern"), *fmt = json_object_get(s, "format");
+    const char *re = pat ? json_string_value(pat) : NULL;
+    if (pat && !re) return js_fail(c, DI_ERR_FORMAT, "%s", "'pattern' is not a string");
+    char why[PATTERN_WHY];
+    if (re && c->opt.lenient && pattern_unsupported(c, re, why)) {
+        /* lenient: the pattern goes, the rest of the string's keywords stay */
+        char what[260];
+        snprintf(what, sizeof what, "'pattern' (%s)", why);
+        js_note_dropped(c, what);
+        re = NULL;
+    }
     /* `format` is an annotation in the specification; we enforce the
      * formats we know (generation wants them) and treat the others as the
      * annotations they are. */
@@ -196,17 +225,15 @@ uint32_t js_string_node(jsc *c, json_t *s) {
             if (!strcmp(f, FORMATS[i].name)) fre = FORMATS[i].re;
         /* an unknown format is one we cannot enforce: strict refuses it,
          * lenient drops it and says so (a pattern next to it still holds) */
-        if (!fre && !pat) {
+        if (!fre && !re) {
             char what[160];
             snprintf(what, sizeof what, "'format' '%.80s'", f);
             if (!c->opt.lenient) return js_fail(c, DI_ERR_UNSUPPORTED, "%s is not enforced", what);
             js_note_dropped(c, what);
         }
     }
-    if (pat) {
+    if (re) {
         /* a pattern is an assertion: it wins over the format annotation */
-        const char *re = json_string_value(pat);
-        if (!re) return js_fail(c, DI_ERR_FORMAT, "%s", "'pattern' is not a string");
         size_t n = js_path_push(c, "pattern");
         bool fits = true;
         uint32_t body = has_len ? pattern_with_length(c, re, true, lo, hi, &fits) : pattern_node(c, re, true);

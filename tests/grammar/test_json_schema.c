@@ -511,6 +511,31 @@ static void unenforced_features_are_refused_or_listed(void **state) {
     di_grammar_free(g);
 }
 
+/* A pattern with a construct the regex front end does not implement
+ * (here a backreference) is one more unenforced part: strict refuses it,
+ * lenient drops the pattern, keeps the string's other keywords and lists
+ * it with the regex's reason. A malformed pattern is refused either way. */
+static void unsupported_pattern_is_refused_or_dropped(void **state) {
+    (void)state;
+    const char *s = "{\"type\":\"object\",\"properties\":{\"w\":{\"type\":\"string\",\"pattern\":\"^(a)\\\\1$\","
+                    "\"maxLength\":3}},\"required\":[\"w\"]}";
+    di_grammar *g = NULL;
+    di_error err = {0};
+    assert_int_equal(di_grammar_compile_json_schema(s, strlen(s), NULL, &g, &err), DI_ERR_UNSUPPORTED);
+    assert_non_null(strstr(err.msg, "backreferences are not supported"));
+    di_grammar_options opt = di_grammar_options_default();
+    opt.lenient = true;
+    g = schema_opt(s, &opt);
+    assert_string_equal(di_grammar_dropped(g),
+                        "'pattern' (regex at offset 6: backreferences are not supported) at #/w");
+    assert_true(gt_accepts_str(g, "{\"w\":\"xyz\"}"));
+    assert_false(gt_accepts_str(g, "{\"w\":\"wxyz\"}")); /* maxLength still holds */
+    di_grammar_free(g);
+    const char *bad = "{\"type\":\"string\",\"pattern\":\"[a-\"}";
+    assert_int_equal(di_grammar_compile_json_schema(bad, strlen(bad), &opt, &g, &err), DI_ERR_FORMAT);
+    assert_non_null(strstr(err.msg, "unterminated character class"));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(properties_follow_schema_order_and_required),
@@ -530,6 +555,7 @@ int main(void) {
         cmocka_unit_test(ambiguous_grammar_is_bounded),
         cmocka_unit_test(unsatisfiable_schemas_fail_naming_the_keyword),
         cmocka_unit_test(unenforced_features_are_refused_or_listed),
+        cmocka_unit_test(unsupported_pattern_is_refused_or_dropped),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
