@@ -62,6 +62,9 @@ static di_status build_engram(di_dsv41_model *m, const di_tokenizer *tok, di_err
         m->vocab.n_vocab = m->vocab.n_compressed = hp->n_vocab;
         m->vocab.pad = DI_ENGRAM_PAD_TOKEN_ID < hp->n_vocab ? DI_ENGRAM_PAD_TOKEN_ID : 0;
     }
+    /* engram_layer_ids absent or []: no Engram (hf/config.py:_build_engram
+     * returns None for an empty list; the other engram_* keys are not read) */
+    if (hp->n_engram == 0) return DI_OK;
     di_engram_config ec = {.layer_ids = hp->engram_layers, .n_layers = hp->n_engram,
                            .max_ngram = hp->engram_max_ngram, .n_heads = hp->engram_heads,
                            .vocab_size = hp->engram_vocab, .compressed_vocab = m->vocab.n_compressed, .seed = 0};
