@@ -354,7 +354,6 @@ void dsv41_norm(const di_dsv41_ctx *c, const float *x, const float *w, float *ou
     if (dsv41_faithful(c)) dsv41_round_bf16(out, n);
 }
 
-static float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
 
 /* ---- shifted mHC ---------------------------------------------------------------------- */
 
@@ -389,12 +388,8 @@ static void mixes_rows(void *arg, int64_t task, int thread) {
     di_threadpool_split(j->n, j->n_tasks, (int)task, &r0, &r1);
     for (int64_t r = r0; r < r1; r++) {
         const float *R = c->R + r * N * D;
-        float *pre = c->pre + r * N, *post = c->post + r * N, *comb = c->comb + r * N * N, *h = c->h + r * D;
-        for (int32_t d = 0; d < D; d++) {
-            float s = 0.0f;
-            for (int32_t i = 0; i < N; i++) s += pre[i] * R[(int64_t)i * D + d];
-            h[d] = s;
-        }
+        float *pre = c->pre + r * N, *h = c->h + r * D;
+        dsv4_mhc_collapse(pre, R, N, D, h);
         if (faithful) dsv41_round_bf16(h, D);
         /* the mix projection already ran on the raw copies: scale by rsqrt(mean R^2 + eps) */
         float ss = 0.0f;
@@ -402,33 +397,7 @@ static void mixes_rows(void *arg, int64_t task, int thread) {
         float rs = 1.0f / sqrtf((float)((double)ss / ((double)N * D)) + (float)hp->rms_eps);
         float mx[(2 + DSV41_MAX_HC) * DSV41_MAX_HC]; /* (2+N)*N mixes, hc_mult <= DSV41_MAX_HC */
         for (int32_t i = 0; i < M; i++) mx[i] = c->mix[r * M + i] * rs;
-        for (int32_t i = 0; i < N; i++) {
-            pre[i] = sigmoidf(mx[i] * scale[0] + base[i]) + eps;
-            post[i] = 2.0f * sigmoidf(mx[N + i] * scale[1] + base[N + i]);
-        }
-        for (int32_t i = 0; i < N; i++) { /* row softmax */
-            float *row = comb + i * N, m = -INFINITY;
-            for (int32_t k = 0; k < N; k++) {
-                row[k] = mx[2 * N + i * N + k] * scale[2] + base[2 * N + i * N + k];
-                m = row[k] > m ? row[k] : m;
-            }
-            float sum = 0.0f;
-            for (int32_t k = 0; k < N; k++) sum += row[k] = expf(row[k] - m);
-            for (int32_t k = 0; k < N; k++) row[k] = row[k] / sum + eps;
-        }
-        for (int32_t it = 0; it < hp->hc_iters; it++) {
-            if (it > 0) /* the first pass normalizes columns only */
-                for (int32_t i = 0; i < N; i++) {
-                    float sm = 0.0f;
-                    for (int32_t k = 0; k < N; k++) sm += comb[i * N + k];
-                    for (int32_t k = 0; k < N; k++) comb[i * N + k] /= sm + eps;
-                }
-            for (int32_t k = 0; k < N; k++) {
-                float sm = 0.0f;
-                for (int32_t i = 0; i < N; i++) sm += comb[i * N + k];
-                for (int32_t i = 0; i < N; i++) comb[i * N + k] /= sm + eps;
-            }
-        }
+        dsv4_mhc_weights(mx, base, scale, N, hp->hc_iters, eps, pre, c->post + r * N, c->comb + r * N * N);
     }
 }
 
@@ -451,15 +420,8 @@ static void post_rows(void *arg, int64_t task, int thread) {
     int64_t r0, r1;
     di_threadpool_split(j->n, j->n_tasks, (int)task, &r0, &r1);
     for (int64_t r = r0; r < r1; r++) {
-        const float *R = c->R + r * N * D, *y = c->y + r * D;
-        const float *post = c->post + r * N, *comb = c->comb + r * N * N;
         float *Rn = c->Rn + r * N * D;
-        for (int32_t k = 0; k < N; k++)
-            for (int32_t d = 0; d < D; d++) {
-                float sm = 0.0f;
-                for (int32_t i = 0; i < N; i++) sm += comb[i * N + k] * R[(int64_t)i * D + d];
-                Rn[(int64_t)k * D + d] = post[k] * y[d] + sm;
-            }
+        dsv4_mhc_expand(c->R + r * N * D, c->y + r * D, c->post + r * N, c->comb + r * N * N, N, D, Rn);
         if (dsv41_faithful(c)) dsv41_round_bf16(Rn, (int64_t)N * D);
     }
 }

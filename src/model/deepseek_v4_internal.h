@@ -220,6 +220,23 @@ void dsv4_linear_row(const di_cpu_kernels *k, const dsv4_linear *w, int64_t o, f
 void dsv4_rope(float *x, int32_t n_heads, int32_t dim, int32_t n_rot, const float *inv_freq,
                int32_t pos, float sign);
 
+/* ---- mHC of one token, shared by the family (deepseek_v4_mhc.c) ---------
+ * V4 and V4.1 (shifted: the collapse uses the previous sublayer's pre, the
+ * mixes are scaled by the copies' rsqrt first) run these same operations. */
+
+/* pre (N) = sigmoid(mx_i s0 + b_i) + eps, post (N) = 2 sigmoid(mx_{N+i} s1 +
+ * b_{N+i}), comb (N, N) = row softmax(mx_{2N..} s2 + b_{2N..}) + eps, then
+ * Sinkhorn: columns, then (iters - 1) times rows and columns. mx: (2+N)*N. */
+void dsv4_mhc_weights(const float *mx, const float *base, const float *scale, int32_t N, int32_t iters, float eps,
+                      float *pre, float *post, float *comb);
+/* h (D) = sum_i pre_i X_i for X (N, D). */
+void dsv4_mhc_collapse(const float *pre, const float *X, int32_t N, int32_t D, float *h);
+/* Xn_k (N, D) = post_k y + sum_j comb[j][k] X_j. */
+void dsv4_mhc_expand(const float *X, const float *y, const float *post, const float *comb, int32_t N, int32_t D,
+                     float *Xn);
+/* The final head's collapse weight sigmoid(mix * scale + base) + eps. */
+float dsv4_mhc_head_weight(float mix, float base, float scale, float eps);
+
 /* ---- blocks (each over the rows of one batch) ---------------------------- */
 
 /* mHC before a sublayer: from X (n, N, D) computes post (n, N), comb
