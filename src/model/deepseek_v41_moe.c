@@ -85,6 +85,7 @@ static void ep_expert(void *user, const dsv4_linear *w, float *x, const float *w
     expert(user, &w[0], &w[1], &w[2], x, wts, cnt, sc->g1, sc->g3, y, sc->mm, pool);
 }
 
+/* One step of a row's routed sum: the weight was applied inside the expert. */
 static float ep_add(float acc, float y, float w) {
     (void)w;
     return acc + y;
@@ -118,36 +119,21 @@ di_status dsv41_moe_layer(di_dsv41_ctx *c, const dsv41_layer *L, int32_t il, int
         partial = io.partial;
     }
     if (n == 0) return DI_OK;
-    /* each expert over the rows that chose it (its weights read once) */
-    for (int32_t e = 0; e < E && !ep; e++) {
-        int64_t cnt = 0;
-        for (int64_t i = 0; i < n * K; i++)
-            if (c->sel[i] == e) {
-                c->grow[cnt] = (int32_t)i;
-                c->wg[cnt] = c->selw[i];
-                memcpy(c->xg + cnt * D, c->xq + (i / K) * D, (size_t)D * sizeof(float));
-                cnt++;
-            }
-        if (!cnt) continue;
-        expert(c, &L->w1[e], &L->w2[e], &L->w3[e], c->xg, c->wg, cnt, c->g1, c->g3, c->yg, c->mm_scratch, pool);
-        for (int64_t q = 0; q < cnt; q++)
-            memcpy(c->ysel + (int64_t)c->grow[q] * D, c->yg + q * D, (size_t)D * sizeof(float));
+    if (!ep) {
+        dsv4_moe_local_io io = {.w1 = L->w1, .w2 = L->w2, .w3 = L->w3, .n_experts = E, .n_used = K, .n_embd = D,
+                                .n = n, .x = c->xq, .sel = c->sel, .selw = c->selw, .expert = ep_expert,
+                                .user = c, .sc = {c->g1, c->g3, c->mm_scratch}, .xg = c->xg, .yg = c->yg,
+                                .grow = c->grow, .wg = c->wg, .ysel = c->ysel};
+        dsv4_moe_local(&io, pool);
     }
     /* the shared expert on the same cast input */
     expert(c, &L->sh_w1, &L->sh_w2, &L->sh_w3, c->xq, NULL, n, c->g1, c->g3, c->yg, c->mm_scratch, pool);
     /* routed outputs in choice order from 0 (EP: the owner of the leading
-     * run sent its sum), then the shared one */
-    for (int64_t r = 0; r < n; r++) {
-        float *y = c->y + r * D;
-        const int32_t k0 = plen ? plen[r] : 0;
-        const float *part = partial ? partial + r * D : NULL;
-        for (int32_t d = 0; d < D; d++) {
-            float s = k0 ? part[d] : 0.0f;
-            for (int32_t k = k0; k < K; k++) s = ep_add(s, c->ysel[(r * K + k) * D + d], 0.0f);
-            y[d] = s + c->yg[r * D + d];
-        }
-        if (dsv41_faithful(c)) dsv41_round_bf16(y, D);
-    }
+     * run sent its sum; selw NULL: the expert applied the weight, the sum
+     * adds, as ep_add on the owners), then the shared one */
+    dsv4_moe_sum(n, K, D, c->ysel, NULL, plen, partial, c->yg, c->y);
+    if (dsv41_faithful(c))
+        for (int64_t r = 0; r < n; r++) dsv41_round_bf16(c->y + r * D, D);
     return DI_OK;
 }
 

@@ -286,6 +286,32 @@ typedef struct dsv4_ep_scratch {
 typedef void (*dsv4_ep_expert_fn)(void *user, const dsv4_linear *w, float *x, const float *wts, int64_t cnt,
                                   float *y, const dsv4_ep_scratch *sc, di_threadpool *pool);
 
+/* The routed experts of one MoE layer in this process (no EP), V4 and V4.1
+ * alike (deepseek_v4_moe_core.c): each expert once over the rows that
+ * chose it, with the expert function its EP owners run. */
+typedef struct dsv4_moe_local_io {
+    const dsv4_linear *w1, *w2, *w3; /* (n_experts) each */
+    int32_t n_experts, n_used, n_embd;
+    int64_t n;
+    const float *x;        /* (n, D) the experts' input */
+    const int32_t *sel;    /* (n, K) chosen experts */
+    const float *selw;     /* (n, K) their weights */
+    dsv4_ep_expert_fn expert;
+    void *user;
+    dsv4_ep_scratch sc;    /* the expert's scratch */
+    float *xg, *yg;        /* (n*K, D) one expert's gathered inputs / outputs */
+    int32_t *grow;         /* (n*K) their (row*K + k) */
+    float *wg;             /* (n*K) their weights, or NULL: the expert gets wts NULL */
+    float *ysel;           /* out: (n*K, D) each choice's output */
+} dsv4_moe_local_io;
+void dsv4_moe_local(const dsv4_moe_local_io *io, di_threadpool *pool);
+/* y (n, D) = each row's routed sum in choice order, then + shared (n, D):
+ * from 0, or from partial (n, D) over the first plen[r] choices when EP sent
+ * that sum (plen NULL: none); each step dsv4_moe_mac with selw (n, K), or a
+ * plain add when selw is NULL (the expert applied the weight). */
+void dsv4_moe_sum(int64_t n, int32_t K, int32_t D, const float *ysel, const float *selw, const int32_t *plen,
+                  const float *partial, const float *shared, float *y);
+
 /* The routed half of one MoE layer on this rank's n rows (n may be 0). */
 typedef struct dsv4_ep_layer {
     int32_t layer;

@@ -128,12 +128,10 @@ static void route(di_dsv4_ctx *c, const dsv4_layer *L, const int32_t *tokens, in
 
 /* ---- expert parallelism: V4's side of the family's EP core ---------------- */
 
-/* One expert on the rows an owner received (the weight is applied in the
- * row's sum, dsv4_moe_mac). */
-static void ep_expert(void *user, const dsv4_linear *w, float *x, const float *wts, int64_t cnt, float *y,
-                      const dsv4_ep_scratch *sc, di_threadpool *pool) {
-    (void)wts;
-    di_dsv4_ctx *c = user;
+/* One expert on its gathered rows (the weight is applied in the row's sum,
+ * dsv4_moe_mac): the same function here and on an EP owner. */
+static void run_expert(di_dsv4_ctx *c, const dsv4_linear *w, const float *x, int64_t cnt, float *y,
+                       const dsv4_ep_scratch *sc, di_threadpool *pool) {
     const di_dsv4_model *m = c->m;
     const int64_t D = m->hp.n_embd, F = m->hp.moe_ff;
     dsv4_linear_apply(m->k, &w[0], x, D, sc->g1, F, cnt, sc->mm, pool);
@@ -141,6 +139,23 @@ static void ep_expert(void *user, const dsv4_linear *w, float *x, const float *w
     dsv4_clamped_swiglu(sc->g1, sc->g3, cnt * F, m->hp.swiglu_limit);
     dsv4_linear_apply(m->k, &w[1], sc->g1, F, y, D, cnt, sc->mm, pool);
     if (c->prof_on) c->prof.flops[DI_DSV4_BLK_MOE_ROUTED] += 6.0 * (double)cnt * (double)D * (double)F;
+}
+
+static void ep_expert(void *user, const dsv4_linear *w, float *x, const float *wts, int64_t cnt, float *y,
+                      const dsv4_ep_scratch *sc, di_threadpool *pool) {
+    (void)wts;
+    run_expert(user, w, x, cnt, y, sc, pool);
+}
+
+/* The same in this process, with the weight bytes it read for the profile. */
+static void local_expert(void *user, const dsv4_linear *w, float *x, const float *wts, int64_t cnt, float *y,
+                         const dsv4_ep_scratch *sc, di_threadpool *pool) {
+    (void)wts;
+    di_dsv4_ctx *c = user;
+    run_expert(c, w, x, cnt, y, sc, pool);
+    if (c->prof_on)
+        c->prof.bytes[DI_DSV4_BLK_MOE_ROUTED] += dsv4_linear_bytes(&w[0]) + dsv4_linear_bytes(&w[1]) +
+                                                  dsv4_linear_bytes(&w[2]);
 }
 
 static float ep_mac(float acc, float y, float w) { return dsv4_moe_mac(acc, y, w); }
@@ -191,28 +206,12 @@ di_status dsv4_moe(di_dsv4_ctx *c, int32_t il, const int32_t *tokens, int64_t n,
         c->ep_partial = io.partial;
     }
     if (n == 0) return DI_OK;
-    /* one pass per expert over its gathered rows: each expert's weights are
-     * read once per step however many rows chose it */
-    for (int32_t e = 0; e < E && !c->ep; e++) {
-        int64_t cnt = 0;
-        for (int64_t i = 0; i < n * K; i++)
-            if (c->sel[i] == e) {
-                c->grow[cnt] = (int32_t)i;
-                memcpy(c->xg + cnt * D, c->h + (i / K) * D, (size_t)D * sizeof(float));
-                cnt++;
-            }
-        if (!cnt) continue;
-        dsv4_linear_apply(m->k, &L->w1[e], c->xg, D, c->g1, F, cnt, c->mm_scratch, pool);
-        dsv4_linear_apply(m->k, &L->w3[e], c->xg, D, c->g3, F, cnt, c->mm_scratch, pool);
-        dsv4_clamped_swiglu(c->g1, c->g3, cnt * F, hp->swiglu_limit);
-        dsv4_linear_apply(m->k, &L->w2[e], c->g1, F, c->yg, D, cnt, c->mm_scratch, pool);
-        for (int64_t j = 0; j < cnt; j++)
-            memcpy(c->ysel + (int64_t)c->grow[j] * D, c->yg + j * D, (size_t)D * sizeof(float));
-        if (c->prof_on) {
-            c->prof.flops[DI_DSV4_BLK_MOE_ROUTED] += 6.0 * (double)cnt * (double)D * (double)F;
-            c->prof.bytes[DI_DSV4_BLK_MOE_ROUTED] +=
-                dsv4_linear_bytes(&L->w1[e]) + dsv4_linear_bytes(&L->w2[e]) + dsv4_linear_bytes(&L->w3[e]);
-        }
+    if (!c->ep) {
+        dsv4_moe_local_io io = {.w1 = L->w1, .w2 = L->w2, .w3 = L->w3, .n_experts = E, .n_used = K, .n_embd = D,
+                                .n = n, .x = c->h, .sel = c->sel, .selw = c->selw, .expert = local_expert,
+                                .user = c, .sc = {c->g1, c->g3, c->mm_scratch}, .xg = c->xg, .yg = c->yg,
+                                .grow = c->grow, .wg = NULL, .ysel = c->ysel};
+        dsv4_moe_local(&io, pool);
     }
     dsv4_prof_add(c, DI_DSV4_BLK_MOE_ROUTED, t0);
     /* shared expert into yg */
@@ -229,17 +228,7 @@ di_status dsv4_moe(di_dsv4_ctx *c, int32_t il, const int32_t *tokens, int64_t n,
     }
     /* the routed sum in ascending expert order, then the shared output */
     t0 = dsv4_prof_now(c);
-    for (int64_t r = 0; r < n; r++) {
-        float *y = c->y + r * D;
-        /* EP: the owner of the row's leading experts sent their sum */
-        const int32_t k0 = c->ep ? c->ep_plen[r] : 0;
-        const float *part = c->ep ? c->ep_partial + r * D : NULL;
-        for (int32_t d = 0; d < D; d++) {
-            float s = k0 ? part[d] : 0.0f;
-            for (int32_t k = k0; k < K; k++) s = dsv4_moe_mac(s, c->ysel[(r * K + k) * D + d], c->selw[r * K + k]);
-            y[d] = s + c->yg[r * D + d];
-        }
-    }
+    dsv4_moe_sum(n, K, D, c->ysel, c->selw, c->ep ? c->ep_plen : NULL, c->ep ? c->ep_partial : NULL, c->yg, c->y);
     dsv4_prof_add(c, DI_DSV4_BLK_MOE_ROUTED, t0);
     return DI_OK;
 }

@@ -1,0 +1,54 @@
+/* The one-process half of the DeepSeek family's MoE (V4 and V4.1; the EP
+ * half is deepseek_v4_ep.c): each routed expert runs once per step over
+ * the rows that chose it (its weights are read once however many rows
+ * chose it), and each row's outputs are summed in its choice order, then
+ * the shared expert's output is added. What an expert computes (V4: the
+ * weight applied in the sum; V4.1: inside, with its roundings) is the
+ * model's expert function, the one its EP owners run too. */
+#include "model/deepseek_v4_internal.h"
+
+#include <string.h>
+
+void dsv4_moe_local(const dsv4_moe_local_io *io, di_threadpool *pool) {
+    const int64_t n = io->n, D = io->n_embd;
+    const int32_t K = io->n_used;
+    for (int32_t e = 0; e < io->n_experts; e++) {
+        int64_t cnt = 0;
+        for (int64_t i = 0; i < n * K; i++)
+            if (io->sel[i] == e) {
+                io->grow[cnt] = (int32_t)i;
+                if (io->wg) io->wg[cnt] = io->selw[i];
+                memcpy(io->xg + cnt * D, io->x + (i / K) * D, (size_t)D * sizeof(float));
+                cnt++;
+            }
+        if (!cnt) continue;
+        const dsv4_linear w[3] = {io->w1[e], io->w2[e], io->w3[e]};
+        io->expert(io->user, w, io->xg, io->wg, cnt, io->yg, &io->sc, pool);
+        for (int64_t j = 0; j < cnt; j++)
+            memcpy(io->ysel + (int64_t)io->grow[j] * D, io->yg + j * D, (size_t)D * sizeof(float));
+    }
+}
+
+void dsv4_moe_sum(int64_t n, int32_t K, int32_t D, const float *ysel, const float *selw, const int32_t *plen,
+                  const float *partial, const float *shared, float *y) {
+    for (int64_t r = 0; r < n; r++) {
+        /* EP: the owner of the row's leading run of experts sent their sum */
+        const int32_t k0 = plen ? plen[r] : 0;
+        const float *part = partial ? partial + r * D : NULL;
+        const float *ys = ysel + r * K * D, *w = selw ? selw + r * K : NULL;
+        float *yr = y + r * D;
+        const float *sh = shared + r * D;
+        if (w)
+            for (int32_t d = 0; d < D; d++) {
+                float s = k0 ? part[d] : 0.0f;
+                for (int32_t k = k0; k < K; k++) s = dsv4_moe_mac(s, ys[(int64_t)k * D + d], w[k]);
+                yr[d] = s + sh[d];
+            }
+        else
+            for (int32_t d = 0; d < D; d++) {
+                float s = k0 ? part[d] : 0.0f;
+                for (int32_t k = k0; k < K; k++) s = s + ys[(int64_t)k * D + d];
+                yr[d] = s + sh[d];
+            }
+    }
+}
