@@ -201,6 +201,29 @@ void dsv4_build_inv_freq(const di_dsv4_hparams *hp, double base, int yarn, float
 /* Keeps p until the model is freed; frees p and fails on no memory. */
 di_status dsv4_own(di_dsv4_model *m, void *p, di_error *err);
 
+/* ---- buffers of contexts and caches (deepseek_v4_scratch.c) ------------- */
+
+/* One scratch buffer of a context: *pp holds n elements of size bytes. */
+typedef struct dsv4_buf {
+    void *pp;             /* the address of the buffer's pointer */
+    int64_t n;
+    size_t size;
+} dsv4_buf;
+
+/* *pp <- a fresh n-element buffer (contents lost); 0 on no memory, *pp kept. */
+int dsv4_regrow(void *pp, int64_t n, size_t size);
+/* dsv4_regrow over a table; 0 as soon as one fails. */
+int dsv4_regrow_all(const dsv4_buf *b, size_t n_bufs);
+/* Frees every buffer of a table (n and size unread) and clears the pointers. */
+void dsv4_free_all(const dsv4_buf *b, size_t n_bufs);
+static inline int64_t dsv4_max64(int64_t a, int64_t b) { return a > b ? a : b; }
+/* *out <- slots * row_bytes zeroed bytes (one KV layer), overflow checked. */
+di_status dsv4_kv_alloc(void **out, uint64_t slots, uint64_t row_bytes, di_error *err);
+/* The rollback check both caches make (arch names the model in the message):
+ * their records are per position, so nothing is moved. */
+di_status dsv4_kv_check_truncate(const char *arch, int32_t n_blocks, int32_t block_size, int32_t seq_slot,
+                                 int32_t n_keep, di_error *err);
+
 /* ---- linear ------------------------------------------------------------- */
 
 /* Scratch floats per pool thread for dsv4_linear_apply with this n_in. */
@@ -332,6 +355,12 @@ typedef struct dsv4_ep_layer {
 /* Collective: an EP group over d for the experts x. */
 di_status dsv4_ep_create(const dsv4_ep_experts *x, di_dist *d, const di_dsv4_ep_params *p, di_dsv4_ep **out,
                          di_error *err);
+/* dsv4_ep_create for a model whose layer l (n_layers structs of stride
+ * bytes) holds its expert arrays (n_experts dsv4_linear each) at byte
+ * offsets off_w1 / off_w2 / off_w3 (offsetof of the w1 / w2 / w3 fields). */
+di_status dsv4_ep_create_layers(const void *layers, size_t stride, size_t off_w1, size_t off_w2, size_t off_w3,
+                                int32_t n_layers, int32_t n_experts, int32_t n_used, int32_t n_embd, int32_t moe_ff,
+                                di_dist *d, const di_dsv4_ep_params *p, di_dsv4_ep **out, di_error *err);
 /* Collective: the routed experts of io through their owner ranks. */
 di_status dsv4_ep_routed(di_dsv4_ep *ep, dsv4_ep_layer *io, di_threadpool *pool, di_error *err);
 /* The window push and, when due, the rebalance after each forward. */

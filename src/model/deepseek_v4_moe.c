@@ -16,6 +16,7 @@
 #include "base/alloc.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -163,18 +164,9 @@ static float ep_mac(float acc, float y, float w) { return dsv4_moe_mac(acc, y, w
 di_status di_dsv4_ep_create(const di_dsv4_model *m, di_dist *d, const di_dsv4_ep_params *p, di_dsv4_ep **out,
                             di_error *err) {
     const di_dsv4_hparams *hp = &m->hp;
-    const int32_t L = hp->n_layers;
-    const dsv4_linear **t = di_malloc_array((size_t)3 * (L > 0 ? L : 1), sizeof *t);
-    if (!t) return di_error_set(err, DI_ERR_NOMEM, "ep: out of memory");
-    for (int32_t l = 0; l < L; l++) {
-        t[l] = m->layers[l].w1;
-        t[L + l] = m->layers[l].w2;
-        t[2 * L + l] = m->layers[l].w3;
-    }
-    dsv4_ep_experts x = {L, hp->n_experts, hp->n_experts_used, hp->n_embd, hp->moe_ff, t, t + L, t + 2 * L};
-    di_status s = dsv4_ep_create(&x, d, p, out, err);
-    free(t); /* the core copies what it keeps */
-    return s;
+    return dsv4_ep_create_layers(m->layers, sizeof *m->layers, offsetof(dsv4_layer, w1), offsetof(dsv4_layer, w2),
+                                 offsetof(dsv4_layer, w3), hp->n_layers, hp->n_experts, hp->n_experts_used, hp->n_embd,
+                                 hp->moe_ff, d, p, out, err);
 }
 
 void di_dsv4_ctx_set_ep(di_dsv4_ctx *c, di_dsv4_ep *ep) {
