@@ -50,33 +50,55 @@ typedef struct dsv4_compressor {
     const float *norm;    /* (dim) RMSNorm weight of the pooled row */
 } dsv4_compressor;
 
+/* The weights every layer of the family has, V4 and V4.1 alike: the mHC
+ * maps of its two sublayers, the norms, the attention's projections and
+ * sink, the MoE's router and experts. A layer struct holds them as an
+ * anonymous union of the fields (L->wq_a, read by the forward) and one
+ * named view (L->core, filled by dsv4_bind_core_attn / _moe); both name
+ * the same members in the same order. Shapes: D = n_embd, N = hc_mult,
+ * H heads of hd, G output groups, E experts of width F. */
+#define DSV4_CORE_FIELDS                                                                        \
+    dsv4_linear hc_attn_fn, hc_ffn_fn;     /* ((2+N)*N, N*D) F32 */                             \
+    const float *hc_attn_base, *hc_attn_scale, *hc_ffn_base, *hc_ffn_scale; /* ((2+N)*N), (3) */ \
+    const float *attn_norm, *ffn_norm;     /* (D) */                                            \
+    dsv4_linear wq_a;                      /* (q_lora, D) */                                    \
+    const float *q_norm;                   /* (q_lora) */                                       \
+    dsv4_linear wq_b;                      /* (H*hd, q_lora) */                                 \
+    dsv4_linear wkv;                       /* (hd, D) */                                        \
+    const float *kv_norm;                  /* (hd) */                                           \
+    dsv4_linear wo_a;                      /* (G*o_lora, H*hd/G) */                             \
+    dsv4_linear wo_b;                      /* (D, G*o_lora) */                                  \
+    const float *sink;                     /* (H) */                                            \
+    dsv4_linear gate;                      /* (E, D) router */                                  \
+    dsv4_linear *w1, *w2, *w3;             /* (E) each: (F, D), (D, F), (F, D) */               \
+    dsv4_linear sh_w1, sh_w2, sh_w3;       /* the shared expert */
+typedef struct dsv4_core_w {
+    DSV4_CORE_FIELDS
+} dsv4_core_w;
+#define DSV4_CORE_MEMBER                                                                        \
+    union {                                                                                     \
+        dsv4_core_w core;                                                                       \
+        struct {                                                                                \
+            DSV4_CORE_FIELDS                                                                    \
+        };                                                                                      \
+    }
+
+/* The sizes dsv4_bind_core_* check the core tensors against. */
+typedef struct dsv4_core_dims {
+    int64_t n_embd, hc_mult, q_lora, n_heads, head_dim, o_groups, o_lora, moe_ff;
+} dsv4_core_dims;
+
 typedef struct dsv4_layer {
     di_dsv4_attn_kind kind;
     int32_t ratio;        /* compression ratio; 0 for window-only */
     int hash_moe;         /* routes by tid2eid */
-    /* mHC of the two sublayers: fn ((2+N)*N, N*n_embd), base ((2+N)*N), scale (3) */
-    dsv4_linear hc_attn_fn, hc_ffn_fn;
-    const float *hc_attn_base, *hc_attn_scale, *hc_ffn_base, *hc_ffn_scale;
-    const float *attn_norm, *ffn_norm; /* (n_embd) */
-    /* attention */
-    dsv4_linear wq_a;     /* (q_lora, n_embd) */
-    const float *q_norm;  /* (q_lora) */
-    dsv4_linear wq_b;     /* (n_heads*head_dim, q_lora) */
-    dsv4_linear wkv;      /* (head_dim, n_embd) */
-    const float *kv_norm; /* (head_dim) */
-    dsv4_linear wo_a;     /* (o_groups*o_lora, n_heads*head_dim/o_groups) */
-    dsv4_linear wo_b;     /* (n_embd, o_groups*o_lora) */
-    const float *sink;    /* (n_heads) */
+    DSV4_CORE_MEMBER;
     dsv4_compressor comp; /* CSA/HCA */
     dsv4_compressor icomp;/* CSA: the indexer's compressor */
     dsv4_linear idx_wq_b; /* CSA: (index_heads*index_dim, q_lora) */
     dsv4_linear idx_wproj;/* CSA: (index_heads, n_embd) */
-    /* MoE */
-    dsv4_linear gate;     /* (n_experts, n_embd) router */
     const float *gate_bias; /* (n_experts) selection-only bias; NULL on hash layers */
     int32_t *tid2eid;     /* (n_vocab, n_experts_used) owned, validated; hash layers */
-    dsv4_linear *w1, *w2, *w3; /* (n_experts) each; w1/w3 (moe_ff, n_embd), w2 (n_embd, moe_ff) */
-    dsv4_linear sh_w1, sh_w2, sh_w3; /* shared expert */
 } dsv4_layer;
 
 /* One V3-style MTP module of the V4 base release (`mtp.<i>.` in the
@@ -196,6 +218,16 @@ di_status dsv4_bind_linear(di_dsv4_model *m, const char *base, int64_t n_out, in
 di_status dsv4_bind_vec(di_dsv4_model *m, const char *name, int64_t n, const float **out, di_error *err);
 di_status dsv4_bind_float_matrix(di_dsv4_model *m, const char *name, int64_t rows, int64_t cols, dsv4_linear *w,
                                  di_error *err);
+/* The core weights of the layer under pfx ("layers.3", "mtp.0"), in the
+ * order the loaders report a missing one: _attn the mHC maps, norms,
+ * attention projections and sink; _moe the n_exp routed experts
+ * (ffn.experts.<e>.w1/w2/w3, MXFP4 allowed, in one owned array) and the
+ * shared one (the router and its bias are the model's: V4 routes hash
+ * layers by tid2eid). */
+di_status dsv4_bind_core_attn(di_dsv4_model *m, const char *pfx, const dsv4_core_dims *d, dsv4_core_w *w,
+                              di_error *err);
+di_status dsv4_bind_core_moe(di_dsv4_model *m, const char *pfx, const dsv4_core_dims *d, int32_t n_exp,
+                             dsv4_core_w *w, di_error *err);
 /* Rotary inverse frequencies (n_rot/2) for base theta, YaRN from hp when yarn. */
 void dsv4_build_inv_freq(const di_dsv4_hparams *hp, double base, int yarn, float *out);
 /* Keeps p until the model is freed; frees p and fails on no memory. */
