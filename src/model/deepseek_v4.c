@@ -160,7 +160,7 @@ static size_t row_bufs(di_dsv4_ctx *c, int64_t n, dsv4_buf *t) {
         {&c->qr, n * hp->q_lora, 4}, {&c->q, n * HD, 4}, {&c->kvr, n * hp->head_dim, 4},
         {&c->ckv, n * 2 * hp->head_dim, 4}, {&c->cg, n * 2 * hp->head_dim, 4}, {&c->ikv, n * 2 * hp->index_dim, 4},
         {&c->ig, n * 2 * hp->index_dim, 4}, {&c->iq, n * IHD, 4}, {&c->iw, n * hp->index_heads, 4},
-        {&c->att, n * HD, 4}, {&c->oa, n * hp->o_groups * hp->o_lora, 4}, {&c->logit, n * hp->n_experts, 4},
+        {&c->att, n * HD, 4}, {&c->oa, n * hp->o_groups * hp->o_lora, 4}, {&c->logit, n * hp->n_experts, 4}, {&c->vsel, n * hp->n_experts, 4},
         {&c->sel, n * K, 4}, {&c->selw, n * K, 4}, {&c->ysel, n * K * D, 4}, {&c->grow, n * K, 4},
         {&c->xg, n * K * D, 4}, {&c->g1, n * K * F, 4}, {&c->g3, n * K * F, 4}, {&c->yg, n * K * D, 4},
     };
@@ -196,32 +196,14 @@ static di_status ctx_reserve(di_dsv4_ctx *c, int64_t n, int64_t n_tasks, int64_t
     int64_t max_in = dsv4_max64(dsv4_max64(N * D, HD), dsv4_max64(dsv4_max64(hp->q_lora, F),
                                                                    (int64_t)hp->o_groups * hp->o_lora));
     max_in = dsv4_max64(max_in, D);
-    int64_t mm_floats = dsv4_linear_scratch_floats(c->cap_rows, max_in, n_tasks, (int)n_tasks);
-    if (mm_floats > c->cap_mm_floats) {
-        c->cap_mm_floats = 0;
-        if (!dsv4_regrow(&c->mm_scratch, mm_floats, 4))
-            return di_error_set(err, DI_ERR_NOMEM, "deepseek_v4 ctx: out of memory for matmul scratch");
-        c->cap_mm_floats = mm_floats;
-    }
-    if (n_tasks > c->cap_tasks) {
-        if (!dsv4_regrow(&c->prof_thread, n_tasks * DSV4_PROF_THREAD_SLOTS, sizeof(double))) {
-            c->cap_tasks = 0;
-            return di_error_set(err, DI_ERR_NOMEM, "deepseek_v4 ctx: out of memory for matmul scratch");
-        }
-        c->cap_tasks = n_tasks;
-    }
     c->attn_floats = dsv4_attention_scratch_floats(c->m, max_pos);
-    if (n_tasks * c->attn_floats > c->cap_attn_floats) {
-        c->cap_attn_floats = 0;
-        if (!dsv4_regrow(&c->attn_scratch, n_tasks * c->attn_floats, 4))
-            return di_error_set(err, DI_ERR_NOMEM, "deepseek_v4 ctx: out of memory for attention scratch");
-        c->cap_attn_floats = n_tasks * c->attn_floats;
-    }
-    if (n_seqs > c->cap_seqs) {
-        if (!dsv4_regrow(&c->seq_last, n_seqs, sizeof(int32_t)))
-            return di_error_set(err, DI_ERR_NOMEM, "deepseek_v4 ctx: out of memory for %lld slots", (long long)n_seqs);
-        c->cap_seqs = n_seqs;
-    }
+    if (!dsv4_grow(&c->mm_scratch, &c->cap_mm_floats,
+                   dsv4_linear_scratch_floats(c->cap_rows, max_in, n_tasks, (int)n_tasks), 4) ||
+        !dsv4_grow(&c->prof_thread, &c->cap_tasks, n_tasks * DSV4_PROF_THREAD_SLOTS, sizeof(double)) ||
+        !dsv4_grow(&c->attn_scratch, &c->cap_attn_floats, n_tasks * c->attn_floats, 4) ||
+        !dsv4_grow(&c->seq_last, &c->cap_seqs, n_seqs, sizeof(int32_t)))
+        return di_error_set(err, DI_ERR_NOMEM, "deepseek_v4 ctx: out of memory for scratch (%lld rows, %lld tasks)",
+                            (long long)n, (long long)n_tasks);
     return DI_OK;
 }
 

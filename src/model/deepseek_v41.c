@@ -254,7 +254,7 @@ static size_t row_bufs(di_dsv41_ctx *c, int64_t n, dsv4_buf *t) {
         {&c->xq, n * D, 4}, {&c->qr, n * hp->q_lora, 4}, {&c->q, n * HD, 4}, {&c->kvr, n * hp->head_dim, 4},
         {&c->ckv, n * hp->head_dim, 4}, {&c->cg, n * hp->head_dim, 4}, {&c->iq, n * IHD, 4},
         {&c->iw, n * hp->index_heads, 4}, {&c->att, n * HD, 4}, {&c->oa, n * hp->o_groups * hp->o_lora, 4},
-        {&c->logit, n * hp->n_experts, 4}, {&c->sel, n * K, 4}, {&c->selw, n * K, 4}, {&c->ysel, n * K * D, 4},
+        {&c->logit, n * hp->n_experts, 4}, {&c->vsel, n * hp->n_experts, 4}, {&c->sel, n * K, 4}, {&c->selw, n * K, 4}, {&c->ysel, n * K * D, 4},
         {&c->grow, n * K, 4}, {&c->xg, n * K * D, 4}, {&c->g1, n * K * F, 4}, {&c->g3, n * K * F, 4},
         {&c->yg, n * K * D, 4}, {&c->wg, n * K, 4}, {&c->eg, n * dsv4_max64(ecols * hp->engram_head_dim, 1), 4},
         {&c->ekv, n * (N + 1) * D, 4}, {&c->topk, n * hp->index_topk, 4},
@@ -292,24 +292,13 @@ di_status dsv41_ctx_reserve(di_dsv41_ctx *c, int64_t n, int64_t n_tasks, int64_t
                                                                    (int64_t)hp->o_groups * hp->o_lora));
     max_in = dsv4_max64(dsv4_max64(max_in, D), ecols * hp->engram_head_dim);
     max_in = dsv4_max64(max_in, (int64_t)hp->n_dspark_targets * D + hp->dspark_markov_rank);
-    int64_t mm = dsv4_linear_scratch_floats(c->cap_rows, max_in, n_tasks, (int)n_tasks);
-    if (mm > c->cap_mm) {
-        c->cap_mm = 0;
-        if (!dsv4_regrow(&c->mm_scratch, mm, 4)) return di_error_set(err, DI_ERR_NOMEM, "deepseek_v41 ctx: out of memory");
-        c->cap_mm = mm;
-    }
     c->attn_floats = dsv41_attention_scratch_floats(c->m, max_pos);
-    if (n_tasks * c->attn_floats > c->cap_attn) {
-        c->cap_attn = 0;
-        if (!dsv4_regrow(&c->attn_scratch, n_tasks * c->attn_floats, 4))
-            return di_error_set(err, DI_ERR_NOMEM, "deepseek_v41 ctx: out of memory for attention scratch");
-        c->cap_attn = n_tasks * c->attn_floats;
-    }
-    if (n_seqs > c->cap_seqs) {
-        if (!dsv4_regrow(&c->seq_last, n_seqs, sizeof(int32_t)))
-            return di_error_set(err, DI_ERR_NOMEM, "deepseek_v41 ctx: out of memory");
-        c->cap_seqs = n_seqs;
-    }
+    if (!dsv4_grow(&c->mm_scratch, &c->cap_mm, dsv4_linear_scratch_floats(c->cap_rows, max_in, n_tasks, (int)n_tasks),
+                   4) ||
+        !dsv4_grow(&c->attn_scratch, &c->cap_attn, n_tasks * c->attn_floats, 4) ||
+        !dsv4_grow(&c->seq_last, &c->cap_seqs, n_seqs, sizeof(int32_t)))
+        return di_error_set(err, DI_ERR_NOMEM, "deepseek_v41 ctx: out of memory for scratch (%lld rows, %lld tasks)",
+                            (long long)n, (long long)n_tasks);
     return DI_OK;
 }
 

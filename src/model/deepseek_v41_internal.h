@@ -116,6 +116,7 @@ struct di_dsv41_ctx {
     float *att;               /* (n, H*hd) */
     float *oa;                /* (n, G*o_lora) */
     float *logit;             /* (n, E) */
+    float *vsel;              /* (n, E) selection values (score + bias, or skewed draws) */
     int32_t *sel;             /* (n, K) */
     float *selw;              /* (n, K) */
     float *ysel;              /* (n*K, D) */

@@ -33,22 +33,13 @@ static void route(di_dsv41_ctx *c, const dsv41_layer *L, int32_t il, int64_t n) 
         for (int32_t e = 0; e < E; e++) lg[e] = dsv4_sqrt_softplus(lg[e]);
         const float *bias =
             il >= 0 && L->gate_bias_vl && c->row_token && c->row_token[r] >= hp->n_vocab ? L->gate_bias_vl : L->gate_bias;
-        for (int32_t k = 0; k < K; k++) {
-            int32_t best = -1;
-            float bv = 0.0f;
-            for (int32_t e = 0; e < E; e++) {
-                int taken = 0;
-                for (int32_t q = 0; q < k; q++) taken |= sel[q] == e;
-                /* forced imbalance: skewed draws from the row's own content */
-                float v = n_hot ? dsv4_row_uniform(0, il, c->h + r * hp->n_embd, e) * (e < n_hot ? c->skew_factor : 1.0f)
-                                : lg[e] + bias[e];
-                if (!taken && (best < 0 || v > bv)) {
-                    best = e;
-                    bv = v;
-                }
-            }
-            sel[k] = best;
-        }
+        /* selection values: score + bias, or (forced imbalance) skewed
+         * draws from the row's own content */
+        float *v = c->vsel + r * E;
+        for (int32_t e = 0; e < E; e++)
+            v[e] = n_hot ? dsv4_row_uniform(0, il, c->h + r * hp->n_embd, e) * (e < n_hot ? c->skew_factor : 1.0f)
+                         : lg[e] + bias[e];
+        dsv4_topk_select(v, E, K, sel);
         float sum = 0.0f;
         for (int32_t k = 0; k < K; k++) sum += lg[sel[k]];
         for (int32_t k = 0; k < K; k++) w[k] = lg[sel[k]] / (sum + 1e-20f) * (float)hp->routed_scale;

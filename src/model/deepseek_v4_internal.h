@@ -154,7 +154,8 @@ struct di_dsv4_kv {
 /* Forward scratch, grown to the largest batch seen (deepseek_v4.c). */
 struct di_dsv4_ctx {
     const di_dsv4_model *m;
-    int64_t cap_rows, cap_tasks, cap_attn_floats, cap_seqs;
+    int64_t cap_rows, cap_seqs, cap_attn_floats; /* rows, seq slots, floats in attn_scratch */
+    int64_t cap_tasks;    /* doubles in prof_thread (tasks x DSV4_PROF_THREAD_SLOTS) */
     int64_t cap_mm_floats; /* floats in mm_scratch */
     float *X, *Xn;        /* (rows, N, D) residual copies, current and next */
     float *flat;          /* (rows, N*D) normalized copies (mHC input) */
@@ -171,6 +172,7 @@ struct di_dsv4_ctx {
     float *att;           /* (rows, H*hd) attention output */
     float *oa;            /* (rows, G*o_lora) grouped projection output */
     float *logit;         /* (rows, E) router logits */
+    float *vsel;          /* (rows, E) selection values (score + bias, or skewed draws) */
     int32_t *sel;         /* (rows, K) chosen experts, ascending */
     float *selw;          /* (rows, K) their weights */
     float *ysel;          /* (rows*K, D) expert outputs */
@@ -184,7 +186,7 @@ struct di_dsv4_ctx {
     /* per-block timers (di_dsv4_ctx_set_profile); prof_on 0 costs a branch */
     int prof_on;
     di_dsv4_profile prof;
-    double *prof_thread;  /* (cap_tasks, DSV4_PROF_THREAD_SLOTS) per pool thread: indexer
+    double *prof_thread;  /* (tasks, DSV4_PROF_THREAD_SLOTS) per pool thread: indexer
                              seconds, row seconds, core flops, core cache bytes */
     di_dsv4_ep *ep;       /* expert parallelism (not owned), NULL = all experts here */
     const int32_t *ep_plen;   /* EP, per row of the last MoE: leading experts already summed */
@@ -244,6 +246,9 @@ typedef struct dsv4_buf {
 
 /* *pp <- a fresh n-element buffer (contents lost); 0 on no memory, *pp kept. */
 int dsv4_regrow(void *pp, int64_t n, size_t size);
+/* Grows *pp to n elements when n > *cap (then *cap = n); 0 on no memory,
+ * with *cap 0 so the next call tries again. */
+int dsv4_grow(void *pp, int64_t *cap, int64_t n, size_t size);
 /* dsv4_regrow over a table; 0 as soon as one fails. */
 int dsv4_regrow_all(const dsv4_buf *b, size_t n_bufs);
 /* Frees every buffer of a table (n and size unread) and clears the pointers. */
@@ -341,6 +346,9 @@ typedef struct dsv4_ep_scratch {
 typedef void (*dsv4_ep_expert_fn)(void *user, const dsv4_linear *w, float *x, const float *wts, int64_t cnt,
                                   float *y, const dsv4_ep_scratch *sc, di_threadpool *pool);
 
+/* sel (K) <- the K largest of v (E), largest first, ties to the lower id
+ * (the routers' selection: v = score + bias, or the forced-imbalance draws). */
+void dsv4_topk_select(const float *v, int32_t E, int32_t K, int32_t *sel);
 /* The routed experts of one MoE layer in this process (no EP), V4 and V4.1
  * alike (deepseek_v4_moe_core.c): each expert once over the rows that
  * chose it, with the expert function its EP owners run. */

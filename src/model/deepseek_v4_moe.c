@@ -78,42 +78,19 @@ static void route(di_dsv4_ctx *c, const dsv4_layer *L, const int32_t *tokens, in
         for (int32_t e = 0; e < E; e++) lg[e] = dsv4_sqrt_softplus(lg[e]);
         if (L->hash_moe) {
             memcpy(sel, L->tid2eid + (int64_t)tokens[r] * K, (size_t)K * sizeof *sel);
-        } else if (c->skew_factor > 0.0f) {
-            /* forced imbalance: top-K of skewed row-hashed draws */
-            const int32_t il = (int32_t)(L - c->m->layers), n_hot = E / c->skew_groups;
-            for (int32_t k = 0; k < K; k++) {
-                int32_t best = -1;
-                float bv = 0.0f;
-                for (int32_t e = 0; e < E; e++) {
-                    int taken = 0;
-                    for (int32_t j = 0; j < k; j++) taken |= sel[j] == e;
-                    if (taken) continue;
-                    float v = dsv4_row_uniform(tokens[r], il, c->h + r * hp->n_embd, e) *
-                              (e < n_hot ? c->skew_factor : 1.0f);
-                    if (best < 0 || v > bv) {
-                        best = e;
-                        bv = v;
-                    }
-                }
-                sel[k] = best;
-            }
         } else {
-            /* top-K of score + bias; ties go to the lower expert id */
-            for (int32_t k = 0; k < K; k++) {
-                int32_t best = -1;
-                float bv = 0.0f;
-                for (int32_t e = 0; e < E; e++) {
-                    int taken = 0;
-                    for (int32_t j = 0; j < k; j++) taken |= sel[j] == e;
-                    if (taken) continue;
-                    float v = lg[e] + L->gate_bias[e];
-                    if (best < 0 || v > bv) {
-                        best = e;
-                        bv = v;
-                    }
-                }
-                sel[k] = best;
+            /* top-K of score + bias, or with forced imbalance of skewed
+             * row-hashed draws; ties go to the lower expert id */
+            float *v = c->vsel + r * E;
+            if (c->skew_factor > 0.0f) {
+                const int32_t il = (int32_t)(L - c->m->layers), n_hot = E / c->skew_groups;
+                for (int32_t e = 0; e < E; e++)
+                    v[e] = dsv4_row_uniform(tokens[r], il, c->h + r * hp->n_embd, e) *
+                           (e < n_hot ? c->skew_factor : 1.0f);
+            } else {
+                for (int32_t e = 0; e < E; e++) v[e] = lg[e] + L->gate_bias[e];
             }
+            dsv4_topk_select(v, E, K, sel);
         }
         for (int32_t k = 1; k < K; k++) /* insertion sort by id */
             for (int32_t j = k; j > 0 && sel[j - 1] > sel[j]; j--) {

@@ -17,6 +17,14 @@ int dsv4_regrow(void *pp, int64_t n, size_t size) {
     return 1;
 }
 
+int dsv4_grow(void *pp, int64_t *cap, int64_t n, size_t size) {
+    if (n <= *cap) return 1;
+    *cap = 0;
+    if (!dsv4_regrow(pp, n, size)) return 0;
+    *cap = n;
+    return 1;
+}
+
 int dsv4_regrow_all(const dsv4_buf *b, size_t n_bufs) {
     for (size_t i = 0; i < n_bufs; i++)
         if (!dsv4_regrow(b[i].pp, b[i].n, b[i].size)) return 0;
