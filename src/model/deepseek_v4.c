@@ -87,8 +87,6 @@ uint64_t di_dsv4_kv_bytes_per_token(const di_dsv4_model *m, di_dtype dtype) {
 di_status di_dsv4_kv_create(const di_dsv4_model *m, int32_t n_blocks, int32_t block_size, di_dtype dtype,
                             di_dsv4_kv **out, di_error *err) {
     *out = NULL;
-    if (n_blocks < 1 || block_size < 1)
-        return di_error_set(err, DI_ERR_INVALID_ARG, "kv cache: %d blocks of %d tokens", (int)n_blocks, (int)block_size);
     if (dtype != DI_DTYPE_F32 && dtype != DI_DTYPE_F16)
         return di_error_set(err, DI_ERR_UNSUPPORTED, "kv cache: dtype must be f32 or f16");
     di_dsv4_kv *kv = di_calloc(1, sizeof *kv);
@@ -97,12 +95,14 @@ di_status di_dsv4_kv_create(const di_dsv4_model *m, int32_t n_blocks, int32_t bl
     kv->n_blocks = n_blocks;
     kv->block_size = block_size;
     kv->dtype = dtype;
-    kv->lay = di_calloc((size_t)kv->n_layers, sizeof *kv->lay);
-    kv->data = di_calloc((size_t)kv->n_layers, sizeof *kv->data);
-    if (!kv->lay || !kv->data) goto nomem;
+    di_status s = dsv4_kv_begin(n_blocks, block_size, kv->n_layers, sizeof *kv->lay, (void **)&kv->lay, &kv->data, err);
+    if (s) {
+        di_dsv4_kv_free(kv);
+        return s;
+    }
     for (int32_t il = 0; il < kv->n_layers; il++) {
         kv->lay[il] = layout_of(&m->hp, il);
-        di_status s = dsv4_kv_alloc(&kv->data[il], (uint64_t)n_blocks * (uint64_t)block_size,
+        s = dsv4_kv_alloc(&kv->data[il], (uint64_t)n_blocks * (uint64_t)block_size,
                                     (uint64_t)kv->lay[il].row * (dtype == DI_DTYPE_F32 ? 4 : 2), err);
         if (s) {
             di_dsv4_kv_free(kv);
@@ -111,9 +111,6 @@ di_status di_dsv4_kv_create(const di_dsv4_model *m, int32_t n_blocks, int32_t bl
     }
     *out = kv;
     return DI_OK;
-nomem:
-    di_dsv4_kv_free(kv);
-    return di_error_set(err, DI_ERR_NOMEM, "kv cache: out of memory");
 }
 
 di_status di_dsv4_kv_truncate(di_dsv4_kv *kv, int32_t seq_slot, int32_t n_keep, di_error *err) {

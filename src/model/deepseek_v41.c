@@ -161,22 +161,23 @@ uint64_t di_dsv41_kv_bytes_per_token(const di_dsv41_model *m) {
 di_status di_dsv41_kv_create(const di_dsv41_model *m, int32_t n_blocks, int32_t block_size, di_dsv41_kv **out,
                              di_error *err) {
     *out = NULL;
-    if (n_blocks < 1 || block_size < 1)
-        return di_error_set(err, DI_ERR_INVALID_ARG, "kv cache: %d blocks of %d tokens", (int)n_blocks, (int)block_size);
-    uint64_t slots = (uint64_t)n_blocks * (uint64_t)block_size;
+    const uint64_t slots = (uint64_t)(n_blocks > 0 ? n_blocks : 0) * (uint64_t)(block_size > 0 ? block_size : 0);
     di_dsv41_kv *kv = di_calloc(1, sizeof *kv);
     if (!kv) return di_error_set(err, DI_ERR_NOMEM, "kv cache: out of memory");
     kv->n_layers = m->hp.n_layers;
     kv->n_blocks = n_blocks;
     kv->block_size = block_size;
     kv->num = m->num;
-    kv->lay = di_calloc((size_t)kv->n_layers, sizeof *kv->lay);
-    kv->data = di_calloc((size_t)kv->n_layers, sizeof *kv->data);
-    kv->tokens = di_calloc((size_t)slots, sizeof(int32_t));
-    if (!kv->lay || !kv->data || !kv->tokens) goto nomem;
+    di_status s = dsv4_kv_begin(n_blocks, block_size, kv->n_layers, sizeof *kv->lay, (void **)&kv->lay, &kv->data, err);
+    if (!s && !(kv->tokens = di_calloc((size_t)slots, sizeof(int32_t))))
+        s = di_error_set(err, DI_ERR_NOMEM, "kv cache: out of memory");
+    if (s) {
+        di_dsv41_kv_free(kv);
+        return s;
+    }
     for (int32_t il = 0; il < kv->n_layers; il++) {
         kv->lay[il] = layout_of(&m->hp, m->num, il);
-        di_status s = dsv4_kv_alloc((void **)&kv->data[il], slots, (uint64_t)kv->lay[il].row, err);
+        s = dsv4_kv_alloc((void **)&kv->data[il], slots, (uint64_t)kv->lay[il].row, err);
         if (s) {
             di_dsv41_kv_free(kv);
             return s;
@@ -184,9 +185,6 @@ di_status di_dsv41_kv_create(const di_dsv41_model *m, int32_t n_blocks, int32_t 
     }
     *out = kv;
     return DI_OK;
-nomem:
-    di_dsv41_kv_free(kv);
-    return di_error_set(err, DI_ERR_NOMEM, "kv cache: out of memory");
 }
 
 void di_dsv41_kv_free(di_dsv41_kv *kv) {

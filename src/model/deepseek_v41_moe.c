@@ -138,11 +138,8 @@ di_status di_dsv41_ep_create(const di_dsv41_model *m, di_dist *d, const di_dsv4_
 }
 
 void di_dsv41_ctx_set_route_skew(di_dsv41_ctx *c, double ratio, int32_t groups) {
-    const di_dsv41_hparams *hp = &c->m->hp;
-    c->skew_factor = 0.0f;
     c->skew_groups = groups;
-    if (ratio >= 1.0 && groups > 1 && hp->n_experts >= groups)
-        c->skew_factor = dsv4_skew_factor(ratio, groups, hp->n_experts_used, hp->n_experts);
+    c->skew_factor = dsv4_skew_factor(ratio, groups, c->m->hp.n_experts_used, c->m->hp.n_experts);
 }
 
 void di_dsv41_ctx_set_ep(di_dsv41_ctx *c, di_dsv4_ep *ep) {

@@ -256,6 +256,11 @@ void dsv4_free_all(const dsv4_buf *b, size_t n_bufs);
 static inline int64_t dsv4_max64(int64_t a, int64_t b) { return a > b ? a : b; }
 /* *out <- slots * row_bytes zeroed bytes (one KV layer), overflow checked. */
 di_status dsv4_kv_alloc(void **out, uint64_t slots, uint64_t row_bytes, di_error *err);
+/* The start of both caches' create: checks the block counts and allocates
+ * lay (n_layers entries of lay_size bytes) and data (the address of a
+ * pointer array: n_layers NULL pointers); the caller frees both on failure. */
+di_status dsv4_kv_begin(int32_t n_blocks, int32_t block_size, int32_t n_layers, size_t lay_size, void **lay,
+                        void *data, di_error *err);
 /* The rollback check both caches make (arch names the model in the message):
  * their records are per position, so nothing is moved. */
 di_status dsv4_kv_check_truncate(const char *arch, int32_t n_blocks, int32_t block_size, int32_t seq_slot,
@@ -317,8 +322,9 @@ di_status dsv4_moe(di_dsv4_ctx *c, int32_t il, const int32_t *tokens, int64_t n,
  * owner's partial sums use this same expression, so they round alike. */
 static inline float dsv4_moe_mac(float s, float y, float w) { return s + y * w; }
 /* Forced imbalance (di_dsv4_ctx_set_route_skew, shared with V4.1): the
- * score scale of the hot experts, and a row's uniform draw for expert e
- * from its own content (token, layer, first hidden values). */
+ * score scale of the hot experts (0 = off: ratio < 1, one group, or fewer
+ * experts than groups), and a row's uniform draw for expert e from its own
+ * content (token, layer, first hidden values). */
 float dsv4_skew_factor(double ratio, int32_t groups, int32_t K, int32_t E);
 float dsv4_row_uniform(int32_t token, int32_t il, const float *h, int32_t e);
 /* gate (n) <- silu(min(gate, limit)) * clamp(up, -limit, limit) */

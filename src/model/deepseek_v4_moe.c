@@ -38,17 +38,15 @@ void dsv4_clamped_swiglu(float *gate, const float *up, int64_t n, float limit) {
  * experts ~ U(0, f), the others ~ U(0, 1)) that makes one group of n_hot of
  * E experts get `ratio` times the selections of each of the other groups. */
 float dsv4_skew_factor(double ratio, int32_t groups, int32_t K, int32_t E) {
+    if (!(ratio >= 1.0 && groups > 1 && E >= groups)) return 0.0f; /* off */
     double x = ratio / (ratio + groups - 1), n_hot = (double)E / groups;
     double t = 1.0 - (1.0 - x) * K / (E - n_hot), denom = 1.0 - x * K / n_hot;
     return denom > 0 ? (float)(t / denom) : 100.0f; /* saturate when unachievable */
 }
 
 void di_dsv4_ctx_set_route_skew(di_dsv4_ctx *c, double ratio, int32_t groups) {
-    const di_dsv4_hparams *hp = &c->m->hp;
-    c->skew_factor = 0.0f;
     c->skew_groups = groups;
-    if (ratio >= 1.0 && groups > 1 && hp->n_experts >= groups)
-        c->skew_factor = dsv4_skew_factor(ratio, groups, hp->n_experts_used, hp->n_experts);
+    c->skew_factor = dsv4_skew_factor(ratio, groups, c->m->hp.n_experts_used, c->m->hp.n_experts);
 }
 
 /* A uniform [0, 1) draw from a row's own content: the token, the layer and

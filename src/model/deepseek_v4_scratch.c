@@ -49,6 +49,18 @@ di_status dsv4_kv_alloc(void **out, uint64_t slots, uint64_t row_bytes, di_error
     return DI_OK;
 }
 
+di_status dsv4_kv_begin(int32_t n_blocks, int32_t block_size, int32_t n_layers, size_t lay_size, void **lay,
+                        void *data, di_error *err) {
+    *lay = NULL;
+    *(void **)data = NULL;
+    if (n_blocks < 1 || block_size < 1)
+        return di_error_set(err, DI_ERR_INVALID_ARG, "kv cache: %d blocks of %d tokens", (int)n_blocks, (int)block_size);
+    *lay = di_calloc((size_t)n_layers, lay_size);
+    *(void **)data = di_calloc((size_t)n_layers, sizeof(void *));
+    if (!*lay || !*(void **)data) return di_error_set(err, DI_ERR_NOMEM, "kv cache: out of memory");
+    return DI_OK;
+}
+
 di_status dsv4_kv_check_truncate(const char *arch, int32_t n_blocks, int32_t block_size, int32_t seq_slot,
                                  int32_t n_keep, di_error *err) {
     if (seq_slot < 0 || n_keep < 0)
