@@ -157,7 +157,8 @@ static size_t row_bufs(di_dsv4_ctx *c, int64_t n, dsv4_buf *t) {
         {&c->qr, n * hp->q_lora, 4}, {&c->q, n * HD, 4}, {&c->kvr, n * hp->head_dim, 4},
         {&c->ckv, n * 2 * hp->head_dim, 4}, {&c->cg, n * 2 * hp->head_dim, 4}, {&c->ikv, n * 2 * hp->index_dim, 4},
         {&c->ig, n * 2 * hp->index_dim, 4}, {&c->iq, n * IHD, 4}, {&c->iw, n * hp->index_heads, 4},
-        {&c->att, n * HD, 4}, {&c->oa, n * hp->o_groups * hp->o_lora, 4}, {&c->logit, n * hp->n_experts, 4}, {&c->vsel, n * hp->n_experts, 4},
+        {&c->att, n * HD, 4}, {&c->oa, n * hp->o_groups * hp->o_lora, 4}, {&c->logit, n * hp->n_experts, 4},
+        {&c->vsel, n * hp->n_experts, 4},
         {&c->sel, n * K, 4}, {&c->selw, n * K, 4}, {&c->ysel, n * K * D, 4}, {&c->grow, n * K, 4},
         {&c->xg, n * K * D, 4}, {&c->g1, n * K * F, 4}, {&c->g3, n * K * F, 4}, {&c->yg, n * K * D, 4},
     };

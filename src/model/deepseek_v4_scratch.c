@@ -54,7 +54,8 @@ di_status dsv4_kv_begin(int32_t n_blocks, int32_t block_size, int32_t n_layers, 
     *lay = NULL;
     *(void **)data = NULL;
     if (n_blocks < 1 || block_size < 1)
-        return di_error_set(err, DI_ERR_INVALID_ARG, "kv cache: %d blocks of %d tokens", (int)n_blocks, (int)block_size);
+        return di_error_set(err, DI_ERR_INVALID_ARG, "kv cache: %d blocks of %d tokens", (int)n_blocks,
+                            (int)block_size);
     *lay = di_calloc((size_t)n_layers, lay_size);
     *(void **)data = di_calloc((size_t)n_layers, sizeof(void *));
     if (!*lay || !*(void **)data) return di_error_set(err, DI_ERR_NOMEM, "kv cache: out of memory");

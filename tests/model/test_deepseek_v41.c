@@ -23,6 +23,8 @@
  * median and maximum so a drift is visible long before it fails. */
 #include "test_util.h"
 
+#include "dsv_rows.h"
+
 #include "deepinfer.h"
 #include "base/threadpool.h"
 #include "model/deepseek_v41.h"
@@ -143,11 +145,7 @@ typedef struct runner {
     const di_dsv41_model *m;
     di_dsv41_kv *kv;
     di_dsv41_ctx *ctx;
-    int32_t tables[MAX_SLOTS][N_BLOCKS / MAX_SLOTS];
-    const int32_t *table_ptrs[MAX_SLOTS];
-    int32_t n_blocks[MAX_SLOTS];
-    int32_t n, cap, *tok, *seq, *pos;
-    uint8_t *want;
+    dsv_rows rows;        /* the batch being built (dsv_rows.h) */
 } runner;
 
 static void runner_init(runner *r, const di_dsv41_model *m) {
@@ -156,43 +154,23 @@ static void runner_init(runner *r, const di_dsv41_model *m) {
     di_error err;
     assert_int_equal(di_dsv41_kv_create(m, N_BLOCKS, BLOCK, &r->kv, &err), DI_OK);
     assert_int_equal(di_dsv41_ctx_create(m, &r->ctx, &err), DI_OK);
-    int32_t per = N_BLOCKS / MAX_SLOTS;
-    for (int s = 0; s < MAX_SLOTS; s++) {
-        for (int j = 0; j < per; j++) r->tables[s][j] = s * per + (per - 1 - j);
-        r->table_ptrs[s] = r->tables[s];
-        r->n_blocks[s] = per;
-    }
-    r->cap = 4096;
-    r->tok = malloc(sizeof(int32_t) * (size_t)r->cap);
-    r->seq = malloc(sizeof(int32_t) * (size_t)r->cap);
-    r->pos = malloc(sizeof(int32_t) * (size_t)r->cap);
-    r->want = malloc((size_t)r->cap);
+    dsv_rows_init(&r->rows, MAX_SLOTS, N_BLOCKS, BLOCK, 4096);
 }
 
 static void runner_free(runner *r) {
     di_dsv41_ctx_free(r->ctx);
     di_dsv41_kv_free(r->kv);
-    free(r->tok);
-    free(r->seq);
-    free(r->pos);
-    free(r->want);
+    dsv_rows_free(&r->rows);
 }
 
 static void add_row(runner *r, int32_t tok, int32_t seq, int32_t pos, int want) {
-    assert_true(r->n < r->cap);
-    r->tok[r->n] = tok;
-    r->seq[r->n] = seq;
-    r->pos[r->n] = pos;
-    r->want[r->n] = (uint8_t)want;
-    r->n++;
+    dsv_rows_add(&r->rows, tok, seq, pos, want);
 }
 
 static di_status run(runner *r, float *logits, di_threadpool *pool, di_error *err) {
-    di_batch b = {.n_rows = r->n, .token = r->tok, .seq = r->seq, .pos = r->pos, .want_logits = r->want,
-                  .n_seq_slots = MAX_SLOTS, .block_size = BLOCK, .block_tables = r->table_ptrs,
-                  .n_blocks = r->n_blocks};
+    di_batch b = dsv_rows_batch(&r->rows);
     di_status s = di_dsv41_forward(r->ctx, r->kv, &b, logits, pool, err);
-    r->n = 0;
+    r->rows.n = 0;
     return s;
 }
 
