@@ -31,7 +31,6 @@
 
 #define MAX_BATCH_ROWS (1 << 20)
 #define MAX_SEQ_SLOTS (1 << 24)
-#define TASKS_PER_THREAD 4
 
 /* ---- model ---------------------------------------------------------------------- */
 
@@ -351,10 +350,6 @@ typedef struct rows_job {
     di_status st;
 } rows_job;
 
-static int rows_tasks(int64_t n, di_threadpool *pool) {
-    int64_t t = (int64_t)di_threadpool_n_threads(pool) * TASKS_PER_THREAD;
-    return (int)(t < n ? t : n);
-}
 
 /* After the mix projection: the sublayer input h = sum_j pre_prev_j R_j
  * (the carried pre), then this sublayer's pre / post / comb from mix
@@ -390,7 +385,7 @@ void dsv41_hc_pre(di_dsv41_ctx *c, const dsv4_linear *fn, const float *base, con
     const di_dsv41_hparams *hp = &c->m->hp;
     const int64_t N = hp->hc_mult, D = hp->n_embd, M = (2 + N) * N;
     dsv41_lin_apply(c, fn, c->R, N * D, c->mix, M, n, pool);
-    rows_job j = {.c = c, .base = base, .scale = scale, .n = n, .n_tasks = rows_tasks(n, pool)};
+    rows_job j = {.c = c, .base = base, .scale = scale, .n = n, .n_tasks = dsv4_rows_tasks(n, pool)};
     di_threadpool_run(pool, j.n_tasks, mixes_rows, &j);
 }
 
@@ -410,7 +405,7 @@ static void post_rows(void *arg, int64_t task, int thread) {
 }
 
 void dsv41_hc_post(di_dsv41_ctx *c, int64_t n, di_threadpool *pool) {
-    rows_job j = {.c = c, .n = n, .n_tasks = rows_tasks(n, pool)};
+    rows_job j = {.c = c, .n = n, .n_tasks = dsv4_rows_tasks(n, pool)};
     di_threadpool_run(pool, j.n_tasks, post_rows, &j);
     float *t = c->R;
     c->R = c->Rn;

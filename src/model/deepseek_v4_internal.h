@@ -285,6 +285,10 @@ void dsv4_linear_row(const di_cpu_kernels *k, const dsv4_linear *w, int64_t o, f
 void dsv4_rope(float *x, int32_t n_heads, int32_t dim, int32_t n_rot, const float *inv_freq,
                int32_t pos, float sign);
 
+/* Tasks for a per-row pass over n rows: a few per pool thread, at most n
+ * (a row's numbers never depend on the split). */
+int dsv4_rows_tasks(int64_t n, di_threadpool *pool);
+
 /* ---- mHC of one token, shared by the family (deepseek_v4_mhc.c) ---------
  * V4 and V4.1 (shifted: the collapse uses the previous sublayer's pre, the
  * mixes are scaled by the copies' rsqrt first) run these same operations. */
@@ -419,6 +423,13 @@ double dsv4_ep_skew(const di_dsv4_ep *ep, int32_t *groups);
  * gathered; collective then). The batch was validated. */
 di_status dsv4_attention(di_dsv4_ctx *c, di_dsv4_kv *kv, int32_t il, const di_batch *b, di_threadpool *pool,
                          di_error *err);
+/* The family's sparse attention core, one row (V4 and V4.1): for each of
+ * H heads of q_row (H, hd), softmax over the n_keys K=V rows keys (n_keys,
+ * hd) of q.k / sqrt(hd) with the head's sink logit taking mass but giving
+ * no value; o (H, hd) the weighted sum. logits: n_keys floats of scratch.
+ * The inverse rotary of o is the caller's (its rounding policy). */
+void dsv4_attend_sink(const di_cpu_kernels *k, const float *q_row, const float *keys, int32_t n_keys,
+                      const float *sink, int32_t H, int32_t hd, float *logits, float *o);
 /* Scratch floats per task that dsv4_attention needs for positions < max_pos+1. */
 int64_t dsv4_attention_scratch_floats(const di_dsv4_model *m, int32_t max_pos);
 

@@ -29,7 +29,7 @@ typedef struct rows_job {
     int n_tasks;
 } rows_job;
 
-static int rows_tasks(int64_t n, di_threadpool *pool) {
+int dsv4_rows_tasks(int64_t n, di_threadpool *pool) {
     int64_t t = (int64_t)di_threadpool_n_threads(pool) * TASKS_PER_THREAD;
     return (int)(t < n ? t : n);
 }
@@ -118,7 +118,7 @@ static void normalize_rows(void *arg, int64_t task, int thread) {
 }
 
 static void normalize_copies(di_dsv4_ctx *c, int64_t n, di_threadpool *pool) {
-    rows_job j = {c, NULL, NULL, n, rows_tasks(n, pool)};
+    rows_job j = {c, NULL, NULL, n, dsv4_rows_tasks(n, pool)};
     di_threadpool_run(pool, j.n_tasks, normalize_rows, &j);
 }
 
@@ -128,7 +128,7 @@ void dsv4_hc_pre(di_dsv4_ctx *c, const dsv4_linear *fn, const float *base, const
     const int32_t N = hp->hc_mult, D = hp->n_embd, M = (2 + N) * N;
     normalize_copies(c, n, pool);
     dsv4_linear_apply(c->m->k, fn, c->flat, (int64_t)N * D, c->mix, M, n, c->mm_scratch, pool);
-    rows_job j = {c, base, scale, n, rows_tasks(n, pool)};
+    rows_job j = {c, base, scale, n, dsv4_rows_tasks(n, pool)};
     di_threadpool_run(pool, j.n_tasks, hc_pre_rows, &j);
 }
 
@@ -144,7 +144,7 @@ static void hc_post_rows(void *arg, int64_t task, int thread) {
 }
 
 void dsv4_hc_post(di_dsv4_ctx *c, int64_t n, di_threadpool *pool) {
-    rows_job j = {c, NULL, NULL, n, rows_tasks(n, pool)};
+    rows_job j = {c, NULL, NULL, n, dsv4_rows_tasks(n, pool)};
     di_threadpool_run(pool, j.n_tasks, hc_post_rows, &j);
     float *t = c->X;
     c->X = c->Xn;
