@@ -11,8 +11,10 @@
  *   engram.c               Engram hashing, vocabulary, gate (model/engram.h)
  *
  * Shared with V4 (deepseek_v4_internal.h): dsv4_linear (FP8 block-scaled and
- * MXFP4 weights, batch-invariant products), RMSNorm, interleaved rotary and
- * the weight binders. */
+ * MXFP4 weights, batch-invariant products), RMSNorm, interleaved rotary, the
+ * weight binders (the core weights of a layer: DSV4_CORE_FIELDS), one
+ * token's mHC, the sink attention core, the MoE core and EP, the context /
+ * KV buffers; V4.1 adds its roundings and roles around them. */
 #ifndef DI_MODEL_DEEPSEEK_V41_INTERNAL_H
 #define DI_MODEL_DEEPSEEK_V41_INTERNAL_H
 

@@ -9,6 +9,12 @@
  *   deepseek_v4_ep.c      expert parallelism: dispatch/combine over di_dist, EPLB
  *   deepseek_v4_mhc.c     manifold-constrained hyper-connections
  *   deepseek_v4.c         KV cache, contexts, the forward over a batch
+ *
+ * Shared with DeepSeek-V4.1 (deepseek_v41_internal.h), one copy each: the
+ * linears, the core-weight binders, one token's mHC, the sink attention
+ * core (deepseek_v4_attn.c), the MoE core (deepseek_v4_moe_core.c: top-K
+ * selection, per-expert gather loop, routed sum, EP tables), the EP core,
+ * the context / KV buffers (deepseek_v4_scratch.c).
  */
 #ifndef DI_MODEL_DEEPSEEK_V4_INTERNAL_H
 #define DI_MODEL_DEEPSEEK_V4_INTERNAL_H
