@@ -24,16 +24,8 @@
 
 #define NAME_LEN 256
 
-#define LIN(suffix, o, i, mx, dst)                                                   \
-    do {                                                                             \
-        snprintf(name, sizeof name, "%s.%s", pfx, suffix);                           \
-        if ((s = dsv4_bind_linear(B, name, o, i, mx, dst, err))) return s;           \
-    } while (0)
-#define VEC(suffix, n, dst)                                                          \
-    do {                                                                             \
-        snprintf(name, sizeof name, "%s.%s", pfx, suffix);                           \
-        if ((s = dsv4_bind_vec(B, name, n, dst, err))) return s;                     \
-    } while (0)
+#define LIN(...) DSV4_BIND_LIN(B, pfx, __VA_ARGS__)
+#define VEC(...) DSV4_BIND_VEC(B, pfx, __VA_ARGS__)
 
 static di_status expect_kind(const dsv4_linear *w, dsv4_wkind kind, const char *name, const char *what,
                              di_error *err) {

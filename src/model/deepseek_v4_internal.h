@@ -218,6 +218,26 @@ double dsv4_linear_bytes(const dsv4_linear *w);
 /* ---- config and load ---------------------------------------------------- */
 
 di_status dsv4_hparams_from_config(const char *path, di_dsv4_hparams *hp, di_error *err);
+/* The config readers' shorthand (V4 and V4.1; format/hf_config.h): read one
+ * range-checked value of cfg into dst, or jump to done with s set. */
+#define DSV4_CFG_INT_OR(cfg, key, lo, hi, def, dst)                                           \
+    do {                                                                                      \
+        int64_t v_;                                                                           \
+        if ((s = di_hf_config_get_int_or(cfg, key, lo, hi, def, &v_, err))) goto done;        \
+        (dst) = (int32_t)v_;                                                                  \
+    } while (0)
+#define DSV4_CFG_INT(cfg, key, lo, hi, dst)                                                   \
+    do {                                                                                      \
+        int64_t v_;                                                                           \
+        if ((s = di_hf_config_get_int(cfg, key, lo, hi, &v_, err))) goto done;                \
+        (dst) = (int32_t)v_;                                                                  \
+    } while (0)
+#define DSV4_CFG_FLOAT_OR(cfg, key, lo, hi, def, dst)                                         \
+    do {                                                                                      \
+        double v_;                                                                            \
+        if ((s = di_hf_config_get_float_or(cfg, key, lo, hi, def, &v_, err))) goto done;      \
+        (dst) = v_;                                                                           \
+    } while (0)
 di_status dsv4_bind_weights(di_dsv4_model *m, di_error *err);
 /* The binders bind_weights uses, for DeepSeek-V4.1's loader: m supplies the
  * mapping (m->ck), the FP8 block edge (m->hp.fp8_block) and the owned list. */
@@ -226,6 +246,19 @@ di_status dsv4_bind_linear(di_dsv4_model *m, const char *base, int64_t n_out, in
 di_status dsv4_bind_vec(di_dsv4_model *m, const char *name, int64_t n, const float **out, di_error *err);
 di_status dsv4_bind_float_matrix(di_dsv4_model *m, const char *name, int64_t rows, int64_t cols, dsv4_linear *w,
                                  di_error *err);
+/* The loaders' shorthand (V4 and V4.1): bind the tensor "<pfx>.<suffix>"
+ * of model m into dst; the caller has char name[], di_status s and
+ * di_error *err in scope and returns s on failure. */
+#define DSV4_BIND_LIN(m, pfx, suffix, o, i, mx, dst)                                          \
+    do {                                                                                      \
+        snprintf(name, sizeof name, "%s.%s", pfx, suffix);                                    \
+        if ((s = dsv4_bind_linear(m, name, o, i, mx, dst, err))) return s;                    \
+    } while (0)
+#define DSV4_BIND_VEC(m, pfx, suffix, n, dst)                                                 \
+    do {                                                                                      \
+        snprintf(name, sizeof name, "%s.%s", pfx, suffix);                                    \
+        if ((s = dsv4_bind_vec(m, name, n, dst, err))) return s;                              \
+    } while (0)
 /* The core weights of the layer under pfx ("layers.3", "mtp.0"), in the
  * order the loaders report a missing one: _attn the mHC maps, norms,
  * attention projections and sink; _moe the n_exp routed experts

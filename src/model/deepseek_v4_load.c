@@ -275,16 +275,8 @@ static di_status bind_compressor(di_dsv4_model *m, const char *base, int32_t dim
 
 /* ---- the family's core weights (both loaders) ---------------------------------- */
 
-#define CORE_LIN(suffix, o, i, mx, dst)                                                   \
-    do {                                                                                  \
-        snprintf(name, sizeof name, "%s.%s", pfx, suffix);                                \
-        if ((s = bind_linear(m, name, o, i, mx, dst, err))) return s;                     \
-    } while (0)
-#define CORE_VEC(suffix, n, dst)                                                          \
-    do {                                                                                  \
-        snprintf(name, sizeof name, "%s.%s", pfx, suffix);                                \
-        if ((s = bind_vec(m, name, n, dst, err))) return s;                               \
-    } while (0)
+#define CORE_LIN(...) DSV4_BIND_LIN(m, pfx, __VA_ARGS__)
+#define CORE_VEC(...) DSV4_BIND_VEC(m, pfx, __VA_ARGS__)
 
 di_status dsv4_bind_core_attn(di_dsv4_model *m, const char *pfx, const dsv4_core_dims *d, dsv4_core_w *w,
                               di_error *err) {
@@ -352,16 +344,8 @@ static di_status bind_block(di_dsv4_model *m, const char *p, di_dsv4_attn_kind k
     L->ratio = L->kind == DI_DSV4_ATTN_CSA ? hp->ratio_csa : L->kind == DI_DSV4_ATTN_HCA ? hp->ratio_hca : 0;
     L->hash_moe = hash_moe;
 
-#define LIN(suffix, o, i, mx, dst)                                                        \
-    do {                                                                                  \
-        snprintf(name, sizeof name, "%s.%s", p, suffix);                                  \
-        if ((s = bind_linear(m, name, o, i, mx, dst, err))) return s;                     \
-    } while (0)
-#define VEC(suffix, n, dst)                                                               \
-    do {                                                                                  \
-        snprintf(name, sizeof name, "%s.%s", p, suffix);                                  \
-        if ((s = bind_vec(m, name, n, dst, err))) return s;                               \
-    } while (0)
+#define LIN(...) DSV4_BIND_LIN(m, p, __VA_ARGS__)
+#define VEC(...) DSV4_BIND_VEC(m, p, __VA_ARGS__)
 
     const dsv4_core_dims dims = {D, N, hp->q_lora, hp->n_heads, hp->head_dim, hp->o_groups, hp->o_lora, hp->moe_ff};
     if ((s = dsv4_bind_core_attn(m, p, &dims, &L->core, err))) return s;
