@@ -2,7 +2,7 @@
 # venv: v41
 """Goldens for the tiny DeepSeek-V4.1-Flash checkpoints (scripts/gen_tiny_v41.py).
 
-    .venv-v41/bin/python scripts/gen_goldens_deepseek_v41.py [--only tiny|tiny_b]
+    .venv-v41/bin/python scripts/gen_goldens_deepseek_v41.py [--only tiny|tiny_b|tiny_ne]
 
 Oracle: scripts/oracle_v41.py (DeepInfer 0.1.0 / tile-kernels 2.1.0 / deepinfer-gemm
 2.8.2 reference functions). Writes into tests/data/golden/deepseek_v41/<name>/:
@@ -44,7 +44,9 @@ def prompts(vocab: int) -> list[list[int]]:
     return out
 
 
-def engram_golden(m: Model) -> dict:
+def engram_golden(m: Model) -> dict | None:
+    if not m.engram_layers:
+        return None  # tiny_ne: no Engram layer
     R = refs.setup()
     ng = m.ngram
     rng = random.Random(SEED + 1)
@@ -101,7 +103,7 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="skip the 600-token case (debugging)")
     ap.add_argument("--trace-only", action="store_true", help="only (re)write the sublayer traces")
     a = ap.parse_args()
-    names = [a.only] if a.only else ["tiny", "tiny_b"]
+    names = [a.only] if a.only else ["tiny", "tiny_b", "tiny_ne"]
     if a.trace_only:
         for name in names:
             write_trace(name)

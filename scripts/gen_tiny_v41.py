@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Tiny DeepSeek-V4.1-Flash checkpoints in the released HF layout, from fixed seeds.
 
-    .venv-v41/bin/python scripts/gen_tiny_v41.py [--only tiny|tiny_b] [--no-validate]
+    .venv-v41/bin/python scripts/gen_tiny_v41.py [--only tiny|tiny_b|tiny_vl|tiny_ne] [--no-validate]
 
 writes tests/data/golden/deepseek_v41/<name>/:
   config.json                     nested text_config, quantization_config at the root
@@ -154,7 +154,11 @@ TINY_B = dict(
 TINY_VL = dict(TINY_B, seed=4103, image_token="<｜deepseek_image｜>", vision=dict(
     hidden_size=128, patch_size=14, downsample_ratio=2, max_image_tokens=50, min_pixels=3136, max_wh_ratio=4,
     depth=2, num_heads=2, mlp_ratio=2.7, multiple_of=128))
-SPECS = {"tiny": TINY, "tiny_b": TINY_B, "tiny_vl": TINY_VL}
+# tiny_ne: tiny_b's topology (another seed, one shard) without Engram: `engram_layer_ids: []`
+# and no other engram_* key (hf/config.py:_build_engram returns None for an empty list and
+# reads nothing else), no engram.* tensors.
+TINY_NE = dict(TINY_B, seed=4104, n_shards=1, engram_layer_ids=[])
+SPECS = {"tiny": TINY, "tiny_b": TINY_B, "tiny_vl": TINY_VL, "tiny_ne": TINY_NE}
 
 BOS, EOS, PAD, NOISE = 0, 1, 2, 3
 SPECIALS = ["<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>", "<｜▁pad▁｜>", "<｜dspark▁noise｜>"]
@@ -237,6 +241,9 @@ def make_config(s: dict, compressed_vocab_size: int) -> dict:
         text[k] = s[k]
     if s.get("index_k_source_layer_ids") is not None:
         text["index_k_source_layer_ids"] = s["index_k_source_layer_ids"]
+    if not s["engram_layer_ids"]:
+        for k in [k for k in text if k.startswith("engram_") and k != "engram_layer_ids"]:
+            del text[k]
     vision = dict(s["vision"]) if "vision" in s else dict(hidden_size=64, downsample_ratio=2)
     extra = {"image_token_id": len(SPECIALS)} if "vision" in s else {}
     return dict(
@@ -267,6 +274,8 @@ def source_map(ids: list[int], n_layer: int) -> dict[int, int]:
 
 
 def engram_rows(s: dict, cvocab: int) -> dict[int, int]:
+    if not s["engram_layer_ids"]:
+        return {}
     R = refs.setup()
     from deepinfer import AttrDict
 

@@ -360,7 +360,8 @@ static di_status request_init(di_engine *e, const di_request *r, request *q, di_
         q->forced = di_malloc_array(r->n_forced_tokens, sizeof(int32_t));
         if (!q->forced) return di_error_set(err, DI_ERR_NOMEM, "request: out of memory");
         for (size_t i = 0; i < r->n_forced_tokens; i++)
-            if (!r->forced_tokens || r->forced_tokens[i] < 0 || r->forced_tokens[i] >= nv)
+            if (!r->forced_tokens || r->forced_tokens[i] < 0 || r->forced_tokens[i] >= nv ||
+                r->forced_tokens[i] >= e->facts.n_vocab)
                 return di_error_set(err, DI_ERR_RANGE, "request: forced token %zu outside the vocabulary", i);
         memcpy(q->forced, r->forced_tokens, r->n_forced_tokens * sizeof(int32_t));
         q->n_forced = r->n_forced_tokens;
@@ -392,6 +393,17 @@ di_status di_engine_submit(di_engine *e, const di_request *r, int64_t *id, di_er
         di_tok_ids_free(&ids);
         return di_error_set(err, DI_ERR_INVALID_ARG, "request: the prompt is empty");
     }
+    /* an HF folder may pair a tokenizer larger than its logits (di_model_open):
+     * like DeepInfer's add_request, refuse a prompt the model cannot take */
+    for (size_t i = 0; i < ids.n; i++)
+        if (ids.data[i] >= e->facts.n_vocab) {
+            int32_t t = ids.data[i];
+            di_tok_ids_free(&ids);
+            return di_error_set(err, DI_ERR_RANGE,
+                                "request: prompt token %zu (%d) is outside the model's vocabulary of %d (the "
+                                "tokenizer has %d tokens)",
+                                i, t, e->facts.n_vocab, di_tok_vocab_size(e->tok));
+        }
     request *q = calloc(1, sizeof *q);
     int32_t *key = NULL;
     if (!q) {

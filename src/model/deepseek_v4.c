@@ -87,8 +87,6 @@ uint64_t di_dsv4_kv_bytes_per_token(const di_dsv4_model *m, di_dtype dtype) {
 di_status di_dsv4_kv_create(const di_dsv4_model *m, int32_t n_blocks, int32_t block_size, di_dtype dtype,
                             di_dsv4_kv **out, di_error *err) {
     *out = NULL;
-    if (n_blocks < 1 || block_size < 1)
-        return di_error_set(err, DI_ERR_INVALID_ARG, "kv cache: %d blocks of %d tokens", (int)n_blocks, (int)block_size);
     if (dtype != DI_DTYPE_F32 && dtype != DI_DTYPE_F16)
         return di_error_set(err, DI_ERR_UNSUPPORTED, "kv cache: dtype must be f32 or f16");
     di_dsv4_kv *kv = di_calloc(1, sizeof *kv);
@@ -97,35 +95,27 @@ di_status di_dsv4_kv_create(const di_dsv4_model *m, int32_t n_blocks, int32_t bl
     kv->n_blocks = n_blocks;
     kv->block_size = block_size;
     kv->dtype = dtype;
-    kv->lay = di_calloc((size_t)kv->n_layers, sizeof *kv->lay);
-    kv->data = di_calloc((size_t)kv->n_layers, sizeof *kv->data);
-    if (!kv->lay || !kv->data) goto nomem;
+    di_status s = dsv4_kv_begin(n_blocks, block_size, kv->n_layers, sizeof *kv->lay, (void **)&kv->lay, &kv->data, err);
+    if (s) {
+        di_dsv4_kv_free(kv);
+        return s;
+    }
     for (int32_t il = 0; il < kv->n_layers; il++) {
         kv->lay[il] = layout_of(&m->hp, il);
-        uint64_t elems;
-        if (di_mul_overflow_u64((uint64_t)n_blocks * (uint64_t)block_size, (uint64_t)kv->lay[il].row, &elems) ||
-            elems > SIZE_MAX / 8) {
+        s = dsv4_kv_alloc(&kv->data[il], (uint64_t)n_blocks * (uint64_t)block_size,
+                                    (uint64_t)kv->lay[il].row * (dtype == DI_DTYPE_F32 ? 4 : 2), err);
+        if (s) {
             di_dsv4_kv_free(kv);
-            return di_error_set(err, DI_ERR_RANGE, "kv cache: size overflows");
+            return s;
         }
-        kv->data[il] = di_calloc((size_t)elems, dtype == DI_DTYPE_F32 ? 4 : 2);
-        if (!kv->data[il]) goto nomem;
     }
     *out = kv;
     return DI_OK;
-nomem:
-    di_dsv4_kv_free(kv);
-    return di_error_set(err, DI_ERR_NOMEM, "kv cache: out of memory");
 }
 
 di_status di_dsv4_kv_truncate(di_dsv4_kv *kv, int32_t seq_slot, int32_t n_keep, di_error *err) {
-    if (!kv || seq_slot < 0 || n_keep < 0)
-        return di_error_set(err, DI_ERR_INVALID_ARG, "deepseek_v4 KV truncate: slot %d, keep %d", (int)seq_slot,
-                            (int)n_keep);
-    if ((int64_t)n_keep > (int64_t)kv->n_blocks * kv->block_size)
-        return di_error_set(err, DI_ERR_RANGE, "deepseek_v4 KV truncate: keep %d past the cache's %lld positions",
-                            (int)n_keep, (long long)kv->n_blocks * kv->block_size);
-    return DI_OK;
+    if (!kv) return di_error_set(err, DI_ERR_INVALID_ARG, "deepseek_v4 KV truncate: NULL cache");
+    return dsv4_kv_check_truncate("deepseek_v4", kv->n_blocks, kv->block_size, seq_slot, n_keep, err);
 }
 
 void di_dsv4_kv_free(di_dsv4_kv *kv) {
@@ -155,81 +145,63 @@ di_status di_dsv4_ctx_create(const di_dsv4_model *m, di_dsv4_ctx **out, di_error
     return DI_OK;
 }
 
+/* The per-row scratch of c for n rows, in one table (grown and freed together). */
+#define ROW_BUFS_MAX 32
+static size_t row_bufs(di_dsv4_ctx *c, int64_t n, dsv4_buf *t) {
+    const di_dsv4_hparams *hp = &c->m->hp;
+    const int64_t D = hp->n_embd, N = hp->hc_mult, M = (2 + N) * N, HD = (int64_t)hp->n_heads * hp->head_dim;
+    const int64_t K = hp->n_experts_used, F = hp->moe_ff, IHD = (int64_t)hp->index_heads * hp->index_dim;
+    const dsv4_buf b[] = {
+        {&c->X, n * N * D, 4}, {&c->Xn, n * N * D, 4}, {&c->flat, n * N * D, 4}, {&c->mix, n * M, 4},
+        {&c->post, n * N, 4}, {&c->comb, n * N * N, 4}, {&c->h, n * D, 4}, {&c->y, n * D, 4},
+        {&c->qr, n * hp->q_lora, 4}, {&c->q, n * HD, 4}, {&c->kvr, n * hp->head_dim, 4},
+        {&c->ckv, n * 2 * hp->head_dim, 4}, {&c->cg, n * 2 * hp->head_dim, 4}, {&c->ikv, n * 2 * hp->index_dim, 4},
+        {&c->ig, n * 2 * hp->index_dim, 4}, {&c->iq, n * IHD, 4}, {&c->iw, n * hp->index_heads, 4},
+        {&c->att, n * HD, 4}, {&c->oa, n * hp->o_groups * hp->o_lora, 4}, {&c->logit, n * hp->n_experts, 4},
+        {&c->vsel, n * hp->n_experts, 4},
+        {&c->sel, n * K, 4}, {&c->selw, n * K, 4}, {&c->ysel, n * K * D, 4}, {&c->grow, n * K, 4},
+        {&c->xg, n * K * D, 4}, {&c->g1, n * K * F, 4}, {&c->g3, n * K * F, 4}, {&c->yg, n * K * D, 4},
+    };
+    _Static_assert(sizeof b / sizeof *b <= ROW_BUFS_MAX, "row_bufs: table too small");
+    memcpy(t, b, sizeof b);
+    return sizeof b / sizeof *b;
+}
+
 void di_dsv4_ctx_free(di_dsv4_ctx *c) {
     if (!c) return;
-    float **fs[] = {&c->X, &c->Xn, &c->flat, &c->mix, &c->post, &c->comb, &c->h, &c->y, &c->qr, &c->q,
-                    &c->kvr, &c->ckv, &c->cg, &c->ikv, &c->ig, &c->iq, &c->iw, &c->att, &c->oa, &c->logit,
-                    &c->selw, &c->ysel, &c->xg, &c->g1, &c->g3, &c->yg, &c->pool_tmp, &c->mm_scratch,
-                    &c->attn_scratch};
-    for (size_t i = 0; i < sizeof fs / sizeof *fs; i++) free(*fs[i]);
+    dsv4_buf t[ROW_BUFS_MAX];
+    dsv4_free_all(t, row_bufs(c, 0, t));
+    free(c->pool_tmp);
+    free(c->mm_scratch);
+    free(c->attn_scratch);
     free(c->prof_thread);
-    free(c->sel);
-    free(c->grow);
     free(c->seq_last);
     free(c->cp_rows);
     free(c);
 }
 
-static int regrow(void *pp, int64_t n, size_t size) {
-    void **p = pp;
-    void *q = di_malloc_array((size_t)(n > 0 ? n : 1), size);
-    if (!q) return 0;
-    free(*p);
-    *p = q;
-    return 1;
-}
-
-static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
-
 static di_status ctx_reserve(di_dsv4_ctx *c, int64_t n, int64_t n_tasks, int64_t n_seqs, int32_t max_pos,
                              di_error *err) {
     const di_dsv4_hparams *hp = &c->m->hp;
-    const int64_t D = hp->n_embd, N = hp->hc_mult, M = (2 + N) * N, HD = (int64_t)hp->n_heads * hp->head_dim;
-    const int64_t K = hp->n_experts_used, F = hp->moe_ff, IHD = (int64_t)hp->index_heads * hp->index_dim;
+    const int64_t D = hp->n_embd, N = hp->hc_mult, HD = (int64_t)hp->n_heads * hp->head_dim, F = hp->moe_ff;
     if (n > c->cap_rows) {
         c->cap_rows = 0;
-        if (!regrow(&c->X, n * N * D, 4) || !regrow(&c->Xn, n * N * D, 4) || !regrow(&c->flat, n * N * D, 4) ||
-            !regrow(&c->mix, n * M, 4) || !regrow(&c->post, n * N, 4) || !regrow(&c->comb, n * N * N, 4) ||
-            !regrow(&c->h, n * D, 4) || !regrow(&c->y, n * D, 4) || !regrow(&c->qr, n * hp->q_lora, 4) ||
-            !regrow(&c->q, n * HD, 4) || !regrow(&c->kvr, n * hp->head_dim, 4) ||
-            !regrow(&c->ckv, n * 2 * hp->head_dim, 4) || !regrow(&c->cg, n * 2 * hp->head_dim, 4) ||
-            !regrow(&c->ikv, n * 2 * hp->index_dim, 4) || !regrow(&c->ig, n * 2 * hp->index_dim, 4) ||
-            !regrow(&c->iq, n * IHD, 4) || !regrow(&c->iw, n * hp->index_heads, 4) || !regrow(&c->att, n * HD, 4) ||
-            !regrow(&c->oa, n * hp->o_groups * hp->o_lora, 4) || !regrow(&c->logit, n * hp->n_experts, 4) ||
-            !regrow(&c->sel, n * K, 4) || !regrow(&c->selw, n * K, 4) || !regrow(&c->ysel, n * K * D, 4) ||
-            !regrow(&c->grow, n * K, 4) || !regrow(&c->xg, n * K * D, 4) || !regrow(&c->g1, n * K * F, 4) ||
-            !regrow(&c->g3, n * K * F, 4) || !regrow(&c->yg, n * K * D, 4))
+        dsv4_buf t[ROW_BUFS_MAX];
+        if (!dsv4_regrow_all(t, row_bufs(c, n, t)))
             return di_error_set(err, DI_ERR_NOMEM, "deepseek_v4 ctx: out of memory for %lld rows", (long long)n);
         c->cap_rows = n;
     }
-    int64_t max_in = max64(max64(N * D, HD), max64(max64(hp->q_lora, F), (int64_t)hp->o_groups * hp->o_lora));
-    max_in = max64(max_in, D);
-    int64_t mm_floats = dsv4_linear_scratch_floats(c->cap_rows, max_in, n_tasks, (int)n_tasks);
-    if (mm_floats > c->cap_mm_floats) {
-        c->cap_mm_floats = 0;
-        if (!regrow(&c->mm_scratch, mm_floats, 4))
-            return di_error_set(err, DI_ERR_NOMEM, "deepseek_v4 ctx: out of memory for matmul scratch");
-        c->cap_mm_floats = mm_floats;
-    }
-    if (n_tasks > c->cap_tasks) {
-        if (!regrow(&c->prof_thread, n_tasks * DSV4_PROF_THREAD_SLOTS, sizeof(double))) {
-            c->cap_tasks = 0;
-            return di_error_set(err, DI_ERR_NOMEM, "deepseek_v4 ctx: out of memory for matmul scratch");
-        }
-        c->cap_tasks = n_tasks;
-    }
+    int64_t max_in = dsv4_max64(dsv4_max64(N * D, HD), dsv4_max64(dsv4_max64(hp->q_lora, F),
+                                                                   (int64_t)hp->o_groups * hp->o_lora));
+    max_in = dsv4_max64(max_in, D);
     c->attn_floats = dsv4_attention_scratch_floats(c->m, max_pos);
-    if (n_tasks * c->attn_floats > c->cap_attn_floats) {
-        c->cap_attn_floats = 0;
-        if (!regrow(&c->attn_scratch, n_tasks * c->attn_floats, 4))
-            return di_error_set(err, DI_ERR_NOMEM, "deepseek_v4 ctx: out of memory for attention scratch");
-        c->cap_attn_floats = n_tasks * c->attn_floats;
-    }
-    if (n_seqs > c->cap_seqs) {
-        if (!regrow(&c->seq_last, n_seqs, sizeof(int32_t)))
-            return di_error_set(err, DI_ERR_NOMEM, "deepseek_v4 ctx: out of memory for %lld slots", (long long)n_seqs);
-        c->cap_seqs = n_seqs;
-    }
+    if (!dsv4_grow(&c->mm_scratch, &c->cap_mm_floats,
+                   dsv4_linear_scratch_floats(c->cap_rows, max_in, n_tasks, (int)n_tasks), 4) ||
+        !dsv4_grow(&c->prof_thread, &c->cap_tasks, n_tasks * DSV4_PROF_THREAD_SLOTS, sizeof(double)) ||
+        !dsv4_grow(&c->attn_scratch, &c->cap_attn_floats, n_tasks * c->attn_floats, 4) ||
+        !dsv4_grow(&c->seq_last, &c->cap_seqs, n_seqs, sizeof(int32_t)))
+        return di_error_set(err, DI_ERR_NOMEM, "deepseek_v4 ctx: out of memory for scratch (%lld rows, %lld tasks)",
+                            (long long)n, (long long)n_tasks);
     return DI_OK;
 }
 

@@ -31,7 +31,6 @@
 
 #define MAX_BATCH_ROWS (1 << 20)
 #define MAX_SEQ_SLOTS (1 << 24)
-#define TASKS_PER_THREAD 4
 
 /* ---- model ---------------------------------------------------------------------- */
 
@@ -62,6 +61,9 @@ static di_status build_engram(di_dsv41_model *m, const di_tokenizer *tok, di_err
         m->vocab.n_vocab = m->vocab.n_compressed = hp->n_vocab;
         m->vocab.pad = DI_ENGRAM_PAD_TOKEN_ID < hp->n_vocab ? DI_ENGRAM_PAD_TOKEN_ID : 0;
     }
+    /* engram_layer_ids absent or []: no Engram (hf/config.py:_build_engram
+     * returns None for an empty list; the other engram_* keys are not read) */
+    if (hp->n_engram == 0) return DI_OK;
     di_engram_config ec = {.layer_ids = hp->engram_layers, .n_layers = hp->n_engram,
                            .max_ngram = hp->engram_max_ngram, .n_heads = hp->engram_heads,
                            .vocab_size = hp->engram_vocab, .compressed_vocab = m->vocab.n_compressed, .seed = 0};
@@ -158,34 +160,30 @@ uint64_t di_dsv41_kv_bytes_per_token(const di_dsv41_model *m) {
 di_status di_dsv41_kv_create(const di_dsv41_model *m, int32_t n_blocks, int32_t block_size, di_dsv41_kv **out,
                              di_error *err) {
     *out = NULL;
-    if (n_blocks < 1 || block_size < 1)
-        return di_error_set(err, DI_ERR_INVALID_ARG, "kv cache: %d blocks of %d tokens", (int)n_blocks, (int)block_size);
-    uint64_t slots = (uint64_t)n_blocks * (uint64_t)block_size;
+    const uint64_t slots = (uint64_t)(n_blocks > 0 ? n_blocks : 0) * (uint64_t)(block_size > 0 ? block_size : 0);
     di_dsv41_kv *kv = di_calloc(1, sizeof *kv);
     if (!kv) return di_error_set(err, DI_ERR_NOMEM, "kv cache: out of memory");
     kv->n_layers = m->hp.n_layers;
     kv->n_blocks = n_blocks;
     kv->block_size = block_size;
     kv->num = m->num;
-    kv->lay = di_calloc((size_t)kv->n_layers, sizeof *kv->lay);
-    kv->data = di_calloc((size_t)kv->n_layers, sizeof *kv->data);
-    kv->tokens = di_calloc((size_t)slots, sizeof(int32_t));
-    if (!kv->lay || !kv->data || !kv->tokens) goto nomem;
+    di_status s = dsv4_kv_begin(n_blocks, block_size, kv->n_layers, sizeof *kv->lay, (void **)&kv->lay, &kv->data, err);
+    if (!s && !(kv->tokens = di_calloc((size_t)slots, sizeof(int32_t))))
+        s = di_error_set(err, DI_ERR_NOMEM, "kv cache: out of memory");
+    if (s) {
+        di_dsv41_kv_free(kv);
+        return s;
+    }
     for (int32_t il = 0; il < kv->n_layers; il++) {
         kv->lay[il] = layout_of(&m->hp, m->num, il);
-        uint64_t bytes;
-        if (di_mul_overflow_u64(slots, (uint64_t)kv->lay[il].row, &bytes) || bytes > SIZE_MAX / 2) {
+        s = dsv4_kv_alloc((void **)&kv->data[il], slots, (uint64_t)kv->lay[il].row, err);
+        if (s) {
             di_dsv41_kv_free(kv);
-            return di_error_set(err, DI_ERR_RANGE, "kv cache: size overflows");
+            return s;
         }
-        kv->data[il] = di_calloc((size_t)bytes, 1);
-        if (!kv->data[il]) goto nomem;
     }
     *out = kv;
     return DI_OK;
-nomem:
-    di_dsv41_kv_free(kv);
-    return di_error_set(err, DI_ERR_NOMEM, "kv cache: out of memory");
 }
 
 void di_dsv41_kv_free(di_dsv41_kv *kv) {
@@ -222,13 +220,9 @@ di_status di_dsv41_kv_enable_dspark(const di_dsv41_model *m, di_dsv41_kv *kv, di
 }
 
 di_status di_dsv41_kv_truncate(di_dsv41_kv *kv, int32_t seq_slot, int32_t n_keep, di_error *err) {
-    if (!kv || seq_slot < 0 || n_keep < 0)
-        return di_error_set(err, DI_ERR_INVALID_ARG, "deepseek_v41 KV truncate: slot %d, keep %d", (int)seq_slot,
-                            (int)n_keep);
-    if ((int64_t)n_keep > (int64_t)kv->n_blocks * kv->block_size)
-        return di_error_set(err, DI_ERR_RANGE, "deepseek_v41 KV truncate: keep %d past the cache's %lld positions",
-                            (int)n_keep, (long long)kv->n_blocks * kv->block_size);
-    return DI_OK; /* position-indexed records: see deepseek_v41.h */
+    if (!kv) return di_error_set(err, DI_ERR_INVALID_ARG, "deepseek_v41 KV truncate: NULL cache");
+    /* position-indexed records: see deepseek_v41.h */
+    return dsv4_kv_check_truncate("deepseek_v41", kv->n_blocks, kv->block_size, seq_slot, n_keep, err);
 }
 
 /* ---- context ------------------------------------------------------------------------- */
@@ -244,74 +238,65 @@ di_status di_dsv41_ctx_create(const di_dsv41_model *m, di_dsv41_ctx **out, di_er
     return DI_OK;
 }
 
+/* The per-row scratch of c for n rows, in one table (grown and freed together). */
+#define ROW_BUFS_MAX 48
+static size_t row_bufs(di_dsv41_ctx *c, int64_t n, dsv4_buf *t) {
+    const di_dsv41_hparams *hp = &c->m->hp;
+    const int64_t D = hp->n_embd, N = hp->hc_mult, M = (2 + N) * N, HD = (int64_t)hp->n_heads * hp->head_dim;
+    const int64_t K = hp->n_experts_used, F = hp->moe_ff, IHD = (int64_t)hp->index_heads * hp->index_dim;
+    const int64_t ecols = (int64_t)(hp->engram_max_ngram > 1 ? hp->engram_max_ngram - 1 : 0) * hp->engram_heads;
+    const dsv4_buf b[] = {
+        {&c->R, n * N * D, 4}, {&c->Rn, n * N * D, 4}, {&c->pre, n * N, 4}, {&c->mix, n * M, 4},
+        {&c->post, n * N, 4}, {&c->comb, n * N * N, 4}, {&c->h, n * D, 4}, {&c->y, n * D, 4},
+        {&c->xq, n * D, 4}, {&c->qr, n * hp->q_lora, 4}, {&c->q, n * HD, 4}, {&c->kvr, n * hp->head_dim, 4},
+        {&c->ckv, n * hp->head_dim, 4}, {&c->cg, n * hp->head_dim, 4}, {&c->iq, n * IHD, 4},
+        {&c->iw, n * hp->index_heads, 4}, {&c->att, n * HD, 4}, {&c->oa, n * hp->o_groups * hp->o_lora, 4},
+        {&c->logit, n * hp->n_experts, 4}, {&c->vsel, n * hp->n_experts, 4},
+        {&c->sel, n * K, 4}, {&c->selw, n * K, 4}, {&c->ysel, n * K * D, 4},
+        {&c->grow, n * K, 4}, {&c->xg, n * K * D, 4}, {&c->g1, n * K * F, 4}, {&c->g3, n * K * F, 4},
+        {&c->yg, n * K * D, 4}, {&c->wg, n * K, 4}, {&c->eg, n * dsv4_max64(ecols * hp->engram_head_dim, 1), 4},
+        {&c->ekv, n * (N + 1) * D, 4}, {&c->topk, n * hp->index_topk, 4},
+        {&c->cand, n * dsv4_max64(hp->cand_topk_blocks, 1), 4}, {&c->rec_topk, n * hp->index_topk, 4},
+        {&c->feat, n * dsv4_max64(hp->n_dspark_targets, 1) * D, 4},
+    };
+    _Static_assert(sizeof b / sizeof *b <= ROW_BUFS_MAX, "row_bufs: table too small");
+    memcpy(t, b, sizeof b);
+    return sizeof b / sizeof *b;
+}
+
 void di_dsv41_ctx_free(di_dsv41_ctx *c) {
     if (!c) return;
-    void *ps[] = {c->R, c->Rn, c->pre, c->mix, c->post, c->comb, c->h, c->y, c->xq, c->qr, c->q, c->kvr,
-                  c->ckv, c->cg, c->iq, c->iw, c->att, c->oa, c->logit, c->sel, c->selw, c->ysel, c->grow,
-                  c->xg, c->g1, c->g3, c->yg, c->wg, c->eg, c->ekv, c->topk, c->cand, c->mm_scratch, c->attn_scratch,
-                  c->seq_last, c->rec_topk, c->feat, c->cb_token, c->cb_seq, c->cb_pos, c->cb_want,
+    dsv4_buf t[ROW_BUFS_MAX];
+    dsv4_free_all(t, row_bufs(c, 0, t));
+    void *ps[] = {c->mm_scratch, c->attn_scratch, c->seq_last, c->cb_token, c->cb_seq, c->cb_pos, c->cb_want,
                   (void *)c->cb_embd};
     for (size_t i = 0; i < sizeof ps / sizeof *ps; i++) free(ps[i]);
     free(c);
 }
 
-static int regrow(void *pp, int64_t n, size_t size) {
-    void **p = pp;
-    void *q = di_malloc_array((size_t)(n > 0 ? n : 1), size);
-    if (!q) return 0;
-    free(*p);
-    *p = q;
-    return 1;
-}
-
-static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
-
 di_status dsv41_ctx_reserve(di_dsv41_ctx *c, int64_t n, int64_t n_tasks, int64_t n_seqs, int32_t max_pos,
                             di_error *err) {
     const di_dsv41_hparams *hp = &c->m->hp;
-    const int64_t D = hp->n_embd, N = hp->hc_mult, M = (2 + N) * N, HD = (int64_t)hp->n_heads * hp->head_dim;
-    const int64_t K = hp->n_experts_used, F = hp->moe_ff, IHD = (int64_t)hp->index_heads * hp->index_dim;
+    const int64_t D = hp->n_embd, N = hp->hc_mult, HD = (int64_t)hp->n_heads * hp->head_dim, F = hp->moe_ff;
     const int64_t ecols = (int64_t)(hp->engram_max_ngram > 1 ? hp->engram_max_ngram - 1 : 0) * hp->engram_heads;
     if (n > c->cap_rows) {
         c->cap_rows = 0;
-        if (!regrow(&c->R, n * N * D, 4) || !regrow(&c->Rn, n * N * D, 4) || !regrow(&c->pre, n * N, 4) ||
-            !regrow(&c->mix, n * M, 4) || !regrow(&c->post, n * N, 4) || !regrow(&c->comb, n * N * N, 4) ||
-            !regrow(&c->h, n * D, 4) || !regrow(&c->y, n * D, 4) || !regrow(&c->xq, n * D, 4) ||
-            !regrow(&c->qr, n * hp->q_lora, 4) || !regrow(&c->q, n * HD, 4) || !regrow(&c->kvr, n * hp->head_dim, 4) ||
-            !regrow(&c->ckv, n * hp->head_dim, 4) || !regrow(&c->cg, n * hp->head_dim, 4) ||
-            !regrow(&c->iq, n * IHD, 4) || !regrow(&c->iw, n * hp->index_heads, 4) || !regrow(&c->att, n * HD, 4) ||
-            !regrow(&c->oa, n * hp->o_groups * hp->o_lora, 4) || !regrow(&c->logit, n * hp->n_experts, 4) ||
-            !regrow(&c->sel, n * K, 4) || !regrow(&c->selw, n * K, 4) || !regrow(&c->ysel, n * K * D, 4) ||
-            !regrow(&c->grow, n * K, 4) || !regrow(&c->xg, n * K * D, 4) || !regrow(&c->g1, n * K * F, 4) ||
-            !regrow(&c->g3, n * K * F, 4) || !regrow(&c->yg, n * K * D, 4) || !regrow(&c->wg, n * K, 4) ||
-            !regrow(&c->eg, n * max64(ecols * hp->engram_head_dim, 1), 4) || !regrow(&c->ekv, n * (N + 1) * D, 4) ||
-            !regrow(&c->topk, n * hp->index_topk, 4) || !regrow(&c->cand, n * max64(hp->cand_topk_blocks, 1), 4) ||
-            !regrow(&c->rec_topk, n * hp->index_topk, 4) ||
-            !regrow(&c->feat, n * max64(hp->n_dspark_targets, 1) * D, 4))
+        dsv4_buf t[ROW_BUFS_MAX];
+        if (!dsv4_regrow_all(t, row_bufs(c, n, t)))
             return di_error_set(err, DI_ERR_NOMEM, "deepseek_v41 ctx: out of memory for %lld rows", (long long)n);
         c->cap_rows = n;
     }
-    int64_t max_in = max64(max64(N * D, HD), max64(max64(hp->q_lora, F), (int64_t)hp->o_groups * hp->o_lora));
-    max_in = max64(max64(max_in, D), ecols * hp->engram_head_dim);
-    max_in = max64(max_in, (int64_t)hp->n_dspark_targets * D + hp->dspark_markov_rank);
-    int64_t mm = dsv4_linear_scratch_floats(c->cap_rows, max_in, n_tasks, (int)n_tasks);
-    if (mm > c->cap_mm) {
-        c->cap_mm = 0;
-        if (!regrow(&c->mm_scratch, mm, 4)) return di_error_set(err, DI_ERR_NOMEM, "deepseek_v41 ctx: out of memory");
-        c->cap_mm = mm;
-    }
+    int64_t max_in = dsv4_max64(dsv4_max64(N * D, HD), dsv4_max64(dsv4_max64(hp->q_lora, F),
+                                                                   (int64_t)hp->o_groups * hp->o_lora));
+    max_in = dsv4_max64(dsv4_max64(max_in, D), ecols * hp->engram_head_dim);
+    max_in = dsv4_max64(max_in, (int64_t)hp->n_dspark_targets * D + hp->dspark_markov_rank);
     c->attn_floats = dsv41_attention_scratch_floats(c->m, max_pos);
-    if (n_tasks * c->attn_floats > c->cap_attn) {
-        c->cap_attn = 0;
-        if (!regrow(&c->attn_scratch, n_tasks * c->attn_floats, 4))
-            return di_error_set(err, DI_ERR_NOMEM, "deepseek_v41 ctx: out of memory for attention scratch");
-        c->cap_attn = n_tasks * c->attn_floats;
-    }
-    if (n_seqs > c->cap_seqs) {
-        if (!regrow(&c->seq_last, n_seqs, sizeof(int32_t)))
-            return di_error_set(err, DI_ERR_NOMEM, "deepseek_v41 ctx: out of memory");
-        c->cap_seqs = n_seqs;
-    }
+    if (!dsv4_grow(&c->mm_scratch, &c->cap_mm, dsv4_linear_scratch_floats(c->cap_rows, max_in, n_tasks, (int)n_tasks),
+                   4) ||
+        !dsv4_grow(&c->attn_scratch, &c->cap_attn, n_tasks * c->attn_floats, 4) ||
+        !dsv4_grow(&c->seq_last, &c->cap_seqs, n_seqs, sizeof(int32_t)))
+        return di_error_set(err, DI_ERR_NOMEM, "deepseek_v41 ctx: out of memory for scratch (%lld rows, %lld tasks)",
+                            (long long)n, (long long)n_tasks);
     return DI_OK;
 }
 
@@ -351,7 +336,6 @@ void dsv41_norm(const di_dsv41_ctx *c, const float *x, const float *w, float *ou
     if (dsv41_faithful(c)) dsv41_round_bf16(out, n);
 }
 
-static float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
 
 /* ---- shifted mHC ---------------------------------------------------------------------- */
 
@@ -366,10 +350,6 @@ typedef struct rows_job {
     di_status st;
 } rows_job;
 
-static int rows_tasks(int64_t n, di_threadpool *pool) {
-    int64_t t = (int64_t)di_threadpool_n_threads(pool) * TASKS_PER_THREAD;
-    return (int)(t < n ? t : n);
-}
 
 /* After the mix projection: the sublayer input h = sum_j pre_prev_j R_j
  * (the carried pre), then this sublayer's pre / post / comb from mix
@@ -386,12 +366,8 @@ static void mixes_rows(void *arg, int64_t task, int thread) {
     di_threadpool_split(j->n, j->n_tasks, (int)task, &r0, &r1);
     for (int64_t r = r0; r < r1; r++) {
         const float *R = c->R + r * N * D;
-        float *pre = c->pre + r * N, *post = c->post + r * N, *comb = c->comb + r * N * N, *h = c->h + r * D;
-        for (int32_t d = 0; d < D; d++) {
-            float s = 0.0f;
-            for (int32_t i = 0; i < N; i++) s += pre[i] * R[(int64_t)i * D + d];
-            h[d] = s;
-        }
+        float *pre = c->pre + r * N, *h = c->h + r * D;
+        dsv4_mhc_collapse(pre, R, N, D, h);
         if (faithful) dsv41_round_bf16(h, D);
         /* the mix projection already ran on the raw copies: scale by rsqrt(mean R^2 + eps) */
         float ss = 0.0f;
@@ -399,33 +375,7 @@ static void mixes_rows(void *arg, int64_t task, int thread) {
         float rs = 1.0f / sqrtf((float)((double)ss / ((double)N * D)) + (float)hp->rms_eps);
         float mx[(2 + DSV41_MAX_HC) * DSV41_MAX_HC]; /* (2+N)*N mixes, hc_mult <= DSV41_MAX_HC */
         for (int32_t i = 0; i < M; i++) mx[i] = c->mix[r * M + i] * rs;
-        for (int32_t i = 0; i < N; i++) {
-            pre[i] = sigmoidf(mx[i] * scale[0] + base[i]) + eps;
-            post[i] = 2.0f * sigmoidf(mx[N + i] * scale[1] + base[N + i]);
-        }
-        for (int32_t i = 0; i < N; i++) { /* row softmax */
-            float *row = comb + i * N, m = -INFINITY;
-            for (int32_t k = 0; k < N; k++) {
-                row[k] = mx[2 * N + i * N + k] * scale[2] + base[2 * N + i * N + k];
-                m = row[k] > m ? row[k] : m;
-            }
-            float sum = 0.0f;
-            for (int32_t k = 0; k < N; k++) sum += row[k] = expf(row[k] - m);
-            for (int32_t k = 0; k < N; k++) row[k] = row[k] / sum + eps;
-        }
-        for (int32_t it = 0; it < hp->hc_iters; it++) {
-            if (it > 0) /* the first pass normalizes columns only */
-                for (int32_t i = 0; i < N; i++) {
-                    float sm = 0.0f;
-                    for (int32_t k = 0; k < N; k++) sm += comb[i * N + k];
-                    for (int32_t k = 0; k < N; k++) comb[i * N + k] /= sm + eps;
-                }
-            for (int32_t k = 0; k < N; k++) {
-                float sm = 0.0f;
-                for (int32_t i = 0; i < N; i++) sm += comb[i * N + k];
-                for (int32_t i = 0; i < N; i++) comb[i * N + k] /= sm + eps;
-            }
-        }
+        dsv4_mhc_weights(mx, base, scale, N, hp->hc_iters, eps, pre, c->post + r * N, c->comb + r * N * N);
     }
 }
 
@@ -435,7 +385,7 @@ void dsv41_hc_pre(di_dsv41_ctx *c, const dsv4_linear *fn, const float *base, con
     const di_dsv41_hparams *hp = &c->m->hp;
     const int64_t N = hp->hc_mult, D = hp->n_embd, M = (2 + N) * N;
     dsv41_lin_apply(c, fn, c->R, N * D, c->mix, M, n, pool);
-    rows_job j = {.c = c, .base = base, .scale = scale, .n = n, .n_tasks = rows_tasks(n, pool)};
+    rows_job j = {.c = c, .base = base, .scale = scale, .n = n, .n_tasks = dsv4_rows_tasks(n, pool)};
     di_threadpool_run(pool, j.n_tasks, mixes_rows, &j);
 }
 
@@ -448,21 +398,14 @@ static void post_rows(void *arg, int64_t task, int thread) {
     int64_t r0, r1;
     di_threadpool_split(j->n, j->n_tasks, (int)task, &r0, &r1);
     for (int64_t r = r0; r < r1; r++) {
-        const float *R = c->R + r * N * D, *y = c->y + r * D;
-        const float *post = c->post + r * N, *comb = c->comb + r * N * N;
         float *Rn = c->Rn + r * N * D;
-        for (int32_t k = 0; k < N; k++)
-            for (int32_t d = 0; d < D; d++) {
-                float sm = 0.0f;
-                for (int32_t i = 0; i < N; i++) sm += comb[i * N + k] * R[(int64_t)i * D + d];
-                Rn[(int64_t)k * D + d] = post[k] * y[d] + sm;
-            }
+        dsv4_mhc_expand(c->R + r * N * D, c->y + r * D, c->post + r * N, c->comb + r * N * N, N, D, Rn);
         if (dsv41_faithful(c)) dsv41_round_bf16(Rn, (int64_t)N * D);
     }
 }
 
 void dsv41_hc_post(di_dsv41_ctx *c, int64_t n, di_threadpool *pool) {
-    rows_job j = {.c = c, .n = n, .n_tasks = rows_tasks(n, pool)};
+    rows_job j = {.c = c, .n = n, .n_tasks = dsv4_rows_tasks(n, pool)};
     di_threadpool_run(pool, j.n_tasks, post_rows, &j);
     float *t = c->R;
     c->R = c->Rn;

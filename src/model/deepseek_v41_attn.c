@@ -285,24 +285,7 @@ void dsv41_attend(const di_dsv41_ctx *c, const float *q_row, const float *keys, 
     const di_dsv41_model *m = c->m;
     const di_dsv41_hparams *hp = &m->hp;
     const int32_t hd = hp->head_dim, H = hp->n_heads;
-    const float scale = 1.0f / sqrtf((float)hd);
-    for (int32_t h = 0; h < H; h++) {
-        const float *q = q_row + (int64_t)h * hd;
-        float *out = o + (int64_t)h * hd;
-        float mx = sink[h];
-        for (int32_t t = 0; t < n_keys; t++) {
-            logits[t] = m->k->dot_f32(q, keys + (int64_t)t * hd, hd) * scale;
-            mx = logits[t] > mx ? logits[t] : mx;
-        }
-        float sum = expf(sink[h] - mx); /* the sink takes mass, gives no value */
-        for (int32_t t = 0; t < n_keys; t++) sum += logits[t] = expf(logits[t] - mx);
-        memset(out, 0, (size_t)hd * sizeof(float));
-        for (int32_t t = 0; t < n_keys; t++) {
-            float pr = logits[t] / sum;
-            const float *v = keys + (int64_t)t * hd;
-            for (int32_t d = 0; d < hd; d++) out[d] += pr * v[d];
-        }
-    }
+    dsv4_attend_sink(m->k, q_row, keys, n_keys, sink, H, hd, logits, o);
     maybe_bf16(c, o, (int64_t)H * hd);
     dsv4_rope(o, H, hd, hp->n_rot, inv_freq, p, -1.0f);
     maybe_bf16(c, o, (int64_t)H * hd);

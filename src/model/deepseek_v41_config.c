@@ -52,18 +52,8 @@ int di_dsv41_is_config(const char *dir) {
     return yes;
 }
 
-#define GET_INT(cfg, key, lo, hi, dst)                                                \
-    do {                                                                              \
-        int64_t v_;                                                                   \
-        if ((s = di_hf_config_get_int(cfg, key, lo, hi, &v_, err))) goto done;        \
-        (dst) = (int32_t)v_;                                                          \
-    } while (0)
-#define GET_INT_OR(cfg, key, lo, hi, def, dst)                                        \
-    do {                                                                              \
-        int64_t v_;                                                                   \
-        if ((s = di_hf_config_get_int_or(cfg, key, lo, hi, def, &v_, err))) goto done; \
-        (dst) = (int32_t)v_;                                                          \
-    } while (0)
+#define GET_INT(cfg, key, lo, hi, dst) DSV4_CFG_INT(cfg, key, lo, hi, dst)
+#define GET_INT_OR(cfg, key, lo, hi, def, dst) DSV4_CFG_INT_OR(cfg, key, lo, hi, def, dst)
 #define GET_FLOAT(cfg, key, lo, hi, dst)                                              \
     do {                                                                              \
         if ((s = di_hf_config_get_float(cfg, key, lo, hi, &(dst), err))) goto done;   \

@@ -11,8 +11,10 @@
  *   engram.c               Engram hashing, vocabulary, gate (model/engram.h)
  *
  * Shared with V4 (deepseek_v4_internal.h): dsv4_linear (FP8 block-scaled and
- * MXFP4 weights, batch-invariant products), RMSNorm, interleaved rotary and
- * the weight binders. */
+ * MXFP4 weights, batch-invariant products), RMSNorm, interleaved rotary, the
+ * weight binders (the core weights of a layer: DSV4_CORE_FIELDS), one
+ * token's mHC, the sink attention core, the MoE core and EP, the context /
+ * KV buffers; V4.1 adds its roundings and roles around them. */
 #ifndef DI_MODEL_DEEPSEEK_V41_INTERNAL_H
 #define DI_MODEL_DEEPSEEK_V41_INTERNAL_H
 
@@ -37,17 +39,7 @@ typedef struct dsv41_engram_w {
 } dsv41_engram_w;
 
 typedef struct dsv41_layer {
-    dsv4_linear hc_attn_fn, hc_ffn_fn;  /* ((2+N)*N, N*D) F32 */
-    const float *hc_attn_base, *hc_attn_scale, *hc_ffn_base, *hc_ffn_scale;
-    const float *attn_norm, *ffn_norm;  /* (D) */
-    dsv4_linear wq_a;                   /* (q_lora, D) */
-    const float *q_norm;                /* (q_lora) */
-    dsv4_linear wq_b;                   /* (H*hd, q_lora) */
-    dsv4_linear wkv;                    /* (hd, D) */
-    const float *kv_norm;               /* (hd) */
-    dsv4_linear wo_a;                   /* (G*o_lora, H*hd/G) */
-    dsv4_linear wo_b;                   /* (D, G*o_lora) */
-    const float *sink;                  /* (H) */
+    DSV4_CORE_MEMBER;                   /* mHC, norms, attention projections, router, experts */
     /* compressor (kv sources) */
     dsv4_linear c_wkv, c_wgate;         /* (hd, D) BF16; wgate only for ratio 2 */
     const float *c_norm;                /* (hd) */
@@ -57,11 +49,8 @@ typedef struct dsv41_layer {
     dsv4_linear i_wk;                   /* (ihd, hd) BF16: index-K sources */
     const float *i_knorm;               /* (ihd) */
     /* MoE */
-    dsv4_linear gate;                   /* (E, D) */
     const float *gate_bias;             /* (E) selection only */
     const float *gate_bias_vl;          /* (E) the same for image rows (gate.bias_vl), NULL without vision */
-    dsv4_linear *w1, *w2, *w3;          /* (E) each */
-    dsv4_linear sh_w1, sh_w2, sh_w3;
     dsv41_engram_w *engram;             /* Engram layers, else NULL */
     int32_t n_experts, n_used;          /* this layer's MoE (DSpark stages have their own) */
 } dsv41_layer;
@@ -129,6 +118,7 @@ struct di_dsv41_ctx {
     float *att;               /* (n, H*hd) */
     float *oa;                /* (n, G*o_lora) */
     float *logit;             /* (n, E) */
+    float *vsel;              /* (n, E) selection values (score + bias, or skewed draws) */
     int32_t *sel;             /* (n, K) */
     float *selw;              /* (n, K) */
     float *ysel;              /* (n*K, D) */

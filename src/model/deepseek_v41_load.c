@@ -24,16 +24,8 @@
 
 #define NAME_LEN 256
 
-#define LIN(suffix, o, i, mx, dst)                                                   \
-    do {                                                                             \
-        snprintf(name, sizeof name, "%s.%s", pfx, suffix);                           \
-        if ((s = dsv4_bind_linear(B, name, o, i, mx, dst, err))) return s;           \
-    } while (0)
-#define VEC(suffix, n, dst)                                                          \
-    do {                                                                             \
-        snprintf(name, sizeof name, "%s.%s", pfx, suffix);                           \
-        if ((s = dsv4_bind_vec(B, name, n, dst, err))) return s;                     \
-    } while (0)
+#define LIN(...) DSV4_BIND_LIN(B, pfx, __VA_ARGS__)
+#define VEC(...) DSV4_BIND_VEC(B, pfx, __VA_ARGS__)
 
 static di_status expect_kind(const dsv4_linear *w, dsv4_wkind kind, const char *name, const char *what,
                              di_error *err) {
@@ -89,30 +81,14 @@ static di_status bind_layer(di_dsv41_model *m, int32_t il, const char *pfx, cons
                             int32_t n_exp, int32_t n_used, dsv41_layer *L, di_error *err) {
     di_dsv4_model *B = &m->base;
     const di_dsv41_hparams *hp = &m->hp;
-    const int64_t D = hp->n_embd, N = hp->hc_mult, M = (2 + N) * N, hd = hp->head_dim;
-    const int64_t HD = (int64_t)hp->n_heads * hd, IH = hp->index_heads, ihd = hp->index_dim;
+    const int64_t D = hp->n_embd, N = hp->hc_mult, hd = hp->head_dim;
+    const int64_t IH = hp->index_heads, ihd = hp->index_dim;
     char name[NAME_LEN];
     di_status s;
     L->n_experts = n_exp;
     L->n_used = n_used;
-    snprintf(name, sizeof name, "%s.hc_attn_fn", pfx);
-    if ((s = dsv4_bind_float_matrix(B, name, M, N * D, &L->hc_attn_fn, err))) return s;
-    snprintf(name, sizeof name, "%s.hc_ffn_fn", pfx);
-    if ((s = dsv4_bind_float_matrix(B, name, M, N * D, &L->hc_ffn_fn, err))) return s;
-    VEC("hc_attn_base", M, &L->hc_attn_base);
-    VEC("hc_attn_scale", 3, &L->hc_attn_scale);
-    VEC("hc_ffn_base", M, &L->hc_ffn_base);
-    VEC("hc_ffn_scale", 3, &L->hc_ffn_scale);
-    VEC("attn_norm.weight", D, &L->attn_norm);
-    VEC("ffn_norm.weight", D, &L->ffn_norm);
-    LIN("attn.wq_a", hp->q_lora, D, 0, &L->wq_a);
-    VEC("attn.q_norm.weight", hp->q_lora, &L->q_norm);
-    LIN("attn.wq_b", HD, hp->q_lora, 0, &L->wq_b);
-    LIN("attn.wkv", hd, D, 0, &L->wkv);
-    VEC("attn.kv_norm.weight", hd, &L->kv_norm);
-    LIN("attn.wo_a", (int64_t)hp->o_groups * hp->o_lora, HD / hp->o_groups, 0, &L->wo_a);
-    LIN("attn.wo_b", D, (int64_t)hp->o_groups * hp->o_lora, 0, &L->wo_b);
-    VEC("attn.attn_sink", hp->n_heads, &L->sink);
+    const dsv4_core_dims dims = {D, N, hp->q_lora, hp->n_heads, hd, hp->o_groups, hp->o_lora, hp->moe_ff};
+    if ((s = dsv4_bind_core_attn(B, pfx, &dims, &L->core, err))) return s;
     if (r->ratio && r->kv_src == il) {
         LIN("attn.compressor.wkv", hd, D, 0, &L->c_wkv);
         if (r->ratio == 2) LIN("attn.compressor.wgate", hd, D, 0, &L->c_wgate);
@@ -128,23 +104,7 @@ static di_status bind_layer(di_dsv41_model *m, int32_t il, const char *pfx, cons
     }
     LIN("ffn.gate", n_exp, D, 0, &L->gate);
     VEC("ffn.gate.bias", n_exp, &L->gate_bias);
-    dsv4_linear *ws = di_calloc((size_t)n_exp * 3, sizeof *ws);
-    if ((s = dsv4_own(B, ws, err))) return s;
-    L->w1 = ws;
-    L->w2 = ws + n_exp;
-    L->w3 = ws + 2 * (int64_t)n_exp;
-    for (int32_t e = 0; e < n_exp; e++) {
-        char ex[64];
-        snprintf(ex, sizeof ex, "ffn.experts.%d.w1", (int)e);
-        LIN(ex, hp->moe_ff, D, 1, &L->w1[e]);
-        snprintf(ex, sizeof ex, "ffn.experts.%d.w2", (int)e);
-        LIN(ex, D, hp->moe_ff, 1, &L->w2[e]);
-        snprintf(ex, sizeof ex, "ffn.experts.%d.w3", (int)e);
-        LIN(ex, hp->moe_ff, D, 1, &L->w3[e]);
-    }
-    LIN("ffn.shared_experts.w1", hp->moe_ff, D, 0, &L->sh_w1);
-    LIN("ffn.shared_experts.w2", D, hp->moe_ff, 0, &L->sh_w2);
-    LIN("ffn.shared_experts.w3", hp->moe_ff, D, 0, &L->sh_w3);
+    if ((s = dsv4_bind_core_moe(B, pfx, &dims, n_exp, &L->core, err))) return s;
     if (r->engram >= 0 && il >= 0) {
         L->engram = &m->engram[r->engram];
         if ((s = bind_engram(m, il, L->engram, err))) return s;

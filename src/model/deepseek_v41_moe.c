@@ -13,6 +13,7 @@
 
 #include "base/alloc.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -32,22 +33,13 @@ static void route(di_dsv41_ctx *c, const dsv41_layer *L, int32_t il, int64_t n) 
         for (int32_t e = 0; e < E; e++) lg[e] = dsv4_sqrt_softplus(lg[e]);
         const float *bias =
             il >= 0 && L->gate_bias_vl && c->row_token && c->row_token[r] >= hp->n_vocab ? L->gate_bias_vl : L->gate_bias;
-        for (int32_t k = 0; k < K; k++) {
-            int32_t best = -1;
-            float bv = 0.0f;
-            for (int32_t e = 0; e < E; e++) {
-                int taken = 0;
-                for (int32_t q = 0; q < k; q++) taken |= sel[q] == e;
-                /* forced imbalance: skewed draws from the row's own content */
-                float v = n_hot ? dsv4_row_uniform(0, il, c->h + r * hp->n_embd, e) * (e < n_hot ? c->skew_factor : 1.0f)
-                                : lg[e] + bias[e];
-                if (!taken && (best < 0 || v > bv)) {
-                    best = e;
-                    bv = v;
-                }
-            }
-            sel[k] = best;
-        }
+        /* selection values: score + bias, or (forced imbalance) skewed
+         * draws from the row's own content */
+        float *v = c->vsel + r * E;
+        for (int32_t e = 0; e < E; e++)
+            v[e] = n_hot ? dsv4_row_uniform(0, il, c->h + r * hp->n_embd, e) * (e < n_hot ? c->skew_factor : 1.0f)
+                         : lg[e] + bias[e];
+        dsv4_topk_select(v, E, K, sel);
         float sum = 0.0f;
         for (int32_t k = 0; k < K; k++) sum += lg[sel[k]];
         for (int32_t k = 0; k < K; k++) w[k] = lg[sel[k]] / (sum + 1e-20f) * (float)hp->routed_scale;
@@ -85,6 +77,7 @@ static void ep_expert(void *user, const dsv4_linear *w, float *x, const float *w
     expert(user, &w[0], &w[1], &w[2], x, wts, cnt, sc->g1, sc->g3, y, sc->mm, pool);
 }
 
+/* One step of a row's routed sum: the weight was applied inside the expert. */
 static float ep_add(float acc, float y, float w) {
     (void)w;
     return acc + y;
@@ -118,63 +111,35 @@ di_status dsv41_moe_layer(di_dsv41_ctx *c, const dsv41_layer *L, int32_t il, int
         partial = io.partial;
     }
     if (n == 0) return DI_OK;
-    /* each expert over the rows that chose it (its weights read once) */
-    for (int32_t e = 0; e < E && !ep; e++) {
-        int64_t cnt = 0;
-        for (int64_t i = 0; i < n * K; i++)
-            if (c->sel[i] == e) {
-                c->grow[cnt] = (int32_t)i;
-                c->wg[cnt] = c->selw[i];
-                memcpy(c->xg + cnt * D, c->xq + (i / K) * D, (size_t)D * sizeof(float));
-                cnt++;
-            }
-        if (!cnt) continue;
-        expert(c, &L->w1[e], &L->w2[e], &L->w3[e], c->xg, c->wg, cnt, c->g1, c->g3, c->yg, c->mm_scratch, pool);
-        for (int64_t q = 0; q < cnt; q++)
-            memcpy(c->ysel + (int64_t)c->grow[q] * D, c->yg + q * D, (size_t)D * sizeof(float));
+    if (!ep) {
+        dsv4_moe_local_io io = {.w1 = L->w1, .w2 = L->w2, .w3 = L->w3, .n_experts = E, .n_used = K, .n_embd = D,
+                                .n = n, .x = c->xq, .sel = c->sel, .selw = c->selw, .expert = ep_expert,
+                                .user = c, .sc = {c->g1, c->g3, c->mm_scratch}, .xg = c->xg, .yg = c->yg,
+                                .grow = c->grow, .wg = c->wg, .ysel = c->ysel};
+        dsv4_moe_local(&io, pool);
     }
     /* the shared expert on the same cast input */
     expert(c, &L->sh_w1, &L->sh_w2, &L->sh_w3, c->xq, NULL, n, c->g1, c->g3, c->yg, c->mm_scratch, pool);
     /* routed outputs in choice order from 0 (EP: the owner of the leading
-     * run sent its sum), then the shared one */
-    for (int64_t r = 0; r < n; r++) {
-        float *y = c->y + r * D;
-        const int32_t k0 = plen ? plen[r] : 0;
-        const float *part = partial ? partial + r * D : NULL;
-        for (int32_t d = 0; d < D; d++) {
-            float s = k0 ? part[d] : 0.0f;
-            for (int32_t k = k0; k < K; k++) s = ep_add(s, c->ysel[(r * K + k) * D + d], 0.0f);
-            y[d] = s + c->yg[r * D + d];
-        }
-        if (dsv41_faithful(c)) dsv41_round_bf16(y, D);
-    }
+     * run sent its sum; selw NULL: the expert applied the weight, the sum
+     * adds, as ep_add on the owners), then the shared one */
+    dsv4_moe_sum(n, K, D, c->ysel, NULL, plen, partial, c->yg, c->y);
+    if (dsv41_faithful(c))
+        for (int64_t r = 0; r < n; r++) dsv41_round_bf16(c->y + r * D, D);
     return DI_OK;
 }
 
 di_status di_dsv41_ep_create(const di_dsv41_model *m, di_dist *d, const di_dsv4_ep_params *p, di_dsv4_ep **out,
                              di_error *err) {
-    *out = NULL;
     const di_dsv41_hparams *hp = &m->hp;
-    const int32_t L = hp->n_layers;
-    const dsv4_linear **t = di_malloc_array((size_t)3 * (L > 0 ? L : 1), sizeof *t);
-    if (!t) return di_error_set(err, DI_ERR_NOMEM, "ep: out of memory");
-    for (int32_t l = 0; l < L; l++) {
-        t[l] = m->layers[l].w1;
-        t[L + l] = m->layers[l].w2;
-        t[2 * L + l] = m->layers[l].w3;
-    }
-    dsv4_ep_experts x = {L, hp->n_experts, hp->n_experts_used, hp->n_embd, hp->moe_ff, t, t + L, t + 2 * L};
-    di_status s = dsv4_ep_create(&x, d, p, out, err);
-    free(t); /* the core keeps its own copy of the tables */
-    return s;
+    return dsv4_ep_create_layers(m->layers, sizeof *m->layers, offsetof(dsv41_layer, w1), offsetof(dsv41_layer, w2),
+                                 offsetof(dsv41_layer, w3), hp->n_layers, hp->n_experts, hp->n_experts_used, hp->n_embd,
+                                 hp->moe_ff, d, p, out, err);
 }
 
 void di_dsv41_ctx_set_route_skew(di_dsv41_ctx *c, double ratio, int32_t groups) {
-    const di_dsv41_hparams *hp = &c->m->hp;
-    c->skew_factor = 0.0f;
     c->skew_groups = groups;
-    if (ratio >= 1.0 && groups > 1 && hp->n_experts >= groups)
-        c->skew_factor = dsv4_skew_factor(ratio, groups, hp->n_experts_used, hp->n_experts);
+    c->skew_factor = dsv4_skew_factor(ratio, groups, c->m->hp.n_experts_used, c->m->hp.n_experts);
 }
 
 void di_dsv41_ctx_set_ep(di_dsv41_ctx *c, di_dsv4_ep *ep) {

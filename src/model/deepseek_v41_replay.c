@@ -82,15 +82,6 @@ di_status dsv41_replay_validate(const di_dsv41_ctx *c, const di_batch *b, int *a
     return DI_OK;
 }
 
-static int regrow(void *pp, int64_t n, size_t size) {
-    void **p = pp;
-    void *q = di_malloc_array((size_t)(n > 0 ? n : 1), size);
-    if (!q) return 0;
-    free(*p);
-    *p = q;
-    return 1;
-}
-
 /* Row k <- row i of a (rows, width) array, k <= i. */
 static void move_row(void *base, int64_t width, size_t size, int64_t k, int64_t i) {
     if (k == i || width == 0) return;
@@ -103,9 +94,9 @@ di_status dsv41_replay_compact(di_dsv41_ctx *c, const di_batch *b, di_batch *out
     const int64_t n = b->n_rows, N = hp->hc_mult, D = hp->n_embd;
     if (n > c->cap_compact) {
         c->cap_compact = 0;
-        if (!regrow(&c->cb_token, n, sizeof(int32_t)) || !regrow(&c->cb_seq, n, sizeof(int32_t)) ||
-            !regrow(&c->cb_pos, n, sizeof(int32_t)) || !regrow(&c->cb_want, n, 1) ||
-            !regrow(&c->cb_embd, n, sizeof(float *)))
+        if (!dsv4_regrow(&c->cb_token, n, sizeof(int32_t)) || !dsv4_regrow(&c->cb_seq, n, sizeof(int32_t)) ||
+            !dsv4_regrow(&c->cb_pos, n, sizeof(int32_t)) || !dsv4_regrow(&c->cb_want, n, 1) ||
+            !dsv4_regrow(&c->cb_embd, n, sizeof(float *)))
             return di_error_set(err, DI_ERR_NOMEM, "bounded replay: out of memory for %lld rows", (long long)n);
         c->cap_compact = n;
     }

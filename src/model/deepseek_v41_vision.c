@@ -150,6 +150,21 @@ di_status dsv41_vision_load(di_dsv41_model *m, const char *dir, di_error *err) {
         return DI_OK; /* a vision_config without the processor's geometry: no image input */
     }
     di_dsv4_model *B = &m->base;
+    /* A folder whose tower was stripped (vision_config kept, no vision.* /
+     * aligner.* tensors) is refused as DeepInfer 0.1.0 refuses it: its
+     * HFModelParameters always builds the VisionTransformer and MlpProjector,
+     * and model_loader.py:load_hf_checkpoint fails when the checkpoint does
+     * not cover every model parameter. */
+    if (!di_safetensors_checkpoint_find(B->ck, "vision.patch_embed.proj.weight") &&
+        !di_safetensors_checkpoint_find(B->ck, "aligner.w1.weight")) {
+        di_hf_config_close(v);
+        di_hf_config_close(root);
+        return di_error_set(err, DI_ERR_FORMAT,
+                            "config.json has a vision_config and an image_token_id but the checkpoint holds no "
+                            "vision tower (no vision.* / aligner.* tensors): DeepInfer 0.1.0 refuses it too (the "
+                            "checkpoint must cover every parameter of the tower); add the tower's tensors, or "
+                            "remove image_token_id for a text-only model");
+    }
     struct dsv41_vision *vi = di_calloc(1, sizeof *vi);
     if ((s = dsv4_own(B, vi, err))) goto done;
     if ((s = read_geometry(root, v, vi, err))) goto done;

@@ -159,6 +159,28 @@ static int32_t index_select(const di_dsv4_ctx *c, const di_dsv4_kv *kv, int32_t 
     return k;
 }
 
+void dsv4_attend_sink(const di_cpu_kernels *k, const float *q_row, const float *keys, int32_t n_keys,
+                      const float *sink, int32_t H, int32_t hd, float *logits, float *o) {
+    const float scale = 1.0f / sqrtf((float)hd);
+    for (int32_t h = 0; h < H; h++) {
+        const float *q = q_row + (int64_t)h * hd;
+        float *out = o + (int64_t)h * hd;
+        float mx = sink[h];
+        for (int32_t t = 0; t < n_keys; t++) {
+            logits[t] = k->dot_f32(q, keys + (int64_t)t * hd, hd) * scale;
+            mx = logits[t] > mx ? logits[t] : mx;
+        }
+        float sum = expf(sink[h] - mx); /* the sink takes mass, gives no value */
+        for (int32_t t = 0; t < n_keys; t++) sum += logits[t] = expf(logits[t] - mx);
+        memset(out, 0, (size_t)hd * sizeof(float));
+        for (int32_t t = 0; t < n_keys; t++) {
+            float pr = logits[t] / sum;
+            const float *v = keys + (int64_t)t * hd;
+            for (int32_t d = 0; d < hd; d++) out[d] += pr * v[d];
+        }
+    }
+}
+
 static void attend_row(void *arg, int64_t row, int thread) {
     const attn_job *j = arg;
     di_dsv4_ctx *c = j->c;
@@ -195,24 +217,8 @@ static void attend_row(void *arg, int64_t row, int thread) {
                    keys + (int64_t)n_keys * hd, hd);
     }
 
-    const float scale = 1.0f / sqrtf((float)hd);
-    for (int32_t h = 0; h < H; h++) {
-        const float *q = c->q + (row * H + h) * (int64_t)hd;
-        float *out = c->att + (row * H + h) * (int64_t)hd;
-        float mx = L->sink[h];
-        for (int32_t t = 0; t < n_keys; t++) {
-            logits[t] = m->k->dot_f32(q, keys + (int64_t)t * hd, hd) * scale;
-            mx = logits[t] > mx ? logits[t] : mx;
-        }
-        float sum = expf(L->sink[h] - mx); /* the sink takes mass, gives no value */
-        for (int32_t t = 0; t < n_keys; t++) sum += logits[t] = expf(logits[t] - mx);
-        memset(out, 0, (size_t)hd * sizeof(float));
-        for (int32_t t = 0; t < n_keys; t++) {
-            float pr = logits[t] / sum;
-            const float *v = keys + (int64_t)t * hd;
-            for (int32_t d = 0; d < hd; d++) out[d] += pr * v[d];
-        }
-    }
+    dsv4_attend_sink(m->k, c->q + row * H * (int64_t)hd, keys, n_keys, L->sink, H, hd, logits,
+                     c->att + row * H * (int64_t)hd);
     /* K = V carried the key's rotation: undo it at the query position */
     dsv4_rope(c->att + row * H * (int64_t)hd, H, hd, hp->n_rot,
               L->kind == DI_DSV4_ATTN_WINDOW ? m->inv_freq_main : m->inv_freq_compress, p, -1.0f);

@@ -36,18 +36,8 @@ const char *di_dsv4_attn_kind_name(di_dsv4_attn_kind k) {
     return (unsigned)k < 3 ? LAYER_TYPE_NAMES[k] : "?";
 }
 
-#define GET_INT(key, lo, hi, def, dst)                                                     \
-    do {                                                                                   \
-        int64_t v_;                                                                        \
-        if ((s = di_hf_config_get_int_or(c, key, lo, hi, def, &v_, err))) goto done;       \
-        (dst) = (int32_t)v_;                                                               \
-    } while (0)
-#define GET_FLOAT(key, lo, hi, def, dst)                                                   \
-    do {                                                                                   \
-        double v_;                                                                         \
-        if ((s = di_hf_config_get_float_or(c, key, lo, hi, def, &v_, err))) goto done;     \
-        (dst) = v_;                                                                        \
-    } while (0)
+#define GET_INT(key, lo, hi, def, dst) DSV4_CFG_INT_OR(c, key, lo, hi, def, dst)
+#define GET_FLOAT(key, lo, hi, def, dst) DSV4_CFG_FLOAT_OR(c, key, lo, hi, def, dst)
 
 /* layer_types, else legacy compress_ratios (0/4/128 per layer, possibly
  * longer than n_layers: the MTP layer's entry is dropped as transformers

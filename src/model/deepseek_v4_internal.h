@@ -9,6 +9,12 @@
  *   deepseek_v4_ep.c      expert parallelism: dispatch/combine over di_dist, EPLB
  *   deepseek_v4_mhc.c     manifold-constrained hyper-connections
  *   deepseek_v4.c         KV cache, contexts, the forward over a batch
+ *
+ * Shared with DeepSeek-V4.1 (deepseek_v41_internal.h), one copy each: the
+ * linears, the core-weight binders, one token's mHC, the sink attention
+ * core (deepseek_v4_attn.c), the MoE core (deepseek_v4_moe_core.c: top-K
+ * selection, per-expert gather loop, routed sum, EP tables), the EP core,
+ * the context / KV buffers (deepseek_v4_scratch.c).
  */
 #ifndef DI_MODEL_DEEPSEEK_V4_INTERNAL_H
 #define DI_MODEL_DEEPSEEK_V4_INTERNAL_H
@@ -50,33 +56,55 @@ typedef struct dsv4_compressor {
     const float *norm;    /* (dim) RMSNorm weight of the pooled row */
 } dsv4_compressor;
 
+/* The weights every layer of the family has, V4 and V4.1 alike: the mHC
+ * maps of its two sublayers, the norms, the attention's projections and
+ * sink, the MoE's router and experts. A layer struct holds them as an
+ * anonymous union of the fields (L->wq_a, read by the forward) and one
+ * named view (L->core, filled by dsv4_bind_core_attn / _moe); both name
+ * the same members in the same order. Shapes: D = n_embd, N = hc_mult,
+ * H heads of hd, G output groups, E experts of width F. */
+#define DSV4_CORE_FIELDS                                                                        \
+    dsv4_linear hc_attn_fn, hc_ffn_fn;     /* ((2+N)*N, N*D) F32 */                             \
+    const float *hc_attn_base, *hc_attn_scale, *hc_ffn_base, *hc_ffn_scale; /* ((2+N)*N), (3) */ \
+    const float *attn_norm, *ffn_norm;     /* (D) */                                            \
+    dsv4_linear wq_a;                      /* (q_lora, D) */                                    \
+    const float *q_norm;                   /* (q_lora) */                                       \
+    dsv4_linear wq_b;                      /* (H*hd, q_lora) */                                 \
+    dsv4_linear wkv;                       /* (hd, D) */                                        \
+    const float *kv_norm;                  /* (hd) */                                           \
+    dsv4_linear wo_a;                      /* (G*o_lora, H*hd/G) */                             \
+    dsv4_linear wo_b;                      /* (D, G*o_lora) */                                  \
+    const float *sink;                     /* (H) */                                            \
+    dsv4_linear gate;                      /* (E, D) router */                                  \
+    dsv4_linear *w1, *w2, *w3;             /* (E) each: (F, D), (D, F), (F, D) */               \
+    dsv4_linear sh_w1, sh_w2, sh_w3;       /* the shared expert */
+typedef struct dsv4_core_w {
+    DSV4_CORE_FIELDS
+} dsv4_core_w;
+#define DSV4_CORE_MEMBER                                                                        \
+    union {                                                                                     \
+        dsv4_core_w core;                                                                       \
+        struct {                                                                                \
+            DSV4_CORE_FIELDS                                                                    \
+        };                                                                                      \
+    }
+
+/* The sizes dsv4_bind_core_* check the core tensors against. */
+typedef struct dsv4_core_dims {
+    int64_t n_embd, hc_mult, q_lora, n_heads, head_dim, o_groups, o_lora, moe_ff;
+} dsv4_core_dims;
+
 typedef struct dsv4_layer {
     di_dsv4_attn_kind kind;
     int32_t ratio;        /* compression ratio; 0 for window-only */
     int hash_moe;         /* routes by tid2eid */
-    /* mHC of the two sublayers: fn ((2+N)*N, N*n_embd), base ((2+N)*N), scale (3) */
-    dsv4_linear hc_attn_fn, hc_ffn_fn;
-    const float *hc_attn_base, *hc_attn_scale, *hc_ffn_base, *hc_ffn_scale;
-    const float *attn_norm, *ffn_norm; /* (n_embd) */
-    /* attention */
-    dsv4_linear wq_a;     /* (q_lora, n_embd) */
-    const float *q_norm;  /* (q_lora) */
-    dsv4_linear wq_b;     /* (n_heads*head_dim, q_lora) */
-    dsv4_linear wkv;      /* (head_dim, n_embd) */
-    const float *kv_norm; /* (head_dim) */
-    dsv4_linear wo_a;     /* (o_groups*o_lora, n_heads*head_dim/o_groups) */
-    dsv4_linear wo_b;     /* (n_embd, o_groups*o_lora) */
-    const float *sink;    /* (n_heads) */
+    DSV4_CORE_MEMBER;
     dsv4_compressor comp; /* CSA/HCA */
     dsv4_compressor icomp;/* CSA: the indexer's compressor */
     dsv4_linear idx_wq_b; /* CSA: (index_heads*index_dim, q_lora) */
     dsv4_linear idx_wproj;/* CSA: (index_heads, n_embd) */
-    /* MoE */
-    dsv4_linear gate;     /* (n_experts, n_embd) router */
     const float *gate_bias; /* (n_experts) selection-only bias; NULL on hash layers */
     int32_t *tid2eid;     /* (n_vocab, n_experts_used) owned, validated; hash layers */
-    dsv4_linear *w1, *w2, *w3; /* (n_experts) each; w1/w3 (moe_ff, n_embd), w2 (n_embd, moe_ff) */
-    dsv4_linear sh_w1, sh_w2, sh_w3; /* shared expert */
 } dsv4_layer;
 
 /* One V3-style MTP module of the V4 base release (`mtp.<i>.` in the
@@ -132,7 +160,8 @@ struct di_dsv4_kv {
 /* Forward scratch, grown to the largest batch seen (deepseek_v4.c). */
 struct di_dsv4_ctx {
     const di_dsv4_model *m;
-    int64_t cap_rows, cap_tasks, cap_attn_floats, cap_seqs;
+    int64_t cap_rows, cap_seqs, cap_attn_floats; /* rows, seq slots, floats in attn_scratch */
+    int64_t cap_tasks;    /* doubles in prof_thread (tasks x DSV4_PROF_THREAD_SLOTS) */
     int64_t cap_mm_floats; /* floats in mm_scratch */
     float *X, *Xn;        /* (rows, N, D) residual copies, current and next */
     float *flat;          /* (rows, N*D) normalized copies (mHC input) */
@@ -149,6 +178,7 @@ struct di_dsv4_ctx {
     float *att;           /* (rows, H*hd) attention output */
     float *oa;            /* (rows, G*o_lora) grouped projection output */
     float *logit;         /* (rows, E) router logits */
+    float *vsel;          /* (rows, E) selection values (score + bias, or skewed draws) */
     int32_t *sel;         /* (rows, K) chosen experts, ascending */
     float *selw;          /* (rows, K) their weights */
     float *ysel;          /* (rows*K, D) expert outputs */
@@ -162,7 +192,7 @@ struct di_dsv4_ctx {
     /* per-block timers (di_dsv4_ctx_set_profile); prof_on 0 costs a branch */
     int prof_on;
     di_dsv4_profile prof;
-    double *prof_thread;  /* (cap_tasks, DSV4_PROF_THREAD_SLOTS) per pool thread: indexer
+    double *prof_thread;  /* (tasks, DSV4_PROF_THREAD_SLOTS) per pool thread: indexer
                              seconds, row seconds, core flops, core cache bytes */
     di_dsv4_ep *ep;       /* expert parallelism (not owned), NULL = all experts here */
     const int32_t *ep_plen;   /* EP, per row of the last MoE: leading experts already summed */
@@ -188,6 +218,26 @@ double dsv4_linear_bytes(const dsv4_linear *w);
 /* ---- config and load ---------------------------------------------------- */
 
 di_status dsv4_hparams_from_config(const char *path, di_dsv4_hparams *hp, di_error *err);
+/* The config readers' shorthand (V4 and V4.1; format/hf_config.h): read one
+ * range-checked value of cfg into dst, or jump to done with s set. */
+#define DSV4_CFG_INT_OR(cfg, key, lo, hi, def, dst)                                           \
+    do {                                                                                      \
+        int64_t v_;                                                                           \
+        if ((s = di_hf_config_get_int_or(cfg, key, lo, hi, def, &v_, err))) goto done;        \
+        (dst) = (int32_t)v_;                                                                  \
+    } while (0)
+#define DSV4_CFG_INT(cfg, key, lo, hi, dst)                                                   \
+    do {                                                                                      \
+        int64_t v_;                                                                           \
+        if ((s = di_hf_config_get_int(cfg, key, lo, hi, &v_, err))) goto done;                \
+        (dst) = (int32_t)v_;                                                                  \
+    } while (0)
+#define DSV4_CFG_FLOAT_OR(cfg, key, lo, hi, def, dst)                                         \
+    do {                                                                                      \
+        double v_;                                                                            \
+        if ((s = di_hf_config_get_float_or(cfg, key, lo, hi, def, &v_, err))) goto done;      \
+        (dst) = v_;                                                                           \
+    } while (0)
 di_status dsv4_bind_weights(di_dsv4_model *m, di_error *err);
 /* The binders bind_weights uses, for DeepSeek-V4.1's loader: m supplies the
  * mapping (m->ck), the FP8 block edge (m->hp.fp8_block) and the owned list. */
@@ -196,10 +246,64 @@ di_status dsv4_bind_linear(di_dsv4_model *m, const char *base, int64_t n_out, in
 di_status dsv4_bind_vec(di_dsv4_model *m, const char *name, int64_t n, const float **out, di_error *err);
 di_status dsv4_bind_float_matrix(di_dsv4_model *m, const char *name, int64_t rows, int64_t cols, dsv4_linear *w,
                                  di_error *err);
+/* The loaders' shorthand (V4 and V4.1): bind the tensor "<pfx>.<suffix>"
+ * of model m into dst; the caller has char name[], di_status s and
+ * di_error *err in scope and returns s on failure. */
+#define DSV4_BIND_LIN(m, pfx, suffix, o, i, mx, dst)                                          \
+    do {                                                                                      \
+        snprintf(name, sizeof name, "%s.%s", pfx, suffix);                                    \
+        if ((s = dsv4_bind_linear(m, name, o, i, mx, dst, err))) return s;                    \
+    } while (0)
+#define DSV4_BIND_VEC(m, pfx, suffix, n, dst)                                                 \
+    do {                                                                                      \
+        snprintf(name, sizeof name, "%s.%s", pfx, suffix);                                    \
+        if ((s = dsv4_bind_vec(m, name, n, dst, err))) return s;                              \
+    } while (0)
+/* The core weights of the layer under pfx ("layers.3", "mtp.0"), in the
+ * order the loaders report a missing one: _attn the mHC maps, norms,
+ * attention projections and sink; _moe the n_exp routed experts
+ * (ffn.experts.<e>.w1/w2/w3, MXFP4 allowed, in one owned array) and the
+ * shared one (the router and its bias are the model's: V4 routes hash
+ * layers by tid2eid). */
+di_status dsv4_bind_core_attn(di_dsv4_model *m, const char *pfx, const dsv4_core_dims *d, dsv4_core_w *w,
+                              di_error *err);
+di_status dsv4_bind_core_moe(di_dsv4_model *m, const char *pfx, const dsv4_core_dims *d, int32_t n_exp,
+                             dsv4_core_w *w, di_error *err);
 /* Rotary inverse frequencies (n_rot/2) for base theta, YaRN from hp when yarn. */
 void dsv4_build_inv_freq(const di_dsv4_hparams *hp, double base, int yarn, float *out);
 /* Keeps p until the model is freed; frees p and fails on no memory. */
 di_status dsv4_own(di_dsv4_model *m, void *p, di_error *err);
+
+/* ---- buffers of contexts and caches (deepseek_v4_scratch.c) ------------- */
+
+/* One scratch buffer of a context: *pp holds n elements of size bytes. */
+typedef struct dsv4_buf {
+    void *pp;             /* the address of the buffer's pointer */
+    int64_t n;
+    size_t size;
+} dsv4_buf;
+
+/* *pp <- a fresh n-element buffer (contents lost); 0 on no memory, *pp kept. */
+int dsv4_regrow(void *pp, int64_t n, size_t size);
+/* Grows *pp to n elements when n > *cap (then *cap = n); 0 on no memory,
+ * with *cap 0 so the next call tries again. */
+int dsv4_grow(void *pp, int64_t *cap, int64_t n, size_t size);
+/* dsv4_regrow over a table; 0 as soon as one fails. */
+int dsv4_regrow_all(const dsv4_buf *b, size_t n_bufs);
+/* Frees every buffer of a table (n and size unread) and clears the pointers. */
+void dsv4_free_all(const dsv4_buf *b, size_t n_bufs);
+static inline int64_t dsv4_max64(int64_t a, int64_t b) { return a > b ? a : b; }
+/* *out <- slots * row_bytes zeroed bytes (one KV layer), overflow checked. */
+di_status dsv4_kv_alloc(void **out, uint64_t slots, uint64_t row_bytes, di_error *err);
+/* The start of both caches' create: checks the block counts and allocates
+ * lay (n_layers entries of lay_size bytes) and data (the address of a
+ * pointer array: n_layers NULL pointers); the caller frees both on failure. */
+di_status dsv4_kv_begin(int32_t n_blocks, int32_t block_size, int32_t n_layers, size_t lay_size, void **lay,
+                        void *data, di_error *err);
+/* The rollback check both caches make (arch names the model in the message):
+ * their records are per position, so nothing is moved. */
+di_status dsv4_kv_check_truncate(const char *arch, int32_t n_blocks, int32_t block_size, int32_t seq_slot,
+                                 int32_t n_keep, di_error *err);
 
 /* ---- linear ------------------------------------------------------------- */
 
@@ -219,6 +323,27 @@ void dsv4_linear_row(const di_cpu_kernels *k, const dsv4_linear *w, int64_t o, f
  * sign -1 applies the inverse rotation. */
 void dsv4_rope(float *x, int32_t n_heads, int32_t dim, int32_t n_rot, const float *inv_freq,
                int32_t pos, float sign);
+
+/* Tasks for a per-row pass over n rows: a few per pool thread, at most n
+ * (a row's numbers never depend on the split). */
+int dsv4_rows_tasks(int64_t n, di_threadpool *pool);
+
+/* ---- mHC of one token, shared by the family (deepseek_v4_mhc.c) ---------
+ * V4 and V4.1 (shifted: the collapse uses the previous sublayer's pre, the
+ * mixes are scaled by the copies' rsqrt first) run these same operations. */
+
+/* pre (N) = sigmoid(mx_i s0 + b_i) + eps, post (N) = 2 sigmoid(mx_{N+i} s1 +
+ * b_{N+i}), comb (N, N) = row softmax(mx_{2N..} s2 + b_{2N..}) + eps, then
+ * Sinkhorn: columns, then (iters - 1) times rows and columns. mx: (2+N)*N. */
+void dsv4_mhc_weights(const float *mx, const float *base, const float *scale, int32_t N, int32_t iters, float eps,
+                      float *pre, float *post, float *comb);
+/* h (D) = sum_i pre_i X_i for X (N, D). */
+void dsv4_mhc_collapse(const float *pre, const float *X, int32_t N, int32_t D, float *h);
+/* Xn_k (N, D) = post_k y + sum_j comb[j][k] X_j. */
+void dsv4_mhc_expand(const float *X, const float *y, const float *post, const float *comb, int32_t N, int32_t D,
+                     float *Xn);
+/* The final head's collapse weight sigmoid(mix * scale + base) + eps. */
+float dsv4_mhc_head_weight(float mix, float base, float scale, float eps);
 
 /* ---- blocks (each over the rows of one batch) ---------------------------- */
 
@@ -240,8 +365,9 @@ di_status dsv4_moe(di_dsv4_ctx *c, int32_t il, const int32_t *tokens, int64_t n,
  * owner's partial sums use this same expression, so they round alike. */
 static inline float dsv4_moe_mac(float s, float y, float w) { return s + y * w; }
 /* Forced imbalance (di_dsv4_ctx_set_route_skew, shared with V4.1): the
- * score scale of the hot experts, and a row's uniform draw for expert e
- * from its own content (token, layer, first hidden values). */
+ * score scale of the hot experts (0 = off: ratio < 1, one group, or fewer
+ * experts than groups), and a row's uniform draw for expert e from its own
+ * content (token, layer, first hidden values). */
 float dsv4_skew_factor(double ratio, int32_t groups, int32_t K, int32_t E);
 float dsv4_row_uniform(int32_t token, int32_t il, const float *h, int32_t e);
 /* gate (n) <- silu(min(gate, limit)) * clamp(up, -limit, limit) */
@@ -269,6 +395,35 @@ typedef struct dsv4_ep_scratch {
 typedef void (*dsv4_ep_expert_fn)(void *user, const dsv4_linear *w, float *x, const float *wts, int64_t cnt,
                                   float *y, const dsv4_ep_scratch *sc, di_threadpool *pool);
 
+/* sel (K) <- the K largest of v (E), largest first, ties to the lower id
+ * (the routers' selection: v = score + bias, or the forced-imbalance draws). */
+void dsv4_topk_select(const float *v, int32_t E, int32_t K, int32_t *sel);
+/* The routed experts of one MoE layer in this process (no EP), V4 and V4.1
+ * alike (deepseek_v4_moe_core.c): each expert once over the rows that
+ * chose it, with the expert function its EP owners run. */
+typedef struct dsv4_moe_local_io {
+    const dsv4_linear *w1, *w2, *w3; /* (n_experts) each */
+    int32_t n_experts, n_used, n_embd;
+    int64_t n;
+    const float *x;        /* (n, D) the experts' input */
+    const int32_t *sel;    /* (n, K) chosen experts */
+    const float *selw;     /* (n, K) their weights */
+    dsv4_ep_expert_fn expert;
+    void *user;
+    dsv4_ep_scratch sc;    /* the expert's scratch */
+    float *xg, *yg;        /* (n*K, D) one expert's gathered inputs / outputs */
+    int32_t *grow;         /* (n*K) their (row*K + k) */
+    float *wg;             /* (n*K) their weights, or NULL: the expert gets wts NULL */
+    float *ysel;           /* out: (n*K, D) each choice's output */
+} dsv4_moe_local_io;
+void dsv4_moe_local(const dsv4_moe_local_io *io, di_threadpool *pool);
+/* y (n, D) = each row's routed sum in choice order, then + shared (n, D):
+ * from 0, or from partial (n, D) over the first plen[r] choices when EP sent
+ * that sum (plen NULL: none); each step dsv4_moe_mac with selw (n, K), or a
+ * plain add when selw is NULL (the expert applied the weight). */
+void dsv4_moe_sum(int64_t n, int32_t K, int32_t D, const float *ysel, const float *selw, const int32_t *plen,
+                  const float *partial, const float *shared, float *y);
+
 /* The routed half of one MoE layer on this rank's n rows (n may be 0). */
 typedef struct dsv4_ep_layer {
     int32_t layer;
@@ -289,6 +444,12 @@ typedef struct dsv4_ep_layer {
 /* Collective: an EP group over d for the experts x. */
 di_status dsv4_ep_create(const dsv4_ep_experts *x, di_dist *d, const di_dsv4_ep_params *p, di_dsv4_ep **out,
                          di_error *err);
+/* dsv4_ep_create for a model whose layer l (n_layers structs of stride
+ * bytes) holds its expert arrays (n_experts dsv4_linear each) at byte
+ * offsets off_w1 / off_w2 / off_w3 (offsetof of the w1 / w2 / w3 fields). */
+di_status dsv4_ep_create_layers(const void *layers, size_t stride, size_t off_w1, size_t off_w2, size_t off_w3,
+                                int32_t n_layers, int32_t n_experts, int32_t n_used, int32_t n_embd, int32_t moe_ff,
+                                di_dist *d, const di_dsv4_ep_params *p, di_dsv4_ep **out, di_error *err);
 /* Collective: the routed experts of io through their owner ranks. */
 di_status dsv4_ep_routed(di_dsv4_ep *ep, dsv4_ep_layer *io, di_threadpool *pool, di_error *err);
 /* The window push and, when due, the rebalance after each forward. */
@@ -301,6 +462,13 @@ double dsv4_ep_skew(const di_dsv4_ep *ep, int32_t *groups);
  * gathered; collective then). The batch was validated. */
 di_status dsv4_attention(di_dsv4_ctx *c, di_dsv4_kv *kv, int32_t il, const di_batch *b, di_threadpool *pool,
                          di_error *err);
+/* The family's sparse attention core, one row (V4 and V4.1): for each of
+ * H heads of q_row (H, hd), softmax over the n_keys K=V rows keys (n_keys,
+ * hd) of q.k / sqrt(hd) with the head's sink logit taking mass but giving
+ * no value; o (H, hd) the weighted sum. logits: n_keys floats of scratch.
+ * The inverse rotary of o is the caller's (its rounding policy). */
+void dsv4_attend_sink(const di_cpu_kernels *k, const float *q_row, const float *keys, int32_t n_keys,
+                      const float *sink, int32_t H, int32_t hd, float *logits, float *o);
 /* Scratch floats per task that dsv4_attention needs for positions < max_pos+1. */
 int64_t dsv4_attention_scratch_floats(const di_dsv4_model *m, int32_t max_pos);
 

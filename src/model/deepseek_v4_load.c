@@ -273,49 +273,82 @@ static di_status bind_compressor(di_dsv4_model *m, const char *base, int32_t dim
     return bind_vec(m, name, dim, &c->norm, err);
 }
 
+/* ---- the family's core weights (both loaders) ---------------------------------- */
+
+#define CORE_LIN(...) DSV4_BIND_LIN(m, pfx, __VA_ARGS__)
+#define CORE_VEC(...) DSV4_BIND_VEC(m, pfx, __VA_ARGS__)
+
+di_status dsv4_bind_core_attn(di_dsv4_model *m, const char *pfx, const dsv4_core_dims *d, dsv4_core_w *w,
+                              di_error *err) {
+    const int64_t D = d->n_embd, N = d->hc_mult, M = (2 + N) * N, HD = d->n_heads * d->head_dim;
+    char name[NAME_MAX_LEN];
+    di_status s;
+    /* mHC projections are plain 2-D float tensors without a .weight suffix */
+    snprintf(name, sizeof name, "%s.hc_attn_fn", pfx);
+    if ((s = bind_float_matrix(m, name, M, N * D, &w->hc_attn_fn, err))) return s;
+    snprintf(name, sizeof name, "%s.hc_ffn_fn", pfx);
+    if ((s = bind_float_matrix(m, name, M, N * D, &w->hc_ffn_fn, err))) return s;
+    CORE_VEC("hc_attn_base", M, &w->hc_attn_base);
+    CORE_VEC("hc_attn_scale", 3, &w->hc_attn_scale);
+    CORE_VEC("hc_ffn_base", M, &w->hc_ffn_base);
+    CORE_VEC("hc_ffn_scale", 3, &w->hc_ffn_scale);
+    CORE_VEC("attn_norm.weight", D, &w->attn_norm);
+    CORE_VEC("ffn_norm.weight", D, &w->ffn_norm);
+    CORE_LIN("attn.wq_a", d->q_lora, D, 0, &w->wq_a);
+    CORE_VEC("attn.q_norm.weight", d->q_lora, &w->q_norm);
+    CORE_LIN("attn.wq_b", HD, d->q_lora, 0, &w->wq_b);
+    CORE_LIN("attn.wkv", d->head_dim, D, 0, &w->wkv);
+    CORE_VEC("attn.kv_norm.weight", d->head_dim, &w->kv_norm);
+    CORE_LIN("attn.wo_a", d->o_groups * d->o_lora, HD / d->o_groups, 0, &w->wo_a);
+    CORE_LIN("attn.wo_b", D, d->o_groups * d->o_lora, 0, &w->wo_b);
+    CORE_VEC("attn.attn_sink", d->n_heads, &w->sink);
+    return DI_OK;
+}
+
+di_status dsv4_bind_core_moe(di_dsv4_model *m, const char *pfx, const dsv4_core_dims *d, int32_t n_exp,
+                             dsv4_core_w *w, di_error *err) {
+    const int64_t D = d->n_embd, F = d->moe_ff;
+    char name[NAME_MAX_LEN];
+    di_status s;
+    dsv4_linear *ws = di_calloc((size_t)n_exp * 3, sizeof *ws);
+    if ((s = dsv4_own(m, ws, err))) return s;
+    w->w1 = ws;
+    w->w2 = ws + n_exp;
+    w->w3 = ws + 2 * (int64_t)n_exp;
+    for (int32_t e = 0; e < n_exp; e++) {
+        char ex[64];
+        snprintf(ex, sizeof ex, "ffn.experts.%d.w1", (int)e);
+        CORE_LIN(ex, F, D, 1, &w->w1[e]);
+        snprintf(ex, sizeof ex, "ffn.experts.%d.w2", (int)e);
+        CORE_LIN(ex, D, F, 1, &w->w2[e]);
+        snprintf(ex, sizeof ex, "ffn.experts.%d.w3", (int)e);
+        CORE_LIN(ex, F, D, 1, &w->w3[e]);
+    }
+    CORE_LIN("ffn.shared_experts.w1", F, D, 0, &w->sh_w1);
+    CORE_LIN("ffn.shared_experts.w2", D, F, 0, &w->sh_w2);
+    CORE_LIN("ffn.shared_experts.w3", F, D, 0, &w->sh_w3);
+    return DI_OK;
+}
+#undef CORE_LIN
+#undef CORE_VEC
+
 /* One block (attention + MoE + its mHC) under prefix p ("layers.3",
  * "mtp.0"). */
 static di_status bind_block(di_dsv4_model *m, const char *p, di_dsv4_attn_kind kind, int hash_moe, dsv4_layer *L,
                             di_error *err) {
     const di_dsv4_hparams *hp = &m->hp;
-    const int64_t D = hp->n_embd, N = hp->hc_mult, M = (2 + N) * N, HD = (int64_t)hp->n_heads * hp->head_dim;
+    const int64_t D = hp->n_embd, N = hp->hc_mult;
     char name[NAME_MAX_LEN];
     di_status s;
     L->kind = kind;
     L->ratio = L->kind == DI_DSV4_ATTN_CSA ? hp->ratio_csa : L->kind == DI_DSV4_ATTN_HCA ? hp->ratio_hca : 0;
     L->hash_moe = hash_moe;
 
-#define LIN(suffix, o, i, mx, dst)                                                        \
-    do {                                                                                  \
-        snprintf(name, sizeof name, "%s.%s", p, suffix);                                  \
-        if ((s = bind_linear(m, name, o, i, mx, dst, err))) return s;                     \
-    } while (0)
-#define VEC(suffix, n, dst)                                                               \
-    do {                                                                                  \
-        snprintf(name, sizeof name, "%s.%s", p, suffix);                                  \
-        if ((s = bind_vec(m, name, n, dst, err))) return s;                               \
-    } while (0)
+#define LIN(...) DSV4_BIND_LIN(m, p, __VA_ARGS__)
+#define VEC(...) DSV4_BIND_VEC(m, p, __VA_ARGS__)
 
-    /* mHC projections are plain 2-D float tensors without a .weight suffix */
-    snprintf(name, sizeof name, "%s.hc_attn_fn", p);
-    if ((s = bind_float_matrix(m, name, M, N * D, &L->hc_attn_fn, err))) return s;
-    snprintf(name, sizeof name, "%s.hc_ffn_fn", p);
-    if ((s = bind_float_matrix(m, name, M, N * D, &L->hc_ffn_fn, err))) return s;
-    VEC("hc_attn_base", M, &L->hc_attn_base);
-    VEC("hc_attn_scale", 3, &L->hc_attn_scale);
-    VEC("hc_ffn_base", M, &L->hc_ffn_base);
-    VEC("hc_ffn_scale", 3, &L->hc_ffn_scale);
-    VEC("attn_norm.weight", D, &L->attn_norm);
-    VEC("ffn_norm.weight", D, &L->ffn_norm);
-
-    LIN("attn.wq_a", hp->q_lora, D, 0, &L->wq_a);
-    VEC("attn.q_norm.weight", hp->q_lora, &L->q_norm);
-    LIN("attn.wq_b", HD, hp->q_lora, 0, &L->wq_b);
-    LIN("attn.wkv", hp->head_dim, D, 0, &L->wkv);
-    VEC("attn.kv_norm.weight", hp->head_dim, &L->kv_norm);
-    LIN("attn.wo_a", (int64_t)hp->o_groups * hp->o_lora, HD / hp->o_groups, 0, &L->wo_a);
-    LIN("attn.wo_b", D, (int64_t)hp->o_groups * hp->o_lora, 0, &L->wo_b);
-    VEC("attn.attn_sink", hp->n_heads, &L->sink);
+    const dsv4_core_dims dims = {D, N, hp->q_lora, hp->n_heads, hp->head_dim, hp->o_groups, hp->o_lora, hp->moe_ff};
+    if ((s = dsv4_bind_core_attn(m, p, &dims, &L->core, err))) return s;
     if (L->kind != DI_DSV4_ATTN_WINDOW) {
         int32_t coff = L->kind == DI_DSV4_ATTN_CSA ? 2 : 1;
         snprintf(name, sizeof name, "%s.attn.compressor", p);
@@ -335,23 +368,7 @@ static di_status bind_block(di_dsv4_model *m, const char *p, di_dsv4_attn_kind k
     } else {
         VEC("ffn.gate.bias", hp->n_experts, &L->gate_bias);
     }
-    dsv4_linear *ws = di_calloc((size_t)hp->n_experts * 3, sizeof *ws);
-    if ((s = dsv4_own(m, ws, err))) return s;
-    L->w1 = ws;
-    L->w2 = ws + hp->n_experts;
-    L->w3 = ws + 2 * (int64_t)hp->n_experts;
-    for (int32_t e = 0; e < hp->n_experts; e++) {
-        char ex[64];
-        snprintf(ex, sizeof ex, "ffn.experts.%d.w1", (int)e);
-        LIN(ex, hp->moe_ff, D, 1, &L->w1[e]);
-        snprintf(ex, sizeof ex, "ffn.experts.%d.w2", (int)e);
-        LIN(ex, D, hp->moe_ff, 1, &L->w2[e]);
-        snprintf(ex, sizeof ex, "ffn.experts.%d.w3", (int)e);
-        LIN(ex, hp->moe_ff, D, 1, &L->w3[e]);
-    }
-    LIN("ffn.shared_experts.w1", hp->moe_ff, D, 0, &L->sh_w1);
-    LIN("ffn.shared_experts.w2", D, hp->moe_ff, 0, &L->sh_w2);
-    LIN("ffn.shared_experts.w3", hp->moe_ff, D, 0, &L->sh_w3);
+    if ((s = dsv4_bind_core_moe(m, p, &dims, hp->n_experts, &L->core, err))) return s;
 #undef LIN
 #undef VEC
     return DI_OK;

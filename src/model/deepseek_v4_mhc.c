@@ -29,10 +29,65 @@ typedef struct rows_job {
     int n_tasks;
 } rows_job;
 
-static int rows_tasks(int64_t n, di_threadpool *pool) {
+int dsv4_rows_tasks(int64_t n, di_threadpool *pool) {
     int64_t t = (int64_t)di_threadpool_n_threads(pool) * TASKS_PER_THREAD;
     return (int)(t < n ? t : n);
 }
+
+/* ---- one token's mHC, shared by the family (V4 here, V4.1's shifted mHC
+ * in deepseek_v41.c): the same operations in the same order for both ---- */
+
+void dsv4_mhc_weights(const float *mx, const float *base, const float *scale, int32_t N, int32_t iters, float eps,
+                      float *pre, float *post, float *comb) {
+    for (int32_t i = 0; i < N; i++) {
+        pre[i] = sigmoidf(mx[i] * scale[0] + base[i]) + eps;
+        post[i] = 2.0f * sigmoidf(mx[N + i] * scale[1] + base[N + i]);
+    }
+    for (int32_t i = 0; i < N; i++) { /* row softmax */
+        float *row = comb + i * N;
+        float mxv = -INFINITY;
+        for (int32_t jj = 0; jj < N; jj++) {
+            row[jj] = mx[2 * N + i * N + jj] * scale[2] + base[2 * N + i * N + jj];
+            mxv = row[jj] > mxv ? row[jj] : mxv;
+        }
+        float sum = 0.0f;
+        for (int32_t jj = 0; jj < N; jj++) sum += row[jj] = expf(row[jj] - mxv);
+        for (int32_t jj = 0; jj < N; jj++) row[jj] = row[jj] / sum + eps;
+    }
+    for (int32_t it = 0; it < iters; it++) {
+        if (it > 0) /* the first pass normalizes columns only */
+            for (int32_t i = 0; i < N; i++) {
+                float sm = 0.0f;
+                for (int32_t jj = 0; jj < N; jj++) sm += comb[i * N + jj];
+                for (int32_t jj = 0; jj < N; jj++) comb[i * N + jj] /= sm + eps;
+            }
+        for (int32_t jj = 0; jj < N; jj++) {
+            float sm = 0.0f;
+            for (int32_t i = 0; i < N; i++) sm += comb[i * N + jj];
+            for (int32_t i = 0; i < N; i++) comb[i * N + jj] /= sm + eps;
+        }
+    }
+}
+
+void dsv4_mhc_collapse(const float *pre, const float *X, int32_t N, int32_t D, float *h) {
+    for (int32_t d = 0; d < D; d++) {
+        float sm = 0.0f;
+        for (int32_t i = 0; i < N; i++) sm += pre[i] * X[(int64_t)i * D + d];
+        h[d] = sm;
+    }
+}
+
+void dsv4_mhc_expand(const float *X, const float *y, const float *post, const float *comb, int32_t N, int32_t D,
+                     float *Xn) {
+    for (int32_t k = 0; k < N; k++)
+        for (int32_t d = 0; d < D; d++) {
+            float sm = 0.0f;
+            for (int32_t jj = 0; jj < N; jj++) sm += comb[jj * N + k] * X[(int64_t)jj * D + d];
+            Xn[(int64_t)k * D + d] = post[k] * y[d] + sm;
+        }
+}
+
+float dsv4_mhc_head_weight(float mix, float base, float scale, float eps) { return sigmoidf(mix * scale + base) + eps; }
 
 /* Rows [r0, r1) of hc_pre after the projection: weights, Sinkhorn, collapse. */
 static void hc_pre_rows(void *arg, int64_t task, int thread) {
@@ -41,47 +96,13 @@ static void hc_pre_rows(void *arg, int64_t task, int thread) {
     di_dsv4_ctx *c = j->c;
     const di_dsv4_hparams *hp = &c->m->hp;
     const int32_t N = hp->hc_mult, D = hp->n_embd, M = (2 + N) * N;
-    const float eps = hp->hc_eps, *base = j->base, *scale = j->scale;
     int64_t r0, r1;
     di_threadpool_split(j->n, j->n_tasks, (int)task, &r0, &r1);
     for (int64_t r = r0; r < r1; r++) {
-        const float *mx = c->mix + r * M;
-        const float *X = c->X + r * N * D;
-        float *post = c->post + r * N, *comb = c->comb + r * N * N, *h = c->h + r * D;
         float pre[16]; /* hc_mult <= 16 (config check) */
-        for (int32_t i = 0; i < N; i++) {
-            pre[i] = sigmoidf(mx[i] * scale[0] + base[i]) + eps;
-            post[i] = 2.0f * sigmoidf(mx[N + i] * scale[1] + base[N + i]);
-        }
-        for (int32_t i = 0; i < N; i++) { /* row softmax */
-            float *row = comb + i * N;
-            float mxv = -INFINITY;
-            for (int32_t jj = 0; jj < N; jj++) {
-                row[jj] = mx[2 * N + i * N + jj] * scale[2] + base[2 * N + i * N + jj];
-                mxv = row[jj] > mxv ? row[jj] : mxv;
-            }
-            float sum = 0.0f;
-            for (int32_t jj = 0; jj < N; jj++) sum += row[jj] = expf(row[jj] - mxv);
-            for (int32_t jj = 0; jj < N; jj++) row[jj] = row[jj] / sum + eps;
-        }
-        for (int32_t it = 0; it < hp->hc_iters; it++) {
-            if (it > 0) /* the first pass normalizes columns only */
-                for (int32_t i = 0; i < N; i++) {
-                    float sm = 0.0f;
-                    for (int32_t jj = 0; jj < N; jj++) sm += comb[i * N + jj];
-                    for (int32_t jj = 0; jj < N; jj++) comb[i * N + jj] /= sm + eps;
-                }
-            for (int32_t jj = 0; jj < N; jj++) {
-                float sm = 0.0f;
-                for (int32_t i = 0; i < N; i++) sm += comb[i * N + jj];
-                for (int32_t i = 0; i < N; i++) comb[i * N + jj] /= sm + eps;
-            }
-        }
-        for (int32_t d = 0; d < D; d++) {
-            float sm = 0.0f;
-            for (int32_t i = 0; i < N; i++) sm += pre[i] * X[(int64_t)i * D + d];
-            h[d] = sm;
-        }
+        dsv4_mhc_weights(c->mix + r * M, j->base, j->scale, N, hp->hc_iters, hp->hc_eps, pre, c->post + r * N,
+                         c->comb + r * N * N);
+        dsv4_mhc_collapse(pre, c->X + r * N * D, N, D, c->h + r * D);
     }
 }
 
@@ -97,7 +118,7 @@ static void normalize_rows(void *arg, int64_t task, int thread) {
 }
 
 static void normalize_copies(di_dsv4_ctx *c, int64_t n, di_threadpool *pool) {
-    rows_job j = {c, NULL, NULL, n, rows_tasks(n, pool)};
+    rows_job j = {c, NULL, NULL, n, dsv4_rows_tasks(n, pool)};
     di_threadpool_run(pool, j.n_tasks, normalize_rows, &j);
 }
 
@@ -107,7 +128,7 @@ void dsv4_hc_pre(di_dsv4_ctx *c, const dsv4_linear *fn, const float *base, const
     const int32_t N = hp->hc_mult, D = hp->n_embd, M = (2 + N) * N;
     normalize_copies(c, n, pool);
     dsv4_linear_apply(c->m->k, fn, c->flat, (int64_t)N * D, c->mix, M, n, c->mm_scratch, pool);
-    rows_job j = {c, base, scale, n, rows_tasks(n, pool)};
+    rows_job j = {c, base, scale, n, dsv4_rows_tasks(n, pool)};
     di_threadpool_run(pool, j.n_tasks, hc_pre_rows, &j);
 }
 
@@ -118,21 +139,12 @@ static void hc_post_rows(void *arg, int64_t task, int thread) {
     const int32_t N = c->m->hp.hc_mult, D = c->m->hp.n_embd;
     int64_t r0, r1;
     di_threadpool_split(j->n, j->n_tasks, (int)task, &r0, &r1);
-    for (int64_t r = r0; r < r1; r++) {
-        const float *X = c->X + r * N * D, *y = c->y + r * D;
-        const float *post = c->post + r * N, *comb = c->comb + r * N * N;
-        float *Xn = c->Xn + r * N * D;
-        for (int32_t k = 0; k < N; k++)
-            for (int32_t d = 0; d < D; d++) {
-                float sm = 0.0f;
-                for (int32_t jj = 0; jj < N; jj++) sm += comb[jj * N + k] * X[(int64_t)jj * D + d];
-                Xn[(int64_t)k * D + d] = post[k] * y[d] + sm;
-            }
-    }
+    for (int64_t r = r0; r < r1; r++)
+        dsv4_mhc_expand(c->X + r * N * D, c->y + r * D, c->post + r * N, c->comb + r * N * N, N, D, c->Xn + r * N * D);
 }
 
 void dsv4_hc_post(di_dsv4_ctx *c, int64_t n, di_threadpool *pool) {
-    rows_job j = {c, NULL, NULL, n, rows_tasks(n, pool)};
+    rows_job j = {c, NULL, NULL, n, dsv4_rows_tasks(n, pool)};
     di_threadpool_run(pool, j.n_tasks, hc_post_rows, &j);
     float *t = c->X;
     c->X = c->Xn;
@@ -145,14 +157,9 @@ void dsv4_hc_head(di_dsv4_ctx *c, int64_t n, di_threadpool *pool) {
     normalize_copies(c, n, pool);
     dsv4_linear_apply(m->k, &m->hc_head_fn, c->flat, (int64_t)N * D, c->mix, N, n, c->mm_scratch, pool);
     for (int64_t r = 0; r < n; r++) {
-        const float *X = c->X + r * N * D;
         float pre[16];
         for (int32_t i = 0; i < N; i++)
-            pre[i] = sigmoidf(c->mix[r * N + i] * m->hc_head_scale[0] + m->hc_head_base[i]) + m->hp.hc_eps;
-        for (int32_t d = 0; d < D; d++) {
-            float s = 0.0f;
-            for (int32_t i = 0; i < N; i++) s += pre[i] * X[(int64_t)i * D + d];
-            c->h[r * D + d] = s;
-        }
+            pre[i] = dsv4_mhc_head_weight(c->mix[r * N + i], m->hc_head_base[i], m->hc_head_scale[0], m->hp.hc_eps);
+        dsv4_mhc_collapse(pre, c->X + r * N * D, N, D, c->h + r * D);
     }
 }

@@ -16,6 +16,7 @@
 #include "base/alloc.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -37,17 +38,15 @@ void dsv4_clamped_swiglu(float *gate, const float *up, int64_t n, float limit) {
  * experts ~ U(0, f), the others ~ U(0, 1)) that makes one group of n_hot of
  * E experts get `ratio` times the selections of each of the other groups. */
 float dsv4_skew_factor(double ratio, int32_t groups, int32_t K, int32_t E) {
+    if (!(ratio >= 1.0 && groups > 1 && E >= groups)) return 0.0f; /* off */
     double x = ratio / (ratio + groups - 1), n_hot = (double)E / groups;
     double t = 1.0 - (1.0 - x) * K / (E - n_hot), denom = 1.0 - x * K / n_hot;
     return denom > 0 ? (float)(t / denom) : 100.0f; /* saturate when unachievable */
 }
 
 void di_dsv4_ctx_set_route_skew(di_dsv4_ctx *c, double ratio, int32_t groups) {
-    const di_dsv4_hparams *hp = &c->m->hp;
-    c->skew_factor = 0.0f;
     c->skew_groups = groups;
-    if (ratio >= 1.0 && groups > 1 && hp->n_experts >= groups)
-        c->skew_factor = dsv4_skew_factor(ratio, groups, hp->n_experts_used, hp->n_experts);
+    c->skew_factor = dsv4_skew_factor(ratio, groups, c->m->hp.n_experts_used, c->m->hp.n_experts);
 }
 
 /* A uniform [0, 1) draw from a row's own content: the token, the layer and
@@ -77,42 +76,19 @@ static void route(di_dsv4_ctx *c, const dsv4_layer *L, const int32_t *tokens, in
         for (int32_t e = 0; e < E; e++) lg[e] = dsv4_sqrt_softplus(lg[e]);
         if (L->hash_moe) {
             memcpy(sel, L->tid2eid + (int64_t)tokens[r] * K, (size_t)K * sizeof *sel);
-        } else if (c->skew_factor > 0.0f) {
-            /* forced imbalance: top-K of skewed row-hashed draws */
-            const int32_t il = (int32_t)(L - c->m->layers), n_hot = E / c->skew_groups;
-            for (int32_t k = 0; k < K; k++) {
-                int32_t best = -1;
-                float bv = 0.0f;
-                for (int32_t e = 0; e < E; e++) {
-                    int taken = 0;
-                    for (int32_t j = 0; j < k; j++) taken |= sel[j] == e;
-                    if (taken) continue;
-                    float v = dsv4_row_uniform(tokens[r], il, c->h + r * hp->n_embd, e) *
-                              (e < n_hot ? c->skew_factor : 1.0f);
-                    if (best < 0 || v > bv) {
-                        best = e;
-                        bv = v;
-                    }
-                }
-                sel[k] = best;
-            }
         } else {
-            /* top-K of score + bias; ties go to the lower expert id */
-            for (int32_t k = 0; k < K; k++) {
-                int32_t best = -1;
-                float bv = 0.0f;
-                for (int32_t e = 0; e < E; e++) {
-                    int taken = 0;
-                    for (int32_t j = 0; j < k; j++) taken |= sel[j] == e;
-                    if (taken) continue;
-                    float v = lg[e] + L->gate_bias[e];
-                    if (best < 0 || v > bv) {
-                        best = e;
-                        bv = v;
-                    }
-                }
-                sel[k] = best;
+            /* top-K of score + bias, or with forced imbalance of skewed
+             * row-hashed draws; ties go to the lower expert id */
+            float *v = c->vsel + r * E;
+            if (c->skew_factor > 0.0f) {
+                const int32_t il = (int32_t)(L - c->m->layers), n_hot = E / c->skew_groups;
+                for (int32_t e = 0; e < E; e++)
+                    v[e] = dsv4_row_uniform(tokens[r], il, c->h + r * hp->n_embd, e) *
+                           (e < n_hot ? c->skew_factor : 1.0f);
+            } else {
+                for (int32_t e = 0; e < E; e++) v[e] = lg[e] + L->gate_bias[e];
             }
+            dsv4_topk_select(v, E, K, sel);
         }
         for (int32_t k = 1; k < K; k++) /* insertion sort by id */
             for (int32_t j = k; j > 0 && sel[j - 1] > sel[j]; j--) {
@@ -128,12 +104,10 @@ static void route(di_dsv4_ctx *c, const dsv4_layer *L, const int32_t *tokens, in
 
 /* ---- expert parallelism: V4's side of the family's EP core ---------------- */
 
-/* One expert on the rows an owner received (the weight is applied in the
- * row's sum, dsv4_moe_mac). */
-static void ep_expert(void *user, const dsv4_linear *w, float *x, const float *wts, int64_t cnt, float *y,
-                      const dsv4_ep_scratch *sc, di_threadpool *pool) {
-    (void)wts;
-    di_dsv4_ctx *c = user;
+/* One expert on its gathered rows (the weight is applied in the row's sum,
+ * dsv4_moe_mac): the same function here and on an EP owner. */
+static void run_expert(di_dsv4_ctx *c, const dsv4_linear *w, const float *x, int64_t cnt, float *y,
+                       const dsv4_ep_scratch *sc, di_threadpool *pool) {
     const di_dsv4_model *m = c->m;
     const int64_t D = m->hp.n_embd, F = m->hp.moe_ff;
     dsv4_linear_apply(m->k, &w[0], x, D, sc->g1, F, cnt, sc->mm, pool);
@@ -143,23 +117,31 @@ static void ep_expert(void *user, const dsv4_linear *w, float *x, const float *w
     if (c->prof_on) c->prof.flops[DI_DSV4_BLK_MOE_ROUTED] += 6.0 * (double)cnt * (double)D * (double)F;
 }
 
+static void ep_expert(void *user, const dsv4_linear *w, float *x, const float *wts, int64_t cnt, float *y,
+                      const dsv4_ep_scratch *sc, di_threadpool *pool) {
+    (void)wts;
+    run_expert(user, w, x, cnt, y, sc, pool);
+}
+
+/* The same in this process, with the weight bytes it read for the profile. */
+static void local_expert(void *user, const dsv4_linear *w, float *x, const float *wts, int64_t cnt, float *y,
+                         const dsv4_ep_scratch *sc, di_threadpool *pool) {
+    (void)wts;
+    di_dsv4_ctx *c = user;
+    run_expert(c, w, x, cnt, y, sc, pool);
+    if (c->prof_on)
+        c->prof.bytes[DI_DSV4_BLK_MOE_ROUTED] += dsv4_linear_bytes(&w[0]) + dsv4_linear_bytes(&w[1]) +
+                                                  dsv4_linear_bytes(&w[2]);
+}
+
 static float ep_mac(float acc, float y, float w) { return dsv4_moe_mac(acc, y, w); }
 
 di_status di_dsv4_ep_create(const di_dsv4_model *m, di_dist *d, const di_dsv4_ep_params *p, di_dsv4_ep **out,
                             di_error *err) {
     const di_dsv4_hparams *hp = &m->hp;
-    const int32_t L = hp->n_layers;
-    const dsv4_linear **t = di_malloc_array((size_t)3 * (L > 0 ? L : 1), sizeof *t);
-    if (!t) return di_error_set(err, DI_ERR_NOMEM, "ep: out of memory");
-    for (int32_t l = 0; l < L; l++) {
-        t[l] = m->layers[l].w1;
-        t[L + l] = m->layers[l].w2;
-        t[2 * L + l] = m->layers[l].w3;
-    }
-    dsv4_ep_experts x = {L, hp->n_experts, hp->n_experts_used, hp->n_embd, hp->moe_ff, t, t + L, t + 2 * L};
-    di_status s = dsv4_ep_create(&x, d, p, out, err);
-    free(t); /* the core copies what it keeps */
-    return s;
+    return dsv4_ep_create_layers(m->layers, sizeof *m->layers, offsetof(dsv4_layer, w1), offsetof(dsv4_layer, w2),
+                                 offsetof(dsv4_layer, w3), hp->n_layers, hp->n_experts, hp->n_experts_used, hp->n_embd,
+                                 hp->moe_ff, d, p, out, err);
 }
 
 void di_dsv4_ctx_set_ep(di_dsv4_ctx *c, di_dsv4_ep *ep) {
@@ -191,28 +173,12 @@ di_status dsv4_moe(di_dsv4_ctx *c, int32_t il, const int32_t *tokens, int64_t n,
         c->ep_partial = io.partial;
     }
     if (n == 0) return DI_OK;
-    /* one pass per expert over its gathered rows: each expert's weights are
-     * read once per step however many rows chose it */
-    for (int32_t e = 0; e < E && !c->ep; e++) {
-        int64_t cnt = 0;
-        for (int64_t i = 0; i < n * K; i++)
-            if (c->sel[i] == e) {
-                c->grow[cnt] = (int32_t)i;
-                memcpy(c->xg + cnt * D, c->h + (i / K) * D, (size_t)D * sizeof(float));
-                cnt++;
-            }
-        if (!cnt) continue;
-        dsv4_linear_apply(m->k, &L->w1[e], c->xg, D, c->g1, F, cnt, c->mm_scratch, pool);
-        dsv4_linear_apply(m->k, &L->w3[e], c->xg, D, c->g3, F, cnt, c->mm_scratch, pool);
-        dsv4_clamped_swiglu(c->g1, c->g3, cnt * F, hp->swiglu_limit);
-        dsv4_linear_apply(m->k, &L->w2[e], c->g1, F, c->yg, D, cnt, c->mm_scratch, pool);
-        for (int64_t j = 0; j < cnt; j++)
-            memcpy(c->ysel + (int64_t)c->grow[j] * D, c->yg + j * D, (size_t)D * sizeof(float));
-        if (c->prof_on) {
-            c->prof.flops[DI_DSV4_BLK_MOE_ROUTED] += 6.0 * (double)cnt * (double)D * (double)F;
-            c->prof.bytes[DI_DSV4_BLK_MOE_ROUTED] +=
-                dsv4_linear_bytes(&L->w1[e]) + dsv4_linear_bytes(&L->w2[e]) + dsv4_linear_bytes(&L->w3[e]);
-        }
+    if (!c->ep) {
+        dsv4_moe_local_io io = {.w1 = L->w1, .w2 = L->w2, .w3 = L->w3, .n_experts = E, .n_used = K, .n_embd = D,
+                                .n = n, .x = c->h, .sel = c->sel, .selw = c->selw, .expert = local_expert,
+                                .user = c, .sc = {c->g1, c->g3, c->mm_scratch}, .xg = c->xg, .yg = c->yg,
+                                .grow = c->grow, .wg = NULL, .ysel = c->ysel};
+        dsv4_moe_local(&io, pool);
     }
     dsv4_prof_add(c, DI_DSV4_BLK_MOE_ROUTED, t0);
     /* shared expert into yg */
@@ -229,17 +195,7 @@ di_status dsv4_moe(di_dsv4_ctx *c, int32_t il, const int32_t *tokens, int64_t n,
     }
     /* the routed sum in ascending expert order, then the shared output */
     t0 = dsv4_prof_now(c);
-    for (int64_t r = 0; r < n; r++) {
-        float *y = c->y + r * D;
-        /* EP: the owner of the row's leading experts sent their sum */
-        const int32_t k0 = c->ep ? c->ep_plen[r] : 0;
-        const float *part = c->ep ? c->ep_partial + r * D : NULL;
-        for (int32_t d = 0; d < D; d++) {
-            float s = k0 ? part[d] : 0.0f;
-            for (int32_t k = k0; k < K; k++) s = dsv4_moe_mac(s, c->ysel[(r * K + k) * D + d], c->selw[r * K + k]);
-            y[d] = s + c->yg[r * D + d];
-        }
-    }
+    dsv4_moe_sum(n, K, D, c->ysel, c->selw, c->ep ? c->ep_plen : NULL, c->ep ? c->ep_partial : NULL, c->yg, c->y);
     dsv4_prof_add(c, DI_DSV4_BLK_MOE_ROUTED, t0);
     return DI_OK;
 }

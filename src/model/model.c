@@ -254,7 +254,13 @@ di_status di_model_open(const char *path, const char *kernels, const char *numer
         s = di_error_set(err, DI_ERR_INVALID_ARG, "--numerics applies to DeepSeek-V4.1 checkpoints only");
     if (!s) s = is_dir ? open_folder(m, path, k, numerics, err) : open_gguf(m, path, k, err);
     di_model_facts f;
-    if (s == DI_OK) {
+    /* A GGUF's tokenizer and logits come from one file and must agree. An HF
+     * folder may pair a larger tokenizer.json with a small vocab (random-weight
+     * test checkpoints keep the real tokenizer, which Engram's compressed
+     * vocabulary needs): DeepInfer loads it and drops a request whose prompt
+     * holds an id outside [0, vocab) (engine/llm_engine.py:add_request), so
+     * the engine refuses such a prompt (di_engine_submit), not the load. */
+    if (s == DI_OK && !is_dir) {
         di_model_get_facts(m, &f);
         if (di_tok_vocab_size(m->tok) > f.n_vocab)
             s = di_error_set(err, DI_ERR_FORMAT, "tokenizer has %d tokens but the model only %d logits",

@@ -15,6 +15,8 @@
  * pair, mask, pooling slot or routing choice moves logits by > 1e-2. */
 #include "test_util.h"
 
+#include "dsv_rows.h"
+
 #include "deepinfer.h"
 #include "base/threadpool.h"
 #include "format/safetensors.h"
@@ -97,7 +99,7 @@ static int teardown(void **state) {
     return 0;
 }
 
-/* ---- a tiny driver: sequences in slots, contiguous block tables ---------- */
+/* ---- a tiny driver: sequences in slots, scattered block tables ---------- */
 
 #define MAX_SLOTS 4
 #define MAX_TOKENS 128
@@ -106,50 +108,33 @@ typedef struct runner {
     const di_dsv4_model *m;
     di_dsv4_kv *kv;
     di_dsv4_ctx *ctx;
-    int32_t tables[MAX_SLOTS][N_BLOCKS / MAX_SLOTS];
-    const int32_t *table_ptrs[MAX_SLOTS];
-    int32_t n_blocks[MAX_SLOTS];
-    /* the batch being built */
-    int32_t n, tok[MAX_TOKENS * MAX_SLOTS], seq[MAX_TOKENS * MAX_SLOTS], pos[MAX_TOKENS * MAX_SLOTS];
-    uint8_t want[MAX_TOKENS * MAX_SLOTS];
+    dsv_rows rows;        /* the batch being built (dsv_rows.h) */
 } runner;
 
-/* Slot s owns blocks [s*per, (s+1)*per) in reverse order, so sequences are
- * not laid out contiguously in the cache. */
 static void runner_init(runner *r, const di_dsv4_model *m, di_dtype dtype) {
     memset(r, 0, sizeof *r);
     r->m = m;
     di_error err;
     assert_int_equal(di_dsv4_kv_create(m, N_BLOCKS, BLOCK, dtype, &r->kv, &err), DI_OK);
     assert_int_equal(di_dsv4_ctx_create(m, &r->ctx, &err), DI_OK);
-    int32_t per = N_BLOCKS / MAX_SLOTS;
-    for (int s = 0; s < MAX_SLOTS; s++) {
-        for (int j = 0; j < per; j++) r->tables[s][j] = s * per + (per - 1 - j);
-        r->table_ptrs[s] = r->tables[s];
-        r->n_blocks[s] = per;
-    }
+    dsv_rows_init(&r->rows, MAX_SLOTS, N_BLOCKS, BLOCK, MAX_TOKENS * MAX_SLOTS);
 }
 
 static void runner_free(runner *r) {
     di_dsv4_ctx_free(r->ctx);
     di_dsv4_kv_free(r->kv);
+    dsv_rows_free(&r->rows);
 }
 
 static void add_row(runner *r, int32_t tok, int32_t seq, int32_t pos, int want) {
-    r->tok[r->n] = tok;
-    r->seq[r->n] = seq;
-    r->pos[r->n] = pos;
-    r->want[r->n] = (uint8_t)want;
-    r->n++;
+    dsv_rows_add(&r->rows, tok, seq, pos, want);
 }
 
 /* Runs the batch built so far; logits of wanted rows in row order. */
 static di_status run(runner *r, float *logits, di_threadpool *pool, di_error *err) {
-    di_batch b = {.n_rows = r->n, .token = r->tok, .seq = r->seq, .pos = r->pos, .want_logits = r->want,
-                  .n_seq_slots = MAX_SLOTS, .block_size = BLOCK, .block_tables = r->table_ptrs,
-                  .n_blocks = r->n_blocks};
+    di_batch b = dsv_rows_batch(&r->rows);
     di_status s = di_dsv4_forward(r->ctx, r->kv, &b, logits, pool, err);
-    r->n = 0;
+    r->rows.n = 0;
     return s;
 }
 

@@ -195,9 +195,44 @@ static void the_unmodified_folder_loads(void **state) {
     json_decref(c);
 }
 
+/* Mutations DeepInfer 0.1.0's loader accepts load here too: engram_layer_ids
+ * [] or absent is a model without Engram (hf/config.py:_build_engram returns
+ * None and reads no other engram_* key; the tables left in the checkpoint
+ * have no counterpart and are skipped, as weights.py:_load_engram_tables
+ * skips them with a warning). */
+static void folders_deepinfer_accepts_load(void **state) {
+    (void)state;
+    di_test_path(src_dir, sizeof src_dir, "tests/data/golden/deepseek_v41/tiny");
+    static const char *const cases[] = {
+        "{\"config\": {\"engram_layer_ids\": []}}",
+        "{\"config\": {\"engram_layer_ids\": null, \"engram_max_ngram_size\": null, \"engram_n_heads\": null,"
+        " \"engram_head_dim\": null, \"engram_vocab_size\": null, \"engram_compressed_vocab_size\": null}}",
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        json_error_t jerr;
+        json_t *c = json_loads(cases[i], 0, &jerr);
+        assert_non_null(c);
+        char dir[4096];
+        build_case(c, dir, sizeof dir);
+        di_error err = {0};
+        di_tokenizer *tok = NULL;
+        assert_int_equal(di_tok_load_json(dir, &tok, &err), DI_OK);
+        di_dsv41_model *m = NULL;
+        if (di_dsv41_load(dir, NULL, DI_DSV41_NUMERICS_DEEPINFER, tok, &m, &err)) fail_msg("case %zu: %s", i, err.msg);
+        const di_dsv41_hparams *hp = di_dsv41_hparams_of(m);
+        assert_int_equal(hp->n_engram, 0);
+        for (int32_t l = 0; l < hp->n_layers; l++) assert_int_equal(hp->role[l].engram, -1);
+        di_dsv41_free(m);
+        di_tok_free(tok);
+        remove_case(dir);
+        json_decref(c);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(the_unmodified_folder_loads),
+        cmocka_unit_test(folders_deepinfer_accepts_load),
         cmocka_unit_test(every_corpus_entry_is_refused_clearly),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

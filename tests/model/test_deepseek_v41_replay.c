@@ -17,6 +17,8 @@
  *     below the window. */
 #include "test_util.h"
 
+#include "dsv_rows.h"
+
 #include "deepinfer.h"
 #include "base/threadpool.h"
 #include "model/deepseek_v41.h"
@@ -88,12 +90,8 @@ typedef struct runner {
     const di_dsv41_hparams *hp;
     di_dsv41_kv *kv;
     di_dsv41_ctx *ctx;
-    int32_t tables[MAX_SLOTS][N_BLOCKS / MAX_SLOTS];
-    const int32_t *table_ptrs[MAX_SLOTS];
-    int32_t n_blocks[MAX_SLOTS];
+    dsv_rows rows;        /* the batch being built (dsv_rows.h) */
     int32_t replay_from[MAX_SLOTS];
-    int32_t n, tok_[512], seq[512], pos[512];
-    uint8_t want[512];
 } runner;
 
 static void runner_init(runner *r, const char *name, int num) {
@@ -106,12 +104,7 @@ static void runner_init(runner *r, const char *name, int num) {
     r->hp = di_dsv41_hparams_of(r->m);
     assert_int_equal(di_dsv41_kv_create(r->m, N_BLOCKS, BLOCK, &r->kv, &err), DI_OK);
     assert_int_equal(di_dsv41_ctx_create(r->m, &r->ctx, &err), DI_OK);
-    int32_t per = N_BLOCKS / MAX_SLOTS;
-    for (int s = 0; s < MAX_SLOTS; s++) {
-        for (int j = 0; j < per; j++) r->tables[s][j] = s * per + (per - 1 - j);
-        r->table_ptrs[s] = r->tables[s];
-        r->n_blocks[s] = per;
-    }
+    dsv_rows_init(&r->rows, MAX_SLOTS, N_BLOCKS, BLOCK, 512);
 }
 
 static void runner_free(runner *r) {
@@ -119,24 +112,19 @@ static void runner_free(runner *r) {
     di_dsv41_kv_free(r->kv);
     di_dsv41_free(r->m);
     di_tok_free(r->tok);
+    dsv_rows_free(&r->rows);
 }
 
 static void add_row(runner *r, int32_t tok, int32_t seq, int32_t pos, int want) {
-    assert_true(r->n < 512);
-    r->tok_[r->n] = tok;
-    r->seq[r->n] = seq;
-    r->pos[r->n] = pos;
-    r->want[r->n] = (uint8_t)want;
-    r->n++;
+    dsv_rows_add(&r->rows, tok, seq, pos, want);
 }
 
 /* bounded: pass r->replay_from (else the exact forward) */
 static di_status run(runner *r, float *logits, int bounded, di_error *err) {
-    di_batch b = {.n_rows = r->n, .token = r->tok_, .seq = r->seq, .pos = r->pos, .want_logits = r->want,
-                  .n_seq_slots = MAX_SLOTS, .block_size = BLOCK, .block_tables = r->table_ptrs,
-                  .n_blocks = r->n_blocks, .replay_from = bounded ? r->replay_from : NULL};
+    di_batch b = dsv_rows_batch(&r->rows);
+    b.replay_from = bounded ? r->replay_from : NULL;
     di_status s = di_dsv41_forward(r->ctx, r->kv, &b, logits, NULL, err);
-    r->n = 0;
+    r->rows.n = 0;
     return s;
 }
 

@@ -1,0 +1,91 @@
+/* The one-process half of the DeepSeek family's MoE (V4 and V4.1; the EP
+ * half is deepseek_v4_ep.c): each routed expert runs once per step over
+ * the rows that chose it (its weights are read once however many rows
+ * chose it), and each row's outputs are summed in its choice order, then
+ * the shared expert's output is added. What an expert computes (V4: the
+ * weight applied in the sum; V4.1: inside, with its roundings) is the
+ * model's expert function, the one its EP owners run too. */
+#include "model/deepseek_v4_internal.h"
+
+#include "base/alloc.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void dsv4_topk_select(const float *v, int32_t E, int32_t K, int32_t *sel) {
+    for (int32_t k = 0; k < K; k++) {
+        int32_t best = -1;
+        float bv = 0.0f;
+        for (int32_t e = 0; e < E; e++) {
+            int taken = 0;
+            for (int32_t j = 0; j < k; j++) taken |= sel[j] == e;
+            if (taken) continue;
+            if (best < 0 || v[e] > bv) {
+                best = e;
+                bv = v[e];
+            }
+        }
+        sel[k] = best;
+    }
+}
+
+void dsv4_moe_local(const dsv4_moe_local_io *io, di_threadpool *pool) {
+    const int64_t n = io->n, D = io->n_embd;
+    const int32_t K = io->n_used;
+    for (int32_t e = 0; e < io->n_experts; e++) {
+        int64_t cnt = 0;
+        for (int64_t i = 0; i < n * K; i++)
+            if (io->sel[i] == e) {
+                io->grow[cnt] = (int32_t)i;
+                if (io->wg) io->wg[cnt] = io->selw[i];
+                memcpy(io->xg + cnt * D, io->x + (i / K) * D, (size_t)D * sizeof(float));
+                cnt++;
+            }
+        if (!cnt) continue;
+        const dsv4_linear w[3] = {io->w1[e], io->w2[e], io->w3[e]};
+        io->expert(io->user, w, io->xg, io->wg, cnt, io->yg, &io->sc, pool);
+        for (int64_t j = 0; j < cnt; j++)
+            memcpy(io->ysel + (int64_t)io->grow[j] * D, io->yg + j * D, (size_t)D * sizeof(float));
+    }
+}
+
+void dsv4_moe_sum(int64_t n, int32_t K, int32_t D, const float *ysel, const float *selw, const int32_t *plen,
+                  const float *partial, const float *shared, float *y) {
+    for (int64_t r = 0; r < n; r++) {
+        /* EP: the owner of the row's leading run of experts sent their sum */
+        const int32_t k0 = plen ? plen[r] : 0;
+        const float *part = partial ? partial + r * D : NULL;
+        const float *ys = ysel + r * K * D, *w = selw ? selw + r * K : NULL;
+        float *yr = y + r * D;
+        const float *sh = shared + r * D;
+        if (w)
+            for (int32_t d = 0; d < D; d++) {
+                float s = k0 ? part[d] : 0.0f;
+                for (int32_t k = k0; k < K; k++) s = dsv4_moe_mac(s, ys[(int64_t)k * D + d], w[k]);
+                yr[d] = s + sh[d];
+            }
+        else
+            for (int32_t d = 0; d < D; d++) {
+                float s = k0 ? part[d] : 0.0f;
+                for (int32_t k = k0; k < K; k++) s = s + ys[(int64_t)k * D + d];
+                yr[d] = s + sh[d];
+            }
+    }
+}
+
+di_status dsv4_ep_create_layers(const void *layers, size_t stride, size_t off_w1, size_t off_w2, size_t off_w3,
+                                int32_t n_layers, int32_t n_experts, int32_t n_used, int32_t n_embd, int32_t moe_ff,
+                                di_dist *d, const di_dsv4_ep_params *p, di_dsv4_ep **out, di_error *err) {
+    *out = NULL;
+    const int32_t L = n_layers;
+    const dsv4_linear **t = di_malloc_array((size_t)3 * (L > 0 ? L : 1), sizeof *t);
+    if (!t) return di_error_set(err, DI_ERR_NOMEM, "ep: out of memory");
+    const size_t off[3] = {off_w1, off_w2, off_w3};
+    for (int32_t l = 0; l < L; l++)
+        for (int w = 0; w < 3; w++)
+            t[w * L + l] = *(const dsv4_linear *const *)((const char *)layers + (size_t)l * stride + off[w]);
+    dsv4_ep_experts x = {L, n_experts, n_used, n_embd, moe_ff, t, t + L, t + 2 * L};
+    di_status s = dsv4_ep_create(&x, d, p, out, err);
+    free(t); /* the core copies what it keeps */
+    return s;
+}
