@@ -62,11 +62,11 @@ target_link_libraries(deepinfer_cuda PUBLIC deepinfer CUDA::cudart_static)
 add_executable(test_cuda ${CMAKE_SOURCE_DIR}/tests/kernels/test_cuda.c)
 target_include_directories(test_cuda PRIVATE ${CMAKE_SOURCE_DIR}/tests)
 target_link_libraries(test_cuda PRIVATE deepinfer_cuda)
-target_link_options(test_cuda PRIVATE -Wl,--as-needed -static-libstdc++ -static-libgcc)
+target_link_options(test_cuda PRIVATE -Wl,--as-needed -static-libstdc++)
 add_test(NAME test_cuda COMMAND test_cuda WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
 set_tests_properties(test_cuda PROPERTIES SKIP_RETURN_CODE 77)
 
 # The GEMV/GEMM micro-benchmark (scripts/device-check.sh runs it).
 add_executable(bench_cuda ${CMAKE_SOURCE_DIR}/bench/cuda/bench_cuda.c)
 target_link_libraries(bench_cuda PRIVATE deepinfer_cuda)
-target_link_options(bench_cuda PRIVATE -Wl,--as-needed -static-libstdc++ -static-libgcc)
+target_link_options(bench_cuda PRIVATE -Wl,--as-needed -static-libstdc++)

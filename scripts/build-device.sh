@@ -9,9 +9,9 @@
 #   bash scripts/build-device.sh
 #   device run: command "bash scripts/device-check.sh", carry ["build-device/carry"]
 #
-# The binaries link the CUDA runtime, libstdc++ and libgcc statically and
+# The binaries link the CUDA runtime and libstdc++ statically and
 # nothing from libdeepinfer's dependencies (--as-needed), so they need only
-# glibc there; this script fails if that stops being true, or if the folder
+# glibc (and libgcc_s) there; this script fails if that stops being true, or if the folder
 # outgrows what the tool carries. BUILD_DEVICE and JOBS override the folder
 # and the parallelism.
 set -euo pipefail
@@ -35,7 +35,7 @@ git status --porcelain --untracked-files=no | grep -q . && echo "+dirty" >>"$B/c
 
 # Shared libraries the binaries need beyond glibc's own would be missing there.
 for bin in "$B/carry/test_cuda" "$B/carry/bench_cuda"; do
-    extra=$(ldd "$bin" | awk '{print $1}' | grep -Ev '^(linux-vdso\.so|libc\.so|libm\.so|libdl\.so|librt\.so|libpthread\.so|/lib64/ld-linux)' || true)
+    extra=$(ldd "$bin" | awk '{print $1}' | grep -Ev '^(linux-vdso\.so|libc\.so|libgcc_s\.so|libm\.so|libdl\.so|librt\.so|libpthread\.so|/lib64/ld-linux)' || true)
     if [ -n "$extra" ]; then
         echo "build-device: $bin needs libraries the device image may lack: $extra" >&2
         exit 1

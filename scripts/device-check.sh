@@ -4,7 +4,9 @@
 # DI_CUDA_REQUIRE=1) and the GEMV/GEMM/attention micro-benchmark, and
 # leaves under $OUT: gpu.txt, test_cuda.log, bench_cuda.md (the table),
 # bench_cuda.log and summary.md. Build the binaries first, on the CPU
-# machine: bash scripts/build-device.sh; then carry build-device/carry.
+# machine: bash scripts/build-device.sh; then carry build-device/carry. If
+# they do not start there, scripts/build-cuda-standalone.sh builds them on
+# the spot from the carried working tree.
 #
 # Budget: the test takes seconds, the benchmark under two minutes; each
 # step has a timeout so the whole script ends in well under ten minutes.
@@ -32,7 +34,23 @@ for b in test_cuda bench_cuda; do
         exit 2
     fi
 done
-say "binaries from commit $(tr '\n' ' ' <"$BIN/COMMIT" 2>/dev/null || echo unknown)"
+say "binaries from commit $(cat "$BIN/COMMIT" 2>/dev/null | tr '\n' ' ')"
+
+# Binaries built on another image may not start here (a newer glibc, say):
+# then build them here from the sources with nvcc and gcc alone (about a
+# minute on 16 cores) and use those.
+probe=$("$BIN/bench_cuda" --probe-loads 2>&1)
+rc=$?
+if [ $rc -eq 126 ] || [ $rc -eq 127 ] || echo "$probe" | grep -q 'GLIBC\|loading shared librar'; then
+    say "carried binaries do not start here (exit $rc: $(echo "$probe" | head -1)); building them here"
+    if ! timeout 300 bash scripts/build-cuda-standalone.sh /tmp/di-cuda-standalone >"$OUT/standalone-build.log" 2>&1; then
+        tail -20 "$OUT/standalone-build.log"
+        say "FAILED: the standalone build failed too (standalone-build.log)"
+        exit 2
+    fi
+    BIN=/tmp/di-cuda-standalone
+    say "using binaries built here from the working tree"
+fi
 
 status=0
 timeout "$TEST_TIMEOUT_S" env DI_CUDA_REQUIRE=1 "$BIN/test_cuda" >"$OUT/test_cuda.log" 2>&1
