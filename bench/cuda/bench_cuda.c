@@ -149,52 +149,66 @@ int main(int argc, char **argv) {
         di_cuda_free(c, dw);
     }
 
-    /* paged attention decode: seqs sequences at ctx positions, Llama-3-8B
-     * heads (32 query, 8 KV, head_dim 128), blocks of 16 */
-    const int32_t seqs = 32, ctx_len = quick ? 1024 : 4096, n_heads = 32, n_kv = 8, hd = 128, bs = 16;
-    const int32_t max_blocks = ctx_len / bs, nb = seqs * max_blocks;
-    const size_t cache_bytes = (size_t)nb * bs * n_kv * hd * sizeof(uint16_t);
-    di_cuda_kv_layer kv = {.n_blocks = nb, .block_size = bs, .n_kv_heads = n_kv, .head_dim = hd};
-    int32_t *tables = malloc(sizeof(int32_t) * (size_t)nb), *row_seq = malloc(sizeof(int32_t) * (size_t)seqs);
-    int32_t *pos = malloc(sizeof(int32_t) * (size_t)seqs);
-    if (!tables || !row_seq || !pos) return 1;
-    for (int32_t i = 0; i < nb; i++) tables[i] = (int32_t)(((int64_t)i * 7919) % nb); /* scattered blocks */
-    for (int32_t s = 0; s < seqs; s++) row_seq[s] = s, pos[s] = ctx_len - 1;
-    int32_t *dt = NULL, *dseq = NULL, *dpos = NULL;
-    float *dq = NULL, *dout = NULL;
-    if (di_cuda_alloc(c, cache_bytes, (void **)&kv.k, &e) || di_cuda_alloc(c, cache_bytes, (void **)&kv.v, &e) ||
-        di_cuda_memset(c, kv.k, 0x11, cache_bytes, &e) || di_cuda_memset(c, kv.v, 0x22, cache_bytes, &e) ||
-        di_cuda_alloc(c, sizeof(int32_t) * (size_t)nb, (void **)&dt, &e) ||
-        di_cuda_upload(c, dt, tables, sizeof(int32_t) * (size_t)nb, &e) ||
-        di_cuda_alloc(c, sizeof(int32_t) * (size_t)seqs, (void **)&dseq, &e) ||
-        di_cuda_upload(c, dseq, row_seq, sizeof(int32_t) * (size_t)seqs, &e) ||
-        di_cuda_alloc(c, sizeof(int32_t) * (size_t)seqs, (void **)&dpos, &e) ||
-        di_cuda_upload(c, dpos, pos, sizeof(int32_t) * (size_t)seqs, &e) ||
-        di_cuda_alloc(c, sizeof(float) * (size_t)seqs * n_heads * hd, (void **)&dq, &e) ||
-        di_cuda_memset(c, dq, 0, sizeof(float) * (size_t)seqs * n_heads * hd, &e) ||
-        di_cuda_alloc(c, sizeof(float) * (size_t)seqs * n_heads * hd, (void **)&dout, &e))
-        die("attention buffers", &e);
-    di_cuda_attn_args aa = {.q = dq, .n_rows = seqs, .n_heads = n_heads, .scale = 0.088f, .kv = &kv,
-                            .block_tables = dt, .n_seqs = seqs, .max_blocks = max_blocks, .row_seq = dseq,
-                            .pos = dpos, .window = 0, .out = dout};
-    for (int i = 0; i < WARMUPS; i++)
-        if (di_cuda_attention(c, &aa, &e)) die("attention", &e);
-    if (di_cuda_sync(c, &e)) die("sync", &e);
-    int iters = 0;
-    double t0 = now_s(), dt_s = 0.0;
-    do {
-        if (di_cuda_attention(c, &aa, &e)) die("attention", &e);
-        iters++;
-        if (iters % 8 == 0) {
-            if (di_cuda_sync(c, &e)) die("sync", &e);
-            dt_s = now_s() - t0;
-        }
-    } while (dt_s < MIN_TIMED_SECONDS);
-    double ta = dt_s / iters, kv_gbps = 2.0 * (double)cache_bytes / ta * 1e-9;
-    EMIT("\nPaged attention decode: %d sequences x %d positions, %d/%d heads of %d, f16 KV blocks of %d "
-         "(%.0f MB of K+V read per call): %.1f us, %.0f GB/s (%.1f%% of HBM peak).\n",
-         (int)seqs, (int)ctx_len, (int)n_heads, (int)n_kv, (int)hd, (int)bs, 2.0 * (double)cache_bytes / 1e6, ta * 1e6,
-         kv_gbps, 100.0 * kv_gbps / PEAK_HBM_GBPS);
+    /* paged attention decode, Llama-3-8B heads (32 query, 8 KV, head_dim
+     * 128), blocks of 16: many sequences, then one long one (split-K) */
+    const int32_t attn_cfg[2][2] = {{32, quick ? 1024 : 4096}, {1, quick ? 8192 : 32768}};
+    EMIT("\n| attention decode | K+V MB read | us | GB/s | %% HBM |\n|---|---|---|---|---|\n");
+    for (int ci = 0; ci < 2; ci++) {
+        const int32_t seqs = attn_cfg[ci][0], ctx_len = attn_cfg[ci][1], n_heads = 32, n_kv = 8, hd = 128, bs = 16;
+        const int32_t max_blocks = ctx_len / bs, nb = seqs * max_blocks;
+        const size_t cache_bytes = (size_t)nb * bs * n_kv * hd * sizeof(uint16_t);
+        di_cuda_kv_layer kv = {.n_blocks = nb, .block_size = bs, .n_kv_heads = n_kv, .head_dim = hd};
+        int32_t *tables = malloc(sizeof(int32_t) * (size_t)nb), *row_seq = malloc(sizeof(int32_t) * (size_t)seqs);
+        int32_t *pos = malloc(sizeof(int32_t) * (size_t)seqs);
+        if (!tables || !row_seq || !pos) return 1;
+        for (int32_t i = 0; i < nb; i++) tables[i] = (int32_t)(((int64_t)i * 7919) % nb); /* scattered blocks */
+        for (int32_t s = 0; s < seqs; s++) row_seq[s] = s, pos[s] = ctx_len - 1;
+        int32_t *dt = NULL, *dseq = NULL, *dpos = NULL;
+        float *dq = NULL, *dout = NULL;
+        if (di_cuda_alloc(c, cache_bytes, (void **)&kv.k, &e) || di_cuda_alloc(c, cache_bytes, (void **)&kv.v, &e) ||
+            di_cuda_memset(c, kv.k, 0x11, cache_bytes, &e) || di_cuda_memset(c, kv.v, 0x22, cache_bytes, &e) ||
+            di_cuda_alloc(c, sizeof(int32_t) * (size_t)nb, (void **)&dt, &e) ||
+            di_cuda_upload(c, dt, tables, sizeof(int32_t) * (size_t)nb, &e) ||
+            di_cuda_alloc(c, sizeof(int32_t) * (size_t)seqs, (void **)&dseq, &e) ||
+            di_cuda_upload(c, dseq, row_seq, sizeof(int32_t) * (size_t)seqs, &e) ||
+            di_cuda_alloc(c, sizeof(int32_t) * (size_t)seqs, (void **)&dpos, &e) ||
+            di_cuda_upload(c, dpos, pos, sizeof(int32_t) * (size_t)seqs, &e) ||
+            di_cuda_alloc(c, sizeof(float) * (size_t)seqs * n_heads * hd, (void **)&dq, &e) ||
+            di_cuda_memset(c, dq, 0, sizeof(float) * (size_t)seqs * n_heads * hd, &e) ||
+            di_cuda_alloc(c, sizeof(float) * (size_t)seqs * n_heads * hd, (void **)&dout, &e))
+            die("attention buffers", &e);
+        di_cuda_attn_args aa = {.q = dq, .n_rows = seqs, .n_heads = n_heads, .scale = 0.088f, .kv = &kv,
+                                .block_tables = dt, .n_seqs = seqs, .max_blocks = max_blocks, .row_seq = dseq,
+                                .pos = dpos, .window = 0, .out = dout};
+        for (int i = 0; i < WARMUPS; i++)
+            if (di_cuda_attention(c, &aa, &e)) die("attention", &e);
+        if (di_cuda_sync(c, &e)) die("sync", &e);
+        int iters = 0;
+        double t0 = now_s(), dt_s = 0.0;
+        do {
+            if (di_cuda_attention(c, &aa, &e)) die("attention", &e);
+            iters++;
+            if (iters % 8 == 0) {
+                if (di_cuda_sync(c, &e)) die("sync", &e);
+                dt_s = now_s() - t0;
+            }
+        } while (dt_s < MIN_TIMED_SECONDS);
+        double ta = dt_s / iters, kv_gbps = 2.0 * (double)cache_bytes / ta * 1e-9;
+        EMIT("| %d seqs x %d positions, %d/%d heads of %d | %.0f | %.1f | %.0f | %.1f |\n", (int)seqs, (int)ctx_len,
+             (int)n_heads, (int)n_kv, (int)hd, 2.0 * (double)cache_bytes / 1e6, ta * 1e6, kv_gbps,
+             100.0 * kv_gbps / PEAK_HBM_GBPS);
+        printf("attention %d x %d: %.1f us\n", (int)seqs, (int)ctx_len, ta * 1e6);
+        di_cuda_free(c, dout);
+        di_cuda_free(c, dq);
+        di_cuda_free(c, dpos);
+        di_cuda_free(c, dseq);
+        di_cuda_free(c, dt);
+        di_cuda_free(c, kv.k);
+        di_cuda_free(c, kv.v);
+        free(tables);
+        free(row_seq);
+        free(pos);
+    }
 
     fputs(tbl, stdout);
     if (out_path) {
@@ -204,19 +218,9 @@ int main(int argc, char **argv) {
             return 1;
         }
     }
-    di_cuda_free(c, dout);
-    di_cuda_free(c, dq);
-    di_cuda_free(c, dpos);
-    di_cuda_free(c, dseq);
-    di_cuda_free(c, dt);
-    di_cuda_free(c, kv.k);
-    di_cuda_free(c, kv.v);
     di_cuda_free(c, dx);
     di_cuda_free(c, dy);
     di_cuda_ctx_free(c);
-    free(tables);
-    free(row_seq);
-    free(pos);
     free(hx);
     free(tbl);
     return 0;

@@ -18,7 +18,8 @@
  *    which moves the scale (1/sqrt) by at most about one ulp.
  *  - softcap: within 8 ulp of cap * tanhf(x / cap): CUDA's tanhf is within
  *    2 ulp of tanh, glibc's within 1, then one multiply.
- *  - attention: per output, (4 d + (n_keys / 32 + 40) u) max|v| where d =
+ *  - attention (split-K over fixed 512-key segments, then merged): per
+ *    output, (4 d + (n_keys / 32 + 40) u) max|v| where d =
  *    (head_dim + 2) u max_t sum_i |q_i k_ti| scale + 2^-22 bounds a score's
  *    error plus the exp polynomial's (the CPU kernel sums in another order).
  *  - batch invariance (matmul: one row alone vs the same row inside batches
@@ -523,16 +524,18 @@ static void kv_store_rounds_like_the_cpu(void) {
 }
 
 /* Sequences: 0 decodes at pos 0, 1 at 36, 2 at 299, 3 prefills positions
- * 100..119 (20 rows). Rows 0..22 in that order. Each sequence's blocks are
- * a random permutation of the cache's. */
-#define ATTN_SEQS 4
-#define ATTN_ROWS 23
+ * 100..119 (20 rows), 4 decodes at 1300 (three split segments of 512), 5
+ * at 530 (its window crosses the first split point). Rows 0..24 in that
+ * order. The block tables scatter over the cache (longer sequences reuse
+ * physical blocks, which attention does not mind). */
+#define ATTN_SEQS 6
+#define ATTN_ROWS 25
 
 static void attention_case(const attn_case *tc) {
     const int32_t hd = tc->hd, bs = tc->bs, nb = tc->n_blocks;
     const int64_t row = (int64_t)tc->n_kv * hd, slots_total = (int64_t)nb * bs;
     const int64_t qrow = (int64_t)tc->n_heads * hd;
-    const int32_t max_blocks = 320 / bs + 1;
+    const int32_t max_blocks = 1400 / bs + 1;
     uint16_t *kc = xmalloc(sizeof(uint16_t) * (size_t)(slots_total * row)), *vc = xmalloc(sizeof(uint16_t) * (size_t)(slots_total * row));
     float maxv = 0.0f;
     for (int64_t i = 0; i < slots_total * row; i++) {
@@ -544,13 +547,15 @@ static void attention_case(const attn_case *tc) {
     int32_t *tables = xmalloc(sizeof(int32_t) * ATTN_SEQS * (size_t)max_blocks);
     for (int s = 0; s < ATTN_SEQS; s++) {
         int32_t *t = tables + s * max_blocks;
-        for (int32_t b = 0; b < max_blocks; b++) t[b] = (b * 7 + s * 3) % nb; /* distinct per sequence while max_blocks <= nb */
+        for (int32_t b = 0; b < max_blocks; b++) t[b] = (b * 7 + s * 3) % nb;
     }
     int32_t row_seq[ATTN_ROWS], pos[ATTN_ROWS];
     row_seq[0] = 0, pos[0] = 0;
     row_seq[1] = 1, pos[1] = 36;
     row_seq[2] = 2, pos[2] = 299;
     for (int j = 0; j < 20; j++) row_seq[3 + j] = 3, pos[3 + j] = 100 + j;
+    row_seq[23] = 4, pos[23] = 1300;
+    row_seq[24] = 5, pos[24] = 530;
     float *q = xmalloc(sizeof(float) * (size_t)(ATTN_ROWS * qrow));
     for (int64_t i = 0; i < ATTN_ROWS * qrow; i++) q[i] = rndf() * 2.0f;
     const float scale = 1.0f / sqrtf((float)hd);
@@ -611,7 +616,7 @@ static void attention_case(const attn_case *tc) {
     /* batch invariance: each row alone (a prefill row decoded by itself) */
     float *one = xmalloc(sizeof(float) * (size_t)qrow);
     int same = 1;
-    for (int r = 0; r < ATTN_ROWS; r += 3) {
+    for (int r = 0; r < ATTN_ROWS; r += (r < 21 ? 3 : 1)) {
         di_cuda_attn_args a1 = ga;
         a1.q = dq + r * qrow;
         a1.n_rows = 1;
@@ -625,11 +630,21 @@ static void attention_case(const attn_case *tc) {
     CHECK(same, "attention hd %d window %d: a row alone differs from the same row in the batch", (int)hd,
           (int)tc->window);
 
+    /* a position past n_pos: that row is NaN, DI_ERR_RANGE */
+    di_cuda_attn_args an = ga;
+    an.n_pos = 1000; /* row 23 sits at 1300 */
+    MUST(di_cuda_attention(ctx, &an, E));
+    di_error err = {0};
+    CHECK(di_cuda_sync(ctx, &err) == DI_ERR_RANGE, "pos past n_pos: '%s'", err.msg);
+    MUST(di_cuda_download(ctx, one, dout + 23 * qrow, sizeof(float) * (size_t)qrow, E));
+    CHECK(isnan(one[0]) && isnan(one[qrow - 1]), "the row past n_pos is NaN");
+    MUST(di_cuda_download(ctx, one, dout + 24 * qrow, sizeof(float) * (size_t)qrow, E));
+    CHECK(!memcmp(one, got + 24 * qrow, sizeof(float) * (size_t)qrow), "the other rows are as before");
+
     /* a block id past the cache: NaN rows and DI_ERR_RANGE */
     tables[3 * max_blocks + 100 / bs] = nb; /* a block sequence 3's rows read */
     MUST(di_cuda_upload(ctx, dt, tables, sizeof(int32_t) * ATTN_SEQS * (size_t)max_blocks, E));
     MUST(di_cuda_attention(ctx, &ga, E));
-    di_error err = {0};
     CHECK(di_cuda_sync(ctx, &err) == DI_ERR_RANGE && strstr(err.msg, "block id"), "bad block: '%s'", err.msg);
 
     di_cuda_free(ctx, dout);

@@ -23,6 +23,8 @@ struct di_cuda_ctx {
     int device;
     cudaStream_t stream;
     unsigned int *flags; /* device: one word of DI_CUDA_FLAG_* bits */
+    void *scratch;       /* device workspace of the split attention, grown on demand */
+    size_t scratch_bytes;
     cudaDeviceProp prop;
     int driver_version, runtime_version;
 };
@@ -35,6 +37,10 @@ di_status di_cuda_fail(di_error *err, di_status code, const char *fmt, ...) __at
  * failures) with "what: cudaErrorName: message". Clears the runtime's
  * sticky-free last error. */
 di_status di_cuda_check(cudaError_t e, const char *what, di_error *err);
+
+/* c->scratch with at least bytes (grown with cudaMalloc, which waits for
+ * queued work first, so a kernel still reading the old one is done). */
+di_status di_cuda_scratch(di_cuda_ctx *c, size_t bytes, void **out, di_error *err);
 
 /* After a launch: configuration errors come back at once. */
 static inline di_status di_cuda_launched(const char *what, di_error *err) {

@@ -84,10 +84,28 @@ extern "C" di_status di_cuda_ctx_create(int device, di_cuda_ctx **out, di_error 
     return DI_OK;
 }
 
+di_status di_cuda_scratch(di_cuda_ctx *c, size_t bytes, void **out, di_error *err) {
+    if (bytes <= c->scratch_bytes) {
+        *out = c->scratch;
+        return DI_OK;
+    }
+    di_status s = di_cuda_check(cudaStreamSynchronize(c->stream), "cudaStreamSynchronize(scratch)", err);
+    if (s) return s;
+    cudaFree(c->scratch);
+    c->scratch = NULL;
+    c->scratch_bytes = 0;
+    size_t grown = bytes + bytes / 4; /* headroom: a growing context does not reallocate every step */
+    if ((s = di_cuda_alloc(c, grown, &c->scratch, err))) return s;
+    c->scratch_bytes = grown;
+    *out = c->scratch;
+    return DI_OK;
+}
+
 extern "C" void di_cuda_ctx_free(di_cuda_ctx *c) {
     if (!c) return;
     cudaSetDevice(c->device);
     cudaStreamSynchronize(c->stream);
+    cudaFree(c->scratch);
     cudaFree(c->flags);
     cudaStreamDestroy(c->stream);
     (void)cudaGetLastError();

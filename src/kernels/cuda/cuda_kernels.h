@@ -184,15 +184,25 @@ typedef struct di_cuda_attn_args {
     const int32_t *row_seq; /* (n_rows) */
     const int32_t *pos;     /* (n_rows) */
     int32_t window;         /* 0, or the sliding window (keys pos-window+1..pos) */
+    /* every pos[r] < n_pos (a row past it is an error); sizes the split
+     * workspace. 0: max_blocks * block_size. */
+    int32_t n_pos;
     float *out;             /* (n_rows, n_heads * head_dim) */
 } di_cuda_attn_args;
 
 /* Causal attention over the paged cache, GQA (query head h reads KV head
- * h / (n_heads / n_kv_heads)), online softmax per 32 keys; head_dim a
- * multiple of 32 up to DI_CUDA_ATTN_MAX_HEAD_DIM. Block ids, row_seq and
- * pos are checked on the device (a bad one writes NaN for that row and is
- * reported by di_cuda_sync as DI_ERR_RANGE). */
+ * h / (n_heads / n_kv_heads)); head_dim a multiple of 32 up to
+ * DI_CUDA_ATTN_MAX_HEAD_DIM. Split-K with a FIXED split: keys are cut at
+ * multiples of DI_CUDA_ATTN_SPLIT_KEYS positions, each segment reduced by
+ * one warp (online softmax per 32 keys), then the segments of a row are
+ * merged in order; the split depends on nothing (not the batch, not the
+ * context), so a row's bits do not either. Block ids, row_seq and pos are
+ * checked on the device (a bad one writes NaN for that row and is
+ * reported by di_cuda_sync as DI_ERR_RANGE). The context keeps the
+ * workspace (n_rows x n_heads x ceil(n_pos / split) x (head_dim + 2)
+ * floats), grown on demand. */
 #define DI_CUDA_ATTN_MAX_HEAD_DIM 256
+#define DI_CUDA_ATTN_SPLIT_KEYS 512
 di_status di_cuda_attention(di_cuda_ctx *c, const di_cuda_attn_args *a, di_error *err);
 
 #ifdef __cplusplus
