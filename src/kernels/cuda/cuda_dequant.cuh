@@ -41,6 +41,15 @@ DI_HD di_bytes8 ld_bytes8(const uint8_t *p) {
     return b;
 }
 
+/* (float)((int)q - off) for 0 <= q, off < 2^22, exactly, without an
+ * int-to-float conversion (a quarter-rate instruction on the GPU): 2^23 + q
+ * has q in its mantissa, and the difference of two floats in [2^23, 2^24)
+ * that is an integer this small is exact. The same bits as the CPU's
+ * (float)(q - off) cast. */
+DI_HD float di_q_to_f32(uint32_t q, uint32_t off) {
+    return DI_SUB(di_bits_f32(0x4B000000u | q), di_bits_f32(0x4B000000u | off));
+}
+
 template <int DT> struct di_deq;
 
 template <> struct di_deq<DI_DTYPE_F32> {
@@ -72,7 +81,7 @@ template <> struct di_deq<DI_DTYPE_Q4_0> {
         float d = ld_f16(b);
         const di_bytes8 qs = ld_bytes8(b + 2 + 8 * (p & 1));
         int shift = p < 2 ? 0 : 4;
-        for (int j = 0; j < 8; j++) o[j] = DI_MUL(d, (float)(((qs.at(j) >> shift) & 15) - 8));
+        for (int j = 0; j < 8; j++) o[j] = DI_MUL(d, di_q_to_f32((uint32_t)(qs.at(j) >> shift) & 15u, 8));
     }
 };
 
@@ -83,7 +92,7 @@ template <> struct di_deq<DI_DTYPE_Q4_1> {
         float d = ld_f16(b), m = ld_f16(b + 2);
         const di_bytes8 qs = ld_bytes8(b + 4 + 8 * (p & 1));
         int shift = p < 2 ? 0 : 4;
-        for (int j = 0; j < 8; j++) o[j] = DI_ADD(DI_MUL(d, (float)((qs.at(j) >> shift) & 15)), m);
+        for (int j = 0; j < 8; j++) o[j] = DI_ADD(DI_MUL(d, di_q_to_f32((uint32_t)(qs.at(j) >> shift) & 15u, 0)), m);
     }
 };
 
@@ -99,7 +108,7 @@ template <> struct di_deq<DI_DTYPE_Q5_0> {
         for (int j = 0; j < 8; j++) {
             int e = 8 * p + j;
             int q = ((qs.at(j) >> shift) & 15) | (int)((qh >> e) & 1u) << 4;
-            o[j] = DI_MUL(d, (float)(q - 16));
+            o[j] = DI_MUL(d, di_q_to_f32((uint32_t)q, 16));
         }
     }
 };
@@ -110,7 +119,7 @@ template <> struct di_deq<DI_DTYPE_Q8_0> {
         const uint8_t *b = row + c * 34;
         float d = ld_f16(b);
         const di_bytes8 qs = ld_bytes8(b + 2 + 8 * p);
-        for (int j = 0; j < 8; j++) o[j] = DI_MUL((float)(int8_t)qs.at(j), d);
+        for (int j = 0; j < 8; j++) o[j] = DI_MUL(di_q_to_f32((uint32_t)qs.at(j) ^ 0x80u, 128), d); /* int8 q = (q ^ 0x80) - 128 */
     }
 };
 
@@ -135,7 +144,7 @@ template <> struct di_deq<DI_DTYPE_Q4_K> {
         float d1 = DI_MUL(d, (float)sc), m1 = DI_MUL(dmin, (float)m);
         const di_bytes8 qs = ld_bytes8(b + 16 + (s / 2) * 32 + 8 * p);
         int shift = 4 * (s % 2);
-        for (int j = 0; j < 8; j++) o[j] = DI_SUB(DI_MUL(d1, (float)((qs.at(j) >> shift) & 15)), m1);
+        for (int j = 0; j < 8; j++) o[j] = DI_SUB(DI_MUL(d1, di_q_to_f32((uint32_t)(qs.at(j) >> shift) & 15u, 0)), m1);
     }
 };
 
@@ -152,8 +161,8 @@ template <> struct di_deq<DI_DTYPE_Q6_K> {
         int g = e0 / 128, h = (e0 % 128) / 64, l0 = e0 % 64, s = (e0 % 128) / 32, m0 = e0 % 32;
         const di_bytes8 ql = ld_bytes8(b + g * 64 + l0), qh = ld_bytes8(b + 128 + g * 32 + m0);
         for (int j = 0; j < 8; j++) {
-            int q = (((ql.at(j) >> (4 * h)) & 15) | ((qh.at(j) >> (2 * s)) & 3) << 4) - 32;
-            o[j] = DI_MUL(dl, (float)q);
+            uint32_t q = (uint32_t)(((ql.at(j) >> (4 * h)) & 15) | ((qh.at(j) >> (2 * s)) & 3) << 4);
+            o[j] = DI_MUL(dl, di_q_to_f32(q, 32));
         }
     }
 };
