@@ -7,7 +7,9 @@
  *    reference's operations in its order with each one rounded (nvcc
  *    -fmad=false; the CPU's C is ISO C11, which gcc does not contract), and
  *    RoPE's angles come from di_rope_angles on the host.
- *  - matmul, every dtype: |y - ref| <= (n_in / 32 + 5 + 1) u sum_i |w_i x_i|,
+ *  - matmul, every dtype: EXACTLY the bits of di_cuda_host_matmul_row (the
+ *    fixed reduction order run on the host), and
+ *    |y - ref| <= (n_in / 32 + 5 + 1) u sum_i |w_i x_i|,
  *    u = 2^-24, against di_matmul_ref (double accumulation of the exactly
  *    dequantized weights). Each lane adds n_in / 32 products in order with
  *    fmaf (one rounding each), then 5 butterfly adds: the first-order
@@ -197,6 +199,48 @@ static void host_dequant_matches_the_cpu_bit_for_bit(void) {
     free(want);
 }
 
+/* No GPU needed: the matmul's reduction order on the host, within the
+ * sum-order bound of di_matmul_ref (the same bound the device must meet,
+ * and the device must give exactly these bits). */
+static double matmul_bound_ratio(const float *wf, const float *x, const float *y, const float *ref, int64_t n_rows,
+                                 int64_t n_in, int64_t n_out) {
+    const double u = ldexp(1.0, -24);
+    double worst = 0.0; /* error / bound */
+    for (int64_t r = 0; r < n_rows; r++)
+        for (int64_t o = 0; o < n_out; o++) {
+            double abs_sum = 0.0;
+            for (int64_t i = 0; i < n_in; i++) abs_sum += fabs((double)wf[o * n_in + i] * x[r * n_in + i]);
+            double bound = (double)(n_in / 32 + 5 + 1) * u * abs_sum + 1e-30;
+            double e = fabs((double)y[r * n_out + o] - ref[r * n_out + o]) / bound;
+            worst = e > worst ? e : worst;
+        }
+    return worst;
+}
+
+static void host_matmul_order_is_within_the_bound(void) {
+    const int64_t n_in = 1280, n_out = 20, n_rows = 3;
+    float *x = xmalloc(sizeof(float) * (size_t)(n_rows * n_in)), *wf = xmalloc(sizeof(float) * (size_t)(n_out * n_in));
+    float *y = xmalloc(sizeof(float) * (size_t)(n_rows * n_out)), *ref = xmalloc(sizeof(float) * (size_t)(n_rows * n_out));
+    for (int64_t i = 0; i < n_rows * n_in; i++) x[i] = rndf() * 2.0f;
+    for (int ti = 0; ti < N_WEIGHT_TYPES; ti++) {
+        di_dtype t = weight_types[ti];
+        uint64_t rb;
+        uint8_t *w = make_weights(t, n_out, n_in, &rb);
+        for (int64_t o = 0; o < n_out; o++) MUST(di_dtype_row_to_float(t, w + o * rb, wf + o * n_in, n_in, E));
+        di_matmul_args ra = {.dtype = t, .w = w, .row_bytes = rb, .x = x, .ldx = n_in, .y = ref, .ldy = n_out,
+                             .n_rows = n_rows, .n_in = n_in, .n_out = n_out};
+        MUST(di_matmul_ref(&ra, E));
+        for (int64_t r = 0; r < n_rows; r++) MUST(di_cuda_host_matmul_row(t, w, rb, x + r * n_in, n_in, n_out, y + r * n_out, E));
+        double worst = matmul_bound_ratio(wf, x, y, ref, n_rows, n_in, n_out);
+        CHECK(worst <= 1.0, "host matmul order %s: error is %.3g of the bound", dname(t), worst);
+        free(w);
+    }
+    free(ref);
+    free(y);
+    free(wf);
+    free(x);
+}
+
 static void embed_reports_a_bad_id(void) {
     uint64_t rb;
     uint8_t *w = make_weights(DI_DTYPE_Q8_0, 4, 64, &rb);
@@ -232,8 +276,8 @@ static void run_matmul(di_dtype t, const void *dw, uint64_t rb, const float *dx,
 
 static void matmul_is_within_the_sum_order_bound(void) {
     const int64_t n_in = 1280, n_out = 70, n_rows = 33;
-    const double u = ldexp(1.0, -24);
     float *x = xmalloc(sizeof(float) * (size_t)(n_rows * n_in));
+    float *twin = xmalloc(sizeof(float) * (size_t)(n_rows * n_out));
     for (int64_t i = 0; i < n_rows * n_in; i++) x[i] = rndf() * 2.0f;
     float *dx = to_dev(x, sizeof(float) * (size_t)(n_rows * n_in));
     float *y = xmalloc(sizeof(float) * (size_t)(n_rows * n_out)), *ref = xmalloc(sizeof(float) * (size_t)(n_rows * n_out));
@@ -247,24 +291,22 @@ static void matmul_is_within_the_sum_order_bound(void) {
                              .n_rows = n_rows, .n_in = n_in, .n_out = n_out};
         MUST(di_matmul_ref(&ra, E));
         void *dw = to_dev(w, rb * n_out);
+        for (int64_t r = 0; r < n_rows; r++)
+            MUST(di_cuda_host_matmul_row(t, w, rb, x + r * n_in, n_in, n_out, twin + r * n_out, E));
         for (int path = DI_CUDA_MM_GEMV; path <= DI_CUDA_MM_GEMM; path++) {
             run_matmul(t, dw, rb, dx, n_rows, n_in, n_out, (di_cuda_mm_path)path, y);
-            double worst = 0.0; /* error / bound */
-            for (int64_t r = 0; r < n_rows; r++)
-                for (int64_t o = 0; o < n_out; o++) {
-                    double abs_sum = 0.0;
-                    for (int64_t i = 0; i < n_in; i++) abs_sum += fabs((double)wf[o * n_in + i] * x[r * n_in + i]);
-                    double bound = (double)(n_in / 32 + 5 + 1) * u * abs_sum + 1e-30;
-                    double e = fabs((double)y[r * n_out + o] - ref[r * n_out + o]) / bound;
-                    worst = e > worst ? e : worst;
-                }
-            CHECK(worst <= 1.0, "matmul %s (%s): error is %.3g of the bound", dname(t),
-                  path == DI_CUDA_MM_GEMV ? "gemv" : "gemm", worst);
+            double worst = matmul_bound_ratio(wf, x, y, ref, n_rows, n_in, n_out);
+            const char *pname = path == DI_CUDA_MM_GEMV ? "gemv" : "gemm";
+            CHECK(worst <= 1.0, "matmul %s (%s): error is %.3g of the bound", dname(t), pname, worst);
+            int64_t at = 0;
+            CHECK(bits_equal(y, twin, n_rows * n_out, &at), "matmul %s (%s): output %lld is %.9g, the host twin's %.9g",
+                  dname(t), pname, (long long)at, y[at], twin[at]);
         }
         di_cuda_free(ctx, dw);
         free(w);
     }
     di_cuda_free(ctx, dx);
+    free(twin);
     free(wf);
     free(ref);
     free(y);
@@ -684,10 +726,11 @@ int main(void) {
     int n = 0;
     di_error err = {0};
     host_dequant_matches_the_cpu_bit_for_bit();
+    host_matmul_order_is_within_the_bound();
     if (n_failed) return 1;
     if (di_cuda_device_count(&n, &err) != DI_OK) {
-        printf("test_cuda: CUDA tests %s: %s (only the host build of the device dequantizers ran: %d checks "
-               "passed)\n",
+        printf("test_cuda: CUDA tests %s: %s (only the host builds of the device dequantizers and of the "
+               "matmul's reduction order ran: %d checks passed)\n",
                require ? "FAILED (DI_CUDA_REQUIRE is set)" : "skipped", err.msg, n_checks);
         return require ? 1 : SKIP_EXIT;
     }

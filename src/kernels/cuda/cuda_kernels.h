@@ -89,6 +89,14 @@ di_status di_cuda_dequant(di_cuda_ctx *c, di_dtype dtype, const void *w, uint64_
  * Same dtypes and checks as di_cuda_dequant. */
 di_status di_cuda_host_dequant(di_dtype dtype, const void *row, int64_t n, float *out, di_error *err);
 
+/* The matmul's fixed reduction order run on the host (the device
+ * dequantizers' source, fmaf, the butterfly emulated): y (n_out) for one
+ * activation row x (n_in), host memory. di_cuda_matmul must give these
+ * bits for every row of every batch: test_cuda checks that on the device,
+ * and the host twin against di_matmul_ref's bound without one. */
+di_status di_cuda_host_matmul_row(di_dtype dtype, const void *w, uint64_t row_bytes, const float *x, int64_t n_in,
+                                  int64_t n_out, float *y, di_error *err);
+
 /* Embedding gather: out[r] = dequant(table row ids[r]); ids (n_ids) on the
  * device, each checked against n_vocab on the device (a bad id writes NaN
  * rows and is reported by di_cuda_sync as DI_ERR_RANGE). */

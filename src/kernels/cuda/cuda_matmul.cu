@@ -20,6 +20,9 @@
  * own (docs/CUDA.md). This is the exact-f32 path. */
 #include "kernels/cuda/cuda_dequant.cuh"
 
+#include <math.h>
+#include <string.h>
+
 #define MM_WARPS 4                       /* warps per block */
 #define MM_STAGE_CHUNKS DI_CUDA_WARP     /* chunks per shared-memory stage: one per lane */
 #define MM_STAGE (MM_STAGE_CHUNKS * DI_CUDA_CHUNK) /* 1,024 elements */
@@ -221,6 +224,46 @@ extern "C" di_status di_cuda_host_dequant(di_dtype dtype, const void *row, int64
     if (!out) return di_cuda_fail(err, DI_ERR_INVALID_ARG, "di_cuda_host_dequant: out is NULL");
     const uint8_t *r = (const uint8_t *)row;
 #define RUN(DT) host_dequant<DT>(r, n, out)
+    DI_CUDA_DISPATCH_DTYPE(dtype, RUN)
+#undef RUN
+    return DI_OK;
+}
+
+/* mm_kernel's per-output arithmetic, lane by lane: lane l's fmaf chain over
+ * chunks l, l + 32, ... (8 elements at a time, in order), then the xor
+ * butterfly (lane i adds lane i ^ off, off = 16 .. 1; every lane ends with
+ * the same sum, lane 0's is stored). */
+template <int DT>
+static void host_matmul_row(const uint8_t *w, uint64_t row_bytes, const float *x, int64_t n_in, int64_t n_out,
+                            float *y) {
+    const int64_t n_chunks = n_in / DI_CUDA_CHUNK;
+    for (int64_t o = 0; o < n_out; o++) {
+        float acc[DI_CUDA_WARP] = {0};
+        for (int64_t c = 0; c < n_chunks; c++) {
+            float *a = &acc[c % DI_CUDA_WARP];
+            for (int p = 0; p < DI_CUDA_CHUNK / 8; p++) {
+                float wv[8];
+                di_deq<DT>::chunk8(w + (uint64_t)o * row_bytes, c, p, wv);
+                for (int j = 0; j < 8; j++) *a = fmaf(wv[j], x[c * DI_CUDA_CHUNK + 8 * p + j], *a);
+            }
+        }
+        for (int off = DI_CUDA_WARP / 2; off > 0; off >>= 1) {
+            float next[DI_CUDA_WARP];
+            for (int l = 0; l < DI_CUDA_WARP; l++) next[l] = acc[l] + acc[l ^ off];
+            memcpy(acc, next, sizeof acc);
+        }
+        y[o] = acc[0];
+    }
+}
+
+extern "C" di_status di_cuda_host_matmul_row(di_dtype dtype, const void *w, uint64_t row_bytes, const float *x,
+                                             int64_t n_in, int64_t n_out, float *y, di_error *err) {
+    di_status s = check_weights("di_cuda_host_matmul_row", dtype, w, row_bytes, n_in, err);
+    if (s) return s;
+    if (n_out < 0 || (n_out > 0 && (!x || !y)))
+        return di_cuda_fail(err, DI_ERR_INVALID_ARG, "di_cuda_host_matmul_row: bad arguments");
+    const uint8_t *wb = (const uint8_t *)w;
+#define RUN(DT) host_matmul_row<DT>(wb, row_bytes, x, n_in, n_out, y)
     DI_CUDA_DISPATCH_DTYPE(dtype, RUN)
 #undef RUN
     return DI_OK;
