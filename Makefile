@@ -7,7 +7,7 @@ JOBS        ?= $(shell nproc)
 MODEL       ?= models/SmolLM2-135M-Instruct.Q4_1.gguf
 CTEST_ARGS  ?= --output-on-failure
 
-.PHONY: all deps model testdata build build-clang run test test-sanitize fuzz goldens install clean
+.PHONY: all deps model testdata build build-clang run test test-cuda test-sanitize fuzz goldens install clean
 
 all: build
 
@@ -36,6 +36,12 @@ run: build model
 
 test: build model testdata
 	cd $(BUILD) && ctest $(CTEST_ARGS) -j $(JOBS)
+
+# The CUDA kernel tests alone: fail (instead of skipping) without a usable
+# GPU or a CUDA build. docs/CUDA.md; scripts/device-check.sh on a device.
+test-cuda: build
+	@test -x $(BUILD)/test_cuda || { echo "make test-cuda: $(BUILD) was configured without CUDA (DI_CUDA)"; exit 1; }
+	cd $(BUILD) && DI_CUDA_REQUIRE=1 ctest $(CTEST_ARGS) -R '^test_cuda$$'
 
 $(BUILD_ASAN)/Makefile:
 	cmake -S . -B $(BUILD_ASAN) -DCMAKE_BUILD_TYPE=Debug -DDI_SANITIZE=ON -DDI_NATIVE=ON
