@@ -7,7 +7,7 @@ JOBS        ?= $(shell nproc)
 MODEL       ?= models/SmolLM2-135M-Instruct.Q4_1.gguf
 CTEST_ARGS  ?= --output-on-failure
 
-.PHONY: all deps model build build-clang run test test-sanitize fuzz goldens install clean
+.PHONY: all deps model model-qwen build build-clang run test test-sanitize fuzz goldens install clean
 
 all: build
 
@@ -18,6 +18,11 @@ deps:
 model: deps
 	@bash scripts/fetch-model.sh
 	@bash scripts/fetch-gemma.sh
+
+# Qwen2.5-Coder-0.5B-Instruct Q4_K_M (491 MB, architecture qwen2): optional,
+# the tests that use it skip without it.
+model-qwen: deps
+	@bash scripts/fetch-qwen.sh
 
 $(BUILD)/Makefile:
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release
