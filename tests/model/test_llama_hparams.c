@@ -157,6 +157,22 @@ static void bad_files_fail_with_the_right_status_and_message(void **state) {
         {"llama_gemma3_attn_softcap.gguf", DI_ERR_UNSUPPORTED, "'gemma3.attn_logit_softcapping'"},
         {"llama_gemma3_block_count_zero.gguf", DI_ERR_RANGE, "'gemma3.block_count'"},
         {"llama_gemma3_window_pattern_zero.gguf", DI_ERR_RANGE, "'gemma3.attention.sliding_window_pattern'"},
+        /* the other variants (issue 31): each one's own tensors and keys */
+        {"llama_arch_qwen2moe.gguf", DI_ERR_UNSUPPORTED, "'qwen2moe', supported: llama, gemma3, qwen2"},
+        {"llama_qwen2_missing_k_bias.gguf", DI_ERR_FORMAT, "required tensor 'blk.1.attn_k.bias' is missing"},
+        {"llama_qwen2_shape_v_bias.gguf", DI_ERR_FORMAT, "tensor 'blk.0.attn_v.bias' has shape [3, 1, 1, 1], expected [2, 1]"},
+        {"llama_qwen3_missing_k_norm.gguf", DI_ERR_FORMAT, "'blk.0.attn_k_norm.weight' is missing"},
+        {"llama_qwen3_bias_in_qwen3.gguf", DI_ERR_UNSUPPORTED, "'blk.0.attn_q.bias' is not part of the qwen3"},
+        {"llama_qwen3moe_missing_expert_count.gguf", DI_ERR_FORMAT, "'qwen3moe.expert_count' is missing"},
+        {"llama_qwen3moe_used_more_than_experts.gguf", DI_ERR_RANGE, "'qwen3moe.expert_used_count' is 5, expected 1..4"},
+        {"llama_qwen3moe_shared_experts.gguf", DI_ERR_UNSUPPORTED, "'qwen3moe.expert_shared_count'"},
+        {"llama_qwen3moe_shape_down_exps.gguf", DI_ERR_FORMAT, "'blk.1.ffn_down_exps.weight' has shape [4, 4, 3, 1], expected [4, 4, 4]"},
+        {"llama_qwen3moe_dense_ffn_tensor.gguf", DI_ERR_UNSUPPORTED, "'blk.0.ffn_gate.weight' is not part of the qwen3moe architecture with experts"},
+        {"llama_mixtral_missing_gate_inp.gguf", DI_ERR_FORMAT, "'blk.1.ffn_gate_inp.weight' is missing"},
+        {"llama_mixtral_expert_count_huge.gguf", DI_ERR_RANGE, "'llama.expert_count'"},
+        {"llama_phi3_shape_qkv.gguf", DI_ERR_FORMAT, "'blk.0.attn_qkv.weight' has shape [4, 6, 1, 1], expected [4, 8]"},
+        {"llama_phi3_missing_fused_up.gguf", DI_ERR_FORMAT, "'blk.1.ffn_up.weight' is missing"},
+        {"llama_phi3_separate_q.gguf", DI_ERR_UNSUPPORTED, "'blk.0.attn_q.weight' is not part of the phi3"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         di_error err = {0};
