@@ -22,8 +22,10 @@ Steps per family, all from SEED:
      model's exact values and transformers' float32 forward is the oracle of
      our exact kernels on it;
   2. saved (safetensors) with a byte-level BPE tokenizer (the 256 byte
-     symbols, 8 merges, <|endoftext|> <|im_start|> <|im_end|>): the
-     converter needs a tokenizer, the tests feed token ids;
+     symbols, 8 merges, <|endoftext|> <|im_start|> <|im_end|>, <think> and
+     </think> added as non-special tokens as Qwen3 has them; qwen3 also a chat template with <think>): the converter needs
+     a tokenizer, the model tests feed token ids, the server test
+     (tests/server/test_think.py) chats with the qwen3 file;
   3. convert_hf_to_gguf.py --outtype f16, run in this process with one
      patch: its pre-tokenizer detection hashes a known tokenizer's output
      and refuses unknown ones, so get_vocab_base_pre answers "qwen2" (the
@@ -71,6 +73,16 @@ GREEDY = 8
 VOCAB = 320
 QUANTS = ["q8_0", "q4_0", "q4_k_m"]
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+# added but not special, as in Qwen3's tokenizer.json: the reply's text keeps them
+THINK_TOKENS = ["<think>", "</think>"]
+# qwen3's chat template: Qwen3's shape cut to what a test needs (ChatML
+# turns; enable_thinking false closes an empty thought), so the server's
+# <think> path (src/server/think_out.c) runs on the tiny file
+QWEN3_TEMPLATE = (
+    "{%- for m in messages %}{{- '<|im_start|>' + m.role + '\\n' + m.content + '<|im_end|>\\n' }}{%- endfor %}"
+    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}"
+    "{%- if enable_thinking is defined and enable_thinking is false %}{{- '<think>\\n\\n</think>\\n\\n' }}"
+    "{%- endif %}{%- endif %}")
 # a few merges (GGUF BPE vocabularies carry a merge list; ours must not be
 # empty): byte-level symbols, "Ġ" = space
 MERGES = [("Ġ", "t"), ("h", "e"), ("Ġt", "he"), ("i", "n"), ("Ġ", "a"), ("e", "r"), ("o", "n"), ("Ġ", "s")]
@@ -119,7 +131,7 @@ def randomize(model, seed):
             p.copy_(v.half().float())
 
 
-def write_tokenizer(d):
+def write_tokenizer(d, template=None):
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
     vocab = {c: i for i, c in enumerate(alphabet)}
@@ -129,10 +141,14 @@ def write_tokenizer(d):
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
     tok.decoder = decoders.ByteLevel()
     tok.add_special_tokens(SPECIALS)
+    tok.add_tokens(THINK_TOKENS)
     tok.save(os.path.join(d, "tokenizer.json"))
+    cfg = {"tokenizer_class": "GPT2Tokenizer", "bos_token": SPECIALS[0], "eos_token": SPECIALS[0],
+           "model_max_length": 256}
+    if template:
+        cfg["chat_template"] = template
     with open(os.path.join(d, "tokenizer_config.json"), "w") as f:
-        json.dump({"tokenizer_class": "GPT2Tokenizer", "bos_token": SPECIALS[0], "eos_token": SPECIALS[0],
-                   "model_max_length": 256}, f)
+        json.dump(cfg, f)
 
 
 def convert(hf_dir, out):
@@ -165,7 +181,7 @@ def make(family, index):
     tmp = tempfile.mkdtemp(prefix="tiny-" + family + "-")
     try:
         model.save_pretrained(tmp, safe_serialization=True)
-        write_tokenizer(tmp)
+        write_tokenizer(tmp, QWEN3_TEMPLATE if family == "qwen3" else None)
         f16 = os.path.join(OUT_DIR, f"{family}-f16.gguf")
         convert(tmp, f16)
     finally:
