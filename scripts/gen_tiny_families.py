@@ -11,7 +11,7 @@ Families (transformers 4.55 class -> GGUF architecture):
   qwen3moe  Qwen3MoeForCausalLM   qwen3moe  8 experts, top 2, normalized
   mistral   MistralForCausalLM    llama     (GQA; no window: see below)
   mixtral   MixtralForCausalLM    llama     llama.expert_count = 8, top 2
-  phi3      Phi3ForCausalLM       phi3      fused qkv / gate-up
+  phi3      Phi3ForCausalLM       phi3      fused qkv / gate-up, LongRoPE
 Sizes: hidden 64, 2 layers, 4 heads of 16, 2 KV heads (phi3: 4), FFN 128,
 vocabulary 320, so every file is a few hundred KB.
 
@@ -37,10 +37,13 @@ Steps per family, all from SEED:
      PROMPT_LEN seeded token ids: every position's full logits, and a
      GREEDY-token continuation, each step recomputed over the whole prefix.
 
-Mistral: transformers applies MistralConfig.sliding_window, llama.cpp's
+Mistral: transformers applies MistralConfig.sliding_window; llama.cpp's
 converter does not write one for the llama architecture (and llama.cpp's
-llama graph ignores it), so the tiny Mistral keeps the window (null) that
-Mistral 7B v0.2 / v0.3 ship.
+llama graph ignores it). "mistral" keeps the window (null) that Mistral 7B
+v0.2 / v0.3 ship; "mistral_swa" has Mistral 7B v0.1's kind (8 keys here),
+and for it alone the converter is patched to also write llama.cpp's key
+llama.attention.sliding_window (the one value it drops): its llama.cpp
+golden is therefore not comparable past the window and is not made.
 
 Writes tests/data/families/<family>-{f16,q8_0,q4_0,q4_k_m}.gguf and
 tests/data/golden/families/<family>.json.
@@ -99,12 +102,20 @@ FAMILIES = {
                  dict(COMMON, head_dim=16, num_experts=8, num_experts_per_tok=2, moe_intermediate_size=32,
                       norm_topk_prob=True, decoder_sparse_step=1, mlp_only_layers=[], use_sliding_window=False)),
     "mistral": ("MistralForCausalLM", "MistralConfig", dict(COMMON, head_dim=16, sliding_window=None)),
+    # Mistral 7B v0.1's sliding window, at 8 keys (the prompt is 24)
+    "mistral_swa": ("MistralForCausalLM", "MistralConfig", dict(COMMON, head_dim=16, sliding_window=8)),
     "mixtral": ("MixtralForCausalLM", "MixtralConfig",
                 dict(COMMON, num_local_experts=8, num_experts_per_tok=2, intermediate_size=32,
                      sliding_window=None)),
+    # LongRoPE as Phi-3-mini-128k has it, at toy scale: 4x the original
+    # context (so attn_factor = sqrt(1 + ln 4 / ln 64)), one factor per
+    # rotary pair; the test's sequences stay within the original context
     "phi3": ("Phi3ForCausalLM", "Phi3Config",
              dict(COMMON, num_key_value_heads=4, pad_token_id=BOS + 1, sliding_window=None,
-                  original_max_position_embeddings=256)),
+                  original_max_position_embeddings=64,
+                  rope_scaling={"type": "longrope",
+                                "short_factor": [1.0, 1.02, 1.05, 1.1, 1.2, 1.35, 1.5, 1.7],
+                                "long_factor": [1.0, 1.3, 1.8, 2.5, 3.4, 4.6, 6.0, 8.0]})),
 }
 
 
@@ -151,14 +162,23 @@ def write_tokenizer(d, template=None):
         json.dump(cfg, f)
 
 
-def convert(hf_dir, out):
-    """llama.cpp's converter in this process (see the docstring's step 3)."""
+def convert(hf_dir, out, window=None):
+    """llama.cpp's converter in this process (see the docstring's step 3);
+    window: also write llama.attention.sliding_window (mistral_swa)."""
     # the converter puts its own gguf-py (the sdist's, version 0.19.0 too)
     # first on the path: PyPI's gguf 0.19.0 lacks architectures it names
     sys.path.insert(0, SRC)
     import convert_hf_to_gguf
     from conversion import base
     base.TextModel.get_vocab_base_pre = lambda self, tokenizer: "qwen2"
+    from conversion import llama
+    if not hasattr(llama.LlamaModel, "_plain_params"):
+        llama.LlamaModel._plain_params = llama.LlamaModel.set_gguf_parameters
+    def params(self):
+        self._plain_params()
+        if window:
+            self.gguf_writer.add_sliding_window(window)
+    llama.LlamaModel.set_gguf_parameters = params
     argv = sys.argv
     sys.argv = ["convert_hf_to_gguf.py", hf_dir, "--outtype", "f16", "--outfile", out]
     try:
@@ -183,7 +203,7 @@ def make(family, index):
         model.save_pretrained(tmp, safe_serialization=True)
         write_tokenizer(tmp, QWEN3_TEMPLATE if family == "qwen3" else None)
         f16 = os.path.join(OUT_DIR, f"{family}-f16.gguf")
-        convert(tmp, f16)
+        convert(tmp, f16, kw.get("sliding_window") if family == "mistral_swa" else None)
     finally:
         shutil.rmtree(tmp)
     files = {"f16": f16}

@@ -23,7 +23,13 @@
  *   qwen3moe, llama with experts (Mixtral): the FFN is llama_moe.c's routed
  *   experts;
  *   phi3: q/k/v and gate/up are row ranges of one fused matrix each, bound
- *   as separate weights (no copies, the same loop).
+ *   as separate weights (no copies, the same loop); LongRoPE's short
+ *   factors divide the frequencies (as rope_freqs does for llama 3) and its
+ *   attention factor is in hp.attn_scale. The long factors are validated
+ *   but not used: transformers switches to them for a sequence past
+ *   rope.scaling.original_context_length, llama.cpp for a context larger
+ *   than it, and this forward does not know either, so positions past the
+ *   original context (4096 on Phi-3-mini-128k) keep the short ones.
  * Every variant but llama rotates halves (NEOX).
  *
  * Weights are pointers into the GGUF mapping (no copies) except norm vectors
@@ -255,7 +261,16 @@ static di_status build_rope(di_llama_model *m, const di_gguf_tensor *rope_freqs,
         }
         m->inv_freq[i] = f * freq_scale;
     }
-    if (hp->sliding_window > 0) { /* the local layers' table: their own base, no scaling */
+    if (hp->sliding_window > 0 && !m->gemma) {
+        /* llama with a window (Mistral): every layer local, rotating as the
+         * global table does; the local path applies no scaling or factors */
+        if (freq_scale != 1.0f || factors)
+            return di_error_set(err, DI_ERR_UNSUPPORTED, "a sliding window with rope scaling is not supported");
+        m->inv_freq_swa = di_malloc_array(n_pairs > 0 ? n_pairs : 1, sizeof(float));
+        if (!m->inv_freq_swa) return di_error_set(err, DI_ERR_NOMEM, "rope table: out of memory");
+        memcpy(m->inv_freq_swa, m->inv_freq, n_pairs * sizeof(float));
+        m->rope_theta_scale_swa = m->rope_theta_scale;
+    } else if (hp->sliding_window > 0) { /* the local layers' table: their own base, no scaling */
         if (!(hp->rope_freq_base_swa > 1.0f) || !isfinite(hp->rope_freq_base_swa))
             return di_error_set(err, DI_ERR_FORMAT, "local rope base %g invalid", (double)hp->rope_freq_base_swa);
         m->inv_freq_swa = di_calloc(n_pairs > 0 ? n_pairs : 1, sizeof(float));
@@ -301,7 +316,9 @@ di_status di_llama_load(const di_gguf *g, const di_cpu_kernels *kernels, di_llam
         if ((s = bind_layer(m, &t.layers[il], &m->layers[il], err))) goto done;
         m->layers[il].local = di_llama_layer_is_local(&m->hp, il);
     }
-    s = build_rope(m, t.rope_freqs, err);
+    /* phi3 LongRoPE: the short factors, what both references use for a
+     * sequence within the original context (see the header) */
+    s = build_rope(m, t.rope_freqs ? t.rope_freqs : t.rope_short, err);
 done:
     di_llama_tensors_free(&t);
     if (s != DI_OK) {

@@ -411,8 +411,16 @@ static di_status read_gemma_params(const di_gguf *g, di_llama_hparams *hp, di_er
     hp->sliding_window = 0;
     hp->swa_period = 0;
     hp->rope_freq_base_swa = hp->rope_freq_base;
-    if (hp->arch != DI_LLAMA_ARCH_GEMMA3) return DI_OK;
     di_status s;
+    if (hp->arch == DI_LLAMA_ARCH_LLAMA) {
+        /* Mistral 7B v0.1's window (HF sliding_window: every layer sees the
+         * last N keys, itself included) under llama.cpp's key name; llama.cpp's
+         * converter does not write it and its llama graph ignores it, so only
+         * files that carry the key get it. swa_period 0 = every layer local. */
+        return (s = opt_u32(g, "llama.attention.sliding_window", 0, &hp->sliding_window, err)) ? s
+               : in_range(g, "llama.attention.sliding_window", hp->sliding_window, 0, DI_LLAMA_MAX_CTX, err);
+    }
+    if (hp->arch != DI_LLAMA_ARCH_GEMMA3) return DI_OK;
     hp->embd_scale = sqrtf((float)hp->n_embd);
     hp->rope_freq_base_swa = GEMMA3_ROPE_BASE_LOCAL;
     if ((s = opt_u32(g, "llama.attention.sliding_window", 0, &hp->sliding_window, err)) ||
@@ -440,6 +448,23 @@ static di_status read_gemma_params(const di_gguf *g, di_llama_hparams *hp, di_er
     return DI_OK;
 }
 
+/* Phi-3's LongRoPE (Phi-3-mini-128k, Phi-3.5): llama.cpp's converter
+ * writes the two factor tensors (llama_tensors.c) and
+ * phi3.rope.scaling.attn_factor = sqrt(1 + ln(s) / ln(original context))
+ * for s = context / original context; both RoPE implementations multiply
+ * cos and sin by it, i.e. q.k by its square, which is where it goes here. */
+static di_status read_phi3_params(const di_gguf *g, di_llama_hparams *hp, di_error *err) {
+    hp->rope_attn_factor = 1.0f;
+    if (hp->arch != DI_LLAMA_ARCH_PHI3) return DI_OK;
+    di_status s = opt_f32(g, "llama.rope.scaling.attn_factor", 1.0f, &hp->rope_attn_factor, err);
+    if (s) return s;
+    if (!(hp->rope_attn_factor >= 1.0f && hp->rope_attn_factor <= 4.0f))
+        return di_error_set(err, DI_ERR_RANGE, "%s: kv 'llama.rope.scaling.attn_factor' is %g, expected 1..4", gname(g),
+                            (double)hp->rope_attn_factor);
+    hp->attn_scale *= hp->rope_attn_factor * hp->rope_attn_factor;
+    return DI_OK;
+}
+
 /* Messages name keys as "llama.<key>"; for another architecture the
  * prefix the file really uses is put back (one place instead of a format
  * argument in every message). */
@@ -463,7 +488,7 @@ static void name_keys_for_arch(const di_llama_hparams *hp, di_error *err) {
 }
 
 bool di_llama_layer_is_local(const di_llama_hparams *hp, uint32_t il) {
-    return hp->sliding_window > 0 && hp->swa_period > 0 && (il + 1) % hp->swa_period != 0;
+    return hp->sliding_window > 0 && (hp->swa_period == 0 || (il + 1) % hp->swa_period != 0);
 }
 
 di_status di_llama_hparams_from_gguf(const di_gguf *g, di_llama_hparams *out, di_error *err) {
@@ -472,7 +497,7 @@ di_status di_llama_hparams_from_gguf(const di_gguf *g, di_llama_hparams *out, di
     di_status s;
     if ((s = read_arch(g, &hp, err)) || (s = read_shape_params(g, &hp, err)) ||
         (s = read_float_params(g, &hp, err)) || (s = read_gemma_params(g, &hp, err)) ||
-        (s = read_expert_params(g, &hp, err)) ||
+        (s = read_expert_params(g, &hp, err)) || (s = read_phi3_params(g, &hp, err)) ||
         (s = read_vocab(g, &hp, err)) || (s = read_special_tokens(g, &hp, err))) {
         if (hp.arch != DI_LLAMA_ARCH_LLAMA) name_keys_for_arch(&hp, err);
         return s;

@@ -86,7 +86,8 @@ typedef struct di_llama_hparams {
     float attn_scale;          /* query scale: llama.attention.scale, default 1/sqrt(head_dim) */
     float final_softcap;       /* logits = c tanh(logits / c); llama.final_logit_softcapping, 0 = none */
     uint32_t sliding_window;   /* keys a local layer sees, itself included; 0 = every layer global */
-    uint32_t swa_period;       /* layer il is global when (il + 1) % swa_period == 0 */
+    uint32_t swa_period;       /* layer il is global when (il + 1) % swa_period == 0; 0: every
+                                * layer local (llama with llama.attention.sliding_window: Mistral) */
     float rope_freq_base_swa;  /* local layers' RoPE base (gemma3 10000) */
     /* routed experts (qwen3moe, llama with llama.expert_count = Mixtral);
      * 0 experts = a dense FFN */
@@ -94,6 +95,9 @@ typedef struct di_llama_hparams {
     uint32_t n_expert_used;    /* llama.expert_used_count (top-k) */
     uint32_t n_ff_exp;         /* one expert's width: llama.expert_feed_forward_length, else n_ff */
     bool expert_weights_norm;  /* the top-k softmax weights renormalized to sum 1 */
+    /* phi3 LongRoPE: q and k times this after RoPE (llama.rope.scaling.attn_factor;
+     * folded into attn_scale as its square), 1 otherwise */
+    float rope_attn_factor;
 } di_llama_hparams;
 
 /* Weights of one transformer block. */
@@ -130,6 +134,9 @@ typedef struct di_llama_tensors {
     const di_gguf_tensor *output;      /* ne [n_embd, n_vocab]; == token_embd when tied */
     bool tied_output;                  /* output.weight absent: reuse token_embd */
     const di_gguf_tensor *rope_freqs;  /* (n_rot / 2) per-dim frequency factors, or NULL */
+    /* phi3 LongRoPE (both or neither): (n_rot / 2) frequency divisors for
+     * sequences within / past rope.scaling.original_context_length */
+    const di_gguf_tensor *rope_short, *rope_long;
     uint32_t n_layers;
     di_llama_layer_tensors *layers;    /* (n_layers) owned; di_llama_tensors_free */
 } di_llama_tensors;
@@ -156,7 +163,8 @@ const char *di_llama_arch_list(void);
 bool di_llama_arch_from_name(const char *name, size_t len, di_llama_arch *out);
 /* the variant rotates halves (NEOX) rather than adjacent pairs */
 bool di_llama_arch_rope_neox(di_llama_arch a);
-/* true when layer il attends over a sliding window (Gemma 3 local layers) */
+/* true when layer il attends over a sliding window (Gemma 3 local layers,
+ * every layer of a llama file with a window) */
 bool di_llama_layer_is_local(const di_llama_hparams *hp, uint32_t il);
 
 #endif

@@ -161,6 +161,8 @@ static di_status classify_tensors(const di_gguf *g, const di_llama_hparams *hp, 
         else if (!strcmp(t->name, "output_norm.weight")) out->output_norm = t;
         else if (!strcmp(t->name, "output.weight")) out->output = t;
         else if (!strcmp(t->name, "rope_freqs.weight")) out->rope_freqs = t;
+        else if (hp->arch == DI_LLAMA_ARCH_PHI3 && !strcmp(t->name, "rope_factors_short.weight")) out->rope_short = t;
+        else if (hp->arch == DI_LLAMA_ARCH_PHI3 && !strcmp(t->name, "rope_factors_long.weight")) out->rope_long = t;
         else if (parse_layer_name(t->name, &layer, &part)) {
             if (layer >= hp->n_layers)
                 return di_error_set(err, DI_ERR_FORMAT,
@@ -215,6 +217,18 @@ di_status di_llama_validate_tensors(const di_gguf *g, const di_llama_hparams *hp
         if ((s = check_tensor(g, "rope_freqs.weight", out->rope_freqs, hp->n_rot / 2, 1, true, err))) return s;
         if (out->rope_freqs->dtype != DI_DTYPE_F32)
             return di_error_set(err, DI_ERR_UNSUPPORTED, "%s: tensor 'rope_freqs.weight' must be f32", gname(g));
+    }
+    if (out->rope_short || out->rope_long) { /* phi3 LongRoPE: both, f32, one per rotary pair */
+        if (out->rope_freqs)
+            return di_error_set(err, DI_ERR_UNSUPPORTED, "%s: tensor 'rope_freqs.weight' beside LongRoPE factors",
+                                gname(g));
+        const char *names[2] = {"rope_factors_short.weight", "rope_factors_long.weight"};
+        const di_gguf_tensor *ts[2] = {out->rope_short, out->rope_long};
+        for (int i = 0; i < 2; i++) {
+            if ((s = check_tensor(g, names[i], ts[i], hp->n_rot / 2, 1, true, err))) return s;
+            if (ts[i]->dtype != DI_DTYPE_F32)
+                return di_error_set(err, DI_ERR_UNSUPPORTED, "%s: tensor '%s' must be f32", gname(g), names[i]);
+        }
     }
     for (uint32_t il = 0; il < hp->n_layers; il++)
         if ((s = check_layer(g, hp, il, &out->layers[il], err))) return s;

@@ -1,6 +1,8 @@
 /* model/llama, the variants beyond llama and gemma3: Qwen 2 (q/k/v biases),
  * Qwen 3 (q/k head norms), Qwen3-MoE and Mixtral (routed experts), Mistral
- * (llama GQA) and Phi-3 (fused qkv / gate-up), each on a tiny random-weight
+ * (llama GQA; mistral_swa: with Mistral 7B v0.1's sliding window, 8 keys
+ * here against a 24-token prompt) and Phi-3 (fused qkv / gate-up, LongRoPE's
+ * short factors and attention factor), each on a tiny random-weight
  * checkpoint that transformers made and llama.cpp's converter and quantizer
  * turned into GGUFs (scripts/gen_tiny_families.py, tests/data/families/).
  *
@@ -47,7 +49,7 @@
 #define N_BLOCKS 8
 #define MAX_ROWS 64
 
-static const char *const FAMILIES[] = {"qwen2", "qwen3", "qwen3moe", "mistral", "mixtral", "phi3"};
+static const char *const FAMILIES[] = {"qwen2", "qwen3", "qwen3moe", "mistral", "mistral_swa", "mixtral", "phi3"};
 #define N_FAMILIES (sizeof FAMILIES / sizeof FAMILIES[0])
 
 typedef struct model {
@@ -142,7 +144,7 @@ static void greedy(model *mo, const int32_t *prompt, int32_t n_prompt, int32_t n
     }
 }
 
-static const char *const ARCH_OF[N_FAMILIES] = {"qwen2", "qwen3", "qwen3moe", "llama", "llama", "phi3"};
+static const char *const ARCH_OF[N_FAMILIES] = {"qwen2", "qwen3", "qwen3moe", "llama", "llama", "llama", "phi3"};
 
 static void exact_forward_matches_transformers(void **state) {
     (void)state;
@@ -155,6 +157,7 @@ static void exact_forward_matches_transformers(void **state) {
         model mo;
         model_open(&mo, FAMILIES[f], "f16", di_cpu_kernels_best());
         assert_string_equal(di_llama_arch_name(di_llama_hparams_of(mo.m)->arch), ARCH_OF[f]);
+        if (!strcmp(FAMILIES[f], "mistral_swa")) assert_int_equal(di_llama_hparams_of(mo.m)->sliding_window, 8);
         const int32_t V = mo.n_vocab;
         assert_int_equal(V, (int)json_integer_value(json_object_get(gold, "vocab")));
         int32_t prompt[MAX_ROWS], want[16], got[16];
