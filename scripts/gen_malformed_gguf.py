@@ -229,6 +229,9 @@ def seeds():
     # the Gemma 3 variant with a window of 4 keys, every 2nd layer global
     out["tiny_gemma3.gguf"] = tiny_gemma3(kv_over=[("gemma3.attention.sliding_window", U32, 4),
                                                    ("gemma3.attention.sliding_window_pattern", U32, 2)])
+    # the other variants (valid), so the fuzzer starts from each one's tensors
+    for fam in ("qwen2", "qwen3moe", "mixtral", "phi3"):
+        out["tiny_%s.gguf" % fam] = tiny_family(fam)
     return out
 
 

@@ -197,11 +197,11 @@ static void exact_forward_matches_transformers(void **state) {
 }
 
 /* The prompt in one batch, in chunks of 5 and one row at a time: the same
- * bits (the exact and the -q8 tables). */
+ * bits (the exact table on the f16 file, the -q8 one on Q4_0). */
 static void chunked_prefill_and_decode_give_the_same_bits(void **state) {
     (void)state;
     const di_cpu_kernels *tables[2] = {di_cpu_kernels_best(), di_cpu_kernels_best_q8()};
-    const char *quants[2] = {"f16", "f16"};
+    const char *quants[2] = {"f16", "q4_0"};
     di_threadpool *pool = NULL;
     di_error err = {0};
     assert_int_equal(di_threadpool_create(2, &pool, &err), DI_OK);
@@ -230,10 +230,69 @@ static void chunked_prefill_and_decode_give_the_same_bits(void **state) {
     di_threadpool_free(pool);
 }
 
+/* The quantized files (llama.cpp's own Q8_0 / Q4_0 / Q4_K_M) against
+ * llama.cpp's forward of them: teacher-forced top-1 at every prompt
+ * position and the greedy continuation, wherever llama.cpp's top-1/top-2
+ * margin exceeds LLAMACPP_MIN_MARGIN (a greedy run stops at the first
+ * near tie: past it the two may follow different paths), on our int8
+ * (-q8, the default for quantized files) and exact tables. */
+static void quantized_files_match_llamacpp(void **state) {
+    (void)state;
+    static const char *const quants[] = {"q8_0", "q4_0", "q4_k_m"};
+    const di_cpu_kernels *tables[2] = {di_cpu_kernels_best_q8(), di_cpu_kernels_best()};
+    di_threadpool *pool = NULL;
+    di_error err = {0};
+    assert_int_equal(di_threadpool_create(2, &pool, &err), DI_OK);
+    for (size_t f = 0; f < N_FAMILIES; f++) {
+        if (!strcmp(FAMILIES[f], "mistral_swa")) continue; /* llama.cpp ignores its window */
+        json_t *gold = load_golden(FAMILIES[f], "_llamacpp");
+        assert_non_null(gold);
+        int32_t prompt[MAX_ROWS], want[32], got[32];
+        int32_t n = json_ids(json_object_get(gold, "prompt"), prompt, MAX_ROWS);
+        for (size_t q = 0; q < sizeof quants / sizeof quants[0]; q++) {
+            json_t *g = json_object_get(json_object_get(gold, "quants"), quants[q]);
+            assert_non_null(g);
+            json_t *am = json_object_get(g, "argmax"), *mg = json_object_get(g, "margin");
+            json_t *gm = json_object_get(g, "greedy_margin");
+            int32_t ng = json_ids(json_object_get(g, "greedy"), want, 32);
+            for (int k = 0; k < 2; k++) {
+                model mo;
+                model_open(&mo, FAMILIES[f], quants[q], tables[k]);
+                const int64_t V = mo.n_vocab;
+                float *lg = malloc((size_t)(MAX_ROWS * V) * sizeof(float));
+                assert_non_null(lg);
+                run(&mo, prompt, 0, n, lg, pool);
+                int top1 = 0, decisive = 0, greedy_ok = 0;
+                for (int32_t t = 0; t < n; t++) {
+                    if (json_real_value(json_array_get(mg, (size_t)t)) < LLAMACPP_MIN_MARGIN) continue;
+                    decisive++;
+                    top1 += argmax(lg + t * V, (int32_t)V) == (int32_t)json_integer_value(json_array_get(am, (size_t)t));
+                }
+                greedy(&mo, prompt, n, ng, got, lg, pool);
+                for (int32_t i = 0; i < ng && json_real_value(json_array_get(gm, (size_t)i)) >= LLAMACPP_MIN_MARGIN; i++) {
+                    if (got[i] != want[i]) break;
+                    greedy_ok++;
+                }
+                int32_t expect = 0;
+                while (expect < ng && json_real_value(json_array_get(gm, (size_t)expect)) >= LLAMACPP_MIN_MARGIN) expect++;
+                printf("%-11s %-6s %-6s vs llama.cpp: top-1 %d/%d decisive, greedy %d/%d before a near tie\n",
+                       FAMILIES[f], quants[q], k ? "exact" : "q8", top1, decisive, greedy_ok, expect);
+                assert_int_equal(top1, decisive);
+                assert_int_equal(greedy_ok, expect);
+                free(lg);
+                model_close(&mo);
+            }
+        }
+        json_decref(gold);
+    }
+    di_threadpool_free(pool);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(exact_forward_matches_transformers),
         cmocka_unit_test(chunked_prefill_and_decode_give_the_same_bits),
+        cmocka_unit_test(quantized_files_match_llamacpp),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -237,6 +237,45 @@ static void tiny_gemma3_reads_back(void **state) {
     di_gguf_close(g);
 }
 
+/* The seeds of the other variants validate, with each one's own tensors
+ * in its slots and the expert keys read under the file's prefix. */
+static void tiny_variants_read_back(void **state) {
+    (void)state;
+    static const struct { const char *file; di_llama_arch arch; uint32_t experts; } cases[] = {
+        {"tiny_qwen2.gguf", DI_LLAMA_ARCH_QWEN2, 0},
+        {"tiny_qwen3moe.gguf", DI_LLAMA_ARCH_QWEN3MOE, 4},
+        {"tiny_mixtral.gguf", DI_LLAMA_ARCH_LLAMA, 4},
+        {"tiny_phi3.gguf", DI_LLAMA_ARCH_PHI3, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char rel[128];
+        snprintf(rel, sizeof rel, "tests/data/seeds/gguf/%s", cases[i].file);
+        di_gguf *g = open_rel(rel);
+        di_llama_hparams hp;
+        di_llama_tensors lt;
+        di_error err = {0};
+        assert_int_equal(di_llama_hparams_from_gguf(g, &hp, &err), DI_OK);
+        assert_int_equal(hp.arch, cases[i].arch);
+        assert_int_equal(hp.n_expert, cases[i].experts);
+        if (cases[i].experts) {
+            assert_int_equal(hp.n_expert_used, 2);
+            assert_int_equal(hp.n_ff_exp, cases[i].arch == DI_LLAMA_ARCH_QWEN3MOE ? 4 : hp.n_ff);
+            assert_true(hp.expert_weights_norm);
+        }
+        di_status s = di_llama_validate_tensors(g, &hp, &lt, &err);
+        if (s) fprintf(stderr, "%s: %s\n", cases[i].file, err.msg);
+        assert_int_equal(s, DI_OK);
+        const di_llama_layer_tensors *l = &lt.layers[1];
+        switch (cases[i].arch) {
+        case DI_LLAMA_ARCH_QWEN2: assert_true(l->attn_q_b && l->attn_k_b && l->attn_v_b && l->ffn_gate); break;
+        case DI_LLAMA_ARCH_PHI3: assert_true(l->attn_qkv && !l->attn_q && !l->ffn_gate && l->ffn_up); break;
+        default: assert_true(l->ffn_gate_inp && l->ffn_gate_exps && l->ffn_up_exps && l->ffn_down_exps && !l->ffn_gate);
+        }
+        di_llama_tensors_free(&lt);
+        di_gguf_close(g);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(tiny_llama_hparams_read_back),
@@ -246,6 +285,7 @@ int main(void) {
         cmocka_unit_test(vocab_only_llama_passes_hparams_but_not_tensors),
         cmocka_unit_test(validate_refuses_unchecked_hparams),
         cmocka_unit_test(tiny_gemma3_reads_back),
+        cmocka_unit_test(tiny_variants_read_back),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
