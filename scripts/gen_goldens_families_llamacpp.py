@@ -33,6 +33,7 @@ FAMILIES = ["qwen2", "qwen3", "qwen3moe", "mistral", "mixtral", "phi3"]
 QUANTS = ["q8_0", "q4_0", "q4_k_m"]
 GREEDY = 16
 THREADS = 2
+CTX = 256
 
 
 def sha256(path):
@@ -73,7 +74,11 @@ def main():
             rel = f"tests/data/families/{fam}-{q}.gguf"
             path = os.path.join(ROOT, rel)
             out["manifest"]["files"][q] = {"path": rel, "sha256": sha256(path)}
-            llm = Llama(model_path=path, n_ctx=128, n_batch=128, n_ubatch=128, n_threads=THREADS,
+            # phi3: llama.cpp picks LongRoPE's long factors for a context
+            # past the original one (256 in the tiny config; llama.cpp pads
+            # n_ctx up to 256), transformers for a longer sequence (this one
+            # is 40 tokens): at 256 both use the short ones
+            llm = Llama(model_path=path, n_ctx=CTX, n_batch=CTX, n_ubatch=CTX, n_threads=THREADS,
                         n_threads_batch=THREADS, logits_all=True, verbose=False)
             llm.reset()
             llm.eval(prompt)

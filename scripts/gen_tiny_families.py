@@ -108,11 +108,13 @@ FAMILIES = {
                 dict(COMMON, num_local_experts=8, num_experts_per_tok=2, intermediate_size=32,
                      sliding_window=None)),
     # LongRoPE as Phi-3-mini-128k has it, at toy scale: 4x the original
-    # context (so attn_factor = sqrt(1 + ln 4 / ln 64)), one factor per
-    # rotary pair; the test's sequences stay within the original context
+    # context (so attn_factor = sqrt(1 + ln 4 / ln 256)), one factor per
+    # rotary pair; the test's sequences stay within the original context,
+    # which is 256 because llama.cpp pads its context to 256 and picks the
+    # long factors for a context past the original one
     "phi3": ("Phi3ForCausalLM", "Phi3Config",
              dict(COMMON, num_key_value_heads=4, pad_token_id=BOS + 1, sliding_window=None,
-                  original_max_position_embeddings=64,
+                  max_position_embeddings=1024, original_max_position_embeddings=256,
                   rope_scaling={"type": "longrope",
                                 "short_factor": [1.0, 1.02, 1.05, 1.1, 1.2, 1.35, 1.5, 1.7],
                                 "long_factor": [1.0, 1.3, 1.8, 2.5, 3.4, 4.6, 6.0, 8.0]})),
@@ -142,7 +144,7 @@ def randomize(model, seed):
             p.copy_(v.half().float())
 
 
-def write_tokenizer(d, template=None):
+def write_tokenizer(d, template=None, extra_specials=()):
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
     vocab = {c: i for i, c in enumerate(alphabet)}
@@ -151,7 +153,7 @@ def write_tokenizer(d, template=None):
     tok = Tokenizer(models.BPE(vocab=vocab, merges=MERGES))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
     tok.decoder = decoders.ByteLevel()
-    tok.add_special_tokens(SPECIALS)
+    tok.add_special_tokens(SPECIALS + list(extra_specials))
     tok.add_tokens(THINK_TOKENS)
     tok.save(os.path.join(d, "tokenizer.json"))
     cfg = {"tokenizer_class": "GPT2Tokenizer", "bos_token": SPECIALS[0], "eos_token": SPECIALS[0],
@@ -180,7 +182,9 @@ def convert(hf_dir, out, window=None):
             self.gguf_writer.add_sliding_window(window)
     llama.LlamaModel.set_gguf_parameters = params
     argv = sys.argv
-    sys.argv = ["convert_hf_to_gguf.py", hf_dir, "--outtype", "f16", "--outfile", out]
+    # a fixed general.name (the default is the folder's, a random temp name)
+    name = "tiny-" + os.path.basename(out).split("-f16")[0]
+    sys.argv = ["convert_hf_to_gguf.py", hf_dir, "--outtype", "f16", "--outfile", out, "--model-name", name]
     try:
         convert_hf_to_gguf.main()
     finally:
@@ -201,7 +205,10 @@ def make(family, index):
     tmp = tempfile.mkdtemp(prefix="tiny-" + family + "-")
     try:
         model.save_pretrained(tmp, safe_serialization=True)
-        write_tokenizer(tmp, QWEN3_TEMPLATE if family == "qwen3" else None)
+        # phi3: Phi-3's SentencePiece specials too (llama.cpp's vocab loader
+        # looks them up for a model named phi3)
+        write_tokenizer(tmp, QWEN3_TEMPLATE if family == "qwen3" else None,
+                        ("<unk>", "<s>", "</s>") if family == "phi3" else ())
         f16 = os.path.join(OUT_DIR, f"{family}-f16.gguf")
         convert(tmp, f16, kw.get("sliding_window") if family == "mistral_swa" else None)
     finally:
@@ -209,7 +216,9 @@ def make(family, index):
     files = {"f16": f16}
     if not os.path.exists(QUANTIZE):
         print(f"{family}: no {QUANTIZE}: quantized files not made", file=sys.stderr)
-    for q in QUANTS if os.path.exists(QUANTIZE) else []:
+    # mistral_swa: Q4_0 only (the batch-invariance test's); no llama.cpp golden
+    quants = ["q4_0"] if family == "mistral_swa" else QUANTS
+    for q in quants if os.path.exists(QUANTIZE) else []:
         out = os.path.join(OUT_DIR, f"{family}-{q}.gguf")
         subprocess.run([QUANTIZE, f16, out, q.upper(), "1"], check=True, stdout=subprocess.DEVNULL,
                        stderr=subprocess.DEVNULL)

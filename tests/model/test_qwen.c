@@ -27,15 +27,17 @@
 /* Against llama.cpp on log-probabilities (logit - logsumexp of the row):
  * the weights are the same bits, but llama.cpp rounds every activation row
  * to 8 bits per block (Q8_0 / Q8_K) and keeps K/V in f16, we run float32
- * (exact table). Measured over the golden's 5 prompts x (16 top + 64 probe)
- * log-probabilities (AMD EPYC, avx512 exact table): see the printed max and
- * rms; the bars are about 2x the measured ones. */
-#define LOGPROB_TOL 1.5
-#define RMS_TOL 0.35
+ * (exact table). Measured over the golden's 5 prompts (73 positions) x
+ * (16 top + 64 probe) = 5840 log-probabilities (AMD EPYC, AVX2 exact
+ * table): max |diff| 0.55, rms 0.099; top-1 42/42 where llama.cpp's margin
+ * exceeds 1 (31 near ties), greedy 16/16 tokens before each case's first
+ * near tie. The bars are about 2x the measured ones. */
+#define LOGPROB_TOL 1.0
+#define RMS_TOL 0.2
 /* top-1 and greedy must agree where llama.cpp's own top-1/top-2 gap exceeds this */
 #define ARGMAX_MIN_MARGIN 1.0
-#define MIN_GREEDY 20
-#define MIN_ARGMAX 20
+#define MIN_GREEDY 12
+#define MIN_ARGMAX 30
 #define MAX_T 128
 
 typedef struct fixture {
