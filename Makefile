@@ -14,13 +14,16 @@ all: build
 deps:
 	@bash scripts/install-deps.sh
 
-# The default model (SmolLM2) and the second family the tests check (Gemma 3 270M).
+# The default model (SmolLM2) and the real files of the other families the
+# tests check: Gemma 3 270M and Qwen2.5-Coder-0.5B-Instruct (491 MB, cached
+# in ~/.cache/deepinfer after the first fetch; its tests add ~4 minutes on
+# two cores). Each test skips a file that is absent; `make model-qwen`
+# fetches Qwen alone.
 model: deps
 	@bash scripts/fetch-model.sh
 	@bash scripts/fetch-gemma.sh
+	@bash scripts/fetch-qwen.sh
 
-# Qwen2.5-Coder-0.5B-Instruct Q4_K_M (491 MB, architecture qwen2): optional,
-# the tests that use it skip without it.
 model-qwen: deps
 	@bash scripts/fetch-qwen.sh
 
