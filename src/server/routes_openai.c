@@ -16,6 +16,7 @@
  * request draws a fresh one (OpenAI's behaviour). */
 #include "server/server_internal.h"
 #include "server/dsml_chat.h"
+#include "server/think_out.h"
 #include "server/routes_protocols.h"
 
 #include "base/alloc.h"
@@ -457,6 +458,15 @@ static bool chat_prompt(di_server *s, json_t *root, gen_req *g, srv_reply *r) {
         if (di_engine_apply_chat(s->engine, NULL, m, n, true, &text, &err)) {
             srv_reply_error(r, 400, "invalid_request_error", "messages", NULL, "Cannot apply the chat template: %s", err.msg);
             ok = false;
+        } else {
+            /* a <think> model's reply goes through the output parser (think_out.c) */
+            bool think = false, on = true;
+            ok = srv_think_chat(s, root, &text, &think, &on, r);
+            if (ok && think) {
+                g->dsml = true;
+                g->dsml_opts.think_tags = true;
+                g->dsml_opts.thinking = on;
+            }
         }
     }
     if (owned)

@@ -131,8 +131,9 @@ static di_status validate_file(const char *name, di_error *err) {
 static void bad_files_fail_with_the_right_status_and_message(void **state) {
     (void)state;
     static const struct { const char *file; di_status status; const char *needle; } cases[] = {
-        {"llama_arch_gpt2.gguf", DI_ERR_UNSUPPORTED, "gpt2"},
-        {"llama_moe_experts.gguf", DI_ERR_UNSUPPORTED, "llama.expert_count"},
+        {"llama_arch_gpt2.gguf", DI_ERR_UNSUPPORTED, "'gpt2', supported: llama, gemma3, qwen2, qwen3, qwen3moe, phi3"},
+        /* experts run now (Mixtral): expert_count alone lacks its top-k */
+        {"llama_moe_experts.gguf", DI_ERR_FORMAT, "llama.expert_used_count"},
         {"llama_block_count_zero.gguf", DI_ERR_RANGE, "llama.block_count"},
         {"llama_block_count_huge.gguf", DI_ERR_RANGE, "llama.block_count"},
         {"llama_embd_missing.gguf", DI_ERR_FORMAT, "llama.embedding_length"},
@@ -156,6 +157,22 @@ static void bad_files_fail_with_the_right_status_and_message(void **state) {
         {"llama_gemma3_attn_softcap.gguf", DI_ERR_UNSUPPORTED, "'gemma3.attn_logit_softcapping'"},
         {"llama_gemma3_block_count_zero.gguf", DI_ERR_RANGE, "'gemma3.block_count'"},
         {"llama_gemma3_window_pattern_zero.gguf", DI_ERR_RANGE, "'gemma3.attention.sliding_window_pattern'"},
+        /* the other variants (issue 31): each one's own tensors and keys */
+        {"llama_arch_qwen2moe.gguf", DI_ERR_UNSUPPORTED, "'qwen2moe', supported: llama, gemma3, qwen2"},
+        {"llama_qwen2_missing_k_bias.gguf", DI_ERR_FORMAT, "required tensor 'blk.1.attn_k.bias' is missing"},
+        {"llama_qwen2_shape_v_bias.gguf", DI_ERR_FORMAT, "tensor 'blk.0.attn_v.bias' has shape [3, 1, 1, 1], expected [2, 1]"},
+        {"llama_qwen3_missing_k_norm.gguf", DI_ERR_FORMAT, "'blk.0.attn_k_norm.weight' is missing"},
+        {"llama_qwen3_bias_in_qwen3.gguf", DI_ERR_UNSUPPORTED, "'blk.0.attn_q.bias' is not part of the qwen3"},
+        {"llama_qwen3moe_missing_expert_count.gguf", DI_ERR_FORMAT, "'qwen3moe.expert_count' is missing"},
+        {"llama_qwen3moe_used_more_than_experts.gguf", DI_ERR_RANGE, "'qwen3moe.expert_used_count' is 5, expected 1..4"},
+        {"llama_qwen3moe_shared_experts.gguf", DI_ERR_UNSUPPORTED, "'qwen3moe.expert_shared_count'"},
+        {"llama_qwen3moe_shape_down_exps.gguf", DI_ERR_FORMAT, "'blk.1.ffn_down_exps.weight' has shape [4, 4, 3, 1], expected [4, 4, 4]"},
+        {"llama_qwen3moe_dense_ffn_tensor.gguf", DI_ERR_UNSUPPORTED, "'blk.0.ffn_gate.weight' is not part of the qwen3moe architecture with experts"},
+        {"llama_mixtral_missing_gate_inp.gguf", DI_ERR_FORMAT, "'blk.1.ffn_gate_inp.weight' is missing"},
+        {"llama_mixtral_expert_count_huge.gguf", DI_ERR_RANGE, "'llama.expert_count'"},
+        {"llama_phi3_shape_qkv.gguf", DI_ERR_FORMAT, "'blk.0.attn_qkv.weight' has shape [4, 6, 1, 1], expected [4, 8]"},
+        {"llama_phi3_missing_fused_up.gguf", DI_ERR_FORMAT, "'blk.1.ffn_up.weight' is missing"},
+        {"llama_phi3_separate_q.gguf", DI_ERR_UNSUPPORTED, "'blk.0.attn_q.weight' is not part of the phi3"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         di_error err = {0};
@@ -220,6 +237,45 @@ static void tiny_gemma3_reads_back(void **state) {
     di_gguf_close(g);
 }
 
+/* The seeds of the other variants validate, with each one's own tensors
+ * in its slots and the expert keys read under the file's prefix. */
+static void tiny_variants_read_back(void **state) {
+    (void)state;
+    static const struct { const char *file; di_llama_arch arch; uint32_t experts; } cases[] = {
+        {"tiny_qwen2.gguf", DI_LLAMA_ARCH_QWEN2, 0},
+        {"tiny_qwen3moe.gguf", DI_LLAMA_ARCH_QWEN3MOE, 4},
+        {"tiny_mixtral.gguf", DI_LLAMA_ARCH_LLAMA, 4},
+        {"tiny_phi3.gguf", DI_LLAMA_ARCH_PHI3, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char rel[128];
+        snprintf(rel, sizeof rel, "tests/data/seeds/gguf/%s", cases[i].file);
+        di_gguf *g = open_rel(rel);
+        di_llama_hparams hp;
+        di_llama_tensors lt;
+        di_error err = {0};
+        assert_int_equal(di_llama_hparams_from_gguf(g, &hp, &err), DI_OK);
+        assert_int_equal(hp.arch, cases[i].arch);
+        assert_int_equal(hp.n_expert, cases[i].experts);
+        if (cases[i].experts) {
+            assert_int_equal(hp.n_expert_used, 2);
+            assert_int_equal(hp.n_ff_exp, cases[i].arch == DI_LLAMA_ARCH_QWEN3MOE ? 4 : hp.n_ff);
+            assert_true(hp.expert_weights_norm);
+        }
+        di_status s = di_llama_validate_tensors(g, &hp, &lt, &err);
+        if (s) fprintf(stderr, "%s: %s\n", cases[i].file, err.msg);
+        assert_int_equal(s, DI_OK);
+        const di_llama_layer_tensors *l = &lt.layers[1];
+        switch (cases[i].arch) {
+        case DI_LLAMA_ARCH_QWEN2: assert_true(l->attn_q_b && l->attn_k_b && l->attn_v_b && l->ffn_gate); break;
+        case DI_LLAMA_ARCH_PHI3: assert_true(l->attn_qkv && !l->attn_q && !l->ffn_gate && l->ffn_up); break;
+        default: assert_true(l->ffn_gate_inp && l->ffn_gate_exps && l->ffn_up_exps && l->ffn_down_exps && !l->ffn_gate);
+        }
+        di_llama_tensors_free(&lt);
+        di_gguf_close(g);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(tiny_llama_hparams_read_back),
@@ -229,6 +285,7 @@ int main(void) {
         cmocka_unit_test(vocab_only_llama_passes_hparams_but_not_tensors),
         cmocka_unit_test(validate_refuses_unchecked_hparams),
         cmocka_unit_test(tiny_gemma3_reads_back),
+        cmocka_unit_test(tiny_variants_read_back),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,196 @@
+/* Routed-expert FFN (llama_moe.h). Plan of one call:
+ *   1. router logits for every row (one matmul), then per row a softmax,
+ *      the top n_used and their weights;
+ *   2. per expert (ascending id), the rows that chose it gathered into a
+ *      block, gate and up in one dispatch, SwiGLU, down;
+ *   3. every row adds w_j * y_j into its accumulator as its experts come,
+ *      so the sum runs in ascending expert id for every row.
+ * The result is copied to out last, so out may alias h. */
+#include "model/llama_moe.h"
+
+#include "base/alloc.h"
+#include "kernels/cpu/ggml_compat.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct di_llama_moe_scratch {
+    int64_t cap_rows, cap_mm, n_embd, n_ff, n_expert, n_used;
+    float *logits;    /* (rows, n_expert) router output, then probabilities */
+    int32_t *sel;     /* (rows, n_used) chosen expert ids */
+    float *sel_w;     /* (rows, n_used) their weights */
+    int32_t *rows;    /* (rows) the rows of the expert being run */
+    float *w_rows;    /* (rows) their weights for it */
+    float *xin;       /* (rows, n_embd) gathered input rows */
+    float *gate, *up; /* (rows, n_ff) */
+    float *y;         /* (rows, n_embd) one expert's output */
+    float *acc;       /* (rows, n_embd) the weighted sum */
+    float *mm;        /* di_matmul scratch */
+};
+
+void di_llama_moe_scratch_free(di_llama_moe_scratch *s) {
+    if (!s) return;
+    free(s->logits);
+    free(s->sel);
+    free(s->sel_w);
+    free(s->rows);
+    free(s->w_rows);
+    free(s->xin);
+    free(s->gate);
+    free(s->up);
+    free(s->y);
+    free(s->acc);
+    free(s->mm);
+    free(s);
+}
+
+static di_status bind_mat(const di_gguf_tensor *t, const di_cpu_kernels *k, int64_t n_expert, di_llama_moe_mat *m,
+                          di_error *err) {
+    const di_dtype_traits *tr = di_dtype_traits_of(t->dtype);
+    if (!tr || !di_cpu_kernels_supports(k, t->dtype))
+        return di_error_set(err, DI_ERR_UNSUPPORTED, "tensor '%s': dtype %s not supported by the %s kernels", t->name,
+                            tr ? tr->name : "?", k->name);
+    uint64_t rb, per, total;
+    if (di_dtype_row_bytes(t->dtype, t->ne[0], &rb) != DI_OK || di_mul_overflow_u64(rb, (uint64_t)t->ne[1], &per) ||
+        di_mul_overflow_u64(per, (uint64_t)n_expert, &total) || total > t->n_bytes)
+        return di_error_set(err, DI_ERR_FORMAT, "tensor '%s': %lld experts of %lld x %lld %s do not fit its %llu bytes",
+                            t->name, (long long)n_expert, (long long)t->ne[1], (long long)t->ne[0], tr->name,
+                            (unsigned long long)t->n_bytes);
+    if ((uintptr_t)t->data % 4 != 0 || (n_expert > 1 && per % 4 != 0))
+        return di_error_set(err, DI_ERR_FORMAT, "tensor '%s': expert data not 4-byte aligned", t->name);
+    *m = (di_llama_moe_mat){t->dtype, t->data, rb, per, t->ne[0], t->ne[1]};
+    return DI_OK;
+}
+
+di_status di_llama_moe_bind(const di_llama_hparams *hp, const di_llama_layer_tensors *t, const di_cpu_kernels *k,
+                            di_llama_moe *out, di_error *err) {
+    memset(out, 0, sizeof *out);
+    di_status s;
+    int64_t X = hp->n_expert;
+    if ((s = bind_mat(t->ffn_gate_inp, k, 1, &out->router, err)) ||
+        (s = bind_mat(t->ffn_gate_exps, k, X, &out->gate, err)) || (s = bind_mat(t->ffn_up_exps, k, X, &out->up, err)) ||
+        (s = bind_mat(t->ffn_down_exps, k, X, &out->down, err)))
+        return s;
+    out->n_expert = (int32_t)hp->n_expert;
+    out->n_used = (int32_t)hp->n_expert_used;
+    out->norm = hp->expert_weights_norm;
+    return DI_OK;
+}
+
+static int grow(void *pp, int64_t n, size_t size) {
+    void **p = pp;
+    void *q = di_malloc_array((size_t)(n > 0 ? n : 1), size);
+    if (!q) return 0;
+    free(*p);
+    *p = q;
+    return 1;
+}
+
+static di_status reserve(const di_llama_moe *moe, int64_t n_rows, int n_threads, di_llama_moe_scratch **sp,
+                         di_error *err) {
+    di_llama_moe_scratch *s = *sp;
+    if (!s) {
+        if (!(s = di_calloc(1, sizeof *s))) return di_error_set(err, DI_ERR_NOMEM, "experts: out of memory");
+        *sp = s;
+    }
+    const int64_t E = moe->gate.n_in, F = moe->gate.n_out, X = moe->n_expert, K = moe->n_used;
+    if (n_rows > s->cap_rows || E != s->n_embd || F > s->n_ff || X > s->n_expert || K > s->n_used) {
+        int64_t n = n_rows > s->cap_rows ? n_rows : s->cap_rows;
+        if (F > s->n_ff) s->n_ff = F;
+        if (X > s->n_expert) s->n_expert = X;
+        if (K > s->n_used) s->n_used = K;
+        s->n_embd = E;
+        s->cap_rows = 0;
+        if (!grow(&s->logits, n * s->n_expert, sizeof(float)) || !grow(&s->sel, n * s->n_used, sizeof(int32_t)) ||
+            !grow(&s->sel_w, n * s->n_used, sizeof(float)) || !grow(&s->rows, n, sizeof(int32_t)) ||
+            !grow(&s->w_rows, n, sizeof(float)) || !grow(&s->xin, n * E, sizeof(float)) ||
+            !grow(&s->gate, n * s->n_ff, sizeof(float)) || !grow(&s->up, n * s->n_ff, sizeof(float)) ||
+            !grow(&s->y, n * E, sizeof(float)) || !grow(&s->acc, n * E, sizeof(float)))
+            return di_error_set(err, DI_ERR_NOMEM, "experts: out of memory for %lld rows", (long long)n);
+        s->cap_rows = n;
+        s->cap_mm = 0;
+    }
+    int64_t widest = E > s->n_ff ? E : s->n_ff;
+    int64_t mm = di_matmul_scratch_floats(s->cap_rows, widest, n_threads);
+    if (mm > s->cap_mm) {
+        if (!grow(&s->mm, mm, sizeof(float))) {
+            s->cap_mm = 0;
+            return di_error_set(err, DI_ERR_NOMEM, "experts: out of memory for matmul scratch");
+        }
+        s->cap_mm = mm;
+    }
+    return DI_OK;
+}
+
+static di_matmul_args expert_args(const di_llama_moe_mat *m, int32_t e, const float *x, int64_t ldx, float *y,
+                                  int64_t ldy, int64_t n_rows) {
+    return (di_matmul_args){m->dtype, m->data + (uint64_t)e * m->expert_bytes, m->row_bytes, x, ldx, y, ldy, n_rows,
+                            m->n_in, m->n_out};
+}
+
+/* Softmax of one row's router logits p (X), then its top K into sel/sel_w:
+ * repeated arg-max, lowest id on ties (llama.cpp's argsort order for equal
+ * values is unspecified; ties do not occur with real logits). */
+static void route_row(float *p, int64_t X, int64_t K, bool norm, int32_t *sel, float *sel_w) {
+    di_softmax(p, X);
+    float sum = 0.0f;
+    for (int64_t j = 0; j < K; j++) {
+        int64_t best = -1;
+        for (int64_t e = 0; e < X; e++) {
+            bool taken = false;
+            for (int64_t i = 0; i < j && !taken; i++) taken = sel[i] == e;
+            if (!taken && (best < 0 || p[e] > p[best])) best = e;
+        }
+        sel[j] = (int32_t)best;
+        sel_w[j] = p[best];
+        sum += p[best];
+    }
+    if (norm && sum > 0.0f)
+        for (int64_t j = 0; j < K; j++) sel_w[j] /= sum;
+}
+
+di_status di_llama_moe_forward(const di_llama_moe *moe, const di_cpu_kernels *k, const float *h, int64_t ldh,
+                               int64_t n_rows, float *out, int64_t ld_out, di_llama_moe_scratch **scratch,
+                               di_threadpool *pool, di_error *err) {
+    if (n_rows <= 0) return DI_OK;
+    int n_threads = di_threadpool_n_threads(pool);
+    di_status st = reserve(moe, n_rows, n_threads, scratch, err);
+    if (st) return st;
+    di_llama_moe_scratch *s = *scratch;
+    const int64_t E = moe->gate.n_in, F = moe->gate.n_out, X = moe->n_expert, K = moe->n_used;
+
+    di_matmul_args ra = expert_args(&moe->router, 0, h, ldh, s->logits, X, n_rows);
+    di_matmul(k, &ra, s->mm, pool);
+    for (int64_t r = 0; r < n_rows; r++) route_row(s->logits + r * X, X, K, moe->norm, s->sel + r * K, s->sel_w + r * K);
+    memset(s->acc, 0, (size_t)(n_rows * E) * sizeof(float));
+
+    for (int32_t e = 0; e < X; e++) {
+        int64_t n = 0;
+        for (int64_t r = 0; r < n_rows; r++)
+            for (int64_t j = 0; j < K; j++)
+                if (s->sel[r * K + j] == e) {
+                    s->rows[n] = (int32_t)r;
+                    s->w_rows[n] = s->sel_w[r * K + j];
+                    memcpy(s->xin + n * E, h + r * ldh, (size_t)E * sizeof(float));
+                    n++;
+                }
+        if (n == 0) continue;
+        const di_matmul_args gu[2] = {expert_args(&moe->gate, e, s->xin, E, s->gate, F, n),
+                                      expert_args(&moe->up, e, s->xin, E, s->up, F, n)};
+        di_matmul_multi(k, gu, 2, s->mm, pool);
+        for (int64_t i = 0; i < n; i++) {
+            if (k->ggml) di_ggml_swiglu(s->gate + i * F, s->up + i * F, F);
+            else di_swiglu(s->gate + i * F, s->up + i * F, F);
+        }
+        di_matmul_args da = expert_args(&moe->down, e, s->gate, F, s->y, E, n);
+        di_matmul(k, &da, s->mm, pool);
+        for (int64_t i = 0; i < n; i++) {
+            float *acc = s->acc + (int64_t)s->rows[i] * E;
+            const float *y = s->y + i * E, w = s->w_rows[i];
+            for (int64_t d = 0; d < E; d++) acc[d] += w * y[d];
+        }
+    }
+    for (int64_t r = 0; r < n_rows; r++) memcpy(out + r * ld_out, s->acc + r * E, (size_t)E * sizeof(float));
+    return DI_OK;
+}
