@@ -130,9 +130,7 @@ def main():
 def make(name, model_rel, test_chunks):
     model = os.path.join(ROOT, model_rel)
     out_path = os.path.join(ROOT, "tests", "data", "golden", "llamacpp", name + ".json")
-    # DI_PPL_TEXT: the same file from elsewhere (a worktree without ../shared);
-    # the manifest names TEXT_REL and the file's sha256 either way
-    text_path = os.environ.get("DI_PPL_TEXT") or os.path.normpath(os.path.join(ROOT, TEXT_REL))
+    text_path = os.path.join(ROOT, TEXT_REL)
     with open(text_path, "rb") as f:
         text = f.read()
     llm = Llama(model_path=model, n_ctx=CTX, n_batch=CTX, n_ubatch=CTX, n_threads=THREADS,
