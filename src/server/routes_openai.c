@@ -473,7 +473,10 @@ static bool chat_prompt(di_server *s, json_t *root, gen_req *g, srv_reply *r) {
         for (size_t i = 0; i < n; i++) free(owned[i]);
     free(owned);
     free(m);
-    if (!ok) return false;
+    if (!ok) {
+        free(text); /* rendered, then refused (e.g. bad chat_template_kwargs) */
+        return false;
+    }
     g->prompts = calloc(1, sizeof *g->prompts);
     g->prompt_lens = calloc(1, sizeof *g->prompt_lens);
     if (!g->prompts || !g->prompt_lens) {
