@@ -215,7 +215,10 @@ static void attn_task(void *arg, int64_t task, int thread) {
         int32_t c1 = c0 + ROW_CHUNK < a->n_rows ? c0 + ROW_CHUNK : a->n_rows;
         for (int32_t r = c0; r < c1;) {
             int32_t e = r + 1;
-            while (e < c1 && a->row_blocks[e] == a->row_blocks[r]) e++;
+            /* a run also ends where the window starts cutting keys off: the
+             * rows before keep the fast table's bits whatever shares their
+             * chunk (the fast tables hand windowed runs to attend_run) */
+            while (e < c1 && a->row_blocks[e] == a->row_blocks[r] && (di_attn_first_pos(a, e) > 0) == (di_attn_first_pos(a, r) > 0)) e++;
             if (!job->k->attn_run || !job->k->attn_run(a, r, e - r, kvh, scratch))
                 attend_run(job->k, a, r, e - r, kvh, scratch);
             r = e;
