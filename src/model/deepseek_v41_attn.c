@@ -404,10 +404,7 @@ void dsv41_out_proj(di_dsv41_ctx *c, const dsv41_layer *L, int64_t n, di_threadp
     /* grouped output projection: group g reads heads [g*H/G, (g+1)*H/G) */
     const int64_t G = hp->o_groups, gin = H * hd / G, olr = hp->o_lora;
     for (int64_t g = 0; g < G; g++) {
-        dsv4_linear wg = L->wo_a;
-        wg.n_out = olr;
-        wg.data = (const uint8_t *)L->wo_a.data + (uint64_t)(g * olr) * L->wo_a.row_bytes;
-        if (wg.kind == DSV4_W_FP8) wg.row_off = L->wo_a.row_off + g * olr;
+        const dsv4_linear wg = dsv4_linear_rows(&L->wo_a, g * olr, olr);
         dsv41_linear(c, &wg, c->att + g * gin, H * hd, c->oa + g * olr, G * olr, n, 0, pool);
     }
     if (dsv41_faithful(c)) /* use_fp8_einsum_output: wo_a's output is fp8 per 32 */

@@ -420,11 +420,7 @@ share:;
     /* grouped output projection: group g reads heads [g*H/G, (g+1)*H/G) */
     const int64_t G = hp->o_groups, gin = H * hd / G, olr = hp->o_lora;
     for (int64_t g = 0; g < G; g++) {
-        dsv4_linear wg = L->wo_a;
-        wg.n_out = olr;
-        wg.data = (const uint8_t *)L->wo_a.data + (uint64_t)(g * olr) * L->wo_a.row_bytes;
-        if (wg.kind == DSV4_W_FP8) wg.row_off = L->wo_a.row_off + g * olr;
-        if (wg.kind == DSV4_W_MXFP4) wg.mx_scale += (uint64_t)(g * olr) * (uint64_t)(wg.n_in / 32);
+        const dsv4_linear wg = dsv4_linear_rows(&L->wo_a, g * olr, olr);
         dsv4_linear_apply(k, &wg, c->att + g * gin, H * hd, c->oa + g * olr, G * olr, n, mm, pool);
     }
     dsv4_linear_apply(k, &L->wo_b, c->oa, G * olr, c->y, D, n, mm, pool);

@@ -56,6 +56,30 @@ const char *di_dsv4_attn_kind_name(di_dsv4_attn_kind k) {
 #define GET_INT(key, lo, hi, def, dst) DSV4_CFG_INT_OR(c, key, lo, hi, def, dst)
 #define GET_FLOAT(key, lo, hi, def, dst) DSV4_CFG_FLOAT_OR(c, key, lo, hi, def, dst)
 
+/* A per-layer list of names (layer_types, mlp_layer_types): one of the
+ * n_names names for each of the n layers, its index into out; `bad` ends
+ * the message for a name not in the list. */
+static di_status read_name_list(const di_hf_config *c, const char *key, const char *const *names, int n_names,
+                                int32_t n, uint8_t *out, const char *bad, di_error *err) {
+    const char *v[DI_DSV4_MAX_LAYERS];
+    size_t len;
+    di_status s = di_hf_config_get_string_array(c, key, v, DI_DSV4_MAX_LAYERS, &len, err);
+    if (s) return s;
+    if ((int32_t)len != n)
+        return di_error_set(err, DI_ERR_FORMAT, "%s: %s has %zu entries for %d layers", di_hf_config_name(c), key, len,
+                            (int)n);
+    for (int32_t i = 0; i < n; i++) {
+        int k = -1;
+        for (int j = 0; j < n_names; j++)
+            if (!strcmp(v[i], names[j])) k = j;
+        if (k < 0)
+            return di_error_set(err, DI_ERR_FORMAT, "%s: %s[%d] = '%.64s' %s", di_hf_config_name(c), key, (int)i, v[i],
+                                bad);
+        out[i] = (uint8_t)k;
+    }
+    return DI_OK;
+}
+
 /* layer_types, else legacy compress_ratios (0/4/128 per layer, possibly
  * longer than n_layers: the MTP layer's entry is dropped as transformers
  * does), else the V4 default (2 HCA, then alternating HCA/CSA). */
@@ -63,24 +87,8 @@ static di_status read_layer_types(const di_hf_config *c, di_dsv4_hparams *hp, di
     int32_t n = hp->n_layers;
     size_t len;
     di_status s;
-    if (di_hf_config_has(c, "layer_types")) {
-        const char *names[DI_DSV4_MAX_LAYERS];
-        if ((s = di_hf_config_get_string_array(c, "layer_types", names, DI_DSV4_MAX_LAYERS, &len, err)))
-            return s;
-        if ((int32_t)len != n)
-            return di_error_set(err, DI_ERR_FORMAT, "%s: layer_types has %zu entries for %d layers",
-                                di_hf_config_name(c), len, (int)n);
-        for (int32_t i = 0; i < n; i++) {
-            int k = -1;
-            for (int j = 0; j < 3; j++)
-                if (!strcmp(names[i], LAYER_TYPE_NAMES[j])) k = j;
-            if (k < 0)
-                return di_error_set(err, DI_ERR_FORMAT, "%s: layer_types[%d] = '%.64s' is not a V4 layer type",
-                                    di_hf_config_name(c), (int)i, names[i]);
-            hp->attn_kind[i] = (uint8_t)k;
-        }
-        return DI_OK;
-    }
+    if (di_hf_config_has(c, "layer_types"))
+        return read_name_list(c, "layer_types", LAYER_TYPE_NAMES, 3, n, hp->attn_kind, "is not a V4 layer type", err);
     if (di_hf_config_has(c, "compress_ratios")) {
         int64_t r[DI_DSV4_MAX_LAYERS + 8];
         if ((s = di_hf_config_get_int_array(c, "compress_ratios", 0, 128, r, DI_DSV4_MAX_LAYERS + 8, &len, err)))
@@ -113,23 +121,9 @@ static di_status read_layer_types(const di_hf_config *c, di_dsv4_hparams *hp, di
 static di_status read_mlp_types(const di_hf_config *c, di_dsv4_hparams *hp, di_error *err) {
     int32_t n = hp->n_layers;
     di_status s;
-    if (di_hf_config_has(c, "mlp_layer_types")) {
-        const char *names[DI_DSV4_MAX_LAYERS];
-        size_t len;
-        if ((s = di_hf_config_get_string_array(c, "mlp_layer_types", names, DI_DSV4_MAX_LAYERS, &len, err)))
-            return s;
-        if ((int32_t)len != n)
-            return di_error_set(err, DI_ERR_FORMAT, "%s: mlp_layer_types has %zu entries for %d layers",
-                                di_hf_config_name(c), len, (int)n);
-        for (int32_t i = 0; i < n; i++) {
-            if (!strcmp(names[i], MLP_TYPE_NAMES[0])) hp->hash_moe[i] = 0;
-            else if (!strcmp(names[i], MLP_TYPE_NAMES[1])) hp->hash_moe[i] = 1;
-            else
-                return di_error_set(err, DI_ERR_FORMAT, "%s: mlp_layer_types[%d] = '%.64s' (must be moe or hash_moe)",
-                                    di_hf_config_name(c), (int)i, names[i]);
-        }
-        return DI_OK;
-    }
+    if (di_hf_config_has(c, "mlp_layer_types"))
+        return read_name_list(c, "mlp_layer_types", MLP_TYPE_NAMES, 2, n, hp->hash_moe, "(must be moe or hash_moe)",
+                              err);
     int64_t n_hash;
     if ((s = di_hf_config_get_int_or(c, "num_hash_layers", 0, DI_DSV4_MAX_LAYERS, 3, &n_hash, err))) return s;
     for (int32_t i = 0; i < n; i++) hp->hash_moe[i] = i < n_hash;

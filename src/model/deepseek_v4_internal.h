@@ -365,6 +365,9 @@ int64_t dsv4_linear_scratch_floats(int64_t n_rows, int64_t n_in, int64_t n_tasks
  * dot_f32(dequant(W[o]), x[r]) in one fixed order. */
 void dsv4_linear_apply(const di_cpu_kernels *k, const dsv4_linear *w, const float *x, int64_t ldx,
                        float *y, int64_t ldy, int64_t n_rows, float *scratch, di_threadpool *pool);
+/* The view of rows [r0, r0 + n) of w (the grouped output projection's
+ * groups): data, FP8 scale row offset and MXFP4 scales moved along. */
+dsv4_linear dsv4_linear_rows(const dsv4_linear *w, int64_t r0, int64_t n);
 /* Row o of W as floats (n_in). */
 void dsv4_linear_row(const di_cpu_kernels *k, const dsv4_linear *w, int64_t o, float *dst);
 
