@@ -1,6 +1,7 @@
 /* DeepSeek-V4.1 internals shared by the deepseek_v41*.c files. The pieces:
  *
- *   deepseek_v41_config.c  config.json -> hparams + the layer role table
+ *   deepseek_v41_config.c  V4.1's column of the family's config reader
+ *                          (deepseek_v4_config.c builds the role table)
  *   deepseek_v41_load.c    tensors bound by name (V4's binders), checked
  *   deepseek_v41_quant.c   the numerics policy: bf16, fp8 activations,
  *                          MXFP8 / FP4 KV records, FP4 index vectors

@@ -1,7 +1,8 @@
 /* DeepSeek-V4 internals shared by the deepseek_v4*.c files (not a public
  * header). The pieces:
  *
- *   deepseek_v4_config.c  config.json -> di_dsv4_hparams, every value checked
+ *   deepseek_v4_config.c  the family's config reader (both variants): the shared
+ *                         keys, V4's own, the layer role table; every value checked
  *   deepseek_v4_load.c    tensors bound by name, shapes and dtypes checked
  *   deepseek_v4_linear.c  y = W x for BF16/F16/F32, FP8 block-scaled, MXFP4
  *   deepseek_v4_attn.c    attention: window, compressor, indexer, sink
