@@ -146,31 +146,21 @@ di_status di_dsv4_ctx_create(const di_dsv4_model *m, di_dsv4_ctx **out, di_error
 }
 
 /* The per-row scratch of c for n rows, in one table (grown and freed together). */
-#define ROW_BUFS_MAX 32
-static size_t row_bufs(di_dsv4_ctx *c, int64_t n, dsv4_buf *t) {
+static size_t row_bufs(void *ctx, int64_t n, dsv4_buf *t) {
+    di_dsv4_ctx *c = ctx;
     const di_dsv4_hparams *hp = &c->m->hp;
-    const int64_t D = hp->n_embd, N = hp->hc_mult, M = (2 + N) * N, HD = (int64_t)hp->n_heads * hp->head_dim;
-    const int64_t K = hp->n_experts_used, F = hp->moe_ff, IHD = (int64_t)hp->index_heads * hp->index_dim;
+    const int64_t ND = n * hp->hc_mult * hp->n_embd;
     const dsv4_buf b[] = {
-        {&c->X, n * N * D, 4}, {&c->Xn, n * N * D, 4}, {&c->flat, n * N * D, 4}, {&c->mix, n * M, 4},
-        {&c->post, n * N, 4}, {&c->comb, n * N * N, 4}, {&c->h, n * D, 4}, {&c->y, n * D, 4},
-        {&c->qr, n * hp->q_lora, 4}, {&c->q, n * HD, 4}, {&c->kvr, n * hp->head_dim, 4},
-        {&c->ckv, n * 2 * hp->head_dim, 4}, {&c->cg, n * 2 * hp->head_dim, 4}, {&c->ikv, n * 2 * hp->index_dim, 4},
-        {&c->ig, n * 2 * hp->index_dim, 4}, {&c->iq, n * IHD, 4}, {&c->iw, n * hp->index_heads, 4},
-        {&c->att, n * HD, 4}, {&c->oa, n * hp->o_groups * hp->o_lora, 4}, {&c->logit, n * hp->n_experts, 4},
-        {&c->vsel, n * hp->n_experts, 4},
-        {&c->sel, n * K, 4}, {&c->selw, n * K, 4}, {&c->ysel, n * K * D, 4}, {&c->grow, n * K, 4},
-        {&c->xg, n * K * D, 4}, {&c->g1, n * K * F, 4}, {&c->g3, n * K * F, 4}, {&c->yg, n * K * D, 4},
+        {&c->X, ND, 4}, {&c->Xn, ND, 4}, {&c->flat, ND, 4}, {&c->ckv, n * 2 * hp->head_dim, 4},
+        {&c->cg, n * 2 * hp->head_dim, 4}, {&c->ikv, n * 2 * hp->index_dim, 4}, {&c->ig, n * 2 * hp->index_dim, 4},
     };
-    _Static_assert(sizeof b / sizeof *b <= ROW_BUFS_MAX, "row_bufs: table too small");
-    memcpy(t, b, sizeof b);
-    return sizeof b / sizeof *b;
+    _Static_assert(DSV4_ROWS_N + sizeof b / sizeof *b <= DSV4_ROW_BUFS_MAX, "row_bufs: table too small");
+    return dsv4_rows_table(&c->rows, hp, n, b, sizeof b / sizeof *b, t);
 }
 
 void di_dsv4_ctx_free(di_dsv4_ctx *c) {
     if (!c) return;
-    dsv4_buf t[ROW_BUFS_MAX];
-    dsv4_free_all(t, row_bufs(c, 0, t));
+    dsv4_rows_free(c, row_bufs);
     free(c->pool_tmp);
     free(c->mm_scratch);
     free(c->attn_scratch);
@@ -182,18 +172,9 @@ void di_dsv4_ctx_free(di_dsv4_ctx *c) {
 
 static di_status ctx_reserve(di_dsv4_ctx *c, int64_t n, int64_t n_tasks, int64_t n_seqs, int32_t max_pos,
                              di_error *err) {
-    const di_dsv4_hparams *hp = &c->m->hp;
-    const int64_t D = hp->n_embd, N = hp->hc_mult, HD = (int64_t)hp->n_heads * hp->head_dim, F = hp->moe_ff;
-    if (n > c->cap_rows) {
-        c->cap_rows = 0;
-        dsv4_buf t[ROW_BUFS_MAX];
-        if (!dsv4_regrow_all(t, row_bufs(c, n, t)))
-            return di_error_set(err, DI_ERR_NOMEM, "deepseek_v4 ctx: out of memory for %lld rows", (long long)n);
-        c->cap_rows = n;
-    }
-    int64_t max_in = dsv4_max64(dsv4_max64(N * D, HD), dsv4_max64(dsv4_max64(hp->q_lora, F),
-                                                                   (int64_t)hp->o_groups * hp->o_lora));
-    max_in = dsv4_max64(max_in, D);
+    di_status s = dsv4_rows_grow(c, row_bufs, n, &c->cap_rows, "deepseek_v4", err);
+    if (s) return s;
+    const int64_t max_in = dsv4_core_max_in(&c->m->hp);
     c->attn_floats = dsv4_attention_scratch_floats(c->m, max_pos);
     if (!dsv4_grow(&c->mm_scratch, &c->cap_mm_floats,
                    dsv4_linear_scratch_floats(c->cap_rows, max_in, n_tasks, (int)n_tasks), 4) ||
@@ -236,6 +217,16 @@ void dsv4_prof_add(di_dsv4_ctx *c, di_dsv4_block blk, double t0) {
 }
 
 /* ---- forward ------------------------------------------------------------------- */
+
+di_status dsv4_batch_slots(const di_batch *b, int32_t *max_pos, di_error *err) {
+    *max_pos = 0;
+    if (b->n_seq_slots < 1 || b->n_seq_slots > MAX_SEQ_SLOTS)
+        return di_error_set(err, DI_ERR_INVALID_ARG, "batch: n_seq_slots %d not in [1, %d]", (int)b->n_seq_slots,
+                            MAX_SEQ_SLOTS);
+    if (b->pos)
+        for (int32_t i = 0; i < b->n_rows; i++) *max_pos = b->pos[i] > *max_pos ? b->pos[i] : *max_pos;
+    return DI_OK;
+}
 
 /* Everything forward reads or writes through b (as di_llama_forward). */
 di_status dsv4_validate_batch(int32_t *seq_last, int32_t n_vocab, int32_t kv_block_size, int32_t kv_n_blocks,
@@ -296,14 +287,11 @@ di_status di_dsv4_forward(di_dsv4_ctx *c, di_dsv4_kv *kv, const di_batch *b, flo
         }
         return c->ep ? dsv4_ep_after_forward(c->ep, err) : DI_OK;
     }
-    if (b->n_seq_slots < 1 || b->n_seq_slots > MAX_SEQ_SLOTS)
-        return di_error_set(err, DI_ERR_INVALID_ARG, "batch: n_seq_slots %d not in [1, %d]", (int)b->n_seq_slots,
-                            MAX_SEQ_SLOTS);
-    int32_t max_pos = 0;
-    if (b->pos)
-        for (int32_t i = 0; i < b->n_rows; i++) max_pos = b->pos[i] > max_pos ? b->pos[i] : max_pos;
+    int32_t max_pos;
+    di_status s = dsv4_batch_slots(b, &max_pos, err);
+    if (s) return s;
     int32_t n_threads = di_threadpool_n_threads(pool);
-    di_status s = ctx_reserve(c, b->n_rows, n_threads, b->n_seq_slots, max_pos, err);
+    s = ctx_reserve(c, b->n_rows, n_threads, b->n_seq_slots, max_pos, err);
     if (s || (s = dsv4_validate_batch(c->seq_last, hp->n_vocab, kv->block_size, kv->n_blocks, b, err))) return s;
     int32_t n_want = 0;
     for (int32_t i = 0; i < b->n_rows; i++) n_want += b->want_logits[i] != 0;

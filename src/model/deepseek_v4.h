@@ -32,8 +32,8 @@
  * sequence's cache. The price is memory: raw projections are kept for every
  * position, not only for open groups (a later optimization).
  *
- * DeepSeek-V4.1 (`deepseek_v41`) configs are recognized and refused with
- * DI_ERR_UNSUPPORTED: there is no reference implementation to test against.
+ * DeepSeek-V4.1 (`deepseek_v41`) configs are refused with DI_ERR_UNSUPPORTED
+ * here: deepseek_v41.h loads them (same hparams struct and topology).
  *
  * Ownership: the model owns its mapping; kv caches and contexts must be freed
  * before the model. One ctx per concurrent caller. */
@@ -60,31 +60,77 @@ typedef enum di_dsv4_attn_kind {
     DI_DSV4_ATTN_HCA,        /* heavily_compressed_attention */
 } di_dsv4_attn_kind;
 
-/* Hyper-parameters, all validated (ranges, divisibility, per-layer lists). */
+/* The two members of the family. They share one config reader, one
+ * hyper-parameter struct and one layer topology; the reader's variant
+ * table (deepseek_v4_config.c) says where they differ. */
+typedef enum di_dsv4_variant {
+    DI_DSV4_V4 = 0,  /* deepseek_v4: transformers' config, hc_head, hash routing */
+    DI_DSV4_V41 = 1, /* deepseek_v41: DeepInfer's config, shifted mHC, CED decoders, Engram */
+} di_dsv4_variant;
+
+#define DI_DSV4_MAX_ENGRAM 8        /* Engram layers */
+
+/* What one layer is and whom it reads: the family's topology, built once
+ * by the config reader and checked there. V4.1 derives it the way
+ * DeepInfer's hugging_face/config.py + cross_layer.py:SharedLayerTopology
+ * do (each source map sends a layer to the nearest source at or before
+ * it); a V4 layer shares nothing: every compressed layer owns its
+ * compressor, CSA layers their indexer too, HCA layers have none. */
+typedef struct di_dsv4_role {
+    int32_t ratio;      /* compression ratio: 0 window only (V4: CSA / HCA ratio, V4.1: 1 or 2) */
+    int32_t kv_src;     /* layer whose compressed KV it reads (itself: owns a compressor); -1 */
+    int32_t idx_src;    /* layer whose top-k selection it attends with (itself: owns an indexer);
+                         * -1 (window layers, V4's HCA layers: every compressed entry) */
+    int32_t idxk_src;   /* index sources: the layer whose index keys it scores; -1 */
+    int32_t cand_src;   /* index sources past the candidate source: scores only inside its blocks; -1 */
+    int32_t engram;     /* slot in the Engram layer list, -1 */
+    uint8_t cand_producer; /* the candidate source itself: keeps the top candidate blocks */
+    uint8_t decoder;    /* past n_prefill_layer (a CED decoder): owns only its window KV */
+} di_dsv4_role;
+
+/* Hyper-parameters and topology of a family model, all validated (ranges,
+ * divisibility, per-layer lists). The first block both variants read
+ * alike; then the topology; then what only one of them has. */
 typedef struct di_dsv4_hparams {
+    di_dsv4_variant variant;
     int32_t n_vocab, n_embd, n_layers;
     int32_t n_heads, head_dim, n_rot;   /* n_rot: trailing rotary dims per head */
     int32_t q_lora, o_groups, o_lora;
-    int32_t n_experts, n_experts_used, moe_ff;
+    int32_t n_experts, n_experts_used, moe_ff, n_shared;
     int32_t hc_mult, hc_iters;
     float hc_eps;
     int32_t window;                     /* sliding_window */
-    int32_t ratio_csa, ratio_hca;       /* compress_rates */
     int32_t index_heads, index_dim, index_topk;
     float rms_eps, swiglu_limit, routed_scale;
     int32_t n_ctx_train;                /* max_position_embeddings (capped to int32) */
-    int32_t bos, eos;                   /* -1 when absent */
+    int32_t bos, eos, pad;              /* -1 when absent */
     double rope_theta, compress_rope_theta;
     int yarn;                           /* compressed layers use YaRN */
     double yarn_factor, yarn_orig_ctx, yarn_beta_fast, yarn_beta_slow;
     int tied;                           /* tie_word_embeddings */
     int32_t fp8_block;                  /* quantization_config block edge, 0 = none */
+    int32_t n_mtp;                      /* num_nextn_predict_layers (V4: MTP modules, V4.1: DSpark stages) */
+    /* the topology */
+    int32_t n_prefill_layer;            /* first ratio-1 layer (V4.1); n_layers: no CED decoders */
+    di_dsv4_role role[DI_DSV4_MAX_LAYERS];
+    uint8_t hash_moe[DI_DSV4_MAX_LAYERS];  /* 1: layer routes by tid2eid (V4 only) */
+    /* V4 only */
+    int32_t ratio_csa, ratio_hca;       /* compress_rates */
     uint8_t attn_kind[DI_DSV4_MAX_LAYERS]; /* di_dsv4_attn_kind per layer */
-    uint8_t hash_moe[DI_DSV4_MAX_LAYERS];  /* 1: layer routes by tid2eid */
-    int32_t n_mtp;                      /* num_nextn_predict_layers (MTP modules) */
     /* attention kind of MTP module i from legacy compress_ratios entries
      * past n_layers, else DI_DSV4_KIND_UNKNOWN (then the tensors decide) */
     uint8_t mtp_attn_kind[DI_DSV4_MAX_MTP];
+    /* V4.1 only */
+    int32_t cand_topk_blocks, cand_block;   /* 0 when there is no candidate source */
+    int use_fp4_kv;                          /* use_fp4_sparse_kv */
+    int32_t n_engram, engram_layers[DI_DSV4_MAX_ENGRAM];
+    int32_t engram_max_ngram, engram_heads, engram_head_dim;
+    int64_t engram_vocab;                    /* engram_vocab_size (prime search start + 1) */
+    int32_t engram_compressed_vocab;         /* engram_compressed_vocab_size, 0 = not compressed */
+    /* DSpark (loaded and validated; run by the drafter) */
+    int32_t dspark_block, dspark_markov_rank, dspark_noise_token;
+    int32_t dspark_n_experts, dspark_n_experts_used;
+    int32_t n_dspark_targets, dspark_targets[8];
 } di_dsv4_hparams;
 
 typedef struct di_dsv4_model di_dsv4_model;
@@ -92,7 +138,8 @@ typedef struct di_dsv4_kv di_dsv4_kv;
 typedef struct di_dsv4_ctx di_dsv4_ctx;
 
 /* Reads only dir/config.json: fills *hp when it is a valid V4 config.
- * DI_ERR_UNSUPPORTED for V4.1 or features not implemented. */
+ * DI_ERR_UNSUPPORTED for a V4.1 config (di_dsv41_read_config reads those)
+ * or features not implemented. */
 di_status di_dsv4_read_config(const char *dir, di_dsv4_hparams *hp, di_error *err);
 
 /* Opens an HF checkpoint folder (config.json + model.safetensors or a

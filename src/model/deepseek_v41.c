@@ -30,7 +30,6 @@
 #include <string.h>
 
 #define MAX_BATCH_ROWS (1 << 20)
-#define MAX_SEQ_SLOTS (1 << 24)
 
 /* ---- model ---------------------------------------------------------------------- */
 
@@ -239,35 +238,25 @@ di_status di_dsv41_ctx_create(const di_dsv41_model *m, di_dsv41_ctx **out, di_er
 }
 
 /* The per-row scratch of c for n rows, in one table (grown and freed together). */
-#define ROW_BUFS_MAX 48
-static size_t row_bufs(di_dsv41_ctx *c, int64_t n, dsv4_buf *t) {
+static size_t row_bufs(void *ctx, int64_t n, dsv4_buf *t) {
+    di_dsv41_ctx *c = ctx;
     const di_dsv41_hparams *hp = &c->m->hp;
-    const int64_t D = hp->n_embd, N = hp->hc_mult, M = (2 + N) * N, HD = (int64_t)hp->n_heads * hp->head_dim;
-    const int64_t K = hp->n_experts_used, F = hp->moe_ff, IHD = (int64_t)hp->index_heads * hp->index_dim;
+    const int64_t D = hp->n_embd, N = hp->hc_mult, K = hp->n_experts_used;
     const int64_t ecols = (int64_t)(hp->engram_max_ngram > 1 ? hp->engram_max_ngram - 1 : 0) * hp->engram_heads;
     const dsv4_buf b[] = {
-        {&c->R, n * N * D, 4}, {&c->Rn, n * N * D, 4}, {&c->pre, n * N, 4}, {&c->mix, n * M, 4},
-        {&c->post, n * N, 4}, {&c->comb, n * N * N, 4}, {&c->h, n * D, 4}, {&c->y, n * D, 4},
-        {&c->xq, n * D, 4}, {&c->qr, n * hp->q_lora, 4}, {&c->q, n * HD, 4}, {&c->kvr, n * hp->head_dim, 4},
-        {&c->ckv, n * hp->head_dim, 4}, {&c->cg, n * hp->head_dim, 4}, {&c->iq, n * IHD, 4},
-        {&c->iw, n * hp->index_heads, 4}, {&c->att, n * HD, 4}, {&c->oa, n * hp->o_groups * hp->o_lora, 4},
-        {&c->logit, n * hp->n_experts, 4}, {&c->vsel, n * hp->n_experts, 4},
-        {&c->sel, n * K, 4}, {&c->selw, n * K, 4}, {&c->ysel, n * K * D, 4},
-        {&c->grow, n * K, 4}, {&c->xg, n * K * D, 4}, {&c->g1, n * K * F, 4}, {&c->g3, n * K * F, 4},
-        {&c->yg, n * K * D, 4}, {&c->wg, n * K, 4}, {&c->eg, n * dsv4_max64(ecols * hp->engram_head_dim, 1), 4},
-        {&c->ekv, n * (N + 1) * D, 4}, {&c->topk, n * hp->index_topk, 4},
-        {&c->cand, n * dsv4_max64(hp->cand_topk_blocks, 1), 4}, {&c->rec_topk, n * hp->index_topk, 4},
-        {&c->feat, n * dsv4_max64(hp->n_dspark_targets, 1) * D, 4},
+        {&c->R, n * N * D, 4}, {&c->Rn, n * N * D, 4}, {&c->pre, n * N, 4}, {&c->xq, n * D, 4},
+        {&c->ckv, n * hp->head_dim, 4}, {&c->cg, n * hp->head_dim, 4}, {&c->wg, n * K, 4},
+        {&c->eg, n * dsv4_max64(ecols * hp->engram_head_dim, 1), 4}, {&c->ekv, n * (N + 1) * D, 4},
+        {&c->topk, n * hp->index_topk, 4}, {&c->cand, n * dsv4_max64(hp->cand_topk_blocks, 1), 4},
+        {&c->rec_topk, n * hp->index_topk, 4}, {&c->feat, n * dsv4_max64(hp->n_dspark_targets, 1) * D, 4},
     };
-    _Static_assert(sizeof b / sizeof *b <= ROW_BUFS_MAX, "row_bufs: table too small");
-    memcpy(t, b, sizeof b);
-    return sizeof b / sizeof *b;
+    _Static_assert(DSV4_ROWS_N + sizeof b / sizeof *b <= DSV4_ROW_BUFS_MAX, "row_bufs: table too small");
+    return dsv4_rows_table(&c->rows, hp, n, b, sizeof b / sizeof *b, t);
 }
 
 void di_dsv41_ctx_free(di_dsv41_ctx *c) {
     if (!c) return;
-    dsv4_buf t[ROW_BUFS_MAX];
-    dsv4_free_all(t, row_bufs(c, 0, t));
+    dsv4_rows_free(c, row_bufs);
     void *ps[] = {c->mm_scratch, c->attn_scratch, c->seq_last, c->cb_token, c->cb_seq, c->cb_pos, c->cb_want,
                   (void *)c->cb_embd};
     for (size_t i = 0; i < sizeof ps / sizeof *ps; i++) free(ps[i]);
@@ -277,18 +266,11 @@ void di_dsv41_ctx_free(di_dsv41_ctx *c) {
 di_status dsv41_ctx_reserve(di_dsv41_ctx *c, int64_t n, int64_t n_tasks, int64_t n_seqs, int32_t max_pos,
                             di_error *err) {
     const di_dsv41_hparams *hp = &c->m->hp;
-    const int64_t D = hp->n_embd, N = hp->hc_mult, HD = (int64_t)hp->n_heads * hp->head_dim, F = hp->moe_ff;
+    const int64_t D = hp->n_embd;
     const int64_t ecols = (int64_t)(hp->engram_max_ngram > 1 ? hp->engram_max_ngram - 1 : 0) * hp->engram_heads;
-    if (n > c->cap_rows) {
-        c->cap_rows = 0;
-        dsv4_buf t[ROW_BUFS_MAX];
-        if (!dsv4_regrow_all(t, row_bufs(c, n, t)))
-            return di_error_set(err, DI_ERR_NOMEM, "deepseek_v41 ctx: out of memory for %lld rows", (long long)n);
-        c->cap_rows = n;
-    }
-    int64_t max_in = dsv4_max64(dsv4_max64(N * D, HD), dsv4_max64(dsv4_max64(hp->q_lora, F),
-                                                                   (int64_t)hp->o_groups * hp->o_lora));
-    max_in = dsv4_max64(dsv4_max64(max_in, D), ecols * hp->engram_head_dim);
+    di_status s = dsv4_rows_grow(c, row_bufs, n, &c->cap_rows, "deepseek_v41", err);
+    if (s) return s;
+    int64_t max_in = dsv4_max64(dsv4_core_max_in(hp), ecols * hp->engram_head_dim);
     max_in = dsv4_max64(max_in, (int64_t)hp->n_dspark_targets * D + hp->dspark_markov_rank);
     c->attn_floats = dsv41_attention_scratch_floats(c->m, max_pos);
     if (!dsv4_grow(&c->mm_scratch, &c->cap_mm, dsv4_linear_scratch_floats(c->cap_rows, max_in, n_tasks, (int)n_tasks),
@@ -339,44 +321,32 @@ void dsv41_norm(const di_dsv41_ctx *c, const float *x, const float *w, float *ou
 
 /* ---- shifted mHC ---------------------------------------------------------------------- */
 
-typedef struct rows_job {
+/* The mix pass's arguments beside the context. */
+typedef struct mix_args {
     di_dsv41_ctx *c;
     const float *base, *scale;
-    const dsv41_layer *L;
-    const di_batch *b;
-    di_dsv41_kv *kv;
-    int64_t n;
-    int n_tasks;
-    di_status st;
-} rows_job;
+} mix_args;
 
-
-/* After the mix projection: the sublayer input h = sum_j pre_prev_j R_j
- * (the carried pre), then this sublayer's pre / post / comb from mix
+/* After the mix projection, row r: the sublayer input h = sum_j pre_prev_j
+ * R_j (the carried pre), then this sublayer's pre / post / comb from mix
  * (TK torch/mhc.py mhc_pre_split_mixes_ref + the Sinkhorn loop). */
-static void mixes_rows(void *arg, int64_t task, int thread) {
-    (void)thread;
-    const rows_job *j = arg;
-    di_dsv41_ctx *c = j->c;
+static void mixes_row(void *arg, int64_t r) {
+    const mix_args *a = arg;
+    di_dsv41_ctx *c = a->c;
     const di_dsv41_hparams *hp = &c->m->hp;
     const int32_t N = hp->hc_mult, D = hp->n_embd, M = (2 + N) * N;
-    const float eps = (float)hp->hc_eps, *base = j->base, *scale = j->scale;
-    const int faithful = dsv41_faithful(c);
-    int64_t r0, r1;
-    di_threadpool_split(j->n, j->n_tasks, (int)task, &r0, &r1);
-    for (int64_t r = r0; r < r1; r++) {
-        const float *R = c->R + r * N * D;
-        float *pre = c->pre + r * N, *h = c->h + r * D;
-        dsv4_mhc_collapse(pre, R, N, D, h);
-        if (faithful) dsv41_round_bf16(h, D);
-        /* the mix projection already ran on the raw copies: scale by rsqrt(mean R^2 + eps) */
-        float ss = 0.0f;
-        for (int64_t i = 0; i < (int64_t)N * D; i++) ss += R[i] * R[i];
-        float rs = 1.0f / sqrtf((float)((double)ss / ((double)N * D)) + (float)hp->rms_eps);
-        float mx[(2 + DSV41_MAX_HC) * DSV41_MAX_HC]; /* (2+N)*N mixes, hc_mult <= DSV41_MAX_HC */
-        for (int32_t i = 0; i < M; i++) mx[i] = c->mix[r * M + i] * rs;
-        dsv4_mhc_weights(mx, base, scale, N, hp->hc_iters, eps, pre, c->post + r * N, c->comb + r * N * N);
-    }
+    const float *R = c->R + r * N * D;
+    float *pre = c->pre + r * N, *h = c->h + r * D;
+    dsv4_mhc_collapse(pre, R, N, D, h);
+    if (dsv41_faithful(c)) dsv41_round_bf16(h, D);
+    /* the mix projection already ran on the raw copies: scale by rsqrt(mean R^2 + eps) */
+    float ss = 0.0f;
+    for (int64_t i = 0; i < (int64_t)N * D; i++) ss += R[i] * R[i];
+    float rs = 1.0f / sqrtf((float)((double)ss / ((double)N * D)) + (float)hp->rms_eps);
+    float mx[(2 + DSV41_MAX_HC) * DSV41_MAX_HC]; /* (2+N)*N mixes, hc_mult <= DSV41_MAX_HC */
+    for (int32_t i = 0; i < M; i++) mx[i] = c->mix[r * M + i] * rs;
+    dsv4_mhc_weights(mx, a->base, a->scale, N, hp->hc_iters, (float)hp->hc_eps, pre, c->post + r * N,
+                     c->comb + r * N * N);
 }
 
 /* Sublayer input h from the carried pre, and the new pre / post / comb. */
@@ -385,31 +355,14 @@ void dsv41_hc_pre(di_dsv41_ctx *c, const dsv4_linear *fn, const float *base, con
     const di_dsv41_hparams *hp = &c->m->hp;
     const int64_t N = hp->hc_mult, D = hp->n_embd, M = (2 + N) * N;
     dsv41_lin_apply(c, fn, c->R, N * D, c->mix, M, n, pool);
-    rows_job j = {.c = c, .base = base, .scale = scale, .n = n, .n_tasks = dsv4_rows_tasks(n, pool)};
-    di_threadpool_run(pool, j.n_tasks, mixes_rows, &j);
+    mix_args a = {c, base, scale};
+    dsv4_rows_run(pool, n, mixes_row, &a);
 }
 
 /* R_k <- post_k y + sum_j comb[j][k] R_j (TK mhc_post_ref), bf16 when faithful. */
-static void post_rows(void *arg, int64_t task, int thread) {
-    (void)thread;
-    const rows_job *j = arg;
-    di_dsv41_ctx *c = j->c;
-    const int32_t N = c->m->hp.hc_mult, D = c->m->hp.n_embd;
-    int64_t r0, r1;
-    di_threadpool_split(j->n, j->n_tasks, (int)task, &r0, &r1);
-    for (int64_t r = r0; r < r1; r++) {
-        float *Rn = c->Rn + r * N * D;
-        dsv4_mhc_expand(c->R + r * N * D, c->y + r * D, c->post + r * N, c->comb + r * N * N, N, D, Rn);
-        if (dsv41_faithful(c)) dsv41_round_bf16(Rn, (int64_t)N * D);
-    }
-}
-
 void dsv41_hc_post(di_dsv41_ctx *c, int64_t n, di_threadpool *pool) {
-    rows_job j = {.c = c, .n = n, .n_tasks = dsv4_rows_tasks(n, pool)};
-    di_threadpool_run(pool, j.n_tasks, post_rows, &j);
-    float *t = c->R;
-    c->R = c->Rn;
-    c->Rn = t;
+    dsv4_mhc_post(&c->R, &c->Rn, c->y, c->post, c->comb, c->m->hp.hc_mult, c->m->hp.n_embd, n,
+                  dsv41_faithful(c) ? dsv41_round_bf16 : NULL, pool);
 }
 
 /* ---- Engram ------------------------------------------------------------------------------ */
@@ -512,12 +465,8 @@ di_status di_dsv41_forward(di_dsv41_ctx *c, di_dsv41_kv *kv, const di_batch *b, 
         }
         return s || !c->ep ? s : dsv4_ep_after_forward(c->ep, err);
     }
-    if (b->n_seq_slots < 1 || b->n_seq_slots > MAX_SEQ_SLOTS)
-        return di_error_set(err, DI_ERR_INVALID_ARG, "batch: n_seq_slots %d not in [1, %d]", (int)b->n_seq_slots,
-                            MAX_SEQ_SLOTS);
-    int32_t max_pos = 0;
-    if (b->pos)
-        for (int32_t i = 0; i < b->n_rows; i++) max_pos = b->pos[i] > max_pos ? b->pos[i] : max_pos;
+    int32_t max_pos;
+    if ((s = dsv4_batch_slots(b, &max_pos, err))) return s;
     s = dsv41_ctx_reserve(c, b->n_rows, di_threadpool_n_threads(pool), b->n_seq_slots, max_pos, err);
     /* image rows carry ids vocab + 0..4 and must bring their embedding */
     const int32_t n_ids = hp->n_vocab + (m->vision ? DI_IMAGE_TOKEN_NUM_SPECIAL : 0);

@@ -41,8 +41,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define DI_DSV41_MAX_LAYERS 256
-#define DI_DSV41_MAX_ENGRAM 8        /* Engram layers */
+#define DI_DSV41_MAX_LAYERS DI_DSV4_MAX_LAYERS
+#define DI_DSV41_MAX_ENGRAM DI_DSV4_MAX_ENGRAM
 
 typedef enum di_dsv41_numerics {
     DI_DSV41_NUMERICS_DEEPINFER = 0,
@@ -53,49 +53,10 @@ typedef enum di_dsv41_numerics {
 int di_dsv41_numerics_from_name(const char *name);
 const char *di_dsv41_numerics_name(di_dsv41_numerics n);
 
-/* What one layer is and whom it reads, derived once from the config the way
- * DeepInfer's hugging_face/config.py + cross_layer.py:SharedLayerTopology
- * derive it (each map sends a layer to the nearest source at or before it),
- * then checked consistent. */
-typedef struct di_dsv41_role {
-    int32_t ratio;      /* compress_ratios[l]: 0 window only, 1 or 2 */
-    int32_t kv_src;     /* layer whose compressed KV it reads (itself: owns a compressor); -1 */
-    int32_t idx_src;    /* layer whose top-k selection it attends with (itself: owns an indexer); -1 */
-    int32_t idxk_src;   /* index sources: the layer whose index keys it scores; -1 */
-    int32_t cand_src;   /* index sources past the candidate source: scores only inside its blocks; -1 */
-    int32_t engram;     /* slot in the Engram layer list, -1 */
-    uint8_t cand_producer; /* the candidate source itself: keeps the top candidate blocks */
-    uint8_t decoder;    /* past n_prefill_layer: owns only its window KV */
-} di_dsv41_role;
-
-typedef struct di_dsv41_hparams {
-    int32_t n_vocab, n_embd, n_layers, n_ctx_train;
-    int32_t n_heads, head_dim, n_rot, q_lora, o_groups, o_lora;
-    int32_t window;
-    int32_t n_experts, n_experts_used, moe_ff, n_shared;
-    double routed_scale, swiglu_limit, rms_eps;
-    int32_t hc_mult, hc_iters;
-    double hc_eps;
-    double rope_theta, compress_rope_theta;
-    int yarn;
-    double yarn_factor, yarn_orig_ctx, yarn_beta_fast, yarn_beta_slow;
-    int32_t index_topk, index_heads, index_dim;
-    int32_t cand_topk_blocks, cand_block;   /* 0 when there is no candidate source */
-    int32_t n_prefill_layer;                /* first ratio-1 layer */
-    int use_fp4_kv;                          /* use_fp4_sparse_kv */
-    int tied;
-    int32_t bos, eos, pad;
-    /* Engram */
-    int32_t n_engram, engram_layers[DI_DSV41_MAX_ENGRAM];
-    int32_t engram_max_ngram, engram_heads, engram_head_dim;
-    int64_t engram_vocab;                    /* engram_vocab_size (prime search start + 1) */
-    int32_t engram_compressed_vocab;         /* engram_compressed_vocab_size, 0 = not compressed */
-    /* DSpark (loaded and validated; run by the drafting issue) */
-    int32_t n_mtp, dspark_block, dspark_markov_rank, dspark_noise_token;
-    int32_t dspark_n_experts, dspark_n_experts_used;
-    int32_t n_dspark_targets, dspark_targets[8];
-    di_dsv41_role role[DI_DSV41_MAX_LAYERS];
-} di_dsv41_hparams;
+/* One family, one struct (deepseek_v4.h): the hyper-parameters and the
+ * layer role table both variants read with one config reader. */
+typedef di_dsv4_role di_dsv41_role;
+typedef di_dsv4_hparams di_dsv41_hparams;
 
 typedef struct di_dsv41_model di_dsv41_model;
 typedef struct di_dsv41_kv di_dsv41_kv;

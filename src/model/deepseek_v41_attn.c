@@ -43,38 +43,42 @@ static uint8_t *rec(const di_dsv41_kv *kv, int32_t il, int64_t slot, int32_t off
     return kv->data[il] + slot * kv->lay[il].row + off;
 }
 
-/* window and compressed records: MXFP8 / FP4 in the faithful mode, f32 otherwise */
-static void put_win(di_dsv41_kv *kv, int32_t il, int64_t slot, const float *x, int32_t n) {
-    uint8_t *d = rec(kv, il, slot, kv->lay[il].off_win);
-    if (kv->num == DI_DSV41_NUMERICS_DEEPINFER) dsv41_mxfp8_encode(x, n, d);
-    else memcpy(d, x, (size_t)n * 4);
-}
-static void get_win(const di_dsv41_kv *kv, int32_t il, int64_t slot, float *x, int32_t n) {
-    const uint8_t *d = rec(kv, il, slot, kv->lay[il].off_win);
-    if (kv->num == DI_DSV41_NUMERICS_DEEPINFER) dsv41_mxfp8_decode(d, n, x);
-    else memcpy(x, d, (size_t)n * 4);
-}
-static void put_comp(di_dsv41_kv *kv, int32_t il, int64_t slot, const float *x, int32_t n, int fp4) {
-    uint8_t *d = rec(kv, il, slot, kv->lay[il].off_comp);
+/* A record's format in the faithful mode (f32 otherwise): window K=V
+ * MXFP8, compressed entries FP4 (use_fp4_sparse_kv) or MXFP8, index keys
+ * FP4 with power-of-two scales. */
+typedef enum rec_fmt { FMT_MXFP8, FMT_NVFP4, FMT_FP4I } rec_fmt;
+
+static void put_rec(di_dsv41_kv *kv, int32_t il, int64_t slot, int32_t off, rec_fmt fmt, const float *x, int32_t n) {
+    uint8_t *d = rec(kv, il, slot, off);
     if (kv->num != DI_DSV41_NUMERICS_DEEPINFER) memcpy(d, x, (size_t)n * 4);
-    else if (fp4) dsv41_nvfp4_encode(x, n, d);
+    else if (fmt == FMT_NVFP4) dsv41_nvfp4_encode(x, n, d);
+    else if (fmt == FMT_FP4I) dsv41_fp4i_encode(x, n, d);
     else dsv41_mxfp8_encode(x, n, d);
 }
-static void get_comp(const di_dsv41_kv *kv, int32_t il, int64_t slot, float *x, int32_t n, int fp4) {
-    const uint8_t *d = rec(kv, il, slot, kv->lay[il].off_comp);
+static void get_rec(const di_dsv41_kv *kv, int32_t il, int64_t slot, int32_t off, rec_fmt fmt, float *x, int32_t n) {
+    const uint8_t *d = rec(kv, il, slot, off);
     if (kv->num != DI_DSV41_NUMERICS_DEEPINFER) memcpy(x, d, (size_t)n * 4);
-    else if (fp4) dsv41_nvfp4_decode(d, n, x);
+    else if (fmt == FMT_NVFP4) dsv41_nvfp4_decode(d, n, x);
+    else if (fmt == FMT_FP4I) dsv41_fp4i_decode(d, n, x);
     else dsv41_mxfp8_decode(d, n, x);
 }
+static void put_win(di_dsv41_kv *kv, int32_t il, int64_t slot, const float *x, int32_t n) {
+    put_rec(kv, il, slot, kv->lay[il].off_win, FMT_MXFP8, x, n);
+}
+static void get_win(const di_dsv41_kv *kv, int32_t il, int64_t slot, float *x, int32_t n) {
+    get_rec(kv, il, slot, kv->lay[il].off_win, FMT_MXFP8, x, n);
+}
+static void put_comp(di_dsv41_kv *kv, int32_t il, int64_t slot, const float *x, int32_t n, int fp4) {
+    put_rec(kv, il, slot, kv->lay[il].off_comp, fp4 ? FMT_NVFP4 : FMT_MXFP8, x, n);
+}
+static void get_comp(const di_dsv41_kv *kv, int32_t il, int64_t slot, float *x, int32_t n, int fp4) {
+    get_rec(kv, il, slot, kv->lay[il].off_comp, fp4 ? FMT_NVFP4 : FMT_MXFP8, x, n);
+}
 static void put_ikey(di_dsv41_kv *kv, int32_t il, int64_t slot, const float *x, int32_t n) {
-    uint8_t *d = rec(kv, il, slot, kv->lay[il].off_ikey);
-    if (kv->num == DI_DSV41_NUMERICS_DEEPINFER) dsv41_fp4i_encode(x, n, d);
-    else memcpy(d, x, (size_t)n * 4);
+    put_rec(kv, il, slot, kv->lay[il].off_ikey, FMT_FP4I, x, n);
 }
 static void get_ikey(const di_dsv41_kv *kv, int32_t il, int64_t slot, float *x, int32_t n) {
-    const uint8_t *d = rec(kv, il, slot, kv->lay[il].off_ikey);
-    if (kv->num == DI_DSV41_NUMERICS_DEEPINFER) dsv41_fp4i_decode(d, n, x);
-    else memcpy(x, d, (size_t)n * 4);
+    get_rec(kv, il, slot, kv->lay[il].off_ikey, FMT_FP4I, x, n);
 }
 
 static void maybe_bf16(const di_dsv41_ctx *c, float *x, int64_t n) {
@@ -247,37 +251,47 @@ static void index_select(di_dsv41_ctx *c, const di_dsv41_kv *kv, int32_t il, con
     }
 }
 
-static void attend_row(void *arg, int64_t row, int thread) {
-    const attn_job *j = arg;
-    di_dsv41_ctx *c = j->c;
-    const di_dsv41_model *m = c->m;
-    const di_dsv41_hparams *hp = &m->hp;
-    const dsv41_layer *L = &m->layers[j->il];
-    const di_dsv41_role *ro = &hp->role[j->il];
-    const di_batch *b = j->b;
-    const int32_t hd = hp->head_dim, H = hp->n_heads, p = b->pos[row], seq = b->seq[row];
-    float *scr = c->attn_scratch + (int64_t)thread * c->attn_floats;
-
-    if (ro->ratio && ro->idx_src == j->il) index_select(c, j->kv, j->il, b, row, scr);
-    int32_t n_win = hp->window < p + 1 ? hp->window : p + 1;
+/* The keys batch row `row` of layer il attends to, into keys: its window
+ * (from replay_from for a bounded-replay decoder), then the compressed
+ * entries its top-k selected; returns their count. */
+static int32_t gather_keys(const di_dsv41_ctx *c, const di_dsv41_kv *kv, int32_t il, const di_batch *b, int64_t row,
+                           float *keys) {
+    const di_dsv41_hparams *hp = &c->m->hp;
+    const di_dsv41_role *ro = &hp->role[il];
+    const int32_t hd = hp->head_dim, p = b->pos[row], seq = b->seq[row];
+    const int32_t n_win = hp->window < p + 1 ? hp->window : p + 1;
     const int32_t *sel = ro->ratio ? c->topk + row * hp->index_topk : NULL;
-    int32_t n_sel = 0;
-    if (sel)
-        while (n_sel < hp->index_topk && sel[n_sel] >= 0) n_sel++;
-    float *keys = scr, *logits = scr + (int64_t)(n_win + n_sel) * hd;
     int32_t n_keys = 0, t0 = p - n_win + 1;
     /* bounded replay: a decoder row sees window keys from its sequence's
      * replay_from on (DeepInfer's yoco_swa_visibility); nothing before it
      * was computed in these layers */
-    if (b->replay_from && j->il >= hp->n_prefill_layer && b->replay_from[seq] > t0) t0 = b->replay_from[seq];
+    if (b->replay_from && il >= hp->n_prefill_layer && b->replay_from[seq] > t0) t0 = b->replay_from[seq];
     for (int32_t t = t0; t <= p; t++, n_keys++)
-        get_win(j->kv, j->il, dsv41_slot(b, seq, t), keys + (int64_t)n_keys * hd, hd);
-    for (int32_t i = 0; i < n_sel; i++, n_keys++)
-        get_comp(j->kv, ro->kv_src, dsv41_slot(b, seq, sel[i] * ro->ratio + ro->ratio - 1),
+        get_win(kv, il, dsv41_slot(b, seq, t), keys + (int64_t)n_keys * hd, hd);
+    for (int32_t i = 0; sel && i < hp->index_topk && sel[i] >= 0; i++, n_keys++)
+        get_comp(kv, ro->kv_src, dsv41_slot(b, seq, sel[i] * ro->ratio + ro->ratio - 1),
                  keys + (int64_t)n_keys * hd, hd, hp->use_fp4_kv);
+    return n_keys;
+}
 
-    dsv41_attend(c, c->q + row * H * (int64_t)hd, keys, n_keys, L->sink, logits, c->att + row * H * (int64_t)hd,
-                 ro->ratio ? m->inv_freq_compress : m->inv_freq_main, p);
+/* Row `row`: index selection (index sources), its keys, sink attention. */
+static void attend_row(void *arg, int64_t row, int thread) {
+    const attn_job *j = arg;
+    di_dsv41_ctx *c = j->c;
+    const di_dsv41_role *ro = &c->m->hp.role[j->il];
+    const int64_t HD = (int64_t)c->m->hp.n_heads * c->m->hp.head_dim;
+    const int32_t p = j->b->pos[row];
+    float *scr = c->attn_scratch + (int64_t)thread * c->attn_floats;
+    if (ro->ratio && ro->idx_src == j->il) index_select(c, j->kv, j->il, j->b, row, scr);
+    /* keys first in the scratch, the logits past the most keys a row can have */
+    int32_t n_win = c->m->hp.window < p + 1 ? c->m->hp.window : p + 1, n_sel = 0;
+    const int32_t *sel = ro->ratio ? c->topk + row * c->m->hp.index_topk : NULL;
+    if (sel)
+        while (n_sel < c->m->hp.index_topk && sel[n_sel] >= 0) n_sel++;
+    float *keys = scr, *logits = scr + (int64_t)(n_win + n_sel) * c->m->hp.head_dim;
+    const int32_t n_keys = gather_keys(c, j->kv, j->il, j->b, row, keys);
+    dsv41_attend(c, c->q + row * HD, keys, n_keys, c->m->layers[j->il].sink, logits, c->att + row * HD,
+                 ro->ratio ? c->m->inv_freq_compress : c->m->inv_freq_main, p);
 }
 
 void dsv41_attend(const di_dsv41_ctx *c, const float *q_row, const float *keys, int32_t n_keys, const float *sink,
@@ -320,15 +334,17 @@ void dsv41_compress(di_dsv41_ctx *c, di_dsv41_kv *kv, int32_t il, const di_batch
 
 /* ---- the layer ------------------------------------------------------------------- */
 
-di_status dsv41_attention(di_dsv41_ctx *c, di_dsv41_kv *kv, int32_t il, const di_batch *b, di_threadpool *pool,
-                          di_error *err) {
+/* The rows' projections of layer il: q (rotated), the window K=V record
+ * (normalized, rotated, stored), and for index sources the indexer's
+ * queries (rotated, FP4 round trip when faithful) and head weights. */
+static void project_rows(di_dsv41_ctx *c, di_dsv41_kv *kv, int32_t il, const di_batch *b, di_threadpool *pool) {
     const di_dsv41_model *m = c->m;
     const di_dsv41_hparams *hp = &m->hp;
     const dsv41_layer *L = &m->layers[il];
-    const di_dsv41_role *ro = &hp->role[il];
+    const int own_index = hp->role[il].ratio && hp->role[il].idx_src == il;
     const int64_t n = b->n_rows, D = hp->n_embd, hd = hp->head_dim, H = hp->n_heads;
     const int64_t IH = hp->index_heads, ihd = hp->index_dim, QL = hp->q_lora;
-    const float *inv_freq = ro->ratio ? m->inv_freq_compress : m->inv_freq_main;
+    const float *inv_freq = hp->role[il].ratio ? m->inv_freq_compress : m->inv_freq_main;
 
     /* q_a and the window kv from one cast of h (DeepInfer merges the two GEMMs) */
     memcpy(c->xq, c->h, (size_t)(n * D) * sizeof(float));
@@ -336,7 +352,7 @@ di_status dsv41_attention(di_dsv41_ctx *c, di_dsv41_kv *kv, int32_t il, const di
     dsv41_linear(c, &L->wkv, c->xq, D, c->kvr, hd, n, 1, pool);
     for (int64_t i = 0; i < n; i++) dsv41_norm(c, c->qr + i * QL, L->q_norm, c->qr + i * QL, QL);
     dsv41_linear(c, &L->wq_b, c->qr, QL, c->q, H * hd, n, 1, pool);
-    if (ro->ratio && ro->idx_src == il) {
+    if (own_index) {
         dsv41_linear(c, &L->i_wq_b, c->qr, QL, c->iq, IH * ihd, n, 1, pool);
         dsv41_linear(c, &L->i_wproj, c->h, D, c->iw, IH, n, 1, pool); /* bf16 GEMM on bf16 h */
     }
@@ -348,13 +364,22 @@ di_status dsv41_attention(di_dsv41_ctx *c, di_dsv41_kv *kv, int32_t il, const di
         dsv4_rope(kvr, 1, (int32_t)hd, hp->n_rot, inv_freq, b->pos[i], 1.0f);
         maybe_bf16(c, kvr, hd);
         put_win(kv, il, dsv41_slot(b, b->seq[i], b->pos[i]), kvr, (int32_t)hd);
-        if (ro->ratio && ro->idx_src == il) {
+        if (own_index) {
             float *iq = c->iq + i * IH * ihd;
             dsv4_rope(iq, (int32_t)IH, (int32_t)ihd, hp->n_rot, m->inv_freq_compress, b->pos[i], 1.0f);
             maybe_bf16(c, iq, IH * ihd);
             if (dsv41_faithful(c)) dsv41_round_fp4_index(iq, IH * ihd);
         }
     }
+}
+
+/* Projections, the compressor (kv sources), CP's exchange, then each row
+ * attends and the grouped output projection gives y. */
+di_status dsv41_attention(di_dsv41_ctx *c, di_dsv41_kv *kv, int32_t il, const di_batch *b, di_threadpool *pool,
+                          di_error *err) {
+    const di_dsv41_role *ro = &c->m->hp.role[il];
+    const int64_t n = b->n_rows;
+    project_rows(c, kv, il, b, pool);
     if (ro->ratio && ro->kv_src == il && c->kv_done_layer != il) dsv41_compress(c, kv, il, b, pool);
     /* CP: the other ranks' rows of this step (their records, the entries
      * they close) before anyone attends */
@@ -366,10 +391,10 @@ di_status dsv41_attention(di_dsv41_ctx *c, di_dsv41_kv *kv, int32_t il, const di
     attn_job job = {c, kv, il, b};
     di_threadpool_run(pool, n, attend_row, &job);
     if (c->record_layer == il && ro->ratio && ro->idx_src == il) {
-        memcpy(c->rec_topk, c->topk, (size_t)(n * hp->index_topk) * sizeof(int32_t));
+        memcpy(c->rec_topk, c->topk, (size_t)(n * c->m->hp.index_topk) * sizeof(int32_t));
         c->rec_valid = (int32_t)n;
     }
-    dsv41_out_proj(c, L, n, pool);
+    dsv41_out_proj(c, &c->m->layers[il], n, pool);
     return DI_OK;
 }
 
@@ -379,10 +404,7 @@ void dsv41_out_proj(di_dsv41_ctx *c, const dsv41_layer *L, int64_t n, di_threadp
     /* grouped output projection: group g reads heads [g*H/G, (g+1)*H/G) */
     const int64_t G = hp->o_groups, gin = H * hd / G, olr = hp->o_lora;
     for (int64_t g = 0; g < G; g++) {
-        dsv4_linear wg = L->wo_a;
-        wg.n_out = olr;
-        wg.data = (const uint8_t *)L->wo_a.data + (uint64_t)(g * olr) * L->wo_a.row_bytes;
-        if (wg.kind == DSV4_W_FP8) wg.row_off = L->wo_a.row_off + g * olr;
+        const dsv4_linear wg = dsv4_linear_rows(&L->wo_a, g * olr, olr);
         dsv41_linear(c, &wg, c->att + g * gin, H * hd, c->oa + g * olr, G * olr, n, 0, pool);
     }
     if (dsv41_faithful(c)) /* use_fp8_einsum_output: wo_a's output is fp8 per 32 */

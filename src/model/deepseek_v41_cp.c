@@ -22,50 +22,31 @@
 
 void di_dsv41_ctx_set_cp(di_dsv41_ctx *c, di_dist *cp) { c->cp = cp; }
 
-/* Checks a gathered row's (seq, pos) against the batch's tables. */
-static di_status check_row(const di_batch *b, int32_t seq, int32_t pos, int32_t q, di_error *err) {
-    if (seq < 0 || seq >= b->n_seq_slots || pos < 0 || !b->block_tables[seq] ||
-        pos / b->block_size >= b->n_blocks[seq])
-        return di_error_set(err, DI_ERR_IO, "cp: rank %d sent row (seq %d, pos %d) outside the step's tables", (int)q,
-                            (int)seq, (int)pos);
-    return DI_OK;
-}
-
 di_status dsv41_cp_tokens(di_dsv41_ctx *c, di_dsv41_kv *kv, const di_batch *b, di_error *err) {
     int32_t *msg = di_malloc_array((size_t)3 * (b->n_rows > 0 ? b->n_rows : 1), sizeof *msg);
-    int64_t *got = di_malloc_array((size_t)c->cp->size, sizeof *got);
-    void *all = NULL;
-    di_status s = DI_OK;
-    if (!msg || !got) {
-        s = di_error_set(err, DI_ERR_NOMEM, "cp: out of memory");
-        goto done;
-    }
+    if (!msg) return di_error_set(err, DI_ERR_NOMEM, "cp: out of memory");
     for (int32_t i = 0; i < b->n_rows; i++) {
         msg[3 * i] = b->seq[i];
         msg[3 * i + 1] = b->pos[i];
         msg[3 * i + 2] = b->token[i];
     }
-    if ((s = di_dist_allgather_bytes(c->cp, msg, (int64_t)b->n_rows * 12, &all, got, err))) goto done;
-    const int32_t *p = all;
-    for (int32_t q = 0; q < c->cp->size; q++) {
-        if (got[q] % 12) {
-            s = di_error_set(err, DI_ERR_IO, "cp: rank %d sent %lld bytes of tokens", (int)q, (long long)got[q]);
-            goto done;
-        }
-        for (int64_t j = 0; j < got[q] / 12; j++, p += 3) {
-            if ((s = check_row(b, p[0], p[1], q, err))) goto done;
-            if (p[2] < 0 || p[2] >= c->m->hp.n_vocab) {
-                s = di_error_set(err, DI_ERR_IO, "cp: rank %d sent token %d", (int)q, (int)p[2]);
-                goto done;
-            }
-            kv->tokens[dsv41_slot(b, p[0], p[1])] = p[2];
-        }
-    }
-done:
-    free(all);
-    free(got);
+    dsv4_cp_rows g;
+    di_status s = dsv4_cp_gather_rows(c->cp, b, msg, 12, &g, err);
     free(msg);
+    const int32_t *p = g.all;
+    for (int64_t j = 0; !s && j < g.total; j++, p += 3) {
+        if (p[2] < 0 || p[2] >= c->m->hp.n_vocab) s = di_error_set(err, DI_ERR_IO, "cp: a rank sent token %d", (int)p[2]);
+        else kv->tokens[dsv41_slot(b, p[0], p[1])] = p[2];
+    }
+    dsv4_cp_rows_free(&g);
     return s;
+}
+
+/* The (seq, pos) a gathered layer row starts with; then come its window
+ * record (byte 8), the compressor latent (kv sources) and gate (ratio 2). */
+static void read_row_head(const uint8_t *p, int32_t *seq, int32_t *pos) {
+    memcpy(seq, p, 4);
+    memcpy(pos, p + 4, 4);
 }
 
 di_status dsv41_cp_layer(di_dsv41_ctx *c, di_dsv41_kv *kv, int32_t il, const di_batch *b, float *tmp,
@@ -77,12 +58,11 @@ di_status dsv41_cp_layer(di_dsv41_ctx *c, di_dsv41_kv *kv, int32_t il, const di_
     const int64_t W = kv->num == DI_DSV41_NUMERICS_DEEPINFER ? dsv41_mxfp8_bytes(hd) : 4 * (int64_t)hd;
     const int64_t rowb = 8 + W + (src ? 4 * (int64_t)hd : 0) + (two ? 4 * (int64_t)hd : 0);
     uint8_t *msg = malloc((size_t)(n > 0 ? n : 1) * (size_t)rowb);
-    int64_t *got = di_malloc_array((size_t)c->cp->size, sizeof *got);
-    void *all = NULL;
-    di_status s = DI_OK;
-    if (!msg || !got) {
-        s = di_error_set(err, DI_ERR_NOMEM, "cp: out of memory");
-        goto done;
+    float *lat = di_malloc_array((size_t)2 * hd, sizeof *lat);
+    if (!msg || !lat) {
+        free(msg);
+        free(lat);
+        return di_error_set(err, DI_ERR_NOMEM, "cp: out of memory");
     }
     for (int32_t i = 0; i < n; i++) {
         uint8_t *r = msg + (size_t)i * rowb;
@@ -93,25 +73,16 @@ di_status dsv41_cp_layer(di_dsv41_ctx *c, di_dsv41_kv *kv, int32_t il, const di_
         if (src) memcpy(r + 8 + W, c->ckv + (int64_t)i * hd, (size_t)hd * 4);
         if (two) memcpy(r + 8 + W + 4 * hd, c->cg + (int64_t)i * hd, (size_t)hd * 4);
     }
-    if ((s = di_dist_allgather_bytes(c->cp, msg, (int64_t)n * rowb, &all, got, err))) goto done;
-    int64_t total = 0;
-    for (int32_t q = 0; q < c->cp->size; q++) {
-        if (got[q] % rowb) {
-            s = di_error_set(err, DI_ERR_IO, "cp: rank %d sent %lld bytes for layer %d", (int)q, (long long)got[q],
-                             (int)il);
-            goto done;
-        }
-        total += got[q] / rowb;
-    }
+    dsv4_cp_rows g;
+    di_status s = dsv4_cp_gather_rows(c->cp, b, msg, rowb, &g, err);
+    free(msg);
     /* every row's window record and pending pair state into this cache */
-    const uint8_t *p = all;
-    for (int32_t q = 0; q < c->cp->size; q++)
-        for (int64_t j = 0; j < got[q] / rowb; j++, p += rowb) {
-            int32_t seq, pos;
-            memcpy(&seq, p, 4);
-            memcpy(&pos, p + 4, 4);
-            if ((s = check_row(b, seq, pos, q, err))) goto done;
+    const uint8_t *p = g.all;
+    for (int32_t q = 0; !s && q < c->cp->size; q++)
+        for (int64_t j = 0; j < g.got[q]; j++, p += rowb) {
             if (q == c->cp->rank) continue; /* its own rows are written already */
+            int32_t seq, pos;
+            read_row_head(p, &seq, &pos);
             int64_t slot = dsv41_slot(b, seq, pos);
             memcpy(kv->data[il] + slot * kv->lay[il].row + kv->lay[il].off_win, p + 8, (size_t)W);
             if (two && pos % 2 == 0) {
@@ -121,27 +92,16 @@ di_status dsv41_cp_layer(di_dsv41_ctx *c, di_dsv41_kv *kv, int32_t il, const di_
             }
         }
     /* then every entry the step's rows close, on every rank */
-    if (src) {
-        float *lat = di_malloc_array((size_t)2 * hd, sizeof *lat);
-        if (!lat) {
-            s = di_error_set(err, DI_ERR_NOMEM, "cp: out of memory");
-            goto done;
-        }
-        p = all;
-        for (int64_t j = 0; j < total; j++, p += rowb) {
-            int32_t seq, pos;
-            memcpy(&seq, p, 4);
-            memcpy(&pos, p + 4, 4);
-            if ((pos + 1) % ro->ratio) continue;
-            memcpy(lat, p + 8 + W, (size_t)hd * 4);
-            if (two) memcpy(lat + hd, p + 8 + W + 4 * hd, (size_t)hd * 4);
-            dsv41_close_entry(c, kv, il, b, seq, pos, lat, two ? lat + hd : NULL, tmp);
-        }
-        free(lat);
+    p = g.all;
+    for (int64_t j = 0; !s && src && j < g.total; j++, p += rowb) {
+        int32_t seq, pos;
+        read_row_head(p, &seq, &pos);
+        if ((pos + 1) % ro->ratio) continue;
+        memcpy(lat, p + 8 + W, (size_t)hd * 4);
+        if (two) memcpy(lat + hd, p + 8 + W + 4 * hd, (size_t)hd * 4);
+        dsv41_close_entry(c, kv, il, b, seq, pos, lat, two ? lat + hd : NULL, tmp);
     }
-done:
-    free(all);
-    free(got);
-    free(msg);
+    free(lat);
+    dsv4_cp_rows_free(&g);
     return s;
 }

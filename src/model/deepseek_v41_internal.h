@@ -1,6 +1,7 @@
 /* DeepSeek-V4.1 internals shared by the deepseek_v41*.c files. The pieces:
  *
- *   deepseek_v41_config.c  config.json -> hparams + the layer role table
+ *   deepseek_v41_config.c  V4.1's column of the family's config reader
+ *                          (deepseek_v4_config.c builds the role table)
  *   deepseek_v41_load.c    tensors bound by name (V4's binders), checked
  *   deepseek_v41_quant.c   the numerics policy: bf16, fp8 activations,
  *                          MXFP8 / FP4 KV records, FP4 index vectors
@@ -105,25 +106,9 @@ struct di_dsv41_ctx {
     int64_t cap_rows, cap_tasks, cap_mm, cap_attn;
     float *R, *Rn;            /* (n, N, D) residual copies */
     float *pre;               /* (n, N) carried pre mix */
-    float *mix;               /* (n, (2+N)*N) */
-    float *post, *comb;       /* (n, N), (n, N, N) */
-    float *h, *y;             /* (n, D) */
+    DSV4_ROWS_MEMBER;         /* mix, post, comb, h, y, qr, q, kvr, iq, iw, att, oa, router, experts */
     float *xq;                /* (n, D) h cast for the fp8 GEMMs */
-    float *qr;                /* (n, q_lora) */
-    float *q;                 /* (n, H*hd) */
-    float *kvr;               /* (n, hd) */
     float *ckv, *cg;          /* (n, hd) compressor latent and gate */
-    float *iq;                /* (n, IH*ihd) */
-    float *iw;                /* (n, IH) */
-    float *att;               /* (n, H*hd) */
-    float *oa;                /* (n, G*o_lora) */
-    float *logit;             /* (n, E) */
-    float *vsel;              /* (n, E) selection values (score + bias, or skewed draws) */
-    int32_t *sel;             /* (n, K) */
-    float *selw;              /* (n, K) */
-    float *ysel;              /* (n*K, D) */
-    int32_t *grow;            /* (n*K) */
-    float *xg, *g1, *g3, *yg; /* (n*K, D), (n*K, F) x2, (n*K, D) */
     float *wg;                /* (n*K) routing weights of the gathered rows */
     di_dsv4_ep *ep;           /* expert parallelism (not owned), NULL = all experts here */
     di_dist *cp;              /* context parallel group (not owned), NULL = none */

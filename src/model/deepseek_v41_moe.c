@@ -131,20 +131,14 @@ di_status dsv41_moe_layer(di_dsv41_ctx *c, const dsv41_layer *L, int32_t il, int
 
 di_status di_dsv41_ep_create(const di_dsv41_model *m, di_dist *d, const di_dsv4_ep_params *p, di_dsv4_ep **out,
                              di_error *err) {
-    const di_dsv41_hparams *hp = &m->hp;
-    return dsv4_ep_create_layers(m->layers, sizeof *m->layers, offsetof(dsv41_layer, w1), offsetof(dsv41_layer, w2),
-                                 offsetof(dsv41_layer, w3), hp->n_layers, hp->n_experts, hp->n_experts_used, hp->n_embd,
-                                 hp->moe_ff, d, p, out, err);
+    return dsv4_ep_create_layers(m->layers, sizeof *m->layers, offsetof(dsv41_layer, core), &m->hp, d, p, out, err);
 }
 
 void di_dsv41_ctx_set_route_skew(di_dsv41_ctx *c, double ratio, int32_t groups) {
-    c->skew_groups = groups;
-    c->skew_factor = dsv4_skew_factor(ratio, groups, c->m->hp.n_experts_used, c->m->hp.n_experts);
+    dsv4_route_skew_set(&c->skew_factor, &c->skew_groups, &c->m->hp, ratio, groups);
 }
 
 void di_dsv41_ctx_set_ep(di_dsv41_ctx *c, di_dsv4_ep *ep) {
     c->ep = ep;
-    int32_t groups;
-    double skew = ep ? dsv4_ep_skew(ep, &groups) : 0.0;
-    if (skew >= 1) di_dsv41_ctx_set_route_skew(c, skew, groups);
+    dsv4_ep_attach_skew(ep, &c->skew_factor, &c->skew_groups, &c->m->hp);
 }

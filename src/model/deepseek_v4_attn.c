@@ -248,6 +248,38 @@ static void store_raw(di_dsv4_kv *kv, int32_t il, const di_batch *b,
     }
 }
 
+di_status dsv4_cp_gather_rows(di_dist *cp, const di_batch *b, const void *mine, int64_t row_bytes, dsv4_cp_rows *out,
+                              di_error *err) {
+    *out = (dsv4_cp_rows){NULL, NULL, 0};
+    if (!(out->got = di_malloc_array((size_t)cp->size, sizeof *out->got)))
+        return di_error_set(err, DI_ERR_NOMEM, "cp: out of memory");
+    di_status s = di_dist_allgather_bytes(cp, mine, (int64_t)b->n_rows * row_bytes, &out->all, out->got, err);
+    if (s) return s;
+    const uint8_t *p = out->all;
+    for (int32_t q = 0; q < cp->size; q++) {
+        if (out->got[q] % row_bytes)
+            return di_error_set(err, DI_ERR_IO, "cp: rank %d sent %lld bytes, not rows of %lld", (int)q,
+                                (long long)out->got[q], (long long)row_bytes);
+        out->got[q] /= row_bytes;
+        for (int64_t j = 0; j < out->got[q]; j++, p += row_bytes) {
+            int32_t sp[2];
+            memcpy(sp, p, sizeof sp);
+            if (sp[0] < 0 || sp[0] >= b->n_seq_slots || sp[1] < 0 || !b->block_tables[sp[0]] ||
+                sp[1] / b->block_size >= b->n_blocks[sp[0]])
+                return di_error_set(err, DI_ERR_IO, "cp: rank %d sent row (seq %d, pos %d) outside the step's tables",
+                                    (int)q, (int)sp[0], (int)sp[1]);
+        }
+        out->total += out->got[q];
+    }
+    return DI_OK;
+}
+
+void dsv4_cp_rows_free(dsv4_cp_rows *g) {
+    free(g->all);
+    free(g->got);
+    *g = (dsv4_cp_rows){NULL, NULL, 0};
+}
+
 /* Context parallelism: every rank of the group has stored its own rows'
  * state of layer il (window row, raw compressor and indexer projections);
  * the rows of all ranks, with their (seq, pos), are gathered and written
@@ -257,51 +289,35 @@ static di_status cp_share_state(di_dsv4_ctx *c, di_dsv4_kv *kv, int32_t il, cons
                                 di_error *err) {
     const int32_t row = kv->lay[il].row, stride = 2 + row; /* (seq, pos) as int32 bits, then the row */
     float *mine = di_malloc_array((size_t)(b->n_rows > 0 ? b->n_rows : 1) * (size_t)stride, sizeof(float));
-    int64_t *lens = di_malloc_array((size_t)c->cp->size, sizeof *lens);
-    void *all = NULL;
-    di_status s = DI_OK;
-    if (!mine || !lens) {
-        s = di_error_set(err, DI_ERR_NOMEM, "cp: out of memory");
-        goto done;
-    }
+    if (!mine) return di_error_set(err, DI_ERR_NOMEM, "cp: out of memory");
     for (int32_t i = 0; i < b->n_rows; i++) {
         float *o = mine + (int64_t)i * stride;
         int32_t sp[2] = {b->seq[i], b->pos[i]};
         memcpy(o, sp, sizeof sp);
         kv_get(kv, il, slot_of(b, b->seq[i], b->pos[i]), 0, o + 2, row);
     }
-    if ((s = di_dist_allgather_bytes(c->cp, mine, (int64_t)b->n_rows * stride * 4, &all, lens, err))) goto done;
-    int64_t total = 0;
-    for (int32_t q = 0; q < c->cp->size; q++) total += lens[q] / (4 * stride);
-    if (total > c->cap_cp_rows) {
-        int32_t *r = realloc(c->cp_rows, (size_t)total * 2 * sizeof *r);
-        if (!r) {
-            s = di_error_set(err, DI_ERR_NOMEM, "cp: out of memory for %lld rows", (long long)total);
-            goto done;
+    dsv4_cp_rows g;
+    di_status s = dsv4_cp_gather_rows(c->cp, b, mine, (int64_t)stride * 4, &g, err);
+    free(mine);
+    if (!s && g.total > c->cap_cp_rows) {
+        int32_t *r = realloc(c->cp_rows, (size_t)g.total * 2 * sizeof *r);
+        if (!r) s = di_error_set(err, DI_ERR_NOMEM, "cp: out of memory for %lld rows", (long long)g.total);
+        else {
+            c->cp_rows = r;
+            c->cap_cp_rows = g.total;
         }
-        c->cp_rows = r;
-        c->cap_cp_rows = total;
     }
-    const float *in = all;
-    for (int64_t j = 0; j < total; j++) {
+    const float *in = g.all;
+    for (int64_t j = 0; !s && j < g.total; j++) {
         const float *o = in + j * stride;
         int32_t sp[2];
         memcpy(sp, o, sizeof sp);
-        if (sp[0] < 0 || sp[0] >= b->n_seq_slots || sp[1] < 0 || !b->block_tables[sp[0]] ||
-            sp[1] / b->block_size >= b->n_blocks[sp[0]]) {
-            s = di_error_set(err, DI_ERR_INVALID_ARG, "cp: a peer's row (seq %d, pos %d) is outside this batch's tables",
-                             (int)sp[0], (int)sp[1]);
-            goto done;
-        }
         c->cp_rows[2 * j] = sp[0];
         c->cp_rows[2 * j + 1] = sp[1];
         kv_put(kv, il, slot_of(b, sp[0], sp[1]), 0, o + 2, row);
     }
-    *n_union = total;
-done:
-    free(mine);
-    free(lens);
-    free(all);
+    if (!s) *n_union = g.total;
+    dsv4_cp_rows_free(&g);
     return s;
 }
 
@@ -404,11 +420,7 @@ share:;
     /* grouped output projection: group g reads heads [g*H/G, (g+1)*H/G) */
     const int64_t G = hp->o_groups, gin = H * hd / G, olr = hp->o_lora;
     for (int64_t g = 0; g < G; g++) {
-        dsv4_linear wg = L->wo_a;
-        wg.n_out = olr;
-        wg.data = (const uint8_t *)L->wo_a.data + (uint64_t)(g * olr) * L->wo_a.row_bytes;
-        if (wg.kind == DSV4_W_FP8) wg.row_off = L->wo_a.row_off + g * olr;
-        if (wg.kind == DSV4_W_MXFP4) wg.mx_scale += (uint64_t)(g * olr) * (uint64_t)(wg.n_in / 32);
+        const dsv4_linear wg = dsv4_linear_rows(&L->wo_a, g * olr, olr);
         dsv4_linear_apply(k, &wg, c->att + g * gin, H * hd, c->oa + g * olr, G * olr, n, mm, pool);
     }
     dsv4_linear_apply(k, &L->wo_b, c->oa, G * olr, c->y, D, n, mm, pool);

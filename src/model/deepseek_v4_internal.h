@@ -1,7 +1,8 @@
 /* DeepSeek-V4 internals shared by the deepseek_v4*.c files (not a public
  * header). The pieces:
  *
- *   deepseek_v4_config.c  config.json -> di_dsv4_hparams, every value checked
+ *   deepseek_v4_config.c  the family's config reader (both variants): the shared
+ *                         keys, V4's own, the layer role table; every value checked
  *   deepseek_v4_load.c    tensors bound by name, shapes and dtypes checked
  *   deepseek_v4_linear.c  y = W x for BF16/F16/F32, FP8 block-scaled, MXFP4
  *   deepseek_v4_attn.c    attention: window, compressor, indexer, sink
@@ -19,6 +20,7 @@
 #ifndef DI_MODEL_DEEPSEEK_V4_INTERNAL_H
 #define DI_MODEL_DEEPSEEK_V4_INTERNAL_H
 
+#include "format/hf_config.h"
 #include "format/safetensors.h"
 #include "kernels/cpu/kernels.h"
 #include "model/deepseek_v4.h"
@@ -143,6 +145,39 @@ struct di_dsv4_model {
     int64_t n_mtp_bound, mtp_bound_cap;
 };
 
+/* The per-row scratch every layer of the family uses, V4 and V4.1 alike,
+ * held by a context as DSV4_ROWS_MEMBER (the fields by name, c->h, and the
+ * view c->rows that dsv4_rows_table lists). rows = the batch's rows; shapes
+ * as DSV4_CORE_FIELDS, IH index heads of ihd, K experts a row. */
+#define DSV4_ROWS_FIELDS                                                                        \
+    float *mix;               /* (rows, (2+N)*N) mHC projections */                             \
+    float *post, *comb;       /* (rows, N), (rows, N, N) */                                     \
+    float *h, *y;             /* (rows, D) sublayer input / output */                           \
+    float *qr;                /* (rows, q_lora) */                                              \
+    float *q;                 /* (rows, H*hd) */                                                \
+    float *kvr;               /* (rows, hd) */                                                  \
+    float *iq;                /* (rows, IH*ihd) indexer queries */                              \
+    float *iw;                /* (rows, IH) indexer head weights */                             \
+    float *att;               /* (rows, H*hd) attention output */                               \
+    float *oa;                /* (rows, G*o_lora) grouped projection output */                  \
+    float *logit;             /* (rows, E) router logits */                                     \
+    float *vsel;              /* (rows, E) selection values (score + bias, or skewed draws) */  \
+    int32_t *sel;             /* (rows, K) chosen experts, ascending */                         \
+    float *selw;              /* (rows, K) their weights */                                     \
+    float *ysel;              /* (rows*K, D) expert outputs */                                  \
+    int32_t *grow;            /* (rows*K) gathered (row*K + k) of one expert */                 \
+    float *xg, *g1, *g3, *yg; /* (rows*K, D), (rows*K, F) x2, (rows*K, D) */
+typedef struct dsv4_rows {
+    DSV4_ROWS_FIELDS
+} dsv4_rows;
+#define DSV4_ROWS_MEMBER                                                                        \
+    union {                                                                                     \
+        dsv4_rows rows;                                                                         \
+        struct {                                                                                \
+            DSV4_ROWS_FIELDS                                                                    \
+        };                                                                                      \
+    }
+
 /* Per-layer row of the KV cache, in elements (see deepseek_v4.c). */
 typedef struct dsv4_kv_layout {
     int32_t row;          /* elements per position */
@@ -165,25 +200,9 @@ struct di_dsv4_ctx {
     int64_t cap_mm_floats; /* floats in mm_scratch */
     float *X, *Xn;        /* (rows, N, D) residual copies, current and next */
     float *flat;          /* (rows, N*D) normalized copies (mHC input) */
-    float *mix;           /* (rows, (2+N)*N) mHC projections */
-    float *post, *comb;   /* (rows, N), (rows, N, N) */
-    float *h, *y;         /* (rows, D) sublayer input / output */
-    float *qr;            /* (rows, q_lora) */
-    float *q;             /* (rows, H*hd) */
-    float *kvr;           /* (rows, hd) */
+    DSV4_ROWS_MEMBER;
     float *ckv, *cg;      /* (rows, 2*hd) compressor projections */
     float *ikv, *ig;      /* (rows, 2*ihd) indexer compressor projections */
-    float *iq;            /* (rows, IH*ihd) indexer queries */
-    float *iw;            /* (rows, IH) indexer head weights */
-    float *att;           /* (rows, H*hd) attention output */
-    float *oa;            /* (rows, G*o_lora) grouped projection output */
-    float *logit;         /* (rows, E) router logits */
-    float *vsel;          /* (rows, E) selection values (score + bias, or skewed draws) */
-    int32_t *sel;         /* (rows, K) chosen experts, ascending */
-    float *selw;          /* (rows, K) their weights */
-    float *ysel;          /* (rows*K, D) expert outputs */
-    int32_t *grow;        /* (rows*K) gathered (row*K + k) of one expert */
-    float *xg, *g1, *g3, *yg; /* (rows*K, D), (rows*K, ff) x2, (rows*K, D) */
     float *pool_tmp;      /* (2*ratio_max*2*hd*2) compressor group scratch */
     float *mm_scratch;    /* (cap_mm_floats): dsv4_linear_scratch_floats(rows, max n_in, threads) */
     float *attn_scratch;  /* (tasks, cap_attn_floats / tasks) */
@@ -217,7 +236,22 @@ double dsv4_linear_bytes(const dsv4_linear *w);
 
 /* ---- config and load ---------------------------------------------------- */
 
-di_status dsv4_hparams_from_config(const char *path, di_dsv4_hparams *hp, di_error *err);
+/* The family's one config reader (deepseek_v4_config.c): dir/config.json
+ * -> *hp as variant v reads it, the layer role table built and checked. */
+di_status dsv4_read_config(const char *dir, di_dsv4_variant v, di_dsv4_hparams *hp, di_error *err);
+/* What a variant's own keys give the topology builder: each layer's
+ * compression ratio and the layers that own compressed KV, an indexer,
+ * index keys (ascending), the candidate source (-1). */
+typedef struct dsv4_sources {
+    int32_t ratio[DI_DSV4_MAX_LAYERS];
+    int32_t kv[DI_DSV4_MAX_LAYERS], idx[DI_DSV4_MAX_LAYERS], idxk[DI_DSV4_MAX_LAYERS];
+    int32_t n_kv, n_idx, n_idxk, cand;
+} dsv4_sources;
+/* V4.1's column of the reader (deepseek_v41_config.c): the text section
+ * and the root checks; then its own keys, shape checks and sources. */
+di_status dsv41_config_open(const di_hf_config *root, di_hf_config **text, di_error *err);
+di_status dsv41_config_read(const di_hf_config *root, const di_hf_config *t, di_dsv4_hparams *hp, dsv4_sources *src,
+                            di_error *err);
 /* The config readers' shorthand (V4 and V4.1; format/hf_config.h): read one
  * range-checked value of cfg into dst, or jump to done with s set. */
 #define DSV4_CFG_INT_OR(cfg, key, lo, hi, def, dst)                                           \
@@ -293,6 +327,25 @@ int dsv4_regrow_all(const dsv4_buf *b, size_t n_bufs);
 /* Frees every buffer of a table (n and size unread) and clears the pointers. */
 void dsv4_free_all(const dsv4_buf *b, size_t n_bufs);
 static inline int64_t dsv4_max64(int64_t a, int64_t b) { return a > b ? a : b; }
+/* A context's per-row scratch for n rows as a table (the context's
+ * row_bufs): fills t (at most DSV4_ROW_BUFS_MAX entries), returns the count. */
+#define DSV4_ROW_BUFS_MAX 48
+typedef size_t (*dsv4_rows_fn)(void *ctx, int64_t n, dsv4_buf *t);
+/* Regrows every buffer of ctx's table to n rows when n > *cap_rows
+ * (contents lost), then *cap_rows = n; arch names the model in the error. */
+di_status dsv4_rows_grow(void *ctx, dsv4_rows_fn table, int64_t n, int64_t *cap_rows, const char *arch,
+                         di_error *err);
+/* Frees every buffer of ctx's table. */
+void dsv4_rows_free(void *ctx, dsv4_rows_fn table);
+/* A context's table for n rows of hp's model into t: the entries of r's
+ * buffers (DSV4_ROWS_FIELDS), then the n_own of its own; returns the count
+ * (at most DSV4_ROW_BUFS_MAX: DSV4_ROWS_N + n_own). */
+#define DSV4_ROWS_N (sizeof(dsv4_rows) / sizeof(float *))
+size_t dsv4_rows_table(dsv4_rows *r, const di_dsv4_hparams *hp, int64_t n, const dsv4_buf *own, size_t n_own,
+                       dsv4_buf *t);
+/* The widest input of a layer's core linears (mHC maps, attention and
+ * output projections, experts): the linear scratch is sized from it. */
+int64_t dsv4_core_max_in(const di_dsv4_hparams *hp);
 /* *out <- slots * row_bytes zeroed bytes (one KV layer), overflow checked. */
 di_status dsv4_kv_alloc(void **out, uint64_t slots, uint64_t row_bytes, di_error *err);
 /* The start of both caches' create: checks the block counts and allocates
@@ -313,6 +366,9 @@ int64_t dsv4_linear_scratch_floats(int64_t n_rows, int64_t n_in, int64_t n_tasks
  * dot_f32(dequant(W[o]), x[r]) in one fixed order. */
 void dsv4_linear_apply(const di_cpu_kernels *k, const dsv4_linear *w, const float *x, int64_t ldx,
                        float *y, int64_t ldy, int64_t n_rows, float *scratch, di_threadpool *pool);
+/* The view of rows [r0, r0 + n) of w (the grouped output projection's
+ * groups): data, FP8 scale row offset and MXFP4 scales moved along. */
+dsv4_linear dsv4_linear_rows(const dsv4_linear *w, int64_t r0, int64_t n);
 /* Row o of W as floats (n_in). */
 void dsv4_linear_row(const di_cpu_kernels *k, const dsv4_linear *w, int64_t o, float *dst);
 
@@ -327,6 +383,9 @@ void dsv4_rope(float *x, int32_t n_heads, int32_t dim, int32_t n_rot, const floa
 /* Tasks for a per-row pass over n rows: a few per pool thread, at most n
  * (a row's numbers never depend on the split). */
 int dsv4_rows_tasks(int64_t n, di_threadpool *pool);
+/* A per-row pass on the pool: fn(user, r) for every r in [0, n), rows split
+ * into dsv4_rows_tasks(n) ranges (a row's numbers never depend on the split). */
+void dsv4_rows_run(di_threadpool *pool, int64_t n, void (*fn)(void *user, int64_t row), void *user);
 
 /* ---- mHC of one token, shared by the family (deepseek_v4_mhc.c) ---------
  * V4 and V4.1 (shifted: the collapse uses the previous sublayer's pre, the
@@ -344,6 +403,11 @@ void dsv4_mhc_expand(const float *X, const float *y, const float *post, const fl
                      float *Xn);
 /* The final head's collapse weight sigmoid(mix * scale + base) + eps. */
 float dsv4_mhc_head_weight(float mix, float base, float scale, float eps);
+/* The post pass of a sublayer over n rows: Xn_r <- expand(X_r, y_r, post_r,
+ * comb_r), then finish(Xn_r, N*D) when given (V4.1's bf16 rounding), on
+ * the pool; then *X and *Xn swap (the new copies become *X). */
+void dsv4_mhc_post(float **X, float **Xn, const float *y, const float *post, const float *comb, int32_t N, int32_t D,
+                   int64_t n, void (*finish)(float *x, int64_t n), di_threadpool *pool);
 
 /* ---- blocks (each over the rows of one batch) ---------------------------- */
 
@@ -444,12 +508,15 @@ typedef struct dsv4_ep_layer {
 /* Collective: an EP group over d for the experts x. */
 di_status dsv4_ep_create(const dsv4_ep_experts *x, di_dist *d, const di_dsv4_ep_params *p, di_dsv4_ep **out,
                          di_error *err);
-/* dsv4_ep_create for a model whose layer l (n_layers structs of stride
- * bytes) holds its expert arrays (n_experts dsv4_linear each) at byte
- * offsets off_w1 / off_w2 / off_w3 (offsetof of the w1 / w2 / w3 fields). */
-di_status dsv4_ep_create_layers(const void *layers, size_t stride, size_t off_w1, size_t off_w2, size_t off_w3,
-                                int32_t n_layers, int32_t n_experts, int32_t n_used, int32_t n_embd, int32_t moe_ff,
+/* dsv4_ep_create for a family model: layer l (hp->n_layers structs of
+ * stride bytes) holds its core weights (dsv4_core_w, with the expert
+ * arrays w1 / w2 / w3 of n_experts each) at byte offset off_core. */
+di_status dsv4_ep_create_layers(const void *layers, size_t stride, size_t off_core, const di_dsv4_hparams *hp,
                                 di_dist *d, const di_dsv4_ep_params *p, di_dsv4_ep **out, di_error *err);
+/* A context's forced routing imbalance (its skew_factor / skew_groups):
+ * _set from a ratio (0 = off), _attach from ep's params when they force one. */
+void dsv4_route_skew_set(float *factor, int32_t *groups_out, const di_dsv4_hparams *hp, double ratio, int32_t groups);
+void dsv4_ep_attach_skew(const di_dsv4_ep *ep, float *factor, int32_t *groups_out, const di_dsv4_hparams *hp);
 /* Collective: the routed experts of io through their owner ranks. */
 di_status dsv4_ep_routed(di_dsv4_ep *ep, dsv4_ep_layer *io, di_threadpool *pool, di_error *err);
 /* The window push and, when due, the rebalance after each forward. */
@@ -457,6 +524,19 @@ di_status dsv4_ep_after_forward(di_dsv4_ep *ep, di_error *err);
 /* The forced-imbalance ratio of ep's params (0 = off) and its rank groups. */
 double dsv4_ep_skew(const di_dsv4_ep *ep, int32_t *groups);
 
+/* Context parallelism's one exchange, V4 and V4.1 alike: this rank's
+ * b->n_rows rows of row_bytes (each starting with its (seq, pos) as two
+ * int32) gathered from every rank in rank order. Every gathered row is
+ * checked whole and inside b's block tables before it is used. *out is
+ * set also on failure; dsv4_cp_rows_free frees it. */
+typedef struct dsv4_cp_rows {
+    void *all;            /* (total, row_bytes) rank 0's rows first */
+    int64_t *got;         /* (cp->size) rows each rank sent */
+    int64_t total;
+} dsv4_cp_rows;
+di_status dsv4_cp_gather_rows(di_dist *cp, const di_batch *b, const void *mine, int64_t row_bytes, dsv4_cp_rows *out,
+                              di_error *err);
+void dsv4_cp_rows_free(dsv4_cp_rows *g);
 /* Attention of layer il on h (n, D) -> y (n, D); writes this layer's state
  * of every row into kv first (with c->cp: of every row of the CP group,
  * gathered; collective then). The batch was validated. */
@@ -472,6 +552,9 @@ void dsv4_attend_sink(const di_cpu_kernels *k, const float *q_row, const float *
 /* Scratch floats per task that dsv4_attention needs for positions < max_pos+1. */
 int64_t dsv4_attention_scratch_floats(const di_dsv4_model *m, int32_t max_pos);
 
+/* The slot count of b checked, and the largest position of its rows (for
+ * the scratch), before the forward sizes anything. */
+di_status dsv4_batch_slots(const di_batch *b, int32_t *max_pos, di_error *err);
 /* The batch checks every forward makes before touching the cache (tokens in
  * the vocab, slots in range, increasing positions per sequence, block
  * tables covering them); seq_last: n_seq_slots of scratch. Shared by V4.1. */

@@ -205,3 +205,12 @@ void dsv4_rope(float *x, int32_t n_heads, int32_t dim, int32_t n_rot, const floa
         }
     }
 }
+
+dsv4_linear dsv4_linear_rows(const dsv4_linear *w, int64_t r0, int64_t n) {
+    dsv4_linear v = *w;
+    v.n_out = n;
+    v.data = (const uint8_t *)w->data + (uint64_t)r0 * w->row_bytes;
+    if (v.kind == DSV4_W_FP8) v.row_off = w->row_off + r0;
+    if (v.kind == DSV4_W_MXFP4) v.mx_scale += (uint64_t)r0 * (uint64_t)(v.n_in / 32);
+    return v;
+}

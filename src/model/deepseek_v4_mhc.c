@@ -22,16 +22,35 @@ static float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
 
 #define TASKS_PER_THREAD 4
 
-typedef struct rows_job {
+/* The mHC passes' arguments beside the context. */
+typedef struct mhc_args {
     di_dsv4_ctx *c;
     const float *base, *scale;
-    int64_t n;
-    int n_tasks;
-} rows_job;
+} mhc_args;
 
 int dsv4_rows_tasks(int64_t n, di_threadpool *pool) {
     int64_t t = (int64_t)di_threadpool_n_threads(pool) * TASKS_PER_THREAD;
     return (int)(t < n ? t : n);
+}
+
+typedef struct rows_run {
+    void (*fn)(void *user, int64_t row);
+    void *user;
+    int64_t n;
+    int n_tasks;
+} rows_run;
+
+static void rows_task(void *arg, int64_t task, int thread) {
+    (void)thread;
+    const rows_run *j = arg;
+    int64_t r0, r1;
+    di_threadpool_split(j->n, j->n_tasks, (int)task, &r0, &r1);
+    for (int64_t r = r0; r < r1; r++) j->fn(j->user, r);
+}
+
+void dsv4_rows_run(di_threadpool *pool, int64_t n, void (*fn)(void *user, int64_t row), void *user) {
+    rows_run j = {fn, user, n, dsv4_rows_tasks(n, pool)};
+    di_threadpool_run(pool, j.n_tasks, rows_task, &j);
 }
 
 /* ---- one token's mHC, shared by the family (V4 here, V4.1's shifted mHC
@@ -89,72 +108,72 @@ void dsv4_mhc_expand(const float *X, const float *y, const float *post, const fl
 
 float dsv4_mhc_head_weight(float mix, float base, float scale, float eps) { return sigmoidf(mix * scale + base) + eps; }
 
-/* Rows [r0, r1) of hc_pre after the projection: weights, Sinkhorn, collapse. */
-static void hc_pre_rows(void *arg, int64_t task, int thread) {
-    (void)thread;
-    const rows_job *j = arg;
-    di_dsv4_ctx *c = j->c;
+/* ---- the post pass over a batch, shared by the family ---------------------- */
+
+typedef struct post_args {
+    const float *X, *y, *post, *comb; /* (n, N, D), (n, D), (n, N), (n, N, N) */
+    float *Xn;                        /* (n, N, D) */
+    int32_t N, D;
+    void (*finish)(float *x, int64_t n);
+} post_args;
+
+static void post_row(void *arg, int64_t r) {
+    const post_args *a = arg;
+    const int64_t N = a->N, D = a->D;
+    float *Xn = a->Xn + r * N * D;
+    dsv4_mhc_expand(a->X + r * N * D, a->y + r * D, a->post + r * N, a->comb + r * N * N, a->N, a->D, Xn);
+    if (a->finish) a->finish(Xn, N * D);
+}
+
+void dsv4_mhc_post(float **X, float **Xn, const float *y, const float *post, const float *comb, int32_t N, int32_t D,
+                   int64_t n, void (*finish)(float *x, int64_t n), di_threadpool *pool) {
+    post_args a = {*X, y, post, comb, *Xn, N, D, finish};
+    dsv4_rows_run(pool, n, post_row, &a);
+    float *t = *X;
+    *X = *Xn;
+    *Xn = t;
+}
+
+/* ---- V4's mHC over a batch ---------------------------------------------------- */
+
+/* Row r of hc_pre after the projection: weights, Sinkhorn, collapse. */
+static void hc_pre_row(void *arg, int64_t r) {
+    const mhc_args *a = arg;
+    di_dsv4_ctx *c = a->c;
     const di_dsv4_hparams *hp = &c->m->hp;
     const int32_t N = hp->hc_mult, D = hp->n_embd, M = (2 + N) * N;
-    int64_t r0, r1;
-    di_threadpool_split(j->n, j->n_tasks, (int)task, &r0, &r1);
-    for (int64_t r = r0; r < r1; r++) {
-        float pre[16]; /* hc_mult <= 16 (config check) */
-        dsv4_mhc_weights(c->mix + r * M, j->base, j->scale, N, hp->hc_iters, hp->hc_eps, pre, c->post + r * N,
-                         c->comb + r * N * N);
-        dsv4_mhc_collapse(pre, c->X + r * N * D, N, D, c->h + r * D);
-    }
+    float pre[16]; /* hc_mult <= 16 (config check) */
+    dsv4_mhc_weights(c->mix + r * M, a->base, a->scale, N, hp->hc_iters, hp->hc_eps, pre, c->post + r * N,
+                     c->comb + r * N * N);
+    dsv4_mhc_collapse(pre, c->X + r * N * D, N, D, c->h + r * D);
 }
 
-/* flat (n, N*D) = X / rms(X) over all N*D values of a token, rows
- * [r0, r1) of the task. */
-static void normalize_rows(void *arg, int64_t task, int thread) {
-    (void)thread;
-    const rows_job *j = arg;
-    const di_dsv4_hparams *hp = &j->c->m->hp;
-    int64_t w = (int64_t)hp->hc_mult * hp->n_embd, r0, r1;
-    di_threadpool_split(j->n, j->n_tasks, (int)task, &r0, &r1);
-    for (int64_t r = r0; r < r1; r++) dsv4_rmsnorm(j->c->X + r * w, NULL, j->c->flat + r * w, w, hp->rms_eps);
-}
-
-static void normalize_copies(di_dsv4_ctx *c, int64_t n, di_threadpool *pool) {
-    rows_job j = {c, NULL, NULL, n, dsv4_rows_tasks(n, pool)};
-    di_threadpool_run(pool, j.n_tasks, normalize_rows, &j);
+/* flat (n, N*D) = X / rms(X) over all N*D values of a token: row r. */
+static void normalize_row(void *arg, int64_t r) {
+    const di_dsv4_ctx *c = arg;
+    const di_dsv4_hparams *hp = &c->m->hp;
+    const int64_t w = (int64_t)hp->hc_mult * hp->n_embd;
+    dsv4_rmsnorm(c->X + r * w, NULL, c->flat + r * w, w, hp->rms_eps);
 }
 
 void dsv4_hc_pre(di_dsv4_ctx *c, const dsv4_linear *fn, const float *base, const float *scale, int64_t n,
                  di_threadpool *pool) {
     const di_dsv4_hparams *hp = &c->m->hp;
     const int32_t N = hp->hc_mult, D = hp->n_embd, M = (2 + N) * N;
-    normalize_copies(c, n, pool);
+    dsv4_rows_run(pool, n, normalize_row, c);
     dsv4_linear_apply(c->m->k, fn, c->flat, (int64_t)N * D, c->mix, M, n, c->mm_scratch, pool);
-    rows_job j = {c, base, scale, n, dsv4_rows_tasks(n, pool)};
-    di_threadpool_run(pool, j.n_tasks, hc_pre_rows, &j);
-}
-
-static void hc_post_rows(void *arg, int64_t task, int thread) {
-    (void)thread;
-    const rows_job *j = arg;
-    di_dsv4_ctx *c = j->c;
-    const int32_t N = c->m->hp.hc_mult, D = c->m->hp.n_embd;
-    int64_t r0, r1;
-    di_threadpool_split(j->n, j->n_tasks, (int)task, &r0, &r1);
-    for (int64_t r = r0; r < r1; r++)
-        dsv4_mhc_expand(c->X + r * N * D, c->y + r * D, c->post + r * N, c->comb + r * N * N, N, D, c->Xn + r * N * D);
+    mhc_args a = {c, base, scale};
+    dsv4_rows_run(pool, n, hc_pre_row, &a);
 }
 
 void dsv4_hc_post(di_dsv4_ctx *c, int64_t n, di_threadpool *pool) {
-    rows_job j = {c, NULL, NULL, n, dsv4_rows_tasks(n, pool)};
-    di_threadpool_run(pool, j.n_tasks, hc_post_rows, &j);
-    float *t = c->X;
-    c->X = c->Xn;
-    c->Xn = t;
+    dsv4_mhc_post(&c->X, &c->Xn, c->y, c->post, c->comb, c->m->hp.hc_mult, c->m->hp.n_embd, n, NULL, pool);
 }
 
 void dsv4_hc_head(di_dsv4_ctx *c, int64_t n, di_threadpool *pool) {
     const di_dsv4_model *m = c->m;
     const int32_t N = m->hp.hc_mult, D = m->hp.n_embd;
-    normalize_copies(c, n, pool);
+    dsv4_rows_run(pool, n, normalize_row, c);
     dsv4_linear_apply(m->k, &m->hc_head_fn, c->flat, (int64_t)N * D, c->mix, N, n, c->mm_scratch, pool);
     for (int64_t r = 0; r < n; r++) {
         float pre[16];

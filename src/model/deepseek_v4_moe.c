@@ -45,8 +45,7 @@ float dsv4_skew_factor(double ratio, int32_t groups, int32_t K, int32_t E) {
 }
 
 void di_dsv4_ctx_set_route_skew(di_dsv4_ctx *c, double ratio, int32_t groups) {
-    c->skew_groups = groups;
-    c->skew_factor = dsv4_skew_factor(ratio, groups, c->m->hp.n_experts_used, c->m->hp.n_experts);
+    dsv4_route_skew_set(&c->skew_factor, &c->skew_groups, &c->m->hp, ratio, groups);
 }
 
 /* A uniform [0, 1) draw from a row's own content: the token, the layer and
@@ -138,17 +137,12 @@ static float ep_mac(float acc, float y, float w) { return dsv4_moe_mac(acc, y, w
 
 di_status di_dsv4_ep_create(const di_dsv4_model *m, di_dist *d, const di_dsv4_ep_params *p, di_dsv4_ep **out,
                             di_error *err) {
-    const di_dsv4_hparams *hp = &m->hp;
-    return dsv4_ep_create_layers(m->layers, sizeof *m->layers, offsetof(dsv4_layer, w1), offsetof(dsv4_layer, w2),
-                                 offsetof(dsv4_layer, w3), hp->n_layers, hp->n_experts, hp->n_experts_used, hp->n_embd,
-                                 hp->moe_ff, d, p, out, err);
+    return dsv4_ep_create_layers(m->layers, sizeof *m->layers, offsetof(dsv4_layer, core), &m->hp, d, p, out, err);
 }
 
 void di_dsv4_ctx_set_ep(di_dsv4_ctx *c, di_dsv4_ep *ep) {
     c->ep = ep;
-    int32_t groups;
-    double skew = ep ? dsv4_ep_skew(ep, &groups) : 0.0;
-    if (skew >= 1) di_dsv4_ctx_set_route_skew(c, skew, groups);
+    dsv4_ep_attach_skew(ep, &c->skew_factor, &c->skew_groups, &c->m->hp);
 }
 
 di_status dsv4_moe(di_dsv4_ctx *c, int32_t il, const int32_t *tokens, int64_t n, di_threadpool *pool,

@@ -9,6 +9,7 @@
 
 #include "base/alloc.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -73,19 +74,30 @@ void dsv4_moe_sum(int64_t n, int32_t K, int32_t D, const float *ysel, const floa
     }
 }
 
-di_status dsv4_ep_create_layers(const void *layers, size_t stride, size_t off_w1, size_t off_w2, size_t off_w3,
-                                int32_t n_layers, int32_t n_experts, int32_t n_used, int32_t n_embd, int32_t moe_ff,
+di_status dsv4_ep_create_layers(const void *layers, size_t stride, size_t off_core, const di_dsv4_hparams *hp,
                                 di_dist *d, const di_dsv4_ep_params *p, di_dsv4_ep **out, di_error *err) {
     *out = NULL;
-    const int32_t L = n_layers;
+    const int32_t L = hp->n_layers;
     const dsv4_linear **t = di_malloc_array((size_t)3 * (L > 0 ? L : 1), sizeof *t);
     if (!t) return di_error_set(err, DI_ERR_NOMEM, "ep: out of memory");
-    const size_t off[3] = {off_w1, off_w2, off_w3};
+    const size_t off[3] = {off_core + offsetof(dsv4_core_w, w1), off_core + offsetof(dsv4_core_w, w2),
+                           off_core + offsetof(dsv4_core_w, w3)};
     for (int32_t l = 0; l < L; l++)
         for (int w = 0; w < 3; w++)
             t[w * L + l] = *(const dsv4_linear *const *)((const char *)layers + (size_t)l * stride + off[w]);
-    dsv4_ep_experts x = {L, n_experts, n_used, n_embd, moe_ff, t, t + L, t + 2 * L};
+    dsv4_ep_experts x = {L, hp->n_experts, hp->n_experts_used, hp->n_embd, hp->moe_ff, t, t + L, t + 2 * L};
     di_status s = dsv4_ep_create(&x, d, p, out, err);
     free(t); /* the core copies what it keeps */
     return s;
+}
+
+void dsv4_route_skew_set(float *factor, int32_t *groups_out, const di_dsv4_hparams *hp, double ratio, int32_t groups) {
+    *groups_out = groups;
+    *factor = dsv4_skew_factor(ratio, groups, hp->n_experts_used, hp->n_experts);
+}
+
+void dsv4_ep_attach_skew(const di_dsv4_ep *ep, float *factor, int32_t *groups_out, const di_dsv4_hparams *hp) {
+    int32_t groups;
+    double skew = ep ? dsv4_ep_skew(ep, &groups) : 0.0;
+    if (skew >= 1) dsv4_route_skew_set(factor, groups_out, hp, skew, groups);
 }

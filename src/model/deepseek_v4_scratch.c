@@ -7,6 +7,7 @@
 
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 int dsv4_regrow(void *pp, int64_t n, size_t size) {
     void **p = pp;
@@ -37,6 +38,47 @@ void dsv4_free_all(const dsv4_buf *b, size_t n_bufs) {
         free(*p);
         *p = NULL;
     }
+}
+
+di_status dsv4_rows_grow(void *ctx, dsv4_rows_fn table, int64_t n, int64_t *cap_rows, const char *arch,
+                         di_error *err) {
+    if (n <= *cap_rows) return DI_OK;
+    *cap_rows = 0;
+    dsv4_buf t[DSV4_ROW_BUFS_MAX];
+    if (!dsv4_regrow_all(t, table(ctx, n, t)))
+        return di_error_set(err, DI_ERR_NOMEM, "%s ctx: out of memory for %lld rows", arch, (long long)n);
+    *cap_rows = n;
+    return DI_OK;
+}
+
+size_t dsv4_rows_table(dsv4_rows *r, const di_dsv4_hparams *hp, int64_t n, const dsv4_buf *own, size_t n_own,
+                       dsv4_buf *t) {
+    const int64_t D = hp->n_embd, N = hp->hc_mult, M = (2 + N) * N, HD = (int64_t)hp->n_heads * hp->head_dim;
+    const int64_t K = hp->n_experts_used, F = hp->moe_ff, IHD = (int64_t)hp->index_heads * hp->index_dim;
+    const dsv4_buf b[] = {
+        {&r->mix, n * M, 4}, {&r->post, n * N, 4}, {&r->comb, n * N * N, 4}, {&r->h, n * D, 4}, {&r->y, n * D, 4},
+        {&r->qr, n * hp->q_lora, 4}, {&r->q, n * HD, 4}, {&r->kvr, n * hp->head_dim, 4}, {&r->iq, n * IHD, 4},
+        {&r->iw, n * hp->index_heads, 4}, {&r->att, n * HD, 4}, {&r->oa, n * hp->o_groups * hp->o_lora, 4},
+        {&r->logit, n * hp->n_experts, 4}, {&r->vsel, n * hp->n_experts, 4}, {&r->sel, n * K, 4},
+        {&r->selw, n * K, 4}, {&r->ysel, n * K * D, 4}, {&r->grow, n * K, 4}, {&r->xg, n * K * D, 4},
+        {&r->g1, n * K * F, 4}, {&r->g3, n * K * F, 4}, {&r->yg, n * K * D, 4},
+    };
+    _Static_assert(sizeof b / sizeof *b == sizeof(dsv4_rows) / sizeof(float *), "dsv4_rows_table: a field is missing");
+    memcpy(t, b, sizeof b);
+    memcpy(t + sizeof b / sizeof *b, own, n_own * sizeof *own);
+    return sizeof b / sizeof *b + n_own;
+}
+
+void dsv4_rows_free(void *ctx, dsv4_rows_fn table) {
+    dsv4_buf t[DSV4_ROW_BUFS_MAX];
+    dsv4_free_all(t, table(ctx, 0, t));
+}
+
+int64_t dsv4_core_max_in(const di_dsv4_hparams *hp) {
+    const int64_t D = hp->n_embd, N = hp->hc_mult, HD = (int64_t)hp->n_heads * hp->head_dim;
+    int64_t m = dsv4_max64(dsv4_max64(N * D, HD),
+                           dsv4_max64(dsv4_max64(hp->q_lora, hp->moe_ff), (int64_t)hp->o_groups * hp->o_lora));
+    return dsv4_max64(m, D);
 }
 
 di_status dsv4_kv_alloc(void **out, uint64_t slots, uint64_t row_bytes, di_error *err) {

@@ -15,7 +15,7 @@
  * pair, mask, pooling slot or routing choice moves logits by > 1e-2. */
 #include "test_util.h"
 
-#include "dsv_rows.h"
+#include "dsv_golden.h"
 
 #include "deepinfer.h"
 #include "base/threadpool.h"
@@ -53,9 +53,7 @@ typedef struct fixture {
 } fixture;
 
 static char *model_dir(char *buf, size_t size, const char *name) {
-    char rel[256];
-    snprintf(rel, sizeof rel, "tests/data/golden/deepseek_v4/%s", name);
-    return di_test_path(buf, size, rel);
+    return dsv_golden_dir(buf, size, "deepseek_v4", name);
 }
 
 static int setup(void **state) {
@@ -64,25 +62,15 @@ static int setup(void **state) {
     *state = &f;
     di_error err;
     for (int i = 0; i < N_MODELS; i++) {
-        char dir[4096], path[4200];
+        char dir[4096];
         model_dir(dir, sizeof dir, MODELS[i]);
         if (di_dsv4_load(dir, NULL, &f.g[i].m, &err) != DI_OK) {
             fprintf(stderr, "load %s: %s\n", MODELS[i], err.msg);
             return -1;
         }
         f.g[i].hp = di_dsv4_hparams_of(f.g[i].m);
-        snprintf(path, sizeof path, "%s/goldens.json", dir);
-        json_error_t jerr;
-        f.g[i].doc = json_load_file(path, 0, &jerr);
-        if (!f.g[i].doc) {
-            fprintf(stderr, "%s: %s\n", path, jerr.text);
-            return -1;
-        }
-        snprintf(path, sizeof path, "%s/logits.f32", dir);
-        size_t size;
-        f.g[i].logits = (float *)(void *)di_test_read_file(path, &size);
-        if (!f.g[i].logits) return -1;
-        f.g[i].n_logits = size / sizeof(float);
+        if (!(f.g[i].doc = dsv_load_json(dir, "goldens.json"))) return -1;
+        if (!(f.g[i].logits = dsv_load_f32(dir, "logits.f32", &f.g[i].n_logits))) return -1;
     }
     if (di_threadpool_create(2, &f.pool2, &err) != DI_OK) return -1;
     return 0;
@@ -104,38 +92,26 @@ static int teardown(void **state) {
 #define MAX_SLOTS 4
 #define MAX_TOKENS 128
 
-typedef struct runner {
-    const di_dsv4_model *m;
-    di_dsv4_kv *kv;
-    di_dsv4_ctx *ctx;
-    dsv_rows rows;        /* the batch being built (dsv_rows.h) */
-} runner;
+static di_status forward_(void *ctx, void *kv, const di_batch *b, float *lg, di_threadpool *pool, di_error *err) {
+    return di_dsv4_forward(ctx, kv, b, lg, pool, err);
+}
+static void kv_free_(void *kv) { di_dsv4_kv_free(kv); }
+static void ctx_free_(void *ctx) { di_dsv4_ctx_free(ctx); }
+static const dsv_model_ops OPS = {forward_, kv_free_, ctx_free_};
+
+typedef dsv_runner runner; /* dsv_golden.h: dsv_runner_add / _run / _free */
 
 static void runner_init(runner *r, const di_dsv4_model *m, di_dtype dtype) {
     memset(r, 0, sizeof *r);
-    r->m = m;
+    r->ops = &OPS;
     di_error err;
-    assert_int_equal(di_dsv4_kv_create(m, N_BLOCKS, BLOCK, dtype, &r->kv, &err), DI_OK);
-    assert_int_equal(di_dsv4_ctx_create(m, &r->ctx, &err), DI_OK);
+    di_dsv4_kv *kv = NULL;
+    di_dsv4_ctx *ctx = NULL;
+    assert_int_equal(di_dsv4_kv_create(m, N_BLOCKS, BLOCK, dtype, &kv, &err), DI_OK);
+    assert_int_equal(di_dsv4_ctx_create(m, &ctx, &err), DI_OK);
+    r->kv = kv;
+    r->ctx = ctx;
     dsv_rows_init(&r->rows, MAX_SLOTS, N_BLOCKS, BLOCK, MAX_TOKENS * MAX_SLOTS);
-}
-
-static void runner_free(runner *r) {
-    di_dsv4_ctx_free(r->ctx);
-    di_dsv4_kv_free(r->kv);
-    dsv_rows_free(&r->rows);
-}
-
-static void add_row(runner *r, int32_t tok, int32_t seq, int32_t pos, int want) {
-    dsv_rows_add(&r->rows, tok, seq, pos, want);
-}
-
-/* Runs the batch built so far; logits of wanted rows in row order. */
-static di_status run(runner *r, float *logits, di_threadpool *pool, di_error *err) {
-    di_batch b = dsv_rows_batch(&r->rows);
-    di_status s = di_dsv4_forward(r->ctx, r->kv, &b, logits, pool, err);
-    r->rows.n = 0;
-    return s;
 }
 
 /* ---- comparing with the goldens -------------------------------------------- */
@@ -147,14 +123,11 @@ typedef struct gcase {
     json_t *greedy, *margins;
 } gcase;
 
-static size_t n_cases(const golden *g) { return json_array_size(json_object_get(g->doc, "cases")); }
+static size_t n_cases(const golden *g) { return dsv_n_cases(g->doc); }
 
 static void get_case(const golden *g, size_t i, gcase *c) {
     json_t *jc = json_array_get(json_object_get(g->doc, "cases"), i);
-    json_t *ids = json_object_get(jc, "prompt");
-    c->n = (int32_t)json_array_size(ids);
-    assert_true(c->n > 0 && c->n <= MAX_TOKENS);
-    for (int32_t t = 0; t < c->n; t++) c->ids[t] = (int32_t)json_integer_value(json_array_get(ids, (size_t)t));
+    c->n = dsv_case_prompt(g->doc, i, c->ids, MAX_TOKENS);
     size_t off = (size_t)json_integer_value(json_object_get(jc, "offset"));
     assert_true(off + (size_t)c->n * (size_t)g->hp->n_vocab <= g->n_logits);
     c->logits = g->logits + off;
@@ -190,18 +163,10 @@ static void check_case(const golden *g, const gcase *c, feed_mode mode, di_threa
     const int32_t V = g->hp->n_vocab;
     float *out = malloc(sizeof(float) * (size_t)c->n * (size_t)V);
     int32_t step = mode == MODE_PREFILL ? c->n : mode == MODE_DECODE ? 1 : 5;
-    di_error err;
-    for (int32_t t0 = 0; t0 < c->n; t0 += step) {
-        int32_t t1 = t0 + step < c->n ? t0 + step : c->n;
-        for (int32_t t = t0; t < t1; t++) add_row(&r, c->ids[t], 0, t, 1);
-        if (run(&r, out + (size_t)t0 * V, pool, &err) != DI_OK) {
-            fprintf(stderr, "%s: %s\n", what, err.msg);
-            fail();
-        }
-    }
+    dsv_feed(&r.rows, dsv_runner_run, &r, c->ids, c->n, 0, step, V, out, pool, what);
     for (int32_t t = 0; t < c->n; t++) compare(out + (size_t)t * V, c->logits + (size_t)t * V, V, st, what, t);
     free(out);
-    runner_free(&r);
+    dsv_runner_free(&r);
 }
 
 static void check_mode(void **state, feed_mode mode, const char *name) {
@@ -224,13 +189,6 @@ static void test_prefill_matches_transformers(void **state) { check_mode(state, 
 static void test_decode_matches_transformers(void **state) { check_mode(state, MODE_DECODE, "decode"); }
 static void test_chunked_prefill_matches_transformers(void **state) { check_mode(state, MODE_CHUNK5, "chunked"); }
 
-static int32_t argmax(const float *x, int32_t n) {
-    int32_t b = 0;
-    for (int32_t i = 1; i < n; i++)
-        if (x[i] > x[b]) b = i;
-    return b;
-}
-
 /* Prefill the prompt, then decode greedily: the same ids as generate(). */
 static void test_greedy_matches_generate(void **state) {
     fixture *f = *state;
@@ -246,22 +204,22 @@ static void test_greedy_matches_generate(void **state) {
             runner r;
             runner_init(&r, g->m, DI_DTYPE_F32);
             di_error err;
-            for (int32_t t = 0; t < c.n; t++) add_row(&r, c.ids[t], 0, t, t == c.n - 1);
-            assert_int_equal(run(&r, lg, f->pool2, &err), DI_OK);
+            for (int32_t t = 0; t < c.n; t++) dsv_runner_add(&r, c.ids[t], 0, t, t == c.n - 1);
+            assert_int_equal(dsv_runner_run(&r, lg, f->pool2, &err), DI_OK);
             for (size_t s = 0; s < json_array_size(c.greedy); s++) {
                 int32_t want = (int32_t)json_integer_value(json_array_get(c.greedy, s));
                 double margin = json_real_value(json_array_get(c.margins, s));
-                int32_t got = argmax(lg, V);
+                int32_t got = dsv_argmax(lg, V);
                 if (got != want) {
                     fprintf(stderr, "%s case %zu step %zu: got %d want %d (golden margin %g)\n", MODELS[i], k, s,
                             (int)got, (int)want, margin);
                     if (margin > GREEDY_MIN_MARGIN) fail();
                     break; /* a near tie flipped: the rest diverges legitimately */
                 }
-                add_row(&r, want, 0, c.n + (int32_t)s, 1);
-                assert_int_equal(run(&r, lg, NULL, &err), DI_OK);
+                dsv_runner_add(&r, want, 0, c.n + (int32_t)s, 1);
+                assert_int_equal(dsv_runner_run(&r, lg, NULL, &err), DI_OK);
             }
-            runner_free(&r);
+            dsv_runner_free(&r);
             n_checked++;
         }
         assert_true(n_checked > 0);
@@ -283,9 +241,9 @@ static void test_batch_and_thread_invariance(void **state) {
         runner r;
         di_error err;
         runner_init(&r, g->m, DI_DTYPE_F32);
-        for (int32_t t = 0; t < a.n; t++) add_row(&r, a.ids[t], 0, t, 1);
-        assert_int_equal(run(&r, alone, NULL, &err), DI_OK);
-        runner_free(&r);
+        for (int32_t t = 0; t < a.n; t++) dsv_runner_add(&r, a.ids[t], 0, t, 1);
+        assert_int_equal(dsv_runner_run(&r, alone, NULL, &err), DI_OK);
+        dsv_runner_free(&r);
 
         /* a in slot 2, b in slot 1, rows interleaved, in two steps of
          * uneven chunks, on 2 threads */
@@ -297,10 +255,10 @@ static void test_batch_and_thread_invariance(void **state) {
             int32_t ia = a0, ib = b0;
             int32_t order[2 * MAX_TOKENS], no = 0; /* 1: a row, 0: b row */
             while (ia < a1 || ib < b1) {
-                if (ib < b1) { add_row(&r, b.ids[ib], 1, ib, 1); ib++; order[no++] = 0; }
-                if (ia < a1) { add_row(&r, a.ids[ia], 2, ia, 1); ia++; order[no++] = 1; }
+                if (ib < b1) { dsv_runner_add(&r, b.ids[ib], 1, ib, 1); ib++; order[no++] = 0; }
+                if (ia < a1) { dsv_runner_add(&r, a.ids[ia], 2, ia, 1); ia++; order[no++] = 1; }
             }
-            assert_int_equal(run(&r, mp, f->pool2, &err), DI_OK);
+            assert_int_equal(dsv_runner_run(&r, mp, f->pool2, &err), DI_OK);
             int32_t ta = a0;
             for (int32_t j = 0; j < no; j++)
                 if (order[j]) {
@@ -314,7 +272,7 @@ static void test_batch_and_thread_invariance(void **state) {
             mp += (size_t)no * V;
         }
         assert_int_equal(rows, a.n + b.n);
-        runner_free(&r);
+        dsv_runner_free(&r);
         free(alone);
         free(mixed);
     }
@@ -331,14 +289,14 @@ static void test_f16_cache_close(void **state) {
     runner_init(&r, g->m, DI_DTYPE_F16);
     float *out = malloc(sizeof(float) * (size_t)c.n * V);
     di_error err;
-    for (int32_t t = 0; t < c.n; t++) add_row(&r, c.ids[t], 0, t, 1);
-    assert_int_equal(run(&r, out, NULL, &err), DI_OK);
+    for (int32_t t = 0; t < c.n; t++) dsv_runner_add(&r, c.ids[t], 0, t, 1);
+    assert_int_equal(dsv_runner_run(&r, out, NULL, &err), DI_OK);
     double mx = 0;
     for (size_t i = 0; i < (size_t)c.n * V; i++) mx = fmax(mx, fabs((double)out[i] - c.logits[i]));
     printf("f16 cache: max |diff| %.3g\n", mx);
     assert_true(mx < 0.05);
     free(out);
-    runner_free(&r);
+    dsv_runner_free(&r);
 }
 
 static void test_bad_batches_rejected(void **state) {
@@ -347,16 +305,16 @@ static void test_bad_batches_rejected(void **state) {
     runner_init(&r, f->g[0].m, DI_DTYPE_F32);
     di_error err;
     float lg[512];
-    add_row(&r, 300, 0, 0, 1); /* token >= vocab 256 */
-    assert_int_equal(run(&r, lg, NULL, &err), DI_ERR_RANGE);
-    add_row(&r, 5, 0, 3, 1);
-    add_row(&r, 6, 0, 2, 1); /* decreasing position */
-    assert_int_equal(run(&r, lg, NULL, &err), DI_ERR_INVALID_ARG);
-    add_row(&r, 5, 7, 0, 1); /* slot out of range */
-    assert_int_equal(run(&r, lg, NULL, &err), DI_ERR_RANGE);
-    add_row(&r, 5, 0, BLOCK * (N_BLOCKS / MAX_SLOTS), 1); /* beyond the block table */
-    assert_int_equal(run(&r, lg, NULL, &err), DI_ERR_RANGE);
-    runner_free(&r);
+    dsv_runner_add(&r, 300, 0, 0, 1); /* token >= vocab 256 */
+    assert_int_equal(dsv_runner_run(&r, lg, NULL, &err), DI_ERR_RANGE);
+    dsv_runner_add(&r, 5, 0, 3, 1);
+    dsv_runner_add(&r, 6, 0, 2, 1); /* decreasing position */
+    assert_int_equal(dsv_runner_run(&r, lg, NULL, &err), DI_ERR_INVALID_ARG);
+    dsv_runner_add(&r, 5, 7, 0, 1); /* slot out of range */
+    assert_int_equal(dsv_runner_run(&r, lg, NULL, &err), DI_ERR_RANGE);
+    dsv_runner_add(&r, 5, 0, BLOCK * (N_BLOCKS / MAX_SLOTS), 1); /* beyond the block table */
+    assert_int_equal(dsv_runner_run(&r, lg, NULL, &err), DI_ERR_RANGE);
+    dsv_runner_free(&r);
 }
 
 /* ---- through the engine ------------------------------------------------------ */
@@ -510,12 +468,7 @@ static void expect_load_error(const char *config, const void *st, size_t st_size
     make_ckpt(dir, sizeof dir, config, st, st_size);
     di_dsv4_model *m = NULL;
     di_error err = {0};
-    di_status s = di_dsv4_load(dir, NULL, &m, &err);
-    printf("  -> %s\n", err.msg);
-    if (s != want || !strstr(err.msg, needle)) {
-        fprintf(stderr, "expected status %d with '%s', got %d: %s\n", (int)want, needle, (int)s, err.msg);
-        fail();
-    }
+    dsv_expect_refusal(di_dsv4_load(dir, NULL, &m, &err), &err, want, needle);
     assert_null(m);
     remove_ckpt(dir);
 }

@@ -23,7 +23,7 @@
  * median and maximum so a drift is visible long before it fails. */
 #include "test_util.h"
 
-#include "dsv_rows.h"
+#include "dsv_golden.h"
 
 #include "deepinfer.h"
 #include "base/threadpool.h"
@@ -77,9 +77,7 @@ typedef struct fixture {
 } fixture;
 
 static char *model_dir(char *buf, size_t size, const char *name) {
-    char rel[256];
-    snprintf(rel, sizeof rel, "tests/data/golden/deepseek_v41/%s", name);
-    return di_test_path(buf, size, rel);
+    return dsv_golden_dir(buf, size, "deepseek_v41", name);
 }
 
 static int setup(void **state) {
@@ -89,7 +87,7 @@ static int setup(void **state) {
     di_error err;
     for (int i = 0; i < N_MODELS; i++) {
         golden *g = &f.g[i];
-        char dir[4096], path[4200];
+        char dir[4096], file[64];
         model_dir(dir, sizeof dir, MODELS[i]);
         if (di_tok_load_json(dir, &g->tok, &err)) {
             fprintf(stderr, "tokenizer %s: %s\n", MODELS[i], err.msg);
@@ -100,23 +98,14 @@ static int setup(void **state) {
                 fprintf(stderr, "load %s: %s\n", MODELS[i], err.msg);
                 return -1;
             }
-            snprintf(path, sizeof path, "%s/logits_%s.f32", dir, MODES[n]);
-            size_t size;
-            g->logits[n] = (float *)di_test_read_file(path, &size);
-            if (!g->logits[n]) return -1;
-            g->n_logits[n] = size / sizeof(float);
+            snprintf(file, sizeof file, "logits_%s.f32", MODES[n]);
+            if (!(g->logits[n] = dsv_load_f32(dir, file, &g->n_logits[n]))) return -1;
         }
         g->hp = di_dsv41_hparams_of(g->m[0]);
-        snprintf(path, sizeof path, "%s/goldens.json", dir);
-        json_error_t jerr;
-        g->doc = json_load_file(path, 0, &jerr);
-        if (!g->doc) {
-            fprintf(stderr, "%s: %s\n", path, jerr.text);
-            return -1;
-        }
+        if (!(g->doc = dsv_load_json(dir, "goldens.json"))) return -1;
         g->scale = json_number_value(json_object_get(json_object_get(g->doc, "logit_scale"), "max_abs"));
         if (!(g->scale > 0)) {
-            fprintf(stderr, "%s: no logit_scale\n", path);
+            fprintf(stderr, "%s: no logit_scale\n", dir);
             return -1;
         }
     }
@@ -141,37 +130,26 @@ static int teardown(void **state) {
 
 /* ---- a tiny driver: sequences in slots, scattered block tables ------------ */
 
-typedef struct runner {
-    const di_dsv41_model *m;
-    di_dsv41_kv *kv;
-    di_dsv41_ctx *ctx;
-    dsv_rows rows;        /* the batch being built (dsv_rows.h) */
-} runner;
+static di_status forward_(void *ctx, void *kv, const di_batch *b, float *lg, di_threadpool *pool, di_error *err) {
+    return di_dsv41_forward(ctx, kv, b, lg, pool, err);
+}
+static void kv_free_(void *kv) { di_dsv41_kv_free(kv); }
+static void ctx_free_(void *ctx) { di_dsv41_ctx_free(ctx); }
+static const dsv_model_ops OPS = {forward_, kv_free_, ctx_free_};
+
+typedef dsv_runner runner; /* dsv_golden.h: dsv_runner_add / _run / _free */
 
 static void runner_init(runner *r, const di_dsv41_model *m) {
     memset(r, 0, sizeof *r);
-    r->m = m;
+    r->ops = &OPS;
     di_error err;
-    assert_int_equal(di_dsv41_kv_create(m, N_BLOCKS, BLOCK, &r->kv, &err), DI_OK);
-    assert_int_equal(di_dsv41_ctx_create(m, &r->ctx, &err), DI_OK);
+    di_dsv41_kv *kv = NULL;
+    di_dsv41_ctx *ctx = NULL;
+    assert_int_equal(di_dsv41_kv_create(m, N_BLOCKS, BLOCK, &kv, &err), DI_OK);
+    assert_int_equal(di_dsv41_ctx_create(m, &ctx, &err), DI_OK);
+    r->kv = kv;
+    r->ctx = ctx;
     dsv_rows_init(&r->rows, MAX_SLOTS, N_BLOCKS, BLOCK, 4096);
-}
-
-static void runner_free(runner *r) {
-    di_dsv41_ctx_free(r->ctx);
-    di_dsv41_kv_free(r->kv);
-    dsv_rows_free(&r->rows);
-}
-
-static void add_row(runner *r, int32_t tok, int32_t seq, int32_t pos, int want) {
-    dsv_rows_add(&r->rows, tok, seq, pos, want);
-}
-
-static di_status run(runner *r, float *logits, di_threadpool *pool, di_error *err) {
-    di_batch b = dsv_rows_batch(&r->rows);
-    di_status s = di_dsv41_forward(r->ctx, r->kv, &b, logits, pool, err);
-    r->rows.n = 0;
-    return s;
 }
 
 /* ---- the goldens -------------------------------------------------------------- */
@@ -183,15 +161,13 @@ typedef struct gcase {
     json_t *greedy[2], *margins[2];
 } gcase;
 
-static size_t n_cases(const golden *g) { return json_array_size(json_object_get(g->doc, "cases")); }
+static size_t n_cases(const golden *g) { return dsv_n_cases(g->doc); }
 
 static void get_case(const golden *g, size_t i, gcase *c) {
     json_t *jc = json_array_get(json_object_get(g->doc, "cases"), i);
-    json_t *ids = json_object_get(jc, "prompt");
-    c->n = (int32_t)json_array_size(ids);
-    assert_true(c->n > 0);
-    c->ids = malloc(sizeof(int32_t) * (size_t)c->n);
-    for (int32_t t = 0; t < c->n; t++) c->ids[t] = (int32_t)json_integer_value(json_array_get(ids, (size_t)t));
+    const int32_t len = dsv_case_len(g->doc, i);
+    c->ids = malloc(sizeof(int32_t) * (size_t)(len > 0 ? len : 1));
+    c->n = dsv_case_prompt(g->doc, i, c->ids, len);
     for (int n = 0; n < 2; n++) {
         char key[64];
         snprintf(key, sizeof key, "offset_%s", MODES[n]);
@@ -245,24 +221,9 @@ static float *feed_case(const golden *g, int num, const gcase *c, feed_mode mode
     const int32_t V = g->hp->n_vocab;
     float *out = malloc(sizeof(float) * (size_t)c->n * (size_t)V);
     int32_t step = mode == FEED_PREFILL ? c->n : mode == FEED_DECODE ? 1 : 5;
-    di_error err;
-    for (int32_t t0 = 0; t0 < c->n; t0 += step) {
-        int32_t t1 = t0 + step < c->n ? t0 + step : c->n;
-        for (int32_t t = t0; t < t1; t++) add_row(&r, c->ids[t], 1, t, 1);
-        if (run(&r, out + (size_t)t0 * V, pool, &err) != DI_OK) {
-            fprintf(stderr, "%s\n", err.msg);
-            fail();
-        }
-    }
-    runner_free(&r);
+    dsv_feed(&r.rows, dsv_runner_run, &r, c->ids, c->n, 1, step, V, out, pool, "feed");
+    dsv_runner_free(&r);
     return out;
-}
-
-static int32_t argmax(const float *x, int32_t n) {
-    int32_t b = 0;
-    for (int32_t i = 1; i < n; i++)
-        if (x[i] > x[b]) b = i;
-    return b;
 }
 
 /* Running sums for the faithful-mode statistics. */
@@ -319,8 +280,8 @@ static void check_feed(void **state, feed_mode mode, const char *name) {
                     }
                     fs.n += V;
                     fs.rows++;
-                    fs.agree_c_o += argmax(o, V) == argmax(w, V);
-                    fs.agree_o_i += argmax(w, V) == argmax(id, V);
+                    fs.agree_c_o += dsv_argmax(o, V) == dsv_argmax(w, V);
+                    fs.agree_o_i += dsv_argmax(w, V) == dsv_argmax(id, V);
                     stat_add(&st, e, t);
                 }
                 free(out);
@@ -381,15 +342,15 @@ static void test_greedy_matches_oracle(void **state) {
                     runner r;
                     runner_init(&r, g->m[num]);
                     di_error err;
-                    for (int32_t t = 0; t < c.n; t++) add_row(&r, c.ids[t], 0, t, t == c.n - 1);
-                    assert_int_equal(run(&r, lg, f->pool2, &err), DI_OK);
+                    for (int32_t t = 0; t < c.n; t++) dsv_runner_add(&r, c.ids[t], 0, t, t == c.n - 1);
+                    assert_int_equal(dsv_runner_run(&r, lg, f->pool2, &err), DI_OK);
                     size_t steps = json_array_size(c.greedy[num]);
                     if (LIGHT && steps > 8) steps = 8;
                     int same = 0, first_diff = -1, below = 0;
                     for (size_t s = 0; s < steps; s++) {
                         int32_t want = (int32_t)json_integer_value(json_array_get(c.greedy[num], s));
                         double margin = json_number_value(json_array_get(c.margins[num], s));
-                        int32_t got = argmax(lg, V);
+                        int32_t got = dsv_argmax(lg, V);
                         if (got == want) same++;
                         else if (first_diff < 0) first_diff = (int)s;
                         if (got != want && (num == DI_DSV41_NUMERICS_IDEAL ||
@@ -399,12 +360,12 @@ static void test_greedy_matches_oracle(void **state) {
                             fail();
                         }
                         below += got != want;
-                        add_row(&r, want, 0, c.n + (int32_t)s, 1);
-                        assert_int_equal(run(&r, lg, NULL, &err), DI_OK);
+                        dsv_runner_add(&r, want, 0, c.n + (int32_t)s, 1);
+                        assert_int_equal(dsv_runner_run(&r, lg, NULL, &err), DI_OK);
                     }
                     printf("%s %-9s greedy case %zu: %d of %zu steps identical (first difference at %d, %d below the"
                            " margin bound)\n", MODELS[i], MODES[num], k, same, steps, first_diff, below);
-                    runner_free(&r);
+                    dsv_runner_free(&r);
                     n_checked++;
                 }
                 free(c.ids);
@@ -483,10 +444,10 @@ static void test_faithful_sublayers_teacher_forced(void **state) {
             runner r;
             runner_init(&r, g->m[num]);
             di_dsv41_ctx_set_hook(r.ctx, trace_hook, &t);
-            for (int32_t q = 0; q < c.n; q++) add_row(&r, c.ids[q], 0, q, q == c.n - 1);
+            for (int32_t q = 0; q < c.n; q++) dsv_runner_add(&r, c.ids[q], 0, q, q == c.n - 1);
             float *lg = malloc(sizeof(float) * (size_t)g->hp->n_vocab);
             di_error err;
-            assert_int_equal(run(&r, lg, NULL, &err), DI_OK);
+            assert_int_equal(dsv_runner_run(&r, lg, NULL, &err), DI_OK);
             double frac = (double)t.rows_same / (double)t.rows;
             printf("%s %-9s teacher-forced: %.1f%% of %lld sublayer output rows bit-identical, worst |diff| %.3g of"
                    " the sublayer's scale\n", MODELS[i], MODES[num], 100 * frac, (long long)t.rows, t.worst);
@@ -497,7 +458,7 @@ static void test_faithful_sublayers_teacher_forced(void **state) {
                 assert_true(t.worst < 0.1);
             }
             free(lg);
-            runner_free(&r);
+            dsv_runner_free(&r);
             free(c.ids);
             free((void *)t.data);
         }
@@ -519,9 +480,9 @@ static void test_batch_and_thread_invariance(void **state) {
             runner r;
             di_error err;
             runner_init(&r, g->m[num]);
-            for (int32_t t = 0; t < a.n; t++) add_row(&r, a.ids[t], 0, t, 1);
-            assert_int_equal(run(&r, alone, NULL, &err), DI_OK);
-            runner_free(&r);
+            for (int32_t t = 0; t < a.n; t++) dsv_runner_add(&r, a.ids[t], 0, t, 1);
+            assert_int_equal(dsv_runner_run(&r, alone, NULL, &err), DI_OK);
+            dsv_runner_free(&r);
             runner_init(&r, g->m[num]);
             int32_t cut_a = a.n / 3, cut_b = b.n / 2;
             for (int step = 0; step < 2; step++) {
@@ -529,17 +490,17 @@ static void test_batch_and_thread_invariance(void **state) {
                 int32_t ia = a0, ib = b0, no = 0, *order = malloc(sizeof(int32_t) * (size_t)(a.n + b.n));
                 while (ia < a1 || ib < b1) {
                     if (ib < b1) {
-                        add_row(&r, b.ids[ib], 1, ib, 1);
+                        dsv_runner_add(&r, b.ids[ib], 1, ib, 1);
                         ib++;
                         order[no++] = 0;
                     }
                     if (ia < a1) {
-                        add_row(&r, a.ids[ia], 2, ia, 1);
+                        dsv_runner_add(&r, a.ids[ia], 2, ia, 1);
                         ia++;
                         order[no++] = 1;
                     }
                 }
-                assert_int_equal(run(&r, mixed, f->pool2, &err), DI_OK);
+                assert_int_equal(dsv_runner_run(&r, mixed, f->pool2, &err), DI_OK);
                 for (int32_t j = 0, ta = a0; j < no; j++)
                     if (order[j]) {
                         if (memcmp(mixed + (size_t)j * V, alone + (size_t)ta * V, sizeof(float) * V)) {
@@ -551,7 +512,7 @@ static void test_batch_and_thread_invariance(void **state) {
                     }
                 free(order);
             }
-            runner_free(&r);
+            dsv_runner_free(&r);
             free(alone);
             free(mixed);
             free(a.ids);
@@ -583,10 +544,10 @@ static void test_index_topk_matches_oracle(void **state) {
                 runner r;
                 runner_init(&r, g->m[DI_DSV41_NUMERICS_IDEAL]);
                 di_dsv41_ctx_record_topk(r.ctx, layer);
-                for (int32_t t = 0; t < c.n; t++) add_row(&r, c.ids[t], 0, t, t == c.n - 1);
+                for (int32_t t = 0; t < c.n; t++) dsv_runner_add(&r, c.ids[t], 0, t, t == c.n - 1);
                 float *lg = malloc(sizeof(float) * (size_t)g->hp->n_vocab);
                 di_error err;
-                assert_int_equal(run(&r, lg, f->pool2, &err), DI_OK);
+                assert_int_equal(dsv_runner_run(&r, lg, f->pool2, &err), DI_OK);
                 json_t *tl = json_object_get(ties, lk);
                 int32_t got[4096], n_got;
                 for (int32_t t = 0; t < c.n; t++) {
@@ -614,7 +575,7 @@ static void test_index_topk_matches_oracle(void **state) {
                     n_sets++;
                 }
                 free(lg);
-                runner_free(&r);
+                dsv_runner_free(&r);
             }
             free(c.ids);
         }
@@ -713,15 +674,15 @@ static void plain_greedy(const golden *g, int num, const gcase *c, int32_t steps
     const int32_t V = g->hp->n_vocab;
     float *lg = malloc(sizeof(float) * (size_t)V);
     di_error err;
-    for (int32_t t = 0; t < c->n; t++) add_row(&r, c->ids[t], 0, t, t == c->n - 1);
-    assert_int_equal(run(&r, lg, NULL, &err), DI_OK);
+    for (int32_t t = 0; t < c->n; t++) dsv_runner_add(&r, c->ids[t], 0, t, t == c->n - 1);
+    assert_int_equal(dsv_runner_run(&r, lg, NULL, &err), DI_OK);
     for (int32_t s = 0; s < steps; s++) {
-        out[s] = argmax(lg, V);
-        add_row(&r, out[s], 0, c->n + s, 1);
-        assert_int_equal(run(&r, lg, NULL, &err), DI_OK);
+        out[s] = dsv_argmax(lg, V);
+        dsv_runner_add(&r, out[s], 0, c->n + s, 1);
+        assert_int_equal(dsv_runner_run(&r, lg, NULL, &err), DI_OK);
     }
     free(lg);
-    runner_free(&r);
+    dsv_runner_free(&r);
 }
 
 /* The greedy cases submitted together, twice (the second round hits the
@@ -821,16 +782,16 @@ static void test_bad_batches_rejected(void **state) {
     runner_init(&r, f->g[0].m[0]);
     di_error err;
     float *lg = malloc(sizeof(float) * 4 * (size_t)f->g[0].hp->n_vocab);
-    add_row(&r, f->g[0].hp->n_vocab, 0, 0, 1); /* token outside the vocab */
-    assert_int_equal(run(&r, lg, NULL, &err), DI_ERR_RANGE);
+    dsv_runner_add(&r, f->g[0].hp->n_vocab, 0, 0, 1); /* token outside the vocab */
+    assert_int_equal(dsv_runner_run(&r, lg, NULL, &err), DI_ERR_RANGE);
     assert_non_null(strstr(err.msg, "not in [0,"));
-    add_row(&r, 5, 0, 3, 1);
-    add_row(&r, 6, 0, 2, 1); /* decreasing position */
-    assert_int_equal(run(&r, lg, NULL, &err), DI_ERR_INVALID_ARG);
-    add_row(&r, 5, 0, BLOCK * (N_BLOCKS / MAX_SLOTS), 1); /* beyond the block table */
-    assert_int_equal(run(&r, lg, NULL, &err), DI_ERR_RANGE);
+    dsv_runner_add(&r, 5, 0, 3, 1);
+    dsv_runner_add(&r, 6, 0, 2, 1); /* decreasing position */
+    assert_int_equal(dsv_runner_run(&r, lg, NULL, &err), DI_ERR_INVALID_ARG);
+    dsv_runner_add(&r, 5, 0, BLOCK * (N_BLOCKS / MAX_SLOTS), 1); /* beyond the block table */
+    assert_int_equal(dsv_runner_run(&r, lg, NULL, &err), DI_ERR_RANGE);
     free(lg);
-    runner_free(&r);
+    dsv_runner_free(&r);
 }
 
 int main(void) {

@@ -17,7 +17,7 @@
  *     below the window. */
 #include "test_util.h"
 
-#include "dsv_rows.h"
+#include "dsv_golden.h"
 
 #include "deepinfer.h"
 #include "base/threadpool.h"
@@ -53,25 +53,16 @@ typedef struct fixture {
 } fixture;
 
 static char *model_dir(char *buf, size_t size, const char *name) {
-    char rel[256];
-    snprintf(rel, sizeof rel, "tests/data/golden/deepseek_v41/%s", name);
-    return di_test_path(buf, size, rel);
+    return dsv_golden_dir(buf, size, "deepseek_v41", name);
 }
 
 static int setup(void **state) {
     static fixture f;
     *state = &f;
-    char path[4096];
-    di_test_path(path, sizeof path, "tests/data/golden/deepseek_v41/bounded/goldens.json");
-    json_error_t jerr;
-    if (!(f.doc = json_load_file(path, 0, &jerr))) {
-        fprintf(stderr, "%s: %s\n", path, jerr.text);
-        return -1;
-    }
-    di_test_path(path, sizeof path, "tests/data/golden/deepseek_v41/bounded/logits.f32");
-    size_t size;
-    if (!(f.logits = (float *)di_test_read_file(path, &size))) return -1;
-    f.n_logits = size / sizeof(float);
+    char dir[4096];
+    model_dir(dir, sizeof dir, "bounded");
+    if (!(f.doc = dsv_load_json(dir, "goldens.json"))) return -1;
+    if (!(f.logits = dsv_load_f32(dir, "logits.f32", &f.n_logits))) return -1;
     return 0;
 }
 
@@ -156,13 +147,6 @@ static void get_case(const fixture *f, size_t i, bcase *c) {
     size_t off = (size_t)json_integer_value(json_object_get(jc, "offset"));
     assert_true(c->n_rows == c->keep + c->n_greedy);
     c->logits = f->logits + off;
-}
-
-static int32_t argmax(const float *x, int32_t n) {
-    int32_t b = 0;
-    for (int32_t i = 1; i < n; i++)
-        if (x[i] > x[b]) b = i;
-    return b;
 }
 
 /* Prefills ids into slot 1 in chunks of `chunk` rows (kept rows want
@@ -264,7 +248,7 @@ static void test_bounded_matches_oracle(void **state) {
         }
         if (c.num == DI_DSV41_NUMERICS_IDEAL) /* the oracle's greedy ids from our own logits */
             for (int32_t s = 0; s < c.n_greedy; s++)
-                assert_int_equal(argmax(got + (size_t)(c.keep - 1 + s) * V, V), c.greedy[s]);
+                assert_int_equal(dsv_argmax(got + (size_t)(c.keep - 1 + s) * V, V), c.greedy[s]);
         free(got);
         runner_free(&r);
     }

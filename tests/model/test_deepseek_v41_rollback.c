@@ -18,6 +18,8 @@
  * source, decoder layers, Engram). */
 #include "test_util.h"
 
+#include "dsv_golden.h"
+
 #include "model/deepseek_v41.h"
 #include "model/model.h"
 #include "spec/dspark.h"
@@ -88,13 +90,6 @@ static void forward(runner *r, const int32_t *tok, int32_t n, int32_t pos0, floa
     if (s) fail_msg("forward: %s", err.msg);
 }
 
-static int32_t argmax(const float *v, int32_t n) {
-    int32_t best = 0;
-    for (int32_t i = 1; i < n; i++)
-        if (v[i] > v[best]) best = i;
-    return best;
-}
-
 static di_model *open_dir(const char *rel) {
     char dir[4096];
     di_test_path(dir, sizeof dir, rel);
@@ -121,11 +116,11 @@ static void rejected_drafts_are_forgotten_in(const char *rel, const int32_t n_ge
     /* the reference: prefill, then one token per step */
     forward(&ref, toks, PROMPT, 0, ref_logits);
     int32_t n = PROMPT; /* tokens known */
-    toks[n] = argmax(ref_logits + (size_t)(n - 1) * V, V);
+    toks[n] = dsv_argmax(ref_logits + (size_t)(n - 1) * V, V);
     n++;
     while (n < PROMPT + n_gen) {
         forward(&ref, &toks[n - 1], 1, n - 1, ref_logits + (size_t)(n - 1) * V);
-        toks[n] = argmax(ref_logits + (size_t)(n - 1) * V, V);
+        toks[n] = dsv_argmax(ref_logits + (size_t)(n - 1) * V, V);
         n++;
     }
 
@@ -149,7 +144,7 @@ static void rejected_drafts_are_forgotten_in(const char *rel, const int32_t n_ge
         /* rows 0..good saw only correct inputs */
         for (int32_t j = 0; j <= good && p0 + j < PROMPT + n_gen - 1; j++) {
             assert_memory_equal(lg + (size_t)j * V, ref_logits + (size_t)(p0 + j) * V, sizeof(float) * (size_t)V);
-            assert_int_equal(argmax(lg + (size_t)j * V, V), toks[p0 + j + 1]);
+            assert_int_equal(dsv_argmax(lg + (size_t)j * V, V), toks[p0 + j + 1]);
             rows_checked++;
         }
         n_rejected += K - good;
@@ -199,10 +194,10 @@ static void always_accepting_drafter_emits_k_plus_1(void **state) {
     for (int i = 0; i < PROMPT; i++) toks[i] = 4 + (i * 29) % (V - 4);
     /* the plain greedy tokens */
     forward(&ref, toks, PROMPT, 0, lg);
-    toks[PROMPT] = argmax(lg + (size_t)(PROMPT - 1) * V, V);
+    toks[PROMPT] = dsv_argmax(lg + (size_t)(PROMPT - 1) * V, V);
     for (int32_t n = PROMPT + 1; n < PROMPT + GEN + 1; n++) {
         forward(&ref, &toks[n - 1], 1, n - 1, lg);
-        toks[n] = argmax(lg, V);
+        toks[n] = dsv_argmax(lg, V);
     }
     forward(&spec, toks, PROMPT, 0, lg);
     int32_t have = PROMPT + 1, steps = 0;

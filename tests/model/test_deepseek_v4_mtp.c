@@ -9,6 +9,8 @@
  * mtp.* tensors is refused with a message naming it. */
 #include "test_util.h"
 
+#include "dsv_golden.h"
+
 #include "base/threadpool.h"
 #include "model/deepseek_v4.h"
 
@@ -25,9 +27,7 @@
 #define N_BLOCKS 16
 
 static char *model_dir(char *buf, size_t size, const char *name) {
-    char rel[256];
-    snprintf(rel, sizeof rel, "tests/data/golden/deepseek_v4/%s", name);
-    return di_test_path(buf, size, rel);
+    return dsv_golden_dir(buf, size, "deepseek_v4", name);
 }
 
 static char *read_in(const char *model, const char *file, size_t *size) {
@@ -127,12 +127,7 @@ static void expect_error(const char *config, const char *index, const char *shar
     free(abs);
     di_dsv4_model *m = NULL;
     di_error err = {0};
-    di_status s = di_dsv4_load(dir, NULL, &m, &err);
-    printf("  -> %s\n", err.msg);
-    if (s != want || !strstr(err.msg, needle)) {
-        fprintf(stderr, "expected status %d with '%s', got %d: %s\n", (int)want, needle, (int)s, err.msg);
-        fail();
-    }
+    dsv_expect_refusal(di_dsv4_load(dir, NULL, &m, &err), &err, want, needle);
     assert_null(m);
     const char *files[] = {"config.json", INDEX, SHARD1, SHARD2};
     for (int i = 0; i < 4; i++) {
