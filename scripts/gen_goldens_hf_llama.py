@@ -296,6 +296,24 @@ def bad_tensors():
     return t
 
 
+MOE_CFG = dict(architectures=["Qwen3MoeForCausalLM"], model_type="qwen3_moe", head_dim=8, num_experts=2,
+               num_experts_per_tok=1, moe_intermediate_size=8, norm_topk_prob=True)
+
+
+def moe_tensors(t):
+    """bad_tensors' layer as Qwen3-MoE's: q/k norms, no biases, 2 experts."""
+    g = torch.Generator().manual_seed(SEED + 1)
+    p = "model.layers.0."
+    t = {k: v for k, v in t.items() if not k.endswith("_proj.bias") and ".mlp." not in k}
+    t[p + "self_attn.q_norm.weight"] = torch.randn(8, generator=g)
+    t[p + "self_attn.k_norm.weight"] = torch.randn(8, generator=g)
+    t[p + "mlp.gate.weight"] = torch.randn(2, 16, generator=g)
+    for e in range(2):
+        for n, shape in (("gate_proj", (8, 16)), ("up_proj", (8, 16)), ("down_proj", (16, 8))):
+            t[p + f"mlp.experts.{e}.{n}.weight"] = torch.randn(shape, generator=g)
+    return t
+
+
 def malformed():
     from safetensors.torch import save_file
     p = "model.layers.0."
@@ -308,6 +326,8 @@ def malformed():
         "integer_tensor": ({}, lambda t: dict(t, **{"model.norm.weight": t["model.norm.weight"].to(torch.int32)})),
         "hidden_size_missing": ({"hidden_size": None}, lambda t: t),
         "no_weights": ({}, None),
+        "missing_expert": (MOE_CFG, lambda t: {k: v for k, v in moe_tensors(t).items()
+                                               if k != p + "mlp.experts.1.down_proj.weight"}),
     }
     shutil.rmtree(BAD_DIR, ignore_errors=True)
     for name, (cfg_edit, edit) in cases.items():

@@ -214,6 +214,22 @@ static di_status open_gguf(di_model *m, const char *path, const di_cpu_kernels *
     return di_tok_load_gguf(m->gguf, &m->tok, err);
 }
 
+/* The whole of a small text file (NUL-terminated, malloc'd), or NULL. */
+#define SMALL_FILE_MAX (1u << 20) /* chat templates are a few KB */
+static char *read_small_file(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *buf = malloc(SMALL_FILE_MAX + 1);
+    size_t n = buf ? fread(buf, 1, SMALL_FILE_MAX + 1, f) : 0;
+    fclose(f);
+    if (!buf || n > SMALL_FILE_MAX) {
+        free(buf);
+        return NULL;
+    }
+    buf[n] = 0;
+    return buf;
+}
+
 /* An HF checkpoint folder: config.json says the architecture
  * (deepseek_v41 or deepseek_v4), tokenizer.json next to it. V4.1 reads the
  * tokenizer first: its Engram layers compress the vocabulary through it. */
@@ -229,6 +245,14 @@ static di_status open_folder(di_model *m, const char *dir, const di_cpu_kernels 
         if ((ps = di_llama_hf_load(dir, k, &m->llama_hf, (di_llama_model **)&m->impl, err)) ||
             (ps = di_tok_load_json(dir, &m->tok, err)))
             return ps;
+        /* newer transformers save the template beside the tokenizer files */
+        char tmpl_path[4096];
+        char *tmpl = NULL;
+        if (di_tok_chat_kind(m->tok) == DI_CHAT_UNKNOWN &&
+            snprintf(tmpl_path, sizeof tmpl_path, "%s/chat_template.jinja", dir) < (int)sizeof tmpl_path &&
+            (tmpl = read_small_file(tmpl_path)))
+            di_tok_set_chat_kind(m->tok, di_tok_chat_detect(tmpl));
+        free(tmpl);
         di_llama_arch a = di_llama_hparams_of(m->impl)->arch;
         if (di_tok_chat_kind(m->tok) == DI_CHAT_UNKNOWN && (a == DI_LLAMA_ARCH_PHI3 || a == DI_LLAMA_ARCH_GEMMA3))
             di_tok_set_chat_kind(m->tok, a == DI_LLAMA_ARCH_PHI3 ? DI_CHAT_PHI3 : DI_CHAT_GEMMA);

@@ -47,6 +47,22 @@ for f in qwen3 mistral; do
   ! grep -q '"error"' "$T/out.jsonl" || fail "$f: batch error: $(cat "$T/out.jsonl")"
 done
 
+# the template in chat_template.jinja (newer transformers) instead of
+# tokenizer_config.json: the same prompt
+J=$T/jinja
+mkdir "$J"
+cp tests/data/hf/mistral/* "$J/"
+python3 - "$J" <<'PY'
+import json, sys
+d = sys.argv[1]
+c = json.load(open(d + "/tokenizer_config.json"))
+open(d + "/chat_template.jinja", "w").write(c.pop("chat_template"))
+json.dump(c, open(d + "/tokenizer_config.json", "w"))
+PY
+a=$("$BIN" run -m tests/data/hf/mistral -p "Hello there" -n 1 --temp 0 2>&1 | grep -o 'prompt [0-9]* tok')
+b=$("$BIN" run -m "$J" -p "Hello there" -n 1 --temp 0 2>&1 | grep -o 'prompt [0-9]* tok')
+[ -n "$a" ] && [ "$a" = "$b" ] || fail "chat_template.jinja: '$b', with tokenizer_config.json '$a'"
+
 rc=0; "$BIN" run -m tests/data/malformed/hf_llama/unknown_architecture -p hi -n 1 >/dev/null 2>"$T/err" || rc=$?
 [ "$rc" = 1 ] || fail "unknown architecture: exit $rc"
 grep -q "FalconForCausalLM.*not supported.*Qwen2ForCausalLM" "$T/err" || fail "unknown architecture: $(cat "$T/err")"

@@ -304,6 +304,7 @@ static void malformed_folders_name_the_problem(void **state) {
         {"integer_tensor", DI_ERR_UNSUPPORTED, {"model.norm.weight", "dtype"}},
         {"hidden_size_missing", DI_ERR_NOT_FOUND, {"hidden_size", "config.json"}},
         {"no_weights", DI_ERR_IO, {"safetensors", NULL}},
+        {"missing_expert", DI_ERR_FORMAT, {"model.layers.0.mlp.experts.1.down_proj.weight", "missing"}},
     };
     for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) {
         char rel[128], path[4096];
