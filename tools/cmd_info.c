@@ -153,7 +153,7 @@ static int info_gguf(const char *path) {
 int di_cmd_info(int argc, char **argv) {
     if (argc != 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
         fprintf(argc == 2 ? stdout : stderr, "usage: deepinfer info MODEL\n"
-                "  MODEL: a .gguf file or an HF checkpoint folder (DeepSeek-V4)\n");
+                "  MODEL: a .gguf file or an HF checkpoint folder (llama family, DeepSeek-V4 / V4.1)\n");
         return argc == 2 ? 0 : 2;
     }
     const char *path = argv[1];

@@ -1,4 +1,5 @@
-/* deepinfer info DIR for an HF checkpoint folder (DeepSeek-V4): config
+/* deepinfer info DIR for an HF checkpoint folder (DeepSeek-V4; the llama
+ * family: info_llama): config
  * summary, per-layer attention / MoE kinds, tensor bytes per dtype, then the
  * full load as validation. Same exit convention as the GGUF branch: 0 when
  * the checkpoint loads, else 1 with a one-line reason on stderr. */
@@ -7,6 +8,7 @@
 #include "format/safetensors.h"
 #include "model/deepseek_v4.h"
 #include "model/deepseek_v41.h"
+#include "model/llama_hf.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -68,9 +70,52 @@ static void print_tensors(const di_safetensors_checkpoint *ck) {
                    count[d], bytes[d], (double)bytes[d] / MIB);
 }
 
-int di_info_hf(const char *dir) {
-    if (di_dsv41_is_config(dir)) return di_info_hf_v41(dir);
+/* The llama family (model/llama_hf.h): the hyper-parameters the config maps
+ * to, the tensors, then the load as validation. */
+static int info_llama(const char *dir) {
     di_error err = {0};
+    printf("folder:          %s\n", dir);
+    printf("format:          HF safetensors checkpoint\n");
+    di_safetensors_checkpoint *ck = NULL;
+    di_status s = di_safetensors_checkpoint_open(dir, &ck, &err);
+    if (s) return fail(&err);
+    print_tensors(ck);
+    di_safetensors_checkpoint_close(ck);
+    di_llama_hf *h = NULL;
+    di_llama_model *m = NULL;
+    if ((s = di_llama_hf_load(dir, NULL, &h, &m, &err))) {
+        printf("validation:      FAILED (%s)\n", di_status_name(s));
+        return fail(&err);
+    }
+    const di_llama_hparams *hp = di_llama_hparams_of(m);
+    printf("architecture:    %s\n", di_llama_arch_name(hp->arch));
+    printf("hyper-parameters:\n");
+    printf("  %-16s %u\n", "layers:", hp->n_layers);
+    printf("  %-16s %u\n", "hidden:", hp->n_embd);
+    printf("  %-16s %u (kv %u), head dim %u, rotary %u\n", "heads:", hp->n_heads, hp->n_heads_kv, hp->head_dim,
+           hp->n_rot);
+    printf("  %-16s %u\n", "feed-forward:", hp->n_ff);
+    if (hp->n_expert)
+        printf("  %-16s %u (top %u), width %u\n", "experts:", hp->n_expert, hp->n_expert_used, hp->n_ff_exp);
+    printf("  %-16s %u\n", "vocab:", hp->n_vocab);
+    printf("  %-16s %u\n", "context:", hp->n_ctx_train);
+    printf("  %-16s %g\n", "rope theta:", (double)hp->rope_freq_base);
+    if (hp->sliding_window) printf("  %-16s %u\n", "sliding window:", hp->sliding_window);
+    di_llama_free(m);
+    di_llama_hf_free(h);
+    char tok[4200];
+    snprintf(tok, sizeof tok, "%s/tokenizer.json", dir);
+    printf("tokenizer:       %s\n", access(tok, R_OK) == 0 ? "tokenizer.json" : "- (none)");
+    printf("validation:      ok\n");
+    return 0;
+}
+
+int di_info_hf(const char *dir) {
+    di_error err = {0};
+    bool llama = false;
+    if (di_llama_hf_probe(dir, &llama, &err)) return fail(&err);
+    if (llama) return info_llama(dir);
+    if (di_dsv41_is_config(dir)) return di_info_hf_v41(dir);
     di_dsv4_hparams hp;
     printf("folder:          %s\n", dir);
     printf("format:          HF safetensors checkpoint\n");

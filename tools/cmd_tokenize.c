@@ -30,7 +30,7 @@ static void usage(FILE *f) {
             "  --render-special    with --decode: print control tokens' text\n"
             "  --pieces            print each id with its text, one per line\n"
             "  --chat              wrap the text as a user message in the chat template\n"
-            "  --chat-template N   template by name (chatml, llama3, deepseek3, phi3)\n"
+            "  --chat-template N   template by name (chatml, llama3, deepseek3, phi3, gemma, mistral, ...)\n"
             "  --system S          with --chat: a system message first\n"
             "  --bench N           encode N times; print the token count and median MB/s\n"
             "  --chunk BYTES       with --bench: encode as documents of about BYTES each\n");

@@ -286,22 +286,33 @@ static di_status build_rope(di_llama_model *m, const di_gguf_tensor *rope_freqs,
 di_status di_llama_load(const di_gguf *g, const di_cpu_kernels *kernels, di_llama_model **out,
                         di_error *err) {
     *out = NULL;
+    di_llama_hparams hp;
+    di_llama_tensors t = {0};
+    di_status s = di_llama_hparams_from_gguf(g, &hp, err);
+    if (s == DI_OK) s = di_llama_validate_tensors(g, &hp, &t, err);
+    /* llama GGUFs store q/k rows permuted for adjacent pairs; llama.cpp's
+     * converter leaves the other families' unpermuted (rotate halves, as HF) */
+    if (s == DI_OK) s = di_llama_load_parts(&hp, &t, di_llama_arch_rope_neox(hp.arch), kernels, out, err);
+    di_llama_tensors_free(&t);
+    return s;
+}
+
+di_status di_llama_load_parts(const di_llama_hparams *hp, const di_llama_tensors *tensors, bool rope_neox,
+                              const di_cpu_kernels *kernels, di_llama_model **out, di_error *err) {
+    *out = NULL;
     di_llama_model *m = di_calloc(1, sizeof *m);
     if (!m) return di_error_set(err, DI_ERR_NOMEM, "llama: out of memory");
     m->k = kernels ? kernels : di_cpu_kernels_best();
-    di_llama_tensors t = {0};
-    di_status s = di_llama_hparams_from_gguf(g, &m->hp, err);
-    if (s == DI_OK) s = di_llama_validate_tensors(g, &m->hp, &t, err);
-    if (s != DI_OK) goto done;
+    m->hp = *hp;
+    const di_llama_tensors t = *tensors;
+    di_status s = DI_OK;
     if (m->hp.head_dim > MAX_HEAD_DIM || m->hp.n_rot > m->hp.head_dim || m->hp.n_rot % 2 != 0) {
         s = di_error_set(err, DI_ERR_UNSUPPORTED, "head_dim %u / n_rot %u unsupported", m->hp.head_dim,
                          m->hp.n_rot);
         goto done;
     }
     m->gemma = m->hp.arch == DI_LLAMA_ARCH_GEMMA3;
-    /* llama GGUFs store q/k rows permuted for adjacent pairs; llama.cpp's
-     * converter leaves the other families' unpermuted (rotate halves, as HF) */
-    m->rope_neox = di_llama_arch_rope_neox(m->hp.arch);
+    m->rope_neox = rope_neox;
     m->tied_output = t.tied_output;
     if ((s = bind_weight(m, t.token_embd, &m->tok_embd, err)) ||
         (s = bind_vector(m, t.output_norm, &m->output_norm, err)) ||
@@ -320,7 +331,6 @@ di_status di_llama_load(const di_gguf *g, const di_cpu_kernels *kernels, di_llam
      * sequence within the original context (see the header) */
     s = build_rope(m, t.rope_freqs ? t.rope_freqs : t.rope_short, err);
 done:
-    di_llama_tensors_free(&t);
     if (s != DI_OK) {
         di_llama_free(m);
         return s;

@@ -40,6 +40,12 @@ typedef struct di_llama_ctx di_llama_ctx;
  * owns *out. */
 di_status di_llama_load(const di_gguf *g, const di_cpu_kernels *kernels, di_llama_model **out,
                         di_error *err);
+/* The same from hyper-parameters and tensors validated elsewhere (an HF
+ * folder: model/llama_hf.h); rope_neox: q/k rotate halves (HF layout) rather
+ * than adjacent pairs (llama GGUFs). The tensors' data must outlive the
+ * model; the structs themselves may be freed after the call. */
+di_status di_llama_load_parts(const di_llama_hparams *hp, const di_llama_tensors *t, bool rope_neox,
+                              const di_cpu_kernels *kernels, di_llama_model **out, di_error *err);
 void di_llama_free(di_llama_model *m);
 const di_llama_hparams *di_llama_hparams_of(const di_llama_model *m);
 const di_cpu_kernels *di_llama_kernels(const di_llama_model *m);

@@ -155,6 +155,19 @@ di_status di_llama_validate_tensors(const di_gguf *g, const di_llama_hparams *hp
                                     di_llama_tensors *out, di_error *err);
 void di_llama_tensors_free(di_llama_tensors *t);
 
+/* The per-layer parts table behind di_llama_validate_tensors, for loaders
+ * of other layouts (model/llama_hf.c, HF folders): parts are numbered
+ * 0..di_llama_part_count()-1 and named as in GGUF after "blk.<N>."
+ * ("attn_q.weight"). di_llama_part_shape: whether hp's variant has the
+ * part, its ne in ggml order (ne[0] = input dimension; ne[2] = experts for a
+ * stacked expert matrix) and its kind (a float vector; a stack of experts).
+ * di_llama_layer_slot: where the part's tensor goes in l (NULL for an
+ * unknown part). */
+int di_llama_part_count(void);
+const char *di_llama_part_name(int part);
+bool di_llama_part_shape(const di_llama_hparams *hp, int part, int64_t ne[3], bool *is_norm, bool *is_experts);
+const di_gguf_tensor **di_llama_layer_slot(di_llama_layer_tensors *l, int part);
+
 const char *di_llama_rope_scaling_name(di_llama_rope_scaling s);
 const char *di_llama_arch_name(di_llama_arch a);
 /* "llama, gemma3, ...": the architectures di_llama_hparams_from_gguf accepts */

@@ -240,3 +240,21 @@ void di_llama_tensors_free(di_llama_tensors *t) {
     free(t->layers);
     memset(t, 0, sizeof *t);
 }
+
+/* ---- the part table for loaders of other layouts (model/llama_hf.c) ---- */
+
+int di_llama_part_count(void) { return N_PARTS; }
+
+const char *di_llama_part_name(int part) { return part >= 0 && part < N_PARTS ? PART_NAMES[part] : NULL; }
+
+bool di_llama_part_shape(const di_llama_hparams *hp, int part, int64_t ne[3], bool *is_norm, bool *is_experts) {
+    part_kind kind;
+    if (part < 0 || part >= N_PARTS || !part_shape(hp, part, &kind, ne)) return false;
+    *is_norm = kind == PK_NORM;
+    *is_experts = kind == PK_EXPS;
+    return true;
+}
+
+const di_gguf_tensor **di_llama_layer_slot(di_llama_layer_tensors *l, int part) {
+    return part >= 0 && part < N_PARTS ? layer_slot(l, part) : NULL;
+}

@@ -1,5 +1,5 @@
 /* The architecture-agnostic model: a GGUF file (llama family) or an HF
- * checkpoint folder (DeepSeek-V4) behind one table of operations per
+ * checkpoint folder (llama family: llama_hf.c; DeepSeek-V4 / V4.1) behind one table of operations per
  * architecture, so the engine never switches on the architecture and adding
  * one is a table, not a new branch in every function. */
 #include "model/model.h"
@@ -11,6 +11,7 @@
 #include "model/deepseek_v41.h"
 #include "model/deepseek_v41_vision.h"
 #include "model/llama.h"
+#include "model/llama_hf.h"
 #include "model/model_cp.h"
 
 #include <stdio.h>
@@ -42,6 +43,7 @@ struct di_model {
     const arch_ops *ops;
     void *impl;
     di_gguf *gguf; /* llama: the mapping the weights point into */
+    di_llama_hf *llama_hf; /* llama from an HF folder: the same, and the copies */
     di_tokenizer *tok;
 };
 
@@ -212,11 +214,50 @@ static di_status open_gguf(di_model *m, const char *path, const di_cpu_kernels *
     return di_tok_load_gguf(m->gguf, &m->tok, err);
 }
 
+/* The whole of a small text file (NUL-terminated, malloc'd), or NULL. */
+#define SMALL_FILE_MAX (1u << 20) /* chat templates are a few KB */
+static char *read_small_file(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *buf = malloc(SMALL_FILE_MAX + 1);
+    size_t n = buf ? fread(buf, 1, SMALL_FILE_MAX + 1, f) : 0;
+    fclose(f);
+    if (!buf || n > SMALL_FILE_MAX) {
+        free(buf);
+        return NULL;
+    }
+    buf[n] = 0;
+    return buf;
+}
+
 /* An HF checkpoint folder: config.json says the architecture
  * (deepseek_v41 or deepseek_v4), tokenizer.json next to it. V4.1 reads the
  * tokenizer first: its Engram layers compress the vocabulary through it. */
 static di_status open_folder(di_model *m, const char *dir, const di_cpu_kernels *k, const char *numerics,
                              di_error *err) {
+    bool llama = false;
+    di_status ps = di_llama_hf_probe(dir, &llama, err);
+    if (ps) return ps;
+    if (llama) { /* the llama family (model/llama_hf.h): the GGUF path's forward */
+        if (numerics)
+            return di_error_set(err, DI_ERR_INVALID_ARG, "--numerics applies to DeepSeek-V4.1 checkpoints only");
+        m->ops = &LLAMA_OPS;
+        if ((ps = di_llama_hf_load(dir, k, &m->llama_hf, (di_llama_model **)&m->impl, err)) ||
+            (ps = di_tok_load_json(dir, &m->tok, err)))
+            return ps;
+        /* newer transformers save the template beside the tokenizer files */
+        char tmpl_path[4096];
+        char *tmpl = NULL;
+        if (di_tok_chat_kind(m->tok) == DI_CHAT_UNKNOWN &&
+            snprintf(tmpl_path, sizeof tmpl_path, "%s/chat_template.jinja", dir) < (int)sizeof tmpl_path &&
+            (tmpl = read_small_file(tmpl_path)))
+            di_tok_set_chat_kind(m->tok, di_tok_chat_detect(tmpl));
+        free(tmpl);
+        di_llama_arch a = di_llama_hparams_of(m->impl)->arch;
+        if (di_tok_chat_kind(m->tok) == DI_CHAT_UNKNOWN && (a == DI_LLAMA_ARCH_PHI3 || a == DI_LLAMA_ARCH_GEMMA3))
+            di_tok_set_chat_kind(m->tok, a == DI_LLAMA_ARCH_PHI3 ? DI_CHAT_PHI3 : DI_CHAT_GEMMA);
+        return DI_OK;
+    }
     if (di_dsv41_is_config(dir)) {
         int num = numerics ? di_dsv41_numerics_from_name(numerics) : DI_DSV41_NUMERICS_DEEPINFER;
         if (num < 0)
@@ -260,8 +301,9 @@ di_status di_model_open(const char *path, const char *kernels, const char *numer
      * test checkpoints keep the real tokenizer, which Engram's compressed
      * vocabulary needs): DeepInfer loads it and drops a request whose prompt
      * holds an id outside [0, vocab) (engine/llm_engine.py:add_request), so
-     * the engine refuses such a prompt (di_engine_submit), not the load. */
-    if (s == DI_OK && !is_dir) {
+     * the engine refuses such a prompt (di_engine_submit), not the load.
+     * A llama-family folder is held to the GGUF rule. */
+    if (s == DI_OK && (!is_dir || m->llama_hf)) {
         di_model_get_facts(m, &f);
         if (di_tok_vocab_size(m->tok) > f.n_vocab)
             s = di_error_set(err, DI_ERR_FORMAT, "tokenizer has %d tokens but the model only %d logits",
@@ -280,6 +322,7 @@ void di_model_free(di_model *m) {
     if (!m) return;
     di_tok_free(m->tok);
     if (m->impl) m->ops->free(m->impl);
+    di_llama_hf_free(m->llama_hf); /* after the model: its weights point into it */
     di_gguf_close(m->gguf);
     free(m);
 }

@@ -17,6 +17,16 @@
  *   Phi-3      "<|user|>" and "<|end|>"             Phi-3
  *   Gemma      "<start_of_turn>"                    Gemma 2 / 3 (also set by the
  *              loader for gemma3 GGUFs without a template)
+ *   Mistral    "[INST] " and "[/INST]"              Mistral-7B-Instruct-v0.3 (v3: the
+ *              system text goes in front of the last user turn, replies are
+ *              " " + trimmed text + EOS)
+ *   Mistral v1 " [/INST]"                           Mistral-7B-Instruct-v0.1 / v0.2,
+ *              Mixtral-8x7B-Instruct (no system message; replies + EOS)
+ *   Both Mistral templates raise on what they refuse (roles that do not
+ *   alternate user / assistant, tool messages without their call ids, a system
+ *   message where it has no place); so does di_tok_chat_apply, with
+ *   DI_ERR_INVALID_ARG. Mistral's tekken templates ("[INST]" without the
+ *   spaces) and Llama 2's are not recognized.
  *
  * ChatML templates that insert a default system prompt when the first
  * message is not a system message (SmolLM2: "You are a helpful AI assistant
@@ -46,6 +56,10 @@ di_chat_kind di_tok_chat_detect(const char *tmpl) {
     if (strstr(tmpl, "<｜User｜>") && strstr(tmpl, "<｜Assistant｜>")) return DI_CHAT_DEEPSEEK3;
     if (strstr(tmpl, "<|user|>") && strstr(tmpl, "<|end|>") && strstr(tmpl, "<|assistant|>")) return DI_CHAT_PHI3;
     if (strstr(tmpl, "<start_of_turn>") && strstr(tmpl, "<end_of_turn>")) return DI_CHAT_GEMMA;
+    if (strstr(tmpl, "[INST]") && strstr(tmpl, "[/INST]") && !strstr(tmpl, "<<SYS>>")) {
+        if (strstr(tmpl, " [/INST]")) return DI_CHAT_MISTRAL_V1;
+        if (strstr(tmpl, "[INST] ")) return DI_CHAT_MISTRAL;
+    }
     return DI_CHAT_UNKNOWN;
 }
 
@@ -59,6 +73,8 @@ static const struct {
     {"deepseek-v3", DI_CHAT_DEEPSEEK3}, {"deepseek-v4", DI_CHAT_DEEPSEEK3}, {"deepseek", DI_CHAT_DEEPSEEK3},
     {"phi3", DI_CHAT_PHI3},           {"phi-3", DI_CHAT_PHI3},            {"deepseek-v4.1", DI_CHAT_DEEPSEEK41},
     {"deepseek41", DI_CHAT_DEEPSEEK41}, {"gemma", DI_CHAT_GEMMA},       {"gemma3", DI_CHAT_GEMMA},
+    {"mistral", DI_CHAT_MISTRAL},     {"mistral-v3", DI_CHAT_MISTRAL},   {"mistral-v1", DI_CHAT_MISTRAL_V1},
+    {"mixtral", DI_CHAT_MISTRAL_V1},
 };
 
 di_chat_kind di_tok_chat_from_name(const char *name) {
@@ -77,6 +93,8 @@ const char *di_tok_chat_name(di_chat_kind k) {
     case DI_CHAT_DEEPSEEK41: return "deepseek-v4.1";
     case DI_CHAT_GEMMA: return "gemma";
     case DI_CHAT_LLAMA31: return "llama3.1";
+    case DI_CHAT_MISTRAL: return "mistral";
+    case DI_CHAT_MISTRAL_V1: return "mistral-v1";
     default: return "unknown";
     }
 }
@@ -261,6 +279,60 @@ static bool render_gemma(const di_tokenizer *t, const di_chat_msg *m, size_t n, 
     return ok;
 }
 
+/* What the Mistral templates raise on, checked before rendering: after
+ * the optional first system message (v3 only), user and assistant turns
+ * alternating from a user turn; nothing else (tool messages need call ids
+ * the messages here do not carry). */
+static di_status mistral_check(di_chat_kind kind, const di_chat_msg *m, size_t n, di_error *err) {
+    size_t i0 = kind == DI_CHAT_MISTRAL && n > 0 && !strcmp(m[0].role, "system") ? 1 : 0;
+    for (size_t i = i0; i < n; i++) {
+        bool user = !strcmp(m[i].role, "user");
+        if (!user && strcmp(m[i].role, "assistant"))
+            return di_error_set(err, DI_ERR_INVALID_ARG,
+                                "chat template %s: message %zu has role '%.16s'; only user and assistant turns "
+                                "(after an optional system message%s) are supported",
+                                di_tok_chat_name(kind), i, m[i].role, kind == DI_CHAT_MISTRAL ? "" : ": none in v1");
+        if (user != ((i - i0) % 2 == 0))
+            return di_error_set(err, DI_ERR_INVALID_ARG,
+                                "chat template %s: roles must alternate user/assistant/user/... (message %zu)",
+                                di_tok_chat_name(kind), i);
+    }
+    return DI_OK;
+}
+
+/* The EOS text closing a reply ("</s>" without a tokenizer) */
+static bool put_eos(tok_buf *b, const di_tokenizer *t) { return t && t->eos >= 0 ? put_token(b, t, t->eos) : put(b, "</s>"); }
+
+/* Mistral-7B-Instruct-v0.3's template: BOS; "[INST] text[/INST]" per user
+ * turn, the system text and a blank line in front of the user text when
+ * that turn is the last message (so a conversation that ends with a reply
+ * drops it, as the template does); " " + trimmed reply + EOS. The template
+ * ignores add_generation_prompt: the prompt ends at [/INST] either way. */
+static bool render_mistral(const di_tokenizer *t, const di_chat_msg *m, size_t n, tok_buf *b) {
+    bool ok = t ? put_token(b, t, t->bos) : put(b, "<s>");
+    const char *sys = n > 0 && !strcmp(m[0].role, "system") ? m[0].content : NULL;
+    for (size_t i = sys ? 1 : 0; i < n && ok; i++) {
+        if (!strcmp(m[i].role, "user")) {
+            ok = put(b, "[INST] ");
+            if (ok && sys && i == n - 1) ok = put(b, sys) && put(b, "\n\n");
+            ok = ok && put(b, m[i].content) && put(b, "[/INST]");
+        } else {
+            ok = put(b, " ") && put_trimmed(b, m[i].content) && put_eos(b, t);
+        }
+    }
+    return ok;
+}
+
+/* Mixtral-8x7B-Instruct-v0.1's (Mistral-7B-Instruct-v0.2's) template:
+ * BOS; "[INST] text [/INST]"; the reply as it is + EOS. */
+static bool render_mistral_v1(const di_tokenizer *t, const di_chat_msg *m, size_t n, tok_buf *b) {
+    bool ok = t ? put_token(b, t, t->bos) : put(b, "<s>");
+    for (size_t i = 0; i < n && ok; i++)
+        ok = !strcmp(m[i].role, "user") ? put(b, "[INST] ") && put(b, m[i].content) && put(b, " [/INST]")
+                                        : put(b, m[i].content) && put_eos(b, t);
+    return ok;
+}
+
 di_status di_tok_chat_apply(const di_tokenizer *t, di_chat_kind kind, const di_chat_msg *msgs,
                             size_t n_msgs, bool add_generation_prompt, char **out, size_t *out_len,
                             di_error *err) {
@@ -270,9 +342,15 @@ di_status di_tok_chat_apply(const di_tokenizer *t, di_chat_kind kind, const di_c
             return di_error_set(err, DI_ERR_INVALID_ARG, "chat template: message %zu has no role or content", i);
     if (kind == DI_CHAT_UNKNOWN && t) kind = t->chat_kind;
     if (kind == DI_CHAT_UNKNOWN) kind = DI_CHAT_CHATML;
+    if (kind == DI_CHAT_MISTRAL || kind == DI_CHAT_MISTRAL_V1) {
+        di_status s = mistral_check(kind, msgs, n_msgs, err);
+        if (s) return s;
+    }
     tok_buf b = {0};
     bool ok;
     switch (kind) {
+    case DI_CHAT_MISTRAL: ok = render_mistral(t, msgs, n_msgs, &b); break;
+    case DI_CHAT_MISTRAL_V1: ok = render_mistral_v1(t, msgs, n_msgs, &b); break;
     case DI_CHAT_LLAMA3: ok = render_llama3(t, msgs, n_msgs, add_generation_prompt, &b); break;
     case DI_CHAT_DEEPSEEK3: ok = render_deepseek(t, msgs, n_msgs, add_generation_prompt, &b); break;
     case DI_CHAT_PHI3: ok = render_phi3(t, msgs, n_msgs, add_generation_prompt, &b); break;

@@ -153,6 +153,10 @@ typedef enum di_chat_kind {
     DI_CHAT_GEMMA,       /* <start_of_turn>user\n...<end_of_turn>\n<start_of_turn>model\n (Gemma 2 / 3) */
     DI_CHAT_LLAMA31,     /* Llama 3.1 / 3.2 / 3.3: LLAMA3 turns after a system header with the
                           * dates, JSON tool calls (text/chat_llama31.h) */
+    DI_CHAT_MISTRAL,     /* Mistral-7B-Instruct-v0.3: <s>[INST] ...[/INST] reply</s>, the system text
+                          * in front of the last user turn */
+    DI_CHAT_MISTRAL_V1,  /* Mistral-7B-Instruct-v0.1 / v0.2, Mixtral-8x7B-Instruct: <s>[INST] ... [/INST]reply</s>,
+                          * no system messages */
 } di_chat_kind;
 
 typedef struct di_chat_msg {
@@ -163,7 +167,8 @@ typedef struct di_chat_msg {
 /* Recognizes a Jinja template text by its markers; DI_CHAT_UNKNOWN if none. */
 di_chat_kind di_tok_chat_detect(const char *template_text);
 /* "chatml", "llama3", "llama3.1", "deepseek3" (also "deepseek-v3",
- * "deepseek-v4"), "phi3", "deepseek-v4.1", "gemma";
+ * "deepseek-v4"), "phi3", "deepseek-v4.1", "gemma", "mistral" (also
+ * "mistral-v3"), "mistral-v1" (also "mixtral");
  * DI_CHAT_UNKNOWN for anything else. */
 di_chat_kind di_tok_chat_from_name(const char *name);
 const char *di_tok_chat_name(di_chat_kind k);
