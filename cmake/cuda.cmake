@@ -48,9 +48,7 @@ message(STATUS "CUDA: building src/kernels/cuda with ${CMAKE_CUDA_COMPILER} "
                "${CMAKE_CUDA_COMPILER_VERSION} for sm_${CMAKE_CUDA_ARCHITECTURES}")
 
 file(GLOB DI_CUDA_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/kernels/cuda/*.cu)
-# backend_cuda.c: the backend table over the kernels (kernels/backend.h),
-# registered by the command (tools/main.c) so libdeepinfer needs no CUDA.
-add_library(deepinfer_cuda STATIC ${DI_CUDA_SOURCES} ${CMAKE_SOURCE_DIR}/src/kernels/cuda/backend_cuda.c)
+add_library(deepinfer_cuda STATIC ${DI_CUDA_SOURCES})
 target_include_directories(deepinfer_cuda PUBLIC ${CMAKE_SOURCE_DIR}/include ${CMAKE_SOURCE_DIR}/src)
 # -fmad=false: no multiply-add is fused unless the source says fmaf, so the
 # elementwise kernels and the dequantizers give the CPU's bits (cuda_kernels.h).
@@ -72,12 +70,6 @@ target_link_libraries(test_cuda PRIVATE deepinfer_cuda)
 target_link_options(test_cuda PRIVATE -Wl,--as-needed -static-libstdc++)
 add_test(NAME test_cuda COMMAND test_cuda WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
 set_tests_properties(test_cuda PROPERTIES SKIP_RETURN_CODE 77)
-
-# The command gets the CUDA backend (--device cuda[:N]); runtime and
-# libstdc++ static as for test_cuda, so it starts without a driver.
-target_link_libraries(deepinfer-cli PRIVATE deepinfer_cuda)
-target_compile_definitions(deepinfer-cli PRIVATE DI_HAVE_CUDA_BACKEND)
-target_link_options(deepinfer-cli PRIVATE -static-libstdc++)
 
 # The GEMV/GEMM micro-benchmark (scripts/device-check.sh runs it).
 add_executable(bench_cuda ${CMAKE_SOURCE_DIR}/bench/cuda/bench_cuda.c)

@@ -4,7 +4,8 @@
  * (di_backend_cuda_register), so libdeepinfer itself never links the CUDA
  * runtime.
  *
- * NEVER RUN ON A GPU. Every op is set (the table passes the completeness
+ * NOT YET BUILT: cmake/cuda.cmake does not compile it yet (docs/CUDA.md,
+ * "Not done yet"); it passes gcc -Werror -fsyntax-only. NEVER RUN ON A GPU. Every op is set (the table passes the completeness
  * check), but the forwards still hand the backend host buffers (docs/CUDA.md,
  * "the seam": the buffer and weight-upload ops are not in the table yet), so
  * di_device_check refuses every model on this backend and no op below is
