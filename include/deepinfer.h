@@ -139,6 +139,11 @@ typedef struct di_engine_params {
                                 * exact table; "q8"; "ggml" = llama.cpp's CPU
                                 * numerics (same argmaxes as llama.cpp, for
                                 * comparisons); or a name ("avx2", "c-q8") */
+    const char *device;        /* where the forward runs: NULL or "cpu" (the
+                                * default), "cuda" or "cuda:N" (an NVIDIA GPU;
+                                * this build refuses it with the reason: it
+                                * has no CUDA backend yet, docs/CUDA.md);
+                                * anything else is DI_ERR_INVALID_ARG */
     const char *numerics;      /* DeepSeek-V4.1 only: "deepinfer" (NULL, the
                                 * default: DeepInfer's activation and KV
                                 * quantization, what DeepSeek serves) or
@@ -435,6 +440,7 @@ typedef struct di_model_desc {
     int32_t n_vocab, n_ctx_train, n_ctx, n_layers, n_embd;
     int32_t n_threads;
     const char *kernels;       /* CPU kernel table in use ("avx2", "c") */
+    const char *device;        /* backend the forward runs on ("cpu") */
 } di_model_desc;
 
 void di_engine_describe(di_engine *e, di_model_desc *out);

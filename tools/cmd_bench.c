@@ -186,7 +186,8 @@ int di_cmd_bench(int argc, char **argv) {
     /* deepinfer bench serve / plot: the HTTP load generator (bench_serve_*.c) */
     if (argc > 1 && !strcmp(argv[1], "serve")) return di_cmd_bench_serve(argc - 1, argv + 1);
     if (argc > 1 && !strcmp(argv[1], "plot")) return di_cmd_bench_plot(argc - 1, argv + 1);
-    const char *model = NULL, *batches = "1,8,32", *kernels = NULL, *numerics = NULL;
+    const char *model = NULL, *batches = "1,8,32", *kernels = NULL, *numerics = NULL,
+               *device = NULL;
     int64_t n_prompt = 512, n_gen = 128, threads = 2, reps = 3, batch_gen = 0;
     bool json = false;
     di_arg specs[] = {
@@ -200,6 +201,7 @@ int di_cmd_bench(int argc, char **argv) {
         {"--batch-gen", NULL, DI_ARG_INT, &batch_gen, 0, 8192, "tokens per sequence in batch tests (0 = max(16, n/4))"},
         {"--kernels", NULL, DI_ARG_STR, &kernels, 0, 0, "kernel table: exact, q8, ggml, avx512, avx2-q8, ... (default: q8 for quantized GGUF, else exact)"},
         {"--numerics", NULL, DI_ARG_STR, &numerics, 0, 0, "DeepSeek-V4.1: deepinfer (default) or ideal"},
+        {"--device", NULL, DI_ARG_STR, &device, 0, 0, "where the forward runs: cpu (default), cuda or cuda:N"},
         {"--json", NULL, DI_ARG_FLAG, &json, 0, 0, "one JSON object per test on stdout"},
     };
     const char *pos[1];
@@ -228,6 +230,7 @@ int di_cmd_bench(int argc, char **argv) {
     p.max_seqs = max_seqs > 64 ? max_seqs : 64;
     p.no_prefix_cache = true; /* every rep computes its prompt */
     p.kernels = kernels;
+    p.device = device;
     p.numerics = numerics;
     di_progress load;
     di_progress_load_hook(&p, &load);
@@ -271,15 +274,15 @@ int di_cmd_bench(int argc, char **argv) {
         fprintf(stderr, "deepinfer bench: a run failed\n");
     } else {
         if (!json)
-            printf("model %s, kernels %s, threads %d, reps %d\n%-10s %12s %12s %12s\n", model, desc.kernels,
-                   desc.n_threads, (int)reps, "test", "tokens/s", "min", "max");
+            printf("model %s, device %s, kernels %s, threads %d, reps %d\n%-10s %12s %12s %12s\n", model,
+                   desc.device ? desc.device : "cpu", desc.kernels, desc.n_threads, (int)reps, "test", "tokens/s", "min", "max");
         for (int i = 0; i < n_res; i++) {
             if (json)
             {
                 printf("{\"test\": \"%s\", \"tokens_per_s\": %.3f, \"min\": %.3f, \"max\": %.3f, \"reps\": %d, "
-                       "\"n_seqs\": %d, \"threads\": %d, \"kernels\": \"%s\", \"model\": \"",
+                       "\"n_seqs\": %d, \"threads\": %d, \"device\": \"%s\", \"kernels\": \"%s\", \"model\": \"",
                        res[i].name, res[i].med, res[i].min, res[i].max, (int)reps, res[i].n_seqs, desc.n_threads,
-                       desc.kernels);
+                       desc.device ? desc.device : "cpu", desc.kernels);
                 print_json_str(model);
                 printf("\"}\n");
             }

@@ -6,6 +6,7 @@
 #include "tools.h"
 
 #include "format/gguf.h"
+#include "kernels/backend.h"
 #include "model/llama_hparams.h"
 
 #include <inttypes.h>
@@ -150,14 +151,37 @@ static int info_gguf(const char *path) {
     return rc;
 }
 
+/* The device line: the backend the forward would run on and its CPU
+ * kernel tables, or why the named device cannot run it (exit 1). */
+static int print_device(const char *device) {
+    di_error err = {0};
+    if (di_device_check(device, NULL, &err) != DI_OK) {
+        printf("device:          %s: unavailable\n", device);
+        fprintf(stderr, "deepinfer info: %s\n", err.msg);
+        return 1;
+    }
+    printf("device:          cpu (backend cpu; kernels %s, int8 twin %s)\n", di_cpu_kernels_best()->name,
+           di_cpu_kernels_best_q8()->name);
+    return 0;
+}
+
 int di_cmd_info(int argc, char **argv) {
-    if (argc != 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
-        fprintf(argc == 2 ? stdout : stderr, "usage: deepinfer info MODEL\n"
-                "  MODEL: a .gguf file or an HF checkpoint folder (llama family, DeepSeek-V4 / V4.1)\n");
+    const char *device = NULL;
+    if (argc == 4 && !strcmp(argv[2], "--device")) device = argv[3];
+    else if (argc == 4 && !strcmp(argv[1], "--device")) {
+        device = argv[2];
+        argv[1] = argv[3];
+    }
+    if ((argc != 2 && !device) || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
+        fprintf(argc == 2 ? stdout : stderr, "usage: deepinfer info MODEL [--device cpu|cuda[:N]]\n"
+                "  MODEL: a .gguf file or an HF checkpoint folder (llama family, DeepSeek-V4 / V4.1)\n"
+                "  --device: the device to report on (default cpu)\n");
         return argc == 2 ? 0 : 2;
     }
     const char *path = argv[1];
     struct stat st;
-    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) return di_info_hf(path);
-    return info_gguf(path);
+    int rc = stat(path, &st) == 0 && S_ISDIR(st.st_mode) ? di_info_hf(path) : info_gguf(path);
+    if (rc) return rc;
+    fflush(stdout);
+    return print_device(device);
 }

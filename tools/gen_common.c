@@ -73,6 +73,8 @@ int di_gen_opts_specs(di_gen_opts *o, di_arg *s, int n) {
         {"--kernels", NULL, DI_ARG_STR, &o->kernels, 0, 0,
          "kernel table: exact (f32 activations), q8 (int8 activations), ggml (llama.cpp's numerics), or a table "
          "name (default: q8 for quantized GGUF models, else exact)"},
+        {"--device", NULL, DI_ARG_STR, &o->device, 0, 0,
+         "where the forward runs: cpu (default), cuda or cuda:N (this build: cpu only)"},
         {"--image-cache-mb", NULL, DI_ARG_FLOAT, &o->image_cache_mb, 0, 1 << 20,
          "vision models: encoded images kept for reuse, in MB (default 256; 0 = off)"},
         {"--numerics", NULL, DI_ARG_STR, &o->numerics, 0, 0,
@@ -126,6 +128,7 @@ di_engine_params di_gen_engine_params(const di_gen_opts *o) {
     p.kv_disk_dir = o->kv_disk;
     p.kv_disk_max_gb = o->kv_disk_max_gb;
     p.kernels = o->kernels;
+    p.device = o->device;
     p.numerics = o->numerics;
     p.dist = o->ep ? g_dist : NULL;
     p.cp = o->cp ? g_dist : NULL;

@@ -14,6 +14,7 @@ typedef struct di_gen_opts {
     const char *kv_disk;   /* --kv-disk DIR: disk tier of the prefix cache */
     double kv_disk_max_gb; /* --kv-disk-max-gb */
     const char *kernels; /* kernel table name, NULL = the default exact one */
+    const char *device;  /* --device cpu|cuda[:N], NULL = cpu */
     const char *numerics; /* DeepSeek-V4.1 numerics policy, NULL = deepinfer */
     /* expert + data parallelism under mpirun (--ep) */
     bool ep, eplb_log;

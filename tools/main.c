@@ -2,6 +2,10 @@
  * own tools/cmd_<name>.c and is listed here. */
 #include "tools.h"
 
+#ifdef DI_HAVE_CUDA_BACKEND
+#include "kernels/cuda/backend_cuda.h"
+#endif
+
 #include <stdio.h>
 #include <string.h>
 
@@ -27,6 +31,9 @@ static void usage(FILE *f) {
 }
 
 int main(int argc, char **argv) {
+#ifdef DI_HAVE_CUDA_BACKEND
+    di_backend_cuda_register(); /* --device cuda[:N] (docs/CUDA.md) */
+#endif
     if (argc < 2) {
         usage(stderr);
         return 2;

@@ -77,7 +77,7 @@ di_status di_engine_create(const di_engine_params *p, di_engine **out, di_error 
     pthread_mutexattr_destroy(&attr);
     e->next_id = 1;
 
-    di_status s = di_model_open(p->model_path, p->kernels, p->numerics, &e->model, err);
+    di_status s = di_model_open_on(p->model_path, p->kernels, p->numerics, p->device, &e->model, err);
     if (s) goto fail;
     if (p->pretouch > 0 || (p->pretouch == 0 && p->load_progress))
         (void)di_model_pretouch(e->model, p->load_progress, p->load_progress_user); /* advisory */
@@ -1341,6 +1341,7 @@ void di_engine_describe(di_engine *e, di_model_desc *out) {
     out->n_embd = e->facts.n_embd;
     out->n_threads = di_threadpool_n_threads(e->pool);
     out->kernels = e->facts.kernels;
+    out->device = e->facts.device;
 }
 
 di_status di_engine_tokenize(di_engine *e, const char *text, bool add_special, bool parse_special,

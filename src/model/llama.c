@@ -37,7 +37,7 @@
 #include "model/llama.h"
 
 #include "base/alloc.h"
-#include "kernels/cpu/ggml_compat.h"
+#include "kernels/backend.h"
 #include "model/llama_moe.h"
 
 #include <math.h>
@@ -49,12 +49,8 @@
 #define MAX_BATCH_ROWS (1 << 20) /* rows per forward; beyond is a caller bug */
 #define MAX_SEQ_SLOTS (1 << 20)  /* sequence slots; seq_last costs 4 bytes each */
 
-typedef struct llama_weight {
-    di_dtype dtype;
-    const void *data;   /* (n_out, n_in) rows of row_bytes, in the mapping */
-    uint64_t row_bytes;
-    int64_t n_in, n_out;
-} llama_weight;
+/* (n_out, n_in) rows of row_bytes, in the mapping */
+typedef di_backend_weight llama_weight;
 
 typedef struct llama_layer {
     const float *attn_norm; /* (n_embd) */
@@ -76,7 +72,7 @@ struct di_llama_model {
     di_llama_hparams hp;    /* validated by model/llama_hparams.c */
     int rope_neox;          /* 0: adjacent pairs (llama GGUF), 1: halves */
     int tied_output;
-    const di_cpu_kernels *k;
+    di_backend be;          /* every op of the forward runs through it (kernels/backend.h) */
     llama_weight tok_embd;  /* (n_vocab, n_embd) */
     const float *output_norm; /* (n_embd) */
     llama_weight output;    /* (n_vocab, n_embd); == tok_embd when tied */
@@ -87,6 +83,7 @@ struct di_llama_model {
     /* the same rotation as ggml computes it (ggml kernels only) */
     float rope_theta_scale, rope_freq_scale, rope_theta_scale_swa;
     const float *rope_factors; /* (n_rot/2) rope_freqs divisors, or NULL */
+    di_rope_table rope, rope_swa; /* the two tables as the backend takes them */
     float **owned;          /* (n_owned) norm vectors widened to f32 */
     int32_t n_owned;
 };
@@ -121,9 +118,12 @@ struct di_llama_ctx {
 static di_status bind_weight(const di_llama_model *m, const di_gguf_tensor *t, llama_weight *w,
                              di_error *err) {
     const di_dtype_traits *tr = di_dtype_traits_of(t->dtype);
-    if (!tr || !di_cpu_kernels_supports(m->k, t->dtype))
-        return di_error_set(err, DI_ERR_UNSUPPORTED, "tensor '%s': dtype %s not supported by the %s kernels",
-                            t->name, tr ? tr->name : "?", m->k->name);
+    if (!tr || !m->be.ops->supports(&m->be, t->dtype)) {
+        char name[96];
+        m->be.ops->describe(&m->be, name, sizeof name);
+        return di_error_set(err, DI_ERR_UNSUPPORTED, "tensor '%s': dtype %s not supported by the %s backend",
+                            t->name, tr ? tr->name : "?", name);
+    }
     uint64_t rb, total;
     if (di_dtype_row_bytes(t->dtype, t->ne[0], &rb) != DI_OK ||
         di_mul_overflow_u64(rb, (uint64_t)t->ne[1], &total) || total > t->n_bytes)
@@ -160,8 +160,7 @@ static di_status bind_vector(di_llama_model *m, const di_gguf_tensor *t, const f
     }
     m->owned = list;
     m->owned[m->n_owned++] = buf;
-    if (m->k->dequant[w.dtype]) m->k->dequant[w.dtype](w.data, buf, n);
-    else di_dtype_traits_of(w.dtype)->to_float(w.data, buf, n);
+    m->be.ops->dequant(&m->be, w.dtype, w.data, buf, n);
     *out = buf;
     return DI_OK;
 }
@@ -200,7 +199,7 @@ static di_status bind_layer(di_llama_model *m, const di_llama_layer_tensors *t, 
     }
     if (t->ffn_gate_exps) {
         L->moe = 1;
-        if ((s = di_llama_moe_bind(hp, t, m->k, &L->experts, err))) return s;
+        if ((s = di_llama_moe_bind(hp, t, &m->be, &L->experts, err))) return s;
     } else if (!t->ffn_gate) { /* phi3: ffn_up holds the gate rows, then the up rows */
         if ((s = bind_rows(m, t->ffn_up, 0, hp->n_ff, &L->w_gate, err)) ||
             (s = bind_rows(m, t->ffn_up, hp->n_ff, hp->n_ff, &L->w_up, err)) ||
@@ -302,7 +301,7 @@ di_status di_llama_load_parts(const di_llama_hparams *hp, const di_llama_tensors
     *out = NULL;
     di_llama_model *m = di_calloc(1, sizeof *m);
     if (!m) return di_error_set(err, DI_ERR_NOMEM, "llama: out of memory");
-    m->k = kernels ? kernels : di_cpu_kernels_best();
+    di_backend_cpu(kernels, &m->be);
     m->hp = *hp;
     const di_llama_tensors t = *tensors;
     di_status s = DI_OK;
@@ -330,6 +329,9 @@ di_status di_llama_load_parts(const di_llama_hparams *hp, const di_llama_tensors
     /* phi3 LongRoPE: the short factors, what both references use for a
      * sequence within the original context (see the header) */
     s = build_rope(m, t.rope_freqs ? t.rope_freqs : t.rope_short, err);
+    /* local layers: their base, no scaling or factors (gemma3 has neither) */
+    m->rope = (di_rope_table){m->inv_freq, m->rope_theta_scale, m->rope_freq_scale, m->rope_factors};
+    m->rope_swa = (di_rope_table){m->inv_freq_swa, m->rope_theta_scale_swa, 1.0f, NULL};
 done:
     if (s != DI_OK) {
         di_llama_free(m);
@@ -346,11 +348,13 @@ void di_llama_free(di_llama_model *m) {
     free(m->layers);
     free(m->inv_freq);
     free(m->inv_freq_swa);
+    di_backend_release(&m->be);
     free(m);
 }
 
 const di_llama_hparams *di_llama_hparams_of(const di_llama_model *m) { return &m->hp; }
-const di_cpu_kernels *di_llama_kernels(const di_llama_model *m) { return m->k; }
+const di_cpu_kernels *di_llama_kernels(const di_llama_model *m) { return di_backend_cpu_kernels(&m->be); }
+const di_backend *di_llama_backend(const di_llama_model *m) { return &m->be; }
 
 /* ---- KV cache ------------------------------------------------------------ */
 
@@ -474,7 +478,8 @@ static di_status ctx_reserve(di_llama_ctx *c, int64_t n_rows, int64_t n_tasks, i
         c->cap_attn_floats = 0; /* resize below for the new task count */
     }
     int64_t max_in = (int64_t)hp->n_ff > wide ? (int64_t)hp->n_ff : wide;
-    int64_t mm = di_matmul_scratch_floats(c->cap_rows, max_in, (int)c->cap_tasks);
+    const di_backend *be = &c->m->be;
+    int64_t mm = be->ops->linear_scratch_floats(be, c->cap_rows, max_in, (int)c->cap_tasks);
     if (mm > c->cap_mm_floats) {
         if (!regrow(&c->mm_scratch, mm, sizeof(float))) {
             c->cap_mm_floats = 0;
@@ -482,13 +487,9 @@ static di_status ctx_reserve(di_llama_ctx *c, int64_t n_rows, int64_t n_tasks, i
         }
         c->cap_mm_floats = mm;
     }
-    int64_t attn = c->cap_tasks * di_attention_scratch_floats((int32_t)hp->n_heads, (int32_t)hp->head_dim, block_size);
-    if (c->m->k->ggml) {
-        /* n_pos grows with the context: the ggml attention scores whole rows */
-        int64_t g = c->cap_tasks * di_attention_ggml_scratch_floats((int32_t)hp->n_heads, (int32_t)hp->n_heads_kv,
-                                                                   (int32_t)hp->head_dim, n_pos);
-        if (g > attn) attn = g;
-    }
+    /* n_pos grows with the context (the ggml attention scores whole rows) */
+    int64_t attn = c->cap_tasks * be->ops->attention_scratch_floats(be, (int32_t)hp->n_heads, (int32_t)hp->n_heads_kv,
+                                                                    (int32_t)hp->head_dim, block_size, n_pos);
     if (attn > c->cap_attn_floats) {
         if (!regrow(&c->attn_scratch, attn, sizeof(float)))
             return di_error_set(err, DI_ERR_NOMEM, "llama ctx: out of memory for attention scratch");
@@ -568,176 +569,22 @@ static di_matmul_args mm_args(const llama_weight *w, const float *x, int64_t ldx
 
 static void matmul(const di_llama_ctx *c, const llama_weight *w, const float *x, int64_t ldx, float *y,
                    int64_t ldy, int64_t n_rows, di_threadpool *pool) {
+    const di_backend *be = &c->m->be;
     di_matmul_args a = mm_args(w, x, ldx, y, ldy, n_rows);
-    di_matmul(c->m->k, &a, c->mm_scratch, pool);
+    be->ops->linear(be, &a, 1, c->mm_scratch, pool);
 }
 
-/* Writes row i's k/v (row_elems each) into its cache slot of layer il. */
-static void kv_store_row(const di_llama_model *m, di_llama_kv *kv, int32_t il, const di_batch *b, int32_t i,
-                         const float *kx, const float *vx) {
-    int64_t re = kv->row_elems;
-    int32_t blk = b->block_tables[b->seq[i]][b->pos[i] / kv->block_size];
-    int64_t slot = ((int64_t)blk * kv->block_size + b->pos[i] % kv->block_size) * re;
-    if (kv->dtype == DI_DTYPE_F16) {
-        m->k->f32_to_f16(kx, (uint16_t *)kv->k[il] + slot, re);
-        m->k->f32_to_f16(vx, (uint16_t *)kv->v[il] + slot, re);
-    } else {
-        memcpy((float *)kv->k[il] + slot, kx, (size_t)re * sizeof(float));
-        memcpy((float *)kv->v[il] + slot, vx, (size_t)re * sizeof(float));
-    }
-}
-
-/* h = rmsnorm(x) * w over n elements, in the numerics of the model's kernels */
-static void rmsnorm_n(const di_llama_model *m, const float *x, const float *w, float *h, int64_t n) {
-    if (m->k->ggml) di_ggml_rmsnorm(x, w, h, n, m->hp.rms_eps);
-    else di_rmsnorm(x, w, h, 1, n, m->hp.rms_eps);
-}
-
-static void rmsnorm_row(const di_llama_model *m, const float *x, const float *w, float *h) {
-    rmsnorm_n(m, x, w, h, m->hp.n_embd);
-}
-
-/* Gemma's q/k norm: every head of x (n_heads, head_dim) normalized alone */
-static void head_norm(const di_llama_model *m, float *x, int32_t n_heads, const float *w) {
-    const int64_t hd = m->hp.head_dim;
-    for (int32_t h = 0; h < n_heads; h++) rmsnorm_n(m, x + h * hd, w, x + h * hd, hd);
-}
-
-static void add_row(float *x, const float *d, int64_t n) {
-    for (int64_t i = 0; i < n; i++) x[i] += d[i];
-}
-
-/* ---- per-row stages, threaded over rows ----------------------------------
- * Everything between the matmuls and the attention is per row, so a stage
- * runs as contiguous row ranges on the pool: each row's result depends on
- * that row alone, whichever thread computes it (batch invariance holds).
- * Neighbouring steps are fused so each row is touched once per stage. */
-typedef enum row_stage {
-    STAGE_EMBED_NORM, /* x = embed(token); h = rmsnorm(x, attn_norm of layer 0);
-                       * the row's rope angles (shared by all layers) */
-    STAGE_ADD_NORM,   /* x += h; h = rmsnorm(x, norm) */
-    STAGE_POST_ADD_NORM, /* gemma3: h = rmsnorm(h, post); x += h; h = rmsnorm(x, norm) (norm NULL: no
-                          * second norm, the last layer) */
-    STAGE_ROPE_STORE, /* rope q and k; store k, v in the cache */
-    STAGE_SWIGLU,     /* gate = silu(gate) * up (gemma3: gelu_tanh(gate) * up) */
-    STAGE_ADD,        /* x += h */
-} row_stage;
-
-typedef struct rows_job {
-    row_stage stage;
-    const di_llama_ctx *c;
-    di_llama_kv *kv;
-    const di_batch *b;
-    int32_t il;
-    const float *norm; /* (n_embd) for the *_NORM stages */
-    const float *post; /* (n_embd) STAGE_POST_ADD_NORM's first norm */
-    int n_tasks;
-} rows_job;
-
-static void rows_task(void *arg, int64_t task, int thread) {
-    (void)thread;
-    const rows_job *j = arg;
-    const di_llama_ctx *c = j->c;
-    const di_llama_model *m = c->m;
-    const di_llama_hparams *hp = &m->hp;
-    const int64_t E = hp->n_embd, F = hp->n_ff;
-    const int64_t q_dim = (int64_t)hp->n_heads * hp->head_dim, kv_dim = (int64_t)hp->n_heads_kv * hp->head_dim;
-    int64_t r0, r1;
-    di_threadpool_split(j->b->n_rows, j->n_tasks, (int)task, &r0, &r1);
-    for (int64_t r = r0; r < r1; r++) {
-        float *x = c->x + r * E, *h = c->h + r * E;
-        switch (j->stage) {
-        case STAGE_EMBED_NORM: {
-            const llama_weight *e = &m->tok_embd;
-            const uint8_t *row = (const uint8_t *)e->data + (uint64_t)j->b->token[r] * e->row_bytes;
-            if (m->k->dequant[e->dtype]) m->k->dequant[e->dtype](row, x, E);
-            else di_dtype_traits_of(e->dtype)->to_float(row, x, E);
-            if (m->gemma)
-                for (int64_t i = 0; i < E; i++) x[i] *= hp->embd_scale;
-            rmsnorm_row(m, x, j->norm, h);
-            if (!m->k->ggml) {
-                di_rope_angles(j->b->pos[r], (int32_t)hp->n_rot, m->inv_freq, c->rope_cs + r * hp->n_rot);
-                if (m->inv_freq_swa)
-                    di_rope_angles(j->b->pos[r], (int32_t)hp->n_rot, m->inv_freq_swa, c->rope_cs_swa + r * hp->n_rot);
-            }
-            break;
-        }
-        case STAGE_POST_ADD_NORM:
-            rmsnorm_row(m, h, j->post, h);
-            add_row(x, h, E);
-            if (j->norm) rmsnorm_row(m, x, j->norm, h);
-            break;
-        case STAGE_ADD_NORM:
-            add_row(x, h, E);
-            rmsnorm_row(m, x, j->norm, h);
-            break;
-        case STAGE_ROPE_STORE: {
-            const llama_layer *L = &m->layers[j->il];
-            if (L->bq) {
-                add_row(c->q + r * q_dim, L->bq, q_dim);
-                add_row(c->kx + r * kv_dim, L->bk, kv_dim);
-                add_row(c->vx + r * kv_dim, L->bv, kv_dim);
-            }
-            if (L->q_norm) {
-                head_norm(m, c->q + r * q_dim, (int32_t)hp->n_heads, L->q_norm);
-                head_norm(m, c->kx + r * kv_dim, (int32_t)hp->n_heads_kv, L->k_norm);
-            }
-            if (m->k->ggml) {
-                /* local layers: their base, no scaling or factors (gemma3 has neither) */
-                float ts = L->local ? m->rope_theta_scale_swa : m->rope_theta_scale;
-                float fs = L->local ? 1.0f : m->rope_freq_scale;
-                const float *ff = L->local ? NULL : m->rope_factors;
-                di_ggml_rope(c->q + r * q_dim, j->b->pos[r], (int32_t)hp->n_heads, (int32_t)hp->head_dim,
-                             (int32_t)hp->n_rot, ts, fs, ff, m->rope_neox);
-                di_ggml_rope(c->kx + r * kv_dim, j->b->pos[r], (int32_t)hp->n_heads_kv, (int32_t)hp->head_dim,
-                             (int32_t)hp->n_rot, ts, fs, ff, m->rope_neox);
-                kv_store_row(m, j->kv, j->il, j->b, (int32_t)r, c->kx + r * kv_dim, c->vx + r * kv_dim);
-                break;
-            }
-            /* di_rope's bits, with the angles of the embed stage */
-            const float *cs = (L->local ? c->rope_cs_swa : c->rope_cs) + r * hp->n_rot;
-            di_rope_apply(c->q + r * q_dim, (int32_t)hp->n_heads, (int32_t)hp->head_dim, (int32_t)hp->n_rot, cs,
-                          m->rope_neox);
-            di_rope_apply(c->kx + r * kv_dim, (int32_t)hp->n_heads_kv, (int32_t)hp->head_dim, (int32_t)hp->n_rot, cs,
-                          m->rope_neox);
-            kv_store_row(m, j->kv, j->il, j->b, (int32_t)r, c->kx + r * kv_dim, c->vx + r * kv_dim);
-            break;
-        }
-        case STAGE_SWIGLU:
-            if (m->gemma) di_geglu(c->gate + r * F, c->up + r * F, F);
-            else if (m->k->ggml) di_ggml_swiglu(c->gate + r * F, c->up + r * F, F);
-            else di_swiglu(c->gate + r * F, c->up + r * F, F);
-            break;
-        case STAGE_ADD:
-            add_row(x, h, E);
-            break;
-        }
-    }
-}
-
-/* Rows per task below which a stage is not worth a dispatch. */
-#define ROWS_PER_TASK_MIN 4
-
-static void run_rows2(const di_llama_ctx *c, di_llama_kv *kv, const di_batch *b, row_stage stage, int32_t il,
-                      const float *norm, const float *post, di_threadpool *pool) {
-    int64_t n_tasks = di_threadpool_n_threads(pool);
-    if (n_tasks > b->n_rows / ROWS_PER_TASK_MIN) n_tasks = b->n_rows / ROWS_PER_TASK_MIN;
-    if (n_tasks < 1) n_tasks = 1;
-    rows_job j = {stage, c, kv, b, il, norm, post, (int)n_tasks};
-    if (n_tasks == 1) rows_task(&j, 0, 0);
-    else di_threadpool_run(pool, n_tasks, rows_task, &j);
-}
-
-static void run_rows(const di_llama_ctx *c, di_llama_kv *kv, const di_batch *b, row_stage stage, int32_t il,
-                     const float *norm, di_threadpool *pool) {
-    run_rows2(c, kv, b, stage, il, norm, NULL, pool);
-}
-
+/* Everything between the matmuls and the attention is per row; the
+ * backend runs each stage over the whole batch (the CPU: as row ranges on
+ * the pool, one dispatch per stage, the fused steps touching a row once),
+ * so a row's result depends on that row alone (batch invariance). */
 di_status di_llama_forward(di_llama_ctx *c, di_llama_kv *kv, const di_batch *b, float *logits_out,
                            di_threadpool *pool, di_error *err) {
     if (!c || !kv || !b) return di_error_set(err, DI_ERR_INVALID_ARG, "forward: NULL argument");
     const di_llama_model *m = c->m;
     const di_llama_hparams *hp = &m->hp;
+    const di_backend *be = &m->be;
+    const di_backend_ops *op = be->ops;
     if ((uint32_t)kv->n_layer != hp->n_layers || (uint32_t)kv->row_elems != hp->n_heads_kv * hp->head_dim)
         return di_error_set(err, DI_ERR_INVALID_ARG, "forward: kv cache was made for another model");
     if (b->n_rows <= 0) {
@@ -761,9 +608,18 @@ di_status di_llama_forward(di_llama_ctx *c, di_llama_kv *kv, const di_batch *b, 
 
     const int64_t n = b->n_rows, E = hp->n_embd, F = hp->n_ff;
     const int64_t q_dim = (int64_t)hp->n_heads * hp->head_dim, kv_dim = (int64_t)hp->n_heads_kv * hp->head_dim;
+    const float eps = hp->rms_eps;
     for (int32_t i = 0; i < b->n_rows; i++) c->row_blocks[i] = b->block_tables[b->seq[i]];
 
-    run_rows(c, kv, b, STAGE_EMBED_NORM, 0, m->layers[0].attn_norm, pool);
+    /* x = embed(tokens) (gemma3: * sqrt(n_embd)); h = rmsnorm(x); the rows'
+     * RoPE angles, shared by every layer */
+    const di_embed_norm_args en = {
+        .emb = &m->tok_embd, .tokens = b->token, .pos = b->pos, .n_rows = n, .n_embd = E,
+        .scale = m->gemma ? hp->embd_scale : 0.0f, .norm = m->layers[0].attn_norm, .eps = eps, .x = c->x, .h = c->h,
+        .n_rot = (int32_t)hp->n_rot, .rope = {&m->rope, m->inv_freq_swa ? &m->rope_swa : NULL},
+        .cs = {c->rope_cs, c->rope_cs_swa},
+    };
+    op->embed_norm(be, &en, pool);
     for (uint32_t il = 0; il < hp->n_layers; il++) {
         const llama_layer *L = &m->layers[il];
         /* attention block; h = rmsnorm(x) from the previous stage */
@@ -772,8 +628,16 @@ di_status di_llama_forward(di_llama_ctx *c, di_llama_kv *kv, const di_batch *b, 
         const di_matmul_args qkv[3] = {mm_args(&L->wq, c->h, E, c->q, q_dim, n),
                                        mm_args(&L->wk, c->h, E, c->kx, kv_dim, n),
                                        mm_args(&L->wv, c->h, E, c->vx, kv_dim, n)};
-        di_matmul_multi(m->k, qkv, 3, c->mm_scratch, pool);
-        run_rows(c, kv, b, STAGE_ROPE_STORE, (int32_t)il, NULL, pool);
+        op->linear(be, qkv, 3, c->mm_scratch, pool);
+        const di_rope_store_args rs = {
+            .q = c->q, .k = c->kx, .v = c->vx, .pos = b->pos, .n_rows = n, .n_heads = (int32_t)hp->n_heads,
+            .n_heads_kv = (int32_t)hp->n_heads_kv, .head_dim = (int32_t)hp->head_dim, .n_rot = (int32_t)hp->n_rot,
+            .neox = m->rope_neox, .bq = L->bq, .bk = L->bk, .bv = L->bv, .q_norm = L->q_norm, .k_norm = L->k_norm,
+            .eps = eps, .rope = L->local ? &m->rope_swa : &m->rope, .cs = L->local ? c->rope_cs_swa : c->rope_cs,
+            .k_cache = kv->k[il], .v_cache = kv->v[il], .kv_dtype = kv->dtype, .block_size = kv->block_size,
+            .row_blocks = c->row_blocks,
+        };
+        op->rope_store(be, &rs, pool);
         di_attn_args aa = {
             .q = c->q, .n_rows = b->n_rows, .n_heads = (int32_t)hp->n_heads, .n_kv_heads = (int32_t)hp->n_heads_kv,
             .head_dim = (int32_t)hp->head_dim, .scale = hp->attn_scale,
@@ -781,39 +645,31 @@ di_status di_llama_forward(di_llama_ctx *c, di_llama_kv *kv, const di_batch *b, 
             .block_size = kv->block_size, .row_blocks = c->row_blocks, .pos = b->pos, .out = c->att,
             .window = L->local ? (int32_t)hp->sliding_window : 0,
         };
-        if (m->k->ggml) di_attention_ggml(m->k, &aa, n_pos, c->attn_scratch, pool);
-        else di_attention(m->k, &aa, c->attn_scratch, pool);
+        op->attention(be, &aa, n_pos, c->attn_scratch, pool);
         matmul(c, &L->wo, c->att, q_dim, c->h, E, n, pool);
         /* feed-forward block: x += h (gemma3: its post norm first); h = rmsnorm(x) */
-        if (m->gemma) run_rows2(c, kv, b, STAGE_POST_ADD_NORM, (int32_t)il, L->ffn_norm, L->post_attn_norm, pool);
-        else run_rows(c, kv, b, STAGE_ADD_NORM, (int32_t)il, L->ffn_norm, pool);
+        op->add_norm(be, c->x, c->h, m->gemma ? L->post_attn_norm : NULL, L->ffn_norm, n, E, eps, pool);
         if (L->moe) {
-            if ((s = di_llama_moe_forward(&L->experts, m->k, c->h, E, n, c->h, E, &c->moe, pool, err))) return s;
+            if ((s = di_llama_moe_forward(&L->experts, be, c->h, E, n, c->h, E, &c->moe, pool, err))) return s;
         } else {
             const di_matmul_args gate_up[2] = {mm_args(&L->w_gate, c->h, E, c->gate, F, n),
                                                mm_args(&L->w_up, c->h, E, c->up, F, n)};
-            di_matmul_multi(m->k, gate_up, 2, c->mm_scratch, pool);
-            run_rows(c, kv, b, STAGE_SWIGLU, (int32_t)il, NULL, pool);
+            op->linear(be, gate_up, 2, c->mm_scratch, pool);
+            op->glu(be, m->gemma ? DI_GLU_GEGLU : DI_GLU_SWIGLU, c->gate, c->up, n, F, pool);
             matmul(c, &L->w_down, c->gate, F, c->h, E, n, pool);
         }
-        /* x += h, fused with the next layer's attention norm */
+        /* x += h (gemma3: its post norm first), fused with the next layer's
+         * attention norm (none after the last layer) */
         const float *next_norm = il + 1 < hp->n_layers ? m->layers[il + 1].attn_norm : NULL;
-        if (m->gemma) run_rows2(c, kv, b, STAGE_POST_ADD_NORM, (int32_t)il, next_norm, L->post_ffw_norm, pool);
-        else if (next_norm) run_rows(c, kv, b, STAGE_ADD_NORM, (int32_t)il, next_norm, pool);
-        else run_rows(c, kv, b, STAGE_ADD, (int32_t)il, NULL, pool);
+        op->add_norm(be, c->x, c->h, m->gemma ? L->post_ffw_norm : NULL, next_norm, n, E, eps, pool);
     }
-    if (n_want == 0) return DI_OK;
+    if (n_want == 0) return op->check(be, err);
     /* gather the rows that want logits, normalize, project */
-    int64_t j = 0;
-    for (int32_t i = 0; i < b->n_rows; i++)
-        if (b->want_logits[i]) memcpy(c->h + j++ * E, c->x + (int64_t)i * E, (size_t)E * sizeof(float));
-    for (int64_t r = 0; r < n_want; r++) rmsnorm_row(m, c->h + r * E, m->output_norm, c->h + r * E);
+    op->gather_norm(be, c->x, n, E, b->want_logits, m->output_norm, eps, c->h);
     matmul(c, &m->output, c->h, E, logits_out, (int64_t)hp->n_vocab, n_want, pool);
-    if (hp->final_softcap > 0.0f) { /* logits = cap tanh(logits / cap) */
-        const float cap = hp->final_softcap;
-        for (int64_t i = 0; i < n_want * (int64_t)hp->n_vocab; i++) logits_out[i] = cap * tanhf(logits_out[i] / cap);
-    }
-    return DI_OK;
+    /* logits = cap tanh(logits / cap) */
+    if (hp->final_softcap > 0.0f) op->softcap(be, logits_out, n_want * (int64_t)hp->n_vocab, hp->final_softcap);
+    return op->check(be, err);
 }
 
 /* Region i of the cache for block copies (model.h, di_model_kv_block_read):

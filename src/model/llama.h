@@ -22,6 +22,7 @@
 #include "base/threadpool.h"
 #include "engine/batch.h"
 #include "format/gguf.h"
+#include "kernels/backend.h"
 #include "kernels/cpu/kernels.h"
 #include "model/llama_hparams.h"
 
@@ -36,8 +37,9 @@ typedef struct di_llama_ctx di_llama_ctx;
 /* Binds a GGUF of architecture "llama": hyper-parameters and tensors are
  * validated by model/llama_hparams.h, then this checks that the kernels can
  * read every weight dtype and that the features used are implemented (rope
- * scaling none/linear). kernels NULL picks di_cpu_kernels_best(). The caller
- * owns *out. */
+ * scaling none/linear). kernels NULL picks di_cpu_kernels_best(); the model
+ * runs on the CPU backend over them (kernels/backend.h). The caller owns
+ * *out. */
 di_status di_llama_load(const di_gguf *g, const di_cpu_kernels *kernels, di_llama_model **out,
                         di_error *err);
 /* The same from hyper-parameters and tensors validated elsewhere (an HF
@@ -48,7 +50,11 @@ di_status di_llama_load_parts(const di_llama_hparams *hp, const di_llama_tensors
                               const di_cpu_kernels *kernels, di_llama_model **out, di_error *err);
 void di_llama_free(di_llama_model *m);
 const di_llama_hparams *di_llama_hparams_of(const di_llama_model *m);
+/* The CPU kernel table of its backend (NULL on another backend). */
 const di_cpu_kernels *di_llama_kernels(const di_llama_model *m);
+/* The backend every op of its forward runs on (kernels/backend.h): the CPU
+ * backend over the kernels given at load. */
+const di_backend *di_llama_backend(const di_llama_model *m);
 
 /* Paged cache for every layer: K and V of (n_blocks, block_size, n_head_kv,
  * head_dim) elements of dtype DI_DTYPE_F32 or DI_DTYPE_F16. Contents start

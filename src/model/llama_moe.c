@@ -5,11 +5,12 @@
  *      block, gate and up in one dispatch, SwiGLU, down;
  *   3. every row adds w_j * y_j into its accumulator as its experts come,
  *      so the sum runs in ascending expert id for every row.
- * The result is copied to out last, so out may alias h. */
+ * The result is copied to out last, so out may alias h. Every step is an
+ * op of the backend (kernels/backend.h: linear, moe_route, moe_expert);
+ * the expert loop itself runs here, on the host. */
 #include "model/llama_moe.h"
 
 #include "base/alloc.h"
-#include "kernels/cpu/ggml_compat.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -45,12 +46,15 @@ void di_llama_moe_scratch_free(di_llama_moe_scratch *s) {
     free(s);
 }
 
-static di_status bind_mat(const di_gguf_tensor *t, const di_cpu_kernels *k, int64_t n_expert, di_llama_moe_mat *m,
+static di_status bind_mat(const di_gguf_tensor *t, const di_backend *be, int64_t n_expert, di_llama_moe_mat *m,
                           di_error *err) {
     const di_dtype_traits *tr = di_dtype_traits_of(t->dtype);
-    if (!tr || !di_cpu_kernels_supports(k, t->dtype))
-        return di_error_set(err, DI_ERR_UNSUPPORTED, "tensor '%s': dtype %s not supported by the %s kernels", t->name,
-                            tr ? tr->name : "?", k->name);
+    if (!tr || !be->ops->supports(be, t->dtype)) {
+        char name[96];
+        be->ops->describe(be, name, sizeof name);
+        return di_error_set(err, DI_ERR_UNSUPPORTED, "tensor '%s': dtype %s not supported by the %s backend", t->name,
+                            tr ? tr->name : "?", name);
+    }
     uint64_t rb, per, total;
     if (di_dtype_row_bytes(t->dtype, t->ne[0], &rb) != DI_OK || di_mul_overflow_u64(rb, (uint64_t)t->ne[1], &per) ||
         di_mul_overflow_u64(per, (uint64_t)n_expert, &total) || total > t->n_bytes)
@@ -63,14 +67,14 @@ static di_status bind_mat(const di_gguf_tensor *t, const di_cpu_kernels *k, int6
     return DI_OK;
 }
 
-di_status di_llama_moe_bind(const di_llama_hparams *hp, const di_llama_layer_tensors *t, const di_cpu_kernels *k,
+di_status di_llama_moe_bind(const di_llama_hparams *hp, const di_llama_layer_tensors *t, const di_backend *be,
                             di_llama_moe *out, di_error *err) {
     memset(out, 0, sizeof *out);
     di_status s;
     int64_t X = hp->n_expert;
-    if ((s = bind_mat(t->ffn_gate_inp, k, 1, &out->router, err)) ||
-        (s = bind_mat(t->ffn_gate_exps, k, X, &out->gate, err)) || (s = bind_mat(t->ffn_up_exps, k, X, &out->up, err)) ||
-        (s = bind_mat(t->ffn_down_exps, k, X, &out->down, err)))
+    if ((s = bind_mat(t->ffn_gate_inp, be, 1, &out->router, err)) ||
+        (s = bind_mat(t->ffn_gate_exps, be, X, &out->gate, err)) || (s = bind_mat(t->ffn_up_exps, be, X, &out->up, err)) ||
+        (s = bind_mat(t->ffn_down_exps, be, X, &out->down, err)))
         return s;
     out->n_expert = (int32_t)hp->n_expert;
     out->n_used = (int32_t)hp->n_expert_used;
@@ -87,8 +91,8 @@ static int grow(void *pp, int64_t n, size_t size) {
     return 1;
 }
 
-static di_status reserve(const di_llama_moe *moe, int64_t n_rows, int n_threads, di_llama_moe_scratch **sp,
-                         di_error *err) {
+static di_status reserve(const di_llama_moe *moe, const di_backend *be, int64_t n_rows, int n_threads,
+                         di_llama_moe_scratch **sp, di_error *err) {
     di_llama_moe_scratch *s = *sp;
     if (!s) {
         if (!(s = di_calloc(1, sizeof *s))) return di_error_set(err, DI_ERR_NOMEM, "experts: out of memory");
@@ -112,7 +116,7 @@ static di_status reserve(const di_llama_moe *moe, int64_t n_rows, int n_threads,
         s->cap_mm = 0;
     }
     int64_t widest = E > s->n_ff ? E : s->n_ff;
-    int64_t mm = di_matmul_scratch_floats(s->cap_rows, widest, n_threads);
+    int64_t mm = be->ops->linear_scratch_floats(be, s->cap_rows, widest, n_threads);
     if (mm > s->cap_mm) {
         if (!grow(&s->mm, mm, sizeof(float))) {
             s->cap_mm = 0;
@@ -129,41 +133,26 @@ static di_matmul_args expert_args(const di_llama_moe_mat *m, int32_t e, const fl
                             m->n_in, m->n_out};
 }
 
-/* Softmax of one row's router logits p (X), then its top K into sel/sel_w:
- * repeated arg-max, lowest id on ties (llama.cpp's argsort order for equal
- * values is unspecified; ties do not occur with real logits). */
-static void route_row(float *p, int64_t X, int64_t K, bool norm, int32_t *sel, float *sel_w) {
-    di_softmax(p, X);
-    float sum = 0.0f;
-    for (int64_t j = 0; j < K; j++) {
-        int64_t best = -1;
-        for (int64_t e = 0; e < X; e++) {
-            bool taken = false;
-            for (int64_t i = 0; i < j && !taken; i++) taken = sel[i] == e;
-            if (!taken && (best < 0 || p[e] > p[best])) best = e;
-        }
-        sel[j] = (int32_t)best;
-        sel_w[j] = p[best];
-        sum += p[best];
-    }
-    if (norm && sum > 0.0f)
-        for (int64_t j = 0; j < K; j++) sel_w[j] /= sum;
+static di_backend_weight expert_weight(const di_llama_moe_mat *m, int32_t e) {
+    return (di_backend_weight){m->dtype, m->data + (uint64_t)e * m->expert_bytes, m->row_bytes, m->n_in, m->n_out};
 }
 
-di_status di_llama_moe_forward(const di_llama_moe *moe, const di_cpu_kernels *k, const float *h, int64_t ldh,
+di_status di_llama_moe_forward(const di_llama_moe *moe, const di_backend *be, const float *h, int64_t ldh,
                                int64_t n_rows, float *out, int64_t ld_out, di_llama_moe_scratch **scratch,
                                di_threadpool *pool, di_error *err) {
     if (n_rows <= 0) return DI_OK;
     int n_threads = di_threadpool_n_threads(pool);
-    di_status st = reserve(moe, n_rows, n_threads, scratch, err);
+    di_status st = reserve(moe, be, n_rows, n_threads, scratch, err);
     if (st) return st;
     di_llama_moe_scratch *s = *scratch;
+    const di_backend_ops *op = be->ops;
     const int64_t E = moe->gate.n_in, F = moe->gate.n_out, X = moe->n_expert, K = moe->n_used;
 
     di_matmul_args ra = expert_args(&moe->router, 0, h, ldh, s->logits, X, n_rows);
-    di_matmul(k, &ra, s->mm, pool);
-    for (int64_t r = 0; r < n_rows; r++) route_row(s->logits + r * X, X, K, moe->norm, s->sel + r * K, s->sel_w + r * K);
-    memset(s->acc, 0, (size_t)(n_rows * E) * sizeof(float));
+    op->linear(be, &ra, 1, s->mm, pool);
+    /* softmax, top K, weights (lowest id among ties) */
+    op->moe_route(be, s->logits, n_rows, X, K, moe->norm, s->sel, s->sel_w);
+    op->zero(be, s->acc, (size_t)(n_rows * E) * sizeof(float));
 
     for (int32_t e = 0; e < X; e++) {
         int64_t n = 0;
@@ -172,25 +161,16 @@ di_status di_llama_moe_forward(const di_llama_moe *moe, const di_cpu_kernels *k,
                 if (s->sel[r * K + j] == e) {
                     s->rows[n] = (int32_t)r;
                     s->w_rows[n] = s->sel_w[r * K + j];
-                    memcpy(s->xin + n * E, h + r * ldh, (size_t)E * sizeof(float));
                     n++;
                 }
         if (n == 0) continue;
-        const di_matmul_args gu[2] = {expert_args(&moe->gate, e, s->xin, E, s->gate, F, n),
-                                      expert_args(&moe->up, e, s->xin, E, s->up, F, n)};
-        di_matmul_multi(k, gu, 2, s->mm, pool);
-        for (int64_t i = 0; i < n; i++) {
-            if (k->ggml) di_ggml_swiglu(s->gate + i * F, s->up + i * F, F);
-            else di_swiglu(s->gate + i * F, s->up + i * F, F);
-        }
-        di_matmul_args da = expert_args(&moe->down, e, s->gate, F, s->y, E, n);
-        di_matmul(k, &da, s->mm, pool);
-        for (int64_t i = 0; i < n; i++) {
-            float *acc = s->acc + (int64_t)s->rows[i] * E;
-            const float *y = s->y + i * E, w = s->w_rows[i];
-            for (int64_t d = 0; d < E; d++) acc[d] += w * y[d];
-        }
+        const di_moe_expert_args ea = {
+            .x = h, .ldx = ldh, .n_embd = E, .n_ff = F, .rows = s->rows, .w = s->w_rows, .n = n,
+            .gate = expert_weight(&moe->gate, e), .up = expert_weight(&moe->up, e), .down = expert_weight(&moe->down, e),
+            .xin = s->xin, .gate_buf = s->gate, .up_buf = s->up, .y = s->y, .acc = s->acc,
+        };
+        op->moe_expert(be, &ea, s->mm, pool);
     }
-    for (int64_t r = 0; r < n_rows; r++) memcpy(out + r * ld_out, s->acc + r * E, (size_t)E * sizeof(float));
+    for (int64_t r = 0; r < n_rows; r++) op->copy(be, out + r * ld_out, s->acc + r * E, (size_t)E * sizeof(float));
     return DI_OK;
 }

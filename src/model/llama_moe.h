@@ -19,7 +19,7 @@
 
 #include "base/status.h"
 #include "base/threadpool.h"
-#include "kernels/cpu/kernels.h"
+#include "kernels/backend.h"
 #include "model/llama_hparams.h"
 
 #include <stdbool.h>
@@ -43,8 +43,8 @@ typedef struct di_llama_moe {
 } di_llama_moe;
 
 /* Binds layer t's expert tensors (validated by di_llama_validate_tensors)
- * for kernels k. DI_ERR_UNSUPPORTED when k cannot read a dtype. */
-di_status di_llama_moe_bind(const di_llama_hparams *hp, const di_llama_layer_tensors *t, const di_cpu_kernels *k,
+ * for backend be. DI_ERR_UNSUPPORTED when be cannot read a dtype. */
+di_status di_llama_moe_bind(const di_llama_hparams *hp, const di_llama_layer_tensors *t, const di_backend *be,
                             di_llama_moe *out, di_error *err);
 
 /* Scratch of the expert FFN, grown on demand; one per forward context. */
@@ -52,9 +52,9 @@ typedef struct di_llama_moe_scratch di_llama_moe_scratch;
 void di_llama_moe_scratch_free(di_llama_moe_scratch *s);
 
 /* out (n_rows, ld_out) = the expert FFN of h (n_rows, ldh), both n_embd
- * wide. *scratch is created or grown here (NULL at first). ggml selects
- * llama.cpp's SiLU (the "ggml" kernels). */
-di_status di_llama_moe_forward(const di_llama_moe *moe, const di_cpu_kernels *k, const float *h, int64_t ldh,
+ * wide, on backend be (the CPU's "ggml" kernels: llama.cpp's SiLU).
+ * *scratch is created or grown here (NULL at first). */
+di_status di_llama_moe_forward(const di_llama_moe *moe, const di_backend *be, const float *h, int64_t ldh,
                                int64_t n_rows, float *out, int64_t ld_out, di_llama_moe_scratch **scratch,
                                di_threadpool *pool, di_error *err);
 

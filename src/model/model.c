@@ -7,6 +7,7 @@
 #include "base/alloc.h"
 #include "base/mapped_file.h"
 #include "format/gguf.h"
+#include "kernels/backend.h"
 #include "model/deepseek_v4.h"
 #include "model/deepseek_v41.h"
 #include "model/deepseek_v41_vision.h"
@@ -73,6 +74,7 @@ static void llama_facts(const void *impl, di_model_facts *out) {
     out->n_layers = (int32_t)hp->n_layers;
     out->n_embd = (int32_t)hp->n_embd;
     out->kernels = di_llama_kernels(impl)->name;
+    out->device = di_llama_backend(impl)->ops->name;
 }
 static uint64_t llama_kv_bytes(const void *impl, di_dtype dtype) {
     const di_llama_hparams *hp = di_llama_hparams_of(impl);
@@ -118,6 +120,7 @@ static void dsv4_facts(const void *impl, di_model_facts *out) {
     out->n_layers = hp->n_layers;
     out->n_embd = hp->n_embd;
     out->kernels = di_dsv4_kernels(impl)->name;
+    out->device = "cpu";
 }
 static uint64_t dsv4_kv_bytes(const void *impl, di_dtype dtype) { return di_dsv4_kv_bytes_per_token(impl, dtype); }
 static di_status dsv4_kv_create_(const void *impl, int32_t nb, int32_t bs, di_dtype dt, void **out, di_error *err) {
@@ -150,6 +153,7 @@ static void dsv41_facts(const void *impl, di_model_facts *out) {
     out->n_layers = hp->n_layers;
     out->n_embd = hp->n_embd;
     out->kernels = di_dsv41_kernels(impl)->name;
+    out->device = "cpu";
 }
 /* V4.1's KV formats follow its numerics policy, not the engine's f16/f32 choice */
 static uint64_t dsv41_kv_bytes(const void *impl, di_dtype dtype) {
@@ -283,7 +287,16 @@ static di_status open_folder(di_model *m, const char *dir, const di_cpu_kernels 
 
 di_status di_model_open(const char *path, const char *kernels, const char *numerics, di_model **out,
                         di_error *err) {
+    return di_model_open_on(path, kernels, numerics, NULL, out, err);
+}
+
+di_status di_model_open_on(const char *path, const char *kernels, const char *numerics, const char *device,
+                           di_model **out, di_error *err) {
     *out = NULL;
+    /* every architecture runs on the CPU backend; any other device is
+     * refused here, with its reason, before the file is read */
+    di_status ds = di_device_check(device, NULL, err);
+    if (ds != DI_OK) return ds;
     di_model *m = calloc(1, sizeof *m);
     if (!m) return di_error_set(err, DI_ERR_NOMEM, "%s: out of memory", path);
     struct stat st;

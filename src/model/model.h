@@ -33,6 +33,7 @@ typedef struct di_model_facts {
     int32_t n_layers;
     int32_t n_embd;
     const char *kernels;   /* name of the CPU kernel table in use */
+    const char *device;    /* the backend its forward runs on: "cpu" (kernels/backend.h) */
 } di_model_facts;
 
 /* kernels: a table name for di_cpu_kernels_by_name, or NULL for the
@@ -41,6 +42,12 @@ typedef struct di_model_facts {
  * refuse anything but NULL. */
 di_status di_model_open(const char *path, const char *kernels, const char *numerics, di_model **out,
                         di_error *err);
+/* di_model_open on a device: "cpu" (NULL: the default) or "cuda[:N]"
+ * (kernels/backend.h, di_device_check); a device this build cannot run
+ * the model on fails with the reason (DI_ERR_UNSUPPORTED) before the
+ * file is read, a malformed name with DI_ERR_INVALID_ARG. */
+di_status di_model_open_on(const char *path, const char *kernels, const char *numerics, const char *device,
+                           di_model **out, di_error *err);
 void di_model_free(di_model *m);
 void di_model_get_facts(const di_model *m, di_model_facts *out);
 const di_tokenizer *di_model_tokenizer(const di_model *m);

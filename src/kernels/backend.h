@@ -1,0 +1,229 @@
+/* The backend seam: one table of the operations a model forward runs, so a
+ * second backend (CUDA, docs/CUDA.md) slots in without touching the forward.
+ *
+ *   di_backend be;  di_backend_cpu(kernels, &be)       (backend_cpu.c)
+ *   be.ops->linear(&be, parts, n_parts, scratch, pool)  every weight dtype
+ *   be.ops->embed_norm / rope_store / attention / add_norm / glu / ...
+ *
+ * The operations are shaped like the forward's stages, not like single
+ * kernels: each takes a whole batch (n_rows rows) and does every fused step
+ * of its stage, so a device backend issues one launch (or a few) per stage
+ * and the CPU backend keeps its one pool dispatch per stage (same threads,
+ * same bits, same cost as before the seam: backend_cpu.c runs the existing
+ * kernels in their existing order).
+ *
+ * Contract, as the CPU kernels' (kernels/cpu/kernels.h):
+ *  - batch-invariant: a row's result depends on that row only;
+ *  - same bits per backend whatever the batch and thread count.
+ *
+ * Memory. Today every buffer a forward passes (activations, scratch, the
+ * paged KV cache, logits) is host memory that the caller owns; the CPU
+ * backend works in place on it. A device backend adds buffer ops (alloc,
+ * upload, download) and the forward allocates through them: the list of
+ * what that needs is in docs/CUDA.md ("the seam"). The operand structs
+ * di_matmul_args and di_attn_args are the CPU kernels' plain-data ones.
+ *
+ * Ops return void: a backend that can fail at run time (a device) latches
+ * its first error in its context and reports it from `check` after the
+ * forward (the CPU backend cannot fail once its arguments are validated,
+ * and the forwards validate them before the first op). Every op of a table
+ * is set: tests/kernels/test_backend.c checks that no entry is NULL. */
+#ifndef DI_KERNELS_BACKEND_H
+#define DI_KERNELS_BACKEND_H
+
+#include "base/status.h"
+#include "base/threadpool.h"
+#include "kernels/cpu/kernels.h"
+#include "tensor/dtype.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct di_backend di_backend;
+
+/* One RoPE frequency table (a model has one, Gemma 3 a second for its
+ * local layers). inv_freq drives the exact kernels (di_rope_angles); the
+ * ggml numerics recompute the angles from theta_scale, freq_scale and the
+ * optional factors as llama.cpp does (di_ggml_rope). */
+typedef struct di_rope_table {
+    const float *inv_freq;   /* (n_rot / 2) */
+    float theta_scale;       /* powf(base, -2 / n_rot) */
+    float freq_scale;        /* linear scaling, 1 = none */
+    const float *factors;    /* (n_rot / 2) divisors (rope_freqs, LongRoPE), or NULL */
+} di_rope_table;
+
+/* A weight matrix as an operand: (n_out, n_in) rows of row_bytes. */
+typedef struct di_backend_weight {
+    di_dtype dtype;
+    const void *data;
+    uint64_t row_bytes;
+    int64_t n_in, n_out;
+} di_backend_weight;
+
+/* embed_norm: x[r] = dequant(emb row tokens[r]) (* scale when scale != 0);
+ * h[r] = rmsnorm(x[r], norm); and each row's RoPE angles (cos then sin,
+ * n_rot floats) at pos[r] for rope[0] into cs[0] and, when rope[1] is set,
+ * for rope[1] into cs[1] (the ggml numerics compute angles in rope_store
+ * instead and leave cs unwritten). */
+typedef struct di_embed_norm_args {
+    const di_backend_weight *emb; /* (n_vocab, n_embd) */
+    const int32_t *tokens, *pos;  /* (n_rows) */
+    int64_t n_rows, n_embd;
+    float scale;                  /* Gemma's sqrt(n_embd); 0 = none */
+    const float *norm;            /* (n_embd) layer 0's attention norm */
+    float eps;
+    float *x, *h;                 /* (n_rows, n_embd) */
+    int32_t n_rot;
+    const di_rope_table *rope[2]; /* rope[1] NULL: one table */
+    float *cs[2];                 /* (n_rows, n_rot) each */
+} di_embed_norm_args;
+
+/* rope_store: per row, q/k/v += their biases (when bq is set: qwen2), q
+ * and k RMS-normalized per head (when q_norm is set: gemma3, qwen3), RoPE
+ * on q and k (angles cs from embed_norm, or the table for ggml), then k
+ * and v stored into the layer's paged cache at the row's position:
+ * slot = row_blocks[r][pos / block_size] * block_size + pos % block_size. */
+typedef struct di_rope_store_args {
+    float *q, *k, *v;                 /* (n_rows, n_heads * head_dim), (n_rows, n_heads_kv * head_dim) x 2 */
+    const int32_t *pos;               /* (n_rows) */
+    int64_t n_rows;
+    int32_t n_heads, n_heads_kv, head_dim, n_rot;
+    int neox;                         /* 0: adjacent pairs, 1: halves */
+    const float *bq, *bk, *bv;        /* (q_dim), (kv_dim) x 2, or all NULL */
+    const float *q_norm, *k_norm;     /* (head_dim) each, or both NULL */
+    float eps;
+    const di_rope_table *rope;        /* this layer's table */
+    const float *cs;                  /* (n_rows, n_rot) its angles from embed_norm */
+    void *k_cache, *v_cache;          /* (n_blocks, block_size, n_heads_kv, head_dim) */
+    di_dtype kv_dtype;                /* DI_DTYPE_F16 or DI_DTYPE_F32 */
+    int32_t block_size;
+    const int32_t *const *row_blocks; /* (n_rows) -> the row's block table, validated */
+} di_rope_store_args;
+
+typedef enum di_glu_kind {
+    DI_GLU_SWIGLU = 0, /* gate = silu(gate) * up */
+    DI_GLU_GEGLU,      /* gate = gelu_tanh(gate) * up (Gemma) */
+} di_glu_kind;
+
+/* moe_expert: one expert over the rows that chose it: xin[i] = x[rows[i]];
+ * gate, up = xin G, xin U (one dispatch); gate = silu(gate) * up;
+ * y = gate D; acc[rows[i]] += w[i] * y[i]. The caller runs the experts in
+ * ascending id, so every row sums its experts in that order. */
+typedef struct di_moe_expert_args {
+    const float *x;                   /* (n_total, ldx) the FFN input */
+    int64_t ldx, n_embd, n_ff;
+    const int32_t *rows;              /* (n) rows of x, ascending */
+    const float *w;                   /* (n) their weights for this expert */
+    int64_t n;
+    di_backend_weight gate, up, down; /* this expert's (n_ff, n_embd) x 2 and (n_embd, n_ff) */
+    float *xin, *gate_buf, *up_buf, *y; /* (n, n_embd), (n, n_ff) x 2, (n, n_embd) scratch */
+    float *acc;                       /* (n_total, n_embd) */
+} di_moe_expert_args;
+
+typedef struct di_backend_ops {
+    const char *name; /* "cpu", "cuda" */
+    /* Frees what the backend context owns (no-op for the CPU). */
+    void (*release)(di_backend *be);
+    /* A one-line description for `deepinfer info` / bench ("cpu (avx512-q8)"). */
+    void (*describe)(const di_backend *be, char *buf, size_t n);
+    /* The first run-time error since the last call (DI_OK when none). */
+    di_status (*check)(const di_backend *be, di_error *err);
+
+    /* ---- weights ---- */
+    /* True when linear takes weights of dtype. */
+    int (*supports)(const di_backend *be, di_dtype dtype);
+    /* n elements of dtype from src -> f32 dst (norm vectors at load). */
+    void (*dequant)(const di_backend *be, di_dtype dtype, const void *src, float *dst, int64_t n);
+
+    /* ---- linear ---- */
+    /* Scratch floats linear needs for n_rows rows of n_in inputs on n_threads threads. */
+    int64_t (*linear_scratch_floats)(const di_backend *be, int64_t n_rows, int64_t n_in, int n_threads);
+    /* 1..DI_MATMUL_MAX_PARTS matmuls over the same activation rows (q/k/v,
+     * gate/up) in one dispatch; each part's bits as alone (di_matmul_multi). */
+    void (*linear)(const di_backend *be, const di_matmul_args *parts, int n_parts, float *scratch,
+                   di_threadpool *pool);
+
+    /* ---- the forward's row stages ---- */
+    void (*embed_norm)(const di_backend *be, const di_embed_norm_args *a, di_threadpool *pool);
+    void (*rope_store)(const di_backend *be, const di_rope_store_args *a, di_threadpool *pool);
+    /* post NULL: x += h; else h = rmsnorm(h, post), x += h (Gemma's post
+     * norms). Then, norm set: h = rmsnorm(x, norm). x, h (n_rows, n). */
+    void (*add_norm)(const di_backend *be, float *x, float *h, const float *post, const float *norm, int64_t n_rows,
+                     int64_t n, float eps, di_threadpool *pool);
+    /* gate (n_rows, n) = glu(gate, up) elementwise. */
+    void (*glu)(const di_backend *be, di_glu_kind kind, float *gate, const float *up, int64_t n_rows, int64_t n,
+                di_threadpool *pool);
+    /* out (n_want, n) = rmsnorm(the rows r of x (n_rows, n) with want[r], in order, norm). */
+    void (*gather_norm)(const di_backend *be, const float *x, int64_t n_rows, int64_t n, const uint8_t *want,
+                        const float *norm, float eps, float *out);
+    /* x[i] = cap * tanh(x[i] / cap), (n); cap > 0. */
+    void (*softcap)(const di_backend *be, float *x, int64_t n, float cap);
+
+    /* ---- attention over the paged KV cache ---- */
+    /* Scratch floats per pool thread for rows attending over up to n_pos positions. */
+    int64_t (*attention_scratch_floats)(const di_backend *be, int32_t n_heads, int32_t n_kv_heads, int32_t head_dim,
+                                        int32_t block_size, int32_t n_pos);
+    /* di_attention's contract; n_pos bounds a->pos[r] + 1. scratch (n_threads, attention_scratch_floats). */
+    void (*attention)(const di_backend *be, const di_attn_args *a, int32_t n_pos, float *scratch,
+                      di_threadpool *pool);
+
+    /* ---- routed experts ---- */
+    /* Per row of logits (n_rows, n_expert): softmax, then the n_used
+     * largest (lowest id among ties) into sel / sel_w (n_rows, n_used),
+     * renormalized to sum 1 when norm. sel and sel_w are host memory: the
+     * expert loop runs on the host. */
+    void (*moe_route)(const di_backend *be, float *logits, int64_t n_rows, int64_t n_expert, int64_t n_used,
+                      bool norm, int32_t *sel, float *sel_w);
+    void (*moe_expert)(const di_backend *be, const di_moe_expert_args *a, float *scratch, di_threadpool *pool);
+
+    /* ---- memory ---- */
+    void (*copy)(const di_backend *be, void *dst, const void *src, size_t bytes);
+    void (*zero)(const di_backend *be, void *dst, size_t bytes);
+} di_backend_ops;
+
+/* A backend: its table and its context (the CPU's: the kernel table). A
+ * value type; release with ops->release (di_backend_release). */
+struct di_backend {
+    const di_backend_ops *ops;
+    const void *ctx;  /* the CPU backend's const di_cpu_kernels * */
+    void *state;      /* a device backend's mutable context, NULL for the CPU */
+};
+
+/* The CPU backend over kernel table k (NULL: di_cpu_kernels_best()). Cannot fail. */
+void di_backend_cpu(const di_cpu_kernels *k, di_backend *out);
+/* The CPU backend's kernel table (NULL for another backend). */
+const di_cpu_kernels *di_backend_cpu_kernels(const di_backend *be);
+const di_backend_ops *di_backend_cpu_ops(void);
+
+/* What a --device string names: "cpu" (or NULL / ""), "cuda" (device 0) or
+ * "cuda:N". DI_ERR_INVALID_ARG with a message naming the accepted forms for
+ * anything else. */
+typedef enum di_device_kind { DI_DEVICE_CPU = 0, DI_DEVICE_CUDA } di_device_kind;
+di_status di_device_parse(const char *device, di_device_kind *kind, int *index, di_error *err);
+
+/* Checks that device can run a model of architecture arch ("llama",
+ * "deepseek_v4", ...; NULL: not known yet) in this build: DI_OK for the
+ * CPU; for CUDA the clear reason it cannot (DI_ERR_UNSUPPORTED: this build
+ * has no CUDA backend, no CUDA device was found, or the CUDA backend does
+ * not yet implement the model; DI_ERR_RANGE: no such device index), never
+ * a crash. */
+di_status di_device_check(const char *device, const char *arch, di_error *err);
+
+/* A device backend linked into the program registers its opener (the CUDA
+ * one: di_backend_cuda_register, src/kernels/cuda/backend_cuda.c, linked
+ * into the command when CMake builds the CUDA library), so that this
+ * library keeps no link dependency on it. open: device index -> a backend
+ * (released by the caller), or the reason there is none (no driver, no
+ * such device). Call before any engine is created. */
+typedef di_status (*di_backend_open_fn)(int index, di_backend *out, di_error *err);
+void di_backend_register_cuda(di_backend_open_fn open);
+
+/* The name of the first NULL entry of ops (NULL when complete), for the tests. */
+const char *di_backend_ops_missing(const di_backend_ops *ops);
+
+static inline void di_backend_release(di_backend *be) {
+    if (be && be->ops) be->ops->release(be);
+}
+
+#endif

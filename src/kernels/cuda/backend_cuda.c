@@ -1,0 +1,218 @@
+/* The CUDA backend table (kernels/backend.h) over the CUDA kernel library
+ * (cuda_kernels.h). Compiled into libdeepinfer_cuda when CMake builds it
+ * (cmake/cuda.cmake) and registered by the command at start-up
+ * (di_backend_cuda_register), so libdeepinfer itself never links the CUDA
+ * runtime.
+ *
+ * NOT YET BUILT: cmake/cuda.cmake does not compile it yet (docs/CUDA.md,
+ * "Not done yet"); it passes gcc -Werror -fsyntax-only. NEVER RUN ON A GPU. Every op is set (the table passes the completeness
+ * check), but the forwards still hand the backend host buffers (docs/CUDA.md,
+ * "the seam": the buffer and weight-upload ops are not in the table yet), so
+ * di_device_check refuses every model on this backend and no op below is
+ * reached from the engine. The ops that have a kernel call it on the
+ * pointers they are given (device memory by the CUDA library's contract);
+ * the ones without a kernel latch a clear DI_ERR_UNSUPPORTED, reported by
+ * `check`. */
+#include "kernels/backend.h"
+#include "kernels/cuda/backend_cuda.h"
+#include "kernels/cuda/cuda_kernels.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct cuda_state {
+    di_cuda_ctx *ctx;
+    di_status first; /* the first error since the last check */
+    di_error err;
+} cuda_state;
+
+static cuda_state *state_of(const di_backend *be) { return be->state; }
+
+/* Keeps the first error of a step; the forward reads it through check. */
+static void latch(const di_backend *be, di_status s, const di_error *e) {
+    cuda_state *st = state_of(be);
+    if (s == DI_OK || st->first != DI_OK) return;
+    st->first = s;
+    st->err = *e;
+}
+
+static void missing(const di_backend *be, const char *op) {
+    di_error e = {0};
+    snprintf(e.msg, sizeof e.msg, "cuda backend: op '%s' is not implemented yet (docs/CUDA.md)", op);
+    e.code = DI_ERR_UNSUPPORTED;
+    latch(be, DI_ERR_UNSUPPORTED, &e);
+}
+
+static void cuda_release(di_backend *be) {
+    cuda_state *st = state_of(be);
+    if (!st) return;
+    di_cuda_ctx_free(st->ctx);
+    free(st);
+    be->state = NULL;
+}
+
+static void cuda_describe(const di_backend *be, char *buf, size_t n) {
+    char dev[128];
+    di_cuda_ctx_describe(state_of(be)->ctx, dev, sizeof dev);
+    snprintf(buf, n, "cuda: %s", dev);
+}
+
+static di_status cuda_check(const di_backend *be, di_error *err) {
+    cuda_state *st = state_of(be);
+    di_error e = {0};
+    di_status s = di_cuda_sync(st->ctx, &e);
+    latch(be, s, &e);
+    s = st->first;
+    if (s != DI_OK && err) *err = st->err;
+    st->first = DI_OK;
+    return s;
+}
+
+static int cuda_supports(const di_backend *be, di_dtype dtype) {
+    (void)be;
+    return di_cuda_supports_dtype(dtype);
+}
+
+static void cuda_dequant(const di_backend *be, di_dtype dtype, const void *src, float *dst, int64_t n) {
+    di_error e = {0};
+    uint64_t rb = 0;
+    di_status s = di_dtype_row_bytes(dtype, n, &rb);
+    if (s == DI_OK) s = di_cuda_dequant(state_of(be)->ctx, dtype, src, rb, 1, n, dst, &e);
+    latch(be, s, &e);
+}
+
+static int64_t cuda_linear_scratch(const di_backend *be, int64_t n_rows, int64_t n_in, int n_threads) {
+    (void)be, (void)n_rows, (void)n_in, (void)n_threads;
+    return 0; /* the CUDA matmul needs no caller scratch */
+}
+
+static void cuda_linear(const di_backend *be, const di_matmul_args *parts, int n_parts, float *scratch,
+                        di_threadpool *pool) {
+    (void)scratch, (void)pool;
+    for (int i = 0; i < n_parts; i++) { /* each part's bits as alone */
+        const di_matmul_args *p = &parts[i];
+        di_cuda_matmul_args a = {p->dtype, p->w, p->row_bytes, p->x, p->ldx, p->y, p->ldy,
+                                 p->n_rows, p->n_in, p->n_out, DI_CUDA_MM_AUTO};
+        di_error e = {0};
+        latch(be, di_cuda_matmul(state_of(be)->ctx, &a, &e), &e);
+    }
+}
+
+static void cuda_embed_norm(const di_backend *be, const di_embed_norm_args *a, di_threadpool *pool) {
+    (void)a, (void)pool;
+    missing(be, "embed_norm"); /* needs the token ids and RoPE angles uploaded per step */
+}
+
+static void cuda_rope_store(const di_backend *be, const di_rope_store_args *a, di_threadpool *pool) {
+    (void)a, (void)pool;
+    missing(be, "rope_store"); /* needs the slots uploaded and a broadcast bias add */
+}
+
+static void cuda_add_norm(const di_backend *be, float *x, float *h, const float *post, const float *norm,
+                          int64_t n_rows, int64_t n, float eps, di_threadpool *pool) {
+    (void)pool;
+    di_cuda_ctx *c = state_of(be)->ctx;
+    di_error e = {0};
+    di_status s = DI_OK;
+    if (post) s = di_cuda_rmsnorm(c, h, post, h, n_rows, n, eps, &e);
+    if (s == DI_OK) s = di_cuda_add(c, x, h, n_rows * n, &e);
+    if (s == DI_OK && norm) s = di_cuda_rmsnorm(c, x, norm, h, n_rows, n, eps, &e);
+    latch(be, s, &e);
+}
+
+static void cuda_glu(const di_backend *be, di_glu_kind kind, float *gate, const float *up, int64_t n_rows, int64_t n,
+                     di_threadpool *pool) {
+    (void)pool;
+    di_error e = {0};
+    di_cuda_ctx *c = state_of(be)->ctx;
+    di_status s = kind == DI_GLU_GEGLU ? di_cuda_geglu(c, gate, up, n_rows * n, &e)
+                                       : di_cuda_swiglu(c, gate, up, n_rows * n, &e);
+    latch(be, s, &e);
+}
+
+static void cuda_gather_norm(const di_backend *be, const float *x, int64_t n_rows, int64_t n, const uint8_t *want,
+                             const float *norm, float eps, float *out) {
+    (void)x, (void)n_rows, (void)n, (void)want, (void)norm, (void)eps, (void)out;
+    missing(be, "gather_norm"); /* needs the want rows uploaded as indices */
+}
+
+static void cuda_softcap(const di_backend *be, float *x, int64_t n, float cap) {
+    di_error e = {0};
+    latch(be, di_cuda_softcap(state_of(be)->ctx, x, n, cap, &e), &e);
+}
+
+static int64_t cuda_attention_scratch(const di_backend *be, int32_t n_heads, int32_t n_kv_heads, int32_t head_dim,
+                                      int32_t block_size, int32_t n_pos) {
+    (void)be, (void)n_heads, (void)n_kv_heads, (void)head_dim, (void)block_size, (void)n_pos;
+    return 0; /* the context keeps the split workspace */
+}
+
+static void cuda_attention(const di_backend *be, const di_attn_args *a, int32_t n_pos, float *scratch,
+                           di_threadpool *pool) {
+    (void)a, (void)n_pos, (void)scratch, (void)pool;
+    missing(be, "attention"); /* needs the block tables uploaded as (n_seqs, max_blocks) */
+}
+
+static void cuda_moe_route(const di_backend *be, float *logits, int64_t n_rows, int64_t n_expert, int64_t n_used,
+                           bool norm, int32_t *sel, float *sel_w) {
+    (void)logits, (void)n_rows, (void)n_expert, (void)n_used, (void)norm, (void)sel, (void)sel_w;
+    missing(be, "moe_route");
+}
+
+static void cuda_moe_expert(const di_backend *be, const di_moe_expert_args *a, float *scratch, di_threadpool *pool) {
+    (void)a, (void)scratch, (void)pool;
+    missing(be, "moe_expert");
+}
+
+static void cuda_copy(const di_backend *be, void *dst, const void *src, size_t bytes) {
+    (void)dst, (void)src, (void)bytes;
+    missing(be, "copy"); /* the library has host<->device copies only */
+}
+
+static void cuda_zero(const di_backend *be, void *dst, size_t bytes) {
+    di_error e = {0};
+    latch(be, di_cuda_memset(state_of(be)->ctx, dst, 0, bytes, &e), &e);
+}
+
+static const di_backend_ops CUDA_OPS = {
+    .name = "cuda",
+    .release = cuda_release,
+    .describe = cuda_describe,
+    .check = cuda_check,
+    .supports = cuda_supports,
+    .dequant = cuda_dequant,
+    .linear_scratch_floats = cuda_linear_scratch,
+    .linear = cuda_linear,
+    .embed_norm = cuda_embed_norm,
+    .rope_store = cuda_rope_store,
+    .add_norm = cuda_add_norm,
+    .glu = cuda_glu,
+    .gather_norm = cuda_gather_norm,
+    .softcap = cuda_softcap,
+    .attention_scratch_floats = cuda_attention_scratch,
+    .attention = cuda_attention,
+    .moe_route = cuda_moe_route,
+    .moe_expert = cuda_moe_expert,
+    .copy = cuda_copy,
+    .zero = cuda_zero,
+};
+
+/* The opener di_device_check calls: the device's context, or why there is none. */
+static di_status cuda_open(int index, di_backend *out, di_error *err) {
+    memset(out, 0, sizeof *out);
+    cuda_state *st = calloc(1, sizeof *st);
+    if (!st) return di_error_set(err, DI_ERR_NOMEM, "cuda backend: out of memory");
+    di_status s = di_cuda_ctx_create(index, &st->ctx, err);
+    if (s != DI_OK) {
+        free(st);
+        return s;
+    }
+    out->ops = &CUDA_OPS;
+    out->state = st;
+    return DI_OK;
+}
+
+const di_backend_ops *di_backend_cuda_ops(void) { return &CUDA_OPS; }
+
+void di_backend_cuda_register(void) { di_backend_register_cuda(cuda_open); }

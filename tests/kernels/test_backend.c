@@ -1,0 +1,161 @@
+/* kernels/backend.h: the CPU backend's table is complete for every kernel
+ * table, its stage ops give the CPU kernels' bits on any thread count, and
+ * --device names parse or fail with the reason (a CUDA device on this build
+ * is refused clearly, before any model file is read). */
+#include "test_util.h"
+
+#include "base/threadpool.h"
+#include "kernels/backend.h"
+#include "kernels/cpu/ggml_compat.h"
+#include "model/model.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static di_test_rng rng = {0x13198A2E03707344ull};
+static float rndf(void) { return (float)di_test_rand(&rng) / 4294967296.0f * 2.0f - 1.0f; }
+
+static void cpu_table_has_every_op(void **state) {
+    (void)state;
+    const char *tables[] = {"exact", "q8", "ggml", "c", "c-q8"};
+    for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++) {
+        const di_cpu_kernels *k = di_cpu_kernels_by_name(tables[i]);
+        assert_non_null(k);
+        di_backend be;
+        di_backend_cpu(k, &be);
+        const char *missing = di_backend_ops_missing(be.ops);
+        if (missing) fail_msg("cpu backend over %s: op '%s' is NULL", tables[i], missing);
+        assert_ptr_equal(di_backend_cpu_kernels(&be), k);
+        assert_string_equal(be.ops->name, "cpu");
+        char desc[96];
+        be.ops->describe(&be, desc, sizeof desc);
+        assert_non_null(strstr(desc, k->name));
+        di_error err = {0};
+        assert_int_equal(be.ops->check(&be, &err), DI_OK);
+        di_backend_release(&be);
+    }
+    di_backend be;
+    di_backend_cpu(NULL, &be); /* NULL: the best exact table */
+    assert_ptr_equal(di_backend_cpu_kernels(&be), di_cpu_kernels_best());
+    /* a table with a hole is caught */
+    di_backend_ops holed = *di_backend_cpu_ops();
+    holed.moe_expert = NULL;
+    assert_string_equal(di_backend_ops_missing(&holed), "moe_expert");
+    holed = *di_backend_cpu_ops();
+    holed.release = NULL;
+    assert_string_equal(di_backend_ops_missing(&holed), "release");
+}
+
+/* add_norm and glu through the backend equal the kernels called directly,
+ * on 1 and 2 threads, in both numerics */
+static void stage_ops_give_the_kernels_bits(void **state) {
+    (void)state;
+    enum { ROWS = 13, N = 96 };
+    di_threadpool *pool = NULL;
+    di_error err;
+    assert_int_equal(di_threadpool_create(2, &pool, &err), DI_OK);
+    static float x0[ROWS * N], h0[ROWS * N], w[N], post[N], x[ROWS * N], h[ROWS * N], xr[ROWS * N], hr[ROWS * N];
+    for (int i = 0; i < ROWS * N; i++) x0[i] = rndf(), h0[i] = rndf();
+    for (int i = 0; i < N; i++) w[i] = 1.0f + rndf() / 4, post[i] = 1.0f + rndf() / 4;
+    const char *tables[] = {"exact", "ggml"};
+    for (int t = 0; t < 2; t++) {
+        const di_cpu_kernels *k = di_cpu_kernels_by_name(tables[t]);
+        di_backend be;
+        di_backend_cpu(k, &be);
+        for (int threads = 0; threads < 2; threads++) {
+            di_threadpool *p = threads ? pool : NULL;
+            /* x += rmsnorm(h, post); h = rmsnorm(x, w) */
+            memcpy(x, x0, sizeof x);
+            memcpy(h, h0, sizeof h);
+            be.ops->add_norm(&be, x, h, post, w, ROWS, N, 1e-5f, p);
+            memcpy(xr, x0, sizeof xr);
+            memcpy(hr, h0, sizeof hr);
+            for (int r = 0; r < ROWS; r++) {
+                float *xx = xr + r * N, *hh = hr + r * N;
+                if (k->ggml) di_ggml_rmsnorm(hh, post, hh, N, 1e-5f);
+                else di_rmsnorm(hh, post, hh, 1, N, 1e-5f);
+                for (int i = 0; i < N; i++) xx[i] += hh[i];
+                if (k->ggml) di_ggml_rmsnorm(xx, w, hh, N, 1e-5f);
+                else di_rmsnorm(xx, w, hh, 1, N, 1e-5f);
+            }
+            assert_memory_equal(x, xr, sizeof x);
+            assert_memory_equal(h, hr, sizeof h);
+            /* gate = silu(gate) * up */
+            memcpy(x, x0, sizeof x);
+            be.ops->glu(&be, DI_GLU_SWIGLU, x, h0, ROWS, N, p);
+            memcpy(xr, x0, sizeof xr);
+            for (int r = 0; r < ROWS; r++) {
+                if (k->ggml) di_ggml_swiglu(xr + r * N, h0 + r * N, N);
+                else di_swiglu(xr + r * N, h0 + r * N, N);
+            }
+            assert_memory_equal(x, xr, sizeof x);
+            memcpy(x, x0, sizeof x);
+            be.ops->glu(&be, DI_GLU_GEGLU, x, h0, ROWS, N, p);
+            memcpy(xr, x0, sizeof xr);
+            for (int r = 0; r < ROWS; r++) di_geglu(xr + r * N, h0 + r * N, N);
+            assert_memory_equal(x, xr, sizeof x);
+        }
+    }
+    di_threadpool_free(pool);
+}
+
+static void device_names_parse_or_say_what_is_expected(void **state) {
+    (void)state;
+    di_device_kind kind;
+    int index;
+    di_error err = {0};
+    const char *cpu[] = {NULL, "", "cpu"};
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(di_device_parse(cpu[i], &kind, &index, &err), DI_OK);
+        assert_int_equal(kind, DI_DEVICE_CPU);
+        assert_int_equal(di_device_check(cpu[i], "llama", &err), DI_OK);
+    }
+    assert_int_equal(di_device_parse("cuda", &kind, &index, &err), DI_OK);
+    assert_int_equal(kind, DI_DEVICE_CUDA);
+    assert_int_equal(index, 0);
+    assert_int_equal(di_device_parse("cuda:3", &kind, &index, &err), DI_OK);
+    assert_int_equal(kind, DI_DEVICE_CUDA);
+    assert_int_equal(index, 3);
+    const char *bad[] = {"gpu", "CPU", "cuda:", "cuda:x", "cuda:1x", "cuda0", "cuda:-1", "cuda:99999", "cudax", " cpu"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        if (di_device_parse(bad[i], &kind, &index, &err) != DI_ERR_INVALID_ARG) fail_msg("'%s' accepted", bad[i]);
+        assert_non_null(strstr(err.msg, "expected cpu, cuda or cuda:N"));
+        assert_int_equal(di_device_check(bad[i], "llama", &err), DI_ERR_INVALID_ARG);
+    }
+    /* this library has no CUDA backend: a clear refusal, never a crash */
+    assert_int_equal(di_device_check("cuda:1", "llama", &err), DI_ERR_UNSUPPORTED);
+    assert_non_null(strstr(err.msg, "CUDA backend"));
+    assert_non_null(strstr(err.msg, "cuda:1"));
+}
+
+/* the model refuses the device before reading the file: the path need not exist */
+static void model_open_refuses_a_device_it_cannot_run_on(void **state) {
+    (void)state;
+    di_model *m = (di_model *)&m;
+    di_error err = {0};
+    assert_int_equal(di_model_open_on("/nonexistent/model.gguf", NULL, NULL, "cuda", &m, &err), DI_ERR_UNSUPPORTED);
+    assert_null(m);
+    assert_non_null(strstr(err.msg, "CUDA backend"));
+    assert_int_equal(di_model_open_on("/nonexistent/model.gguf", NULL, NULL, "tpu", &m, &err), DI_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.msg, "'tpu'"));
+    /* cpu goes on to the file (which is missing) */
+    assert_int_not_equal(di_model_open_on("/nonexistent/model.gguf", NULL, NULL, "cpu", &m, &err), DI_OK);
+    assert_null(strstr(err.msg, "device"));
+    char path[4096];
+    di_test_path(path, sizeof path, "tests/data/seeds/gguf/tiny_llama.gguf");
+    assert_int_equal(di_model_open_on(path, NULL, NULL, "cpu", &m, &err), DI_OK);
+    di_model_facts f;
+    di_model_get_facts(m, &f);
+    assert_string_equal(f.device, "cpu");
+    di_model_free(m);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(cpu_table_has_every_op),
+        cmocka_unit_test(stage_ops_give_the_kernels_bits),
+        cmocka_unit_test(device_names_parse_or_say_what_is_expected),
+        cmocka_unit_test(model_open_refuses_a_device_it_cannot_run_on),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
