@@ -242,7 +242,7 @@ static di_status read_rope_scaling(const di_hf_config *c, family f, di_llama_hpa
          * both as llama.cpp's converter writes them for phi3 */
         x->longrope = true;
         uint32_t n_pairs = hp->n_rot / 2;
-        double orig = hp->n_ctx_train, af;
+        double orig = hp->n_ctx_train, af = 1.0;
         if (di_hf_config_has(c, "original_max_position_embeddings"))
             s = di_hf_config_get_float(c, "original_max_position_embeddings", 1, DI_LLAMA_MAX_CTX, &orig, err);
         else if (di_hf_config_has(rs, "original_max_position_embeddings"))
