@@ -17,7 +17,6 @@
 #include "base/status.h"
 #include "dist/dist.h"
 #include "sample/rng.h"
-#include "vision/image.h"
 
 #include <math.h>
 #include <pthread.h>

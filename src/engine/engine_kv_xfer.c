@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The model id stamped on (and checked in) every record, and the one-block
+ * scratch buffer: made at the first transfer. Lock held. */
 static di_status ensure_kv_id(di_engine *e, di_error *err) {
     if (e->have_kv_id) return DI_OK;
     if (e->tier) {

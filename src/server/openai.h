@@ -1,4 +1,4 @@
-/* The OpenAI routes' own header, private to the five files that implement
+/* The OpenAI routes' own header, private to the four files that implement
  * them (srv_route_chat, _completions, _responses, _messages, _tokenize,
  * _detokenize, srv_request_prompt):
  *
