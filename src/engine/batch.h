@@ -25,15 +25,16 @@ typedef struct di_batch {
                                     0 (and a NULL table) for a slot with no sequence */
     /* Optional input embeddings (NULL = every row embeds its token): row i
      * reads embd[i] (n_embd floats) instead of the token's row when it is not
-     * NULL. Image positions (DeepSeek-V4.1: token ids vocab + 0..4) carry
-     * their vision rows this way; a model without images rejects them. */
+     * NULL. Image positions (a vision model's image ids past its text
+     * vocabulary) carry their vision rows this way; a model without images
+     * rejects them. */
     const float *const *embd;
-    /* Optional SWA bounded replay (DeepSeek-V4.1 only, NULL = exact): per
-     * sequence slot, the first position its decoder layers run on. Rows
-     * below it go through the encoder layers only (the source layer still
-     * stores their compressed KV) and must not want logits; decoder rows see
-     * window keys from that position on. The engine sets it to
-     * prompt length - keep (docs/BOUNDED_REPLAY.md). */
+    /* Optional SWA bounded replay (models with encoder and decoder layers
+     * only, NULL = exact): per sequence slot, the first position its
+     * decoder layers run on. Rows below it go through the encoder layers
+     * only (the source layer still stores their compressed KV) and must not
+     * want logits; decoder rows see window keys from that position on. The
+     * engine sets it to prompt length - keep (docs/BOUNDED_REPLAY.md). */
     const int32_t *replay_from;
 } di_batch;
 

@@ -16,10 +16,7 @@
 #include "base/alloc.h"
 #include "base/status.h"
 #include "dist/dist.h"
-#include "engine/engine_text.h"
 #include "sample/rng.h"
-#include "text/dsml.h"
-#include "vision/image.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -250,90 +247,11 @@ void di_engine_free(di_engine *e) {
 
 /* ---- submission ------------------------------------------------------- */
 
-/* DeepSeek-V4.1 chats: rendered and encoded by deepseek-recipe's rules
- * (src/text/dsml.h, thinking off): special tokens only where the renderer
- * writes them, so message text cannot inject one. DI_ERR_NOT_FOUND when the
- * tokenizer lacks those special tokens (tiny test checkpoints). */
-static di_status dsml_prompt(di_engine *e, const di_request *r, di_tok_ids *ids, di_error *err) {
-    const char **roles = di_malloc_array(r->n_messages ? r->n_messages : 1, sizeof *roles);
-    const char **contents = di_malloc_array(r->n_messages ? r->n_messages : 1, sizeof *contents);
-    di_status s = roles && contents ? DI_OK : di_error_set(err, DI_ERR_NOMEM, "chat: out of memory");
-    for (size_t i = 0; i < r->n_messages && !s; i++) {
-        roles[i] = r->messages[i].role;
-        contents[i] = r->messages[i].content;
-    }
-    di_dsml_conv *c = NULL;
-    di_dsml_prompt p = {0};
-    if (!s) s = di_dsml_conv_from_messages(roles, contents, r->n_messages, false, &c, err);
-    if (!s) s = di_dsml_render(c, DI_DSML_V41, &p, err);
-    if (!s) s = di_dsml_encode(e->tok, &p, ids, err);
-    di_dsml_prompt_free(&p);
-    di_dsml_conv_free(c);
-    free(roles);
-    free(contents);
-    return s;
-}
-
-/* Builds the prompt token ids of r into *ids (caller frees). */
-static di_status build_prompt(di_engine *e, const di_request *r, di_tok_ids *ids, di_error *err) {
-    int n_sources = (r->messages != NULL) + (r->text != NULL) + (r->tokens != NULL);
-    if (n_sources != 1)
-        return di_error_set(err, DI_ERR_INVALID_ARG,
-                            "request: give exactly one of messages, text or tokens");
-    if (r->tokens) {
-        int32_t nv = di_tok_vocab_size(e->tok);
-        for (size_t i = 0; i < r->n_tokens; i++)
-            if (r->tokens[i] < 0 || r->tokens[i] >= nv)
-                return di_error_set(err, DI_ERR_RANGE, "request: prompt token %zu (%d) outside the vocabulary of %d",
-                                    i, r->tokens[i], nv);
-        ids->data = di_malloc_array(r->n_tokens ? r->n_tokens : 1, sizeof(int32_t));
-        if (!ids->data) return di_error_set(err, DI_ERR_NOMEM, "request: out of memory");
-        memcpy(ids->data, r->tokens, r->n_tokens * sizeof(int32_t));
-        ids->n = ids->cap = r->n_tokens;
-        return DI_OK;
-    }
-    if (r->text) return di_tok_encode(e->tok, r->text, strlen(r->text), true, true, ids, err);
-    di_chat_kind kind = r->chat_template ? di_tok_chat_from_name(r->chat_template) : di_tok_chat_kind(e->tok);
-    if (kind == DI_CHAT_DEEPSEEK41) {
-        di_status ds = dsml_prompt(e, r, ids, err);
-        if (ds != DI_ERR_NOT_FOUND) return ds;
-        ids->n = 0; /* a tokenizer without DeepSeek's special tokens: the text path below */
-        di_error_clear(err);
-    }
-    char *text = NULL;
-    di_status s = di_engine_apply_chat(e, r->chat_template, r->messages, r->n_messages, true, &text, err);
-    if (s) return s;
-    s = di_tok_encode(e->tok, text, strlen(text), false, true, ids, err);
-    free(text);
-    return s;
-}
-
 di_status di_engine_check_constraint(di_engine *e, const di_constraint *c, char *notes, size_t cap,
                                      di_error *err) {
     if (cap) notes[0] = 0;
     if (!e || !c) return di_error_set(err, DI_ERR_INVALID_ARG, "constraint: NULL argument");
     return di_constraint_check(e->constraints, c, notes, cap, err);
-}
-
-di_status di_engine_count_prompt(di_engine *e, const di_request *r, size_t *n_tokens, di_error *err) {
-    *n_tokens = 0;
-    if (!e || !r) return di_error_set(err, DI_ERR_INVALID_ARG, "request: NULL argument");
-    di_tok_ids ids = {0};
-    di_status s = build_prompt(e, r, &ids, err);
-    size_t n = ids.n;
-    /* each image placeholder counts the positions it expands to (no tower) */
-    const int32_t ph = r->n_images ? di_model_image_token(e->model) : -1;
-    for (size_t i = 0; !s && ph >= 0 && i < ids.n; i++) n -= ids.data[i] == ph;
-    for (size_t k = 0; !s && ph >= 0 && k < r->n_images; k++) {
-        int32_t nt = 0;
-        if (!r->images[k].data) s = di_error_set(err, DI_ERR_INVALID_ARG, "request: image %zu has no data", k);
-        else s = di_model_image_n_tokens(e->model, r->images[k].data, r->images[k].n_bytes, &nt, err);
-        if (s) di_error_prefix(err, "image %zu: ", k);
-        n += (size_t)nt;
-    }
-    if (!s) *n_tokens = n;
-    di_tok_ids_free(&ids);
-    return s;
 }
 
 static di_status request_init(di_engine *e, const di_request *r, request *q, di_error *err) {
@@ -377,14 +295,11 @@ static di_status request_init(di_engine *e, const di_request *r, request *q, di_
     return DI_OK;
 }
 
-static di_status expand_images(di_engine *e, const di_request *r, request *q, di_tok_ids *ids, int32_t **key_out,
-                               di_error *err);
-
 di_status di_engine_submit(di_engine *e, const di_request *r, int64_t *id, di_error *err) {
     if (!e || !r) return di_error_set(err, DI_ERR_INVALID_ARG, "submit: NULL argument");
     if (r->max_tokens < 0) return di_error_set(err, DI_ERR_RANGE, "request: max_tokens must be >= 0");
     di_tok_ids ids = {0};
-    di_status s = build_prompt(e, r, &ids, err);
+    di_status s = eng_build_prompt(e, r, &ids, err);
     if (s) {
         di_tok_ids_free(&ids);
         return s;
@@ -410,7 +325,7 @@ di_status di_engine_submit(di_engine *e, const di_request *r, int64_t *id, di_er
         di_tok_ids_free(&ids);
         return di_error_set(err, DI_ERR_NOMEM, "request: out of memory");
     }
-    if (r->n_images && (s = expand_images(e, r, q, &ids, &key, err))) {
+    if (r->n_images && (s = eng_expand_images(e, r, q, &ids, &key, err))) {
         di_tok_ids_free(&ids);
         request_free(e, q);
         return s;
@@ -468,120 +383,6 @@ di_status di_engine_submit(di_engine *e, const di_request *r, int64_t *id, di_er
     di_tok_ids_free(&ids);
     free(key);
     if (s) request_free(e, q);
-    return s;
-}
-
-const char *di_engine_image_placeholder(di_engine *e) {
-    if (!e) return NULL;
-    if (!e->image_placeholder) {
-        int32_t ph = di_model_image_token(e->model);
-        size_t len = 0;
-        const char *t = ph >= 0 ? di_tok_text(e->tok, ph, &len) : NULL;
-        if (t) e->image_placeholder = di_strndup(t, len);
-    }
-    return e->image_placeholder;
-}
-
-/* The preprocessing settings an image's rows depend on besides its bytes
- * and the engine's model: the decode limits (the defaults: requests carry
- * none). Part of the image cache's key. */
-static uint64_t image_cfg_key(void) {
-    di_image_limits lim;
-    di_image_limits_default(&lim);
-    uint64_t v[3] = {lim.max_bytes, lim.max_pixels, (uint64_t)lim.max_side}, h = 1469598103934665603ull;
-    for (int i = 0; i < 3; i++) h = (h ^ v[i]) * 1099511628211ull;
-    return h;
-}
-
-/* One image's ids and rows: from the image cache, else the tower (and
- * then into the cache). */
-static di_status encode_image(di_engine *e, const uint8_t *data, size_t n, int32_t **ids, float **rows,
-                              int32_t *n_tokens, di_error *err) {
-    const uint64_t cfg = image_cfg_key();
-    if (e->image_cache && di_image_cache_get(e->image_cache, cfg, data, n, ids, rows, n_tokens)) return DI_OK;
-    __atomic_fetch_add(&e->n_image_encodes, 1, __ATOMIC_RELAXED);
-    di_status s = di_model_encode_image(e->model, data, n, ids, rows, n_tokens, e->pool, err);
-    if (!s && e->image_cache)
-        di_image_cache_put(e->image_cache, cfg, data, n, *ids, *rows, *n_tokens, e->facts.n_embd);
-    return s;
-}
-
-/* FNV-1a 64 of the image bytes: the prefix-cache key of its positions */
-static uint64_t image_hash(const uint8_t *d, size_t n) {
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; i++) h = (h ^ d[i]) * 1099511628211ull;
-    return h ^ (uint64_t)n;
-}
-
-/* Expands each image placeholder of ids into the image's positions (ids
- * from the model: DeepInfer's vocab + IMAGE, IMAGE_PAD...), keeps their rows
- * in q, and gives the prefix cache a key that hashes the image's bytes there. */
-static di_status expand_images(di_engine *e, const di_request *r, request *q, di_tok_ids *ids, int32_t **key_out,
-                               di_error *err) {
-    *key_out = NULL;
-    const int32_t ph = di_model_image_token(e->model);
-    if (ph < 0) return di_error_set(err, DI_ERR_UNSUPPORTED, "request: this model takes no images");
-    if (r->n_images > DI_IMAGE_DEFAULT_MAX_IMAGES)
-        return di_error_set(err, DI_ERR_RANGE, "request: %zu images, at most %d", r->n_images,
-                            DI_IMAGE_DEFAULT_MAX_IMAGES);
-    if (r->prompt_logprobs) return di_error_set(err, DI_ERR_INVALID_ARG, "request: prompt_logprobs with images");
-    size_t n_ph = 0;
-    for (size_t i = 0; i < ids->n; i++) n_ph += ids->data[i] == ph;
-    if (n_ph != r->n_images)
-        return di_error_set(err, DI_ERR_INVALID_ARG, "request: %zu images but the prompt has %zu image placeholders",
-                            r->n_images, n_ph);
-    const int64_t D = e->facts.n_embd;
-    int32_t *img_ids[DI_IMAGE_DEFAULT_MAX_IMAGES] = {0};
-    float *img_rows[DI_IMAGE_DEFAULT_MAX_IMAGES] = {0};
-    int32_t img_n[DI_IMAGE_DEFAULT_MAX_IMAGES] = {0};
-    di_status s = DI_OK;
-    size_t total = ids->n - n_ph, n_rows = 0;
-    for (size_t k = 0; k < r->n_images && !s; k++) {
-        if (!r->images[k].data) s = di_error_set(err, DI_ERR_INVALID_ARG, "request: image %zu has no data", k);
-        else s = encode_image(e, r->images[k].data, r->images[k].n_bytes, &img_ids[k], &img_rows[k], &img_n[k], err);
-        if (s) di_error_prefix(err, "image %zu: ", k);
-        total += (size_t)img_n[k];
-        n_rows += (size_t)img_n[k];
-    }
-    int32_t *out = NULL, *key = NULL;
-    if (!s) {
-        out = di_malloc_array(total, sizeof(int32_t));
-        key = di_malloc_array(total, sizeof(int32_t));
-        q->img_index = di_malloc_array(total, sizeof(int32_t));
-        q->img_rows = di_malloc_array(n_rows * (size_t)D, sizeof(float));
-        if (!out || !key || !q->img_index || !q->img_rows) s = di_error_set(err, DI_ERR_NOMEM, "request: out of memory");
-    }
-    if (!s) {
-        size_t o = 0, row = 0, k = 0;
-        for (size_t i = 0; i < ids->n; i++) {
-            if (ids->data[i] != ph) {
-                out[o] = key[o] = ids->data[i];
-                q->img_index[o++] = -1;
-                continue;
-            }
-            const uint64_t h = image_hash(r->images[k].data, r->images[k].n_bytes);
-            memcpy(q->img_rows + row * (size_t)D, img_rows[k], (size_t)img_n[k] * (size_t)D * sizeof(float));
-            for (int32_t j = 0; j < img_n[k]; j++, o++, row++) {
-                out[o] = img_ids[k][j];
-                /* any int32 keys the cache: mix the content hash with the offset, off the vocab */
-                key[o] = (int32_t)(((h + (uint64_t)j * 0x9e3779b97f4a7c15ull) >> 33) | 0x40000000u);
-                q->img_index[o] = (int32_t)row;
-            }
-            k++;
-        }
-        free(ids->data);
-        ids->data = out;
-        ids->n = ids->cap = total;
-        out = NULL;
-        *key_out = key;
-        key = NULL;
-    }
-    free(out);
-    free(key);
-    for (size_t k = 0; k < r->n_images; k++) {
-        free(img_ids[k]);
-        free(img_rows[k]);
-    }
     return s;
 }
 
@@ -1194,134 +995,6 @@ void di_engine_get_stats(di_engine *e, di_engine_stats *out) {
     pthread_mutex_unlock(&e->mu);
 }
 
-/* ---- prefill -> decode KV transfer ---------------------------------------- */
-
-static di_status ensure_kv_id(di_engine *e, di_error *err) {
-    if (e->have_kv_id) return DI_OK;
-    if (e->tier) {
-        e->kv_id = di_engine_tier_model_id(e->tier);
-    } else {
-        char flavor[256];
-        eng_kv_flavor(e, e->params.block_size, flavor, sizeof flavor);
-        di_status s = di_kv_model_id(e->params.model_path, flavor, &e->kv_id, err);
-        if (s) return s;
-    }
-    if (!e->xfer_block && !(e->xfer_block = malloc((size_t)di_model_kv_block_bytes(e->kv))))
-        return di_error_set(err, DI_ERR_NOMEM, "kv transfer: out of memory");
-    e->have_kv_id = true;
-    return DI_OK;
-}
-
-di_status di_engine_export_kv(di_engine *e, const int32_t *tokens, size_t n_tokens, uint8_t **out,
-                              size_t *n_out, int32_t *n_blocks, di_error *err) {
-    *out = NULL;
-    *n_out = 0;
-    *n_blocks = 0;
-    if (!e || (!tokens && n_tokens)) return di_error_set(err, DI_ERR_INVALID_ARG, "kv export: NULL argument");
-    if (n_tokens > (size_t)e->n_ctx) n_tokens = (size_t)e->n_ctx;
-    pthread_mutex_lock(&e->mu);
-    di_status s = ensure_kv_id(e, err);
-    int32_t bs = e->params.block_size, max_blocks = (int32_t)(n_tokens / (size_t)bs);
-    int32_t *blocks = s ? NULL : di_malloc_array(max_blocks ? (size_t)max_blocks : 1, sizeof *blocks);
-    if (!s && !blocks) s = di_error_set(err, DI_ERR_NOMEM, "kv export: out of memory");
-    int32_t m = s ? 0 : di_scheduler_match_cached(e->sched, tokens, (int32_t)n_tokens, blocks, max_blocks);
-    uint64_t pay = di_model_kv_block_bytes(e->kv);
-    size_t total = 0;
-    for (int32_t i = 0; i < m && !s; i++) {
-        size_t r = di_kv_record_size((i + 1) * bs, pay);
-        if (!r || total > SIZE_MAX - r) s = di_error_set(err, DI_ERR_RANGE, "kv export: too large");
-        total += r;
-    }
-    uint8_t *buf = (!s && m) ? malloc(total) : NULL;
-    if (!s && m && !buf) s = di_error_set(err, DI_ERR_NOMEM, "kv export: out of memory for %zu bytes", total);
-    /* Cached blocks are never written by a forward, so reading them while
-     * one runs (the lock is dropped during forwards) is safe. */
-    size_t at = 0;
-    for (int32_t i = 0; i < m && !s; i++) {
-        s = di_model_kv_block_read(e->kv, blocks[i], e->xfer_block, err);
-        if (s) break;
-        di_kv_record_write(buf + at, e->kv_id, tokens, (i + 1) * bs, bs, e->xfer_block, pay);
-        at += di_kv_record_size((i + 1) * bs, pay);
-    }
-    pthread_mutex_unlock(&e->mu);
-    free(blocks);
-    if (s) {
-        free(buf);
-        return s;
-    }
-    *out = buf;
-    *n_out = at;
-    *n_blocks = m;
-    return DI_OK;
-}
-
-typedef struct import_fill {
-    di_engine *e;
-    const uint8_t *payload;
-} import_fill;
-
-static bool fill_block(void *user, int32_t block) {
-    import_fill *f = user;
-    return di_model_kv_block_write(f->e->kv, block, f->payload, NULL) == DI_OK;
-}
-
-di_status di_engine_import_kv(di_engine *e, const uint8_t *buf, size_t n, int32_t *n_imported,
-                              int32_t *n_present, di_error *err) {
-    *n_imported = *n_present = 0;
-    if (!e || (!buf && n)) return di_error_set(err, DI_ERR_INVALID_ARG, "kv import: NULL argument");
-    /* Records are parsed from an aligned copy: the view's tokens are int32. */
-    uint8_t *copy = NULL;
-    size_t copy_cap = 0;
-    pthread_mutex_lock(&e->mu);
-    di_status s = ensure_kv_id(e, err);
-    uint64_t pay = di_model_kv_block_bytes(e->kv);
-    size_t at = 0;
-    for (int i = 0; !s && at < n; i++) {
-        size_t len = di_kv_record_peek_size(buf + at, n - at);
-        if (len == 0 || len > n - at) {
-            s = di_error_set(err, DI_ERR_FORMAT, "kv import: record %d at byte %zu is malformed or truncated", i, at);
-            break;
-        }
-        if (len > copy_cap) {
-            uint8_t *nc = realloc(copy, len);
-            if (!nc) { s = di_error_set(err, DI_ERR_NOMEM, "kv import: out of memory"); break; }
-            copy = nc;
-            copy_cap = len;
-        }
-        memcpy(copy, buf + at, len);
-        di_kv_record_view v;
-        s = di_kv_record_parse(copy, len, e->kv_id, e->params.block_size, pay, &v, err);
-        if (s) {
-            di_error_prefix(err, "kv import: record %d: ", i);
-            break;
-        }
-        if (v.n_prefix_tokens > e->n_ctx) {
-            s = di_error_set(err, DI_ERR_RANGE, "kv import: record %d: prefix of %d tokens exceeds the context %d",
-                             i, (int)v.n_prefix_tokens, (int)e->n_ctx);
-            break;
-        }
-        int32_t nv = di_tok_vocab_size(e->tok);
-        for (int32_t k = 0; k < v.n_prefix_tokens && !s; k++)
-            if (v.tokens[k] < 0 || v.tokens[k] >= nv)
-                s = di_error_set(err, DI_ERR_FORMAT, "kv import: record %d: token %d outside the vocabulary", i,
-                                 (int)v.tokens[k]);
-        if (s) break;
-        import_fill f = {e, v.payload};
-        bool present = false;
-        s = di_scheduler_import_block(e->sched, v.tokens, v.n_prefix_tokens, fill_block, &f, &present, err);
-        if (s) {
-            di_error_prefix(err, "record %d: ", i);
-            break;
-        }
-        if (present) (*n_present)++;
-        else (*n_imported)++;
-        at += len;
-    }
-    pthread_mutex_unlock(&e->mu);
-    free(copy);
-    return s;
-}
-
 di_status di_engine_check_integrity(di_engine *e, di_error *err) {
     pthread_mutex_lock(&e->mu);
     di_status s = di_scheduler_check_integrity(e->sched, err);
@@ -1342,55 +1015,4 @@ void di_engine_describe(di_engine *e, di_model_desc *out) {
     out->n_threads = di_threadpool_n_threads(e->pool);
     out->kernels = e->facts.kernels;
     out->device = e->facts.device;
-}
-
-di_status di_engine_tokenize(di_engine *e, const char *text, bool add_special, bool parse_special,
-                             int32_t **ids, size_t *n_ids, di_error *err) {
-    di_tok_ids v = {0};
-    di_status s = di_tok_encode(e->tok, text, strlen(text), add_special, parse_special, &v, err);
-    if (s) {
-        di_tok_ids_free(&v);
-        return s;
-    }
-    *ids = v.data;
-    *n_ids = v.n;
-    return DI_OK;
-}
-
-di_status di_engine_detokenize(di_engine *e, const int32_t *ids, size_t n_ids, char **text,
-                               di_error *err) {
-    size_t len;
-    return di_tok_decode(e->tok, ids, n_ids, false, text, &len, err);
-}
-
-int64_t di_engine_token_piece(di_engine *e, int32_t id, char *buf, size_t size) {
-    /* The vocabulary is read-only after load, so no lock is needed. */
-    return di_tok_piece(e->tok, id, true, buf, size);
-}
-
-const di_tokenizer *di_engine_tokenizer(const di_engine *e) { return e ? e->tok : NULL; }
-
-di_status di_engine_apply_chat(di_engine *e, const char *chat_template, const di_message *msgs,
-                               size_t n_msgs, bool add_generation_prompt, char **text,
-                               di_error *err) {
-    di_chat_kind kind = DI_CHAT_UNKNOWN;
-    if (chat_template) {
-        kind = di_tok_chat_from_name(chat_template);
-        if (kind == DI_CHAT_UNKNOWN)
-            return di_error_set(err, DI_ERR_INVALID_ARG, "unknown chat template '%s'", chat_template);
-    }
-    di_chat_msg *m = di_malloc_array(n_msgs ? n_msgs : 1, sizeof *m);
-    if (!m) return di_error_set(err, DI_ERR_NOMEM, "chat: out of memory");
-    for (size_t i = 0; i < n_msgs; i++) {
-        if (!msgs[i].role || !msgs[i].content) {
-            free(m);
-            return di_error_set(err, DI_ERR_INVALID_ARG, "chat: message %zu has no role or content", i);
-        }
-        m[i].role = msgs[i].role;
-        m[i].content = msgs[i].content;
-    }
-    size_t len;
-    di_status s = di_tok_chat_apply(e->tok, kind, m, n_msgs, add_generation_prompt, text, &len, err);
-    free(m);
-    return s;
 }

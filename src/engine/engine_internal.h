@@ -1,9 +1,13 @@
 /* Internals shared by the src/engine files that implement di_engine.
  * Nothing here is part of the contract in include/deepinfer.h.
  *
- *   engine.c       create/free, submission, events, the step
- *   engine_spec.c  speculative decoding: drafter set-up, proposing drafts
- *                  before the schedule, settling a verify after sampling
+ *   engine.c         create/free, submission, events, the step
+ *   engine_prompt.c  a request's prompt -> ids (tokens, text, chat messages
+ *                    through the text room's di_tok_chat_encode), image
+ *                    placeholders -> image positions; the text helpers
+ *   engine_spec.c    speculative decoding: drafter set-up, proposing drafts
+ *                    before the schedule, settling a verify after sampling
+ *   engine_kv_xfer.c prefill -> decode KV transfer (export / import records)
  *
  * Locking is engine.c's (its top comment): e->mu guards the scheduler and
  * the request list; the eng_spec_* functions are called by the stepping
@@ -148,6 +152,18 @@ static inline double eng_now_ms(void) {
 /* Everything besides the model file that changes the KV bits, written to
  * buf (cap bytes): records of another flavor are another model's. */
 void eng_kv_flavor(const di_engine *e, int32_t block, char *buf, size_t cap);
+
+/* ---- prompts (engine_prompt.c) ---------------------------------------------- */
+
+/* The prompt token ids of r (exactly one of messages, text or tokens) into
+ * *ids (caller frees), image placeholders not yet expanded. No lock. */
+di_status eng_build_prompt(di_engine *e, const di_request *r, di_tok_ids *ids, di_error *err);
+/* Expands each image placeholder of ids into the image's positions (ids
+ * from the model: DeepInfer's vocab + IMAGE, IMAGE_PAD...), keeps their rows
+ * in q (img_rows, img_index), and gives the prefix cache a key that hashes
+ * the image's bytes there (*key_out: (ids->n) malloc'd, caller frees). */
+di_status eng_expand_images(di_engine *e, const di_request *r, request *q, di_tok_ids *ids, int32_t **key_out,
+                            di_error *err);
 
 /* ---- speculative decoding (engine_spec.c) ---------------------------------- */
 

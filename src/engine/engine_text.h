@@ -1,7 +1,7 @@
 /* The engine's tokenizer, for in-tree front ends that render prompts with
- * the text module themselves (src/server/dsml_chat.c: DeepSeek
- * conversations through src/text/dsml.h). Borrowed; lives as long as the
- * engine. Not part of the public API in include/deepinfer.h. */
+ * the text module themselves (the server's chat paths in src/server/).
+ * Borrowed; lives as long as the engine. Not part of the public API in
+ * include/deepinfer.h. */
 #ifndef DI_ENGINE_ENGINE_TEXT_H
 #define DI_ENGINE_ENGINE_TEXT_H
 

@@ -25,6 +25,7 @@
  * Everything else a client sends is checked and refused with a 400 naming
  * the field; nothing is silently dropped. */
 #include "server/dsml_chat.h"
+#include "server/content_parts.h"
 #include "server/think_out.h"
 
 #include "base/alloc.h"
@@ -171,6 +172,38 @@ static void image_mark(const json_t *parts, char mark[48]) {
     }
 }
 
+/* What an image_url part becomes in a DeepSeek message (srv_parts_rules.image). */
+typedef struct image_parts {
+    srv_dsml_opts *o;
+    size_t *n_images;
+    const char *mark;
+} image_parts;
+
+static bool image_piece(void *ctx, json_t *part, const char *param, const char **piece, size_t *len, srv_reply *r) {
+    image_parts *ip = ctx;
+    json_t *iu = json_object_get(part, "image_url");
+    json_t *url = json_object_get(iu, "url");
+    if (!json_is_object(iu) || !json_is_string(url)) {
+        srv_reply_error(r, 400, "invalid_request_error", param, "invalid_type",
+                        "'%s' image_url parts need {\"url\": \"data:image/...;base64,...\"}.", param);
+        return false;
+    }
+    if (ip->o->version == DI_DSML_V4) {
+        /* V4 takes no images: the recipe writes this text instead */
+        *piece = V4_NO_IMAGE;
+    } else if (ip->o->n_images == DI_IMAGE_DEFAULT_MAX_IMAGES) {
+        srv_reply_error(r, 400, "invalid_request_error", param, "too_many_images", "At most %d images per request.",
+                        DI_IMAGE_DEFAULT_MAX_IMAGES);
+        return false;
+    } else {
+        ip->o->image_urls[ip->o->n_images++] = url;
+        (*ip->n_images)++;
+        *piece = ip->mark;
+    }
+    *len = strlen(*piece);
+    return true;
+}
+
 /* content: a string, null, or parts joined by a blank line (the recipe's
  * join): text parts, and image_url parts (user and tool messages) as the
  * image placeholder (V4: the recipe's "[Unsupported Image]" text); their
@@ -187,59 +220,16 @@ static json_t *content_text(const json_t *c, const char *param, bool images_ok, 
         return NULL;
     }
     image_mark(c, mark);
+    image_parts ip = {o, n_images, mark};
+    const srv_parts_rules rules = {
+        .sep = "\n\n",
+        .shape_tail = " parts must be objects with a string 'type'.",
+        .only = images_ok ? "here; only text and image_url" : "here; only text",
+        .image = images_ok ? image_piece : NULL,
+        .ctx = &ip,
+    };
     srv_buf b = {0};
-    size_t k;
-    json_t *part;
-    json_array_foreach(c, k, part) {
-        json_t *type = json_object_get(part, "type"), *text = json_object_get(part, "text");
-        if (!json_is_object(part) || !json_is_string(type)) {
-            srv_buf_free(&b);
-            srv_reply_error(r, 400, "invalid_request_error", param, "invalid_type",
-                            "'%s' parts must be objects with a string 'type'.", param);
-            return NULL;
-        }
-        const char *piece = NULL;
-        size_t piece_len = 0;
-        if (images_ok && !strcmp(json_string_value(type), "image_url")) {
-            json_t *iu = json_object_get(part, "image_url");
-            json_t *url = json_object_get(iu, "url");
-            if (!json_is_object(iu) || !json_is_string(url)) {
-                srv_buf_free(&b);
-                srv_reply_error(r, 400, "invalid_request_error", param, "invalid_type",
-                                "'%s' image_url parts need {\"url\": \"data:image/...;base64,...\"}.", param);
-                return NULL;
-            }
-            if (o->version == DI_DSML_V4) {
-                /* V4 takes no images: the recipe writes this text instead */
-                piece = V4_NO_IMAGE;
-                piece_len = strlen(V4_NO_IMAGE);
-            } else if (o->n_images == DI_IMAGE_DEFAULT_MAX_IMAGES) {
-                srv_buf_free(&b);
-                srv_reply_error(r, 400, "invalid_request_error", param, "too_many_images",
-                                "At most %d images per request.", DI_IMAGE_DEFAULT_MAX_IMAGES);
-                return NULL;
-            } else {
-                o->image_urls[o->n_images++] = url;
-                (*n_images)++;
-                piece = mark;
-                piece_len = strlen(mark);
-            }
-        } else if (strcmp(json_string_value(type), "text") || !json_is_string(text)) {
-            srv_buf_free(&b);
-            srv_reply_error(r, 400, "invalid_request_error", param, "unsupported_content",
-                            "Content parts of type '%.40s' are not supported here; only text%s.",
-                            json_string_value(type), images_ok ? " and image_url" : "");
-            return NULL;
-        } else {
-            piece = json_string_value(text);
-            piece_len = json_string_length(text);
-        }
-        if ((k && !srv_buf_append(&b, "\n\n", 2)) || !srv_buf_append(&b, piece, piece_len)) {
-            srv_buf_free(&b);
-            oom(r);
-            return NULL;
-        }
-    }
+    if (!srv_content_parts_join(c, param, &rules, &b, r)) return NULL;
     json_t *s = json_stringn(b.data ? b.data : "", b.len);
     srv_buf_free(&b);
     if (!s) bad(r, param, "invalid_value", "Content text must be valid UTF-8.");

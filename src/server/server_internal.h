@@ -2,7 +2,11 @@
  * contract in server.h.
  *
  *   http.c           libmicrohttpd glue: limits, routing, bodies, SSE pump
- *   routes_openai.c  JSON requests -> engine requests; OpenAI response shapes
+ *   routes_openai.c  the OpenAI routes: JSON requests -> engine requests
+ *                    (openai_request.c fields, openai_prompt.c prompts,
+ *                    openai_response.c answer shapes; openai.h)
+ *   content_parts.c  a message's content parts joined into one text
+ *                    (the OpenAI routes and dsml_chat.c)
  *   metrics.c        /metrics (Prometheus text), /health, latency histograms
  *   server.c         lifecycle, the engine thread, jobs and their queues
  *

@@ -191,4 +191,15 @@ di_status di_tok_chat_apply(const di_tokenizer *t, di_chat_kind kind, const di_c
                             size_t n_msgs, bool add_generation_prompt, char **out,
                             size_t *out_len, di_error *err);
 
+/* Messages -> prompt ids (appended to *ids; caller frees), ending with the
+ * assistant's turn opened: what a caller holding only plain messages
+ * calls, so that it never names a model family (src/text/chat_prompt.c).
+ * kind DI_CHAT_UNKNOWN means the tokenizer's own. The kind picks the
+ * rendering: DI_CHAT_DEEPSEEK41 through the conversation renderer of
+ * text/dsml.h (special tokens only where it writes them; a tokenizer
+ * lacking them falls back to the template), every other kind through
+ * di_tok_chat_apply, encoded with add_special=false, parse_special=true. */
+di_status di_tok_chat_encode(const di_tokenizer *t, di_chat_kind kind, const di_chat_msg *msgs, size_t n_msgs,
+                             di_tok_ids *ids, di_error *err);
+
 #endif

@@ -280,6 +280,77 @@ static void plain_messages_match_chat_goldens(void **state) {
     json_decref(doc);
 }
 
+/* di_tok_chat_encode, the one call the engine makes for chat messages,
+ * picks the rendering by the chat kind: DI_CHAT_DEEPSEEK41 gives exactly
+ * the conversation renderer's ids (render + encode above) when the
+ * tokenizer has its special tokens, the template's text encoded with
+ * special parsing when it lacks them (tiny checkpoints), and every other
+ * kind the template's; DI_CHAT_UNKNOWN is the tokenizer's own kind. */
+static void chat_encode_picks_renderer_by_kind(void **state) {
+    (void)state;
+    char path[4096];
+    json_t *doc = json_load_file(di_test_path(path, sizeof path, "tests/data/golden/chat/deepseek_v41.json"), 0, NULL);
+    assert_non_null(doc);
+    di_tokenizer *special = load_tok(), *plain = NULL;
+    di_error err = {0};
+    if (di_tok_load(di_test_path(path, sizeof path, "tests/data/golden/deepseek_v41/tiny/tokenizer.json"), &plain,
+                    &err))
+        fail_msg("%s: %s", path, err.msg);
+    const json_t *cases = json_object_get(doc, "cases");
+    for (size_t i = 0; i < json_array_size(cases); i++) {
+        const json_t *msgs = json_object_get(json_array_get(cases, i), "messages");
+        size_t n = json_array_size(msgs);
+        assert_true(n <= 16);
+        di_chat_msg m[16];
+        const char *roles[16], *contents[16];
+        for (size_t k = 0; k < n; k++) {
+            roles[k] = m[k].role = json_string_value(json_object_get(json_array_get(msgs, k), "role"));
+            contents[k] = m[k].content = json_string_value(json_object_get(json_array_get(msgs, k), "content"));
+        }
+        /* with the special tokens: the renderer's ids */
+        di_dsml_conv *c = NULL;
+        di_dsml_prompt p;
+        di_tok_ids want = {0}, got = {0};
+        assert_int_equal(di_dsml_conv_from_messages(roles, contents, n, false, &c, &err), DI_OK);
+        assert_int_equal(di_dsml_render(c, DI_DSML_V41, &p, &err), DI_OK);
+        assert_int_equal(di_dsml_encode(special, &p, &want, &err), DI_OK);
+        assert_int_equal(di_tok_chat_encode(special, DI_CHAT_DEEPSEEK41, m, n, &got, &err), DI_OK);
+        assert_int_equal(got.n, want.n);
+        assert_memory_equal(got.data, want.data, want.n * sizeof *want.data);
+        di_dsml_prompt_free(&p);
+        di_dsml_conv_free(c);
+        /* without them, and for another kind: the template's text */
+        const struct { di_tokenizer *t; di_chat_kind kind; } text_cases[] = {
+            {plain, DI_CHAT_DEEPSEEK41}, {special, DI_CHAT_CHATML}, {plain, DI_CHAT_UNKNOWN}};
+        for (size_t k = 0; k < sizeof text_cases / sizeof text_cases[0]; k++) {
+            di_tokenizer *t = text_cases[k].t;
+            char *text = NULL;
+            di_tok_ids_free(&want);
+            di_tok_ids_free(&got);
+            assert_int_equal(di_tok_chat_apply(t, text_cases[k].kind, m, n, true, &text, NULL, &err), DI_OK);
+            assert_int_equal(di_tok_encode(t, text, strlen(text), false, true, &want, &err), DI_OK);
+            assert_int_equal(di_tok_chat_encode(t, text_cases[k].kind, m, n, &got, &err), DI_OK);
+            assert_int_equal(got.n, want.n);
+            assert_memory_equal(got.data, want.data, want.n * sizeof *want.data);
+            free(text);
+        }
+        di_tok_ids_free(&want);
+        di_tok_ids_free(&got);
+    }
+    /* a message without content is refused, never read: by the
+     * conversation (checked before any special token is looked up) or by
+     * the template path */
+    di_chat_msg bad[] = {{"user", NULL}};
+    di_tok_ids ids = {0};
+    assert_int_equal(di_tok_chat_encode(plain, DI_CHAT_DEEPSEEK41, bad, 1, &ids, &err), DI_ERR_FORMAT);
+    assert_int_equal(di_tok_chat_encode(special, DI_CHAT_DEEPSEEK41, bad, 1, &ids, &err), DI_ERR_FORMAT);
+    assert_int_equal(di_tok_chat_encode(special, DI_CHAT_CHATML, bad, 1, &ids, &err), DI_ERR_INVALID_ARG);
+    di_tok_ids_free(&ids);
+    di_tok_free(plain);
+    di_tok_free(special);
+    json_decref(doc);
+}
+
 /* Feeds out[0..n) cut at the given points (ascending, within (0, n)). */
 static di_dsml_parser *parse_pieces(const char *model, bool thinking, const char *out, size_t n, const size_t *cuts,
                                     size_t n_cuts) {
@@ -379,6 +450,7 @@ int main(void) {
         cmocka_unit_test(large_tool_result_renders),
         cmocka_unit_test(encode_refuses_unknown_special_token),
         cmocka_unit_test(plain_messages_match_chat_goldens),
+        cmocka_unit_test(chat_encode_picks_renderer_by_kind),
         cmocka_unit_test(parse_equals_recipe_at_any_split),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
