@@ -30,6 +30,8 @@
 
 enum { K_Q4_0, K_Q4_1, K_Q8_0, K_Q4_K, K_Q5_0 };
 
+#include "kernels/cpu/gemm_q8_prep.h"
+
 TGT static inline float FN(hsum)(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -89,47 +91,6 @@ TGT static inline ALWAYS __m256i FN(load_u)(int kind, const uint8_t *row, int64_
         if (j & 1) v = _mm256_srli_epi16(v, 4);
         return _mm256_and_si256(v, _mm256_set1_epi8(0x0F));
     }
-    }
-}
-
-/* Per-block scale dw and offset mw of one weight row (nb blocks), exactly
- * as gemm_q8_c.c computes them. */
-TGT static inline ALWAYS void FN(prep)(int kind, const uint8_t *row, int64_t nb, float *dw, float *mw) {
-    switch (kind) {
-    case K_Q4_0:
-        for (int64_t b = 0; b < nb; b++) {
-            dw[b] = _cvtsh_ss(((const di_block_q4_0 *)(const void *)row)[b].d);
-            mw[b] = -8.0f * dw[b];
-        }
-        break;
-    case K_Q4_1:
-        for (int64_t b = 0; b < nb; b++) {
-            const di_block_q4_1 *bl = (const di_block_q4_1 *)(const void *)row + b;
-            dw[b] = _cvtsh_ss(bl->d);
-            mw[b] = _cvtsh_ss(bl->m);
-        }
-        break;
-    case K_Q8_0:
-        for (int64_t b = 0; b < nb; b++) dw[b] = _cvtsh_ss(((const di_block_q8_0 *)(const void *)row)[b].d);
-        break;
-    case K_Q5_0:
-        for (int64_t b = 0; b < nb; b++) {
-            dw[b] = _cvtsh_ss(((const di_block_q5_0 *)(const void *)row)[b].d);
-            mw[b] = -16.0f * dw[b];
-        }
-        break;
-    default:
-        for (int64_t sb = 0; sb < nb / 8; sb++) {
-            const di_block_q4_K *bl = (const di_block_q4_K *)(const void *)row + sb;
-            float d = _cvtsh_ss(bl->d), dmin = _cvtsh_ss(bl->dmin);
-            for (int j = 0; j < 8; j++) {
-                int sc, mn;
-                di_q4_K_scale_min(bl->scales, j, &sc, &mn);
-                dw[sb * 8 + j] = d * (float)sc;
-                mw[sb * 8 + j] = -dmin * (float)mn;
-            }
-        }
-        break;
     }
 }
 
