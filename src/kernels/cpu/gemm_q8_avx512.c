@@ -119,8 +119,18 @@ TGT static inline ALWAYS __m512i load_pair(int kind, const uint8_t *row, int64_t
                                             _mm_loadu_si128((const __m128i *)(const void *)q1), 1);
         return _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(v), _mm256_srli_epi16(v, 4), 1), m4);
     }
-    case K_Q5_0: /* natural order, block b then b+1 */
-        return _mm512_inserti64x4(_mm512_castsi256_si512(load_u32(kind, row, b)), load_u32(kind, row, b + 1), 1);
+    case K_Q5_0: { /* natural order, block b then b+1: byte e of block b+h gets bit e of its qh */
+        const di_block_q5_0 *bl = (const di_block_q5_0 *)(const void *)row + b;
+        uint32_t qh0, qh1;
+        memcpy(&qh0, bl[0].qh, sizeof qh0);
+        memcpy(&qh1, bl[1].qh, sizeof qh1);
+        __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)bl[0].qs)),
+                                            _mm_loadu_si128((const __m128i *)(const void *)bl[1].qs), 1);
+        /* [lo b, lo b+1, hi b, hi b+1] -> quarters 0 2 1 3: [lo b, hi b, lo b+1, hi b+1] */
+        __m512i u = _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(v), _mm256_srli_epi16(v, 4), 1), m4);
+        u = _mm512_shuffle_i64x2(u, u, 0xD8);
+        return _mm512_mask_add_epi8(u, (__mmask64)qh0 | (__mmask64)qh1 << 32, u, _mm512_set1_epi8(16));
+    }
     case K_Q8_0: {
         const di_block_q8_0 *bl = (const di_block_q8_0 *)(const void *)row + b;
         __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(const void *)bl[0].qs)),
