@@ -32,7 +32,7 @@ model-qwen: deps
 testdata:
 	@bash scripts/fetch-testdata.sh
 
-$(BUILD)/Makefile:
+$(BUILD)/Makefile: | deps
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release
 
 build: deps $(BUILD)/Makefile
@@ -51,7 +51,7 @@ test-cuda: build
 	@test -x $(BUILD)/test_cuda || { echo "make test-cuda: $(BUILD) was configured without CUDA (DI_CUDA)"; exit 1; }
 	cd $(BUILD) && DI_CUDA_REQUIRE=1 ctest $(CTEST_ARGS) -R '^test_cuda$$'
 
-$(BUILD_ASAN)/Makefile:
+$(BUILD_ASAN)/Makefile: | deps
 	cmake -S . -B $(BUILD_ASAN) -DCMAKE_BUILD_TYPE=Debug -DDI_SANITIZE=ON -DDI_NATIVE=ON
 
 # Stack use-after-return detection stays off: its fake stack frames do not
@@ -69,7 +69,7 @@ build-clang: deps
 	CC=clang cmake -S . -B $(BUILD_CLANG) -DCMAKE_BUILD_TYPE=Release >/dev/null
 	@cmake --build $(BUILD_CLANG) -j $(JOBS)
 
-$(BUILD_FUZZ)/Makefile:
+$(BUILD_FUZZ)/Makefile: | deps
 	CC=clang cmake -S . -B $(BUILD_FUZZ) -DCMAKE_BUILD_TYPE=Debug -DDI_FUZZ=ON -DDI_NATIVE=OFF
 
 # make fuzz FUZZ_SECONDS=300 runs every fuzz target for that long.

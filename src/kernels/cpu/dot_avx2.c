@@ -336,7 +336,7 @@ const di_cpu_kernels di_cpu_kernels_avx512 = {
     .exact = &di_cpu_kernels_avx512, .q8 = &di_cpu_kernels_avx512_q8,
 };
 const di_cpu_kernels di_cpu_kernels_avx512_q8 = {
-    .name = "avx512-q8", AVX2_FLOAT_ENTRIES, .fused_fp8 = &di_fused_fp8_avx512, .attn_run = di_attn_run_avx512, DI_GEMM_F32_ENTRIES(avx512), DI_GEMM_Q8_ENTRIES(avx512),
+    .name = "avx512-q8", AVX2_FLOAT_ENTRIES, .fused_fp8 = &di_fused_fp8_avx512, .attn_run = di_attn_run_avx512, DI_GEMM_F32_ENTRIES(avx512), DI_GEMM_Q8_ENTRIES_AVX512,
     .exact = &di_cpu_kernels_avx512, .q8 = &di_cpu_kernels_avx512_q8,
 };
 /* AMX: the avx512 exact entries; the int8 twin's gemms are gemm_q8_amx.c. */

@@ -45,9 +45,11 @@
  * q5_0 1 KiB 6.8, 4 KiB 8.5, 8 KiB 8.7; none at all 4.3-4.8. (Earlier, on a
  * 49152 x 576 matrix: 1 KiB ahead 11-16 GB/s per core, 3-4 KiB 16-22.) */
 #define PREFETCH_BYTES 0
-#define PREFETCH_BYTES_Q8_0 8192
+#ifndef GROUP_PREFETCH
+#define GROUP_PREFETCH 1
+#endif
 
-enum { K_Q4_0, K_Q4_1, K_Q8_0, K_Q4_K, K_Q5_0 };
+enum { K_Q4_0, K_Q4_1, K_Q8_0, K_Q4_K, K_Q5_0, K_Q6_K };
 
 #define FN(name) name##_avx512
 #include "kernels/cpu/gemm_q8_prep.h"
@@ -61,7 +63,7 @@ TGT static inline float hsum16(__m512 v) {
 }
 
 static inline int64_t block_bytes(int kind) {
-    return kind == K_Q4_0 ? 18 : kind == K_Q4_1 ? 20 : kind == K_Q8_0 ? 34 : kind == K_Q5_0 ? 22 : 18;
+    return kind == K_Q4_0 ? 18 : kind == K_Q4_1 ? 20 : kind == K_Q8_0 ? 34 : kind == K_Q5_0 ? 22 : kind == K_Q6_K ? 26 : 18; /* Q6_K: 210 / 8, rounded */
 }
 
 /* Q4_0/Q4_1 store each pair as low/high nibble halves (activations
@@ -137,6 +139,17 @@ TGT static inline ALWAYS __m512i load_pair(int kind, const uint8_t *row, int64_t
                                        _mm256_loadu_si256((const __m256i *)(const void *)bl[1].qs), 1);
         return _mm512_xor_si512(v, _mm512_set1_epi8((char)0x80));
     }
+    case K_Q6_K: { /* 32-element block k of a 128 half: ql[32 (k & 1) ..] nibble k >> 1, qh bits 2k, 2k+1 */
+        const di_block_q6_K *bl = (const di_block_q6_K *)(const void *)row + (b >> 3);
+        const int h = (int)((b & 7) >> 2), k = (int)(b & 3); /* k even: the pair is k, k+1 */
+        __m512i lo = _mm512_loadu_si512((const void *)(bl->ql + 64 * h));
+        if (k) lo = _mm512_srli_epi16(lo, 4);
+        const __m256i qh = _mm256_loadu_si256((const __m256i *)(const void *)(bl->qh + 32 * h));
+        __m512i hi = _mm512_inserti64x4(_mm512_castsi256_si512(qh), _mm256_srli_epi16(qh, 2), 1);
+        if (k) hi = _mm512_srli_epi16(hi, 4);
+        hi = _mm512_slli_epi16(_mm512_and_si512(hi, _mm512_set1_epi8(3)), 4);
+        return _mm512_or_si512(_mm512_and_si512(lo, m4), hi); /* q + 32 in 0 .. 63 */
+    }
     default: { /* sub-blocks b, b+1 are the low and high nibbles of 32 bytes */
         const di_block_q4_K *bl = (const di_block_q4_K *)(const void *)row + (b >> 3);
         __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(bl->qs + 32 * ((b & 7) >> 1)));
@@ -161,12 +174,21 @@ TGT static inline ALWAYS void tile(int kind, const int nr, const int nc, const u
      * natural layout b (8 lanes) b+1 (8 lanes) */
     const __m512i pair_idx = nibble_pairs(kind) ? _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1)
                                                 : _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
-    for (int64_t c0 = 0; c0 < nb; c0 += CHUNK) {
-        const int n = nb - c0 < CHUNK ? (int)(nb - c0) : CHUNK;
+    /* Q6_K: a scale per 16 elements (4 lanes), so a chunk is one super-block
+     * of 8 blocks whose 16 sub-block scales fill the scale vector */
+    const int chunk = kind == K_Q6_K ? 8 : CHUNK;
+    const int64_t ldw = kind == K_Q6_K ? 2 * nb : nb; /* floats of dws per weight row */
+    const __m512i sub_idx = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+    for (int64_t c0 = 0; c0 < nb; c0 += chunk) {
+        const int n = nb - c0 < chunk ? (int)(nb - c0) : chunk;
         const __mmask16 k = (__mmask16)((1u << n) - 1);
         __m512 dw[NC], dx[NR];
 #pragma GCC unroll 4
         for (int j = 0; j < nc; j++) {
+            if (kind == K_Q6_K) { /* the offset -32 is in the integer dot */
+                dw[j] = _mm512_loadu_ps(dws + j * ldw + 2 * c0);
+                continue;
+            }
             dw[j] = _mm512_maskz_loadu_ps(k, dws + j * nb + c0);
             const __m512 mw = _mm512_maskz_loadu_ps(k, mws + j * nb + c0);
 #pragma GCC unroll 4
@@ -180,22 +202,29 @@ TGT static inline ALWAYS void tile(int kind, const int nr, const int nc, const u
         for (int p = 0; p + 2 <= n; p += 2) {
             const int64_t b = c0 + p;
             const __m512i idx = _mm512_add_epi32(pair_idx, _mm512_set1_epi32(p));
+            const __m512i widx = kind == K_Q6_K ? _mm512_add_epi32(sub_idx, _mm512_set1_epi32(2 * p)) : idx;
             __m512i u[NC];
             __m512 dwp[NC];
 #pragma GCC unroll 4
             for (int j = 0; j < nc; j++) {
-                if (PREFETCH_BYTES) _mm_prefetch((const char *)w[j] + b * bb + PREFETCH_BYTES, _MM_HINT_T0);
+                if (PREFETCH_BYTES) _mm_prefetch((const char *)w[j] + b * bb + PREFETCH_BYTES, _MM_HINT_T1);
                 u[j] = load_pair(kind, w[j], b);
-                dwp[j] = _mm512_permutexvar_ps(idx, dw[j]);
+                dwp[j] = _mm512_permutexvar_ps(widx, dw[j]);
             }
 #pragma GCC unroll 4
             for (int i = 0; i < nr; i++) {
                 __m512i q = _mm512_loadu_si512((const void *)(x->q + (r0 + i) * x->ldq + 32 * b));
                 if (nibble_pairs(kind)) q = _mm512_shuffle_i64x2(q, q, 0xD8); /* quarters 0 2 1 3 */
                 const __m512 dxp = _mm512_permutexvar_ps(idx, dx[i]);
+                /* Q6_K: each lane starts at -32 times its 4 activations' sum,
+                 * so the dot is exactly that of (q - 32) */
+                const __m512i dp0 = kind == K_Q6_K
+                                        ? _mm512_sub_epi32(_mm512_setzero_si512(),
+                                                           _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(32), q))
+                                        : _mm512_setzero_si512();
 #pragma GCC unroll 4
                 for (int j = 0; j < nc; j++) {
-                    __m512i dp = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u[j], q);
+                    __m512i dp = _mm512_dpbusd_epi32(dp0, u[j], q);
                     acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dp), _mm512_mul_ps(dwp[j], dxp), acc[i][j]);
                 }
             }
@@ -227,13 +256,20 @@ TGT static inline ALWAYS void gemm(int kind, const void *w, uint64_t row_bytes, 
                                    const di_q8_rows *x, int64_t n_rows, int64_t n_in, float *y, int64_t ldy,
                                    float *scratch) {
     const int64_t nb = n_in / DI_Q8_ACT_BLOCK;
-    float *dw = scratch, *mw = scratch + NC * nb; /* (NC, nb) each */
+    /* (NC, nb) each; Q6_K: dw (NC, 2 nb), one scale per 16 elements, no mw */
+    float *dw = scratch, *mw = scratch + NC * nb;
+    const int64_t ldw = kind == K_Q6_K ? 2 * nb : nb;
     for (int64_t o = o0; o < o1; o += NC) {
         int nc = o1 - o < NC ? (int)(o1 - o) : NC;
         const uint8_t *rows[NC];
         for (int j = 0; j < nc; j++) {
             rows[j] = (const uint8_t *)w + (uint64_t)(o + j) * row_bytes;
-            prep_avx512(kind, rows[j], nb, dw + j * nb, mw + j * nb);
+            prep_avx512(kind, rows[j], nb, dw + j * ldw, mw + j * nb);
+        }
+        if (GROUP_PREFETCH && o + NC < o1) { /* the next group's rows, while this one computes */
+            const uint8_t *next = (const uint8_t *)w + (uint64_t)(o + NC) * row_bytes;
+            const uint64_t bytes = (uint64_t)(o1 - o - NC < NC ? o1 - o - NC : NC) * row_bytes;
+            for (uint64_t off = 0; off < bytes; off += 64) _mm_prefetch((const char *)next + off, _MM_HINT_T1);
         }
         if (nc == NC) {
             int64_t r = 0;
@@ -242,7 +278,7 @@ TGT static inline ALWAYS void gemm(int kind, const void *w, uint64_t row_bytes, 
         } else {
             for (int j = 0; j < nc; j++)
                 for (int64_t r = 0; r < n_rows; r++)
-                    tile(kind, 1, 1, rows + j, dw + j * nb, mw + j * nb, nb, x, r, y, ldy, o + j);
+                    tile(kind, 1, 1, rows + j, dw + j * ldw, mw + j * nb, nb, x, r, y, ldy, o + j);
         }
     }
 }
@@ -259,6 +295,7 @@ DEFINE_GEMM(q4_1, K_Q4_1)
 DEFINE_GEMM(q5_0, K_Q5_0)
 DEFINE_GEMM(q8_0, K_Q8_0)
 DEFINE_GEMM(q4_K, K_Q4_K)
+DEFINE_GEMM(q6_K, K_Q6_K)
 
 /* Quantization is the AVX2 one (the same bits in every table). */
 void di_quantize_q8_avx512(const float *x, int8_t *q, float *d, float *s, int64_t n) {

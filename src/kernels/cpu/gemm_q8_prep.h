@@ -39,6 +39,13 @@ TGT static inline ALWAYS void FN(prep)(int kind, const uint8_t *row, int64_t nb,
             mw[b] = -16.0f * dw[b];
         }
         break;
+    case K_Q6_K: /* dw: 2 nb floats, d * scale of each 16-element sub-block; no mw */
+        for (int64_t sb = 0; sb < nb / 8; sb++) {
+            const di_block_q6_K *bl = (const di_block_q6_K *)(const void *)row + sb;
+            const float d = _cvtsh_ss(bl->d);
+            for (int j = 0; j < 16; j++) dw[sb * 16 + j] = d * (float)bl->scales[j];
+        }
+        break;
     default:
         for (int64_t sb = 0; sb < nb / 8; sb++) {
             const di_block_q4_K *bl = (const di_block_q4_K *)(const void *)row + sb;

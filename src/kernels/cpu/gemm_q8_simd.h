@@ -28,7 +28,7 @@
  * blocks ahead keeps the loads in flight (measured: ~2x on this VM). */
 #define PREFETCH_BYTES 1024
 
-enum { K_Q4_0, K_Q4_1, K_Q8_0, K_Q4_K, K_Q5_0 };
+enum { K_Q4_0, K_Q4_1, K_Q8_0, K_Q4_K, K_Q5_0, K_Q6_K }; /* Q6_K: AVX-512 only */
 
 #include "kernels/cpu/gemm_q8_prep.h"
 
