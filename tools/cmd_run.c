@@ -323,7 +323,7 @@ int di_cmd_run(int argc, char **argv) {
     specs[n++] = (di_arg){"-v", "--verbose", DI_ARG_FLAG, &verbose, 0, 0, "print the seed and settings used"};
     specs[n++] = (di_arg){"--system", NULL, DI_ARG_STR, &system, 0, 0, "system message"};
     specs[n++] = (di_arg){"--raw", NULL, DI_ARG_FLAG, &raw, 0, 0, "do not apply the chat template"};
-    specs[n++] = (di_arg){"--chat-template", NULL, DI_ARG_STR, &tmpl, 0, 0, "chatml, llama3, deepseek3, phi3, gemma, mistral, mistral-v1, ..."};
+    specs[n++] = (di_arg){"--chat-template", NULL, DI_ARG_STR, &tmpl, 0, 0, "chatml, llama3, llama2, deepseek3, phi3, gemma, mistral, mistral-v1, mistral-v3-tekken, ..."};
     specs[n++] = (di_arg){"--prompt-ids", NULL, DI_ARG_STR, &prompt_ids, 0, 0, "prompt as token ids (\"0 15 27\")"};
     specs[n++] = (di_arg){"--print-ids", NULL, DI_ARG_FLAG, &print_ids, 0, 0, "print generated token ids, not text"};
     specs[n++] = (di_arg){"--json-schema", NULL, DI_ARG_STR, &schema_file, 0, 0, "constrain output to this JSON Schema file"};
@@ -538,7 +538,7 @@ int di_cmd_chat(int argc, char **argv) {
     di_arg specs[DI_GEN_MAX_SPECS];
     int n = di_gen_opts_specs(&o, specs, 0);
     specs[n++] = (di_arg){"--system", NULL, DI_ARG_STR, &system, 0, 0, "system message"};
-    specs[n++] = (di_arg){"--chat-template", NULL, DI_ARG_STR, &tmpl, 0, 0, "chatml, llama3, deepseek3, phi3, gemma, mistral, mistral-v1, ..."};
+    specs[n++] = (di_arg){"--chat-template", NULL, DI_ARG_STR, &tmpl, 0, 0, "chatml, llama3, llama2, deepseek3, phi3, gemma, mistral, mistral-v1, mistral-v3-tekken, ..."};
     specs[n++] = (di_arg){"-v", "--verbose", DI_ARG_FLAG, &verbose, 0, 0, "print the seed and settings used"};
     const char *pos[1];
     int npos = 0;

@@ -22,11 +22,19 @@
  *              " " + trimmed text + EOS)
  *   Mistral v1 " [/INST]"                           Mistral-7B-Instruct-v0.1 / v0.2,
  *              Mixtral-8x7B-Instruct (no system message; replies + EOS)
- *   Both Mistral templates raise on what they refuse (roles that do not
- *   alternate user / assistant, tool messages without their call ids, a system
- *   message where it has no place); so does di_tok_chat_apply, with
- *   DI_ERR_INVALID_ARG. Mistral's tekken templates ("[INST]" without the
- *   spaces) and Llama 2's are not recognized.
+ *   Mistral v3-tekken  "[INST]" and "[/INST]", neither with a space:
+ *              Mistral-Nemo-Instruct-2407 (v3 without the spaces; replies as
+ *              they are + EOS)
+ *   Mistral v7 "[SYSTEM_PROMPT] " and "[INST] "         Mistral-Large-Instruct-2411
+ *              (system messages where they stand; " " + reply + EOS)
+ *   Llama 2    "[INST]" and "<<SYS>>"              Llama-2-chat: BOS before every
+ *              user turn, the system text in <<SYS>> inside the first one
+ *   The Mistral and Llama 2 templates raise on what they refuse (roles that
+ *   do not alternate user / assistant, tool messages without their call ids,
+ *   a system message where it has no place); so does di_tok_chat_apply, with
+ *   DI_ERR_INVALID_ARG. Mistral's v7-tekken templates (Mistral-Small-3.x:
+ *   "[SYSTEM_PROMPT]" without the spaces, a dated default system prompt)
+ *   are not recognized.
  *
  * ChatML templates that insert a default system prompt when the first
  * message is not a system message (SmolLM2: "You are a helpful AI assistant
@@ -56,9 +64,12 @@ di_chat_kind di_tok_chat_detect(const char *tmpl) {
     if (strstr(tmpl, "<｜User｜>") && strstr(tmpl, "<｜Assistant｜>")) return DI_CHAT_DEEPSEEK3;
     if (strstr(tmpl, "<|user|>") && strstr(tmpl, "<|end|>") && strstr(tmpl, "<|assistant|>")) return DI_CHAT_PHI3;
     if (strstr(tmpl, "<start_of_turn>") && strstr(tmpl, "<end_of_turn>")) return DI_CHAT_GEMMA;
-    if (strstr(tmpl, "[INST]") && strstr(tmpl, "[/INST]") && !strstr(tmpl, "<<SYS>>")) {
+    if (strstr(tmpl, "[INST]") && strstr(tmpl, "[/INST]")) {
+        if (strstr(tmpl, "<<SYS>>")) return DI_CHAT_LLAMA2;
+        if (strstr(tmpl, "[SYSTEM_PROMPT]"))
+            return strstr(tmpl, "[SYSTEM_PROMPT] ") && strstr(tmpl, "[INST] ") ? DI_CHAT_MISTRAL_V7 : DI_CHAT_UNKNOWN;
         if (strstr(tmpl, " [/INST]")) return DI_CHAT_MISTRAL_V1;
-        if (strstr(tmpl, "[INST] ")) return DI_CHAT_MISTRAL;
+        return strstr(tmpl, "[INST] ") ? DI_CHAT_MISTRAL : DI_CHAT_MISTRAL_TEKKEN;
     }
     return DI_CHAT_UNKNOWN;
 }
@@ -74,7 +85,9 @@ static const struct {
     {"phi3", DI_CHAT_PHI3},           {"phi-3", DI_CHAT_PHI3},            {"deepseek-v4.1", DI_CHAT_DEEPSEEK41},
     {"deepseek41", DI_CHAT_DEEPSEEK41}, {"gemma", DI_CHAT_GEMMA},       {"gemma3", DI_CHAT_GEMMA},
     {"mistral", DI_CHAT_MISTRAL},     {"mistral-v3", DI_CHAT_MISTRAL},   {"mistral-v1", DI_CHAT_MISTRAL_V1},
-    {"mixtral", DI_CHAT_MISTRAL_V1},
+    {"mixtral", DI_CHAT_MISTRAL_V1},  {"mistral-v3-tekken", DI_CHAT_MISTRAL_TEKKEN},
+    {"mistral-nemo", DI_CHAT_MISTRAL_TEKKEN}, {"tekken", DI_CHAT_MISTRAL_TEKKEN}, {"mistral-v7", DI_CHAT_MISTRAL_V7},
+    {"llama2", DI_CHAT_LLAMA2},       {"llama-2", DI_CHAT_LLAMA2},
 };
 
 di_chat_kind di_tok_chat_from_name(const char *name) {
@@ -95,6 +108,9 @@ const char *di_tok_chat_name(di_chat_kind k) {
     case DI_CHAT_LLAMA31: return "llama3.1";
     case DI_CHAT_MISTRAL: return "mistral";
     case DI_CHAT_MISTRAL_V1: return "mistral-v1";
+    case DI_CHAT_MISTRAL_TEKKEN: return "mistral-v3-tekken";
+    case DI_CHAT_MISTRAL_V7: return "mistral-v7";
+    case DI_CHAT_LLAMA2: return "llama2";
     default: return "unknown";
     }
 }
@@ -284,14 +300,18 @@ static bool render_gemma(const di_tokenizer *t, const di_chat_msg *m, size_t n, 
  * alternating from a user turn; nothing else (tool messages need call ids
  * the messages here do not carry). */
 static di_status mistral_check(di_chat_kind kind, const di_chat_msg *m, size_t n, di_error *err) {
-    size_t i0 = kind == DI_CHAT_MISTRAL && n > 0 && !strcmp(m[0].role, "system") ? 1 : 0;
+    bool v1 = kind == DI_CHAT_MISTRAL_V1;
+    size_t i0 = !v1 && n > 0 && !strcmp(m[0].role, "system") ? 1 : 0;
     for (size_t i = i0; i < n; i++) {
         bool user = !strcmp(m[i].role, "user");
-        if (!user && strcmp(m[i].role, "assistant"))
+        bool v7_system = kind == DI_CHAT_MISTRAL_V7 && !strcmp(m[i].role, "system");
+        /* Llama 2's template drops other roles, after the alternation check */
+        if (!user && strcmp(m[i].role, "assistant") && !v7_system && kind != DI_CHAT_LLAMA2)
             return di_error_set(err, DI_ERR_INVALID_ARG,
                                 "chat template %s: message %zu has role '%.16s'; only user and assistant turns "
                                 "(after an optional system message%s) are supported",
-                                di_tok_chat_name(kind), i, m[i].role, kind == DI_CHAT_MISTRAL ? "" : ": none in v1");
+                                di_tok_chat_name(kind), i, m[i].role, v1 ? ": none in v1" : "");
+        if (kind == DI_CHAT_MISTRAL_V7) continue; /* v7 does not check the order */
         if (user != ((i - i0) % 2 == 0))
             return di_error_set(err, DI_ERR_INVALID_ARG,
                                 "chat template %s: roles must alternate user/assistant/user/... (message %zu)",
@@ -323,6 +343,60 @@ static bool render_mistral(const di_tokenizer *t, const di_chat_msg *m, size_t n
     return ok;
 }
 
+/* Mistral-Nemo-Instruct-2407's (v3-tekken): v3's turns without the spaces
+ * and the replies untrimmed: BOS; "[INST]text[/INST]"; reply + EOS. */
+static bool render_mistral_tekken(const di_tokenizer *t, const di_chat_msg *m, size_t n, tok_buf *b) {
+    bool ok = t ? put_token(b, t, t->bos) : put(b, "<s>");
+    const char *sys = n > 0 && !strcmp(m[0].role, "system") ? m[0].content : NULL;
+    for (size_t i = sys ? 1 : 0; i < n && ok; i++) {
+        if (!strcmp(m[i].role, "user")) {
+            ok = put(b, "[INST]");
+            if (ok && sys && i == n - 1) ok = put(b, sys) && put(b, "\n\n");
+            ok = ok && put(b, m[i].content) && put(b, "[/INST]");
+        } else {
+            ok = put(b, m[i].content) && put_eos(b, t);
+        }
+    }
+    return ok;
+}
+
+/* Mistral-Large-Instruct-2411's (v7): BOS; each message where it stands:
+ * "[SYSTEM_PROMPT] text[/SYSTEM_PROMPT]", "[INST] text[/INST]",
+ * " " + reply + EOS. */
+static bool render_mistral_v7(const di_tokenizer *t, const di_chat_msg *m, size_t n, tok_buf *b) {
+    bool ok = t ? put_token(b, t, t->bos) : put(b, "<s>");
+    for (size_t i = 0; i < n && ok; i++) {
+        const char *r = m[i].role;
+        if (!strcmp(r, "user")) ok = put(b, "[INST] ") && put(b, m[i].content) && put(b, "[/INST]");
+        else if (!strcmp(r, "system"))
+            ok = put(b, "[SYSTEM_PROMPT] ") && put(b, m[i].content) && put(b, "[/SYSTEM_PROMPT]");
+        else ok = put(b, " ") && put(b, m[i].content) && put_eos(b, t);
+    }
+    return ok;
+}
+
+/* Llama-2-chat's: per user turn BOS + "[INST] " + stripped text + " [/INST]",
+ * the first turn's text being "<<SYS>>\n" + system + "\n<</SYS>>\n\n" +
+ * text when a system message leads (stripped as a whole, as the template
+ * does); replies " " + stripped text + " " + EOS; other roles dropped. */
+static bool render_llama2(const di_tokenizer *t, const di_chat_msg *m, size_t n, tok_buf *b) {
+    const char *sys = n > 0 && !strcmp(m[0].role, "system") ? m[0].content : NULL;
+    size_t i0 = sys ? 1 : 0;
+    bool ok = true;
+    for (size_t i = i0; i < n && ok; i++) {
+        bool user = !strcmp(m[i].role, "user");
+        if (!user && strcmp(m[i].role, "assistant")) continue;
+        tok_buf c = {0};
+        if (i == i0 && sys) ok = put(&c, "<<SYS>>\n") && put(&c, sys) && put(&c, "\n<</SYS>>\n\n");
+        ok = ok && put(&c, m[i].content) && tok_buf_append(&c, "", 1); /* NUL-terminated */
+        if (user) ok = ok && (t ? put_token(b, t, t->bos) : put(b, "<s>")) && put(b, "[INST] ") &&
+                       put_trimmed(b, c.data) && put(b, " [/INST]");
+        else ok = ok && put(b, " ") && put_trimmed(b, c.data) && put(b, " ") && put_eos(b, t);
+        tok_buf_free(&c);
+    }
+    return ok;
+}
+
 /* Mixtral-8x7B-Instruct-v0.1's (Mistral-7B-Instruct-v0.2's) template:
  * BOS; "[INST] text [/INST]"; the reply as it is + EOS. */
 static bool render_mistral_v1(const di_tokenizer *t, const di_chat_msg *m, size_t n, tok_buf *b) {
@@ -342,7 +416,8 @@ di_status di_tok_chat_apply(const di_tokenizer *t, di_chat_kind kind, const di_c
             return di_error_set(err, DI_ERR_INVALID_ARG, "chat template: message %zu has no role or content", i);
     if (kind == DI_CHAT_UNKNOWN && t) kind = t->chat_kind;
     if (kind == DI_CHAT_UNKNOWN) kind = DI_CHAT_CHATML;
-    if (kind == DI_CHAT_MISTRAL || kind == DI_CHAT_MISTRAL_V1) {
+    if (kind == DI_CHAT_MISTRAL || kind == DI_CHAT_MISTRAL_V1 || kind == DI_CHAT_MISTRAL_TEKKEN ||
+        kind == DI_CHAT_MISTRAL_V7 || kind == DI_CHAT_LLAMA2) {
         di_status s = mistral_check(kind, msgs, n_msgs, err);
         if (s) return s;
     }
@@ -351,6 +426,9 @@ di_status di_tok_chat_apply(const di_tokenizer *t, di_chat_kind kind, const di_c
     switch (kind) {
     case DI_CHAT_MISTRAL: ok = render_mistral(t, msgs, n_msgs, &b); break;
     case DI_CHAT_MISTRAL_V1: ok = render_mistral_v1(t, msgs, n_msgs, &b); break;
+    case DI_CHAT_MISTRAL_TEKKEN: ok = render_mistral_tekken(t, msgs, n_msgs, &b); break;
+    case DI_CHAT_MISTRAL_V7: ok = render_mistral_v7(t, msgs, n_msgs, &b); break;
+    case DI_CHAT_LLAMA2: ok = render_llama2(t, msgs, n_msgs, &b); break;
     case DI_CHAT_LLAMA3: ok = render_llama3(t, msgs, n_msgs, add_generation_prompt, &b); break;
     case DI_CHAT_DEEPSEEK3: ok = render_deepseek(t, msgs, n_msgs, add_generation_prompt, &b); break;
     case DI_CHAT_PHI3: ok = render_phi3(t, msgs, n_msgs, add_generation_prompt, &b); break;

@@ -157,6 +157,10 @@ typedef enum di_chat_kind {
                           * in front of the last user turn */
     DI_CHAT_MISTRAL_V1,  /* Mistral-7B-Instruct-v0.1 / v0.2, Mixtral-8x7B-Instruct: <s>[INST] ... [/INST]reply</s>,
                           * no system messages */
+    DI_CHAT_MISTRAL_TEKKEN, /* Mistral-Nemo-Instruct-2407 (v3-tekken): v3 without the spaces,
+                             * <s>[INST]...[/INST]reply</s> */
+    DI_CHAT_MISTRAL_V7,  /* Mistral-Large-Instruct-2411: [SYSTEM_PROMPT] ...[/SYSTEM_PROMPT][INST] ...[/INST] reply</s> */
+    DI_CHAT_LLAMA2,      /* Llama-2-chat: <s>[INST] <<SYS>>\n...\n<</SYS>>\n\n... [/INST] reply </s> */
 } di_chat_kind;
 
 typedef struct di_chat_msg {
@@ -168,7 +172,8 @@ typedef struct di_chat_msg {
 di_chat_kind di_tok_chat_detect(const char *template_text);
 /* "chatml", "llama3", "llama3.1", "deepseek3" (also "deepseek-v3",
  * "deepseek-v4"), "phi3", "deepseek-v4.1", "gemma", "mistral" (also
- * "mistral-v3"), "mistral-v1" (also "mixtral");
+ * "mistral-v3"), "mistral-v1" (also "mixtral"), "mistral-v3-tekken" (also
+ * "mistral-nemo", "tekken"), "mistral-v7", "llama2" (also "llama-2");
  * DI_CHAT_UNKNOWN for anything else. */
 di_chat_kind di_tok_chat_from_name(const char *name);
 const char *di_tok_chat_name(di_chat_kind k);

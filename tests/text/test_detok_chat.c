@@ -232,6 +232,57 @@ static void chat_matches_jinja_goldens(void **state) {
     json_decref(root);
 }
 
+/* The [INST] templates of chat_inst.json (Mistral-Nemo, Mistral-Large-2411,
+ * Llama-2-chat): each recognized from the text the model ships, each case
+ * rendered byte for byte as jinja does, or refused where the template
+ * raises. No tokenizer: BOS / EOS are "<s>" / "</s>", as in the goldens. */
+static void chat_inst_templates_match_jinja(void **state) {
+    (void)state;
+    char path[4096];
+    json_error_t je;
+    json_t *root = json_load_file(di_test_path(path, sizeof path, "tests/data/golden/tokenizer/chat_inst.json"), 0, &je);
+    assert_non_null(root);
+    json_t *tmpls = json_object_get(json_object_get(root, "manifest"), "templates");
+    size_t i, rendered = 0, refused = 0;
+    json_t *c;
+    json_array_foreach(json_object_get(root, "cases"), i, c) {
+        const char *name = json_string_value(json_object_get(c, "template"));
+        const char *text = json_string_value(json_object_get(json_object_get(tmpls, name), "text"));
+        di_chat_kind kind = di_tok_chat_detect(text);
+        if (kind != di_tok_chat_from_name(name) || strcmp(di_tok_chat_name(kind), name))
+            fail_msg("case %zu: the %s template is detected as %s", i, name, di_tok_chat_name(kind));
+        json_t *msgs = json_object_get(c, "messages");
+        size_t n = json_array_size(msgs);
+        di_chat_msg *m = calloc(n ? n : 1, sizeof *m);
+        for (size_t k = 0; k < n; k++) {
+            m[k].role = json_string_value(json_object_get(json_array_get(msgs, k), "role"));
+            m[k].content = json_string_value(json_object_get(json_array_get(msgs, k), "content"));
+        }
+        char *out = NULL;
+        di_error err = {0};
+        bool gen = json_is_true(json_object_get(c, "add_generation_prompt"));
+        di_status s = di_tok_chat_apply(NULL, kind, m, n, gen, &out, NULL, &err);
+        const char *want = json_string_value(json_object_get(c, "text"));
+        if (want) {
+            if (s) fail_msg("%s case %zu: %s", name, i, err.msg);
+            if (strcmp(out, want)) fail_msg("%s case %zu:\nwant [%s]\ngot  [%s]", name, i, want, out);
+            rendered++;
+        } else {
+            if (s != DI_ERR_INVALID_ARG) fail_msg("%s case %zu: jinja raises, we gave [%s]", name, i, out ? out : "");
+            refused++;
+        }
+        free(out);
+        free(m);
+    }
+    print_message("[INST] goldens: %zu rendered, %zu refused\n", rendered, refused);
+    assert_true(rendered >= 20 && refused >= 5);
+    /* Mistral-Small-3.x (v7-tekken: no spaces, a dated default system
+     * prompt) is not one of them: not recognized rather than rendered wrong */
+    assert_int_equal(di_tok_chat_detect("[SYSTEM_PROMPT]' + s + '[/SYSTEM_PROMPT][INST]' + u + '[/INST]"),
+                     DI_CHAT_UNKNOWN);
+    json_decref(root);
+}
+
 static void chat_kinds_by_text_and_name(void **state) {
     (void)state;
     assert_int_equal(di_tok_chat_detect("{{'<|im_start|>' + role}}"), DI_CHAT_CHATML);
@@ -310,6 +361,7 @@ int main(void) {
         cmocka_unit_test(leading_space_is_dropped_once),
         cmocka_unit_test(stop_string_spanning_tokens_is_found),
         cmocka_unit_test(chat_matches_jinja_goldens),
+        cmocka_unit_test(chat_inst_templates_match_jinja),
         cmocka_unit_test(chat_kinds_by_text_and_name),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
