@@ -98,6 +98,12 @@ def model_facts(bin_path, model):
     m = re.search(r"^tensors:\s+\d+\s+\(([0-9.]+) MiB\)", out, re.M)
     f = {k: num(k) for k in ["layers", "hidden", "heads", "kv heads", "head dim", "ffn", "vocab"]}
     f["weight_bytes"] = float(m.group(1)) * 1024 * 1024 if m else os.path.getsize(model)
+    # routed experts: decode reads only the chosen experts' rows, so its
+    # bound counts the expert tensors at top-k / n (`deepinfer info`)
+    act = re.search(r"^active per token:\s+([0-9.]+) MiB", out, re.M)
+    f["all_weight_bytes"] = f["weight_bytes"]
+    if act:
+        f["weight_bytes"] = float(act.group(1)) * 1024 * 1024
     types = re.findall(r"^\s+(\w+)\s+(\d+) tensors", out, re.M)
     f["types"] = {t: int(n) for t, n in types}
     return f
@@ -432,6 +438,9 @@ def main():
                     sh["llama.cpp"]["best_read_gbs"], sh["llama.cpp"]["best_read_gbs"] * 1e9 / f["weight_bytes"])
             else:
                 share = ""
+            if share and not t.startswith("pp") and f["weight_bytes"] != f["all_weight_bytes"]:
+                share += " [active experts' bytes only: %.1f of %.1f MiB]" % (
+                    f["weight_bytes"] / 2 ** 20, f["all_weight_bytes"] / 2 ** 20)
             r.setdefault("ratios", {})[t] = {k: (o / lv if lv > 0 else None) for k, o in zip(a.kernels, ov)}
             lines.append("| %s | %s | %s | %.1f | %s | %s |" % (
                 os.path.basename(r["model"]), t, " | ".join("%.1f [%.1f-%.1f]" % (

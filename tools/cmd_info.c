@@ -113,6 +113,22 @@ static void print_tensor_summary(const di_gguf *g) {
                    (double)bytes[d] / MIB);
 }
 
+/* For a routed-experts model: the weight bytes one decoded token reads,
+ * the stacked expert tensors (ffn_*_exps) counted at n_used / n_expert,
+ * so decode can be held to the bound of what it must read. */
+static void print_active_bytes(const di_gguf *g, const di_llama_hparams *hp) {
+    if (!hp->n_expert) return;
+    uint64_t experts = 0, total = 0;
+    for (uint64_t i = 0; i < di_gguf_tensor_count(g); i++) {
+        const di_gguf_tensor *t = di_gguf_tensor_at(g, i);
+        total += t->n_bytes;
+        if (strstr(t->name, "_exps.")) experts += t->n_bytes;
+    }
+    double active = (double)(total - experts) + (double)experts * hp->n_expert_used / hp->n_expert;
+    printf("active per token: %.2f MiB (experts %.2f MiB counted at top %" PRIu32 " of %" PRIu32 ")\n",
+           active / MIB, (double)experts / MIB, hp->n_expert_used, hp->n_expert);
+}
+
 static int info_gguf(const char *path) {
     di_error err = {0};
     di_gguf *g = NULL;
@@ -135,6 +151,7 @@ static int info_gguf(const char *path) {
     if (s == DI_OK) print_hparams(&hp);
     print_tokenizer(g, s == DI_OK ? &hp : NULL);
     print_tensor_summary(g);
+    if (s == DI_OK) print_active_bytes(g, &hp);
     if (s == DI_OK) {
         s = di_llama_validate_tensors(g, &hp, &lt, &err);
         if (s == DI_OK) printf("output:          %s\n", lt.tied_output ? "tied to token_embd" : "separate");
