@@ -20,6 +20,7 @@
 #include <float.h>
 #include <jansson.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -285,11 +286,39 @@ static const char *config_token(const json_t *cfg, const char *key) {
     return NULL;
 }
 
+/* chat_template.jinja beside tokenizer_config.json (where transformers
+ * 4.50+ saves the template instead of the config's chat_template):
+ * malloc'd text, or NULL when absent, unreadable or over 1 MiB. */
+#define TEMPLATE_FILE_MAX (1u << 20)
+static char *read_template_file(const char *cfg_path) {
+    const char *slash = strrchr(cfg_path, '/');
+    size_t dl = slash ? (size_t)(slash - cfg_path) + 1 : 0;
+    char *path = malloc(dl + sizeof "chat_template.jinja");
+    if (!path) return NULL;
+    memcpy(path, cfg_path, dl);
+    memcpy(path + dl, "chat_template.jinja", sizeof "chat_template.jinja");
+    FILE *f = fopen(path, "rb");
+    free(path);
+    if (!f) return NULL;
+    char *buf = malloc(TEMPLATE_FILE_MAX + 1);
+    size_t n = buf ? fread(buf, 1, TEMPLATE_FILE_MAX + 1, f) : 0;
+    fclose(f);
+    if (!buf || n > TEMPLATE_FILE_MAX || memchr(buf, 0, n)) {
+        free(buf);
+        return NULL;
+    }
+    buf[n] = 0;
+    return buf;
+}
+
 static di_status load_config(di_tokenizer *t, const char *cfg_path, di_error *err) {
     struct stat st;
     if (stat(cfg_path, &st) != 0) return DI_OK; /* optional */
     json_error_t je;
-    json_t *cfg = json_load_file(cfg_path, 0, &je);
+    /* integers as reals: transformers writes model_max_length as 1e30
+     * spelled out (VERY_LARGE_INTEGER), past what jansson's integers
+     * hold; nothing read here is an integer */
+    json_t *cfg = json_load_file(cfg_path, JSON_DECODE_INT_AS_REAL, &je);
     if (!cfg) return di_error_set(err, DI_ERR_FORMAT, "%s:%d: %s", cfg_path, je.line, je.text);
     const char *b = config_token(cfg, "bos_token"), *e = config_token(cfg, "eos_token");
     if (b) t->bos = di_tok_find(t, b, strlen(b));
@@ -307,9 +336,10 @@ static di_status load_config(di_tokenizer *t, const char *cfg_path, di_error *er
         }
     }
     di_status s = DI_OK;
-    if (tmpl) {
+    char *file_tmpl = tmpl ? NULL : read_template_file(cfg_path);
+    if (tmpl || file_tmpl) {
         free(t->chat_template);
-        t->chat_template = di_strdup(tmpl);
+        t->chat_template = file_tmpl ? file_tmpl : di_strdup(tmpl);
         if (!t->chat_template) s = di_error_set(err, DI_ERR_NOMEM, "tokenizer: out of memory");
         t->chat_kind = di_tok_chat_detect(t->chat_template);
     }

@@ -163,6 +163,48 @@ static void bad_model_sections_are_errors(void **state) {
     unlink(path);
 }
 
+static void write_file(const char *dir, const char *name, const char *text) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+/* What transformers 4.50+ writes with save_pretrained (found on a real
+ * Qwen 2.5 folder, scripts/gen_hf_qwen_real.py): model_max_length spelled
+ * out as 10^30 (past any JSON integer jansson holds) and the template in
+ * chat_template.jinja instead of tokenizer_config.json. Both load. */
+static void transformers_saved_config_loads(void **state) {
+    (void)state;
+    char dir[] = "/tmp/di_tok_cfg_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    write_file(dir, "tokenizer.json",
+               "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"<|im_end|>\": 1}, \"merges\": []}}");
+    write_file(dir, "tokenizer_config.json",
+               "{\"eos_token\": \"<|im_end|>\", \"model_max_length\": 1000000000000000019884624838656}");
+    write_file(dir, "chat_template.jinja", "{% for m in messages %}{{'<|im_start|>' + m['role']}}{% endfor %}");
+    di_tokenizer *t = NULL;
+    di_error err = {0};
+    if (di_tok_load(dir, &t, &err)) fail_msg("%s", err.msg);
+    assert_int_equal(di_tok_eos(t), 1);
+    assert_int_equal(di_tok_chat_kind(t), DI_CHAT_CHATML);
+    di_tok_free(t);
+    /* the config's own template wins over the file */
+    write_file(dir, "tokenizer_config.json", "{\"chat_template\": \"<start_of_turn>x<end_of_turn>\"}");
+    assert_int_equal(di_tok_load(dir, &t, &err), DI_OK);
+    assert_int_equal(di_tok_chat_kind(t), DI_CHAT_GEMMA);
+    di_tok_free(t);
+    char path[512];
+    static const char *const FILES[] = {"tokenizer.json", "tokenizer_config.json", "chat_template.jinja"};
+    for (size_t i = 0; i < 3; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, FILES[i]);
+        unlink(path);
+    }
+    rmdir(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(qwen2_shape_matches_hf),
@@ -172,6 +214,7 @@ int main(void) {
         cmocka_unit_test(unigram_matches_hf),
         cmocka_unit_test(t5_precompiled_charsmap_matches_hf),
         cmocka_unit_test(bad_model_sections_are_errors),
+        cmocka_unit_test(transformers_saved_config_loads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
