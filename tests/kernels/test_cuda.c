@@ -32,7 +32,9 @@
  * not have it. Without a usable GPU it prints one line and exits 77 (ctest
  * reports it skipped); with DI_CUDA_REQUIRE=1 (make test-cuda) that is a
  * failure instead. */
+#include "kernels/backend.h"
 #include "kernels/cpu/kernels.h"
+#include "kernels/cuda/backend_cuda.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "tensor/dtype.h"
 #include "tensor/half.h"
@@ -197,6 +199,21 @@ static void host_dequant_matches_the_cpu_bit_for_bit(void) {
     CHECK(di_cuda_host_dequant(DI_DTYPE_Q4_K, want, 32, got, &err) == DI_ERR_INVALID_ARG, "32 is no Q4_K row");
     free(got);
     free(want);
+}
+
+/* No GPU needed: the CUDA backend table (backend_cuda.c) fills every op,
+ * and once registered, --device cuda is refused with its reason (no device
+ * here; on a GPU, no model forward yet), never a crash. */
+static void backend_table_is_complete_and_refuses_models(void) {
+    const di_backend_ops *ops = di_backend_cuda_ops();
+    const char *missing = di_backend_ops_missing(ops);
+    CHECK(missing == NULL, "cuda backend table: op '%s' is NULL", missing ? missing : "");
+    CHECK(ops->name && strcmp(ops->name, "cuda") == 0, "cuda backend table is named '%s'", ops->name);
+    di_backend_cuda_register();
+    di_error err = {0};
+    CHECK(di_device_check("cuda", "llama", &err) == DI_ERR_UNSUPPORTED, "--device cuda is refused");
+    CHECK(strstr(err.msg, "no usable CUDA device") || strstr(err.msg, "does not yet implement the llama forward"),
+          "--device cuda's reason: %s", err.msg);
 }
 
 /* No GPU needed: the matmul's reduction order on the host, within the
@@ -727,10 +744,11 @@ int main(void) {
     di_error err = {0};
     host_dequant_matches_the_cpu_bit_for_bit();
     host_matmul_order_is_within_the_bound();
+    backend_table_is_complete_and_refuses_models();
     if (n_failed) return 1;
     if (di_cuda_device_count(&n, &err) != DI_OK) {
         printf("test_cuda: CUDA tests %s: %s (only the host builds of the device dequantizers and of the "
-               "matmul's reduction order ran: %d checks passed)\n",
+               "matmul's reduction order, and the backend table's checks ran: %d checks passed)\n",
                require ? "FAILED (DI_CUDA_REQUIRE is set)" : "skipped", err.msg, n_checks);
         return require ? 1 : SKIP_EXIT;
     }

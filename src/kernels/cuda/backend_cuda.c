@@ -4,11 +4,10 @@
  * (di_backend_cuda_register), so libdeepinfer itself never links the CUDA
  * runtime.
  *
- * NOT YET BUILT: cmake/cuda.cmake does not compile it yet (docs/CUDA.md,
- * "Not done yet"); it passes gcc -Werror -fsyntax-only. NEVER RUN ON A GPU. Every op is set (the table passes the completeness
- * check), but the forwards still hand the backend host buffers (docs/CUDA.md,
- * "the seam": the buffer and weight-upload ops are not in the table yet), so
- * di_device_check refuses every model on this backend and no op below is
+ * Built (with the project's C flags) and linked into the command; NEVER
+ * RUN ON A GPU. Every op is set (test_cuda checks the table's completeness
+ * without a GPU), but the forwards still hand the backend host buffers
+ * (docs/CUDA.md, "the seam"), so di_device_check refuses every model on this backend and no op below is
  * reached from the engine. The ops that have a kernel call it on the
  * pointers they are given (device memory by the CUDA library's contract);
  * the ones without a kernel latch a clear DI_ERR_UNSUPPORTED, reported by
