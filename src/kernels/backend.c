@@ -72,12 +72,15 @@ const char *di_backend_ops_missing(const di_backend_ops *ops) {
         ENTRY(gather_norm), ENTRY(softcap),    ENTRY(attention_scratch_floats),
         ENTRY(attention),   ENTRY(moe_route),  ENTRY(moe_expert), ENTRY(copy),
         ENTRY(zero),
+        /* the buffer ops, last in the table */
+        ENTRY(buf_alloc),   ENTRY(buf_free),   ENTRY(upload),     ENTRY(download),
+        ENTRY(upload_weight),                  ENTRY(release_weight),
     };
 #undef ENTRY
     if (!ops) return "ops";
     if (!ops->name) return "name";
     /* the table must list every entry: its size says how many there are */
-    _Static_assert(sizeof(di_backend_ops) == sizeof(const char *) + 19 * sizeof(void (*)(void)),
+    _Static_assert(sizeof(di_backend_ops) == sizeof(const char *) + 25 * sizeof(void (*)(void)),
                    "di_backend_ops changed: update di_backend_ops_missing");
     for (size_t i = 0; i < sizeof entries / sizeof entries[0]; i++) {
         void (*fn)(void);
