@@ -184,9 +184,10 @@ typedef struct di_backend_ops {
 
     /* ---- buffers (keep at the end of the table) ---- */
     /* A buffer of bytes the ops can work on (the CPU: host memory; CUDA:
-     * device memory), aligned to DI_BACKEND_ALIGN, uninitialized; bytes 0
-     * gives a valid minimal buffer. NULL on failure, with the reason
-     * latched for check. */
+     * device memory), aligned to DI_BACKEND_ALIGN and zero-filled (the
+     * CPU's large buffers lazily: fresh pages); bytes 0 gives a valid
+     * minimal buffer. NULL on failure, with the reason latched for check
+     * (the CPU: out of memory is the only reason). */
     void *(*buf_alloc)(const di_backend *be, size_t bytes);
     void (*buf_free)(const di_backend *be, void *buf); /* NULL: no-op */
     /* host -> buffer and buffer -> host, bytes each; synchronous: the host

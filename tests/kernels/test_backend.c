@@ -70,6 +70,9 @@ static void cpu_buffers_round_trip(void **state) {
     assert_non_null(buf2);
     assert_int_equal((uintptr_t)buf % DI_BACKEND_ALIGN, 0);
     assert_int_equal((uintptr_t)buf2 % DI_BACKEND_ALIGN, 0);
+    memset(back, 0xA5, N);
+    op->download(&be, back, buf, N);
+    for (int i = 0; i < N; i++) assert_int_equal(back[i], 0); /* zero-filled */
     op->upload(&be, buf, src, N);
     memset(back, 0xA5, N);
     op->download(&be, back, buf, N);

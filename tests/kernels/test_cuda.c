@@ -750,6 +750,10 @@ static void backend_buffers_and_weights(void) {
     uint8_t *d = op->buf_alloc(&be, N), *d2 = op->buf_alloc(&be, N);
     CHECK(d && d2, "buf_alloc(%d) gave a buffer", N);
     if (!d || !d2) return;
+    op->download(&be, back, d, N);
+    int fresh_zero = 1;
+    for (int i = 0; i < N; i++) fresh_zero &= back[i] == 0;
+    CHECK(fresh_zero, "buf_alloc is zero-filled");
     op->upload(&be, d, src, N);
     op->copy(&be, d2, d, N);
     op->zero(&be, d, N / 2);

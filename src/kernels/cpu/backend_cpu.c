@@ -291,18 +291,27 @@ static void cpu_zero(const di_backend *be, void *dst, size_t bytes) {
 
 /* ---- buffers: host memory ------------------------------------------------ */
 
+/* calloc, so a big buffer (the KV cache) costs no page until written, as
+ * before the buffer ops; the aligned pointer sits inside the block and the
+ * block's own pointer just below it, for buf_free. */
 static void *cpu_buf_alloc(const di_backend *be, size_t bytes) {
     (void)be;
-    /* aligned_alloc wants a multiple of the alignment; 0 -> one line */
-    size_t n = bytes ? bytes : 1;
-    if (n > SIZE_MAX - (DI_BACKEND_ALIGN - 1)) return NULL;
-    n = (n + DI_BACKEND_ALIGN - 1) / DI_BACKEND_ALIGN * DI_BACKEND_ALIGN;
-    return aligned_alloc(DI_BACKEND_ALIGN, n); /* NULL: the caller reports DI_ERR_NOMEM */
+    const size_t extra = sizeof(void *) + DI_BACKEND_ALIGN - 1;
+    if (bytes > SIZE_MAX - extra) return NULL;
+    uint8_t *base = calloc(1, bytes + extra);
+    if (!base) return NULL; /* the caller reports DI_ERR_NOMEM */
+    uint8_t *p = base + sizeof(void *);
+    p += (DI_BACKEND_ALIGN - (uintptr_t)p % DI_BACKEND_ALIGN) % DI_BACKEND_ALIGN;
+    memcpy(p - sizeof base, &base, sizeof base);
+    return p;
 }
 
 static void cpu_buf_free(const di_backend *be, void *buf) {
     (void)be;
-    free(buf);
+    if (!buf) return;
+    void *base;
+    memcpy(&base, (uint8_t *)buf - sizeof base, sizeof base);
+    free(base);
 }
 
 static void cpu_upload(const di_backend *be, void *dst, const void *host_src, size_t bytes) {

@@ -181,7 +181,12 @@ static void cuda_zero(const di_backend *be, void *dst, size_t bytes) {
 static void *cuda_buf_alloc(const di_backend *be, size_t bytes) {
     void *p = NULL;
     di_error e = {0};
-    di_status s = di_cuda_alloc(state_of(be)->ctx, bytes, &p, &e); /* cudaMalloc: 256-byte aligned */
+    di_cuda_ctx *c = state_of(be)->ctx;
+    di_status s = di_cuda_alloc(c, bytes, &p, &e); /* cudaMalloc: 256-byte aligned */
+    if (s == DI_OK && (s = di_cuda_memset(c, p, 0, bytes, &e)) != DI_OK) {
+        di_cuda_free(c, p);
+        p = NULL;
+    }
     latch(be, s, &e);
     return s == DI_OK ? p : NULL;
 }
