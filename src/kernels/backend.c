@@ -51,8 +51,9 @@ di_status di_device_check(const char *device, const char *arch, di_error *err) {
     char desc[160];
     be.ops->describe(&be, desc, sizeof desc);
     di_backend_release(&be);
-    /* its table wraps the CUDA kernels, but the forwards' buffers (weights,
-     * activations, the KV cache) are host memory: no model runs on it yet */
+    /* its table wraps the CUDA kernels, but the forwards do not upload their
+     * weights or per-step tables yet and four stage ops have no kernel
+     * (docs/CUDA.md): no model runs on it yet */
     return di_error_set(err, DI_ERR_UNSUPPORTED,
                         "device '%.64s' (%s): the cuda backend does not yet implement the %s forward "
                         "(docs/CUDA.md); use --device cpu",

@@ -430,8 +430,8 @@ di_status di_llama_ctx_create(const di_llama_model *m, di_llama_ctx **out, di_er
 
 void di_llama_ctx_free(di_llama_ctx *c) {
     if (!c) return;
-    float *bufs[] = {c->x,          c->h,          c->q,       c->kx,         c->vx,         c->att,
-                     c->gate,       c->up,         c->mm_scratch, c->attn_scratch, c->rope_cs, c->rope_cs_swa};
+    float *bufs[] = {c->x,    c->h,  c->q,          c->kx,           c->vx,      c->att,
+                     c->gate, c->up, c->mm_scratch, c->attn_scratch, c->rope_cs, c->rope_cs_swa};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) c->be.ops->buf_free(&c->be, bufs[i]);
     free(c->row_blocks);
     free(c->seq_last);

@@ -6,12 +6,13 @@
  *
  * Built (with the project's C flags) and linked into the command; NEVER
  * RUN ON A GPU. Every op is set (test_cuda checks the table's completeness
- * without a GPU), but the forwards still hand the backend host buffers
- * (docs/CUDA.md, "the seam"), so di_device_check refuses every model on this backend and no op below is
- * reached from the engine. The ops that have a kernel call it on the
- * pointers they are given (device memory by the CUDA library's contract);
- * the ones without a kernel latch a clear DI_ERR_UNSUPPORTED, reported by
- * `check`. */
+ * without a GPU). The llama forward allocates its cache and row buffers
+ * through the buffer ops, but its weights and per-step tables are still
+ * host memory (docs/CUDA.md, "the seam"), so di_device_check refuses
+ * every model on this backend and no op below is reached from the engine.
+ * The ops that have a kernel call it on the pointers they are given
+ * (device memory by the CUDA library's contract); the ones without a
+ * kernel latch a clear DI_ERR_UNSUPPORTED, reported by `check`. */
 #include "kernels/backend.h"
 #include "base/alloc.h"
 #include "kernels/cuda/backend_cuda.h"
