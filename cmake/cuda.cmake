@@ -48,14 +48,19 @@ message(STATUS "CUDA: building src/kernels/cuda with ${CMAKE_CUDA_COMPILER} "
                "${CMAKE_CUDA_COMPILER_VERSION} for sm_${CMAKE_CUDA_ARCHITECTURES}")
 
 file(GLOB DI_CUDA_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/kernels/cuda/*.cu)
-add_library(deepinfer_cuda STATIC ${DI_CUDA_SOURCES})
+# The backend table (backend_cuda.c) is C: it gets the project's C flags
+# (CMakeLists.txt: DI_WARN, -Werror with DI_WERROR), the nvcc options below
+# apply to the .cu files only.
+add_library(deepinfer_cuda STATIC ${DI_CUDA_SOURCES} ${CMAKE_SOURCE_DIR}/src/kernels/cuda/backend_cuda.c)
 target_include_directories(deepinfer_cuda PUBLIC ${CMAKE_SOURCE_DIR}/include ${CMAKE_SOURCE_DIR}/src)
 # -fmad=false: no multiply-add is fused unless the source says fmaf, so the
 # elementwise kernels and the dequantizers give the CPU's bits (cuda_kernels.h).
-target_compile_options(deepinfer_cuda PRIVATE -fmad=false -lineinfo "SHELL:-Xcompiler -ffp-contract=off"
-                       "SHELL:-Xcompiler -Wall,-Wextra,-Wshadow,-Wno-unused-parameter")
+target_compile_options(deepinfer_cuda PRIVATE
+                       "$<$<COMPILE_LANGUAGE:CUDA>:-fmad=false;-lineinfo;SHELL:-Xcompiler -ffp-contract=off>"
+                       "$<$<COMPILE_LANGUAGE:CUDA>:SHELL:-Xcompiler -Wall,-Wextra,-Wshadow,-Wno-unused-parameter>")
 if(DI_WERROR)
-  target_compile_options(deepinfer_cuda PRIVATE "SHELL:--Werror all-warnings" "SHELL:-Xcompiler -Werror")
+  target_compile_options(deepinfer_cuda PRIVATE
+                         "$<$<COMPILE_LANGUAGE:CUDA>:SHELL:--Werror all-warnings;SHELL:-Xcompiler -Werror>")
 endif()
 set_target_properties(deepinfer_cuda PROPERTIES CUDA_RUNTIME_LIBRARY Static)
 # di_dtype_row_bytes / traits come from libdeepinfer (tensor/dtype.c).
@@ -75,3 +80,13 @@ set_tests_properties(test_cuda PROPERTIES SKIP_RETURN_CODE 77)
 add_executable(bench_cuda ${CMAKE_SOURCE_DIR}/bench/cuda/bench_cuda.c)
 target_link_libraries(bench_cuda PRIVATE deepinfer_cuda)
 target_link_options(bench_cuda PRIVATE -Wl,--as-needed -static-libstdc++)
+
+# The command gets the CUDA backend: main() registers it (DI_HAVE_CUDA_BACKEND,
+# tools/main.c), so --device cuda[:N] reaches di_cuda_ctx_create. The target
+# was created before CUDA was enabled, so it has no CUDA_ARCHITECTURES of its
+# own. Without CUDA (the return above) none of this happens: the command is
+# built as before.
+target_link_libraries(deepinfer-cli PRIVATE deepinfer_cuda)
+target_compile_definitions(deepinfer-cli PRIVATE DI_HAVE_CUDA_BACKEND)
+set_target_properties(deepinfer-cli PROPERTIES CUDA_ARCHITECTURES "${CMAKE_CUDA_ARCHITECTURES}")
+target_link_options(deepinfer-cli PRIVATE -static-libstdc++)

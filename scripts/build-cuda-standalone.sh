@@ -20,7 +20,8 @@ cuflags="-std=c++17 -O3 -arch=sm_90 -fmad=false -Xcompiler -ffp-contract=off -D_
 
 # The C sources the two programs can pull in, as one static archive (the
 # linker takes only the objects they reference).
-srcs=$(ls src/base/alloc.c src/base/status.c src/base/threadpool.c src/tensor/*.c src/kernels/cpu/*.c)
+srcs=$(ls src/base/alloc.c src/base/status.c src/base/threadpool.c src/tensor/*.c src/kernels/cpu/*.c \
+        src/kernels/backend.c src/kernels/cuda/backend_cuda.c)
 printf '%s\n' $srcs | xargs -P "$JOBS" -I{} sh -c '"$0" $1 -c "$2" -o "$3/obj/$(echo "$2" | tr / _).o"' "$CC" "$cflags" {} "$out"
 ls src/kernels/cuda/*.cu | xargs -P "$JOBS" -I{} sh -c '"$0" $1 -c "$2" -o "$3/obj/$(echo "$2" | tr / _).o"' "$NVCC" "$cuflags" {} "$out"
 rm -f "$out/libdi_cuda_standalone.a"

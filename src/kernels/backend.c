@@ -51,8 +51,9 @@ di_status di_device_check(const char *device, const char *arch, di_error *err) {
     char desc[160];
     be.ops->describe(&be, desc, sizeof desc);
     di_backend_release(&be);
-    /* its table wraps the CUDA kernels, but the forwards' buffers (weights,
-     * activations, the KV cache) are host memory: no model runs on it yet */
+    /* its table wraps the CUDA kernels, but the forwards do not upload their
+     * weights or per-step tables yet and four stage ops have no kernel
+     * (docs/CUDA.md): no model runs on it yet */
     return di_error_set(err, DI_ERR_UNSUPPORTED,
                         "device '%.64s' (%s): the cuda backend does not yet implement the %s forward "
                         "(docs/CUDA.md); use --device cpu",
@@ -72,12 +73,15 @@ const char *di_backend_ops_missing(const di_backend_ops *ops) {
         ENTRY(gather_norm), ENTRY(softcap),    ENTRY(attention_scratch_floats),
         ENTRY(attention),   ENTRY(moe_route),  ENTRY(moe_expert), ENTRY(copy),
         ENTRY(zero),
+        /* the buffer ops, last in the table */
+        ENTRY(buf_alloc),   ENTRY(buf_free),   ENTRY(upload),     ENTRY(download),
+        ENTRY(upload_weight),                  ENTRY(release_weight),
     };
 #undef ENTRY
     if (!ops) return "ops";
     if (!ops->name) return "name";
     /* the table must list every entry: its size says how many there are */
-    _Static_assert(sizeof(di_backend_ops) == sizeof(const char *) + 19 * sizeof(void (*)(void)),
+    _Static_assert(sizeof(di_backend_ops) == sizeof(const char *) + 25 * sizeof(void (*)(void)),
                    "di_backend_ops changed: update di_backend_ops_missing");
     for (size_t i = 0; i < sizeof entries / sizeof entries[0]; i++) {
         void (*fn)(void);

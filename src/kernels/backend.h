@@ -16,12 +16,13 @@
  *  - batch-invariant: a row's result depends on that row only;
  *  - same bits per backend whatever the batch and thread count.
  *
- * Memory. Today every buffer a forward passes (activations, scratch, the
- * paged KV cache, logits) is host memory that the caller owns; the CPU
- * backend works in place on it. A device backend adds buffer ops (alloc,
- * upload, download) and the forward allocates through them: the list of
- * what that needs is in docs/CUDA.md ("the seam"). The operand structs
- * di_matmul_args and di_attn_args are the CPU kernels' plain-data ones.
+ * Memory. The buffer ops at the end of the table (buf_alloc, buf_free,
+ * upload, download, upload_weight, release_weight) give a forward memory
+ * the backend's ops work on: host memory for the CPU (64-byte aligned
+ * malloc, memcpy, weights used where they are), device memory for a
+ * device backend. docs/CUDA.md ("the seam") lists which of the forwards'
+ * buffers go through them. The operand structs di_matmul_args and
+ * di_attn_args are the CPU kernels' plain-data ones.
  *
  * Ops return void: a backend that can fail at run time (a device) latches
  * its first error in its context and reports it from `check` after the
@@ -180,7 +181,31 @@ typedef struct di_backend_ops {
     /* ---- memory ---- */
     void (*copy)(const di_backend *be, void *dst, const void *src, size_t bytes);
     void (*zero)(const di_backend *be, void *dst, size_t bytes);
+
+    /* ---- buffers (keep at the end of the table) ---- */
+    /* A buffer of bytes the ops can work on (the CPU: host memory; CUDA:
+     * device memory), aligned to DI_BACKEND_ALIGN and zero-filled (the
+     * CPU's large buffers lazily: fresh pages); bytes 0 gives a valid
+     * minimal buffer. NULL on failure, with the reason latched for check
+     * (the CPU: out of memory is the only reason). */
+    void *(*buf_alloc)(const di_backend *be, size_t bytes);
+    void (*buf_free)(const di_backend *be, void *buf); /* NULL: no-op */
+    /* host -> buffer and buffer -> host, bytes each; synchronous: the host
+     * memory may be reused or read on return. Errors are latched for check. */
+    void (*upload)(const di_backend *be, void *dst, const void *host_src, size_t bytes);
+    void (*download)(const di_backend *be, void *host_dst, const void *src, size_t bytes);
+    /* Weight matrix w (host memory as loaded: n_out rows of row_bytes) once
+     * into the backend's memory: *out is w with data the backend's copy
+     * (the CPU: *out = *w, the host rows used in place). Release with
+     * release_weight. At load, so the error comes back directly. */
+    di_status (*upload_weight)(const di_backend *be, const di_backend_weight *w, di_backend_weight *out,
+                               di_error *err);
+    void (*release_weight)(const di_backend *be, di_backend_weight *w); /* w->data is NULL after */
 } di_backend_ops;
+
+/* buf_alloc's alignment: the CPU kernels' widest vector loads (AVX-512) and a
+ * cache line. */
+#define DI_BACKEND_ALIGN 64
 
 /* A backend: its table and its context (the CPU's: the kernel table). A
  * value type; release with ops->release (di_backend_release). */

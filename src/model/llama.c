@@ -91,11 +91,16 @@ struct di_llama_model {
 struct di_llama_kv {
     int32_t n_layer, n_blocks, block_size, row_elems; /* row_elems = n_head_kv*head_dim */
     di_dtype dtype;
-    void **k, **v; /* (n_layer) -> (n_blocks, block_size, n_head_kv, head_dim) */
+    void **k, **v; /* (n_layer) -> (n_blocks, block_size, n_head_kv, head_dim), the backend's memory */
+    di_backend be; /* the model's (a copy: the ops and context, for buf_free) */
 };
 
+/* The row buffers and the backend's scratch are the backend's memory
+ * (buf_alloc: host for the CPU, device for CUDA); row_blocks and seq_last
+ * are host tables the forward fills and reads itself. */
 struct di_llama_ctx {
     const di_llama_model *m;
+    di_backend be; /* the model's (a copy, for buf_free) */
     int64_t cap_rows, cap_tasks, cap_seqs, cap_attn_floats, cap_mm_floats;
     float *x;      /* (rows, n_embd) residual stream */
     float *h;      /* (rows, max(n_embd, q_dim)) normed input / gathered rows */
@@ -368,6 +373,7 @@ di_status di_llama_kv_create(const di_llama_model *m, int32_t n_blocks, int32_t 
         return di_error_set(err, DI_ERR_UNSUPPORTED, "kv cache: dtype must be f32 or f16");
     di_llama_kv *kv = di_calloc(1, sizeof *kv);
     if (!kv) return di_error_set(err, DI_ERR_NOMEM, "kv cache: out of memory");
+    kv->be = m->be;
     kv->n_layer = (int32_t)m->hp.n_layers;
     kv->n_blocks = n_blocks;
     kv->block_size = block_size;
@@ -383,9 +389,9 @@ di_status di_llama_kv_create(const di_llama_model *m, int32_t n_blocks, int32_t 
     kv->k = di_calloc((size_t)kv->n_layer, sizeof *kv->k);
     kv->v = di_calloc((size_t)kv->n_layer, sizeof *kv->v);
     if (!kv->k || !kv->v) goto nomem;
-    for (int32_t il = 0; il < kv->n_layer; il++) {
-        kv->k[il] = di_calloc((size_t)elems, esize);
-        kv->v[il] = di_calloc((size_t)elems, esize);
+    for (int32_t il = 0; il < kv->n_layer; il++) { /* zero-filled, as the header promises */
+        kv->k[il] = kv->be.ops->buf_alloc(&kv->be, (size_t)bytes);
+        kv->v[il] = kv->be.ops->buf_alloc(&kv->be, (size_t)bytes);
         if (!kv->k[il] || !kv->v[il]) goto nomem;
     }
     *out = kv;
@@ -399,8 +405,8 @@ nomem:
 void di_llama_kv_free(di_llama_kv *kv) {
     if (!kv) return;
     for (int32_t il = 0; il < kv->n_layer; il++) {
-        if (kv->k) free(kv->k[il]);
-        if (kv->v) free(kv->v[il]);
+        if (kv->k) kv->be.ops->buf_free(&kv->be, kv->k[il]);
+        if (kv->v) kv->be.ops->buf_free(&kv->be, kv->v[il]);
     }
     free(kv->k);
     free(kv->v);
@@ -417,36 +423,40 @@ di_status di_llama_ctx_create(const di_llama_model *m, di_llama_ctx **out, di_er
     di_llama_ctx *c = di_calloc(1, sizeof *c);
     if (!c) return di_error_set(err, DI_ERR_NOMEM, "llama ctx: out of memory");
     c->m = m;
+    c->be = m->be;
     *out = c;
     return DI_OK;
 }
 
 void di_llama_ctx_free(di_llama_ctx *c) {
     if (!c) return;
-    free(c->x);
-    free(c->h);
-    free(c->q);
-    free(c->kx);
-    free(c->vx);
-    free(c->att);
-    free(c->gate);
-    free(c->up);
-    free(c->mm_scratch);
-    free(c->attn_scratch);
-    free(c->rope_cs);
-    free(c->rope_cs_swa);
+    float *bufs[] = {c->x,    c->h,  c->q,          c->kx,           c->vx,      c->att,
+                     c->gate, c->up, c->mm_scratch, c->attn_scratch, c->rope_cs, c->rope_cs_swa};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) c->be.ops->buf_free(&c->be, bufs[i]);
     free(c->row_blocks);
     free(c->seq_last);
     di_llama_moe_scratch_free(c->moe);
     free(c);
 }
 
-/* Replaces *p by an uninitialized array of n elements of size bytes. */
+/* Replaces the host table *p by an uninitialized array of n elements of size bytes. */
 static int regrow(void *pp, int64_t n, size_t size) {
     void **p = pp;
     void *q = di_malloc_array((size_t)(n > 0 ? n : 1), size);
     if (!q) return 0;
     free(*p);
+    *p = q;
+    return 1;
+}
+
+/* Replaces the backend buffer *p by one of n floats (zero-filled). */
+static int regrow_buf(di_llama_ctx *c, float **p, int64_t n) {
+    uint64_t bytes;
+    if (n < 0 || di_mul_overflow_u64((uint64_t)(n > 0 ? n : 1), sizeof(float), &bytes) || bytes > SIZE_MAX)
+        return 0;
+    float *q = c->be.ops->buf_alloc(&c->be, (size_t)bytes);
+    if (!q) return 0;
+    c->be.ops->buf_free(&c->be, *p);
     *p = q;
     return 1;
 }
@@ -461,12 +471,11 @@ static di_status ctx_reserve(di_llama_ctx *c, int64_t n_rows, int64_t n_tasks, i
     int64_t wide = q_dim > (int64_t)hp->n_embd ? q_dim : (int64_t)hp->n_embd;
     if (n_rows > c->cap_rows) {
         int64_t n = n_rows;
-        if (!regrow(&c->x, n * hp->n_embd, sizeof(float)) || !regrow(&c->h, n * wide, sizeof(float)) ||
-            !regrow(&c->q, n * q_dim, sizeof(float)) || !regrow(&c->kx, n * kv_dim, sizeof(float)) ||
-            !regrow(&c->vx, n * kv_dim, sizeof(float)) || !regrow(&c->att, n * q_dim, sizeof(float)) ||
-            !regrow(&c->gate, n * hp->n_ff, sizeof(float)) || !regrow(&c->up, n * hp->n_ff, sizeof(float)) ||
-            !regrow(&c->rope_cs, n * hp->n_rot, sizeof(float)) ||
-            !regrow(&c->rope_cs_swa, n * hp->n_rot, sizeof(float)) ||
+        if (!regrow_buf(c, &c->x, n * hp->n_embd) || !regrow_buf(c, &c->h, n * wide) ||
+            !regrow_buf(c, &c->q, n * q_dim) || !regrow_buf(c, &c->kx, n * kv_dim) ||
+            !regrow_buf(c, &c->vx, n * kv_dim) || !regrow_buf(c, &c->att, n * q_dim) ||
+            !regrow_buf(c, &c->gate, n * hp->n_ff) || !regrow_buf(c, &c->up, n * hp->n_ff) ||
+            !regrow_buf(c, &c->rope_cs, n * hp->n_rot) || !regrow_buf(c, &c->rope_cs_swa, n * hp->n_rot) ||
             !regrow(&c->row_blocks, n, sizeof(*c->row_blocks))) {
             c->cap_rows = 0; /* some buffers may be smaller now */
             return di_error_set(err, DI_ERR_NOMEM, "llama ctx: out of memory for %lld rows", (long long)n);
@@ -481,7 +490,7 @@ static di_status ctx_reserve(di_llama_ctx *c, int64_t n_rows, int64_t n_tasks, i
     const di_backend *be = &c->m->be;
     int64_t mm = be->ops->linear_scratch_floats(be, c->cap_rows, max_in, (int)c->cap_tasks);
     if (mm > c->cap_mm_floats) {
-        if (!regrow(&c->mm_scratch, mm, sizeof(float))) {
+        if (!regrow_buf(c, &c->mm_scratch, mm)) {
             c->cap_mm_floats = 0;
             return di_error_set(err, DI_ERR_NOMEM, "llama ctx: out of memory for matmul scratch");
         }
@@ -491,7 +500,7 @@ static di_status ctx_reserve(di_llama_ctx *c, int64_t n_rows, int64_t n_tasks, i
     int64_t attn = c->cap_tasks * be->ops->attention_scratch_floats(be, (int32_t)hp->n_heads, (int32_t)hp->n_heads_kv,
                                                                     (int32_t)hp->head_dim, block_size, n_pos);
     if (attn > c->cap_attn_floats) {
-        if (!regrow(&c->attn_scratch, attn, sizeof(float)))
+        if (!regrow_buf(c, &c->attn_scratch, attn))
             return di_error_set(err, DI_ERR_NOMEM, "llama ctx: out of memory for attention scratch");
         c->cap_attn_floats = attn;
     }

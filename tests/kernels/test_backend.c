@@ -9,6 +9,7 @@
 #include "kernels/cpu/ggml_compat.h"
 #include "model/model.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -44,6 +45,73 @@ static void cpu_table_has_every_op(void **state) {
     holed = *di_backend_cpu_ops();
     holed.release = NULL;
     assert_string_equal(di_backend_ops_missing(&holed), "release");
+    /* the buffer ops, last in the table, are covered too */
+    holed = *di_backend_cpu_ops();
+    holed.buf_alloc = NULL;
+    assert_string_equal(di_backend_ops_missing(&holed), "buf_alloc");
+    holed = *di_backend_cpu_ops();
+    holed.release_weight = NULL;
+    assert_string_equal(di_backend_ops_missing(&holed), "release_weight");
+}
+
+/* the CPU's buffers are aligned host memory: bytes round-trip through
+ * upload/download, copy and zero work on them, and weights are used in
+ * place */
+static void cpu_buffers_round_trip(void **state) {
+    (void)state;
+    enum { N = 1000 };
+    di_backend be;
+    di_backend_cpu(NULL, &be);
+    const di_backend_ops *op = be.ops;
+    static uint8_t src[N], back[N];
+    for (int i = 0; i < N; i++) src[i] = (uint8_t)di_test_rand(&rng);
+    uint8_t *buf = op->buf_alloc(&be, N), *buf2 = op->buf_alloc(&be, N);
+    assert_non_null(buf);
+    assert_non_null(buf2);
+    assert_int_equal((uintptr_t)buf % DI_BACKEND_ALIGN, 0);
+    assert_int_equal((uintptr_t)buf2 % DI_BACKEND_ALIGN, 0);
+    memset(back, 0xA5, N);
+    op->download(&be, back, buf, N);
+    for (int i = 0; i < N; i++) assert_int_equal(back[i], 0); /* zero-filled */
+    op->upload(&be, buf, src, N);
+    memset(back, 0xA5, N);
+    op->download(&be, back, buf, N);
+    assert_memory_equal(back, src, N);
+    op->copy(&be, buf2, buf, N);
+    op->zero(&be, buf, N / 2);
+    op->download(&be, back, buf, N);
+    for (int i = 0; i < N / 2; i++) assert_int_equal(back[i], 0);
+    assert_memory_equal(back + N / 2, src + N / 2, N - N / 2);
+    op->download(&be, back, buf2, N);
+    assert_memory_equal(back, src, N);
+    /* 0 bytes: a valid buffer; copies of nothing touch nothing */
+    void *empty = op->buf_alloc(&be, 0);
+    assert_non_null(empty);
+    assert_int_equal((uintptr_t)empty % DI_BACKEND_ALIGN, 0);
+    op->upload(&be, empty, NULL, 0);
+    op->download(&be, NULL, empty, 0);
+    op->buf_free(&be, empty);
+    op->buf_free(&be, NULL);
+    /* a size that cannot be rounded to the alignment: NULL, not a wrap */
+    assert_null(op->buf_alloc(&be, SIZE_MAX));
+    op->buf_free(&be, buf);
+    op->buf_free(&be, buf2);
+    di_error err = {0};
+    assert_int_equal(op->check(&be, &err), DI_OK);
+    /* weights stay where the loader put them */
+    const di_backend_weight w = {.dtype = DI_DTYPE_Q8_0, .data = src, .row_bytes = 34, .n_in = 32, .n_out = 4};
+    di_backend_weight d;
+    memset(&d, 0, sizeof d);
+    assert_int_equal(op->upload_weight(&be, &w, &d, &err), DI_OK);
+    assert_ptr_equal(d.data, src);
+    assert_int_equal(d.dtype, w.dtype);
+    assert_int_equal(d.row_bytes, w.row_bytes);
+    assert_int_equal(d.n_in, w.n_in);
+    assert_int_equal(d.n_out, w.n_out);
+    op->release_weight(&be, &d);
+    assert_null(d.data);
+    assert_ptr_equal(w.data, src);
+    di_backend_release(&be);
 }
 
 /* add_norm and glu through the backend equal the kernels called directly,
@@ -153,6 +221,7 @@ static void model_open_refuses_a_device_it_cannot_run_on(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(cpu_table_has_every_op),
+        cmocka_unit_test(cpu_buffers_round_trip),
         cmocka_unit_test(stage_ops_give_the_kernels_bits),
         cmocka_unit_test(device_names_parse_or_say_what_is_expected),
         cmocka_unit_test(model_open_refuses_a_device_it_cannot_run_on),

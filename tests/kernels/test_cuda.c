@@ -32,7 +32,9 @@
  * not have it. Without a usable GPU it prints one line and exits 77 (ctest
  * reports it skipped); with DI_CUDA_REQUIRE=1 (make test-cuda) that is a
  * failure instead. */
+#include "kernels/backend.h"
 #include "kernels/cpu/kernels.h"
+#include "kernels/cuda/backend_cuda.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "tensor/dtype.h"
 #include "tensor/half.h"
@@ -197,6 +199,21 @@ static void host_dequant_matches_the_cpu_bit_for_bit(void) {
     CHECK(di_cuda_host_dequant(DI_DTYPE_Q4_K, want, 32, got, &err) == DI_ERR_INVALID_ARG, "32 is no Q4_K row");
     free(got);
     free(want);
+}
+
+/* No GPU needed: the CUDA backend table (backend_cuda.c) fills every op,
+ * and once registered, --device cuda is refused with its reason (no device
+ * here; on a GPU, no model forward yet), never a crash. */
+static void backend_table_is_complete_and_refuses_models(void) {
+    const di_backend_ops *ops = di_backend_cuda_ops();
+    const char *missing = di_backend_ops_missing(ops);
+    CHECK(missing == NULL, "cuda backend table: op '%s' is NULL", missing ? missing : "");
+    CHECK(ops->name && strcmp(ops->name, "cuda") == 0, "cuda backend table is named '%s'", ops->name);
+    di_backend_cuda_register();
+    di_error err = {0};
+    CHECK(di_device_check("cuda", "llama", &err) == DI_ERR_UNSUPPORTED, "--device cuda is refused");
+    CHECK(strstr(err.msg, "no usable CUDA device") || strstr(err.msg, "does not yet implement the llama forward"),
+          "--device cuda's reason: %s", err.msg);
 }
 
 /* No GPU needed: the matmul's reduction order on the host, within the
@@ -718,6 +735,77 @@ static void attention_matches_the_cpu_and_the_batch(void) {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) attention_case(&cases[i]);
 }
 
+/* ---- the backend table on the device ------------------------------------------ */
+
+/* buf_alloc/upload/download round-trip bytes, copy and zero work on device
+ * buffers, and linear over a weight uploaded once (upload_weight) gives the
+ * host twin's bits. */
+static void backend_buffers_and_weights(void) {
+    di_backend be;
+    MUST(di_backend_cuda_open(0, &be, E));
+    const di_backend_ops *op = be.ops;
+    enum { N = 4099 };
+    uint8_t *src = xmalloc(N), *back = xmalloc(N);
+    for (int i = 0; i < N; i++) src[i] = (uint8_t)rnd64();
+    uint8_t *d = op->buf_alloc(&be, N), *d2 = op->buf_alloc(&be, N);
+    CHECK(d && d2, "buf_alloc(%d) gave a buffer", N);
+    if (!d || !d2) return;
+    op->download(&be, back, d, N);
+    int fresh_zero = 1;
+    for (int i = 0; i < N; i++) fresh_zero &= back[i] == 0;
+    CHECK(fresh_zero, "buf_alloc is zero-filled");
+    op->upload(&be, d, src, N);
+    op->copy(&be, d2, d, N);
+    op->zero(&be, d, N / 2);
+    op->download(&be, back, d, N);
+    int zero_ok = 1;
+    for (int i = 0; i < N / 2; i++) zero_ok &= back[i] == 0;
+    CHECK(zero_ok && memcmp(back + N / 2, src + N / 2, N - N / 2) == 0, "upload, zero, download");
+    op->download(&be, back, d2, N);
+    CHECK(memcmp(back, src, N) == 0, "upload, copy, download");
+    op->buf_free(&be, d);
+    op->buf_free(&be, d2);
+    const int64_t n_in = 512, n_out = 24, n_rows = 3;
+    uint64_t rb;
+    uint8_t *w = make_weights(DI_DTYPE_Q4_K, n_out, n_in, &rb);
+    const di_backend_weight hw = {DI_DTYPE_Q4_K, w, rb, n_in, n_out};
+    di_backend_weight dw;
+    MUST(op->upload_weight(&be, &hw, &dw, E));
+    float *x = xmalloc(sizeof(float) * (size_t)(n_rows * n_in)), *y = xmalloc(sizeof(float) * (size_t)(n_rows * n_out));
+    float *twin = xmalloc(sizeof(float) * (size_t)(n_rows * n_out));
+    for (int64_t i = 0; i < n_rows * n_in; i++) x[i] = rndf();
+    for (int64_t r = 0; r < n_rows; r++)
+        MUST(di_cuda_host_matmul_row(DI_DTYPE_Q4_K, w, rb, x + r * n_in, n_in, n_out, twin + r * n_out, E));
+    float *dx = op->buf_alloc(&be, sizeof(float) * (size_t)(n_rows * n_in));
+    float *dy = op->buf_alloc(&be, sizeof(float) * (size_t)(n_rows * n_out));
+    CHECK(dx && dy, "buf_alloc for the activations");
+    if (dx && dy) {
+        op->upload(&be, dx, x, sizeof(float) * (size_t)(n_rows * n_in));
+        const di_matmul_args a = {dw.dtype, dw.data, dw.row_bytes, dx, n_in, dy, n_out, n_rows, n_in, n_out};
+        op->linear(&be, &a, 1, NULL, NULL);
+        op->download(&be, y, dy, sizeof(float) * (size_t)(n_rows * n_out));
+        int64_t at = 0;
+        CHECK(bits_equal(y, twin, n_rows * n_out, &at), "linear on an uploaded weight: output %lld is %.9g, the twin's %.9g",
+              (long long)at, y[at], twin[at]);
+    }
+    di_error err = {0};
+    CHECK(op->check(&be, &err) == DI_OK, "backend check: %s", err.msg);
+    op->buf_free(&be, dx);
+    op->buf_free(&be, dy);
+    op->release_weight(&be, &dw);
+    CHECK(dw.data == NULL, "release_weight clears the pointer");
+    /* a dtype without a kernel is refused at upload, not at the forward */
+    const di_backend_weight q51 = {DI_DTYPE_Q5_1, w, rb, n_in, n_out};
+    CHECK(op->upload_weight(&be, &q51, &dw, &err) == DI_ERR_UNSUPPORTED, "q5_1 upload is refused");
+    free(twin);
+    free(y);
+    free(x);
+    free(w);
+    free(back);
+    free(src);
+    di_backend_release(&be);
+}
+
 /* ---- main ------------------------------------------------------------------- */
 
 int main(void) {
@@ -727,10 +815,11 @@ int main(void) {
     di_error err = {0};
     host_dequant_matches_the_cpu_bit_for_bit();
     host_matmul_order_is_within_the_bound();
+    backend_table_is_complete_and_refuses_models();
     if (n_failed) return 1;
     if (di_cuda_device_count(&n, &err) != DI_OK) {
         printf("test_cuda: CUDA tests %s: %s (only the host builds of the device dequantizers and of the "
-               "matmul's reduction order ran: %d checks passed)\n",
+               "matmul's reduction order, and the backend table's checks ran: %d checks passed)\n",
                require ? "FAILED (DI_CUDA_REQUIRE is set)" : "skipped", err.msg, n_checks);
         return require ? 1 : SKIP_EXIT;
     }
@@ -757,6 +846,7 @@ int main(void) {
         {"add_scale_gather_are_exact", add_scale_gather_are_exact},
         {"kv_store_rounds_like_the_cpu", kv_store_rounds_like_the_cpu},
         {"attention_matches_the_cpu_and_the_batch", attention_matches_the_cpu_and_the_batch},
+        {"backend_buffers_and_weights", backend_buffers_and_weights},
     };
     for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
         int before = n_failed;

@@ -13,6 +13,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const di_cpu_kernels *kernels_of(const di_backend *be) { return be->ctx; }
@@ -288,6 +289,55 @@ static void cpu_zero(const di_backend *be, void *dst, size_t bytes) {
     memset(dst, 0, bytes);
 }
 
+/* ---- buffers: host memory ------------------------------------------------ */
+
+/* calloc, so a big buffer (the KV cache) costs no page until written, as
+ * before the buffer ops; the aligned pointer sits inside the block and the
+ * block's own pointer just below it, for buf_free. */
+static void *cpu_buf_alloc(const di_backend *be, size_t bytes) {
+    (void)be;
+    const size_t extra = sizeof(void *) + DI_BACKEND_ALIGN - 1;
+    if (bytes > SIZE_MAX - extra) return NULL;
+    uint8_t *base = calloc(1, bytes + extra);
+    if (!base) return NULL; /* the caller reports DI_ERR_NOMEM */
+    uint8_t *p = base + sizeof(void *);
+    p += (DI_BACKEND_ALIGN - (uintptr_t)p % DI_BACKEND_ALIGN) % DI_BACKEND_ALIGN;
+    memcpy(p - sizeof base, &base, sizeof base);
+    return p;
+}
+
+static void cpu_buf_free(const di_backend *be, void *buf) {
+    (void)be;
+    if (!buf) return;
+    void *base;
+    memcpy(&base, (uint8_t *)buf - sizeof base, sizeof base);
+    free(base);
+}
+
+static void cpu_upload(const di_backend *be, void *dst, const void *host_src, size_t bytes) {
+    (void)be;
+    if (bytes) memcpy(dst, host_src, bytes);
+}
+
+static void cpu_download(const di_backend *be, void *host_dst, const void *src, size_t bytes) {
+    (void)be;
+    if (bytes) memcpy(host_dst, src, bytes);
+}
+
+/* The CPU kernels read the weights where they were loaded (mmap or the
+ * loader's buffers): nothing to copy, nothing to release. */
+static di_status cpu_upload_weight(const di_backend *be, const di_backend_weight *w, di_backend_weight *out,
+                                   di_error *err) {
+    (void)be, (void)err;
+    *out = *w;
+    return DI_OK;
+}
+
+static void cpu_release_weight(const di_backend *be, di_backend_weight *w) {
+    (void)be;
+    w->data = NULL; /* the rows stay the loader's */
+}
+
 static const di_backend_ops CPU_OPS = {
     .name = "cpu",
     .release = cpu_release,
@@ -309,6 +359,12 @@ static const di_backend_ops CPU_OPS = {
     .moe_expert = cpu_moe_expert,
     .copy = cpu_copy,
     .zero = cpu_zero,
+    .buf_alloc = cpu_buf_alloc,
+    .buf_free = cpu_buf_free,
+    .upload = cpu_upload,
+    .download = cpu_download,
+    .upload_weight = cpu_upload_weight,
+    .release_weight = cpu_release_weight,
 };
 
 void di_backend_cpu(const di_cpu_kernels *k, di_backend *out) {

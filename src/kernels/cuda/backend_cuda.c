@@ -4,19 +4,21 @@
  * (di_backend_cuda_register), so libdeepinfer itself never links the CUDA
  * runtime.
  *
- * NOT YET BUILT: cmake/cuda.cmake does not compile it yet (docs/CUDA.md,
- * "Not done yet"); it passes gcc -Werror -fsyntax-only. NEVER RUN ON A GPU. Every op is set (the table passes the completeness
- * check), but the forwards still hand the backend host buffers (docs/CUDA.md,
- * "the seam": the buffer and weight-upload ops are not in the table yet), so
- * di_device_check refuses every model on this backend and no op below is
- * reached from the engine. The ops that have a kernel call it on the
- * pointers they are given (device memory by the CUDA library's contract);
- * the ones without a kernel latch a clear DI_ERR_UNSUPPORTED, reported by
- * `check`. */
+ * Built (with the project's C flags) and linked into the command; NEVER
+ * RUN ON A GPU. Every op is set (test_cuda checks the table's completeness
+ * without a GPU). The llama forward allocates its cache and row buffers
+ * through the buffer ops, but its weights and per-step tables are still
+ * host memory (docs/CUDA.md, "the seam"), so di_device_check refuses
+ * every model on this backend and no op below is reached from the engine.
+ * The ops that have a kernel call it on the pointers they are given
+ * (device memory by the CUDA library's contract); the ones without a
+ * kernel latch a clear DI_ERR_UNSUPPORTED, reported by `check`. */
 #include "kernels/backend.h"
+#include "base/alloc.h"
 #include "kernels/cuda/backend_cuda.h"
 #include "kernels/cuda/cuda_kernels.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -166,13 +168,65 @@ static void cuda_moe_expert(const di_backend *be, const di_moe_expert_args *a, f
 }
 
 static void cuda_copy(const di_backend *be, void *dst, const void *src, size_t bytes) {
-    (void)dst, (void)src, (void)bytes;
-    missing(be, "copy"); /* the library has host<->device copies only */
+    di_error e = {0};
+    latch(be, di_cuda_copy(state_of(be)->ctx, dst, src, bytes, &e), &e);
 }
 
 static void cuda_zero(const di_backend *be, void *dst, size_t bytes) {
     di_error e = {0};
     latch(be, di_cuda_memset(state_of(be)->ctx, dst, 0, bytes, &e), &e);
+}
+
+/* ---- buffers: device memory ---------------------------------------------- */
+
+static void *cuda_buf_alloc(const di_backend *be, size_t bytes) {
+    void *p = NULL;
+    di_error e = {0};
+    di_cuda_ctx *c = state_of(be)->ctx;
+    di_status s = di_cuda_alloc(c, bytes, &p, &e); /* cudaMalloc: 256-byte aligned */
+    if (s == DI_OK && (s = di_cuda_memset(c, p, 0, bytes, &e)) != DI_OK) {
+        di_cuda_free(c, p);
+        p = NULL;
+    }
+    latch(be, s, &e);
+    return s == DI_OK ? p : NULL;
+}
+
+static void cuda_buf_free(const di_backend *be, void *buf) { di_cuda_free(state_of(be)->ctx, buf); }
+
+static void cuda_upload(const di_backend *be, void *dst, const void *host_src, size_t bytes) {
+    di_error e = {0};
+    latch(be, di_cuda_upload(state_of(be)->ctx, dst, host_src, bytes, &e), &e);
+}
+
+static void cuda_download(const di_backend *be, void *host_dst, const void *src, size_t bytes) {
+    di_error e = {0};
+    latch(be, di_cuda_download(state_of(be)->ctx, host_dst, src, bytes, &e), &e);
+}
+
+/* The GGUF rows as they are (the kernels dequantize the block layout). */
+static di_status cuda_upload_weight(const di_backend *be, const di_backend_weight *w, di_backend_weight *out,
+                                    di_error *err) {
+    *out = *w;
+    out->data = NULL;
+    if (!di_cuda_supports_dtype(w->dtype))
+        return di_error_set(err, DI_ERR_UNSUPPORTED, "cuda backend: no kernel for %s weights",
+                            di_dtype_traits_of(w->dtype)->name);
+    uint64_t bytes;
+    if (w->n_out < 0 || di_mul_overflow_u64(w->row_bytes, (uint64_t)w->n_out, &bytes) || bytes > SIZE_MAX)
+        return di_error_set(err, DI_ERR_RANGE, "cuda backend: weight of %lld rows of %llu bytes overflows",
+                            (long long)w->n_out, (unsigned long long)w->row_bytes);
+    di_cuda_ctx *c = state_of(be)->ctx;
+    void *d = NULL;
+    di_status s = di_cuda_alloc(c, (size_t)bytes, &d, err);
+    if (s == DI_OK && (s = di_cuda_upload(c, d, w->data, (size_t)bytes, err)) != DI_OK) di_cuda_free(c, d);
+    if (s == DI_OK) out->data = d;
+    return s;
+}
+
+static void cuda_release_weight(const di_backend *be, di_backend_weight *w) {
+    di_cuda_free(state_of(be)->ctx, (void *)w->data);
+    w->data = NULL;
 }
 
 static const di_backend_ops CUDA_OPS = {
@@ -196,10 +250,16 @@ static const di_backend_ops CUDA_OPS = {
     .moe_expert = cuda_moe_expert,
     .copy = cuda_copy,
     .zero = cuda_zero,
+    .buf_alloc = cuda_buf_alloc,
+    .buf_free = cuda_buf_free,
+    .upload = cuda_upload,
+    .download = cuda_download,
+    .upload_weight = cuda_upload_weight,
+    .release_weight = cuda_release_weight,
 };
 
 /* The opener di_device_check calls: the device's context, or why there is none. */
-static di_status cuda_open(int index, di_backend *out, di_error *err) {
+di_status di_backend_cuda_open(int index, di_backend *out, di_error *err) {
     memset(out, 0, sizeof *out);
     cuda_state *st = calloc(1, sizeof *st);
     if (!st) return di_error_set(err, DI_ERR_NOMEM, "cuda backend: out of memory");
@@ -215,4 +275,4 @@ static di_status cuda_open(int index, di_backend *out, di_error *err) {
 
 const di_backend_ops *di_backend_cuda_ops(void) { return &CUDA_OPS; }
 
-void di_backend_cuda_register(void) { di_backend_register_cuda(cuda_open); }
+void di_backend_cuda_register(void) { di_backend_register_cuda(di_backend_cuda_open); }

@@ -12,6 +12,9 @@ extern "C" {
 #endif
 
 void di_backend_cuda_register(void);
+/* The backend on CUDA device index (released with di_backend_release), or
+ * the runtime's reason there is none; what di_device_check opens. */
+di_status di_backend_cuda_open(int index, di_backend *out, di_error *err);
 /* The table, for its completeness test. */
 const di_backend_ops *di_backend_cuda_ops(void);
 

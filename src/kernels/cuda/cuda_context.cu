@@ -170,6 +170,13 @@ extern "C" di_status di_cuda_memset(di_cuda_ctx *c, void *dst, int byte, size_t 
     return di_cuda_check(cudaMemsetAsync(dst, byte, bytes, c->stream), "cudaMemsetAsync", err);
 }
 
+extern "C" di_status di_cuda_copy(di_cuda_ctx *c, void *dst, const void *src, size_t bytes, di_error *err) {
+    if (!c || (bytes && (!dst || !src))) return di_cuda_fail(err, DI_ERR_INVALID_ARG, "di_cuda_copy: NULL argument");
+    if (!bytes) return DI_OK;
+    return di_cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, c->stream),
+                         "cudaMemcpy(device to device)", err);
+}
+
 extern "C" di_status di_cuda_sync(di_cuda_ctx *c, di_error *err) {
     if (!c) return di_cuda_fail(err, DI_ERR_INVALID_ARG, "di_cuda_sync: NULL context");
     di_status s = di_cuda_check(cudaStreamSynchronize(c->stream), "a CUDA kernel failed", err);

@@ -69,6 +69,8 @@ void di_cuda_free(di_cuda_ctx *c, void *dptr);
 di_status di_cuda_upload(di_cuda_ctx *c, void *dst, const void *host_src, size_t bytes, di_error *err);
 di_status di_cuda_download(di_cuda_ctx *c, void *host_dst, const void *src, size_t bytes, di_error *err);
 di_status di_cuda_memset(di_cuda_ctx *c, void *dst, int byte, size_t bytes, di_error *err);
+/* Device -> device, queued on the stream (ordered with the kernels). */
+di_status di_cuda_copy(di_cuda_ctx *c, void *dst, const void *src, size_t bytes, di_error *err);
 /* Waits for every queued kernel; reports the first error one of them hit. */
 di_status di_cuda_sync(di_cuda_ctx *c, di_error *err);
 
