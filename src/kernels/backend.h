@@ -121,6 +121,29 @@ typedef struct di_moe_expert_args {
     float *acc;                       /* (n_total, n_embd) */
 } di_moe_expert_args;
 
+/* ---- DeepSeek V4 / V4.1 operands ---- */
+
+/* A DeepSeek linear's weight as the checkpoint stores it (the family's
+ * dsv4_linear, model/deepseek_v4_internal.h, is this type). */
+typedef enum di_scaled_kind {
+    DI_SCALED_PLAIN = 0, /* rows of dtype (F32 / F16 / BF16), di_matmul's */
+    DI_SCALED_FP8,       /* e4m3 bytes, scale[(o + row_off) / block][i / block] */
+    DI_SCALED_MXFP4,     /* HF split layout: (n_out, n_in/2) e2m1 pairs, (n_out, n_in/32) e8m0 */
+} di_scaled_kind;
+
+typedef struct di_scaled_weight {
+    di_scaled_kind kind;
+    di_dtype dtype;          /* PLAIN: the row dtype */
+    const void *data;        /* (n_out, n_in) rows of row_bytes */
+    uint64_t row_bytes;
+    int64_t n_in, n_out;
+    const float *scale;      /* FP8: (ceil(n_out/B), scale_cols) as f32 */
+    int64_t scale_cols;
+    int32_t block;           /* FP8 block edge B */
+    int64_t row_off;         /* FP8: this view starts at row row_off of its scale grid */
+    const uint8_t *mx_scale; /* MXFP4: (n_out, n_in / 32) e8m0 bytes */
+} di_scaled_weight;
+
 typedef struct di_backend_ops {
     const char *name; /* "cpu", "cuda" */
     /* Frees what the backend context owns (no-op for the CPU). */
@@ -176,6 +199,26 @@ typedef struct di_backend_ops {
     void (*moe_route)(const di_backend *be, float *logits, int64_t n_rows, int64_t n_expert, int64_t n_used,
                       bool norm, int32_t *sel, float *sel_w);
     void (*moe_expert)(const di_backend *be, const di_moe_expert_args *a, float *scratch, di_threadpool *pool);
+
+    /* ---- DeepSeek V4 / V4.1 stages ---- */
+    /* Scratch floats scaled_linear needs for n_rows rows of n_in inputs,
+     * split into up to n_tasks tasks on n_threads threads. */
+    int64_t (*scaled_linear_scratch_floats)(const di_backend *be, int64_t n_rows, int64_t n_in, int64_t n_tasks,
+                                            int n_threads);
+    /* y (n_rows, ldy) = x (n_rows, ldx) W^T for every kind of w; each
+     * y[r][o] is one fixed sequence of float operations whatever n_rows
+     * and the thread count (the PLAIN kind: linear's bits). */
+    void (*scaled_linear)(const di_backend *be, const di_scaled_weight *w, const float *x, int64_t ldx, float *y,
+                          int64_t ldy, int64_t n_rows, float *scratch, di_threadpool *pool);
+    /* dst (n, ldd) row i = row ids[i] of w as floats (n_in): the embedding
+     * lookup and rows read at load. */
+    void (*scaled_rows)(const di_backend *be, const di_scaled_weight *w, const int32_t *ids, int64_t n, float *dst,
+                        int64_t ldd);
+    /* y (n_out) = W x for one row x (n_in), each output the dot of the
+     * dequantized weight row with x in the backend's dot order (the V4.1
+     * index key of an entry); scratch n_in floats. */
+    void (*scaled_dot_rows)(const di_backend *be, const di_scaled_weight *w, const float *x, float *y,
+                            float *scratch);
 
     /* ---- memory ---- */
     void (*copy)(const di_backend *be, void *dst, const void *src, size_t bytes);

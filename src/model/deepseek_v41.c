@@ -91,7 +91,8 @@ di_status di_dsv41_load(const char *dir, const di_cpu_kernels *kernels, di_dsv41
         return di_error_set(err, DI_ERR_INVALID_ARG, "deepseek_v41: unknown numerics %d", (int)numerics);
     di_dsv41_model *m = di_calloc(1, sizeof *m);
     if (!m) return di_error_set(err, DI_ERR_NOMEM, "deepseek_v41: out of memory");
-    m->k = m->base.k = kernels ? kernels : di_cpu_kernels_best();
+    di_backend_cpu(kernels, &m->base.be);
+    m->be = &m->base.be;
     m->num = numerics;
     di_status s = di_dsv41_read_config(dir, &m->hp, err);
     if (s == DI_OK) {
@@ -118,11 +119,12 @@ void di_dsv41_free(di_dsv41_model *m) {
     for (int32_t i = 0; i < m->base.n_owned; i++) free(m->base.owned[i]);
     free(m->base.owned);
     di_safetensors_checkpoint_close(m->base.ck);
+    di_backend_release(&m->base.be);
     free(m);
 }
 
 const di_dsv41_hparams *di_dsv41_hparams_of(const di_dsv41_model *m) { return &m->hp; }
-const di_cpu_kernels *di_dsv41_kernels(const di_dsv41_model *m) { return m->k; }
+const di_cpu_kernels *di_dsv41_kernels(const di_dsv41_model *m) { return di_backend_cpu_kernels(m->be); }
 di_dsv41_numerics di_dsv41_numerics_of(const di_dsv41_model *m) { return m->num; }
 
 /* ---- KV cache ----------------------------------------------------------------------- */
@@ -273,7 +275,7 @@ di_status dsv41_ctx_reserve(di_dsv41_ctx *c, int64_t n, int64_t n_tasks, int64_t
     int64_t max_in = dsv4_max64(dsv4_core_max_in(hp), ecols * hp->engram_head_dim);
     max_in = dsv4_max64(max_in, (int64_t)hp->n_dspark_targets * D + hp->dspark_markov_rank);
     c->attn_floats = dsv41_attention_scratch_floats(c->m, max_pos);
-    if (!dsv4_grow(&c->mm_scratch, &c->cap_mm, dsv4_linear_scratch_floats(c->cap_rows, max_in, n_tasks, (int)n_tasks),
+    if (!dsv4_grow(&c->mm_scratch, &c->cap_mm, dsv4_lin_scratch(c->m->be, c->cap_rows, max_in, n_tasks, (int)n_tasks),
                    4) ||
         !dsv4_grow(&c->attn_scratch, &c->cap_attn, n_tasks * c->attn_floats, 4) ||
         !dsv4_grow(&c->seq_last, &c->cap_seqs, n_seqs, sizeof(int32_t)))
@@ -300,7 +302,7 @@ di_status di_dsv41_ctx_topk(const di_dsv41_ctx *c, int32_t row, int32_t *out, in
 /* y = x W^T, f32 accumulation in the kernel table's fixed order. */
 void dsv41_lin_apply(const di_dsv41_ctx *c, const dsv4_linear *w, const float *x, int64_t ldx, float *y, int64_t ldy,
                      int64_t n, di_threadpool *pool) {
-    dsv4_linear_apply(c->m->k, w, x, ldx, y, ldy, n, c->mm_scratch, pool);
+    dsv4_lin(c->m->be, w, x, ldx, y, ldy, n, c->mm_scratch, pool);
 }
 
 void dsv41_linear(const di_dsv41_ctx *c, const dsv4_linear *w, float *x, int64_t ldx, float *y, int64_t ldy,
@@ -490,7 +492,7 @@ di_status di_dsv41_forward(di_dsv41_ctx *c, di_dsv41_kv *kv, const di_batch *b, 
         kv->tokens[dsv41_slot(b, b->seq[i], b->pos[i])] = b->token[i];
         float *x = c->R + i * N * D;
         if (b->embd && b->embd[i]) memcpy(x, b->embd[i], (size_t)D * sizeof(float));
-        else dsv4_linear_row(m->k, &m->embed, b->token[i], x);
+        else dsv4_lin_rows(m->be, &m->embed, &b->token[i], 1, x, 0);
         for (int64_t j = 1; j < N; j++) memcpy(x + j * D, x, (size_t)D * sizeof(float));
         for (int64_t j = 0; j < N; j++) c->pre[i * N + j] = j == 0 ? 1.0f : 0.0f; /* one-hot first pre */
     }

@@ -120,11 +120,8 @@ void dsv41_close_entry(di_dsv41_ctx *c, di_dsv41_kv *kv, int32_t il, const di_ba
     put_comp(kv, il, slot, e, hd, hp->use_fp4_kv);
     if (hp->role[il].idxk_src == il) {
         const int32_t ihd = hp->index_dim;
-        for (int32_t o = 0; o < ihd; o++) { /* wk is a small bf16 matrix: one row at a time */
-            float w[4096];
-            dsv4_linear_row(m->k, &L->i_wk, o, w);
-            key[o] = m->k->dot_f32(w, pre, hd);
-        }
+        float w[4096]; /* wk is a small bf16 matrix: one row at a time, hd <= 4096 */
+        m->be->ops->scaled_dot_rows(m->be, &L->i_wk, pre, key, w);
         maybe_bf16(c, key, ihd);
         dsv41_norm(c, key, L->i_knorm, key, ihd);
         dsv4_rope(key, 1, ihd, hp->n_rot, m->inv_freq_compress, rpos, 1.0f);
@@ -222,7 +219,7 @@ static void index_select(di_dsv41_ctx *c, const di_dsv41_kv *kv, int32_t il, con
             get_ikey(kv, ro->idxk_src, dsv41_slot(b, seq, j * r + r - 1), ik, ihd);
             float s = 0.0f;
             for (int32_t h = 0; h < IH; h++) {
-                float d = m->k->dot_f32(iq + (int64_t)h * ihd, ik, ihd);
+                float d = di_backend_cpu_kernels(m->be)->dot_f32(iq + (int64_t)h * ihd, ik, ihd);
                 s += iw[h] * (d > 0.0f ? d : 0.0f);
             }
             score[j] = s;
@@ -299,7 +296,7 @@ void dsv41_attend(const di_dsv41_ctx *c, const float *q_row, const float *keys, 
     const di_dsv41_model *m = c->m;
     const di_dsv41_hparams *hp = &m->hp;
     const int32_t hd = hp->head_dim, H = hp->n_heads;
-    dsv4_attend_sink(m->k, q_row, keys, n_keys, sink, H, hd, logits, o);
+    dsv4_attend_sink(di_backend_cpu_kernels(m->be), q_row, keys, n_keys, sink, H, hd, logits, o);
     maybe_bf16(c, o, (int64_t)H * hd);
     dsv4_rope(o, H, hd, hp->n_rot, inv_freq, p, -1.0f);
     maybe_bf16(c, o, (int64_t)H * hd);

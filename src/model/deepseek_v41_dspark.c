@@ -186,7 +186,7 @@ di_status di_dsv41_dspark_draft(di_dsv41_ctx *c, di_dsv41_kv *kv, const di_batch
     b.want_logits = NULL;
     for (int64_t r = 0; r < n; r++) {
         float *x = c->R + r * N * D;
-        dsv4_linear_row(m->k, &m->embed, tok[r], x);
+        dsv4_lin_rows(m->be, &m->embed, &tok[r], 1, x, 0);
         for (int64_t j = 1; j < N; j++) memcpy(x + j * D, x, (size_t)D * sizeof(float));
         for (int64_t j = 0; j < N; j++) c->pre[r * N + j] = j == 0 ? 1.0f : 0.0f;
     }
@@ -221,7 +221,7 @@ di_status di_dsv41_dspark_draft(di_dsv41_ctx *c, di_dsv41_kv *kv, const di_batch
             int64_t r = (int64_t)i * k + t;
             dsv41_lin_apply(c, &m->head, c->h + r * D, D, lg, V, 1, NULL);
             if (rank > 0) {
-                dsv4_linear_row(m->k, &m->markov_embed, prev, emb);
+                dsv4_lin_rows(m->be, &m->markov_embed, &prev, 1, emb, 0);
                 /* logits += E[prev] . H^T, one bf16 GEMM row with f32 output */
                 float *mk = lp; /* scratch: V floats */
                 dsv41_lin_apply(c, &m->markov_head, emb, rank, mk, V, 1, NULL);

@@ -60,7 +60,7 @@ struct di_dsv41_model {
     di_dsv4_model base;       /* mapping, owned buffers, fp8 block: V4's binders use it */
     di_dsv41_hparams hp;
     di_dsv41_numerics num;
-    const di_cpu_kernels *k;
+    const di_backend *be;     /* &base.be: the forward's operations (kernels/backend.h) */
     dsv4_linear embed, head;  /* (V, D) */
     const float *norm;        /* (D) */
     dsv41_layer *layers;      /* (n_layers) */

@@ -54,8 +54,8 @@ static void expert(const di_dsv41_ctx *c, const dsv4_linear *w1, const dsv4_line
     const di_dsv41_hparams *hp = &c->m->hp;
     const int64_t D = hp->n_embd, F = hp->moe_ff;
     const int faithful = dsv41_faithful(c);
-    dsv4_linear_apply(c->m->k, w1, x, D, g1, F, cnt, mm, pool);
-    dsv4_linear_apply(c->m->k, w3, x, D, g3, F, cnt, mm, pool);
+    dsv4_lin(c->m->be, w1, x, D, g1, F, cnt, mm, pool);
+    dsv4_lin(c->m->be, w3, x, D, g3, F, cnt, mm, pool);
     if (faithful) {
         dsv41_round_bf16(g1, cnt * F);
         dsv41_round_bf16(g3, cnt * F);
@@ -68,7 +68,7 @@ static void expert(const di_dsv41_ctx *c, const dsv4_linear *w1, const dsv4_line
         }
     if (faithful && w2->kind != DSV4_W_PLAIN)
         for (int64_t q = 0; q < cnt; q++) dsv41_round_fp8(g1 + q * F, F);
-    dsv4_linear_apply(c->m->k, w2, g1, F, y, D, cnt, mm, pool);
+    dsv4_lin(c->m->be, w2, g1, F, y, D, cnt, mm, pool);
     if (faithful) dsv41_round_bf16(y, cnt * D);
 }
 
@@ -94,7 +94,7 @@ di_status dsv41_moe_layer(di_dsv41_ctx *c, const dsv41_layer *L, int32_t il, int
     const int32_t E = L->n_experts, K = L->n_used, D = hp->n_embd;
     di_dsv4_ep *ep = il >= 0 ? c->ep : NULL;
     if (n > 0) {
-        dsv4_linear_apply(m->k, &L->gate, c->h, D, c->logit, E, n, c->mm_scratch, pool); /* bf16, f32 out */
+        dsv4_lin(m->be, &L->gate, c->h, D, c->logit, E, n, c->mm_scratch, pool); /* bf16, f32 out */
         route(c, L, il, n);
         memcpy(c->xq, c->h, (size_t)n * D * sizeof(float));
         if (dsv41_faithful(c))

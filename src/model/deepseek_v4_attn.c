@@ -133,7 +133,7 @@ static int32_t index_select(const di_dsv4_ctx *c, const di_dsv4_kv *kv, int32_t 
         kv_get(kv, il, slot_of(b, b->seq[row], w * r + r - 1), lay->off_icomp, ik, ihd);
         float s = 0.0f;
         for (int32_t h = 0; h < IH; h++) {
-            float d = m->k->dot_f32(iq + (int64_t)h * ihd, ik, ihd);
+            float d = di_backend_cpu_kernels(&m->be)->dot_f32(iq + (int64_t)h * ihd, ik, ihd);
             s += (d > 0.0f ? d : 0.0f) * softmax_scale * iw[h];
         }
         score[w] = s;
@@ -217,7 +217,7 @@ static void attend_row(void *arg, int64_t row, int thread) {
                    keys + (int64_t)n_keys * hd, hd);
     }
 
-    dsv4_attend_sink(m->k, c->q + row * H * (int64_t)hd, keys, n_keys, L->sink, H, hd, logits,
+    dsv4_attend_sink(di_backend_cpu_kernels(&m->be), c->q + row * H * (int64_t)hd, keys, n_keys, L->sink, H, hd, logits,
                      c->att + row * H * (int64_t)hd);
     /* K = V carried the key's rotation: undo it at the query position */
     dsv4_rope(c->att + row * H * (int64_t)hd, H, hd, hp->n_rot,
@@ -329,15 +329,15 @@ di_status dsv4_attention(di_dsv4_ctx *c, di_dsv4_kv *kv, int32_t il, const di_ba
     const dsv4_kv_layout *lay = &kv->lay[il];
     const int64_t n = b->n_rows, D = hp->n_embd, hd = hp->head_dim, H = hp->n_heads;
     const float *inv_freq = L->kind == DI_DSV4_ATTN_WINDOW ? m->inv_freq_main : m->inv_freq_compress;
-    const di_cpu_kernels *k = m->k;
+    const di_backend *be = &m->be;
     float *mm = c->mm_scratch;
 
     double t0 = dsv4_prof_now(c);
     if (n == 0) goto share; /* CP placeholder: only the exchange and the pooling */
-    dsv4_linear_apply(k, &L->wq_a, c->h, D, c->qr, hp->q_lora, n, mm, pool);
+    dsv4_lin(be, &L->wq_a, c->h, D, c->qr, hp->q_lora, n, mm, pool);
     for (int64_t i = 0; i < n; i++) dsv4_rmsnorm(c->qr + i * hp->q_lora, L->q_norm, c->qr + i * hp->q_lora, hp->q_lora, hp->rms_eps);
-    dsv4_linear_apply(k, &L->wq_b, c->qr, hp->q_lora, c->q, H * hd, n, mm, pool);
-    dsv4_linear_apply(k, &L->wkv, c->h, D, c->kvr, hd, n, mm, pool);
+    dsv4_lin(be, &L->wq_b, c->qr, hp->q_lora, c->q, H * hd, n, mm, pool);
+    dsv4_lin(be, &L->wkv, c->h, D, c->kvr, hd, n, mm, pool);
     for (int64_t i = 0; i < n; i++) {
         float *q = c->q + i * H * hd, *kvr = c->kvr + i * hd;
         for (int64_t h = 0; h < H; h++) dsv4_rmsnorm(q + h * hd, NULL, q + h * hd, hd, hp->rms_eps);
@@ -351,8 +351,8 @@ di_status dsv4_attention(di_dsv4_ctx *c, di_dsv4_kv *kv, int32_t il, const di_ba
     if (L->kind != DI_DSV4_ATTN_WINDOW) {
         const dsv4_compressor *cp = &L->comp;
         int64_t w = (int64_t)cp->coff * cp->dim;
-        dsv4_linear_apply(k, &cp->wkv, c->h, D, c->ckv, w, n, mm, pool);
-        dsv4_linear_apply(k, &cp->wgate, c->h, D, c->cg, w, n, mm, pool);
+        dsv4_lin(be, &cp->wkv, c->h, D, c->ckv, w, n, mm, pool);
+        dsv4_lin(be, &cp->wgate, c->h, D, c->cg, w, n, mm, pool);
         store_raw(kv, il, b, cp, L->ratio, c->ckv, c->cg, lay->off_raw_kv, lay->off_raw_gate);
     }
     dsv4_prof_add(c, DI_DSV4_BLK_COMPRESS, t0);
@@ -360,11 +360,11 @@ di_status dsv4_attention(di_dsv4_ctx *c, di_dsv4_kv *kv, int32_t il, const di_ba
     if (L->kind == DI_DSV4_ATTN_CSA) {
         const dsv4_compressor *cp = &L->icomp;
         int64_t w = 2 * (int64_t)cp->dim, IH = hp->index_heads, ihd = hp->index_dim;
-        dsv4_linear_apply(k, &cp->wkv, c->h, D, c->ikv, w, n, mm, pool);
-        dsv4_linear_apply(k, &cp->wgate, c->h, D, c->ig, w, n, mm, pool);
+        dsv4_lin(be, &cp->wkv, c->h, D, c->ikv, w, n, mm, pool);
+        dsv4_lin(be, &cp->wgate, c->h, D, c->ig, w, n, mm, pool);
         store_raw(kv, il, b, cp, L->ratio, c->ikv, c->ig, lay->off_iraw_kv, lay->off_iraw_gate);
-        dsv4_linear_apply(k, &L->idx_wq_b, c->qr, hp->q_lora, c->iq, IH * ihd, n, mm, pool);
-        dsv4_linear_apply(k, &L->idx_wproj, c->h, D, c->iw, IH, n, mm, pool);
+        dsv4_lin(be, &L->idx_wq_b, c->qr, hp->q_lora, c->iq, IH * ihd, n, mm, pool);
+        dsv4_lin(be, &L->idx_wproj, c->h, D, c->iw, IH, n, mm, pool);
         const float wscale = 1.0f / sqrtf((float)IH);
         for (int64_t i = 0; i < n; i++) {
             dsv4_rope(c->iq + i * IH * ihd, (int32_t)IH, (int32_t)ihd, hp->n_rot, m->inv_freq_compress, b->pos[i], 1.0f);
@@ -421,9 +421,9 @@ share:;
     const int64_t G = hp->o_groups, gin = H * hd / G, olr = hp->o_lora;
     for (int64_t g = 0; g < G; g++) {
         const dsv4_linear wg = dsv4_linear_rows(&L->wo_a, g * olr, olr);
-        dsv4_linear_apply(k, &wg, c->att + g * gin, H * hd, c->oa + g * olr, G * olr, n, mm, pool);
+        dsv4_lin(be, &wg, c->att + g * gin, H * hd, c->oa + g * olr, G * olr, n, mm, pool);
     }
-    dsv4_linear_apply(k, &L->wo_b, c->oa, G * olr, c->y, D, n, mm, pool);
+    dsv4_lin(be, &L->wo_b, c->oa, G * olr, c->y, D, n, mm, pool);
     dsv4_prof_add(c, DI_DSV4_BLK_ATTN_PROJ, t0);
     return DI_OK;
 }

@@ -22,6 +22,7 @@
 
 #include "format/hf_config.h"
 #include "format/safetensors.h"
+#include "kernels/backend.h"
 #include "kernels/cpu/kernels.h"
 #include "model/deepseek_v4.h"
 
@@ -29,25 +30,14 @@
 
 #define DSV4_MAX_ROPE_PAIRS 256  /* n_rot / 2 limit (the real model has 32) */
 
-/* One linear layer W (n_out, n_in) as the checkpoint stores it. */
-typedef enum dsv4_wkind {
-    DSV4_W_PLAIN = 0, /* F32 / F16 / BF16 rows read by di_matmul */
-    DSV4_W_FP8,       /* e4m3 bytes, scale[o / B][i / B] (floats owned by the model) */
-    DSV4_W_MXFP4,     /* HF split layout: (n_out, n_in/2) e2m1 pairs, (n_out, n_in/32) e8m0 */
-} dsv4_wkind;
-
-typedef struct dsv4_linear {
-    dsv4_wkind kind;
-    di_dtype dtype;       /* PLAIN: the row dtype */
-    const void *data;     /* (n_out, n_in) in the mapping or an owned aligned copy */
-    uint64_t row_bytes;
-    int64_t n_in, n_out;
-    const float *scale;   /* FP8: (ceil(n_out/B), scale_cols) as f32 */
-    int64_t scale_cols;
-    int32_t block;        /* FP8 block edge B */
-    int64_t row_off;      /* FP8: this view starts at row row_off of its scale grid */
-    const uint8_t *mx_scale; /* MXFP4: (n_out, n_in / 32) e8m0 bytes */
-} dsv4_linear;
+/* One linear layer W (n_out, n_in) as the checkpoint stores it: the
+ * backend seam's operand (kernels/backend.h, di_scaled_weight), so the
+ * forwards hand their weights to be->ops->scaled_linear as they are. */
+typedef di_scaled_kind dsv4_wkind;
+#define DSV4_W_PLAIN DI_SCALED_PLAIN /* F32 / F16 / BF16 rows read by di_matmul */
+#define DSV4_W_FP8 DI_SCALED_FP8     /* e4m3 bytes, scale[o / B][i / B] (floats owned by the model) */
+#define DSV4_W_MXFP4 DI_SCALED_MXFP4 /* HF split layout: (n_out, n_in/2) e2m1 pairs, (n_out, n_in/32) e8m0 */
+typedef di_scaled_weight dsv4_linear;
 
 /* A compressor (the attention's, or the indexer's at index_head_dim). */
 typedef struct dsv4_compressor {
@@ -125,7 +115,7 @@ typedef struct dsv4_mtp {
 
 struct di_dsv4_model {
     di_dsv4_hparams hp;
-    const di_cpu_kernels *k;
+    di_backend be;        /* the forward's operations (kernels/backend.h): the CPU backend over the load's table */
     di_safetensors_checkpoint *ck; /* owned */
     dsv4_linear embed;    /* (n_vocab, n_embd) */
     dsv4_linear head;     /* (n_vocab, n_embd) */
@@ -360,16 +350,31 @@ di_status dsv4_kv_check_truncate(const char *arch, int32_t n_blocks, int32_t blo
 
 /* ---- linear ------------------------------------------------------------- */
 
-/* Scratch floats per pool thread for dsv4_linear_apply with this n_in. */
+/* The forwards' linears, through the model's backend (kernels/backend.h):
+ * y (n_rows, ldy) = x (n_rows, ldx) W^T, batch invariant (each y[r][o] one
+ * fixed sequence of float operations); rows: dst (n, ldd) row i = row
+ * ids[i] of W as floats; scratch: what dsv4_lin needs. */
+static inline int64_t dsv4_lin_scratch(const di_backend *be, int64_t n_rows, int64_t n_in, int64_t n_tasks,
+                                       int n_threads) {
+    return be->ops->scaled_linear_scratch_floats(be, n_rows, n_in, n_tasks, n_threads);
+}
+static inline void dsv4_lin(const di_backend *be, const dsv4_linear *w, const float *x, int64_t ldx, float *y,
+                            int64_t ldy, int64_t n_rows, float *scratch, di_threadpool *pool) {
+    be->ops->scaled_linear(be, w, x, ldx, y, ldy, n_rows, scratch, pool);
+}
+static inline void dsv4_lin_rows(const di_backend *be, const dsv4_linear *w, const int32_t *ids, int64_t n,
+                                 float *dst, int64_t ldd) {
+    be->ops->scaled_rows(be, w, ids, n, dst, ldd);
+}
+/* The same on the CPU backend over kernel table k (the tests' form; EP
+ * sizes its host scratch with dsv4_linear_scratch_floats). */
 int64_t dsv4_linear_scratch_floats(int64_t n_rows, int64_t n_in, int64_t n_tasks, int n_threads);
-/* y (n_rows, ldy) = x (n_rows, ldx) W^T. Batch invariant: each y[r][o] is
- * dot_f32(dequant(W[o]), x[r]) in one fixed order. */
 void dsv4_linear_apply(const di_cpu_kernels *k, const dsv4_linear *w, const float *x, int64_t ldx,
                        float *y, int64_t ldy, int64_t n_rows, float *scratch, di_threadpool *pool);
 /* The view of rows [r0, r0 + n) of w (the grouped output projection's
  * groups): data, FP8 scale row offset and MXFP4 scales moved along. */
 dsv4_linear dsv4_linear_rows(const dsv4_linear *w, int64_t r0, int64_t n);
-/* Row o of W as floats (n_in). */
+/* Row o of W as floats (n_in), on the CPU backend over k (the tests' form). */
 void dsv4_linear_row(const di_cpu_kernels *k, const dsv4_linear *w, int64_t o, float *dst);
 
 /* ---- rope --------------------------------------------------------------- */

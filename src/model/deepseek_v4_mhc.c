@@ -161,7 +161,7 @@ void dsv4_hc_pre(di_dsv4_ctx *c, const dsv4_linear *fn, const float *base, const
     const di_dsv4_hparams *hp = &c->m->hp;
     const int32_t N = hp->hc_mult, D = hp->n_embd, M = (2 + N) * N;
     dsv4_rows_run(pool, n, normalize_row, c);
-    dsv4_linear_apply(c->m->k, fn, c->flat, (int64_t)N * D, c->mix, M, n, c->mm_scratch, pool);
+    dsv4_lin(&c->m->be, fn, c->flat, (int64_t)N * D, c->mix, M, n, c->mm_scratch, pool);
     mhc_args a = {c, base, scale};
     dsv4_rows_run(pool, n, hc_pre_row, &a);
 }
@@ -174,7 +174,7 @@ void dsv4_hc_head(di_dsv4_ctx *c, int64_t n, di_threadpool *pool) {
     const di_dsv4_model *m = c->m;
     const int32_t N = m->hp.hc_mult, D = m->hp.n_embd;
     dsv4_rows_run(pool, n, normalize_row, c);
-    dsv4_linear_apply(m->k, &m->hc_head_fn, c->flat, (int64_t)N * D, c->mix, N, n, c->mm_scratch, pool);
+    dsv4_lin(&m->be, &m->hc_head_fn, c->flat, (int64_t)N * D, c->mix, N, n, c->mm_scratch, pool);
     for (int64_t r = 0; r < n; r++) {
         float pre[16];
         for (int32_t i = 0; i < N; i++)

@@ -109,10 +109,10 @@ static void run_expert(di_dsv4_ctx *c, const dsv4_linear *w, const float *x, int
                        const dsv4_ep_scratch *sc, di_threadpool *pool) {
     const di_dsv4_model *m = c->m;
     const int64_t D = m->hp.n_embd, F = m->hp.moe_ff;
-    dsv4_linear_apply(m->k, &w[0], x, D, sc->g1, F, cnt, sc->mm, pool);
-    dsv4_linear_apply(m->k, &w[2], x, D, sc->g3, F, cnt, sc->mm, pool);
+    dsv4_lin(&m->be, &w[0], x, D, sc->g1, F, cnt, sc->mm, pool);
+    dsv4_lin(&m->be, &w[2], x, D, sc->g3, F, cnt, sc->mm, pool);
     dsv4_clamped_swiglu(sc->g1, sc->g3, cnt * F, m->hp.swiglu_limit);
-    dsv4_linear_apply(m->k, &w[1], sc->g1, F, y, D, cnt, sc->mm, pool);
+    dsv4_lin(&m->be, &w[1], sc->g1, F, y, D, cnt, sc->mm, pool);
     if (c->prof_on) c->prof.flops[DI_DSV4_BLK_MOE_ROUTED] += 6.0 * (double)cnt * (double)D * (double)F;
 }
 
@@ -153,7 +153,7 @@ di_status dsv4_moe(di_dsv4_ctx *c, int32_t il, const int32_t *tokens, int64_t n,
     const int32_t E = hp->n_experts, K = hp->n_experts_used, D = hp->n_embd, F = hp->moe_ff;
     double t0 = dsv4_prof_now(c);
     if (n > 0) {
-        dsv4_linear_apply(m->k, &L->gate, c->h, D, c->logit, E, n, c->mm_scratch, pool);
+        dsv4_lin(&m->be, &L->gate, c->h, D, c->logit, E, n, c->mm_scratch, pool);
         route(c, L, tokens, n);
     }
     dsv4_prof_add(c, DI_DSV4_BLK_MOE_ROUTER, t0);
@@ -177,10 +177,10 @@ di_status dsv4_moe(di_dsv4_ctx *c, int32_t il, const int32_t *tokens, int64_t n,
     dsv4_prof_add(c, DI_DSV4_BLK_MOE_ROUTED, t0);
     /* shared expert into yg */
     t0 = dsv4_prof_now(c);
-    dsv4_linear_apply(m->k, &L->sh_w1, c->h, D, c->g1, F, n, c->mm_scratch, pool);
-    dsv4_linear_apply(m->k, &L->sh_w3, c->h, D, c->g3, F, n, c->mm_scratch, pool);
+    dsv4_lin(&m->be, &L->sh_w1, c->h, D, c->g1, F, n, c->mm_scratch, pool);
+    dsv4_lin(&m->be, &L->sh_w3, c->h, D, c->g3, F, n, c->mm_scratch, pool);
     dsv4_clamped_swiglu(c->g1, c->g3, n * F, hp->swiglu_limit);
-    dsv4_linear_apply(m->k, &L->sh_w2, c->g1, F, c->yg, D, n, c->mm_scratch, pool);
+    dsv4_lin(&m->be, &L->sh_w2, c->g1, F, c->yg, D, n, c->mm_scratch, pool);
     dsv4_prof_add(c, DI_DSV4_BLK_MOE_SHARED, t0);
     if (c->prof_on) {
         c->prof.flops[DI_DSV4_BLK_MOE_SHARED] += 6.0 * (double)n * (double)D * (double)F;

@@ -9,6 +9,7 @@
  * computes it, and the fused steps of a stage touch a row once. */
 #include "kernels/backend.h"
 
+#include "kernels/cpu/backend_cpu_dsv4.h"
 #include "kernels/cpu/ggml_compat.h"
 
 #include <math.h>
@@ -307,6 +308,11 @@ static const di_backend_ops CPU_OPS = {
     .attention = cpu_attention,
     .moe_route = cpu_moe_route,
     .moe_expert = cpu_moe_expert,
+    /* ---- DeepSeek V4 / V4.1 stages (backend_cpu_dsv4.c) ---- */
+    .scaled_linear_scratch_floats = di_cpu_scaled_linear_scratch,
+    .scaled_linear = di_cpu_scaled_linear,
+    .scaled_rows = di_cpu_scaled_rows,
+    .scaled_dot_rows = di_cpu_scaled_dot_rows,
     .copy = cpu_copy,
     .zero = cpu_zero,
 };

@@ -175,6 +175,32 @@ static void cuda_zero(const di_backend *be, void *dst, size_t bytes) {
     latch(be, di_cuda_memset(state_of(be)->ctx, dst, 0, bytes, &e), &e);
 }
 
+/* ---- DeepSeek V4 / V4.1 stages: no kernels yet ---- */
+
+static int64_t cuda_scaled_linear_scratch(const di_backend *be, int64_t n_rows, int64_t n_in, int64_t n_tasks,
+                                          int n_threads) {
+    (void)be, (void)n_rows, (void)n_in, (void)n_tasks, (void)n_threads;
+    return 0;
+}
+
+static void cuda_scaled_linear(const di_backend *be, const di_scaled_weight *w, const float *x, int64_t ldx, float *y,
+                               int64_t ldy, int64_t n_rows, float *scratch, di_threadpool *pool) {
+    (void)w, (void)x, (void)ldx, (void)y, (void)ldy, (void)n_rows, (void)scratch, (void)pool;
+    missing(be, "scaled_linear"); /* needs FP8 block-scaled and MXFP4 gemms */
+}
+
+static void cuda_scaled_rows(const di_backend *be, const di_scaled_weight *w, const int32_t *ids, int64_t n,
+                             float *dst, int64_t ldd) {
+    (void)w, (void)ids, (void)n, (void)dst, (void)ldd;
+    missing(be, "scaled_rows");
+}
+
+static void cuda_scaled_dot_rows(const di_backend *be, const di_scaled_weight *w, const float *x, float *y,
+                                 float *scratch) {
+    (void)w, (void)x, (void)y, (void)scratch;
+    missing(be, "scaled_dot_rows");
+}
+
 static const di_backend_ops CUDA_OPS = {
     .name = "cuda",
     .release = cuda_release,
@@ -194,6 +220,10 @@ static const di_backend_ops CUDA_OPS = {
     .attention = cuda_attention,
     .moe_route = cuda_moe_route,
     .moe_expert = cuda_moe_expert,
+    .scaled_linear_scratch_floats = cuda_scaled_linear_scratch,
+    .scaled_linear = cuda_scaled_linear,
+    .scaled_rows = cuda_scaled_rows,
+    .scaled_dot_rows = cuda_scaled_dot_rows,
     .copy = cuda_copy,
     .zero = cuda_zero,
 };

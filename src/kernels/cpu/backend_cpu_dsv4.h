@@ -1,0 +1,17 @@
+/* The CPU backend's DeepSeek V4 / V4.1 stages (backend_cpu_dsv4.c), for
+ * the CPU table in backend_cpu.c. Not a public header. */
+#ifndef DI_KERNELS_CPU_BACKEND_CPU_DSV4_H
+#define DI_KERNELS_CPU_BACKEND_CPU_DSV4_H
+
+#include "kernels/backend.h"
+
+int64_t di_cpu_scaled_linear_scratch(const di_backend *be, int64_t n_rows, int64_t n_in, int64_t n_tasks,
+                                     int n_threads);
+void di_cpu_scaled_linear(const di_backend *be, const di_scaled_weight *w, const float *x, int64_t ldx, float *y,
+                          int64_t ldy, int64_t n_rows, float *scratch, di_threadpool *pool);
+void di_cpu_scaled_rows(const di_backend *be, const di_scaled_weight *w, const int32_t *ids, int64_t n, float *dst,
+                        int64_t ldd);
+void di_cpu_scaled_dot_rows(const di_backend *be, const di_scaled_weight *w, const float *x, float *y,
+                            float *scratch);
+
+#endif
