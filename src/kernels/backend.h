@@ -144,6 +144,40 @@ typedef struct di_scaled_weight {
     const uint8_t *mx_scale; /* MXFP4: (n_out, n_in / 32) e8m0 bytes */
 } di_scaled_weight;
 
+/* sparse_attention: for each row r and each of its H heads of q[r] (H, hd),
+ * softmax over the keys keys[idx[r][t]], t < n_idx[r] (K = V rows of hd), of
+ * q.k / sqrt(hd), with the head's sink logit in the denominator (it takes
+ * mass, gives no value); out[r] (H, hd) the weighted sum of those rows. The
+ * batch's distinct keys are in one table, so rows of a sequence share them
+ * (the caller gathers them from its cache records). */
+typedef struct di_sparse_attn_args {
+    const float *q;        /* (n_rows, H*hd) */
+    int64_t n_rows;
+    int32_t n_heads, head_dim;
+    const float *sink;     /* (H) */
+    const float *keys;     /* (n_keys, hd) */
+    const int32_t *idx;    /* (n_rows, ld_idx) key rows of each row, in the order it visits them */
+    int64_t ld_idx;
+    const int32_t *n_idx;  /* (n_rows) */
+    float *out;            /* (n_rows, H*hd) */
+} di_sparse_attn_args;
+
+/* index_scores (the lightning indexer): score[r][t] = sum over heads h in
+ * order of relu(iq[r]_h . keys[idx[r][t]]) * scale * w[r][h], t < n_idx[r]. */
+typedef struct di_index_score_args {
+    const float *iq;       /* (n_rows, IH*ihd) */
+    const float *w;        /* (n_rows, IH) head weights */
+    int64_t n_rows;
+    int32_t n_heads, head_dim;
+    float scale;
+    const float *keys;     /* (n_keys, ihd) */
+    const int32_t *idx;    /* (n_rows, ld_idx) */
+    int64_t ld_idx;
+    const int32_t *n_idx;  /* (n_rows) */
+    float *score;          /* (n_rows, ld_score) */
+    int64_t ld_score;
+} di_index_score_args;
+
 typedef struct di_backend_ops {
     const char *name; /* "cpu", "cuda" */
     /* Frees what the backend context owns (no-op for the CPU). */
@@ -219,6 +253,12 @@ typedef struct di_backend_ops {
      * index key of an entry); scratch n_in floats. */
     void (*scaled_dot_rows)(const di_backend *be, const di_scaled_weight *w, const float *x, float *y,
                             float *scratch);
+    /* Scratch floats per pool thread for sparse_attention with up to max_idx keys a row. */
+    int64_t (*sparse_attention_scratch_floats)(const di_backend *be, int64_t max_idx);
+    /* scratch (n_threads, sparse_attention_scratch_floats). */
+    void (*sparse_attention)(const di_backend *be, const di_sparse_attn_args *a, float *scratch,
+                             di_threadpool *pool);
+    void (*index_scores)(const di_backend *be, const di_index_score_args *a, di_threadpool *pool);
 
     /* ---- memory ---- */
     void (*copy)(const di_backend *be, void *dst, const void *src, size_t bytes);

@@ -168,6 +168,9 @@ void di_dsv4_ctx_free(di_dsv4_ctx *c) {
     free(c->prof_thread);
     free(c->seq_last);
     free(c->cp_rows);
+    dsv4_keyset_free(&c->ks);
+    free(c->iscore);
+    free(c->ipick);
     free(c);
 }
 

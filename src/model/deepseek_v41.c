@@ -262,6 +262,8 @@ void di_dsv41_ctx_free(di_dsv41_ctx *c) {
     void *ps[] = {c->mm_scratch, c->attn_scratch, c->seq_last, c->cb_token, c->cb_seq, c->cb_pos, c->cb_want,
                   (void *)c->cb_embd};
     for (size_t i = 0; i < sizeof ps / sizeof *ps; i++) free(ps[i]);
+    dsv4_keyset_free(&c->ks);
+    free(c->iscore);
     free(c);
 }
 

@@ -61,29 +61,42 @@ void dsv41_draft_main_keys(di_dsv41_ctx *c, di_dsv41_kv *kv, const di_batch *b, 
     }
 }
 
-typedef struct draft_attn_job {
+typedef struct draft_stage {
     di_dsv41_ctx *c;
     const di_dsv41_kv *kv;
     int32_t stage, window;
     const di_batch *b;
     const int32_t *key_end;
-} draft_attn_job;
+    int64_t r0;           /* the chunk's first row */
+} draft_stage;
 
-static void draft_attend_row(void *arg, int64_t row, int thread) {
-    const draft_attn_job *j = arg;
-    di_dsv41_ctx *c = j->c;
-    const di_dsv41_model *m = c->m;
-    const int32_t hd = m->hp.head_dim, H = m->hp.n_heads, seq = j->b->seq[row], end = j->key_end[row];
-    float *keys = c->attn_scratch + (int64_t)thread * c->attn_floats;
-    int32_t first = end - j->window + 1 > 0 ? end - j->window + 1 : 0, n_keys = 0;
-    for (int32_t t = first; t <= end; t++, n_keys++)
-        get_key(j->kv, j->stage, dsv41_slot(j->b, seq, t), keys + (int64_t)n_keys * hd, hd);
-    dsv41_attend(c, c->q + row * (int64_t)H * hd, keys, n_keys, m->mtp[j->stage].sink, keys + (int64_t)n_keys * hd,
-                 c->att + row * (int64_t)H * hd, m->inv_freq_main, j->b->pos[row]);
+/* Key address: the slot of the stage's record. */
+static void draft_get_key(void *user, int64_t addr, float *dst) {
+    const draft_stage *j = user;
+    get_key(j->kv, j->stage, addr, dst, j->c->m->hp.head_dim);
 }
 
-void dsv41_draft_attention(di_dsv41_ctx *c, di_dsv41_kv *kv, int32_t stage, const di_batch *b,
-                           const int32_t *key_end, int32_t window, di_threadpool *pool) {
+static void draft_list_row(void *user, int64_t i) {
+    const draft_stage *j = user;
+    dsv4_keyset *ks = &j->c->ks;
+    const int64_t row = j->r0 + i;
+    const int32_t seq = j->b->seq[row], end = j->key_end[row];
+    int32_t first = end - j->window + 1 > 0 ? end - j->window + 1 : 0, t = 0;
+    int64_t *a = ks->addr + i * ks->ld;
+    for (int32_t q = first; q <= end; q++) a[t++] = dsv41_slot(j->b, seq, q);
+    ks->n_idx[i] = t;
+}
+
+static void draft_finish_row(void *user, int64_t i) {
+    const draft_stage *j = user;
+    const di_dsv41_model *m = j->c->m;
+    const int64_t row = j->r0 + i;
+    dsv41_attend_finish(j->c, j->c->att + row * (int64_t)m->hp.n_heads * m->hp.head_dim, m->inv_freq_main,
+                        j->b->pos[row]);
+}
+
+di_status dsv41_draft_attention(di_dsv41_ctx *c, di_dsv41_kv *kv, int32_t stage, const di_batch *b,
+                                const int32_t *key_end, int32_t window, di_threadpool *pool, di_error *err) {
     const di_dsv41_model *m = c->m;
     const di_dsv41_hparams *hp = &m->hp;
     const dsv41_layer *L = &m->mtp[stage];
@@ -102,9 +115,13 @@ void dsv41_draft_attention(di_dsv41_ctx *c, di_dsv41_kv *kv, int32_t stage, cons
         put_key(kv, stage, dsv41_slot(b, b->seq[i], b->pos[i]), c->kvr + i * hd, (int32_t)hd);
     }
     /* every key of the block is written before any row reads */
-    draft_attn_job job = {c, kv, stage, window, b, key_end};
-    di_threadpool_run(pool, n, draft_attend_row, &job);
+    draft_stage job = {c, kv, stage, window, b, key_end, 0};
+    const dsv4_keyset_src src = {(int64_t)kv->n_blocks * kv->block_size, draft_get_key};
+    di_status s = dsv41_sparse_attend(c, &src, b, window, L->sink, draft_list_row, draft_finish_row, &job, &job.r0,
+                                      pool, err);
+    if (s) return s;
     dsv41_out_proj(c, L, n, pool);
+    return DI_OK;
 }
 
 static di_status check_req(const di_dsv41_model *m, const di_dsv41_kv *kv, const di_batch *t,
@@ -194,7 +211,7 @@ di_status di_dsv41_dspark_draft(di_dsv41_ctx *c, di_dsv41_kv *kv, const di_batch
         const dsv41_layer *L = &m->mtp[st];
         dsv41_hc_pre(c, &L->hc_attn_fn, L->hc_attn_base, L->hc_attn_scale, n, pool);
         for (int64_t r = 0; r < n; r++) dsv41_norm(c, c->h + r * D, L->attn_norm, c->h + r * D, D);
-        dsv41_draft_attention(c, kv, st, &b, key_end, W, pool);
+        if ((s = dsv41_draft_attention(c, kv, st, &b, key_end, W, pool, err))) goto done;
         dsv41_hc_post(c, n, pool);
         dsv41_hc_pre(c, &L->hc_ffn_fn, L->hc_ffn_base, L->hc_ffn_scale, n, pool);
         for (int64_t r = 0; r < n; r++) dsv41_norm(c, c->h + r * D, L->ffn_norm, c->h + r * D, D);

@@ -105,43 +105,65 @@ int64_t dsv4_attention_scratch_floats(const di_dsv4_model *m, int32_t max_pos) {
     }
     int64_t n_comp = min_ratio ? ((int64_t)max_pos + 1) / min_ratio : 0;
     int64_t n_win = hp->window < (int64_t)max_pos + 1 ? hp->window : (int64_t)max_pos + 1;
-    int64_t n_keys = n_win + n_comp;
-    /* keys (n_keys, hd), logits (n_keys), index scores and picks (n_comp each),
-     * an index key (ihd) */
-    return n_keys * hp->head_dim + n_keys + 2 * n_comp + hp->index_dim + 16;
+    return m->be.ops->sparse_attention_scratch_floats(&m->be, n_win + n_comp);
 }
 
-typedef struct attn_job {
+/* One stage of the rows' attention over a chunk of rows [r0, r0 + n). Key
+ * addresses: slot * 2 + 0 the window record, slot * 2 + 1 the compressed
+ * entry closed at slot; index keys: the slot. */
+typedef struct rows_stage {
     di_dsv4_ctx *c;
     const di_dsv4_kv *kv;
     int32_t il;
     const di_batch *b;
-} attn_job;
+    int64_t r0;
+    int64_t ld_score;   /* floats per row of c->iscore */
+    const float *inv_freq;
+} rows_stage;
+
+static void get_key(void *user, int64_t addr, float *dst) {
+    const rows_stage *st = user;
+    kv_get(st->kv, st->il, addr >> 1, (addr & 1) ? st->kv->lay[st->il].off_comp : 0, dst, st->c->m->hp.head_dim);
+}
+
+static void get_ikey(void *user, int64_t addr, float *dst) {
+    const rows_stage *st = user;
+    kv_get(st->kv, st->il, addr, st->kv->lay[st->il].off_icomp, dst, st->c->m->hp.index_dim);
+}
+
+/* Entries a CSA row sees, and how many it keeps. */
+static int32_t n_valid_of(const rows_stage *st, int64_t row) {
+    return (st->b->pos[row] + 1) / st->c->m->layers[st->il].ratio;
+}
+static int32_t n_pick_of(const rows_stage *st, int32_t n_valid) {
+    int32_t k = st->c->m->hp.index_topk;
+    return k < n_valid ? k : n_valid;
+}
+
+/* The entries a CSA row scores: all it sees, or none when it keeps them all. */
+static void index_list_row(void *user, int64_t i) {
+    const rows_stage *st = user;
+    dsv4_keyset *ks = &st->c->ks;
+    const int64_t row = st->r0 + i;
+    const int32_t n_valid = n_valid_of(st, row), r = st->c->m->layers[st->il].ratio, seq = st->b->seq[row];
+    int64_t *a = ks->addr + i * ks->ld;
+    ks->n_idx[i] = n_pick_of(st, n_valid) == n_valid ? 0 : n_valid;
+    for (int32_t w = 0; w < ks->n_idx[i]; w++) a[w] = slot_of(st->b, seq, w * r + r - 1);
+}
 
 /* Indexer picks for a CSA row: the top min(topk, n_valid) entries by score
  * (ties to the lower index, which a near-tie-free golden never tests), in
- * ascending order. Returns the count. */
-static int32_t index_select(const di_dsv4_ctx *c, const di_dsv4_kv *kv, int32_t il, const di_batch *b,
-                            int64_t row, int32_t n_valid, float *score, int32_t *pick, float *ik) {
-    const di_dsv4_model *m = c->m;
-    const di_dsv4_hparams *hp = &m->hp;
-    const dsv4_kv_layout *lay = &kv->lay[il];
-    const int32_t IH = hp->index_heads, ihd = hp->index_dim, r = m->layers[il].ratio;
-    const float *iq = c->iq + row * IH * ihd, *iw = c->iw + row * IH;
-    const float softmax_scale = 1.0f / sqrtf((float)ihd);
-    for (int32_t w = 0; w < n_valid; w++) {
-        kv_get(kv, il, slot_of(b, b->seq[row], w * r + r - 1), lay->off_icomp, ik, ihd);
-        float s = 0.0f;
-        for (int32_t h = 0; h < IH; h++) {
-            float d = di_backend_cpu_kernels(&m->be)->dot_f32(iq + (int64_t)h * ihd, ik, ihd);
-            s += (d > 0.0f ? d : 0.0f) * softmax_scale * iw[h];
-        }
-        score[w] = s;
-    }
-    int32_t k = hp->index_topk < n_valid ? hp->index_topk : n_valid;
+ * ascending order, into c->ipick. */
+static void index_pick_row(void *user, int64_t i) {
+    const rows_stage *st = user;
+    di_dsv4_ctx *c = st->c;
+    const int64_t row = st->r0 + i;
+    const int32_t n_valid = n_valid_of(st, row), k = n_pick_of(st, n_valid);
+    int32_t *pick = c->ipick + row * c->m->hp.index_topk;
+    float *score = c->iscore + i * st->ld_score;
     if (k == n_valid) {
         for (int32_t w = 0; w < n_valid; w++) pick[w] = w;
-        return k;
+        return;
     }
     for (int32_t j = 0; j < k; j++) { /* selection: k is small next to n_valid */
         int32_t best = -1;
@@ -151,84 +173,106 @@ static int32_t index_select(const di_dsv4_ctx *c, const di_dsv4_kv *kv, int32_t 
         score[best] = -INFINITY;
     }
     for (int32_t j = 1; j < k; j++) /* ascending: the order keys are visited */
-        for (int32_t i = j; i > 0 && pick[i - 1] > pick[i]; i--) {
-            int32_t t = pick[i];
-            pick[i] = pick[i - 1];
-            pick[i - 1] = t;
+        for (int32_t a = j; a > 0 && pick[a - 1] > pick[a]; a--) {
+            int32_t t = pick[a];
+            pick[a] = pick[a - 1];
+            pick[a - 1] = t;
         }
-    return k;
 }
 
-void dsv4_attend_sink(const di_cpu_kernels *k, const float *q_row, const float *keys, int32_t n_keys,
-                      const float *sink, int32_t H, int32_t hd, float *logits, float *o) {
-    const float scale = 1.0f / sqrtf((float)hd);
-    for (int32_t h = 0; h < H; h++) {
-        const float *q = q_row + (int64_t)h * hd;
-        float *out = o + (int64_t)h * hd;
-        float mx = sink[h];
-        for (int32_t t = 0; t < n_keys; t++) {
-            logits[t] = k->dot_f32(q, keys + (int64_t)t * hd, hd) * scale;
-            mx = logits[t] > mx ? logits[t] : mx;
-        }
-        float sum = expf(sink[h] - mx); /* the sink takes mass, gives no value */
-        for (int32_t t = 0; t < n_keys; t++) sum += logits[t] = expf(logits[t] - mx);
-        memset(out, 0, (size_t)hd * sizeof(float));
-        for (int32_t t = 0; t < n_keys; t++) {
-            float pr = logits[t] / sum;
-            const float *v = keys + (int64_t)t * hd;
-            for (int32_t d = 0; d < hd; d++) out[d] += pr * v[d];
-        }
+/* The keys a row attends to, in order: its window, then every visible HCA
+ * entry or its CSA picks. */
+static void attn_list_row(void *user, int64_t i) {
+    const rows_stage *st = user;
+    const di_dsv4_ctx *c = st->c;
+    const dsv4_layer *L = &c->m->layers[st->il];
+    dsv4_keyset *ks = &st->c->ks;
+    const int64_t row = st->r0 + i;
+    const int32_t p = st->b->pos[row], seq = st->b->seq[row], r = L->ratio;
+    const int32_t n_win = c->m->hp.window < p + 1 ? c->m->hp.window : p + 1, n_valid = r ? (p + 1) / r : 0;
+    int64_t *a = ks->addr + i * ks->ld;
+    int32_t t = 0;
+    for (int32_t q = p - n_win + 1; q <= p; q++) a[t++] = slot_of(st->b, seq, q) * 2;
+    if (L->kind == DI_DSV4_ATTN_HCA) {
+        for (int32_t w = 0; w < n_valid; w++) a[t++] = slot_of(st->b, seq, w * r + r - 1) * 2 + 1;
+    } else if (L->kind == DI_DSV4_ATTN_CSA && n_valid > 0) {
+        const int32_t k = n_pick_of(st, n_valid), *pick = c->ipick + row * c->m->hp.index_topk;
+        for (int32_t j = 0; j < k; j++) a[t++] = slot_of(st->b, seq, (k == n_valid ? j : pick[j]) * r + r - 1) * 2 + 1;
     }
+    ks->n_idx[i] = t;
 }
 
-static void attend_row(void *arg, int64_t row, int thread) {
-    const attn_job *j = arg;
-    di_dsv4_ctx *c = j->c;
+/* K = V carried the key's rotation: undo it at the query position. */
+static void unrope_row(void *user, int64_t i) {
+    const rows_stage *st = user;
+    const di_dsv4_hparams *hp = &st->c->m->hp;
+    const int64_t row = st->r0 + i;
+    dsv4_rope(st->c->att + row * hp->n_heads * (int64_t)hp->head_dim, hp->n_heads, hp->head_dim, hp->n_rot,
+              st->inv_freq, st->b->pos[row], -1.0f);
+}
+
+/* Every row of b attends (the indexer first on CSA layers): the key lists
+ * and tables per chunk of rows, then the backend's stages. */
+static di_status attend_rows(di_dsv4_ctx *c, const di_dsv4_kv *kv, int32_t il, const di_batch *b,
+                             di_threadpool *pool, di_error *err) {
     const di_dsv4_model *m = c->m;
     const di_dsv4_hparams *hp = &m->hp;
-    const dsv4_layer *L = &m->layers[j->il];
-    const dsv4_kv_layout *lay = &j->kv->lay[j->il];
-    const di_batch *b = j->b;
-    const int32_t hd = hp->head_dim, H = hp->n_heads, p = b->pos[row], seq = b->seq[row];
-    float *scr = c->attn_scratch + (int64_t)thread * c->attn_floats;
-    double t_row = dsv4_prof_now(c), t_idx = 0.0;
-
-    int32_t n_win = hp->window < p + 1 ? hp->window : p + 1;
-    int32_t n_valid = L->ratio ? (p + 1) / L->ratio : 0;
-    float *keys = scr;                          /* (n_keys, hd) */
-    float *logits = keys + (int64_t)(n_win + n_valid) * hd; /* (n_keys) */
-    float *score = logits + n_win + n_valid;    /* (n_valid) */
-    int32_t *pick = (int32_t *)(score + n_valid); /* (n_valid) */
-    float *ik = (float *)(pick + n_valid);      /* (ihd) */
-
-    int32_t n_keys = 0;
-    for (int32_t t = p - n_win + 1; t <= p; t++, n_keys++)
-        kv_get(j->kv, j->il, slot_of(b, seq, t), 0, keys + (int64_t)n_keys * hd, hd);
-    if (L->kind == DI_DSV4_ATTN_HCA) {
-        for (int32_t w = 0; w < n_valid; w++, n_keys++)
-            kv_get(j->kv, j->il, slot_of(b, seq, w * L->ratio + L->ratio - 1), lay->off_comp,
-                   keys + (int64_t)n_keys * hd, hd);
-    } else if (L->kind == DI_DSV4_ATTN_CSA && n_valid > 0) {
-        double t0 = dsv4_prof_now(c);
-        int32_t n_pick = index_select(c, j->kv, j->il, b, row, n_valid, score, pick, ik);
-        t_idx = dsv4_prof_now(c) - t0;
-        for (int32_t i = 0; i < n_pick; i++, n_keys++)
-            kv_get(j->kv, j->il, slot_of(b, seq, pick[i] * L->ratio + L->ratio - 1), lay->off_comp,
-                   keys + (int64_t)n_keys * hd, hd);
+    const dsv4_layer *L = &m->layers[il];
+    const di_backend *be = &m->be;
+    const int64_t n = b->n_rows, n_slots = (int64_t)kv->n_blocks * kv->block_size;
+    const int32_t hd = hp->head_dim, H = hp->n_heads, IH = hp->index_heads, ihd = hp->index_dim, K = hp->index_topk;
+    int32_t max_pos = 0;
+    for (int64_t i = 0; i < n; i++) max_pos = b->pos[i] > max_pos ? b->pos[i] : max_pos;
+    const int64_t n_valid_max = L->ratio ? ((int64_t)max_pos + 1) / L->ratio : 0;
+    const int64_t n_win_max = hp->window < (int64_t)max_pos + 1 ? hp->window : (int64_t)max_pos + 1;
+    dsv4_keyset *ks = &c->ks;
+    rows_stage st = {c, kv, il, b, 0, n_valid_max,
+                     L->kind == DI_DSV4_ATTN_WINDOW ? m->inv_freq_main : m->inv_freq_compress};
+    di_status s;
+    double t0 = dsv4_prof_now(c);
+    if (L->kind == DI_DSV4_ATTN_CSA && n_valid_max > 0) {
+        const int64_t chunk = dsv4_keyset_chunk_rows(n, n_valid_max);
+        if (!dsv4_grow(&c->ipick, &c->cap_ipick, n * K, sizeof(int32_t)) ||
+            !dsv4_grow(&c->iscore, &c->cap_iscore, chunk * n_valid_max, sizeof(float)))
+            return di_error_set(err, DI_ERR_NOMEM, "deepseek_v4 indexer: out of memory for %lld rows", (long long)n);
+        for (int64_t r0 = 0; r0 < n; r0 += chunk) {
+            const int64_t nc = n - r0 < chunk ? n - r0 : chunk;
+            st.r0 = r0;
+            if ((s = dsv4_keyset_begin(ks, nc, n_valid_max, n_slots, err))) return s;
+            dsv4_rows_run(pool, nc, index_list_row, &st);
+            if ((s = dsv4_keyset_index(ks, nc, ihd, err))) return s;
+            dsv4_keyset_fill(ks, ihd, get_ikey, &st, pool);
+            const di_index_score_args ia = {c->iq + r0 * IH * ihd, c->iw + r0 * IH, nc, IH, ihd,
+                                            1.0f / sqrtf((float)ihd), ks->keys, ks->idx, ks->ld, ks->n_idx,
+                                            c->iscore, n_valid_max};
+            be->ops->index_scores(be, &ia, pool);
+            dsv4_rows_run(pool, nc, index_pick_row, &st);
+        }
     }
-
-    dsv4_attend_sink(di_backend_cpu_kernels(&m->be), c->q + row * H * (int64_t)hd, keys, n_keys, L->sink, H, hd, logits,
-                     c->att + row * H * (int64_t)hd);
-    /* K = V carried the key's rotation: undo it at the query position */
-    dsv4_rope(c->att + row * H * (int64_t)hd, H, hd, hp->n_rot,
-              L->kind == DI_DSV4_ATTN_WINDOW ? m->inv_freq_main : m->inv_freq_compress, p, -1.0f);
-    if (c->prof_on) {
-        double *pt = c->prof_thread + (int64_t)thread * DSV4_PROF_THREAD_SLOTS;
-        pt[0] += t_idx;
-        pt[1] += dsv4_prof_now(c) - t_row;
-        pt[2] += 4.0 * (double)n_keys * (double)H * (double)hd; /* q.k and p*v */
-        pt[3] += (double)n_keys * (double)hd * (j->kv->dtype == DI_DTYPE_F16 ? 2.0 : 4.0);
+    dsv4_prof_add(c, DI_DSV4_BLK_INDEXER, t0);
+    t0 = dsv4_prof_now(c);
+    const int64_t n_comp = L->kind == DI_DSV4_ATTN_HCA ? n_valid_max
+                           : L->kind == DI_DSV4_ATTN_CSA ? (K < n_valid_max ? K : n_valid_max) : 0;
+    const int64_t ld = n_win_max + n_comp, chunk = dsv4_keyset_chunk_rows(n, ld);
+    for (int64_t r0 = 0; r0 < n; r0 += chunk) {
+        const int64_t nc = n - r0 < chunk ? n - r0 : chunk;
+        st.r0 = r0;
+        if ((s = dsv4_keyset_begin(ks, nc, ld, 2 * n_slots, err))) return s;
+        dsv4_rows_run(pool, nc, attn_list_row, &st);
+        if ((s = dsv4_keyset_index(ks, nc, hd, err))) return s;
+        dsv4_keyset_fill(ks, hd, get_key, &st, pool);
+        const di_sparse_attn_args aa = {c->q + r0 * H * hd, nc, H, hd, L->sink, ks->keys, ks->idx, ks->ld, ks->n_idx,
+                                        c->att + r0 * H * hd};
+        be->ops->sparse_attention(be, &aa, c->attn_scratch, pool);
+        dsv4_rows_run(pool, nc, unrope_row, &st);
+        for (int64_t i = 0; c->prof_on && i < nc; i++) {
+            c->prof.flops[DI_DSV4_BLK_ATTN_CORE] += 4.0 * (double)ks->n_idx[i] * (double)H * (double)hd; /* q.k, p*v */
+            c->prof.bytes[DI_DSV4_BLK_ATTN_CORE] +=
+                (double)ks->n_idx[i] * (double)hd * (kv->dtype == DI_DTYPE_F16 ? 2.0 : 4.0);
+        }
     }
+    dsv4_prof_add(c, DI_DSV4_BLK_ATTN_CORE, t0);
+    return DI_OK;
 }
 
 /* ---- the layer ------------------------------------------------------------- */
@@ -397,25 +441,8 @@ share:;
             dsv4_prof_add(c, DI_DSV4_BLK_INDEXER, t0);
         }
     if (n == 0) return DI_OK;
-    attn_job job = {c, kv, il, b};
-    int n_threads = di_threadpool_n_threads(pool);
-    if (c->prof_on) memset(c->prof_thread, 0, (size_t)n_threads * DSV4_PROF_THREAD_SLOTS * sizeof(double));
-    t0 = dsv4_prof_now(c);
-    di_threadpool_run(pool, n, attend_row, &job);
-    if (c->prof_on) {
-        /* split the phase's wall time by the threads' indexer share */
-        double wall = dsv4_prof_now(c) - t0, idx = 0.0, rows = 0.0;
-        for (int t = 0; t < n_threads; t++) {
-            const double *pt = c->prof_thread + (int64_t)t * DSV4_PROF_THREAD_SLOTS;
-            idx += pt[0];
-            rows += pt[1];
-            c->prof.flops[DI_DSV4_BLK_ATTN_CORE] += pt[2];
-            c->prof.bytes[DI_DSV4_BLK_ATTN_CORE] += pt[3];
-        }
-        double share = rows > 0.0 ? idx / rows : 0.0;
-        c->prof.seconds[DI_DSV4_BLK_INDEXER] += wall * share;
-        c->prof.seconds[DI_DSV4_BLK_ATTN_CORE] += wall * (1.0 - share);
-    }
+    di_status s = attend_rows(c, kv, il, b, pool, err);
+    if (s) return s;
     t0 = dsv4_prof_now(c);
     /* grouped output projection: group g reads heads [g*H/G, (g+1)*H/G) */
     const int64_t G = hp->o_groups, gin = H * hd / G, olr = hp->o_lora;

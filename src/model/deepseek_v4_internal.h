@@ -182,6 +182,25 @@ struct di_dsv4_kv {
     void **data;          /* (n_layers) -> (n_blocks*block_size, lay.row) */
 };
 
+/* The key set of one attention stage (deepseek_v4_keys.c), V4 and V4.1
+ * alike: the operands of be->ops->sparse_attention / index_scores. Each
+ * row r lists the cache records it visits by address (addr[r][t], t <
+ * n_idx[r], a model-defined number below n_addr); dsv4_keyset_index gives
+ * each distinct record one table row (idx[r][t]) and dsv4_keyset_fill
+ * decodes them into keys (n_keys, dim) on the pool. */
+typedef struct dsv4_keyset {
+    int64_t *addr;        /* (rows, ld) */
+    int32_t *idx;         /* (rows, ld) */
+    int32_t *n_idx;       /* (rows) */
+    int64_t ld, cap_list, cap_idx, cap_rows;
+    int32_t *map;         /* (cap_map) address -> table row, -1 between stages */
+    int64_t cap_map;
+    int64_t *key_addr;    /* (n_keys) table row -> address */
+    int64_t n_keys, cap_keys;
+    float *keys;          /* (n_keys, dim) */
+    int64_t cap_key_floats;
+} dsv4_keyset;
+
 /* Forward scratch, grown to the largest batch seen (deepseek_v4.c). */
 struct di_dsv4_ctx {
     const di_dsv4_model *m;
@@ -198,6 +217,10 @@ struct di_dsv4_ctx {
     float *attn_scratch;  /* (tasks, cap_attn_floats / tasks) */
     int64_t attn_floats;  /* per task, for this forward */
     int32_t *seq_last;    /* (seqs) */
+    dsv4_keyset ks;       /* the attention's key lists and table (deepseek_v4_keys.c) */
+    float *iscore;        /* (chunk rows, entries) indexer scores */
+    int32_t *ipick;       /* (rows, index_topk) the indexer's picks, ascending */
+    int64_t cap_iscore, cap_ipick;
     /* per-block timers (di_dsv4_ctx_set_profile); prof_on 0 costs a branch */
     int prof_on;
     di_dsv4_profile prof;
@@ -554,6 +577,25 @@ di_status dsv4_attention(di_dsv4_ctx *c, di_dsv4_kv *kv, int32_t il, const di_ba
  * The inverse rotary of o is the caller's (its rounding policy). */
 void dsv4_attend_sink(const di_cpu_kernels *k, const float *q_row, const float *keys, int32_t n_keys,
                       const float *sink, int32_t H, int32_t hd, float *logits, float *o);
+/* Row lists per chunk of rows: a stage runs its rows in chunks of
+ * dsv4_keyset_chunk_rows(n, ld) so the lists stay within this many entries
+ * (a row's numbers do not depend on its chunk). */
+#define DSV4_KEYSET_BUDGET ((int64_t)1 << 22)
+int64_t dsv4_keyset_chunk_rows(int64_t n_rows, int64_t ld);
+/* Lists for n_rows rows of up to ld records over addresses [0, n_addr). */
+di_status dsv4_keyset_begin(dsv4_keyset *ks, int64_t n_rows, int64_t ld, int64_t n_addr, di_error *err);
+/* Once every row's addr and n_idx are written: table rows in first-visit
+ * order, keys sized for them at dim floats each. */
+di_status dsv4_keyset_index(dsv4_keyset *ks, int64_t n_rows, int32_t dim, di_error *err);
+/* keys row i = fn(user, key_addr[i]) for every table row, on the pool. */
+void dsv4_keyset_fill(dsv4_keyset *ks, int32_t dim, void (*fn)(void *user, int64_t addr, float *dst), void *user,
+                      di_threadpool *pool);
+void dsv4_keyset_free(dsv4_keyset *ks);
+/* Where a stage's keys come from: addresses below n_addr, decoded by get. */
+typedef struct dsv4_keyset_src {
+    int64_t n_addr;
+    void (*get)(void *user, int64_t addr, float *dst);
+} dsv4_keyset_src;
 /* Scratch floats per task that dsv4_attention needs for positions < max_pos+1. */
 int64_t dsv4_attention_scratch_floats(const di_dsv4_model *m, int32_t max_pos);
 

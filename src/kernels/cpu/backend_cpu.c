@@ -313,6 +313,9 @@ static const di_backend_ops CPU_OPS = {
     .scaled_linear = di_cpu_scaled_linear,
     .scaled_rows = di_cpu_scaled_rows,
     .scaled_dot_rows = di_cpu_scaled_dot_rows,
+    .sparse_attention_scratch_floats = di_cpu_sparse_attention_scratch,
+    .sparse_attention = di_cpu_sparse_attention,
+    .index_scores = di_cpu_index_scores,
     .copy = cpu_copy,
     .zero = cpu_zero,
 };

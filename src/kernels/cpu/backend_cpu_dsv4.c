@@ -15,6 +15,9 @@
  * model/deepseek_v4_linear.c when the DeepSeek forwards took the seam.) */
 #include "kernels/cpu/backend_cpu_dsv4.h"
 
+#include <math.h>
+#include <string.h>
+
 #define TASKS_PER_THREAD 4
 #define TILE 4          /* output rows per dequantized tile (dot_f32_x4) */
 /* Up to this many batch rows each output row is dotted on its own: the
@@ -184,4 +187,86 @@ void di_cpu_scaled_dot_rows(const di_backend *be, const di_scaled_weight *w, con
         scaled_row(k, w, o, scratch);
         y[o] = k->dot_f32(scratch, x, w->n_in);
     }
+}
+
+/* ---- sparse attention with a sink, the indexer's scores -------------------
+ * One pool task per row (rows differ in key count): each row's numbers are
+ * the model's former per-row loop (dsv4_attend_sink, index_select), so they
+ * do not depend on the batch or the split. */
+
+int64_t di_cpu_sparse_attention_scratch(const di_backend *be, int64_t max_idx) {
+    (void)be;
+    return max_idx + 16;
+}
+
+typedef struct sparse_job {
+    const di_cpu_kernels *k;
+    const di_sparse_attn_args *a;
+    float *scratch;
+    int64_t scratch_floats;
+} sparse_job;
+
+static void sparse_row(void *arg, int64_t row, int thread) {
+    const sparse_job *j = arg;
+    const di_sparse_attn_args *a = j->a;
+    const int32_t H = a->n_heads, hd = a->head_dim, n_keys = a->n_idx[row];
+    const int32_t *idx = a->idx + row * a->ld_idx;
+    const float *q_row = a->q + row * (int64_t)H * hd;
+    float *o = a->out + row * (int64_t)H * hd, *logits = j->scratch + (int64_t)thread * j->scratch_floats;
+    const float scale = 1.0f / sqrtf((float)hd);
+    for (int32_t h = 0; h < H; h++) {
+        const float *q = q_row + (int64_t)h * hd;
+        float *out = o + (int64_t)h * hd;
+        float mx = a->sink[h];
+        for (int32_t t = 0; t < n_keys; t++) {
+            logits[t] = j->k->dot_f32(q, a->keys + (int64_t)idx[t] * hd, hd) * scale;
+            mx = logits[t] > mx ? logits[t] : mx;
+        }
+        float sum = expf(a->sink[h] - mx); /* the sink takes mass, gives no value */
+        for (int32_t t = 0; t < n_keys; t++) sum += logits[t] = expf(logits[t] - mx);
+        memset(out, 0, (size_t)hd * sizeof(float));
+        for (int32_t t = 0; t < n_keys; t++) {
+            float pr = logits[t] / sum;
+            const float *v = a->keys + (int64_t)idx[t] * hd;
+            for (int32_t d = 0; d < hd; d++) out[d] += pr * v[d];
+        }
+    }
+}
+
+void di_cpu_sparse_attention(const di_backend *be, const di_sparse_attn_args *a, float *scratch, di_threadpool *pool) {
+    int64_t max_idx = 0;
+    for (int64_t r = 0; r < a->n_rows; r++) max_idx = a->n_idx[r] > max_idx ? a->n_idx[r] : max_idx;
+    sparse_job j = {be->ctx, a, scratch, di_cpu_sparse_attention_scratch(be, max_idx)};
+    if (a->n_rows == 1) sparse_row(&j, 0, 0);
+    else di_threadpool_run(pool, a->n_rows, sparse_row, &j);
+}
+
+typedef struct index_job {
+    const di_cpu_kernels *k;
+    const di_index_score_args *a;
+} index_job;
+
+static void index_row(void *arg, int64_t row, int thread) {
+    (void)thread;
+    const index_job *j = arg;
+    const di_index_score_args *a = j->a;
+    const int32_t IH = a->n_heads, ihd = a->head_dim;
+    const float *iq = a->iq + row * (int64_t)IH * ihd, *iw = a->w + row * IH;
+    const int32_t *idx = a->idx + row * a->ld_idx;
+    float *score = a->score + row * a->ld_score;
+    for (int32_t t = 0; t < a->n_idx[row]; t++) {
+        const float *ik = a->keys + (int64_t)idx[t] * ihd;
+        float s = 0.0f;
+        for (int32_t h = 0; h < IH; h++) {
+            float d = j->k->dot_f32(iq + (int64_t)h * ihd, ik, ihd);
+            s += (d > 0.0f ? d : 0.0f) * a->scale * iw[h];
+        }
+        score[t] = s;
+    }
+}
+
+void di_cpu_index_scores(const di_backend *be, const di_index_score_args *a, di_threadpool *pool) {
+    index_job j = {be->ctx, a};
+    if (a->n_rows == 1) index_row(&j, 0, 0);
+    else di_threadpool_run(pool, a->n_rows, index_row, &j);
 }

@@ -13,5 +13,8 @@ void di_cpu_scaled_rows(const di_backend *be, const di_scaled_weight *w, const i
                         int64_t ldd);
 void di_cpu_scaled_dot_rows(const di_backend *be, const di_scaled_weight *w, const float *x, float *y,
                             float *scratch);
+int64_t di_cpu_sparse_attention_scratch(const di_backend *be, int64_t max_idx);
+void di_cpu_sparse_attention(const di_backend *be, const di_sparse_attn_args *a, float *scratch, di_threadpool *pool);
+void di_cpu_index_scores(const di_backend *be, const di_index_score_args *a, di_threadpool *pool);
 
 #endif

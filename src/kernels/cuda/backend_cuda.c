@@ -201,6 +201,22 @@ static void cuda_scaled_dot_rows(const di_backend *be, const di_scaled_weight *w
     missing(be, "scaled_dot_rows");
 }
 
+static int64_t cuda_sparse_attention_scratch(const di_backend *be, int64_t max_idx) {
+    (void)be, (void)max_idx;
+    return 0;
+}
+
+static void cuda_sparse_attention(const di_backend *be, const di_sparse_attn_args *a, float *scratch,
+                                  di_threadpool *pool) {
+    (void)a, (void)scratch, (void)pool;
+    missing(be, "sparse_attention");
+}
+
+static void cuda_index_scores(const di_backend *be, const di_index_score_args *a, di_threadpool *pool) {
+    (void)a, (void)pool;
+    missing(be, "index_scores");
+}
+
 static const di_backend_ops CUDA_OPS = {
     .name = "cuda",
     .release = cuda_release,
@@ -224,6 +240,9 @@ static const di_backend_ops CUDA_OPS = {
     .scaled_linear = cuda_scaled_linear,
     .scaled_rows = cuda_scaled_rows,
     .scaled_dot_rows = cuda_scaled_dot_rows,
+    .sparse_attention_scratch_floats = cuda_sparse_attention_scratch,
+    .sparse_attention = cuda_sparse_attention,
+    .index_scores = cuda_index_scores,
     .copy = cuda_copy,
     .zero = cuda_zero,
 };
