@@ -165,7 +165,6 @@ void di_dsv4_ctx_free(di_dsv4_ctx *c) {
     free(c->pool_tmp);
     free(c->mm_scratch);
     free(c->attn_scratch);
-    free(c->prof_thread);
     free(c->seq_last);
     free(c->cp_rows);
     dsv4_keyset_free(&c->ks);
@@ -182,7 +181,6 @@ static di_status ctx_reserve(di_dsv4_ctx *c, int64_t n, int64_t n_tasks, int64_t
     c->attn_floats = dsv4_attention_scratch_floats(c->m, max_pos);
     if (!dsv4_grow(&c->mm_scratch, &c->cap_mm_floats,
                    dsv4_lin_scratch(&c->m->be, c->cap_rows, max_in, n_tasks, (int)n_tasks), 4) ||
-        !dsv4_grow(&c->prof_thread, &c->cap_tasks, n_tasks * DSV4_PROF_THREAD_SLOTS, sizeof(double)) ||
         !dsv4_grow(&c->attn_scratch, &c->cap_attn_floats, n_tasks * c->attn_floats, 4) ||
         !dsv4_grow(&c->seq_last, &c->cap_seqs, n_seqs, sizeof(int32_t)))
         return di_error_set(err, DI_ERR_NOMEM, "deepseek_v4 ctx: out of memory for scratch (%lld rows, %lld tasks)",

@@ -4,8 +4,10 @@
  *   deepseek_v4_config.c  the family's config reader (both variants): the shared
  *                         keys, V4's own, the layer role table; every value checked
  *   deepseek_v4_load.c    tensors bound by name, shapes and dtypes checked
- *   deepseek_v4_linear.c  y = W x for BF16/F16/F32, FP8 block-scaled, MXFP4
- *   deepseek_v4_attn.c    attention: window, compressor, indexer, sink
+ *   deepseek_v4_linear.c  the linears' CPU-table forms for the tests (the forwards
+ *                         call the model's backend: dsv4_lin, be->ops->scaled_linear)
+ *   deepseek_v4_keys.c    the attention's key lists and table (be->ops->sparse_attention)
+ *   deepseek_v4_attn.c    attention: window, compressor, indexer, sink (through the backend)
  *   deepseek_v4_moe.c     router (sqrt-softplus, bias, hash) and experts
  *   deepseek_v4_ep.c      expert parallelism: dispatch/combine over di_dist, EPLB
  *   deepseek_v4_mhc.c     manifold-constrained hyper-connections
@@ -205,7 +207,6 @@ typedef struct dsv4_keyset {
 struct di_dsv4_ctx {
     const di_dsv4_model *m;
     int64_t cap_rows, cap_seqs, cap_attn_floats; /* rows, seq slots, floats in attn_scratch */
-    int64_t cap_tasks;    /* doubles in prof_thread (tasks x DSV4_PROF_THREAD_SLOTS) */
     int64_t cap_mm_floats; /* floats in mm_scratch */
     float *X, *Xn;        /* (rows, N, D) residual copies, current and next */
     float *flat;          /* (rows, N*D) normalized copies (mHC input) */
@@ -224,8 +225,6 @@ struct di_dsv4_ctx {
     /* per-block timers (di_dsv4_ctx_set_profile); prof_on 0 costs a branch */
     int prof_on;
     di_dsv4_profile prof;
-    double *prof_thread;  /* (tasks, DSV4_PROF_THREAD_SLOTS) per pool thread: indexer
-                             seconds, row seconds, core flops, core cache bytes */
     di_dsv4_ep *ep;       /* expert parallelism (not owned), NULL = all experts here */
     const int32_t *ep_plen;   /* EP, per row of the last MoE: leading experts already summed */
     const float *ep_partial;  /* (rows, D) that sum (the owner's, in the one-process order) */
@@ -237,8 +236,6 @@ struct di_dsv4_ctx {
 };
 
 /* ---- per-block timers ---------------------------------------------------- */
-
-#define DSV4_PROF_THREAD_SLOTS 4
 
 /* Seconds on a monotonic clock when c profiles, else 0 (no clock read). */
 double dsv4_prof_now(const di_dsv4_ctx *c);
@@ -570,13 +567,9 @@ void dsv4_cp_rows_free(dsv4_cp_rows *g);
  * gathered; collective then). The batch was validated. */
 di_status dsv4_attention(di_dsv4_ctx *c, di_dsv4_kv *kv, int32_t il, const di_batch *b, di_threadpool *pool,
                          di_error *err);
-/* The family's sparse attention core, one row (V4 and V4.1): for each of
- * H heads of q_row (H, hd), softmax over the n_keys K=V rows keys (n_keys,
- * hd) of q.k / sqrt(hd) with the head's sink logit taking mass but giving
- * no value; o (H, hd) the weighted sum. logits: n_keys floats of scratch.
- * The inverse rotary of o is the caller's (its rounding policy). */
-void dsv4_attend_sink(const di_cpu_kernels *k, const float *q_row, const float *keys, int32_t n_keys,
-                      const float *sink, int32_t H, int32_t hd, float *logits, float *o);
+/* The rows' sparse attention with a sink and the indexer's scores are the
+ * backend's (be->ops->sparse_attention / index_scores); the key lists they
+ * read: */
 /* Row lists per chunk of rows: a stage runs its rows in chunks of
  * dsv4_keyset_chunk_rows(n, ld) so the lists stay within this many entries
  * (a row's numbers do not depend on its chunk). */
