@@ -178,6 +178,30 @@ typedef struct di_index_score_args {
     int64_t ld_score;
 } di_index_score_args;
 
+/* mhc_pre: the manifold-constrained hyper-connections before a sublayer,
+ * per row r of the residual copies X[r] (N, D) and the mix projection
+ * mix[r] ((2+N)*N) of the rows (by scaled_linear):
+ *   DI_MHC_V4:      pre, post[r], comb[r] = the mixes' weights (sigmoid,
+ *                   row softmax, Sinkhorn: columns, then iters - 1 times
+ *                   rows and columns, each +eps); h[r] = sum_i pre_i X[r]_i
+ *   DI_MHC_SHIFTED: h[r] = sum_i pre[r]_i X[r]_i with the carried pre (bf16
+ *                   when round_bf16), then the weights of mix[r] * rsqrt(
+ *                   mean X[r]^2 + rms_eps) into pre[r], post[r], comb[r]
+ *                   (V4.1: the projection ran on the raw copies). */
+typedef enum di_mhc_kind { DI_MHC_V4 = 0, DI_MHC_SHIFTED } di_mhc_kind;
+typedef struct di_mhc_pre_args {
+    di_mhc_kind kind;
+    const float *X;            /* (n_rows, N, D) */
+    const float *mix;          /* (n_rows, (2+N)*N) */
+    const float *base, *scale; /* ((2+N)*N), (3) */
+    int64_t n_rows;
+    int32_t N, D, iters;       /* N <= 16 */
+    float eps, rms_eps;
+    int round_bf16;
+    float *pre;                /* (n_rows, N): SHIFTED in/out; V4: unused, may be NULL */
+    float *post, *comb, *h;    /* (n_rows, N), (n_rows, N, N), (n_rows, D) */
+} di_mhc_pre_args;
+
 typedef struct di_backend_ops {
     const char *name; /* "cpu", "cuda" */
     /* Frees what the backend context owns (no-op for the CPU). */
@@ -259,6 +283,20 @@ typedef struct di_backend_ops {
     void (*sparse_attention)(const di_backend *be, const di_sparse_attn_args *a, float *scratch,
                              di_threadpool *pool);
     void (*index_scores)(const di_backend *be, const di_index_score_args *a, di_threadpool *pool);
+    void (*mhc_pre)(const di_backend *be, const di_mhc_pre_args *a, di_threadpool *pool);
+    /* Xn[r]_k (N, D) = post[r]_k y[r] + sum_j comb[r][j][k] X[r]_j, then
+     * rounded to bf16 when round_bf16 (V4.1 faithful). */
+    void (*mhc_post)(const di_backend *be, const float *X, const float *y, const float *post, const float *comb,
+                     int32_t N, int32_t D, int64_t n_rows, int round_bf16, float *Xn, di_threadpool *pool);
+    /* V4's head collapse: h[r] (D) = sum_i w_i X[r]_i, w_i = sigmoid(mix[r]_i * scale + base_i) + eps. */
+    void (*mhc_head)(const di_backend *be, const float *X, const float *mix, const float *base, float scale,
+                     float eps, int32_t N, int32_t D, int64_t n_rows, float *h, di_threadpool *pool);
+    /* The family's RMSNorm: out[r] = x[r] * (1 / sqrt(mean(x[r]^2) + eps))
+     * (* w elementwise when w is set; the square sum in double, as
+     * transformers), then rounded to bf16 when round_bf16. x, out (n_rows,
+     * n), may alias. */
+    void (*rms_norm)(const di_backend *be, const float *x, const float *w, float *out, int64_t n_rows, int64_t n,
+                     float eps, int round_bf16, di_threadpool *pool);
 
     /* ---- memory ---- */
     void (*copy)(const di_backend *be, void *dst, const void *src, size_t bytes);

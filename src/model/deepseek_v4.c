@@ -318,7 +318,7 @@ di_status di_dsv4_forward(di_dsv4_ctx *c, di_dsv4_kv *kv, const di_batch *b, flo
         dsv4_hc_pre(c, &L->hc_attn_fn, L->hc_attn_base, L->hc_attn_scale, n, pool);
         dsv4_prof_add(c, DI_DSV4_BLK_MHC, t0);
         t0 = dsv4_prof_now(c);
-        for (int64_t i = 0; i < n; i++) dsv4_rmsnorm(c->h + i * D, L->attn_norm, c->h + i * D, D, hp->rms_eps);
+        m->be.ops->rms_norm(&m->be, c->h, L->attn_norm, c->h, n, D, hp->rms_eps, 0, pool);
         dsv4_prof_add(c, DI_DSV4_BLK_NORM, t0);
         if ((s = dsv4_attention(c, kv, il, b, pool, err))) return s;
         t0 = dsv4_prof_now(c);
@@ -326,7 +326,7 @@ di_status di_dsv4_forward(di_dsv4_ctx *c, di_dsv4_kv *kv, const di_batch *b, flo
         dsv4_hc_pre(c, &L->hc_ffn_fn, L->hc_ffn_base, L->hc_ffn_scale, n, pool);
         dsv4_prof_add(c, DI_DSV4_BLK_MHC, t0);
         t0 = dsv4_prof_now(c);
-        for (int64_t i = 0; i < n; i++) dsv4_rmsnorm(c->h + i * D, L->ffn_norm, c->h + i * D, D, hp->rms_eps);
+        m->be.ops->rms_norm(&m->be, c->h, L->ffn_norm, c->h, n, D, hp->rms_eps, 0, pool);
         dsv4_prof_add(c, DI_DSV4_BLK_NORM, t0);
         if ((s = dsv4_moe(c, il, b->token, n, pool, err))) return s;
         t0 = dsv4_prof_now(c);
@@ -346,7 +346,7 @@ di_status di_dsv4_forward(di_dsv4_ctx *c, di_dsv4_kv *kv, const di_batch *b, flo
     dsv4_hc_head(c, n_want, pool);
     dsv4_prof_add(c, DI_DSV4_BLK_MHC, t0);
     t0 = dsv4_prof_now(c);
-    for (int64_t i = 0; i < n_want; i++) dsv4_rmsnorm(c->h + i * D, m->norm, c->h + i * D, D, hp->rms_eps);
+    m->be.ops->rms_norm(&m->be, c->h, m->norm, c->h, n_want, D, hp->rms_eps, 0, pool);
     dsv4_lin(&m->be, &m->head, c->h, D, logits_out, hp->n_vocab, n_want, c->mm_scratch, pool);
     dsv4_prof_add(c, DI_DSV4_BLK_HEAD, t0);
     if (c->prof_on) {

@@ -325,48 +325,29 @@ void dsv41_norm(const di_dsv41_ctx *c, const float *x, const float *w, float *ou
 
 /* ---- shifted mHC ---------------------------------------------------------------------- */
 
-/* The mix pass's arguments beside the context. */
-typedef struct mix_args {
-    di_dsv41_ctx *c;
-    const float *base, *scale;
-} mix_args;
-
-/* After the mix projection, row r: the sublayer input h = sum_j pre_prev_j
- * R_j (the carried pre), then this sublayer's pre / post / comb from mix
- * (TK torch/mhc.py mhc_pre_split_mixes_ref + the Sinkhorn loop). */
-static void mixes_row(void *arg, int64_t r) {
-    const mix_args *a = arg;
-    di_dsv41_ctx *c = a->c;
-    const di_dsv41_hparams *hp = &c->m->hp;
-    const int32_t N = hp->hc_mult, D = hp->n_embd, M = (2 + N) * N;
-    const float *R = c->R + r * N * D;
-    float *pre = c->pre + r * N, *h = c->h + r * D;
-    dsv4_mhc_collapse(pre, R, N, D, h);
-    if (dsv41_faithful(c)) dsv41_round_bf16(h, D);
-    /* the mix projection already ran on the raw copies: scale by rsqrt(mean R^2 + eps) */
-    float ss = 0.0f;
-    for (int64_t i = 0; i < (int64_t)N * D; i++) ss += R[i] * R[i];
-    float rs = 1.0f / sqrtf((float)((double)ss / ((double)N * D)) + (float)hp->rms_eps);
-    float mx[(2 + DSV41_MAX_HC) * DSV41_MAX_HC]; /* (2+N)*N mixes, hc_mult <= DSV41_MAX_HC */
-    for (int32_t i = 0; i < M; i++) mx[i] = c->mix[r * M + i] * rs;
-    dsv4_mhc_weights(mx, a->base, a->scale, N, hp->hc_iters, (float)hp->hc_eps, pre, c->post + r * N,
-                     c->comb + r * N * N);
-}
-
-/* Sublayer input h from the carried pre, and the new pre / post / comb. */
 void dsv41_hc_pre(di_dsv41_ctx *c, const dsv4_linear *fn, const float *base, const float *scale, int64_t n,
-                   di_threadpool *pool) {
+                  di_threadpool *pool) {
     const di_dsv41_hparams *hp = &c->m->hp;
-    const int64_t N = hp->hc_mult, D = hp->n_embd, M = (2 + N) * N;
-    dsv41_lin_apply(c, fn, c->R, N * D, c->mix, M, n, pool);
-    mix_args a = {c, base, scale};
-    dsv4_rows_run(pool, n, mixes_row, &a);
+    const di_backend *be = c->m->be;
+    const int32_t N = hp->hc_mult, D = hp->n_embd, M = (2 + N) * N;
+    dsv41_lin_apply(c, fn, c->R, (int64_t)N * D, c->mix, M, n, pool);
+    /* after the mix projection, per row: the sublayer input h = sum_j
+     * pre_prev_j R_j (the carried pre), then this sublayer's pre / post /
+     * comb from mix (TK torch/mhc.py mhc_pre_split_mixes_ref + the Sinkhorn loop) */
+    const di_mhc_pre_args a = {DI_MHC_SHIFTED, c->R, c->mix, base, scale, n, N, D, hp->hc_iters, (float)hp->hc_eps,
+                               (float)hp->rms_eps, dsv41_faithful(c), c->pre, c->post, c->comb, c->h};
+    be->ops->mhc_pre(be, &a, pool);
 }
 
 /* R_k <- post_k y + sum_j comb[j][k] R_j (TK mhc_post_ref), bf16 when faithful. */
 void dsv41_hc_post(di_dsv41_ctx *c, int64_t n, di_threadpool *pool) {
-    dsv4_mhc_post(&c->R, &c->Rn, c->y, c->post, c->comb, c->m->hp.hc_mult, c->m->hp.n_embd, n,
-                  dsv41_faithful(c) ? dsv41_round_bf16 : NULL, pool);
+    dsv4_mhc_post(c->m->be, &c->R, &c->Rn, c->y, c->post, c->comb, c->m->hp.hc_mult, c->m->hp.n_embd, n,
+                  dsv41_faithful(c), pool);
+}
+
+/* The family's RMSNorm of n rows of x (n_rows, len) on the backend, bf16 when faithful. */
+void dsv41_norm_rows(const di_dsv41_ctx *c, float *x, const float *w, int64_t n_rows, int64_t len, di_threadpool *pool) {
+    c->m->be->ops->rms_norm(c->m->be, x, w, x, n_rows, len, (float)c->m->hp.rms_eps, dsv41_faithful(c), pool);
 }
 
 /* ---- Engram ------------------------------------------------------------------------------ */
@@ -510,7 +491,7 @@ di_status di_dsv41_forward(di_dsv41_ctx *c, di_dsv41_kv *kv, const di_batch *b, 
         if (L->engram) HOOK(c, "R_after_engram", il, c->R, n, N * D);
         if (kv->n_draft && il != boundary) capture_feature(c, il, n);
         dsv41_hc_pre(c, &L->hc_attn_fn, L->hc_attn_base, L->hc_attn_scale, n, pool);
-        for (int64_t i = 0; i < n; i++) dsv41_norm(c, c->h + i * D, L->attn_norm, c->h + i * D, D);
+        dsv41_norm_rows(c, c->h, L->attn_norm, n, D, pool);
         if (il == boundary) {
             /* the source layer's compressed KV from every row, then the kept rows go on */
             dsv41_compress(c, kv, il, bb, pool);
@@ -528,7 +509,7 @@ di_status di_dsv41_forward(di_dsv41_ctx *c, di_dsv41_kv *kv, const di_batch *b, 
         if (n > 0) dsv41_hc_post(c, n, pool);
         HOOK(c, "R_after_attn", il, c->R, n, N * D);
         if (n > 0) dsv41_hc_pre(c, &L->hc_ffn_fn, L->hc_ffn_base, L->hc_ffn_scale, n, pool);
-        for (int64_t i = 0; i < n; i++) dsv41_norm(c, c->h + i * D, L->ffn_norm, c->h + i * D, D);
+        dsv41_norm_rows(c, c->h, L->ffn_norm, n, D, pool);
         HOOK(c, "xn_ffn", il, c->h, n, D);
         if ((n > 0 || c->ep) && (s = dsv41_moe(c, il, n, pool, err))) return s;
         HOOK(c, "moe_out", il, c->y, n, D);

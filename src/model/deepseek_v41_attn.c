@@ -431,7 +431,7 @@ static void project_rows(di_dsv41_ctx *c, di_dsv41_kv *kv, int32_t il, const di_
     memcpy(c->xq, c->h, (size_t)(n * D) * sizeof(float));
     dsv41_linear(c, &L->wq_a, c->xq, D, c->qr, QL, n, 1, pool);
     dsv41_linear(c, &L->wkv, c->xq, D, c->kvr, hd, n, 1, pool);
-    for (int64_t i = 0; i < n; i++) dsv41_norm(c, c->qr + i * QL, L->q_norm, c->qr + i * QL, QL);
+    dsv41_norm_rows(c, c->qr, L->q_norm, n, QL, pool);
     dsv41_linear(c, &L->wq_b, c->qr, QL, c->q, H * hd, n, 1, pool);
     if (own_index) {
         dsv41_linear(c, &L->i_wq_b, c->qr, QL, c->iq, IH * ihd, n, 1, pool);

@@ -49,7 +49,7 @@ void dsv41_draft_main_keys(di_dsv41_ctx *c, di_dsv41_kv *kv, const di_batch *b, 
     const int64_t n = b->n_rows, D = hp->n_embd, T = hp->n_dspark_targets, hd = hp->head_dim;
     /* M = main_norm(main_proj F); c->feat is cast in place, c->y holds M */
     dsv41_linear(c, &m->main_proj, c->feat, T * D, c->y, D, n, 1, pool);
-    for (int64_t i = 0; i < n; i++) dsv41_norm(c, c->y + i * D, m->main_norm, c->y + i * D, D);
+    dsv41_norm_rows(c, c->y, m->main_norm, n, D, pool);
     memcpy(c->xq, c->y, (size_t)(n * D) * sizeof(float));
     for (int32_t st = 0; st < m->n_draft; st++) {
         const dsv41_layer *L = &m->mtp[st];
@@ -105,7 +105,7 @@ di_status dsv41_draft_attention(di_dsv41_ctx *c, di_dsv41_kv *kv, int32_t stage,
     memcpy(c->xq, c->h, (size_t)(n * D) * sizeof(float));
     dsv41_linear(c, &L->wq_a, c->xq, D, c->qr, QL, n, 1, pool);
     dsv41_linear(c, &L->wkv, c->xq, D, c->kvr, hd, n, 1, pool);
-    for (int64_t i = 0; i < n; i++) dsv41_norm(c, c->qr + i * QL, L->q_norm, c->qr + i * QL, QL);
+    dsv41_norm_rows(c, c->qr, L->q_norm, n, QL, pool);
     dsv41_linear(c, &L->wq_b, c->qr, QL, c->q, H * hd, n, 1, pool);
     for (int64_t i = 0; i < n; i++) {
         float *q = c->q + i * H * hd;
@@ -210,11 +210,11 @@ di_status di_dsv41_dspark_draft(di_dsv41_ctx *c, di_dsv41_kv *kv, const di_batch
     for (int32_t st = 0; st < m->n_draft; st++) {
         const dsv41_layer *L = &m->mtp[st];
         dsv41_hc_pre(c, &L->hc_attn_fn, L->hc_attn_base, L->hc_attn_scale, n, pool);
-        for (int64_t r = 0; r < n; r++) dsv41_norm(c, c->h + r * D, L->attn_norm, c->h + r * D, D);
+        dsv41_norm_rows(c, c->h, L->attn_norm, n, D, pool);
         if ((s = dsv41_draft_attention(c, kv, st, &b, key_end, W, pool, err))) goto done;
         dsv41_hc_post(c, n, pool);
         dsv41_hc_pre(c, &L->hc_ffn_fn, L->hc_ffn_base, L->hc_ffn_scale, n, pool);
-        for (int64_t r = 0; r < n; r++) dsv41_norm(c, c->h + r * D, L->ffn_norm, c->h + r * D, D);
+        dsv41_norm_rows(c, c->h, L->ffn_norm, n, D, pool);
         if ((s = dsv41_moe_layer(c, L, -1, n, pool, err))) goto done;
         dsv41_hc_post(c, n, pool);
     }

@@ -217,6 +217,8 @@ di_status dsv41_sparse_attend(di_dsv41_ctx *c, const dsv4_keyset_src *src, const
 /* After the attention of a row: o (H*hd) rounded (faithful), inverse
  * rotary at p, rounded again. */
 void dsv41_attend_finish(const di_dsv41_ctx *c, float *o, const float *inv_freq, int32_t p);
+/* x (n_rows, len) <- RMSNorm(x) * w on the backend, bf16 when faithful (dsv41_norm's rows). */
+void dsv41_norm_rows(const di_dsv41_ctx *c, float *x, const float *w, int64_t n_rows, int64_t len, di_threadpool *pool);
 /* y (n, D) = the grouped output projection of c->att. */
 void dsv41_out_proj(di_dsv41_ctx *c, const dsv41_layer *L, int64_t n, di_threadpool *pool);
 /* Window-only attention of a DSpark stage over its own records (kv->draft[stage]):

@@ -379,14 +379,14 @@ di_status dsv4_attention(di_dsv4_ctx *c, di_dsv4_kv *kv, int32_t il, const di_ba
     double t0 = dsv4_prof_now(c);
     if (n == 0) goto share; /* CP placeholder: only the exchange and the pooling */
     dsv4_lin(be, &L->wq_a, c->h, D, c->qr, hp->q_lora, n, mm, pool);
-    for (int64_t i = 0; i < n; i++) dsv4_rmsnorm(c->qr + i * hp->q_lora, L->q_norm, c->qr + i * hp->q_lora, hp->q_lora, hp->rms_eps);
+    be->ops->rms_norm(be, c->qr, L->q_norm, c->qr, n, hp->q_lora, hp->rms_eps, 0, pool);
     dsv4_lin(be, &L->wq_b, c->qr, hp->q_lora, c->q, H * hd, n, mm, pool);
     dsv4_lin(be, &L->wkv, c->h, D, c->kvr, hd, n, mm, pool);
+    be->ops->rms_norm(be, c->q, NULL, c->q, n * H, hd, hp->rms_eps, 0, pool);    /* per head */
+    be->ops->rms_norm(be, c->kvr, L->kv_norm, c->kvr, n, hd, hp->rms_eps, 0, pool);
     for (int64_t i = 0; i < n; i++) {
         float *q = c->q + i * H * hd, *kvr = c->kvr + i * hd;
-        for (int64_t h = 0; h < H; h++) dsv4_rmsnorm(q + h * hd, NULL, q + h * hd, hd, hp->rms_eps);
         dsv4_rope(q, (int32_t)H, (int32_t)hd, hp->n_rot, inv_freq, b->pos[i], 1.0f);
-        dsv4_rmsnorm(kvr, L->kv_norm, kvr, hd, hp->rms_eps);
         dsv4_rope(kvr, 1, (int32_t)hd, hp->n_rot, inv_freq, b->pos[i], 1.0f);
         kv_put(kv, il, slot_of(b, b->seq[i], b->pos[i]), 0, kvr, (int32_t)hd);
     }

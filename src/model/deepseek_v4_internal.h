@@ -412,27 +412,16 @@ int dsv4_rows_tasks(int64_t n, di_threadpool *pool);
  * into dsv4_rows_tasks(n) ranges (a row's numbers never depend on the split). */
 void dsv4_rows_run(di_threadpool *pool, int64_t n, void (*fn)(void *user, int64_t row), void *user);
 
-/* ---- mHC of one token, shared by the family (deepseek_v4_mhc.c) ---------
+/* ---- mHC, shared by the family (deepseek_v4_mhc.c) ----------------------
  * V4 and V4.1 (shifted: the collapse uses the previous sublayer's pre, the
- * mixes are scaled by the copies' rsqrt first) run these same operations. */
+ * mixes are scaled by the copies' rsqrt first) run the backend's mhc_pre
+ * (kinds DI_MHC_V4 / DI_MHC_SHIFTED), mhc_post and mhc_head. */
 
-/* pre (N) = sigmoid(mx_i s0 + b_i) + eps, post (N) = 2 sigmoid(mx_{N+i} s1 +
- * b_{N+i}), comb (N, N) = row softmax(mx_{2N..} s2 + b_{2N..}) + eps, then
- * Sinkhorn: columns, then (iters - 1) times rows and columns. mx: (2+N)*N. */
-void dsv4_mhc_weights(const float *mx, const float *base, const float *scale, int32_t N, int32_t iters, float eps,
-                      float *pre, float *post, float *comb);
-/* h (D) = sum_i pre_i X_i for X (N, D). */
-void dsv4_mhc_collapse(const float *pre, const float *X, int32_t N, int32_t D, float *h);
-/* Xn_k (N, D) = post_k y + sum_j comb[j][k] X_j. */
-void dsv4_mhc_expand(const float *X, const float *y, const float *post, const float *comb, int32_t N, int32_t D,
-                     float *Xn);
-/* The final head's collapse weight sigmoid(mix * scale + base) + eps. */
-float dsv4_mhc_head_weight(float mix, float base, float scale, float eps);
 /* The post pass of a sublayer over n rows: Xn_r <- expand(X_r, y_r, post_r,
- * comb_r), then finish(Xn_r, N*D) when given (V4.1's bf16 rounding), on
- * the pool; then *X and *Xn swap (the new copies become *X). */
-void dsv4_mhc_post(float **X, float **Xn, const float *y, const float *post, const float *comb, int32_t N, int32_t D,
-                   int64_t n, void (*finish)(float *x, int64_t n), di_threadpool *pool);
+ * comb_r) (rounded to bf16 when round_bf16: V4.1 faithful) by the backend;
+ * then *X and *Xn swap (the new copies become *X). */
+void dsv4_mhc_post(const di_backend *be, float **X, float **Xn, const float *y, const float *post, const float *comb,
+                   int32_t N, int32_t D, int64_t n, int round_bf16, di_threadpool *pool);
 
 /* ---- blocks (each over the rows of one batch) ---------------------------- */
 

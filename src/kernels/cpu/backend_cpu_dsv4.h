@@ -16,5 +16,12 @@ void di_cpu_scaled_dot_rows(const di_backend *be, const di_scaled_weight *w, con
 int64_t di_cpu_sparse_attention_scratch(const di_backend *be, int64_t max_idx);
 void di_cpu_sparse_attention(const di_backend *be, const di_sparse_attn_args *a, float *scratch, di_threadpool *pool);
 void di_cpu_index_scores(const di_backend *be, const di_index_score_args *a, di_threadpool *pool);
+void di_cpu_mhc_pre(const di_backend *be, const di_mhc_pre_args *a, di_threadpool *pool);
+void di_cpu_mhc_post(const di_backend *be, const float *X, const float *y, const float *post, const float *comb,
+                     int32_t N, int32_t D, int64_t n_rows, int round_bf16, float *Xn, di_threadpool *pool);
+void di_cpu_mhc_head(const di_backend *be, const float *X, const float *mix, const float *base, float scale, float eps,
+                     int32_t N, int32_t D, int64_t n_rows, float *h, di_threadpool *pool);
+void di_cpu_rms_norm(const di_backend *be, const float *x, const float *w, float *out, int64_t n_rows, int64_t n,
+                     float eps, int round_bf16, di_threadpool *pool);
 
 #endif

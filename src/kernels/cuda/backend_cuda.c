@@ -217,6 +217,29 @@ static void cuda_index_scores(const di_backend *be, const di_index_score_args *a
     missing(be, "index_scores");
 }
 
+static void cuda_mhc_pre(const di_backend *be, const di_mhc_pre_args *a, di_threadpool *pool) {
+    (void)a, (void)pool;
+    missing(be, "mhc_pre");
+}
+
+static void cuda_mhc_post(const di_backend *be, const float *X, const float *y, const float *post, const float *comb,
+                          int32_t N, int32_t D, int64_t n_rows, int round_bf16, float *Xn, di_threadpool *pool) {
+    (void)X, (void)y, (void)post, (void)comb, (void)N, (void)D, (void)n_rows, (void)round_bf16, (void)Xn, (void)pool;
+    missing(be, "mhc_post");
+}
+
+static void cuda_mhc_head(const di_backend *be, const float *X, const float *mix, const float *base, float scale,
+                          float eps, int32_t N, int32_t D, int64_t n_rows, float *h, di_threadpool *pool) {
+    (void)X, (void)mix, (void)base, (void)scale, (void)eps, (void)N, (void)D, (void)n_rows, (void)h, (void)pool;
+    missing(be, "mhc_head");
+}
+
+static void cuda_rms_norm(const di_backend *be, const float *x, const float *w, float *out, int64_t n_rows, int64_t n,
+                          float eps, int round_bf16, di_threadpool *pool) {
+    (void)x, (void)w, (void)out, (void)n_rows, (void)n, (void)eps, (void)round_bf16, (void)pool;
+    missing(be, "rms_norm");
+}
+
 static const di_backend_ops CUDA_OPS = {
     .name = "cuda",
     .release = cuda_release,
@@ -243,6 +266,10 @@ static const di_backend_ops CUDA_OPS = {
     .sparse_attention_scratch_floats = cuda_sparse_attention_scratch,
     .sparse_attention = cuda_sparse_attention,
     .index_scores = cuda_index_scores,
+    .mhc_pre = cuda_mhc_pre,
+    .mhc_post = cuda_mhc_post,
+    .mhc_head = cuda_mhc_head,
+    .rms_norm = cuda_rms_norm,
     .copy = cuda_copy,
     .zero = cuda_zero,
 };

@@ -1,0 +1,185 @@
+/* The CPU backend's mHC and RMSNorm stages of the DeepSeek V4 / V4.1
+ * forwards (kernels/backend.h): the operations deepseek_v4_mhc.c and
+ * deepseek_v41.c ran per token before the seam, moved unchanged (same f32
+ * order of operations, the reference's), split over row ranges on the pool
+ * (a row's numbers never depend on the split). */
+#include "kernels/cpu/backend_cpu_dsv4.h"
+
+#include "tensor/half.h"
+
+#include <math.h>
+#include <string.h>
+
+#define TASKS_PER_THREAD 4
+
+static float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+static void round_bf16(float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++) x[i] = di_bf16_to_f32(di_f32_to_bf16(x[i]));
+}
+
+typedef struct rows_run {
+    void (*fn)(const void *user, int64_t row);
+    const void *user;
+    int64_t n;
+    int n_tasks;
+} rows_run;
+
+static void rows_task(void *arg, int64_t task, int thread) {
+    (void)thread;
+    const rows_run *j = arg;
+    int64_t r0, r1;
+    di_threadpool_split(j->n, j->n_tasks, (int)task, &r0, &r1);
+    for (int64_t r = r0; r < r1; r++) j->fn(j->user, r);
+}
+
+static void run_rows(di_threadpool *pool, int64_t n, void (*fn)(const void *user, int64_t row), const void *user) {
+    int64_t t = (int64_t)di_threadpool_n_threads(pool) * TASKS_PER_THREAD;
+    rows_run j = {fn, user, n, (int)(t < n ? t : n)};
+    if (n > 0) di_threadpool_run(pool, j.n_tasks, rows_task, &j);
+}
+
+/* ---- one token's mHC ------------------------------------------------------ */
+
+static void mhc_weights(const float *mx, const float *base, const float *scale, int32_t N, int32_t iters, float eps,
+                      float *pre, float *post, float *comb) {
+    for (int32_t i = 0; i < N; i++) {
+        pre[i] = sigmoidf(mx[i] * scale[0] + base[i]) + eps;
+        post[i] = 2.0f * sigmoidf(mx[N + i] * scale[1] + base[N + i]);
+    }
+    for (int32_t i = 0; i < N; i++) { /* row softmax */
+        float *row = comb + i * N;
+        float mxv = -INFINITY;
+        for (int32_t jj = 0; jj < N; jj++) {
+            row[jj] = mx[2 * N + i * N + jj] * scale[2] + base[2 * N + i * N + jj];
+            mxv = row[jj] > mxv ? row[jj] : mxv;
+        }
+        float sum = 0.0f;
+        for (int32_t jj = 0; jj < N; jj++) sum += row[jj] = expf(row[jj] - mxv);
+        for (int32_t jj = 0; jj < N; jj++) row[jj] = row[jj] / sum + eps;
+    }
+    for (int32_t it = 0; it < iters; it++) {
+        if (it > 0) /* the first pass normalizes columns only */
+            for (int32_t i = 0; i < N; i++) {
+                float sm = 0.0f;
+                for (int32_t jj = 0; jj < N; jj++) sm += comb[i * N + jj];
+                for (int32_t jj = 0; jj < N; jj++) comb[i * N + jj] /= sm + eps;
+            }
+        for (int32_t jj = 0; jj < N; jj++) {
+            float sm = 0.0f;
+            for (int32_t i = 0; i < N; i++) sm += comb[i * N + jj];
+            for (int32_t i = 0; i < N; i++) comb[i * N + jj] /= sm + eps;
+        }
+    }
+}
+
+static void mhc_collapse(const float *pre, const float *X, int32_t N, int32_t D, float *h) {
+    for (int32_t d = 0; d < D; d++) {
+        float sm = 0.0f;
+        for (int32_t i = 0; i < N; i++) sm += pre[i] * X[(int64_t)i * D + d];
+        h[d] = sm;
+    }
+}
+
+static void mhc_expand(const float *X, const float *y, const float *post, const float *comb, int32_t N, int32_t D,
+                     float *Xn) {
+    for (int32_t k = 0; k < N; k++)
+        for (int32_t d = 0; d < D; d++) {
+            float sm = 0.0f;
+            for (int32_t jj = 0; jj < N; jj++) sm += comb[jj * N + k] * X[(int64_t)jj * D + d];
+            Xn[(int64_t)k * D + d] = post[k] * y[d] + sm;
+        }
+}
+
+/* ---- the stages ----------------------------------------------------------- */
+
+static void mhc_pre_row(const void *arg, int64_t r) {
+    const di_mhc_pre_args *a = arg;
+    const int32_t N = a->N, D = a->D, M = (2 + N) * N;
+    const float *X = a->X + r * N * D;
+    float *h = a->h + r * D;
+    if (a->kind == DI_MHC_V4) {
+        float pre[16]; /* hc_mult <= 16 (config check) */
+        mhc_weights(a->mix + r * M, a->base, a->scale, N, a->iters, a->eps, pre, a->post + r * N, a->comb + r * N * N);
+        mhc_collapse(pre, X, N, D, h);
+        return;
+    }
+    float *pre = a->pre + r * N;
+    mhc_collapse(pre, X, N, D, h);
+    if (a->round_bf16) round_bf16(h, D);
+    /* the mix projection already ran on the raw copies: scale by rsqrt(mean R^2 + eps) */
+    float ss = 0.0f;
+    for (int64_t i = 0; i < (int64_t)N * D; i++) ss += X[i] * X[i];
+    float rs = 1.0f / sqrtf((float)((double)ss / ((double)N * D)) + a->rms_eps);
+    float mx[(2 + 16) * 16];
+    for (int32_t i = 0; i < M; i++) mx[i] = a->mix[r * M + i] * rs;
+    mhc_weights(mx, a->base, a->scale, N, a->iters, a->eps, pre, a->post + r * N, a->comb + r * N * N);
+}
+
+void di_cpu_mhc_pre(const di_backend *be, const di_mhc_pre_args *a, di_threadpool *pool) {
+    (void)be;
+    run_rows(pool, a->n_rows, mhc_pre_row, a);
+}
+
+typedef struct post_args {
+    const float *X, *y, *post, *comb;
+    float *Xn;
+    int32_t N, D;
+    int round;
+} post_args;
+
+static void post_row(const void *arg, int64_t r) {
+    const post_args *a = arg;
+    const int64_t N = a->N, D = a->D;
+    float *Xn = a->Xn + r * N * D;
+    mhc_expand(a->X + r * N * D, a->y + r * D, a->post + r * N, a->comb + r * N * N, a->N, a->D, Xn);
+    if (a->round) round_bf16(Xn, N * D);
+}
+
+void di_cpu_mhc_post(const di_backend *be, const float *X, const float *y, const float *post, const float *comb,
+                     int32_t N, int32_t D, int64_t n_rows, int round_bf16_, float *Xn, di_threadpool *pool) {
+    (void)be;
+    post_args a = {X, y, post, comb, Xn, N, D, round_bf16_};
+    run_rows(pool, n_rows, post_row, &a);
+}
+
+void di_cpu_mhc_head(const di_backend *be, const float *X, const float *mix, const float *base, float scale, float eps,
+                     int32_t N, int32_t D, int64_t n_rows, float *h, di_threadpool *pool) {
+    (void)be, (void)pool; /* a handful of rows at the head: inline */
+    for (int64_t r = 0; r < n_rows; r++) {
+        float pre[16];
+        for (int32_t i = 0; i < N; i++) pre[i] = sigmoidf(mix[r * N + i] * scale + base[i]) + eps;
+        mhc_collapse(pre, X + r * N * D, N, D, h + r * D);
+    }
+}
+
+typedef struct norm_args {
+    const float *x, *w;
+    float *out;
+    int64_t n;
+    float eps;
+    int round;
+} norm_args;
+
+static void norm_row(const void *arg, int64_t r) {
+    const norm_args *a = arg;
+    const int64_t n = a->n;
+    const float *x = a->x + r * n, *w = a->w;
+    float *out = a->out + r * n;
+    double ss = 0.0;
+    for (int64_t i = 0; i < n; i++) ss += (double)x[i] * (double)x[i];
+    /* transformers: x * rsqrt(mean + eps), then * weight */
+    float scale = 1.0f / sqrtf((float)(ss / (double)n) + a->eps);
+    if (w)
+        for (int64_t i = 0; i < n; i++) out[i] = w[i] * (x[i] * scale);
+    else
+        for (int64_t i = 0; i < n; i++) out[i] = x[i] * scale;
+    if (a->round) round_bf16(out, n);
+}
+
+void di_cpu_rms_norm(const di_backend *be, const float *x, const float *w, float *out, int64_t n_rows, int64_t n,
+                     float eps, int round_bf16_, di_threadpool *pool) {
+    (void)be;
+    norm_args a = {x, w, out, n, eps, round_bf16_};
+    run_rows(pool, n_rows, norm_row, &a);
+}
