@@ -297,6 +297,13 @@ typedef struct di_backend_ops {
      * n), may alias. */
     void (*rms_norm)(const di_backend *be, const float *x, const float *w, float *out, int64_t n_rows, int64_t n,
                      float eps, int round_bf16, di_threadpool *pool);
+    /* The family's rotary, per row r of x (n_rows, n_heads * dim): the
+     * trailing n_rot dims of each head rotated in interleaved pairs (2i,
+     * 2i+1) by angle (float)pos[r] * inv_freq[i] (sign -1: the inverse);
+     * with round_bf16 the row is rounded to bf16 before and after (V4.1
+     * faithful). n_rot / 2 <= 256. */
+    void (*rope_rows)(const di_backend *be, float *x, int64_t n_rows, int32_t n_heads, int32_t dim, int32_t n_rot,
+                      const float *inv_freq, const int32_t *pos, float sign, int round_bf16, di_threadpool *pool);
 
     /* ---- memory ---- */
     void (*copy)(const di_backend *be, void *dst, const void *src, size_t bytes);

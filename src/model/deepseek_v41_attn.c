@@ -308,26 +308,9 @@ static void attn_list_row(void *user, int64_t i) {
     ks->n_idx[i] = t;
 }
 
-void dsv41_attend_finish(const di_dsv41_ctx *c, float *o, const float *inv_freq, int32_t p) {
-    const di_dsv41_hparams *hp = &c->m->hp;
-    const int32_t hd = hp->head_dim, H = hp->n_heads;
-    maybe_bf16(c, o, (int64_t)H * hd);
-    dsv4_rope(o, H, hd, hp->n_rot, inv_freq, p, -1.0f);
-    maybe_bf16(c, o, (int64_t)H * hd);
-}
-
-static void finish_row(void *user, int64_t i) {
-    const rows_stage *st = user;
-    const di_dsv41_model *m = st->c->m;
-    const int64_t row = st->r0 + i;
-    dsv41_attend_finish(st->c, st->c->att + row * (int64_t)m->hp.n_heads * m->hp.head_dim,
-                        m->hp.role[st->il].ratio ? m->inv_freq_compress : m->inv_freq_main, st->b->pos[row]);
-}
-
 di_status dsv41_sparse_attend(di_dsv41_ctx *c, const dsv4_keyset_src *src, const di_batch *b, int64_t ld,
-                              const float *sink, void (*list_row)(void *user, int64_t i),
-                              void (*finish)(void *user, int64_t i), void *user, int64_t *r0, di_threadpool *pool,
-                              di_error *err) {
+                              const float *sink, const float *inv_freq, void (*list_row)(void *user, int64_t i),
+                              void *user, int64_t *r0, di_threadpool *pool, di_error *err) {
     const di_backend *be = c->m->be;
     const int32_t hd = c->m->hp.head_dim, H = c->m->hp.n_heads;
     dsv4_keyset *ks = &c->ks;
@@ -342,7 +325,9 @@ di_status dsv41_sparse_attend(di_dsv41_ctx *c, const dsv4_keyset_src *src, const
         const di_sparse_attn_args aa = {c->q + *r0 * H * hd, nc, H, hd, sink, ks->keys, ks->idx, ks->ld, ks->n_idx,
                                         c->att + *r0 * H * hd};
         be->ops->sparse_attention(be, &aa, c->attn_scratch, pool);
-        dsv4_rows_run(pool, nc, finish, user);
+        /* rounded, the inverse rotary at the row's position, rounded (faithful) */
+        be->ops->rope_rows(be, c->att + *r0 * H * hd, nc, H, hd, c->m->hp.n_rot, inv_freq, b->pos + *r0, -1.0f,
+                           dsv41_faithful(c), pool);
     }
     return DI_OK;
 }
@@ -383,7 +368,8 @@ static di_status attend_rows(di_dsv41_ctx *c, const di_dsv41_kv *kv, int32_t il,
     const int64_t n_win = hp->window < (int64_t)max_pos + 1 ? hp->window : (int64_t)max_pos + 1;
     const dsv4_keyset_src src = {2 * n_slots, get_key};
     return dsv41_sparse_attend(c, &src, b, n_win + (ro->ratio ? hp->index_topk : 0), m->layers[il].sink,
-                               attn_list_row, finish_row, &st, &st.r0, pool, err);
+                               ro->ratio ? m->inv_freq_compress : m->inv_freq_main, attn_list_row, &st, &st.r0, pool,
+                               err);
 }
 
 /* ---- the compressor ----------------------------------------------------------- */
@@ -426,6 +412,7 @@ static void project_rows(di_dsv41_ctx *c, di_dsv41_kv *kv, int32_t il, const di_
     const int64_t n = b->n_rows, D = hp->n_embd, hd = hp->head_dim, H = hp->n_heads;
     const int64_t IH = hp->index_heads, ihd = hp->index_dim, QL = hp->q_lora;
     const float *inv_freq = hp->role[il].ratio ? m->inv_freq_compress : m->inv_freq_main;
+    const di_backend *be = m->be;
 
     /* q_a and the window kv from one cast of h (DeepInfer merges the two GEMMs) */
     memcpy(c->xq, c->h, (size_t)(n * D) * sizeof(float));
@@ -437,20 +424,18 @@ static void project_rows(di_dsv41_ctx *c, di_dsv41_kv *kv, int32_t il, const di_
         dsv41_linear(c, &L->i_wq_b, c->qr, QL, c->iq, IH * ihd, n, 1, pool);
         dsv41_linear(c, &L->i_wproj, c->h, D, c->iw, IH, n, 1, pool); /* bf16 GEMM on bf16 h */
     }
-    for (int64_t i = 0; i < n; i++) {
-        float *q = c->q + i * H * hd, *kvr = c->kvr + i * hd;
-        dsv4_rope(q, (int32_t)H, (int32_t)hd, hp->n_rot, inv_freq, b->pos[i], 1.0f);
-        maybe_bf16(c, q, H * hd);
-        dsv41_norm(c, kvr, L->kv_norm, kvr, hd);
-        dsv4_rope(kvr, 1, (int32_t)hd, hp->n_rot, inv_freq, b->pos[i], 1.0f);
-        maybe_bf16(c, kvr, hd);
-        put_win(kv, il, dsv41_slot(b, b->seq[i], b->pos[i]), kvr, (int32_t)hd);
-        if (own_index) {
-            float *iq = c->iq + i * IH * ihd;
-            dsv4_rope(iq, (int32_t)IH, (int32_t)ihd, hp->n_rot, m->inv_freq_compress, b->pos[i], 1.0f);
-            maybe_bf16(c, iq, IH * ihd);
-            if (dsv41_faithful(c)) dsv41_round_fp4_index(iq, IH * ihd);
-        }
+    /* q and kv came bf16 out of their linear / norm (faithful), so the
+     * op's rounding before the rotation changes nothing */
+    const int faithful = dsv41_faithful(c);
+    be->ops->rope_rows(be, c->q, n, (int32_t)H, (int32_t)hd, hp->n_rot, inv_freq, b->pos, 1.0f, faithful, pool);
+    dsv41_norm_rows(c, c->kvr, L->kv_norm, n, hd, pool);
+    be->ops->rope_rows(be, c->kvr, n, 1, (int32_t)hd, hp->n_rot, inv_freq, b->pos, 1.0f, faithful, pool);
+    for (int64_t i = 0; i < n; i++) put_win(kv, il, dsv41_slot(b, b->seq[i], b->pos[i]), c->kvr + i * hd, (int32_t)hd);
+    if (own_index) {
+        be->ops->rope_rows(be, c->iq, n, (int32_t)IH, (int32_t)ihd, hp->n_rot, m->inv_freq_compress, b->pos, 1.0f,
+                           faithful, pool);
+        if (faithful)
+            for (int64_t i = 0; i < n; i++) dsv41_round_fp4_index(c->iq + i * IH * ihd, IH * ihd);
     }
 }
 

@@ -87,14 +87,6 @@ static void draft_list_row(void *user, int64_t i) {
     ks->n_idx[i] = t;
 }
 
-static void draft_finish_row(void *user, int64_t i) {
-    const draft_stage *j = user;
-    const di_dsv41_model *m = j->c->m;
-    const int64_t row = j->r0 + i;
-    dsv41_attend_finish(j->c, j->c->att + row * (int64_t)m->hp.n_heads * m->hp.head_dim, m->inv_freq_main,
-                        j->b->pos[row]);
-}
-
 di_status dsv41_draft_attention(di_dsv41_ctx *c, di_dsv41_kv *kv, int32_t stage, const di_batch *b,
                                 const int32_t *key_end, int32_t window, di_threadpool *pool, di_error *err) {
     const di_dsv41_model *m = c->m;
@@ -107,17 +99,17 @@ di_status dsv41_draft_attention(di_dsv41_ctx *c, di_dsv41_kv *kv, int32_t stage,
     dsv41_linear(c, &L->wkv, c->xq, D, c->kvr, hd, n, 1, pool);
     dsv41_norm_rows(c, c->qr, L->q_norm, n, QL, pool);
     dsv41_linear(c, &L->wq_b, c->qr, QL, c->q, H * hd, n, 1, pool);
+    /* q came bf16 out of its linear (faithful): the op's first rounding changes nothing */
+    m->be->ops->rope_rows(m->be, c->q, n, (int32_t)H, (int32_t)hd, hp->n_rot, m->inv_freq_main, b->pos, 1.0f,
+                          dsv41_faithful(c), pool);
     for (int64_t i = 0; i < n; i++) {
-        float *q = c->q + i * H * hd;
-        dsv4_rope(q, (int32_t)H, (int32_t)hd, hp->n_rot, m->inv_freq_main, b->pos[i], 1.0f);
-        if (dsv41_faithful(c)) dsv41_round_bf16(q, H * hd);
         finish_key(c, L, c->kvr + i * hd, b->pos[i]);
         put_key(kv, stage, dsv41_slot(b, b->seq[i], b->pos[i]), c->kvr + i * hd, (int32_t)hd);
     }
     /* every key of the block is written before any row reads */
     draft_stage job = {c, kv, stage, window, b, key_end, 0};
     const dsv4_keyset_src src = {(int64_t)kv->n_blocks * kv->block_size, draft_get_key};
-    di_status s = dsv41_sparse_attend(c, &src, b, window, L->sink, draft_list_row, draft_finish_row, &job, &job.r0,
+    di_status s = dsv41_sparse_attend(c, &src, b, window, L->sink, m->inv_freq_main, draft_list_row, &job, &job.r0,
                                       pool, err);
     if (s) return s;
     dsv41_out_proj(c, L, n, pool);

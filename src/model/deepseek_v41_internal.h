@@ -209,14 +209,11 @@ di_status dsv41_cp_layer(di_dsv41_ctx *c, di_dsv41_kv *kv, int32_t il, const di_
 /* The rows of b attend through the backend's sparse attention, in chunks
  * of rows (dsv4_keyset_chunk_rows over lists of up to ld keys): *r0 <- the
  * chunk's first row, list_row(user, i) writes chunk row i's key addresses
- * into c->ks, src decodes them, then finish(user, i) per row (dsv41_attend_finish). */
+ * into c->ks, src decodes them; then each output c->att row is rounded
+ * (faithful), rotated back at its position with inv_freq, rounded again. */
 di_status dsv41_sparse_attend(di_dsv41_ctx *c, const dsv4_keyset_src *src, const di_batch *b, int64_t ld,
-                              const float *sink, void (*list_row)(void *user, int64_t i),
-                              void (*finish)(void *user, int64_t i), void *user, int64_t *r0, di_threadpool *pool,
-                              di_error *err);
-/* After the attention of a row: o (H*hd) rounded (faithful), inverse
- * rotary at p, rounded again. */
-void dsv41_attend_finish(const di_dsv41_ctx *c, float *o, const float *inv_freq, int32_t p);
+                              const float *sink, const float *inv_freq, void (*list_row)(void *user, int64_t i),
+                              void *user, int64_t *r0, di_threadpool *pool, di_error *err);
 /* x (n_rows, len) <- RMSNorm(x) * w on the backend, bf16 when faithful (dsv41_norm's rows). */
 void dsv41_norm_rows(const di_dsv41_ctx *c, float *x, const float *w, int64_t n_rows, int64_t len, di_threadpool *pool);
 /* y (n, D) = the grouped output projection of c->att. */

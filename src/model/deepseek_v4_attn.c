@@ -202,15 +202,6 @@ static void attn_list_row(void *user, int64_t i) {
     ks->n_idx[i] = t;
 }
 
-/* K = V carried the key's rotation: undo it at the query position. */
-static void unrope_row(void *user, int64_t i) {
-    const rows_stage *st = user;
-    const di_dsv4_hparams *hp = &st->c->m->hp;
-    const int64_t row = st->r0 + i;
-    dsv4_rope(st->c->att + row * hp->n_heads * (int64_t)hp->head_dim, hp->n_heads, hp->head_dim, hp->n_rot,
-              st->inv_freq, st->b->pos[row], -1.0f);
-}
-
 /* Every row of b attends (the indexer first on CSA layers): the key lists
  * and tables per chunk of rows, then the backend's stages. */
 static di_status attend_rows(di_dsv4_ctx *c, const di_dsv4_kv *kv, int32_t il, const di_batch *b,
@@ -264,7 +255,8 @@ static di_status attend_rows(di_dsv4_ctx *c, const di_dsv4_kv *kv, int32_t il, c
         const di_sparse_attn_args aa = {c->q + r0 * H * hd, nc, H, hd, L->sink, ks->keys, ks->idx, ks->ld, ks->n_idx,
                                         c->att + r0 * H * hd};
         be->ops->sparse_attention(be, &aa, c->attn_scratch, pool);
-        dsv4_rows_run(pool, nc, unrope_row, &st);
+        /* K = V carried the key's rotation: undo it at the query position */
+        be->ops->rope_rows(be, c->att + r0 * H * hd, nc, H, hd, hp->n_rot, st.inv_freq, b->pos + r0, -1.0f, 0, pool);
         for (int64_t i = 0; c->prof_on && i < nc; i++) {
             c->prof.flops[DI_DSV4_BLK_ATTN_CORE] += 4.0 * (double)ks->n_idx[i] * (double)H * (double)hd; /* q.k, p*v */
             c->prof.bytes[DI_DSV4_BLK_ATTN_CORE] +=
@@ -384,12 +376,9 @@ di_status dsv4_attention(di_dsv4_ctx *c, di_dsv4_kv *kv, int32_t il, const di_ba
     dsv4_lin(be, &L->wkv, c->h, D, c->kvr, hd, n, mm, pool);
     be->ops->rms_norm(be, c->q, NULL, c->q, n * H, hd, hp->rms_eps, 0, pool);    /* per head */
     be->ops->rms_norm(be, c->kvr, L->kv_norm, c->kvr, n, hd, hp->rms_eps, 0, pool);
-    for (int64_t i = 0; i < n; i++) {
-        float *q = c->q + i * H * hd, *kvr = c->kvr + i * hd;
-        dsv4_rope(q, (int32_t)H, (int32_t)hd, hp->n_rot, inv_freq, b->pos[i], 1.0f);
-        dsv4_rope(kvr, 1, (int32_t)hd, hp->n_rot, inv_freq, b->pos[i], 1.0f);
-        kv_put(kv, il, slot_of(b, b->seq[i], b->pos[i]), 0, kvr, (int32_t)hd);
-    }
+    be->ops->rope_rows(be, c->q, n, (int32_t)H, (int32_t)hd, hp->n_rot, inv_freq, b->pos, 1.0f, 0, pool);
+    be->ops->rope_rows(be, c->kvr, n, 1, (int32_t)hd, hp->n_rot, inv_freq, b->pos, 1.0f, 0, pool);
+    for (int64_t i = 0; i < n; i++) kv_put(kv, il, slot_of(b, b->seq[i], b->pos[i]), 0, c->kvr + i * hd, (int32_t)hd);
     dsv4_prof_add(c, DI_DSV4_BLK_ATTN_PROJ, t0);
     t0 = dsv4_prof_now(c);
     if (L->kind != DI_DSV4_ATTN_WINDOW) {
@@ -410,10 +399,9 @@ di_status dsv4_attention(di_dsv4_ctx *c, di_dsv4_kv *kv, int32_t il, const di_ba
         dsv4_lin(be, &L->idx_wq_b, c->qr, hp->q_lora, c->iq, IH * ihd, n, mm, pool);
         dsv4_lin(be, &L->idx_wproj, c->h, D, c->iw, IH, n, mm, pool);
         const float wscale = 1.0f / sqrtf((float)IH);
-        for (int64_t i = 0; i < n; i++) {
-            dsv4_rope(c->iq + i * IH * ihd, (int32_t)IH, (int32_t)ihd, hp->n_rot, m->inv_freq_compress, b->pos[i], 1.0f);
-            for (int64_t h = 0; h < IH; h++) c->iw[i * IH + h] *= wscale;
-        }
+        be->ops->rope_rows(be, c->iq, n, (int32_t)IH, (int32_t)ihd, hp->n_rot, m->inv_freq_compress, b->pos, 1.0f, 0,
+                           pool);
+        for (int64_t i = 0; i < n * IH; i++) c->iw[i] *= wscale;
     }
     dsv4_prof_add(c, DI_DSV4_BLK_INDEXER, t0);
 share:;

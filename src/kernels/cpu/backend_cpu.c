@@ -320,6 +320,7 @@ static const di_backend_ops CPU_OPS = {
     .mhc_post = di_cpu_mhc_post,
     .mhc_head = di_cpu_mhc_head,
     .rms_norm = di_cpu_rms_norm,
+    .rope_rows = di_cpu_rope_rows,
     .copy = cpu_copy,
     .zero = cpu_zero,
 };

@@ -183,3 +183,50 @@ void di_cpu_rms_norm(const di_backend *be, const float *x, const float *w, float
     norm_args a = {x, w, out, n, eps, round_bf16_};
     run_rows(pool, n_rows, norm_row, &a);
 }
+
+/* one vector's rotary: model/deepseek_v4_linear.c's dsv4_rope, which the
+ * host code (compressor pooling) still calls for single entries */
+static void rope_one(float *x, int32_t n_heads, int32_t dim, int32_t n_rot, const float *inv_freq, int32_t pos,
+                     float sign) {
+    float c[256], s[256];
+    int32_t n_pairs = n_rot / 2;
+    float p = (float)pos; /* the reference multiplies in f32: (float)pos * inv_freq */
+    for (int32_t i = 0; i < n_pairs; i++) {
+        float ang = p * inv_freq[i];
+        c[i] = cosf(ang);
+        s[i] = sign * sinf(ang);
+    }
+    for (int32_t h = 0; h < n_heads; h++) {
+        float *v = x + (int64_t)h * dim + (dim - n_rot); /* [nope | rope]: rope is the tail */
+        for (int32_t i = 0; i < n_pairs; i++) {
+            float x0 = v[2 * i], x1 = v[2 * i + 1];
+            v[2 * i] = x0 * c[i] - x1 * s[i];
+            v[2 * i + 1] = x1 * c[i] + x0 * s[i];
+        }
+    }
+}
+
+typedef struct rope_args {
+    float *x;
+    int32_t n_heads, dim, n_rot;
+    const float *inv_freq;
+    const int32_t *pos;
+    float sign;
+    int round;
+} rope_args;
+
+static void rope_row(const void *arg, int64_t r) {
+    const rope_args *a = arg;
+    const int64_t w = (int64_t)a->n_heads * a->dim;
+    float *x = a->x + r * w;
+    if (a->round) round_bf16(x, w);
+    rope_one(x, a->n_heads, a->dim, a->n_rot, a->inv_freq, a->pos[r], a->sign);
+    if (a->round) round_bf16(x, w);
+}
+
+void di_cpu_rope_rows(const di_backend *be, float *x, int64_t n_rows, int32_t n_heads, int32_t dim, int32_t n_rot,
+                      const float *inv_freq, const int32_t *pos, float sign, int round_bf16_, di_threadpool *pool) {
+    (void)be;
+    rope_args a = {x, n_heads, dim, n_rot, inv_freq, pos, sign, round_bf16_};
+    run_rows(pool, n_rows, rope_row, &a);
+}

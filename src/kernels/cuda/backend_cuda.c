@@ -240,6 +240,13 @@ static void cuda_rms_norm(const di_backend *be, const float *x, const float *w, 
     missing(be, "rms_norm");
 }
 
+static void cuda_rope_rows(const di_backend *be, float *x, int64_t n_rows, int32_t n_heads, int32_t dim, int32_t n_rot,
+                           const float *inv_freq, const int32_t *pos, float sign, int round_bf16, di_threadpool *pool) {
+    (void)x, (void)n_rows, (void)n_heads, (void)dim, (void)n_rot, (void)inv_freq, (void)pos, (void)sign,
+        (void)round_bf16, (void)pool;
+    missing(be, "rope_rows");
+}
+
 static const di_backend_ops CUDA_OPS = {
     .name = "cuda",
     .release = cuda_release,
@@ -270,6 +277,7 @@ static const di_backend_ops CUDA_OPS = {
     .mhc_post = cuda_mhc_post,
     .mhc_head = cuda_mhc_head,
     .rms_norm = cuda_rms_norm,
+    .rope_rows = cuda_rope_rows,
     .copy = cuda_copy,
     .zero = cuda_zero,
 };
