@@ -304,6 +304,12 @@ typedef struct di_backend_ops {
      * faithful). n_rot / 2 <= 256. */
     void (*rope_rows)(const di_backend *be, float *x, int64_t n_rows, int32_t n_heads, int32_t dim, int32_t n_rot,
                       const float *inv_freq, const int32_t *pos, float sign, int round_bf16, di_threadpool *pool);
+    /* The experts' clamped SwiGLU over gate, up (n_rows, n): with
+     * round_bf16 both first rounded to bf16 (V4.1 faithful); then gate =
+     * silu(min(gate, limit)) * clamp(up, -limit, limit), times row_w[r]
+     * when row_w is set (V4.1's weight inside the expert). */
+    void (*clamped_glu)(const di_backend *be, float *gate, float *up, int64_t n_rows, int64_t n, float limit,
+                        int round_bf16, const float *row_w, di_threadpool *pool);
 
     /* ---- memory ---- */
     void (*copy)(const di_backend *be, void *dst, const void *src, size_t bytes);

@@ -56,16 +56,7 @@ static void expert(const di_dsv41_ctx *c, const dsv4_linear *w1, const dsv4_line
     const int faithful = dsv41_faithful(c);
     dsv4_lin(c->m->be, w1, x, D, g1, F, cnt, mm, pool);
     dsv4_lin(c->m->be, w3, x, D, g3, F, cnt, mm, pool);
-    if (faithful) {
-        dsv41_round_bf16(g1, cnt * F);
-        dsv41_round_bf16(g3, cnt * F);
-    }
-    dsv4_clamped_swiglu(g1, g3, cnt * F, (float)hp->swiglu_limit);
-    if (wts)
-        for (int64_t q = 0; q < cnt; q++) {
-            float *a = g1 + q * F;
-            for (int64_t f = 0; f < F; f++) a[f] *= wts[q];
-        }
+    c->m->be->ops->clamped_glu(c->m->be, g1, g3, cnt, F, (float)hp->swiglu_limit, faithful, wts, pool);
     if (faithful && w2->kind != DSV4_W_PLAIN)
         for (int64_t q = 0; q < cnt; q++) dsv41_round_fp8(g1 + q * F, F);
     dsv4_lin(c->m->be, w2, g1, F, y, D, cnt, mm, pool);

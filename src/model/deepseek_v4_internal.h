@@ -448,8 +448,6 @@ static inline float dsv4_moe_mac(float s, float y, float w) { return s + y * w; 
  * content (token, layer, first hidden values). */
 float dsv4_skew_factor(double ratio, int32_t groups, int32_t K, int32_t E);
 float dsv4_row_uniform(int32_t token, int32_t il, const float *h, int32_t e);
-/* gate (n) <- silu(min(gate, limit)) * clamp(up, -limit, limit) */
-void dsv4_clamped_swiglu(float *gate, const float *up, int64_t n, float limit);
 
 /* ---- expert parallelism of the family (deepseek_v4_ep.c) ----------------
  * The EP core serves V4 and V4.1 alike: it moves rows to the owners of

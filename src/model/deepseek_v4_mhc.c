@@ -12,7 +12,7 @@
  *   X'_k = post_k * out + sum_j comb[j][k] X_j.
  * Everything is per token, in f32, in the reference's order of operations
  * (the backend's mhc_pre / mhc_post / mhc_head; the CPU's in kernels/cpu/
- * backend_cpu_mhc.c); the per-row passes are split over row ranges on the
+ * backend_cpu_dsv4_rows.c); the per-row passes are split over row ranges on the
  * pool (a row's numbers never depend on the split). */
 #include "model/deepseek_v4_internal.h"
 

@@ -5,7 +5,8 @@
  *   w_k = s_chosen_k / (sum_k s_chosen_k + 1e-20) * routed_scaling_factor
  *   y = sum_k w_k * E_k(h) + S(h)
  * with E and S the clamped SwiGLU experts: gate clamped above at `limit`, up
- * clamped to [-limit, limit], silu(gate) * up, then down.
+ * clamped to [-limit, limit], silu(gate) * up (the backend's clamped_glu),
+ * then down.
  *
  * Experts run on the rows that chose them (gathered), and each (row, expert)
  * output is stored on its own, then summed per row in ascending expert order
@@ -24,14 +25,6 @@ float dsv4_sqrt_softplus(float x) {
     /* torch softplus: beta 1, threshold 20 (linear above it) */
     float sp = x > 20.0f ? x : log1pf(expf(x));
     return sqrtf(sp);
-}
-
-void dsv4_clamped_swiglu(float *gate, const float *up, int64_t n, float limit) {
-    for (int64_t i = 0; i < n; i++) {
-        float g = gate[i] < limit ? gate[i] : limit;
-        float u = up[i] < -limit ? -limit : up[i] > limit ? limit : up[i];
-        gate[i] = g / (1.0f + expf(-g)) * u;
-    }
 }
 
 /* DeepInfer's _map_unbalanced_ratio_to_factor: the score scale f (hot
@@ -111,7 +104,7 @@ static void run_expert(di_dsv4_ctx *c, const dsv4_linear *w, const float *x, int
     const int64_t D = m->hp.n_embd, F = m->hp.moe_ff;
     dsv4_lin(&m->be, &w[0], x, D, sc->g1, F, cnt, sc->mm, pool);
     dsv4_lin(&m->be, &w[2], x, D, sc->g3, F, cnt, sc->mm, pool);
-    dsv4_clamped_swiglu(sc->g1, sc->g3, cnt * F, m->hp.swiglu_limit);
+    m->be.ops->clamped_glu(&m->be, sc->g1, sc->g3, cnt, F, m->hp.swiglu_limit, 0, NULL, pool);
     dsv4_lin(&m->be, &w[1], sc->g1, F, y, D, cnt, sc->mm, pool);
     if (c->prof_on) c->prof.flops[DI_DSV4_BLK_MOE_ROUTED] += 6.0 * (double)cnt * (double)D * (double)F;
 }
@@ -179,7 +172,7 @@ di_status dsv4_moe(di_dsv4_ctx *c, int32_t il, const int32_t *tokens, int64_t n,
     t0 = dsv4_prof_now(c);
     dsv4_lin(&m->be, &L->sh_w1, c->h, D, c->g1, F, n, c->mm_scratch, pool);
     dsv4_lin(&m->be, &L->sh_w3, c->h, D, c->g3, F, n, c->mm_scratch, pool);
-    dsv4_clamped_swiglu(c->g1, c->g3, n * F, hp->swiglu_limit);
+    m->be.ops->clamped_glu(&m->be, c->g1, c->g3, n, F, hp->swiglu_limit, 0, NULL, pool);
     dsv4_lin(&m->be, &L->sh_w2, c->g1, F, c->yg, D, n, c->mm_scratch, pool);
     dsv4_prof_add(c, DI_DSV4_BLK_MOE_SHARED, t0);
     if (c->prof_on) {

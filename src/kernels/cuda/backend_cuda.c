@@ -247,6 +247,12 @@ static void cuda_rope_rows(const di_backend *be, float *x, int64_t n_rows, int32
     missing(be, "rope_rows");
 }
 
+static void cuda_clamped_glu(const di_backend *be, float *gate, float *up, int64_t n_rows, int64_t n, float limit,
+                             int round_bf16, const float *row_w, di_threadpool *pool) {
+    (void)gate, (void)up, (void)n_rows, (void)n, (void)limit, (void)round_bf16, (void)row_w, (void)pool;
+    missing(be, "clamped_glu");
+}
+
 static const di_backend_ops CUDA_OPS = {
     .name = "cuda",
     .release = cuda_release,
@@ -278,6 +284,7 @@ static const di_backend_ops CUDA_OPS = {
     .mhc_head = cuda_mhc_head,
     .rms_norm = cuda_rms_norm,
     .rope_rows = cuda_rope_rows,
+    .clamped_glu = cuda_clamped_glu,
     .copy = cuda_copy,
     .zero = cuda_zero,
 };

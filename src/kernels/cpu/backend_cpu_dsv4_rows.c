@@ -1,6 +1,7 @@
-/* The CPU backend's mHC and RMSNorm stages of the DeepSeek V4 / V4.1
- * forwards (kernels/backend.h): the operations deepseek_v4_mhc.c and
- * deepseek_v41.c ran per token before the seam, moved unchanged (same f32
+/* The CPU backend's row stages of the DeepSeek V4 / V4.1 forwards
+ * (kernels/backend.h: mHC, RMSNorm, rotary, the experts' clamped SwiGLU):
+ * the operations deepseek_v4_mhc.c, deepseek_v4_moe.c, deepseek_v41*.c ran
+ * per token before the seam, moved unchanged (same f32
  * order of operations, the reference's), split over row ranges on the pool
  * (a row's numbers never depend on the split). */
 #include "kernels/cpu/backend_cpu_dsv4.h"
@@ -229,4 +230,37 @@ void di_cpu_rope_rows(const di_backend *be, float *x, int64_t n_rows, int32_t n_
     (void)be;
     rope_args a = {x, n_heads, dim, n_rot, inv_freq, pos, sign, round_bf16_};
     run_rows(pool, n_rows, rope_row, &a);
+}
+
+typedef struct glu_args {
+    float *gate, *up;
+    int64_t n;
+    float limit;
+    int round;
+    const float *row_w;
+} glu_args;
+
+static void glu_row(const void *arg, int64_t r) {
+    const glu_args *a = arg;
+    float *gate = a->gate + r * a->n, *up = a->up + r * a->n;
+    const float limit = a->limit;
+    if (a->round) {
+        round_bf16(gate, a->n);
+        round_bf16(up, a->n);
+    }
+    for (int64_t i = 0; i < a->n; i++) {
+        float g = gate[i] < limit ? gate[i] : limit;
+        float u = up[i] < -limit ? -limit : up[i] > limit ? limit : up[i];
+        gate[i] = g / (1.0f + expf(-g)) * u;
+    }
+    if (a->row_w)
+        for (int64_t i = 0; i < a->n; i++) gate[i] *= a->row_w[r];
+}
+
+void di_cpu_clamped_glu(const di_backend *be, float *gate, float *up, int64_t n_rows, int64_t n, float limit,
+                        int round_bf16_, const float *row_w, di_threadpool *pool) {
+    (void)be;
+    glu_args a = {gate, up, n, limit, round_bf16_, row_w};
+    /* elementwise: small batches (decode's experts) stay on the calling thread */
+    run_rows(n_rows * n < (1 << 16) ? NULL : pool, n_rows, glu_row, &a);
 }
