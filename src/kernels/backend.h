@@ -202,6 +202,25 @@ typedef struct di_mhc_pre_args {
     float *post, *comb, *h;    /* (n_rows, N), (n_rows, N, N), (n_rows, D) */
 } di_mhc_pre_args;
 
+/* compress_pool (V4's compressors): per group g, per channel d, out[g][d] =
+ * sum over its n_slots[g] slots j of softmax_j(gate[g][j][d]) kv[g][j][d]
+ * (gate is overwritten), then RMSNorm with norm (the square sum in double)
+ * and the interleaved tail rotary (n_rot dims of the one dim-wide head)
+ * at pos[g]. */
+typedef struct di_compress_pool_args {
+    const float *kv;          /* (n_groups, ld_slots, dim) */
+    float *gate;              /* (n_groups, ld_slots, dim) */
+    int64_t n_groups, ld_slots;
+    const int32_t *n_slots;   /* (n_groups) */
+    int32_t dim;
+    const float *norm;        /* (dim) */
+    float eps;
+    int32_t n_rot;
+    const float *inv_freq;    /* (n_rot / 2) */
+    const int32_t *pos;       /* (n_groups) */
+    float *out;               /* (n_groups, dim) */
+} di_compress_pool_args;
+
 typedef struct di_backend_ops {
     const char *name; /* "cpu", "cuda" */
     /* Frees what the backend context owns (no-op for the CPU). */
@@ -310,6 +329,7 @@ typedef struct di_backend_ops {
      * when row_w is set (V4.1's weight inside the expert). */
     void (*clamped_glu)(const di_backend *be, float *gate, float *up, int64_t n_rows, int64_t n, float limit,
                         int round_bf16, const float *row_w, di_threadpool *pool);
+    void (*compress_pool)(const di_backend *be, const di_compress_pool_args *a, di_threadpool *pool);
 
     /* ---- memory ---- */
     void (*copy)(const di_backend *be, void *dst, const void *src, size_t bytes);

@@ -134,14 +134,6 @@ di_status di_dsv4_ctx_create(const di_dsv4_model *m, di_dsv4_ctx **out, di_error
     di_dsv4_ctx *c = di_calloc(1, sizeof *c);
     if (!c) return di_error_set(err, DI_ERR_NOMEM, "deepseek_v4 ctx: out of memory");
     c->m = m;
-    const di_dsv4_hparams *hp = &m->hp;
-    int32_t rmax = hp->ratio_csa > hp->ratio_hca ? hp->ratio_csa : hp->ratio_hca;
-    int32_t dmax = hp->head_dim > hp->index_dim ? hp->head_dim : hp->index_dim;
-    c->pool_tmp = di_malloc_array((size_t)4 * rmax * dmax, sizeof(float));
-    if (!c->pool_tmp) {
-        free(c);
-        return di_error_set(err, DI_ERR_NOMEM, "deepseek_v4 ctx: out of memory");
-    }
     *out = c;
     return DI_OK;
 }
@@ -162,7 +154,7 @@ static size_t row_bufs(void *ctx, int64_t n, dsv4_buf *t) {
 void di_dsv4_ctx_free(di_dsv4_ctx *c) {
     if (!c) return;
     dsv4_rows_free(c, row_bufs);
-    free(c->pool_tmp);
+    free(c->pool_buf);
     free(c->mm_scratch);
     free(c->attn_scratch);
     free(c->seq_last);

@@ -59,39 +59,84 @@ static void kv_get(const di_dsv4_kv *kv, int32_t il, int64_t slot, int32_t off, 
 
 /* ---- compressor group pooling --------------------------------------------- */
 
-/* Pools group w of sequence seq (its last position is w*r + r - 1) with
- * compressor cp whose raw rows live at off_kv / off_gate, and stores the
- * entry at off_out of the group's last slot. tmp: 4 * r * dim floats. */
-static void pool_group(const di_dsv4_model *m, di_dsv4_kv *kv, int32_t il, const di_batch *b, int32_t seq,
-                       int32_t w, int32_t r, const dsv4_compressor *cp, int32_t off_kv, int32_t off_gate,
-                       int32_t off_out, float *tmp) {
-    const int32_t dim = cp->dim, coff = cp->coff;
-    float *K = tmp, *G = tmp + 2 * r * dim; /* (slots, dim) each */
+/* The groups one compressor closes in this step, pooled by the backend
+ * (be->ops->compress_pool) in chunks: the raw rows of every group (CSA: the
+ * previous group's first-half "Ca" series, then this group's "Cb"; HCA:
+ * this group's) decoded into the tables, then the entries stored at off_out
+ * of each group's last slot. */
+typedef struct pool_stage {
+    di_dsv4_ctx *c;
+    const di_dsv4_kv *kv;
+    int32_t il;
+    const di_batch *b;
+    const dsv4_compressor *cp;
+    int32_t off_kv, off_gate;
+    const int32_t *seq, *w; /* (chunk groups) */
+    int64_t ld;             /* slots per group row of the tables */
+    float *K, *G;           /* (chunk, ld, dim) */
+    int32_t *ns;            /* (chunk) */
+} pool_stage;
+
+static void gather_group(void *user, int64_t g) {
+    const pool_stage *st = user;
+    const int32_t dim = st->cp->dim, coff = st->cp->coff, r = st->c->m->layers[st->il].ratio;
+    const int32_t seq = st->seq[g], w = st->w[g];
+    float *K = st->K + g * st->ld * dim, *G = st->G + g * st->ld * dim;
     int32_t ns = 0;
     if (coff == 2 && w > 0) /* previous group's "Ca" series: first half */
         for (int32_t j = 0; j < r; j++, ns++) {
-            int64_t sl = slot_of(b, seq, (w - 1) * r + j);
-            kv_get(kv, il, sl, off_kv, K + ns * dim, dim);
-            kv_get(kv, il, sl, off_gate, G + ns * dim, dim);
+            int64_t sl = slot_of(st->b, seq, (w - 1) * r + j);
+            kv_get(st->kv, st->il, sl, st->off_kv, K + ns * dim, dim);
+            kv_get(st->kv, st->il, sl, st->off_gate, G + ns * dim, dim);
         }
     for (int32_t j = 0; j < r; j++, ns++) { /* this group's "Cb" (or only) series */
-        int64_t sl = slot_of(b, seq, w * r + j);
-        kv_get(kv, il, sl, off_kv + (coff - 1) * dim, K + ns * dim, dim);
-        kv_get(kv, il, sl, off_gate + (coff - 1) * dim, G + ns * dim, dim);
+        int64_t sl = slot_of(st->b, seq, w * r + j);
+        kv_get(st->kv, st->il, sl, st->off_kv + (coff - 1) * dim, K + ns * dim, dim);
+        kv_get(st->kv, st->il, sl, st->off_gate + (coff - 1) * dim, G + ns * dim, dim);
     }
-    float out[4096]; /* dim <= MAX_HEAD_DIM (config check) */
-    for (int32_t d = 0; d < dim; d++) {
-        float mx = -INFINITY;
-        for (int32_t j = 0; j < ns; j++) mx = G[j * dim + d] > mx ? G[j * dim + d] : mx;
-        float sum = 0.0f;
-        for (int32_t j = 0; j < ns; j++) sum += G[j * dim + d] = expf(G[j * dim + d] - mx);
-        float acc = 0.0f;
-        for (int32_t j = 0; j < ns; j++) acc += K[j * dim + d] * (G[j * dim + d] / sum);
-        out[d] = acc;
+    st->ns[g] = ns;
+}
+
+static di_status pool_groups(di_dsv4_ctx *c, di_dsv4_kv *kv, int32_t il, const di_batch *b, int64_t n_pool,
+                             const dsv4_compressor *cp, int32_t off_kv, int32_t off_gate, int32_t off_out,
+                             di_threadpool *pool, di_error *err) {
+    const di_dsv4_model *m = c->m;
+    const int32_t r = m->layers[il].ratio, dim = cp->dim;
+    const int64_t ld = (int64_t)cp->coff * r;
+    int64_t n_groups = 0;
+    for (int64_t i = 0; i < n_pool; i++) {
+        int32_t pos = c->cp ? c->cp_rows[2 * i + 1] : b->pos[i];
+        n_groups += pos % r == r - 1;
     }
-    dsv4_rmsnorm(out, cp->norm, out, dim, m->hp.rms_eps);
-    dsv4_rope(out, 1, dim, m->hp.n_rot, m->inv_freq_compress, w * r, 1.0f);
-    kv_put(kv, il, slot_of(b, seq, w * r + r - 1), off_out, out, dim);
+    if (n_groups == 0) return DI_OK;
+    int64_t chunk = DSV4_KEYSET_BUDGET / (ld * dim);
+    chunk = chunk < 1 ? 1 : chunk < n_groups ? chunk : n_groups;
+    /* per group: its K and G tables, its entry, then (seq, w, slots, pos) */
+    if (!dsv4_grow(&c->pool_buf, &c->cap_pool_buf, chunk * (2 * ld * dim + dim + 4), sizeof(float)))
+        return di_error_set(err, DI_ERR_NOMEM, "deepseek_v4 compressor: out of memory for %lld groups",
+                            (long long)chunk);
+    float *K = c->pool_buf, *G = K + chunk * ld * dim, *out = G + chunk * ld * dim;
+    int32_t *seqs = (int32_t *)(out + chunk * dim), *ws = seqs + chunk, *ns = ws + chunk, *pos = ns + chunk;
+    pool_stage st = {c, kv, il, b, cp, off_kv, off_gate, seqs, ws, ld, K, G, ns};
+    int64_t i = 0;
+    while (i < n_pool) {
+        int64_t ng = 0;
+        for (; i < n_pool && ng < chunk; i++) {
+            int32_t seq = c->cp ? c->cp_rows[2 * i] : b->seq[i], p = c->cp ? c->cp_rows[2 * i + 1] : b->pos[i];
+            if (p % r != r - 1) continue;
+            seqs[ng] = seq;
+            ws[ng] = p / r;
+            pos[ng++] = (p / r) * r; /* the entry's rotary position: its group's first */
+        }
+        if (ng == 0) break;
+        dsv4_rows_run(pool, ng, gather_group, &st);
+        const di_compress_pool_args a = {K, G, ng, ld, ns, dim, cp->norm, m->hp.rms_eps, m->hp.n_rot,
+                                         m->inv_freq_compress, pos, out};
+        m->be.ops->compress_pool(&m->be, &a, pool);
+        for (int64_t g = 0; g < ng; g++)
+            kv_put(kv, il, slot_of(b, seqs[g], ws[g] * r + r - 1), off_out, out + g * dim, dim);
+    }
+    return DI_OK;
 }
 
 /* ---- per-row attention ----------------------------------------------------- */
@@ -413,21 +458,18 @@ share:;
     }
     /* every row's raw state is stored: pool the groups this batch closes
      * (with CP every rank pools every group the group's rows close) */
-    if (L->ratio)
-        for (int64_t i = 0; i < n_pool; i++) {
-            int32_t seq = c->cp ? c->cp_rows[2 * i] : b->seq[i], pos = c->cp ? c->cp_rows[2 * i + 1] : b->pos[i];
-            if (pos % L->ratio != L->ratio - 1) continue;
-            int32_t w = pos / L->ratio;
-            t0 = dsv4_prof_now(c);
-            pool_group(m, kv, il, b, seq, w, L->ratio, &L->comp, lay->off_raw_kv, lay->off_raw_gate, lay->off_comp,
-                       c->pool_tmp);
-            dsv4_prof_add(c, DI_DSV4_BLK_COMPRESS, t0);
-            t0 = dsv4_prof_now(c);
-            if (L->kind == DI_DSV4_ATTN_CSA)
-                pool_group(m, kv, il, b, seq, w, L->ratio, &L->icomp, lay->off_iraw_kv, lay->off_iraw_gate,
-                           lay->off_icomp, c->pool_tmp);
-            dsv4_prof_add(c, DI_DSV4_BLK_INDEXER, t0);
-        }
+    if (L->ratio) {
+        t0 = dsv4_prof_now(c);
+        di_status s = pool_groups(c, kv, il, b, n_pool, &L->comp, lay->off_raw_kv, lay->off_raw_gate, lay->off_comp,
+                                  pool, err);
+        dsv4_prof_add(c, DI_DSV4_BLK_COMPRESS, t0);
+        t0 = dsv4_prof_now(c);
+        if (!s && L->kind == DI_DSV4_ATTN_CSA)
+            s = pool_groups(c, kv, il, b, n_pool, &L->icomp, lay->off_iraw_kv, lay->off_iraw_gate, lay->off_icomp,
+                            pool, err);
+        dsv4_prof_add(c, DI_DSV4_BLK_INDEXER, t0);
+        if (s) return s;
+    }
     if (n == 0) return DI_OK;
     di_status s = attend_rows(c, kv, il, b, pool, err);
     if (s) return s;

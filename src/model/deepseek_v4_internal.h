@@ -213,7 +213,8 @@ struct di_dsv4_ctx {
     DSV4_ROWS_MEMBER;
     float *ckv, *cg;      /* (rows, 2*hd) compressor projections */
     float *ikv, *ig;      /* (rows, 2*ihd) indexer compressor projections */
-    float *pool_tmp;      /* (2*ratio_max*2*hd*2) compressor group scratch */
+    float *pool_buf;      /* the compressor groups' tables (pool_groups, deepseek_v4_attn.c) */
+    int64_t cap_pool_buf;
     float *mm_scratch;    /* (cap_mm_floats): dsv4_linear_scratch_floats(rows, max n_in, threads) */
     float *attn_scratch;  /* (tasks, cap_attn_floats / tasks) */
     int64_t attn_floats;  /* per task, for this forward */

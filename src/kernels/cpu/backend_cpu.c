@@ -322,6 +322,7 @@ static const di_backend_ops CPU_OPS = {
     .rms_norm = di_cpu_rms_norm,
     .rope_rows = di_cpu_rope_rows,
     .clamped_glu = di_cpu_clamped_glu,
+    .compress_pool = di_cpu_compress_pool,
     .copy = cpu_copy,
     .zero = cpu_zero,
 };

@@ -162,20 +162,23 @@ typedef struct norm_args {
     int round;
 } norm_args;
 
-static void norm_row(const void *arg, int64_t r) {
-    const norm_args *a = arg;
-    const int64_t n = a->n;
-    const float *x = a->x + r * n, *w = a->w;
-    float *out = a->out + r * n;
+/* out = x / sqrt(mean(x^2) + eps) (* w), n elements: dsv4_rmsnorm's */
+static void rms_one(const float *x, const float *w, float *out, int64_t n, float eps) {
     double ss = 0.0;
     for (int64_t i = 0; i < n; i++) ss += (double)x[i] * (double)x[i];
     /* transformers: x * rsqrt(mean + eps), then * weight */
-    float scale = 1.0f / sqrtf((float)(ss / (double)n) + a->eps);
+    float scale = 1.0f / sqrtf((float)(ss / (double)n) + eps);
     if (w)
         for (int64_t i = 0; i < n; i++) out[i] = w[i] * (x[i] * scale);
     else
         for (int64_t i = 0; i < n; i++) out[i] = x[i] * scale;
-    if (a->round) round_bf16(out, n);
+}
+
+static void norm_row(const void *arg, int64_t r) {
+    const norm_args *a = arg;
+    float *out = a->out + r * a->n;
+    rms_one(a->x + r * a->n, a->w, out, a->n, a->eps);
+    if (a->round) round_bf16(out, a->n);
 }
 
 void di_cpu_rms_norm(const di_backend *be, const float *x, const float *w, float *out, int64_t n_rows, int64_t n,
@@ -263,4 +266,27 @@ void di_cpu_clamped_glu(const di_backend *be, float *gate, float *up, int64_t n_
     glu_args a = {gate, up, n, limit, round_bf16_, row_w};
     /* elementwise: small batches (decode's experts) stay on the calling thread */
     run_rows(n_rows * n < (1 << 16) ? NULL : pool, n_rows, glu_row, &a);
+}
+
+static void pool_row(const void *arg, int64_t g) {
+    const di_compress_pool_args *a = arg;
+    const int32_t dim = a->dim, ns = a->n_slots[g];
+    const float *K = a->kv + g * a->ld_slots * dim;
+    float *G = a->gate + g * a->ld_slots * dim, *out = a->out + g * dim;
+    for (int32_t d = 0; d < dim; d++) {
+        float mx = -INFINITY;
+        for (int32_t j = 0; j < ns; j++) mx = G[j * dim + d] > mx ? G[j * dim + d] : mx;
+        float sum = 0.0f;
+        for (int32_t j = 0; j < ns; j++) sum += G[j * dim + d] = expf(G[j * dim + d] - mx);
+        float acc = 0.0f;
+        for (int32_t j = 0; j < ns; j++) acc += K[j * dim + d] * (G[j * dim + d] / sum);
+        out[d] = acc;
+    }
+    rms_one(out, a->norm, out, dim, a->eps);
+    rope_one(out, 1, dim, a->n_rot, a->inv_freq, a->pos[g], 1.0f);
+}
+
+void di_cpu_compress_pool(const di_backend *be, const di_compress_pool_args *a, di_threadpool *pool) {
+    (void)be;
+    run_rows(pool, a->n_groups, pool_row, a);
 }

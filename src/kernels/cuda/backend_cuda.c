@@ -253,6 +253,11 @@ static void cuda_clamped_glu(const di_backend *be, float *gate, float *up, int64
     missing(be, "clamped_glu");
 }
 
+static void cuda_compress_pool(const di_backend *be, const di_compress_pool_args *a, di_threadpool *pool) {
+    (void)a, (void)pool;
+    missing(be, "compress_pool");
+}
+
 static const di_backend_ops CUDA_OPS = {
     .name = "cuda",
     .release = cuda_release,
@@ -285,6 +290,7 @@ static const di_backend_ops CUDA_OPS = {
     .rms_norm = cuda_rms_norm,
     .rope_rows = cuda_rope_rows,
     .clamped_glu = cuda_clamped_glu,
+    .compress_pool = cuda_compress_pool,
     .copy = cuda_copy,
     .zero = cuda_zero,
 };
