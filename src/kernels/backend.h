@@ -221,6 +221,30 @@ typedef struct di_compress_pool_args {
     float *out;               /* (n_groups, dim) */
 } di_compress_pool_args;
 
+/* ds_route (the family's router), per row r of logits (n_rows, E):
+ * scores s = sqrt(softplus(logits)) (torch's threshold 20) in place; the
+ * row's K experts sel[r] = tid2eid[tokens[r]] (hash routing) when tid2eid
+ * is set, else the K largest selection values (ties to the lower id,
+ * largest first): draws[r] when given (forced imbalance), else s + bias
+ * (bias_alt for rows with tokens[r] >= alt_from when bias_alt is set:
+ * V4.1's image rows); sorted ascending by id when sort_sel (V4); then the
+ * weights selw[r][k] = s[sel_k] / (sum over k in that order + 1e-20) * scale. */
+typedef struct di_route_args {
+    float *logits;                 /* (n_rows, E) -> the scores */
+    int64_t n_rows;
+    int32_t n_experts, n_used;
+    const int32_t *tokens;         /* (n_rows), or NULL (no hash, no bias_alt) */
+    const int32_t *tid2eid;        /* (n_vocab, K) or NULL */
+    const float *draws;            /* (n_rows, E) or NULL */
+    const float *bias, *bias_alt;  /* (E) each; bias_alt may be NULL */
+    int32_t alt_from;
+    float *vsel;                   /* (n_rows, E) scratch for the selection values (may be draws) */
+    int sort_sel;
+    float scale;
+    int32_t *sel;                  /* (n_rows, K) */
+    float *selw;                   /* (n_rows, K) */
+} di_route_args;
+
 typedef struct di_backend_ops {
     const char *name; /* "cpu", "cuda" */
     /* Frees what the backend context owns (no-op for the CPU). */
@@ -330,6 +354,8 @@ typedef struct di_backend_ops {
     void (*clamped_glu)(const di_backend *be, float *gate, float *up, int64_t n_rows, int64_t n, float limit,
                         int round_bf16, const float *row_w, di_threadpool *pool);
     void (*compress_pool)(const di_backend *be, const di_compress_pool_args *a, di_threadpool *pool);
+    /* sel / selw are host memory: the expert loop (and EP's exchange) runs on the host. */
+    void (*ds_route)(const di_backend *be, const di_route_args *a, di_threadpool *pool);
 
     /* ---- memory ---- */
     void (*copy)(const di_backend *be, void *dst, const void *src, size_t bytes);

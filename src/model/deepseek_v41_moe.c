@@ -21,29 +21,21 @@
  * weights s / (sum s + 1e-20) * routed_scale (TK moe_topk_gate_forward).
  * Image rows (token id >= vocab: the image segment's IMAGE / IMAGE_PAD ids)
  * select with gate.bias_vl (TK moe_topk_gate_forward's image_bias). */
-static void route(di_dsv41_ctx *c, const dsv41_layer *L, int32_t il, int64_t n) {
+static void route(di_dsv41_ctx *c, const dsv41_layer *L, int32_t il, int64_t n, di_threadpool *pool) {
     const di_dsv41_hparams *hp = &c->m->hp;
     const int32_t E = L->n_experts, K = L->n_used;
-    /* forced imbalance (the EP benchmark's knob) on the main layers only (il >= 0) */
+    /* forced imbalance (the EP benchmark's knob) on the main layers only (il >= 0): skewed draws from the
+     * row's own content as the selection values */
     const int32_t n_hot = c->skew_factor > 0.0f && il >= 0 ? E / c->skew_groups : 0;
-    for (int64_t r = 0; r < n; r++) {
-        float *lg = c->logit + r * E;
-        int32_t *sel = c->sel + r * K;
-        float *w = c->selw + r * K;
-        for (int32_t e = 0; e < E; e++) lg[e] = dsv4_sqrt_softplus(lg[e]);
-        const float *bias =
-            il >= 0 && L->gate_bias_vl && c->row_token && c->row_token[r] >= hp->n_vocab ? L->gate_bias_vl : L->gate_bias;
-        /* selection values: score + bias, or (forced imbalance) skewed
-         * draws from the row's own content */
-        float *v = c->vsel + r * E;
+    for (int64_t r = 0; n_hot && r < n; r++)
         for (int32_t e = 0; e < E; e++)
-            v[e] = n_hot ? dsv4_row_uniform(0, il, c->h + r * hp->n_embd, e) * (e < n_hot ? c->skew_factor : 1.0f)
-                         : lg[e] + bias[e];
-        dsv4_topk_select(v, E, K, sel);
-        float sum = 0.0f;
-        for (int32_t k = 0; k < K; k++) sum += lg[sel[k]];
-        for (int32_t k = 0; k < K; k++) w[k] = lg[sel[k]] / (sum + 1e-20f) * (float)hp->routed_scale;
-    }
+            c->vsel[r * E + e] =
+                dsv4_row_uniform(0, il, c->h + r * hp->n_embd, e) * (e < n_hot ? c->skew_factor : 1.0f);
+    const int alt = il >= 0 && L->gate_bias_vl && c->row_token;
+    const di_route_args a = {c->logit, n, E, K, alt ? c->row_token : NULL, NULL, n_hot ? c->vsel : NULL,
+                             L->gate_bias, alt ? L->gate_bias_vl : NULL, hp->n_vocab, c->vsel, 0,
+                             (float)hp->routed_scale, c->sel, c->selw};
+    c->m->be->ops->ds_route(c->m->be, &a, pool);
 }
 
 /* y (cnt, D) = w2(wts * swiglu(w1 x, w3 x)) for w = {w1, w2, w3} on x (cnt,
@@ -86,7 +78,7 @@ di_status dsv41_moe_layer(di_dsv41_ctx *c, const dsv41_layer *L, int32_t il, int
     di_dsv4_ep *ep = il >= 0 ? c->ep : NULL;
     if (n > 0) {
         dsv4_lin(m->be, &L->gate, c->h, D, c->logit, E, n, c->mm_scratch, pool); /* bf16, f32 out */
-        route(c, L, il, n);
+        route(c, L, il, n, pool);
         memcpy(c->xq, c->h, (size_t)n * D * sizeof(float));
         if (dsv41_faithful(c))
             for (int64_t i = 0; i < n; i++) dsv41_round_fp8(c->xq + i * D, D);

@@ -472,9 +472,6 @@ typedef struct dsv4_ep_scratch {
 typedef void (*dsv4_ep_expert_fn)(void *user, const dsv4_linear *w, float *x, const float *wts, int64_t cnt,
                                   float *y, const dsv4_ep_scratch *sc, di_threadpool *pool);
 
-/* sel (K) <- the K largest of v (E), largest first, ties to the lower id
- * (the routers' selection: v = score + bias, or the forced-imbalance draws). */
-void dsv4_topk_select(const float *v, int32_t E, int32_t K, int32_t *sel);
 /* The routed experts of one MoE layer in this process (no EP), V4 and V4.1
  * alike (deepseek_v4_moe_core.c): each expert once over the rows that
  * chose it, with the expert function its EP owners run. */
@@ -588,8 +585,6 @@ di_status dsv4_batch_slots(const di_batch *b, int32_t *max_pos, di_error *err);
  * tables covering them); seq_last: n_seq_slots of scratch. Shared by V4.1. */
 di_status dsv4_validate_batch(int32_t *seq_last, int32_t n_vocab, int32_t kv_block_size, int32_t kv_n_blocks,
                               const di_batch *b, di_error *err);
-/* sqrt(softplus(x)) as torch computes it (threshold 20): the router score. */
-float dsv4_sqrt_softplus(float x);
 
 /* ---- small math --------------------------------------------------------- */
 

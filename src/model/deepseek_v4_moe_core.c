@@ -13,23 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-void dsv4_topk_select(const float *v, int32_t E, int32_t K, int32_t *sel) {
-    for (int32_t k = 0; k < K; k++) {
-        int32_t best = -1;
-        float bv = 0.0f;
-        for (int32_t e = 0; e < E; e++) {
-            int taken = 0;
-            for (int32_t j = 0; j < k; j++) taken |= sel[j] == e;
-            if (taken) continue;
-            if (best < 0 || v[e] > bv) {
-                best = e;
-                bv = v[e];
-            }
-        }
-        sel[k] = best;
-    }
-}
-
 void dsv4_moe_local(const dsv4_moe_local_io *io, di_threadpool *pool) {
     const int64_t n = io->n, D = io->n_embd;
     const int32_t K = io->n_used;

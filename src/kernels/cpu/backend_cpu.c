@@ -323,6 +323,7 @@ static const di_backend_ops CPU_OPS = {
     .rope_rows = di_cpu_rope_rows,
     .clamped_glu = di_cpu_clamped_glu,
     .compress_pool = di_cpu_compress_pool,
+    .ds_route = di_cpu_ds_route,
     .copy = cpu_copy,
     .zero = cpu_zero,
 };

@@ -28,5 +28,6 @@ void di_cpu_rope_rows(const di_backend *be, float *x, int64_t n_rows, int32_t n_
 void di_cpu_clamped_glu(const di_backend *be, float *gate, float *up, int64_t n_rows, int64_t n, float limit,
                         int round_bf16, const float *row_w, di_threadpool *pool);
 void di_cpu_compress_pool(const di_backend *be, const di_compress_pool_args *a, di_threadpool *pool);
+void di_cpu_ds_route(const di_backend *be, const di_route_args *a, di_threadpool *pool);
 
 #endif

@@ -290,3 +290,64 @@ void di_cpu_compress_pool(const di_backend *be, const di_compress_pool_args *a, 
     (void)be;
     run_rows(pool, a->n_groups, pool_row, a);
 }
+
+/* ---- the router (deepseek_v4_moe.c's and deepseek_v41_moe.c's route) ---- */
+
+static float sqrt_softplus(float x) {
+    /* torch softplus: beta 1, threshold 20 (linear above it) */
+    float sp = x > 20.0f ? x : log1pf(expf(x));
+    return sqrtf(sp);
+}
+
+/* sel (K) <- the K largest of v (E), largest first, ties to the lower id */
+static void topk_select(const float *v, int32_t E, int32_t K, int32_t *sel) {
+    for (int32_t k = 0; k < K; k++) {
+        int32_t best = -1;
+        float bv = 0.0f;
+        for (int32_t e = 0; e < E; e++) {
+            int taken = 0;
+            for (int32_t j = 0; j < k; j++) taken |= sel[j] == e;
+            if (taken) continue;
+            if (best < 0 || v[e] > bv) {
+                best = e;
+                bv = v[e];
+            }
+        }
+        sel[k] = best;
+    }
+}
+
+static void route_row(const void *arg, int64_t r) {
+    const di_route_args *a = arg;
+    const int32_t E = a->n_experts, K = a->n_used;
+    float *lg = a->logits + r * E, *w = a->selw + r * K;
+    int32_t *sel = a->sel + r * K;
+    for (int32_t e = 0; e < E; e++) lg[e] = sqrt_softplus(lg[e]);
+    if (a->tid2eid) {
+        memcpy(sel, a->tid2eid + (int64_t)a->tokens[r] * K, (size_t)K * sizeof *sel);
+    } else {
+        float *v = a->vsel + r * E;
+        if (a->draws) {
+            if (v != a->draws + r * E) memcpy(v, a->draws + r * E, (size_t)E * sizeof(float));
+        } else {
+            const float *bias = a->bias_alt && a->tokens[r] >= a->alt_from ? a->bias_alt : a->bias;
+            for (int32_t e = 0; e < E; e++) v[e] = lg[e] + bias[e];
+        }
+        topk_select(v, E, K, sel);
+    }
+    if (a->sort_sel)
+        for (int32_t k = 1; k < K; k++) /* insertion sort by id */
+            for (int32_t j = k; j > 0 && sel[j - 1] > sel[j]; j--) {
+                int32_t t = sel[j];
+                sel[j] = sel[j - 1];
+                sel[j - 1] = t;
+            }
+    float sum = 0.0f;
+    for (int32_t k = 0; k < K; k++) sum += w[k] = lg[sel[k]];
+    for (int32_t k = 0; k < K; k++) w[k] = w[k] / (sum + 1e-20f) * a->scale;
+}
+
+void di_cpu_ds_route(const di_backend *be, const di_route_args *a, di_threadpool *pool) {
+    (void)be, (void)pool; /* E x K selection per row: the caller's thread, as before */
+    for (int64_t r = 0; r < a->n_rows; r++) route_row(a, r);
+}

@@ -258,6 +258,11 @@ static void cuda_compress_pool(const di_backend *be, const di_compress_pool_args
     missing(be, "compress_pool");
 }
 
+static void cuda_ds_route(const di_backend *be, const di_route_args *a, di_threadpool *pool) {
+    (void)a, (void)pool;
+    missing(be, "ds_route");
+}
+
 static const di_backend_ops CUDA_OPS = {
     .name = "cuda",
     .release = cuda_release,
@@ -291,6 +296,7 @@ static const di_backend_ops CUDA_OPS = {
     .rope_rows = cuda_rope_rows,
     .clamped_glu = cuda_clamped_glu,
     .compress_pool = cuda_compress_pool,
+    .ds_route = cuda_ds_route,
     .copy = cuda_copy,
     .zero = cuda_zero,
 };
