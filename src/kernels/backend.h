@@ -356,6 +356,14 @@ typedef struct di_backend_ops {
     void (*compress_pool)(const di_backend *be, const di_compress_pool_args *a, di_threadpool *pool);
     /* sel / selw are host memory: the expert loop (and EP's exchange) runs on the host. */
     void (*ds_route)(const di_backend *be, const di_route_args *a, di_threadpool *pool);
+    /* The routed sum: y[r] (D) = from 0, or from partial[r] over the first
+     * plen[r] choices (EP: their owner's sum; plen NULL: none), s = s +
+     * ysel[r][k] * selw[r][k] for the later choices k in order (a plain add
+     * when selw is NULL: the expert applied it), then + shared[r]. ysel
+     * (n_rows, K, D). EP owners step with the same expression, so they round
+     * alike (model/deepseek_v4_internal.h, dsv4_moe_mac). */
+    void (*moe_sum)(const di_backend *be, int64_t n_rows, int32_t K, int32_t D, const float *ysel, const float *selw,
+                    const int32_t *plen, const float *partial, const float *shared, float *y, di_threadpool *pool);
 
     /* ---- memory ---- */
     void (*copy)(const di_backend *be, void *dst, const void *src, size_t bytes);

@@ -106,7 +106,7 @@ di_status dsv41_moe_layer(di_dsv41_ctx *c, const dsv41_layer *L, int32_t il, int
     /* routed outputs in choice order from 0 (EP: the owner of the leading
      * run sent its sum; selw NULL: the expert applied the weight, the sum
      * adds, as ep_add on the owners), then the shared one */
-    dsv4_moe_sum(n, K, D, c->ysel, NULL, plen, partial, c->yg, c->y);
+    c->m->be->ops->moe_sum(c->m->be, n, K, D, c->ysel, NULL, plen, partial, c->yg, c->y, pool);
     if (dsv41_faithful(c))
         for (int64_t r = 0; r < n; r++) dsv41_round_bf16(c->y + r * D, D);
     return DI_OK;

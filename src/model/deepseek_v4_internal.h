@@ -491,12 +491,7 @@ typedef struct dsv4_moe_local_io {
     float *ysel;           /* out: (n*K, D) each choice's output */
 } dsv4_moe_local_io;
 void dsv4_moe_local(const dsv4_moe_local_io *io, di_threadpool *pool);
-/* y (n, D) = each row's routed sum in choice order, then + shared (n, D):
- * from 0, or from partial (n, D) over the first plen[r] choices when EP sent
- * that sum (plen NULL: none); each step dsv4_moe_mac with selw (n, K), or a
- * plain add when selw is NULL (the expert applied the weight). */
-void dsv4_moe_sum(int64_t n, int32_t K, int32_t D, const float *ysel, const float *selw, const int32_t *plen,
-                  const float *partial, const float *shared, float *y);
+/* The routed sum in choice order, then + shared: the backend's moe_sum (kernels/backend.h). */
 
 /* The routed half of one MoE layer on this rank's n rows (n may be 0). */
 typedef struct dsv4_ep_layer {

@@ -159,7 +159,8 @@ di_status dsv4_moe(di_dsv4_ctx *c, int32_t il, const int32_t *tokens, int64_t n,
     }
     /* the routed sum in ascending expert order, then the shared output */
     t0 = dsv4_prof_now(c);
-    dsv4_moe_sum(n, K, D, c->ysel, c->selw, c->ep ? c->ep_plen : NULL, c->ep ? c->ep_partial : NULL, c->yg, c->y);
+    m->be.ops->moe_sum(&m->be, n, K, D, c->ysel, c->selw, c->ep ? c->ep_plen : NULL, c->ep ? c->ep_partial : NULL,
+                       c->yg, c->y, pool);
     dsv4_prof_add(c, DI_DSV4_BLK_MOE_ROUTED, t0);
     return DI_OK;
 }

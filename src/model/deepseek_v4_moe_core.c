@@ -33,30 +33,6 @@ void dsv4_moe_local(const dsv4_moe_local_io *io, di_threadpool *pool) {
     }
 }
 
-void dsv4_moe_sum(int64_t n, int32_t K, int32_t D, const float *ysel, const float *selw, const int32_t *plen,
-                  const float *partial, const float *shared, float *y) {
-    for (int64_t r = 0; r < n; r++) {
-        /* EP: the owner of the row's leading run of experts sent their sum */
-        const int32_t k0 = plen ? plen[r] : 0;
-        const float *part = partial ? partial + r * D : NULL;
-        const float *ys = ysel + r * K * D, *w = selw ? selw + r * K : NULL;
-        float *yr = y + r * D;
-        const float *sh = shared + r * D;
-        if (w)
-            for (int32_t d = 0; d < D; d++) {
-                float s = k0 ? part[d] : 0.0f;
-                for (int32_t k = k0; k < K; k++) s = dsv4_moe_mac(s, ys[(int64_t)k * D + d], w[k]);
-                yr[d] = s + sh[d];
-            }
-        else
-            for (int32_t d = 0; d < D; d++) {
-                float s = k0 ? part[d] : 0.0f;
-                for (int32_t k = k0; k < K; k++) s = s + ys[(int64_t)k * D + d];
-                yr[d] = s + sh[d];
-            }
-    }
-}
-
 di_status dsv4_ep_create_layers(const void *layers, size_t stride, size_t off_core, const di_dsv4_hparams *hp,
                                 di_dist *d, const di_dsv4_ep_params *p, di_dsv4_ep **out, di_error *err) {
     *out = NULL;

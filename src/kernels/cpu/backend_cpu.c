@@ -324,6 +324,7 @@ static const di_backend_ops CPU_OPS = {
     .clamped_glu = di_cpu_clamped_glu,
     .compress_pool = di_cpu_compress_pool,
     .ds_route = di_cpu_ds_route,
+    .moe_sum = di_cpu_moe_sum,
     .copy = cpu_copy,
     .zero = cpu_zero,
 };

@@ -351,3 +351,45 @@ void di_cpu_ds_route(const di_backend *be, const di_route_args *a, di_threadpool
     (void)be, (void)pool; /* E x K selection per row: the caller's thread, as before */
     for (int64_t r = 0; r < a->n_rows; r++) route_row(a, r);
 }
+
+/* ---- the routed sum (deepseek_v4_moe_core.c's dsv4_moe_sum) ---- */
+
+/* one step of a row's sum: dsv4_moe_mac's expression, as EP owners step */
+static inline float moe_mac(float s, float y, float w) { return s + y * w; }
+
+typedef struct sum_args {
+    int32_t K, D;
+    const float *ysel, *selw, *partial, *shared;
+    const int32_t *plen;
+    float *y;
+} sum_args;
+
+static void sum_row(const void *arg, int64_t r) {
+    const sum_args *a = arg;
+    const int32_t K = a->K, D = a->D;
+    /* EP: the owner of the row's leading run of experts sent their sum */
+    const int32_t k0 = a->plen ? a->plen[r] : 0;
+    const float *part = a->partial ? a->partial + r * D : NULL;
+    const float *ys = a->ysel + r * K * D, *w = a->selw ? a->selw + r * K : NULL;
+    float *yr = a->y + r * D;
+    const float *sh = a->shared + r * D;
+    if (w)
+        for (int32_t d = 0; d < D; d++) {
+            float s = k0 ? part[d] : 0.0f;
+            for (int32_t k = k0; k < K; k++) s = moe_mac(s, ys[(int64_t)k * D + d], w[k]);
+            yr[d] = s + sh[d];
+        }
+    else
+        for (int32_t d = 0; d < D; d++) {
+            float s = k0 ? part[d] : 0.0f;
+            for (int32_t k = k0; k < K; k++) s = s + ys[(int64_t)k * D + d];
+            yr[d] = s + sh[d];
+        }
+}
+
+void di_cpu_moe_sum(const di_backend *be, int64_t n_rows, int32_t K, int32_t D, const float *ysel, const float *selw,
+                    const int32_t *plen, const float *partial, const float *shared, float *y, di_threadpool *pool) {
+    (void)be, (void)pool; /* memory-bound and small: the caller's thread, as before */
+    sum_args a = {K, D, ysel, selw, partial, shared, plen, y};
+    for (int64_t r = 0; r < n_rows; r++) sum_row(&a, r);
+}

@@ -263,6 +263,14 @@ static void cuda_ds_route(const di_backend *be, const di_route_args *a, di_threa
     missing(be, "ds_route");
 }
 
+static void cuda_moe_sum(const di_backend *be, int64_t n_rows, int32_t K, int32_t D, const float *ysel,
+                         const float *selw, const int32_t *plen, const float *partial, const float *shared, float *y,
+                         di_threadpool *pool) {
+    (void)n_rows, (void)K, (void)D, (void)ysel, (void)selw, (void)plen, (void)partial, (void)shared, (void)y,
+        (void)pool;
+    missing(be, "moe_sum");
+}
+
 static const di_backend_ops CUDA_OPS = {
     .name = "cuda",
     .release = cuda_release,
@@ -297,6 +305,7 @@ static const di_backend_ops CUDA_OPS = {
     .clamped_glu = cuda_clamped_glu,
     .compress_pool = cuda_compress_pool,
     .ds_route = cuda_ds_route,
+    .moe_sum = cuda_moe_sum,
     .copy = cuda_copy,
     .zero = cuda_zero,
 };
