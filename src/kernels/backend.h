@@ -245,6 +245,11 @@ typedef struct di_route_args {
     float *selw;                   /* (n_rows, K) */
 } di_route_args;
 
+/* round_rows' casts (V4.1's DeepInfer-faithful numerics): bf16 round to
+ * nearest even, or fp8act: e4m3 with one power-of-two scale per 32 values
+ * (ceil(log2(max(amax, 1e-4) / 448))), DeepInfer's per-token cast. */
+typedef enum di_round_kind { DI_ROUND_BF16 = 0, DI_ROUND_FP8ACT } di_round_kind;
+
 typedef struct di_backend_ops {
     const char *name; /* "cpu", "cuda" */
     /* Frees what the backend context owns (no-op for the CPU). */
@@ -364,6 +369,9 @@ typedef struct di_backend_ops {
      * alike (model/deepseek_v4_internal.h, dsv4_moe_mac). */
     void (*moe_sum)(const di_backend *be, int64_t n_rows, int32_t K, int32_t D, const float *ysel, const float *selw,
                     const int32_t *plen, const float *partial, const float *shared, float *y, di_threadpool *pool);
+    /* x (n_rows, ldx): the first n values of each row cast and back in place. */
+    void (*round_rows)(const di_backend *be, di_round_kind kind, float *x, int64_t n_rows, int64_t ldx, int64_t n,
+                       di_threadpool *pool);
 
     /* ---- memory ---- */
     void (*copy)(const di_backend *be, void *dst, const void *src, size_t bytes);

@@ -310,11 +310,10 @@ void dsv41_lin_apply(const di_dsv41_ctx *c, const dsv4_linear *w, const float *x
 void dsv41_linear(const di_dsv41_ctx *c, const dsv4_linear *w, float *x, int64_t ldx, float *y, int64_t ldy,
                   int64_t n, int round_out, di_threadpool *pool) {
     const int faithful = dsv41_faithful(c);
-    if (faithful && w->kind != DSV4_W_PLAIN)
-        for (int64_t i = 0; i < n; i++) dsv41_round_fp8(x + i * ldx, w->n_in);
+    const di_backend *be = c->m->be;
+    if (faithful && w->kind != DSV4_W_PLAIN) be->ops->round_rows(be, DI_ROUND_FP8ACT, x, n, ldx, w->n_in, pool);
     dsv41_lin_apply(c, w, x, ldx, y, ldy, n, pool);
-    if (faithful && round_out)
-        for (int64_t i = 0; i < n; i++) dsv41_round_bf16(y + i * ldy, w->n_out);
+    if (faithful && round_out) be->ops->round_rows(be, DI_ROUND_BF16, y, n, ldy, w->n_out, pool);
 }
 
 void dsv41_norm(const di_dsv41_ctx *c, const float *x, const float *w, float *out, int64_t n) {

@@ -474,6 +474,6 @@ void dsv41_out_proj(di_dsv41_ctx *c, const dsv41_layer *L, int64_t n, di_threadp
         dsv41_linear(c, &wg, c->att + g * gin, H * hd, c->oa + g * olr, G * olr, n, 0, pool);
     }
     if (dsv41_faithful(c)) /* use_fp8_einsum_output: wo_a's output is fp8 per 32 */
-        for (int64_t i = 0; i < n; i++) dsv41_round_fp8(c->oa + i * G * olr, G * olr);
+        c->m->be->ops->round_rows(c->m->be, DI_ROUND_FP8ACT, c->oa, n, G * olr, G * olr, pool);
     dsv41_linear(c, &L->wo_b, c->oa, G * olr, c->y, D, n, 1, pool);
 }

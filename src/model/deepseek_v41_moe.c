@@ -50,9 +50,9 @@ static void expert(const di_dsv41_ctx *c, const dsv4_linear *w1, const dsv4_line
     dsv4_lin(c->m->be, w3, x, D, g3, F, cnt, mm, pool);
     c->m->be->ops->clamped_glu(c->m->be, g1, g3, cnt, F, (float)hp->swiglu_limit, faithful, wts, pool);
     if (faithful && w2->kind != DSV4_W_PLAIN)
-        for (int64_t q = 0; q < cnt; q++) dsv41_round_fp8(g1 + q * F, F);
+        c->m->be->ops->round_rows(c->m->be, DI_ROUND_FP8ACT, g1, cnt, F, F, pool);
     dsv4_lin(c->m->be, w2, g1, F, y, D, cnt, mm, pool);
-    if (faithful) dsv41_round_bf16(y, cnt * D);
+    if (faithful) c->m->be->ops->round_rows(c->m->be, DI_ROUND_BF16, y, cnt, D, D, pool);
 }
 
 static void ep_expert(void *user, const dsv4_linear *w, float *x, const float *wts, int64_t cnt, float *y,
@@ -80,8 +80,7 @@ di_status dsv41_moe_layer(di_dsv41_ctx *c, const dsv41_layer *L, int32_t il, int
         dsv4_lin(m->be, &L->gate, c->h, D, c->logit, E, n, c->mm_scratch, pool); /* bf16, f32 out */
         route(c, L, il, n, pool);
         memcpy(c->xq, c->h, (size_t)n * D * sizeof(float));
-        if (dsv41_faithful(c))
-            for (int64_t i = 0; i < n; i++) dsv41_round_fp8(c->xq + i * D, D);
+        if (dsv41_faithful(c)) m->be->ops->round_rows(m->be, DI_ROUND_FP8ACT, c->xq, n, D, D, pool);
     }
     const int32_t *plen = NULL;
     const float *partial = NULL;
@@ -107,8 +106,7 @@ di_status dsv41_moe_layer(di_dsv41_ctx *c, const dsv41_layer *L, int32_t il, int
      * run sent its sum; selw NULL: the expert applied the weight, the sum
      * adds, as ep_add on the owners), then the shared one */
     c->m->be->ops->moe_sum(c->m->be, n, K, D, c->ysel, NULL, plen, partial, c->yg, c->y, pool);
-    if (dsv41_faithful(c))
-        for (int64_t r = 0; r < n; r++) dsv41_round_bf16(c->y + r * D, D);
+    if (dsv41_faithful(c)) c->m->be->ops->round_rows(c->m->be, DI_ROUND_BF16, c->y, n, D, D, pool);
     return DI_OK;
 }
 

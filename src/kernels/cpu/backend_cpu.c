@@ -325,6 +325,7 @@ static const di_backend_ops CPU_OPS = {
     .compress_pool = di_cpu_compress_pool,
     .ds_route = di_cpu_ds_route,
     .moe_sum = di_cpu_moe_sum,
+    .round_rows = di_cpu_round_rows, /* backend_cpu_dsv41_round.c */
     .copy = cpu_copy,
     .zero = cpu_zero,
 };

@@ -31,5 +31,7 @@ void di_cpu_compress_pool(const di_backend *be, const di_compress_pool_args *a, 
 void di_cpu_ds_route(const di_backend *be, const di_route_args *a, di_threadpool *pool);
 void di_cpu_moe_sum(const di_backend *be, int64_t n_rows, int32_t K, int32_t D, const float *ysel, const float *selw,
                     const int32_t *plen, const float *partial, const float *shared, float *y, di_threadpool *pool);
+void di_cpu_round_rows(const di_backend *be, di_round_kind kind, float *x, int64_t n_rows, int64_t ldx, int64_t n,
+                       di_threadpool *pool);
 
 #endif

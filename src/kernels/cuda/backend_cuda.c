@@ -271,6 +271,12 @@ static void cuda_moe_sum(const di_backend *be, int64_t n_rows, int32_t K, int32_
     missing(be, "moe_sum");
 }
 
+static void cuda_round_rows(const di_backend *be, di_round_kind kind, float *x, int64_t n_rows, int64_t ldx,
+                            int64_t n, di_threadpool *pool) {
+    (void)kind, (void)x, (void)n_rows, (void)ldx, (void)n, (void)pool;
+    missing(be, "round_rows");
+}
+
 static const di_backend_ops CUDA_OPS = {
     .name = "cuda",
     .release = cuda_release,
@@ -306,6 +312,7 @@ static const di_backend_ops CUDA_OPS = {
     .compress_pool = cuda_compress_pool,
     .ds_route = cuda_ds_route,
     .moe_sum = cuda_moe_sum,
+    .round_rows = cuda_round_rows,
     .copy = cuda_copy,
     .zero = cuda_zero,
 };
