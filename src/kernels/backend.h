@@ -4,6 +4,10 @@
  *   di_backend be;  di_backend_cpu(kernels, &be)       (backend_cpu.c)
  *   be.ops->linear(&be, parts, n_parts, scratch, pool)  every weight dtype
  *   be.ops->embed_norm / rope_store / attention / add_norm / glu / ...
+ *   the DeepSeek V4 / V4.1 forwards' stages: scaled_linear (FP8 / MXFP4
+ *   / plain), sparse_attention, index_scores, mhc_*, rms_norm, rope_rows,
+ *   clamped_glu, compress_pool, ds_route, moe_sum, round_rows (their
+ *   section below; CPU: backend_cpu_dsv4*.c, backend_cpu_dsv41_round.c)
  *
  * The operations are shaped like the forward's stages, not like single
  * kernels: each takes a whole batch (n_rows rows) and does every fused step
