@@ -314,7 +314,7 @@ di_status dsv41_sparse_attend(di_dsv41_ctx *c, const dsv4_keyset_src *src, const
     const di_backend *be = c->m->be;
     const int32_t hd = c->m->hp.head_dim, H = c->m->hp.n_heads;
     dsv4_keyset *ks = &c->ks;
-    const int64_t n = b->n_rows, chunk = dsv4_keyset_chunk_rows(n, ld);
+    const int64_t n = b->n_rows, chunk = dsv4_keyset_chunk_rows(n, ld, hd);
     di_status s;
     for (*r0 = 0; *r0 < n; *r0 += chunk) {
         const int64_t nc = n - *r0 < chunk ? n - *r0 : chunk;
@@ -348,7 +348,7 @@ static di_status attend_rows(di_dsv41_ctx *c, const di_dsv41_kv *kv, int32_t il,
     di_status s;
     if (ro->ratio && ro->idx_src == il) {
         const int64_t klen_max = ((int64_t)max_pos + 1) / ro->ratio, ld = klen_max > 0 ? klen_max : 1;
-        const int64_t chunk = dsv4_keyset_chunk_rows(n, ld);
+        const int64_t chunk = dsv4_keyset_chunk_rows(n, ld, ihd);
         if (!dsv4_grow(&c->iscore, &c->cap_iscore, chunk * ld, sizeof(float)))
             return di_error_set(err, DI_ERR_NOMEM, "deepseek_v41 indexer: out of memory for %lld rows", (long long)n);
         st.ld_score = ld;

@@ -207,7 +207,7 @@ di_status dsv41_cp_tokens(di_dsv41_ctx *c, di_dsv41_kv *kv, const di_batch *b, d
 di_status dsv41_cp_layer(di_dsv41_ctx *c, di_dsv41_kv *kv, int32_t il, const di_batch *b, float *tmp,
                          di_error *err);
 /* The rows of b attend through the backend's sparse attention, in chunks
- * of rows (dsv4_keyset_chunk_rows over lists of up to ld keys): *r0 <- the
+ * of rows (dsv4_keyset_chunk_rows over lists of up to ld keys of head_dim): *r0 <- the
  * chunk's first row, list_row(user, i) writes chunk row i's key addresses
  * into c->ks, src decodes them; then each output c->att row is rounded
  * (faithful), rotated back at its position with inv_freq, rounded again. */

@@ -109,7 +109,7 @@ static di_status pool_groups(di_dsv4_ctx *c, di_dsv4_kv *kv, int32_t il, const d
         n_groups += pos % r == r - 1;
     }
     if (n_groups == 0) return DI_OK;
-    int64_t chunk = DSV4_KEYSET_BUDGET / (ld * dim);
+    int64_t chunk = DSV4_KEYSET_BUDGET / (2 * ld * dim); /* the K and G tables */
     chunk = chunk < 1 ? 1 : chunk < n_groups ? chunk : n_groups;
     /* per group: its K and G tables, its entry, then (seq, w, slots, pos) */
     if (!dsv4_grow(&c->pool_buf, &c->cap_pool_buf, chunk * (2 * ld * dim + dim + 4), sizeof(float)))
@@ -267,7 +267,7 @@ static di_status attend_rows(di_dsv4_ctx *c, const di_dsv4_kv *kv, int32_t il, c
     di_status s;
     double t0 = dsv4_prof_now(c);
     if (L->kind == DI_DSV4_ATTN_CSA && n_valid_max > 0) {
-        const int64_t chunk = dsv4_keyset_chunk_rows(n, n_valid_max);
+        const int64_t chunk = dsv4_keyset_chunk_rows(n, n_valid_max, ihd);
         if (!dsv4_grow(&c->ipick, &c->cap_ipick, n * K, sizeof(int32_t)) ||
             !dsv4_grow(&c->iscore, &c->cap_iscore, chunk * n_valid_max, sizeof(float)))
             return di_error_set(err, DI_ERR_NOMEM, "deepseek_v4 indexer: out of memory for %lld rows", (long long)n);
@@ -289,7 +289,7 @@ static di_status attend_rows(di_dsv4_ctx *c, const di_dsv4_kv *kv, int32_t il, c
     t0 = dsv4_prof_now(c);
     const int64_t n_comp = L->kind == DI_DSV4_ATTN_HCA ? n_valid_max
                            : L->kind == DI_DSV4_ATTN_CSA ? (K < n_valid_max ? K : n_valid_max) : 0;
-    const int64_t ld = n_win_max + n_comp, chunk = dsv4_keyset_chunk_rows(n, ld);
+    const int64_t ld = n_win_max + n_comp, chunk = dsv4_keyset_chunk_rows(n, ld, hd);
     for (int64_t r0 = 0; r0 < n; r0 += chunk) {
         const int64_t nc = n - r0 < chunk ? n - r0 : chunk;
         st.r0 = r0;

@@ -550,11 +550,12 @@ di_status dsv4_attention(di_dsv4_ctx *c, di_dsv4_kv *kv, int32_t il, const di_ba
 /* The rows' sparse attention with a sink and the indexer's scores are the
  * backend's (be->ops->sparse_attention / index_scores); the key lists they
  * read: */
-/* Row lists per chunk of rows: a stage runs its rows in chunks of
- * dsv4_keyset_chunk_rows(n, ld) so the lists stay within this many entries
- * (a row's numbers do not depend on its chunk). */
-#define DSV4_KEYSET_BUDGET ((int64_t)1 << 22)
-int64_t dsv4_keyset_chunk_rows(int64_t n_rows, int64_t ld);
+/* A stage runs its rows in chunks of dsv4_keyset_chunk_rows(n, ld, dim)
+ * so that, at worst (no record shared between rows), its key table of ld
+ * keys of dim floats a row stays within this many floats (64 MiB), as its
+ * lists do (a row's numbers do not depend on its chunk). */
+#define DSV4_KEYSET_BUDGET ((int64_t)1 << 24)
+int64_t dsv4_keyset_chunk_rows(int64_t n_rows, int64_t ld, int64_t dim);
 /* Lists for n_rows rows of up to ld records over addresses [0, n_addr). */
 di_status dsv4_keyset_begin(dsv4_keyset *ks, int64_t n_rows, int64_t ld, int64_t n_addr, di_error *err);
 /* Once every row's addr and n_idx are written: table rows in first-visit

@@ -66,8 +66,8 @@ void dsv4_keyset_fill(dsv4_keyset *ks, int32_t dim, void (*fn)(void *user, int64
     if (ks->n_keys > 0) dsv4_rows_run(pool, ks->n_keys, fill_row, &j);
 }
 
-int64_t dsv4_keyset_chunk_rows(int64_t n_rows, int64_t ld) {
-    int64_t c = DSV4_KEYSET_BUDGET / (ld > 0 ? ld : 1);
+int64_t dsv4_keyset_chunk_rows(int64_t n_rows, int64_t ld, int64_t dim) {
+    int64_t c = DSV4_KEYSET_BUDGET / ((ld > 0 ? ld : 1) * (dim > 0 ? dim : 1));
     if (c < 1) c = 1;
     return c < n_rows ? c : n_rows;
 }
