@@ -73,6 +73,11 @@ const char *di_backend_ops_missing(const di_backend_ops *ops) {
         ENTRY(gather_norm), ENTRY(softcap),    ENTRY(attention_scratch_floats),
         ENTRY(attention),   ENTRY(moe_route),  ENTRY(moe_expert), ENTRY(copy),
         ENTRY(zero),
+        /* DeepSeek V4 / V4.1 stages */
+        ENTRY(scaled_linear_scratch_floats), ENTRY(scaled_linear), ENTRY(scaled_rows), ENTRY(scaled_dot_rows),
+        ENTRY(sparse_attention_scratch_floats), ENTRY(sparse_attention), ENTRY(index_scores),
+        ENTRY(mhc_pre), ENTRY(mhc_post), ENTRY(mhc_head), ENTRY(rms_norm), ENTRY(rope_rows), ENTRY(clamped_glu),
+        ENTRY(compress_pool), ENTRY(ds_route), ENTRY(moe_sum), ENTRY(round_rows),
         /* the buffer ops, last in the table */
         ENTRY(buf_alloc),   ENTRY(buf_free),   ENTRY(upload),     ENTRY(download),
         ENTRY(upload_weight),                  ENTRY(release_weight),
@@ -81,7 +86,7 @@ const char *di_backend_ops_missing(const di_backend_ops *ops) {
     if (!ops) return "ops";
     if (!ops->name) return "name";
     /* the table must list every entry: its size says how many there are */
-    _Static_assert(sizeof(di_backend_ops) == sizeof(const char *) + 25 * sizeof(void (*)(void)),
+    _Static_assert(sizeof(di_backend_ops) == sizeof(const char *) + (19 + 17 + 6) * sizeof(void (*)(void)),
                    "di_backend_ops changed: update di_backend_ops_missing");
     for (size_t i = 0; i < sizeof entries / sizeof entries[0]; i++) {
         void (*fn)(void);

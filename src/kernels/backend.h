@@ -4,6 +4,10 @@
  *   di_backend be;  di_backend_cpu(kernels, &be)       (backend_cpu.c)
  *   be.ops->linear(&be, parts, n_parts, scratch, pool)  every weight dtype
  *   be.ops->embed_norm / rope_store / attention / add_norm / glu / ...
+ *   the DeepSeek V4 / V4.1 forwards' stages: scaled_linear (FP8 / MXFP4
+ *   / plain), sparse_attention, index_scores, mhc_*, rms_norm, rope_rows,
+ *   clamped_glu, compress_pool, ds_route, moe_sum, round_rows (their
+ *   section below; CPU: backend_cpu_dsv4*.c, backend_cpu_dsv41_round.c)
  *
  * The operations are shaped like the forward's stages, not like single
  * kernels: each takes a whole batch (n_rows rows) and does every fused step
@@ -122,6 +126,135 @@ typedef struct di_moe_expert_args {
     float *acc;                       /* (n_total, n_embd) */
 } di_moe_expert_args;
 
+/* ---- DeepSeek V4 / V4.1 operands ---- */
+
+/* A DeepSeek linear's weight as the checkpoint stores it (the family's
+ * dsv4_linear, model/deepseek_v4_internal.h, is this type). */
+typedef enum di_scaled_kind {
+    DI_SCALED_PLAIN = 0, /* rows of dtype (F32 / F16 / BF16), di_matmul's */
+    DI_SCALED_FP8,       /* e4m3 bytes, scale[(o + row_off) / block][i / block] */
+    DI_SCALED_MXFP4,     /* HF split layout: (n_out, n_in/2) e2m1 pairs, (n_out, n_in/32) e8m0 */
+} di_scaled_kind;
+
+typedef struct di_scaled_weight {
+    di_scaled_kind kind;
+    di_dtype dtype;          /* PLAIN: the row dtype */
+    const void *data;        /* (n_out, n_in) rows of row_bytes */
+    uint64_t row_bytes;
+    int64_t n_in, n_out;
+    const float *scale;      /* FP8: (ceil(n_out/B), scale_cols) as f32 */
+    int64_t scale_cols;
+    int32_t block;           /* FP8 block edge B */
+    int64_t row_off;         /* FP8: this view starts at row row_off of its scale grid */
+    const uint8_t *mx_scale; /* MXFP4: (n_out, n_in / 32) e8m0 bytes */
+} di_scaled_weight;
+
+/* sparse_attention: for each row r and each of its H heads of q[r] (H, hd),
+ * softmax over the keys keys[idx[r][t]], t < n_idx[r] (K = V rows of hd), of
+ * q.k / sqrt(hd), with the head's sink logit in the denominator (it takes
+ * mass, gives no value); out[r] (H, hd) the weighted sum of those rows. The
+ * batch's distinct keys are in one table, so rows of a sequence share them
+ * (the caller gathers them from its cache records). */
+typedef struct di_sparse_attn_args {
+    const float *q;        /* (n_rows, H*hd) */
+    int64_t n_rows;
+    int32_t n_heads, head_dim;
+    const float *sink;     /* (H) */
+    const float *keys;     /* (n_keys, hd) */
+    const int32_t *idx;    /* (n_rows, ld_idx) key rows of each row, in the order it visits them */
+    int64_t ld_idx;
+    const int32_t *n_idx;  /* (n_rows) */
+    float *out;            /* (n_rows, H*hd) */
+} di_sparse_attn_args;
+
+/* index_scores (the lightning indexer): score[r][t] = sum over heads h in
+ * order of relu(iq[r]_h . keys[idx[r][t]]) * scale * w[r][h], t < n_idx[r]. */
+typedef struct di_index_score_args {
+    const float *iq;       /* (n_rows, IH*ihd) */
+    const float *w;        /* (n_rows, IH) head weights */
+    int64_t n_rows;
+    int32_t n_heads, head_dim;
+    float scale;
+    const float *keys;     /* (n_keys, ihd) */
+    const int32_t *idx;    /* (n_rows, ld_idx) */
+    int64_t ld_idx;
+    const int32_t *n_idx;  /* (n_rows) */
+    float *score;          /* (n_rows, ld_score) */
+    int64_t ld_score;
+} di_index_score_args;
+
+/* mhc_pre: the manifold-constrained hyper-connections before a sublayer,
+ * per row r of the residual copies X[r] (N, D) and the mix projection
+ * mix[r] ((2+N)*N) of the rows (by scaled_linear):
+ *   DI_MHC_V4:      pre, post[r], comb[r] = the mixes' weights (sigmoid,
+ *                   row softmax, Sinkhorn: columns, then iters - 1 times
+ *                   rows and columns, each +eps); h[r] = sum_i pre_i X[r]_i
+ *   DI_MHC_SHIFTED: h[r] = sum_i pre[r]_i X[r]_i with the carried pre (bf16
+ *                   when round_bf16), then the weights of mix[r] * rsqrt(
+ *                   mean X[r]^2 + rms_eps) into pre[r], post[r], comb[r]
+ *                   (V4.1: the projection ran on the raw copies). */
+typedef enum di_mhc_kind { DI_MHC_V4 = 0, DI_MHC_SHIFTED } di_mhc_kind;
+typedef struct di_mhc_pre_args {
+    di_mhc_kind kind;
+    const float *X;            /* (n_rows, N, D) */
+    const float *mix;          /* (n_rows, (2+N)*N) */
+    const float *base, *scale; /* ((2+N)*N), (3) */
+    int64_t n_rows;
+    int32_t N, D, iters;       /* N <= 16 */
+    float eps, rms_eps;
+    int round_bf16;
+    float *pre;                /* (n_rows, N): SHIFTED in/out; V4: unused, may be NULL */
+    float *post, *comb, *h;    /* (n_rows, N), (n_rows, N, N), (n_rows, D) */
+} di_mhc_pre_args;
+
+/* compress_pool (V4's compressors): per group g, per channel d, out[g][d] =
+ * sum over its n_slots[g] slots j of softmax_j(gate[g][j][d]) kv[g][j][d]
+ * (gate is overwritten), then RMSNorm with norm (the square sum in double)
+ * and the interleaved tail rotary (n_rot dims of the one dim-wide head)
+ * at pos[g]. */
+typedef struct di_compress_pool_args {
+    const float *kv;          /* (n_groups, ld_slots, dim) */
+    float *gate;              /* (n_groups, ld_slots, dim) */
+    int64_t n_groups, ld_slots;
+    const int32_t *n_slots;   /* (n_groups) */
+    int32_t dim;
+    const float *norm;        /* (dim) */
+    float eps;
+    int32_t n_rot;
+    const float *inv_freq;    /* (n_rot / 2) */
+    const int32_t *pos;       /* (n_groups) */
+    float *out;               /* (n_groups, dim) */
+} di_compress_pool_args;
+
+/* ds_route (the family's router), per row r of logits (n_rows, E):
+ * scores s = sqrt(softplus(logits)) (torch's threshold 20) in place; the
+ * row's K experts sel[r] = tid2eid[tokens[r]] (hash routing) when tid2eid
+ * is set, else the K largest selection values (ties to the lower id,
+ * largest first): draws[r] when given (forced imbalance), else s + bias
+ * (bias_alt for rows with tokens[r] >= alt_from when bias_alt is set:
+ * V4.1's image rows); sorted ascending by id when sort_sel (V4); then the
+ * weights selw[r][k] = s[sel_k] / (sum over k in that order + 1e-20) * scale. */
+typedef struct di_route_args {
+    float *logits;                 /* (n_rows, E) -> the scores */
+    int64_t n_rows;
+    int32_t n_experts, n_used;
+    const int32_t *tokens;         /* (n_rows), or NULL (no hash, no bias_alt) */
+    const int32_t *tid2eid;        /* (n_vocab, K) or NULL */
+    const float *draws;            /* (n_rows, E) or NULL */
+    const float *bias, *bias_alt;  /* (E) each; bias_alt may be NULL */
+    int32_t alt_from;
+    float *vsel;                   /* (n_rows, E) scratch for the selection values (may be draws) */
+    int sort_sel;
+    float scale;
+    int32_t *sel;                  /* (n_rows, K) */
+    float *selw;                   /* (n_rows, K) */
+} di_route_args;
+
+/* round_rows' casts (V4.1's DeepInfer-faithful numerics): bf16 round to
+ * nearest even, or fp8act: e4m3 with one power-of-two scale per 32 values
+ * (ceil(log2(max(amax, 1e-4) / 448))), DeepInfer's per-token cast. */
+typedef enum di_round_kind { DI_ROUND_BF16 = 0, DI_ROUND_FP8ACT } di_round_kind;
+
 typedef struct di_backend_ops {
     const char *name; /* "cpu", "cuda" */
     /* Frees what the backend context owns (no-op for the CPU). */
@@ -177,6 +310,73 @@ typedef struct di_backend_ops {
     void (*moe_route)(const di_backend *be, float *logits, int64_t n_rows, int64_t n_expert, int64_t n_used,
                       bool norm, int32_t *sel, float *sel_w);
     void (*moe_expert)(const di_backend *be, const di_moe_expert_args *a, float *scratch, di_threadpool *pool);
+
+    /* ---- DeepSeek V4 / V4.1 stages ---- */
+    /* Scratch floats scaled_linear needs for n_rows rows of n_in inputs,
+     * split into up to n_tasks tasks on n_threads threads. */
+    int64_t (*scaled_linear_scratch_floats)(const di_backend *be, int64_t n_rows, int64_t n_in, int64_t n_tasks,
+                                            int n_threads);
+    /* y (n_rows, ldy) = x (n_rows, ldx) W^T for every kind of w; each
+     * y[r][o] is one fixed sequence of float operations whatever n_rows
+     * and the thread count (the PLAIN kind: linear's bits). */
+    void (*scaled_linear)(const di_backend *be, const di_scaled_weight *w, const float *x, int64_t ldx, float *y,
+                          int64_t ldy, int64_t n_rows, float *scratch, di_threadpool *pool);
+    /* dst (n, ldd) row i = row ids[i] of w as floats (n_in): the embedding
+     * lookup and rows read at load. */
+    void (*scaled_rows)(const di_backend *be, const di_scaled_weight *w, const int32_t *ids, int64_t n, float *dst,
+                        int64_t ldd);
+    /* y (n_out) = W x for one row x (n_in), each output the dot of the
+     * dequantized weight row with x in the backend's dot order (the V4.1
+     * index key of an entry); scratch n_in floats. */
+    void (*scaled_dot_rows)(const di_backend *be, const di_scaled_weight *w, const float *x, float *y,
+                            float *scratch);
+    /* Scratch floats per pool thread for sparse_attention with up to max_idx keys a row. */
+    int64_t (*sparse_attention_scratch_floats)(const di_backend *be, int64_t max_idx);
+    /* scratch (n_threads, sparse_attention_scratch_floats). */
+    void (*sparse_attention)(const di_backend *be, const di_sparse_attn_args *a, float *scratch,
+                             di_threadpool *pool);
+    void (*index_scores)(const di_backend *be, const di_index_score_args *a, di_threadpool *pool);
+    void (*mhc_pre)(const di_backend *be, const di_mhc_pre_args *a, di_threadpool *pool);
+    /* Xn[r]_k (N, D) = post[r]_k y[r] + sum_j comb[r][j][k] X[r]_j, then
+     * rounded to bf16 when round_bf16 (V4.1 faithful). */
+    void (*mhc_post)(const di_backend *be, const float *X, const float *y, const float *post, const float *comb,
+                     int32_t N, int32_t D, int64_t n_rows, int round_bf16, float *Xn, di_threadpool *pool);
+    /* V4's head collapse: h[r] (D) = sum_i w_i X[r]_i, w_i = sigmoid(mix[r]_i * scale + base_i) + eps. */
+    void (*mhc_head)(const di_backend *be, const float *X, const float *mix, const float *base, float scale,
+                     float eps, int32_t N, int32_t D, int64_t n_rows, float *h, di_threadpool *pool);
+    /* The family's RMSNorm: out[r] = x[r] * (1 / sqrt(mean(x[r]^2) + eps))
+     * (* w elementwise when w is set; the square sum in double, as
+     * transformers), then rounded to bf16 when round_bf16. x, out (n_rows,
+     * n), may alias. */
+    void (*rms_norm)(const di_backend *be, const float *x, const float *w, float *out, int64_t n_rows, int64_t n,
+                     float eps, int round_bf16, di_threadpool *pool);
+    /* The family's rotary, per row r of x (n_rows, n_heads * dim): the
+     * trailing n_rot dims of each head rotated in interleaved pairs (2i,
+     * 2i+1) by angle (float)pos[r] * inv_freq[i] (sign -1: the inverse);
+     * with round_bf16 the row is rounded to bf16 before and after (V4.1
+     * faithful). n_rot / 2 <= 256. */
+    void (*rope_rows)(const di_backend *be, float *x, int64_t n_rows, int32_t n_heads, int32_t dim, int32_t n_rot,
+                      const float *inv_freq, const int32_t *pos, float sign, int round_bf16, di_threadpool *pool);
+    /* The experts' clamped SwiGLU over gate, up (n_rows, n): with
+     * round_bf16 both first rounded to bf16 (V4.1 faithful); then gate =
+     * silu(min(gate, limit)) * clamp(up, -limit, limit), times row_w[r]
+     * when row_w is set (V4.1's weight inside the expert). */
+    void (*clamped_glu)(const di_backend *be, float *gate, float *up, int64_t n_rows, int64_t n, float limit,
+                        int round_bf16, const float *row_w, di_threadpool *pool);
+    void (*compress_pool)(const di_backend *be, const di_compress_pool_args *a, di_threadpool *pool);
+    /* sel / selw are host memory: the expert loop (and EP's exchange) runs on the host. */
+    void (*ds_route)(const di_backend *be, const di_route_args *a, di_threadpool *pool);
+    /* The routed sum: y[r] (D) = from 0, or from partial[r] over the first
+     * plen[r] choices (EP: their owner's sum; plen NULL: none), s = s +
+     * ysel[r][k] * selw[r][k] for the later choices k in order (a plain add
+     * when selw is NULL: the expert applied it), then + shared[r]. ysel
+     * (n_rows, K, D). EP owners step with the same expression, so they round
+     * alike (model/deepseek_v4_internal.h, dsv4_moe_mac). */
+    void (*moe_sum)(const di_backend *be, int64_t n_rows, int32_t K, int32_t D, const float *ysel, const float *selw,
+                    const int32_t *plen, const float *partial, const float *shared, float *y, di_threadpool *pool);
+    /* x (n_rows, ldx): the first n values of each row cast and back in place. */
+    void (*round_rows)(const di_backend *be, di_round_kind kind, float *x, int64_t n_rows, int64_t ldx, int64_t n,
+                       di_threadpool *pool);
 
     /* ---- memory ---- */
     void (*copy)(const di_backend *be, void *dst, const void *src, size_t bytes);

@@ -34,7 +34,7 @@ di_status di_dsv4_load(const char *dir, const di_cpu_kernels *kernels, di_dsv4_m
     *out = NULL;
     di_dsv4_model *m = di_calloc(1, sizeof *m);
     if (!m) return di_error_set(err, DI_ERR_NOMEM, "deepseek_v4: out of memory");
-    m->k = kernels ? kernels : di_cpu_kernels_best();
+    di_backend_cpu(kernels, &m->be);
     di_status s = di_dsv4_read_config(dir, &m->hp, err);
     if (s == DI_OK) s = di_safetensors_checkpoint_open(dir, &m->ck, err);
     if (s == DI_OK && (s = dsv4_bind_weights(m, err)) != DI_OK) di_error_prefix(err, "%s: ", dir);
@@ -52,11 +52,12 @@ void di_dsv4_free(di_dsv4_model *m) {
     free(m->owned);
     free(m->layers);
     di_safetensors_checkpoint_close(m->ck);
+    di_backend_release(&m->be);
     free(m);
 }
 
 const di_dsv4_hparams *di_dsv4_hparams_of(const di_dsv4_model *m) { return &m->hp; }
-const di_cpu_kernels *di_dsv4_kernels(const di_dsv4_model *m) { return m->k; }
+const di_cpu_kernels *di_dsv4_kernels(const di_dsv4_model *m) { return di_backend_cpu_kernels(&m->be); }
 
 /* ---- KV cache ----------------------------------------------------------------- */
 
@@ -133,14 +134,6 @@ di_status di_dsv4_ctx_create(const di_dsv4_model *m, di_dsv4_ctx **out, di_error
     di_dsv4_ctx *c = di_calloc(1, sizeof *c);
     if (!c) return di_error_set(err, DI_ERR_NOMEM, "deepseek_v4 ctx: out of memory");
     c->m = m;
-    const di_dsv4_hparams *hp = &m->hp;
-    int32_t rmax = hp->ratio_csa > hp->ratio_hca ? hp->ratio_csa : hp->ratio_hca;
-    int32_t dmax = hp->head_dim > hp->index_dim ? hp->head_dim : hp->index_dim;
-    c->pool_tmp = di_malloc_array((size_t)4 * rmax * dmax, sizeof(float));
-    if (!c->pool_tmp) {
-        free(c);
-        return di_error_set(err, DI_ERR_NOMEM, "deepseek_v4 ctx: out of memory");
-    }
     *out = c;
     return DI_OK;
 }
@@ -161,12 +154,14 @@ static size_t row_bufs(void *ctx, int64_t n, dsv4_buf *t) {
 void di_dsv4_ctx_free(di_dsv4_ctx *c) {
     if (!c) return;
     dsv4_rows_free(c, row_bufs);
-    free(c->pool_tmp);
+    free(c->pool_buf);
     free(c->mm_scratch);
     free(c->attn_scratch);
-    free(c->prof_thread);
     free(c->seq_last);
     free(c->cp_rows);
+    dsv4_keyset_free(&c->ks);
+    free(c->iscore);
+    free(c->ipick);
     free(c);
 }
 
@@ -177,8 +172,7 @@ static di_status ctx_reserve(di_dsv4_ctx *c, int64_t n, int64_t n_tasks, int64_t
     const int64_t max_in = dsv4_core_max_in(&c->m->hp);
     c->attn_floats = dsv4_attention_scratch_floats(c->m, max_pos);
     if (!dsv4_grow(&c->mm_scratch, &c->cap_mm_floats,
-                   dsv4_linear_scratch_floats(c->cap_rows, max_in, n_tasks, (int)n_tasks), 4) ||
-        !dsv4_grow(&c->prof_thread, &c->cap_tasks, n_tasks * DSV4_PROF_THREAD_SLOTS, sizeof(double)) ||
+                   dsv4_lin_scratch(&c->m->be, c->cap_rows, max_in, n_tasks, (int)n_tasks), 4) ||
         !dsv4_grow(&c->attn_scratch, &c->cap_attn_floats, n_tasks * c->attn_floats, 4) ||
         !dsv4_grow(&c->seq_last, &c->cap_seqs, n_seqs, sizeof(int32_t)))
         return di_error_set(err, DI_ERR_NOMEM, "deepseek_v4 ctx: out of memory for scratch (%lld rows, %lld tasks)",
@@ -304,9 +298,9 @@ di_status di_dsv4_forward(di_dsv4_ctx *c, di_dsv4_kv *kv, const di_batch *b, flo
         c->prof.n_rows += n;
     }
     double t0 = dsv4_prof_now(c);
+    dsv4_lin_rows(&m->be, &m->embed, b->token, n, c->X, N * D);
     for (int64_t i = 0; i < n; i++) {
         float *x = c->X + i * N * D;
-        dsv4_linear_row(m->k, &m->embed, b->token[i], x);
         for (int64_t j = 1; j < N; j++) memcpy(x + j * D, x, (size_t)D * sizeof(float));
     }
     dsv4_prof_add(c, DI_DSV4_BLK_EMBED, t0);
@@ -316,7 +310,7 @@ di_status di_dsv4_forward(di_dsv4_ctx *c, di_dsv4_kv *kv, const di_batch *b, flo
         dsv4_hc_pre(c, &L->hc_attn_fn, L->hc_attn_base, L->hc_attn_scale, n, pool);
         dsv4_prof_add(c, DI_DSV4_BLK_MHC, t0);
         t0 = dsv4_prof_now(c);
-        for (int64_t i = 0; i < n; i++) dsv4_rmsnorm(c->h + i * D, L->attn_norm, c->h + i * D, D, hp->rms_eps);
+        m->be.ops->rms_norm(&m->be, c->h, L->attn_norm, c->h, n, D, hp->rms_eps, 0, pool);
         dsv4_prof_add(c, DI_DSV4_BLK_NORM, t0);
         if ((s = dsv4_attention(c, kv, il, b, pool, err))) return s;
         t0 = dsv4_prof_now(c);
@@ -324,7 +318,7 @@ di_status di_dsv4_forward(di_dsv4_ctx *c, di_dsv4_kv *kv, const di_batch *b, flo
         dsv4_hc_pre(c, &L->hc_ffn_fn, L->hc_ffn_base, L->hc_ffn_scale, n, pool);
         dsv4_prof_add(c, DI_DSV4_BLK_MHC, t0);
         t0 = dsv4_prof_now(c);
-        for (int64_t i = 0; i < n; i++) dsv4_rmsnorm(c->h + i * D, L->ffn_norm, c->h + i * D, D, hp->rms_eps);
+        m->be.ops->rms_norm(&m->be, c->h, L->ffn_norm, c->h, n, D, hp->rms_eps, 0, pool);
         dsv4_prof_add(c, DI_DSV4_BLK_NORM, t0);
         if ((s = dsv4_moe(c, il, b->token, n, pool, err))) return s;
         t0 = dsv4_prof_now(c);
@@ -344,8 +338,8 @@ di_status di_dsv4_forward(di_dsv4_ctx *c, di_dsv4_kv *kv, const di_batch *b, flo
     dsv4_hc_head(c, n_want, pool);
     dsv4_prof_add(c, DI_DSV4_BLK_MHC, t0);
     t0 = dsv4_prof_now(c);
-    for (int64_t i = 0; i < n_want; i++) dsv4_rmsnorm(c->h + i * D, m->norm, c->h + i * D, D, hp->rms_eps);
-    dsv4_linear_apply(m->k, &m->head, c->h, D, logits_out, hp->n_vocab, n_want, c->mm_scratch, pool);
+    m->be.ops->rms_norm(&m->be, c->h, m->norm, c->h, n_want, D, hp->rms_eps, 0, pool);
+    dsv4_lin(&m->be, &m->head, c->h, D, logits_out, hp->n_vocab, n_want, c->mm_scratch, pool);
     dsv4_prof_add(c, DI_DSV4_BLK_HEAD, t0);
     if (c->prof_on) {
         c->prof.flops[DI_DSV4_BLK_HEAD] += 2.0 * (double)n_want * (double)hp->n_vocab * (double)D;

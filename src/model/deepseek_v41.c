@@ -91,7 +91,8 @@ di_status di_dsv41_load(const char *dir, const di_cpu_kernels *kernels, di_dsv41
         return di_error_set(err, DI_ERR_INVALID_ARG, "deepseek_v41: unknown numerics %d", (int)numerics);
     di_dsv41_model *m = di_calloc(1, sizeof *m);
     if (!m) return di_error_set(err, DI_ERR_NOMEM, "deepseek_v41: out of memory");
-    m->k = m->base.k = kernels ? kernels : di_cpu_kernels_best();
+    di_backend_cpu(kernels, &m->base.be);
+    m->be = &m->base.be;
     m->num = numerics;
     di_status s = di_dsv41_read_config(dir, &m->hp, err);
     if (s == DI_OK) {
@@ -118,11 +119,12 @@ void di_dsv41_free(di_dsv41_model *m) {
     for (int32_t i = 0; i < m->base.n_owned; i++) free(m->base.owned[i]);
     free(m->base.owned);
     di_safetensors_checkpoint_close(m->base.ck);
+    di_backend_release(&m->base.be);
     free(m);
 }
 
 const di_dsv41_hparams *di_dsv41_hparams_of(const di_dsv41_model *m) { return &m->hp; }
-const di_cpu_kernels *di_dsv41_kernels(const di_dsv41_model *m) { return m->k; }
+const di_cpu_kernels *di_dsv41_kernels(const di_dsv41_model *m) { return di_backend_cpu_kernels(m->be); }
 di_dsv41_numerics di_dsv41_numerics_of(const di_dsv41_model *m) { return m->num; }
 
 /* ---- KV cache ----------------------------------------------------------------------- */
@@ -260,6 +262,8 @@ void di_dsv41_ctx_free(di_dsv41_ctx *c) {
     void *ps[] = {c->mm_scratch, c->attn_scratch, c->seq_last, c->cb_token, c->cb_seq, c->cb_pos, c->cb_want,
                   (void *)c->cb_embd};
     for (size_t i = 0; i < sizeof ps / sizeof *ps; i++) free(ps[i]);
+    dsv4_keyset_free(&c->ks);
+    free(c->iscore);
     free(c);
 }
 
@@ -273,7 +277,7 @@ di_status dsv41_ctx_reserve(di_dsv41_ctx *c, int64_t n, int64_t n_tasks, int64_t
     int64_t max_in = dsv4_max64(dsv4_core_max_in(hp), ecols * hp->engram_head_dim);
     max_in = dsv4_max64(max_in, (int64_t)hp->n_dspark_targets * D + hp->dspark_markov_rank);
     c->attn_floats = dsv41_attention_scratch_floats(c->m, max_pos);
-    if (!dsv4_grow(&c->mm_scratch, &c->cap_mm, dsv4_linear_scratch_floats(c->cap_rows, max_in, n_tasks, (int)n_tasks),
+    if (!dsv4_grow(&c->mm_scratch, &c->cap_mm, dsv4_lin_scratch(c->m->be, c->cap_rows, max_in, n_tasks, (int)n_tasks),
                    4) ||
         !dsv4_grow(&c->attn_scratch, &c->cap_attn, n_tasks * c->attn_floats, 4) ||
         !dsv4_grow(&c->seq_last, &c->cap_seqs, n_seqs, sizeof(int32_t)))
@@ -300,17 +304,16 @@ di_status di_dsv41_ctx_topk(const di_dsv41_ctx *c, int32_t row, int32_t *out, in
 /* y = x W^T, f32 accumulation in the kernel table's fixed order. */
 void dsv41_lin_apply(const di_dsv41_ctx *c, const dsv4_linear *w, const float *x, int64_t ldx, float *y, int64_t ldy,
                      int64_t n, di_threadpool *pool) {
-    dsv4_linear_apply(c->m->k, w, x, ldx, y, ldy, n, c->mm_scratch, pool);
+    dsv4_lin(c->m->be, w, x, ldx, y, ldy, n, c->mm_scratch, pool);
 }
 
 void dsv41_linear(const di_dsv41_ctx *c, const dsv4_linear *w, float *x, int64_t ldx, float *y, int64_t ldy,
                   int64_t n, int round_out, di_threadpool *pool) {
     const int faithful = dsv41_faithful(c);
-    if (faithful && w->kind != DSV4_W_PLAIN)
-        for (int64_t i = 0; i < n; i++) dsv41_round_fp8(x + i * ldx, w->n_in);
+    const di_backend *be = c->m->be;
+    if (faithful && w->kind != DSV4_W_PLAIN) be->ops->round_rows(be, DI_ROUND_FP8ACT, x, n, ldx, w->n_in, pool);
     dsv41_lin_apply(c, w, x, ldx, y, ldy, n, pool);
-    if (faithful && round_out)
-        for (int64_t i = 0; i < n; i++) dsv41_round_bf16(y + i * ldy, w->n_out);
+    if (faithful && round_out) be->ops->round_rows(be, DI_ROUND_BF16, y, n, ldy, w->n_out, pool);
 }
 
 void dsv41_norm(const di_dsv41_ctx *c, const float *x, const float *w, float *out, int64_t n) {
@@ -321,48 +324,29 @@ void dsv41_norm(const di_dsv41_ctx *c, const float *x, const float *w, float *ou
 
 /* ---- shifted mHC ---------------------------------------------------------------------- */
 
-/* The mix pass's arguments beside the context. */
-typedef struct mix_args {
-    di_dsv41_ctx *c;
-    const float *base, *scale;
-} mix_args;
-
-/* After the mix projection, row r: the sublayer input h = sum_j pre_prev_j
- * R_j (the carried pre), then this sublayer's pre / post / comb from mix
- * (TK torch/mhc.py mhc_pre_split_mixes_ref + the Sinkhorn loop). */
-static void mixes_row(void *arg, int64_t r) {
-    const mix_args *a = arg;
-    di_dsv41_ctx *c = a->c;
-    const di_dsv41_hparams *hp = &c->m->hp;
-    const int32_t N = hp->hc_mult, D = hp->n_embd, M = (2 + N) * N;
-    const float *R = c->R + r * N * D;
-    float *pre = c->pre + r * N, *h = c->h + r * D;
-    dsv4_mhc_collapse(pre, R, N, D, h);
-    if (dsv41_faithful(c)) dsv41_round_bf16(h, D);
-    /* the mix projection already ran on the raw copies: scale by rsqrt(mean R^2 + eps) */
-    float ss = 0.0f;
-    for (int64_t i = 0; i < (int64_t)N * D; i++) ss += R[i] * R[i];
-    float rs = 1.0f / sqrtf((float)((double)ss / ((double)N * D)) + (float)hp->rms_eps);
-    float mx[(2 + DSV41_MAX_HC) * DSV41_MAX_HC]; /* (2+N)*N mixes, hc_mult <= DSV41_MAX_HC */
-    for (int32_t i = 0; i < M; i++) mx[i] = c->mix[r * M + i] * rs;
-    dsv4_mhc_weights(mx, a->base, a->scale, N, hp->hc_iters, (float)hp->hc_eps, pre, c->post + r * N,
-                     c->comb + r * N * N);
-}
-
-/* Sublayer input h from the carried pre, and the new pre / post / comb. */
 void dsv41_hc_pre(di_dsv41_ctx *c, const dsv4_linear *fn, const float *base, const float *scale, int64_t n,
-                   di_threadpool *pool) {
+                  di_threadpool *pool) {
     const di_dsv41_hparams *hp = &c->m->hp;
-    const int64_t N = hp->hc_mult, D = hp->n_embd, M = (2 + N) * N;
-    dsv41_lin_apply(c, fn, c->R, N * D, c->mix, M, n, pool);
-    mix_args a = {c, base, scale};
-    dsv4_rows_run(pool, n, mixes_row, &a);
+    const di_backend *be = c->m->be;
+    const int32_t N = hp->hc_mult, D = hp->n_embd, M = (2 + N) * N;
+    dsv41_lin_apply(c, fn, c->R, (int64_t)N * D, c->mix, M, n, pool);
+    /* after the mix projection, per row: the sublayer input h = sum_j
+     * pre_prev_j R_j (the carried pre), then this sublayer's pre / post /
+     * comb from mix (TK torch/mhc.py mhc_pre_split_mixes_ref + the Sinkhorn loop) */
+    const di_mhc_pre_args a = {DI_MHC_SHIFTED, c->R, c->mix, base, scale, n, N, D, hp->hc_iters, (float)hp->hc_eps,
+                               (float)hp->rms_eps, dsv41_faithful(c), c->pre, c->post, c->comb, c->h};
+    be->ops->mhc_pre(be, &a, pool);
 }
 
 /* R_k <- post_k y + sum_j comb[j][k] R_j (TK mhc_post_ref), bf16 when faithful. */
 void dsv41_hc_post(di_dsv41_ctx *c, int64_t n, di_threadpool *pool) {
-    dsv4_mhc_post(&c->R, &c->Rn, c->y, c->post, c->comb, c->m->hp.hc_mult, c->m->hp.n_embd, n,
-                  dsv41_faithful(c) ? dsv41_round_bf16 : NULL, pool);
+    dsv4_mhc_post(c->m->be, &c->R, &c->Rn, c->y, c->post, c->comb, c->m->hp.hc_mult, c->m->hp.n_embd, n,
+                  dsv41_faithful(c), pool);
+}
+
+/* The family's RMSNorm of n rows of x (n_rows, len) on the backend, bf16 when faithful. */
+void dsv41_norm_rows(const di_dsv41_ctx *c, float *x, const float *w, int64_t n_rows, int64_t len, di_threadpool *pool) {
+    c->m->be->ops->rms_norm(c->m->be, x, w, x, n_rows, len, (float)c->m->hp.rms_eps, dsv41_faithful(c), pool);
 }
 
 /* ---- Engram ------------------------------------------------------------------------------ */
@@ -490,7 +474,7 @@ di_status di_dsv41_forward(di_dsv41_ctx *c, di_dsv41_kv *kv, const di_batch *b, 
         kv->tokens[dsv41_slot(b, b->seq[i], b->pos[i])] = b->token[i];
         float *x = c->R + i * N * D;
         if (b->embd && b->embd[i]) memcpy(x, b->embd[i], (size_t)D * sizeof(float));
-        else dsv4_linear_row(m->k, &m->embed, b->token[i], x);
+        else dsv4_lin_rows(m->be, &m->embed, &b->token[i], 1, x, 0);
         for (int64_t j = 1; j < N; j++) memcpy(x + j * D, x, (size_t)D * sizeof(float));
         for (int64_t j = 0; j < N; j++) c->pre[i * N + j] = j == 0 ? 1.0f : 0.0f; /* one-hot first pre */
     }
@@ -506,7 +490,7 @@ di_status di_dsv41_forward(di_dsv41_ctx *c, di_dsv41_kv *kv, const di_batch *b, 
         if (L->engram) HOOK(c, "R_after_engram", il, c->R, n, N * D);
         if (kv->n_draft && il != boundary) capture_feature(c, il, n);
         dsv41_hc_pre(c, &L->hc_attn_fn, L->hc_attn_base, L->hc_attn_scale, n, pool);
-        for (int64_t i = 0; i < n; i++) dsv41_norm(c, c->h + i * D, L->attn_norm, c->h + i * D, D);
+        dsv41_norm_rows(c, c->h, L->attn_norm, n, D, pool);
         if (il == boundary) {
             /* the source layer's compressed KV from every row, then the kept rows go on */
             dsv41_compress(c, kv, il, bb, pool);
@@ -524,7 +508,7 @@ di_status di_dsv41_forward(di_dsv41_ctx *c, di_dsv41_kv *kv, const di_batch *b, 
         if (n > 0) dsv41_hc_post(c, n, pool);
         HOOK(c, "R_after_attn", il, c->R, n, N * D);
         if (n > 0) dsv41_hc_pre(c, &L->hc_ffn_fn, L->hc_ffn_base, L->hc_ffn_scale, n, pool);
-        for (int64_t i = 0; i < n; i++) dsv41_norm(c, c->h + i * D, L->ffn_norm, c->h + i * D, D);
+        dsv41_norm_rows(c, c->h, L->ffn_norm, n, D, pool);
         HOOK(c, "xn_ffn", il, c->h, n, D);
         if ((n > 0 || c->ep) && (s = dsv41_moe(c, il, n, pool, err))) return s;
         HOOK(c, "moe_out", il, c->y, n, D);

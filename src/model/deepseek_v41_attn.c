@@ -120,11 +120,8 @@ void dsv41_close_entry(di_dsv41_ctx *c, di_dsv41_kv *kv, int32_t il, const di_ba
     put_comp(kv, il, slot, e, hd, hp->use_fp4_kv);
     if (hp->role[il].idxk_src == il) {
         const int32_t ihd = hp->index_dim;
-        for (int32_t o = 0; o < ihd; o++) { /* wk is a small bf16 matrix: one row at a time */
-            float w[4096];
-            dsv4_linear_row(m->k, &L->i_wk, o, w);
-            key[o] = m->k->dot_f32(w, pre, hd);
-        }
+        float w[4096]; /* wk is a small bf16 matrix: one row at a time, hd <= 4096 */
+        m->be->ops->scaled_dot_rows(m->be, &L->i_wk, pre, key, w);
         maybe_bf16(c, key, ihd);
         dsv41_norm(c, key, L->i_knorm, key, ihd);
         dsv4_rope(key, 1, ihd, hp->n_rot, m->inv_freq_compress, rpos, 1.0f);
@@ -146,13 +143,6 @@ int64_t dsv41_attention_scratch_floats(const di_dsv41_model *m, int32_t max_pos)
      * scores + order (2 n_blk), an index key, a head dot row */
     return n_keys * hp->head_dim + n_keys + 2 * n_ent + 2 * n_blk + hp->index_dim + 64;
 }
-
-typedef struct attn_job {
-    di_dsv41_ctx *c;
-    di_dsv41_kv *kv;
-    int32_t il;
-    const di_batch *b;
-} attn_job;
 
 /* k largest of v[0..n) by (value desc, index asc) into out, ascending indices. */
 static int32_t top_k(const float *v, int32_t n, int32_t k, int32_t *idx, int32_t *out) {
@@ -192,42 +182,84 @@ static int32_t top_k(const float *v, int32_t n, int32_t k, int32_t *idx, int32_t
     return k;
 }
 
+/* One stage of the rows' attention over a chunk of rows [r0, r0 + n). Key
+ * addresses: slot * 2 + 0 the window record of layer il, slot * 2 + 1 the
+ * compressed entry of the kv source closed at slot; index keys: the slot
+ * (of the index-K source). */
+typedef struct rows_stage {
+    di_dsv41_ctx *c;
+    const di_dsv41_kv *kv;
+    int32_t il;
+    const di_batch *b;
+    int64_t r0;
+    int64_t ld_score;   /* floats per row of c->iscore */
+} rows_stage;
+
+static void get_key(void *user, int64_t addr, float *dst) {
+    const rows_stage *st = user;
+    const di_dsv41_hparams *hp = &st->c->m->hp;
+    if (addr & 1) get_comp(st->kv, hp->role[st->il].kv_src, addr >> 1, dst, hp->head_dim, hp->use_fp4_kv);
+    else get_win(st->kv, st->il, addr >> 1, dst, hp->head_dim);
+}
+
+static void get_index_key(void *user, int64_t addr, float *dst) {
+    const rows_stage *st = user;
+    const di_dsv41_hparams *hp = &st->c->m->hp;
+    get_ikey(st->kv, hp->role[st->il].idxk_src, addr, dst, hp->index_dim);
+}
+
+/* Calls visit(j) for every entry an index row scores, in order: all its
+ * klen entries, or those inside its candidate blocks past the candidate
+ * source. Returns the count. */
+#define FOR_SCORED(c, hp, ro, row, klen, j, body)                                                         \
+    do {                                                                                                  \
+        const int32_t *cand_ = (ro)->cand_src >= 0 ? (c)->cand + (row) * (hp)->cand_topk_blocks : NULL;   \
+        for (int32_t bi_ = 0; cand_ ? bi_ < (hp)->cand_topk_blocks : bi_ < 1; bi_++) {                     \
+            int32_t j0_ = 0, j1_ = (klen);                                                                \
+            if (cand_) {                                                                                  \
+                if (cand_[bi_] < 0) break;                                                                \
+                j0_ = cand_[bi_] * (hp)->cand_block;                                                      \
+                j1_ = j0_ + (hp)->cand_block < (klen) ? j0_ + (hp)->cand_block : (klen);                  \
+            }                                                                                             \
+            for (int32_t j = j0_; j < j1_; j++) body                                                      \
+        }                                                                                                 \
+    } while (0)
+
+/* The index keys an index row scores, in the order it scores them. */
+static void index_list_row(void *user, int64_t i) {
+    const rows_stage *st = user;
+    di_dsv41_ctx *c = st->c;
+    const di_dsv41_hparams *hp = &c->m->hp;
+    const di_dsv41_role *ro = &hp->role[st->il];
+    dsv4_keyset *ks = &c->ks;
+    const int64_t row = st->r0 + i;
+    const int32_t r = ro->ratio, p = st->b->pos[row], seq = st->b->seq[row], klen = (p + 1) / r;
+    int64_t *a = ks->addr + i * ks->ld;
+    int32_t t = 0;
+    if (klen > 0) FOR_SCORED(c, hp, ro, row, klen, j, { a[t++] = dsv41_slot(st->b, seq, j * r + r - 1); });
+    ks->n_idx[i] = t;
+}
+
 /* The index source's selection for one row into c->topk[row] (-1 filled),
- * and at the candidate source its candidate blocks into c->cand[row]. */
-static void index_select(di_dsv41_ctx *c, const di_dsv41_kv *kv, int32_t il, const di_batch *b, int64_t row,
-                         float *scr) {
-    const di_dsv41_model *m = c->m;
-    const di_dsv41_hparams *hp = &m->hp;
-    const di_dsv41_role *ro = &hp->role[il];
-    const int32_t IH = hp->index_heads, ihd = hp->index_dim, r = ro->ratio, p = b->pos[row], seq = b->seq[row];
-    const int32_t klen = (p + 1) / r, K = hp->index_topk;
-    const float *iq = c->iq + row * IH * ihd, *iw = c->iw + row * IH;
-    float *score = scr, *ik = scr + 2 * (int64_t)klen; /* (klen) scores, (klen) order, (ihd) */
+ * and at the candidate source its candidate blocks into c->cand[row], from
+ * the row's scores (c->iscore, in index_list_row's order). */
+static void index_pick_row(void *arg, int64_t i, int thread) {
+    const rows_stage *st = arg;
+    di_dsv41_ctx *c = st->c;
+    const di_dsv41_hparams *hp = &c->m->hp;
+    const di_dsv41_role *ro = &hp->role[st->il];
+    const int64_t row = st->r0 + i;
+    const int32_t r = ro->ratio, p = st->b->pos[row], klen = (p + 1) / r, K = hp->index_topk;
+    float *scr = c->attn_scratch + (int64_t)thread * c->attn_floats;
+    float *score = scr; /* (klen) scores, (klen) order */
     int32_t *order = (int32_t *)(scr + klen);
     int32_t *sel = c->topk + row * K;
-    for (int32_t i = 0; i < K; i++) sel[i] = -1;
+    for (int32_t q = 0; q < K; q++) sel[q] = -1;
     if (klen <= 0) return;
-    /* which entries may be scored: all, or the candidate source's blocks */
-    const int32_t *cand = ro->cand_src >= 0 ? c->cand + row * hp->cand_topk_blocks : NULL;
     for (int32_t j = 0; j < klen; j++) score[j] = -INFINITY;
+    const float *got = c->iscore + i * st->ld_score;
     int32_t n_scored = 0;
-    for (int32_t bi = 0; cand ? bi < hp->cand_topk_blocks : bi < 1; bi++) {
-        int32_t j0 = 0, j1 = klen;
-        if (cand) {
-            if (cand[bi] < 0) break;
-            j0 = cand[bi] * hp->cand_block;
-            j1 = j0 + hp->cand_block < klen ? j0 + hp->cand_block : klen;
-        }
-        for (int32_t j = j0; j < j1; j++, n_scored++) {
-            get_ikey(kv, ro->idxk_src, dsv41_slot(b, seq, j * r + r - 1), ik, ihd);
-            float s = 0.0f;
-            for (int32_t h = 0; h < IH; h++) {
-                float d = m->k->dot_f32(iq + (int64_t)h * ihd, ik, ihd);
-                s += iw[h] * (d > 0.0f ? d : 0.0f);
-            }
-            score[j] = s;
-        }
-    }
+    FOR_SCORED(c, hp, ro, row, klen, j, { score[j] = got[n_scored++]; });
     if (dsv41_faithful(c)) dsv41_round_bf16(score, klen); /* -inf stays -inf */
     if (n_scored < klen && n_scored <= K) { /* every scored entry is kept */
         int32_t t = 0;
@@ -246,63 +278,98 @@ static void index_select(di_dsv41_ctx *c, const di_dsv41_kv *kv, int32_t il, con
         }
         bs[nb - 1] = INFINITY; /* the last valid block is always kept */
         int32_t *cd = c->cand + row * TB;
-        for (int32_t i = 0; i < TB; i++) cd[i] = -1;
+        for (int32_t q = 0; q < TB; q++) cd[q] = -1;
         top_k(bs, nb, TB, order, cd);
     }
 }
 
-/* The keys batch row `row` of layer il attends to, into keys: its window
- * (from replay_from for a bounded-replay decoder), then the compressed
- * entries its top-k selected; returns their count. */
-static int32_t gather_keys(const di_dsv41_ctx *c, const di_dsv41_kv *kv, int32_t il, const di_batch *b, int64_t row,
-                           float *keys) {
+/* The keys row attends to, in order: its window (from replay_from for a
+ * bounded-replay decoder), then the compressed entries its top-k selected. */
+static void attn_list_row(void *user, int64_t i) {
+    const rows_stage *st = user;
+    const di_dsv41_ctx *c = st->c;
     const di_dsv41_hparams *hp = &c->m->hp;
-    const di_dsv41_role *ro = &hp->role[il];
-    const int32_t hd = hp->head_dim, p = b->pos[row], seq = b->seq[row];
+    const di_dsv41_role *ro = &hp->role[st->il];
+    const di_batch *b = st->b;
+    dsv4_keyset *ks = &st->c->ks;
+    const int64_t row = st->r0 + i;
+    const int32_t p = b->pos[row], seq = b->seq[row];
     const int32_t n_win = hp->window < p + 1 ? hp->window : p + 1;
     const int32_t *sel = ro->ratio ? c->topk + row * hp->index_topk : NULL;
-    int32_t n_keys = 0, t0 = p - n_win + 1;
+    int32_t t0 = p - n_win + 1, t = 0;
     /* bounded replay: a decoder row sees window keys from its sequence's
      * replay_from on (DeepInfer's yoco_swa_visibility); nothing before it
      * was computed in these layers */
-    if (b->replay_from && il >= hp->n_prefill_layer && b->replay_from[seq] > t0) t0 = b->replay_from[seq];
-    for (int32_t t = t0; t <= p; t++, n_keys++)
-        get_win(kv, il, dsv41_slot(b, seq, t), keys + (int64_t)n_keys * hd, hd);
-    for (int32_t i = 0; sel && i < hp->index_topk && sel[i] >= 0; i++, n_keys++)
-        get_comp(kv, ro->kv_src, dsv41_slot(b, seq, sel[i] * ro->ratio + ro->ratio - 1),
-                 keys + (int64_t)n_keys * hd, hd, hp->use_fp4_kv);
-    return n_keys;
+    if (b->replay_from && st->il >= hp->n_prefill_layer && b->replay_from[seq] > t0) t0 = b->replay_from[seq];
+    int64_t *a = ks->addr + i * ks->ld;
+    for (int32_t q = t0; q <= p; q++) a[t++] = dsv41_slot(b, seq, q) * 2;
+    for (int32_t q = 0; sel && q < hp->index_topk && sel[q] >= 0; q++)
+        a[t++] = dsv41_slot(b, seq, sel[q] * ro->ratio + ro->ratio - 1) * 2 + 1;
+    ks->n_idx[i] = t;
 }
 
-/* Row `row`: index selection (index sources), its keys, sink attention. */
-static void attend_row(void *arg, int64_t row, int thread) {
-    const attn_job *j = arg;
-    di_dsv41_ctx *c = j->c;
-    const di_dsv41_role *ro = &c->m->hp.role[j->il];
-    const int64_t HD = (int64_t)c->m->hp.n_heads * c->m->hp.head_dim;
-    const int32_t p = j->b->pos[row];
-    float *scr = c->attn_scratch + (int64_t)thread * c->attn_floats;
-    if (ro->ratio && ro->idx_src == j->il) index_select(c, j->kv, j->il, j->b, row, scr);
-    /* keys first in the scratch, the logits past the most keys a row can have */
-    int32_t n_win = c->m->hp.window < p + 1 ? c->m->hp.window : p + 1, n_sel = 0;
-    const int32_t *sel = ro->ratio ? c->topk + row * c->m->hp.index_topk : NULL;
-    if (sel)
-        while (n_sel < c->m->hp.index_topk && sel[n_sel] >= 0) n_sel++;
-    float *keys = scr, *logits = scr + (int64_t)(n_win + n_sel) * c->m->hp.head_dim;
-    const int32_t n_keys = gather_keys(c, j->kv, j->il, j->b, row, keys);
-    dsv41_attend(c, c->q + row * HD, keys, n_keys, c->m->layers[j->il].sink, logits, c->att + row * HD,
-                 ro->ratio ? c->m->inv_freq_compress : c->m->inv_freq_main, p);
+di_status dsv41_sparse_attend(di_dsv41_ctx *c, const dsv4_keyset_src *src, const di_batch *b, int64_t ld,
+                              const float *sink, const float *inv_freq, void (*list_row)(void *user, int64_t i),
+                              void *user, int64_t *r0, di_threadpool *pool, di_error *err) {
+    const di_backend *be = c->m->be;
+    const int32_t hd = c->m->hp.head_dim, H = c->m->hp.n_heads;
+    dsv4_keyset *ks = &c->ks;
+    const int64_t n = b->n_rows, chunk = dsv4_keyset_chunk_rows(n, ld, hd);
+    di_status s;
+    for (*r0 = 0; *r0 < n; *r0 += chunk) {
+        const int64_t nc = n - *r0 < chunk ? n - *r0 : chunk;
+        if ((s = dsv4_keyset_begin(ks, nc, ld, src->n_addr, err))) return s;
+        dsv4_rows_run(pool, nc, list_row, user);
+        if ((s = dsv4_keyset_index(ks, nc, hd, err))) return s;
+        dsv4_keyset_fill(ks, hd, src->get, user, pool);
+        const di_sparse_attn_args aa = {c->q + *r0 * H * hd, nc, H, hd, sink, ks->keys, ks->idx, ks->ld, ks->n_idx,
+                                        c->att + *r0 * H * hd};
+        be->ops->sparse_attention(be, &aa, c->attn_scratch, pool);
+        /* rounded, the inverse rotary at the row's position, rounded (faithful) */
+        be->ops->rope_rows(be, c->att + *r0 * H * hd, nc, H, hd, c->m->hp.n_rot, inv_freq, b->pos + *r0, -1.0f,
+                           dsv41_faithful(c), pool);
+    }
+    return DI_OK;
 }
 
-void dsv41_attend(const di_dsv41_ctx *c, const float *q_row, const float *keys, int32_t n_keys, const float *sink,
-                  float *logits, float *o, const float *inv_freq, int32_t p) {
+/* Every row of b attends (the index selection first on index sources). */
+static di_status attend_rows(di_dsv41_ctx *c, const di_dsv41_kv *kv, int32_t il, const di_batch *b,
+                             di_threadpool *pool, di_error *err) {
     const di_dsv41_model *m = c->m;
     const di_dsv41_hparams *hp = &m->hp;
-    const int32_t hd = hp->head_dim, H = hp->n_heads;
-    dsv4_attend_sink(m->k, q_row, keys, n_keys, sink, H, hd, logits, o);
-    maybe_bf16(c, o, (int64_t)H * hd);
-    dsv4_rope(o, H, hd, hp->n_rot, inv_freq, p, -1.0f);
-    maybe_bf16(c, o, (int64_t)H * hd);
+    const di_dsv41_role *ro = &hp->role[il];
+    const di_backend *be = m->be;
+    const int64_t n = b->n_rows, n_slots = (int64_t)kv->n_blocks * kv->block_size;
+    const int32_t IH = hp->index_heads, ihd = hp->index_dim;
+    int32_t max_pos = 0;
+    for (int64_t i = 0; i < n; i++) max_pos = b->pos[i] > max_pos ? b->pos[i] : max_pos;
+    dsv4_keyset *ks = &c->ks;
+    rows_stage st = {c, kv, il, b, 0, 0};
+    di_status s;
+    if (ro->ratio && ro->idx_src == il) {
+        const int64_t klen_max = ((int64_t)max_pos + 1) / ro->ratio, ld = klen_max > 0 ? klen_max : 1;
+        const int64_t chunk = dsv4_keyset_chunk_rows(n, ld, ihd);
+        if (!dsv4_grow(&c->iscore, &c->cap_iscore, chunk * ld, sizeof(float)))
+            return di_error_set(err, DI_ERR_NOMEM, "deepseek_v41 indexer: out of memory for %lld rows", (long long)n);
+        st.ld_score = ld;
+        for (int64_t r0 = 0; r0 < n; r0 += chunk) {
+            const int64_t nc = n - r0 < chunk ? n - r0 : chunk;
+            st.r0 = r0;
+            if ((s = dsv4_keyset_begin(ks, nc, ld, n_slots, err))) return s;
+            dsv4_rows_run(pool, nc, index_list_row, &st);
+            if ((s = dsv4_keyset_index(ks, nc, ihd, err))) return s;
+            dsv4_keyset_fill(ks, ihd, get_index_key, &st, pool);
+            const di_index_score_args ia = {c->iq + r0 * IH * ihd, c->iw + r0 * IH, nc, IH, ihd, 1.0f, ks->keys,
+                                            ks->idx, ks->ld, ks->n_idx, c->iscore, ld};
+            be->ops->index_scores(be, &ia, pool);
+            di_threadpool_run(pool, nc, index_pick_row, &st);
+        }
+    }
+    const int64_t n_win = hp->window < (int64_t)max_pos + 1 ? hp->window : (int64_t)max_pos + 1;
+    const dsv4_keyset_src src = {2 * n_slots, get_key};
+    return dsv41_sparse_attend(c, &src, b, n_win + (ro->ratio ? hp->index_topk : 0), m->layers[il].sink,
+                               ro->ratio ? m->inv_freq_compress : m->inv_freq_main, attn_list_row, &st, &st.r0, pool,
+                               err);
 }
 
 /* ---- the compressor ----------------------------------------------------------- */
@@ -345,31 +412,30 @@ static void project_rows(di_dsv41_ctx *c, di_dsv41_kv *kv, int32_t il, const di_
     const int64_t n = b->n_rows, D = hp->n_embd, hd = hp->head_dim, H = hp->n_heads;
     const int64_t IH = hp->index_heads, ihd = hp->index_dim, QL = hp->q_lora;
     const float *inv_freq = hp->role[il].ratio ? m->inv_freq_compress : m->inv_freq_main;
+    const di_backend *be = m->be;
 
     /* q_a and the window kv from one cast of h (DeepInfer merges the two GEMMs) */
     memcpy(c->xq, c->h, (size_t)(n * D) * sizeof(float));
     dsv41_linear(c, &L->wq_a, c->xq, D, c->qr, QL, n, 1, pool);
     dsv41_linear(c, &L->wkv, c->xq, D, c->kvr, hd, n, 1, pool);
-    for (int64_t i = 0; i < n; i++) dsv41_norm(c, c->qr + i * QL, L->q_norm, c->qr + i * QL, QL);
+    dsv41_norm_rows(c, c->qr, L->q_norm, n, QL, pool);
     dsv41_linear(c, &L->wq_b, c->qr, QL, c->q, H * hd, n, 1, pool);
     if (own_index) {
         dsv41_linear(c, &L->i_wq_b, c->qr, QL, c->iq, IH * ihd, n, 1, pool);
         dsv41_linear(c, &L->i_wproj, c->h, D, c->iw, IH, n, 1, pool); /* bf16 GEMM on bf16 h */
     }
-    for (int64_t i = 0; i < n; i++) {
-        float *q = c->q + i * H * hd, *kvr = c->kvr + i * hd;
-        dsv4_rope(q, (int32_t)H, (int32_t)hd, hp->n_rot, inv_freq, b->pos[i], 1.0f);
-        maybe_bf16(c, q, H * hd);
-        dsv41_norm(c, kvr, L->kv_norm, kvr, hd);
-        dsv4_rope(kvr, 1, (int32_t)hd, hp->n_rot, inv_freq, b->pos[i], 1.0f);
-        maybe_bf16(c, kvr, hd);
-        put_win(kv, il, dsv41_slot(b, b->seq[i], b->pos[i]), kvr, (int32_t)hd);
-        if (own_index) {
-            float *iq = c->iq + i * IH * ihd;
-            dsv4_rope(iq, (int32_t)IH, (int32_t)ihd, hp->n_rot, m->inv_freq_compress, b->pos[i], 1.0f);
-            maybe_bf16(c, iq, IH * ihd);
-            if (dsv41_faithful(c)) dsv41_round_fp4_index(iq, IH * ihd);
-        }
+    /* q and kv came bf16 out of their linear / norm (faithful), so the
+     * op's rounding before the rotation changes nothing */
+    const int faithful = dsv41_faithful(c);
+    be->ops->rope_rows(be, c->q, n, (int32_t)H, (int32_t)hd, hp->n_rot, inv_freq, b->pos, 1.0f, faithful, pool);
+    dsv41_norm_rows(c, c->kvr, L->kv_norm, n, hd, pool);
+    be->ops->rope_rows(be, c->kvr, n, 1, (int32_t)hd, hp->n_rot, inv_freq, b->pos, 1.0f, faithful, pool);
+    for (int64_t i = 0; i < n; i++) put_win(kv, il, dsv41_slot(b, b->seq[i], b->pos[i]), c->kvr + i * hd, (int32_t)hd);
+    if (own_index) {
+        be->ops->rope_rows(be, c->iq, n, (int32_t)IH, (int32_t)ihd, hp->n_rot, m->inv_freq_compress, b->pos, 1.0f,
+                           faithful, pool);
+        if (faithful)
+            for (int64_t i = 0; i < n; i++) dsv41_round_fp4_index(c->iq + i * IH * ihd, IH * ihd);
     }
 }
 
@@ -388,8 +454,8 @@ di_status dsv41_attention(di_dsv41_ctx *c, di_dsv41_kv *kv, int32_t il, const di
         if (s) return s;
     }
     if (n == 0) return DI_OK;
-    attn_job job = {c, kv, il, b};
-    di_threadpool_run(pool, n, attend_row, &job);
+    di_status s = attend_rows(c, kv, il, b, pool, err);
+    if (s) return s;
     if (c->record_layer == il && ro->ratio && ro->idx_src == il) {
         memcpy(c->rec_topk, c->topk, (size_t)(n * c->m->hp.index_topk) * sizeof(int32_t));
         c->rec_valid = (int32_t)n;
@@ -408,6 +474,6 @@ void dsv41_out_proj(di_dsv41_ctx *c, const dsv41_layer *L, int64_t n, di_threadp
         dsv41_linear(c, &wg, c->att + g * gin, H * hd, c->oa + g * olr, G * olr, n, 0, pool);
     }
     if (dsv41_faithful(c)) /* use_fp8_einsum_output: wo_a's output is fp8 per 32 */
-        for (int64_t i = 0; i < n; i++) dsv41_round_fp8(c->oa + i * G * olr, G * olr);
+        c->m->be->ops->round_rows(c->m->be, DI_ROUND_FP8ACT, c->oa, n, G * olr, G * olr, pool);
     dsv41_linear(c, &L->wo_b, c->oa, G * olr, c->y, D, n, 1, pool);
 }

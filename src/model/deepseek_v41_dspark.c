@@ -49,7 +49,7 @@ void dsv41_draft_main_keys(di_dsv41_ctx *c, di_dsv41_kv *kv, const di_batch *b, 
     const int64_t n = b->n_rows, D = hp->n_embd, T = hp->n_dspark_targets, hd = hp->head_dim;
     /* M = main_norm(main_proj F); c->feat is cast in place, c->y holds M */
     dsv41_linear(c, &m->main_proj, c->feat, T * D, c->y, D, n, 1, pool);
-    for (int64_t i = 0; i < n; i++) dsv41_norm(c, c->y + i * D, m->main_norm, c->y + i * D, D);
+    dsv41_norm_rows(c, c->y, m->main_norm, n, D, pool);
     memcpy(c->xq, c->y, (size_t)(n * D) * sizeof(float));
     for (int32_t st = 0; st < m->n_draft; st++) {
         const dsv41_layer *L = &m->mtp[st];
@@ -61,29 +61,34 @@ void dsv41_draft_main_keys(di_dsv41_ctx *c, di_dsv41_kv *kv, const di_batch *b, 
     }
 }
 
-typedef struct draft_attn_job {
+typedef struct draft_stage {
     di_dsv41_ctx *c;
     const di_dsv41_kv *kv;
     int32_t stage, window;
     const di_batch *b;
     const int32_t *key_end;
-} draft_attn_job;
+    int64_t r0;           /* the chunk's first row */
+} draft_stage;
 
-static void draft_attend_row(void *arg, int64_t row, int thread) {
-    const draft_attn_job *j = arg;
-    di_dsv41_ctx *c = j->c;
-    const di_dsv41_model *m = c->m;
-    const int32_t hd = m->hp.head_dim, H = m->hp.n_heads, seq = j->b->seq[row], end = j->key_end[row];
-    float *keys = c->attn_scratch + (int64_t)thread * c->attn_floats;
-    int32_t first = end - j->window + 1 > 0 ? end - j->window + 1 : 0, n_keys = 0;
-    for (int32_t t = first; t <= end; t++, n_keys++)
-        get_key(j->kv, j->stage, dsv41_slot(j->b, seq, t), keys + (int64_t)n_keys * hd, hd);
-    dsv41_attend(c, c->q + row * (int64_t)H * hd, keys, n_keys, m->mtp[j->stage].sink, keys + (int64_t)n_keys * hd,
-                 c->att + row * (int64_t)H * hd, m->inv_freq_main, j->b->pos[row]);
+/* Key address: the slot of the stage's record. */
+static void draft_get_key(void *user, int64_t addr, float *dst) {
+    const draft_stage *j = user;
+    get_key(j->kv, j->stage, addr, dst, j->c->m->hp.head_dim);
 }
 
-void dsv41_draft_attention(di_dsv41_ctx *c, di_dsv41_kv *kv, int32_t stage, const di_batch *b,
-                           const int32_t *key_end, int32_t window, di_threadpool *pool) {
+static void draft_list_row(void *user, int64_t i) {
+    const draft_stage *j = user;
+    dsv4_keyset *ks = &j->c->ks;
+    const int64_t row = j->r0 + i;
+    const int32_t seq = j->b->seq[row], end = j->key_end[row];
+    int32_t first = end - j->window + 1 > 0 ? end - j->window + 1 : 0, t = 0;
+    int64_t *a = ks->addr + i * ks->ld;
+    for (int32_t q = first; q <= end; q++) a[t++] = dsv41_slot(j->b, seq, q);
+    ks->n_idx[i] = t;
+}
+
+di_status dsv41_draft_attention(di_dsv41_ctx *c, di_dsv41_kv *kv, int32_t stage, const di_batch *b,
+                                const int32_t *key_end, int32_t window, di_threadpool *pool, di_error *err) {
     const di_dsv41_model *m = c->m;
     const di_dsv41_hparams *hp = &m->hp;
     const dsv41_layer *L = &m->mtp[stage];
@@ -92,19 +97,23 @@ void dsv41_draft_attention(di_dsv41_ctx *c, di_dsv41_kv *kv, int32_t stage, cons
     memcpy(c->xq, c->h, (size_t)(n * D) * sizeof(float));
     dsv41_linear(c, &L->wq_a, c->xq, D, c->qr, QL, n, 1, pool);
     dsv41_linear(c, &L->wkv, c->xq, D, c->kvr, hd, n, 1, pool);
-    for (int64_t i = 0; i < n; i++) dsv41_norm(c, c->qr + i * QL, L->q_norm, c->qr + i * QL, QL);
+    dsv41_norm_rows(c, c->qr, L->q_norm, n, QL, pool);
     dsv41_linear(c, &L->wq_b, c->qr, QL, c->q, H * hd, n, 1, pool);
+    /* q came bf16 out of its linear (faithful): the op's first rounding changes nothing */
+    m->be->ops->rope_rows(m->be, c->q, n, (int32_t)H, (int32_t)hd, hp->n_rot, m->inv_freq_main, b->pos, 1.0f,
+                          dsv41_faithful(c), pool);
     for (int64_t i = 0; i < n; i++) {
-        float *q = c->q + i * H * hd;
-        dsv4_rope(q, (int32_t)H, (int32_t)hd, hp->n_rot, m->inv_freq_main, b->pos[i], 1.0f);
-        if (dsv41_faithful(c)) dsv41_round_bf16(q, H * hd);
         finish_key(c, L, c->kvr + i * hd, b->pos[i]);
         put_key(kv, stage, dsv41_slot(b, b->seq[i], b->pos[i]), c->kvr + i * hd, (int32_t)hd);
     }
     /* every key of the block is written before any row reads */
-    draft_attn_job job = {c, kv, stage, window, b, key_end};
-    di_threadpool_run(pool, n, draft_attend_row, &job);
+    draft_stage job = {c, kv, stage, window, b, key_end, 0};
+    const dsv4_keyset_src src = {(int64_t)kv->n_blocks * kv->block_size, draft_get_key};
+    di_status s = dsv41_sparse_attend(c, &src, b, window, L->sink, m->inv_freq_main, draft_list_row, &job, &job.r0,
+                                      pool, err);
+    if (s) return s;
     dsv41_out_proj(c, L, n, pool);
+    return DI_OK;
 }
 
 static di_status check_req(const di_dsv41_model *m, const di_dsv41_kv *kv, const di_batch *t,
@@ -186,18 +195,18 @@ di_status di_dsv41_dspark_draft(di_dsv41_ctx *c, di_dsv41_kv *kv, const di_batch
     b.want_logits = NULL;
     for (int64_t r = 0; r < n; r++) {
         float *x = c->R + r * N * D;
-        dsv4_linear_row(m->k, &m->embed, tok[r], x);
+        dsv4_lin_rows(m->be, &m->embed, &tok[r], 1, x, 0);
         for (int64_t j = 1; j < N; j++) memcpy(x + j * D, x, (size_t)D * sizeof(float));
         for (int64_t j = 0; j < N; j++) c->pre[r * N + j] = j == 0 ? 1.0f : 0.0f;
     }
     for (int32_t st = 0; st < m->n_draft; st++) {
         const dsv41_layer *L = &m->mtp[st];
         dsv41_hc_pre(c, &L->hc_attn_fn, L->hc_attn_base, L->hc_attn_scale, n, pool);
-        for (int64_t r = 0; r < n; r++) dsv41_norm(c, c->h + r * D, L->attn_norm, c->h + r * D, D);
-        dsv41_draft_attention(c, kv, st, &b, key_end, W, pool);
+        dsv41_norm_rows(c, c->h, L->attn_norm, n, D, pool);
+        if ((s = dsv41_draft_attention(c, kv, st, &b, key_end, W, pool, err))) goto done;
         dsv41_hc_post(c, n, pool);
         dsv41_hc_pre(c, &L->hc_ffn_fn, L->hc_ffn_base, L->hc_ffn_scale, n, pool);
-        for (int64_t r = 0; r < n; r++) dsv41_norm(c, c->h + r * D, L->ffn_norm, c->h + r * D, D);
+        dsv41_norm_rows(c, c->h, L->ffn_norm, n, D, pool);
         if ((s = dsv41_moe_layer(c, L, -1, n, pool, err))) goto done;
         dsv41_hc_post(c, n, pool);
     }
@@ -221,7 +230,7 @@ di_status di_dsv41_dspark_draft(di_dsv41_ctx *c, di_dsv41_kv *kv, const di_batch
             int64_t r = (int64_t)i * k + t;
             dsv41_lin_apply(c, &m->head, c->h + r * D, D, lg, V, 1, NULL);
             if (rank > 0) {
-                dsv4_linear_row(m->k, &m->markov_embed, prev, emb);
+                dsv4_lin_rows(m->be, &m->markov_embed, &prev, 1, emb, 0);
                 /* logits += E[prev] . H^T, one bf16 GEMM row with f32 output */
                 float *mk = lp; /* scratch: V floats */
                 dsv41_lin_apply(c, &m->markov_head, emb, rank, mk, V, 1, NULL);

@@ -60,7 +60,7 @@ struct di_dsv41_model {
     di_dsv4_model base;       /* mapping, owned buffers, fp8 block: V4's binders use it */
     di_dsv41_hparams hp;
     di_dsv41_numerics num;
-    const di_cpu_kernels *k;
+    const di_backend *be;     /* &base.be: the forward's operations (kernels/backend.h) */
     dsv4_linear embed, head;  /* (V, D) */
     const float *norm;        /* (D) */
     dsv41_layer *layers;      /* (n_layers) */
@@ -121,6 +121,9 @@ struct di_dsv41_ctx {
     float *mm_scratch;
     float *attn_scratch;      /* (tasks, attn_floats) */
     int64_t attn_floats;
+    dsv4_keyset ks;           /* the attention's key lists and table (deepseek_v4_keys.c) */
+    float *iscore;            /* (chunk rows, entries) indexer scores */
+    int64_t cap_iscore;
     int32_t *seq_last;
     int64_t cap_seqs;
     int32_t record_layer;     /* di_dsv41_ctx_record_topk */
@@ -203,19 +206,24 @@ di_status dsv41_replay_compact(di_dsv41_ctx *c, const di_batch *b, di_batch *out
 di_status dsv41_cp_tokens(di_dsv41_ctx *c, di_dsv41_kv *kv, const di_batch *b, di_error *err);
 di_status dsv41_cp_layer(di_dsv41_ctx *c, di_dsv41_kv *kv, int32_t il, const di_batch *b, float *tmp,
                          di_error *err);
-/* Softmax-with-sink attention of one row's H heads q_row (H*hd) over
- * n_keys K=V rows, then inverse rotary at p into o (H*hd); logits: n_keys
- * floats of scratch. */
-void dsv41_attend(const di_dsv41_ctx *c, const float *q_row, const float *keys, int32_t n_keys, const float *sink,
-                  float *logits, float *o, const float *inv_freq, int32_t p);
+/* The rows of b attend through the backend's sparse attention, in chunks
+ * of rows (dsv4_keyset_chunk_rows over lists of up to ld keys of head_dim): *r0 <- the
+ * chunk's first row, list_row(user, i) writes chunk row i's key addresses
+ * into c->ks, src decodes them; then each output c->att row is rounded
+ * (faithful), rotated back at its position with inv_freq, rounded again. */
+di_status dsv41_sparse_attend(di_dsv41_ctx *c, const dsv4_keyset_src *src, const di_batch *b, int64_t ld,
+                              const float *sink, const float *inv_freq, void (*list_row)(void *user, int64_t i),
+                              void *user, int64_t *r0, di_threadpool *pool, di_error *err);
+/* x (n_rows, len) <- RMSNorm(x) * w on the backend, bf16 when faithful (dsv41_norm's rows). */
+void dsv41_norm_rows(const di_dsv41_ctx *c, float *x, const float *w, int64_t n_rows, int64_t len, di_threadpool *pool);
 /* y (n, D) = the grouped output projection of c->att. */
 void dsv41_out_proj(di_dsv41_ctx *c, const dsv41_layer *L, int64_t n, di_threadpool *pool);
 /* Window-only attention of a DSpark stage over its own records (kv->draft[stage]):
  * each row writes its key at its position, then attends positions
  * key_end[row] - window + 1 .. key_end[row] (the main keys up to the last
  * accepted position plus the whole draft block: bidirectional in the block). */
-void dsv41_draft_attention(di_dsv41_ctx *c, di_dsv41_kv *kv, int32_t stage, const di_batch *b,
-                           const int32_t *key_end, int32_t window, di_threadpool *pool);
+di_status dsv41_draft_attention(di_dsv41_ctx *c, di_dsv41_kv *kv, int32_t stage, const di_batch *b,
+                                const int32_t *key_end, int32_t window, di_threadpool *pool, di_error *err);
 /* The main keys of every row of b into each stage's records, from the rows'
  * target features c->feat (update_main_cache). */
 void dsv41_draft_main_keys(di_dsv41_ctx *c, di_dsv41_kv *kv, const di_batch *b, di_threadpool *pool);

@@ -160,7 +160,7 @@ static di_status bind_dspark(di_dsv41_model *m, di_error *err) {
     if ((s = dsv4_bind_linear(B, name, 1, D + rk, 0, &cw, err))) return s;
     m->conf_w = di_malloc_array((size_t)(D + rk), sizeof(float));
     if ((s = dsv4_own(B, m->conf_w, err))) return s;
-    dsv4_linear_row(m->k, &cw, 0, m->conf_w);
+    dsv4_lin_rows(m->be, &cw, &(int32_t){0}, 1, m->conf_w, 0);
     m->n_draft = hp->n_mtp;
     return DI_OK;
 }

@@ -21,29 +21,21 @@
  * weights s / (sum s + 1e-20) * routed_scale (TK moe_topk_gate_forward).
  * Image rows (token id >= vocab: the image segment's IMAGE / IMAGE_PAD ids)
  * select with gate.bias_vl (TK moe_topk_gate_forward's image_bias). */
-static void route(di_dsv41_ctx *c, const dsv41_layer *L, int32_t il, int64_t n) {
+static void route(di_dsv41_ctx *c, const dsv41_layer *L, int32_t il, int64_t n, di_threadpool *pool) {
     const di_dsv41_hparams *hp = &c->m->hp;
     const int32_t E = L->n_experts, K = L->n_used;
-    /* forced imbalance (the EP benchmark's knob) on the main layers only (il >= 0) */
+    /* forced imbalance (the EP benchmark's knob) on the main layers only (il >= 0): skewed draws from the
+     * row's own content as the selection values */
     const int32_t n_hot = c->skew_factor > 0.0f && il >= 0 ? E / c->skew_groups : 0;
-    for (int64_t r = 0; r < n; r++) {
-        float *lg = c->logit + r * E;
-        int32_t *sel = c->sel + r * K;
-        float *w = c->selw + r * K;
-        for (int32_t e = 0; e < E; e++) lg[e] = dsv4_sqrt_softplus(lg[e]);
-        const float *bias =
-            il >= 0 && L->gate_bias_vl && c->row_token && c->row_token[r] >= hp->n_vocab ? L->gate_bias_vl : L->gate_bias;
-        /* selection values: score + bias, or (forced imbalance) skewed
-         * draws from the row's own content */
-        float *v = c->vsel + r * E;
+    for (int64_t r = 0; n_hot && r < n; r++)
         for (int32_t e = 0; e < E; e++)
-            v[e] = n_hot ? dsv4_row_uniform(0, il, c->h + r * hp->n_embd, e) * (e < n_hot ? c->skew_factor : 1.0f)
-                         : lg[e] + bias[e];
-        dsv4_topk_select(v, E, K, sel);
-        float sum = 0.0f;
-        for (int32_t k = 0; k < K; k++) sum += lg[sel[k]];
-        for (int32_t k = 0; k < K; k++) w[k] = lg[sel[k]] / (sum + 1e-20f) * (float)hp->routed_scale;
-    }
+            c->vsel[r * E + e] =
+                dsv4_row_uniform(0, il, c->h + r * hp->n_embd, e) * (e < n_hot ? c->skew_factor : 1.0f);
+    const int alt = il >= 0 && L->gate_bias_vl && c->row_token;
+    const di_route_args a = {c->logit, n, E, K, alt ? c->row_token : NULL, NULL, n_hot ? c->vsel : NULL,
+                             L->gate_bias, alt ? L->gate_bias_vl : NULL, hp->n_vocab, c->vsel, 0,
+                             (float)hp->routed_scale, c->sel, c->selw};
+    c->m->be->ops->ds_route(c->m->be, &a, pool);
 }
 
 /* y (cnt, D) = w2(wts * swiglu(w1 x, w3 x)) for w = {w1, w2, w3} on x (cnt,
@@ -54,22 +46,13 @@ static void expert(const di_dsv41_ctx *c, const dsv4_linear *w1, const dsv4_line
     const di_dsv41_hparams *hp = &c->m->hp;
     const int64_t D = hp->n_embd, F = hp->moe_ff;
     const int faithful = dsv41_faithful(c);
-    dsv4_linear_apply(c->m->k, w1, x, D, g1, F, cnt, mm, pool);
-    dsv4_linear_apply(c->m->k, w3, x, D, g3, F, cnt, mm, pool);
-    if (faithful) {
-        dsv41_round_bf16(g1, cnt * F);
-        dsv41_round_bf16(g3, cnt * F);
-    }
-    dsv4_clamped_swiglu(g1, g3, cnt * F, (float)hp->swiglu_limit);
-    if (wts)
-        for (int64_t q = 0; q < cnt; q++) {
-            float *a = g1 + q * F;
-            for (int64_t f = 0; f < F; f++) a[f] *= wts[q];
-        }
+    dsv4_lin(c->m->be, w1, x, D, g1, F, cnt, mm, pool);
+    dsv4_lin(c->m->be, w3, x, D, g3, F, cnt, mm, pool);
+    c->m->be->ops->clamped_glu(c->m->be, g1, g3, cnt, F, (float)hp->swiglu_limit, faithful, wts, pool);
     if (faithful && w2->kind != DSV4_W_PLAIN)
-        for (int64_t q = 0; q < cnt; q++) dsv41_round_fp8(g1 + q * F, F);
-    dsv4_linear_apply(c->m->k, w2, g1, F, y, D, cnt, mm, pool);
-    if (faithful) dsv41_round_bf16(y, cnt * D);
+        c->m->be->ops->round_rows(c->m->be, DI_ROUND_FP8ACT, g1, cnt, F, F, pool);
+    dsv4_lin(c->m->be, w2, g1, F, y, D, cnt, mm, pool);
+    if (faithful) c->m->be->ops->round_rows(c->m->be, DI_ROUND_BF16, y, cnt, D, D, pool);
 }
 
 static void ep_expert(void *user, const dsv4_linear *w, float *x, const float *wts, int64_t cnt, float *y,
@@ -94,11 +77,10 @@ di_status dsv41_moe_layer(di_dsv41_ctx *c, const dsv41_layer *L, int32_t il, int
     const int32_t E = L->n_experts, K = L->n_used, D = hp->n_embd;
     di_dsv4_ep *ep = il >= 0 ? c->ep : NULL;
     if (n > 0) {
-        dsv4_linear_apply(m->k, &L->gate, c->h, D, c->logit, E, n, c->mm_scratch, pool); /* bf16, f32 out */
-        route(c, L, il, n);
+        dsv4_lin(m->be, &L->gate, c->h, D, c->logit, E, n, c->mm_scratch, pool); /* bf16, f32 out */
+        route(c, L, il, n, pool);
         memcpy(c->xq, c->h, (size_t)n * D * sizeof(float));
-        if (dsv41_faithful(c))
-            for (int64_t i = 0; i < n; i++) dsv41_round_fp8(c->xq + i * D, D);
+        if (dsv41_faithful(c)) m->be->ops->round_rows(m->be, DI_ROUND_FP8ACT, c->xq, n, D, D, pool);
     }
     const int32_t *plen = NULL;
     const float *partial = NULL;
@@ -123,9 +105,8 @@ di_status dsv41_moe_layer(di_dsv41_ctx *c, const dsv41_layer *L, int32_t il, int
     /* routed outputs in choice order from 0 (EP: the owner of the leading
      * run sent its sum; selw NULL: the expert applied the weight, the sum
      * adds, as ep_add on the owners), then the shared one */
-    dsv4_moe_sum(n, K, D, c->ysel, NULL, plen, partial, c->yg, c->y);
-    if (dsv41_faithful(c))
-        for (int64_t r = 0; r < n; r++) dsv41_round_bf16(c->y + r * D, D);
+    c->m->be->ops->moe_sum(c->m->be, n, K, D, c->ysel, NULL, plen, partial, c->yg, c->y, pool);
+    if (dsv41_faithful(c)) c->m->be->ops->round_rows(c->m->be, DI_ROUND_BF16, c->y, n, D, D, pool);
     return DI_OK;
 }
 

@@ -235,7 +235,7 @@ static void rms(const float *x, const float *w, float *y, int64_t n) {
 
 typedef struct attn_job {
     const struct dsv41_vision *vi;
-    const di_cpu_kernels *k;
+    const di_backend *be;
     const float *qkv;   /* (n, 3E), q and k rotated */
     const float *kt;    /* (H, n, hd) each head's keys, contiguous */
     const float *vtt;   /* (H, hd, np) each head's values, transposed, zero past n */
@@ -260,7 +260,7 @@ static void attn_task(void *arg, int64_t task, int thread) {
     const float scale = 1.0f / sqrtf((float)hd);
     di_matmul_args qk = {DI_DTYPE_F32, j->kt + h * n * hd, (uint64_t)hd * sizeof(float), j->qkv + i0 * 3 * E + h * hd,
                          3 * E, sc, np, bq, hd, n};
-    di_matmul(j->k, &qk, scr, NULL);
+    j->be->ops->linear(j->be, &qk, 1, scr, NULL);
     for (int64_t r = 0; r < bq; r++) {
         float *row = sc + r * np, mx = -INFINITY, sum = 0.0f;
         for (int64_t c = 0; c < n; c++) {
@@ -277,7 +277,7 @@ static void attn_task(void *arg, int64_t task, int thread) {
     }
     di_matmul_args pv = {DI_DTYPE_F32, j->vtt + h * hd * np, (uint64_t)np * sizeof(float), sc, np,
                          j->out + i0 * E + h * hd, E, bq, np, hd};
-    di_matmul(j->k, &pv, scr, NULL);
+    j->be->ops->linear(j->be, &pv, 1, scr, NULL);
 }
 
 /* 2D rotary of one head vector: cos/sin columns (row freqs | column freqs),
@@ -307,14 +307,14 @@ di_status di_dsv41_vision_forward(const di_dsv41_model *m, const di_image_layout
     const int threads = di_threadpool_n_threads(pool);
     const int64_t max_in = 3 * p * p > ER ? (3 * p * p > F ? 3 * p * p : F) : (ER > F ? ER : F);
     const int64_t n_tasks = (int64_t)threads * 4;
-    const int64_t scratch_n = dsv4_linear_scratch_floats(n > nl ? n : nl, max_in > D ? max_in : D, n_tasks, threads);
+    const int64_t scratch_n = dsv4_lin_scratch(m->be, n > nl ? n : nl, max_in > D ? max_in : D, n_tasks, threads);
     float *x = di_malloc_array((size_t)(n * E), sizeof(float));
     float *h = di_malloc_array((size_t)(n * E), sizeof(float));
     float *big = di_malloc_array((size_t)(n * (3 * E > 2 * F ? 3 * E : 2 * F)), sizeof(float));
     float *o = di_malloc_array((size_t)(n * (E > F ? E : F)), sizeof(float));
     float *scr = di_malloc_array((size_t)scratch_n, sizeof(float));
     const int64_t np = (n + ATTN_PAD - 1) / ATTN_PAD * ATTN_PAD;
-    const int64_t attn_scr = di_matmul_scratch_floats(ATTN_BQ, np > vi->hd ? np : vi->hd, 1);
+    const int64_t attn_scr = m->be->ops->linear_scratch_floats(m->be, ATTN_BQ, np > vi->hd ? np : vi->hd, 1);
     float *sc = di_malloc_array((size_t)((int64_t)threads * ATTN_BQ * np), sizeof(float));
     float *asc = di_malloc_array((size_t)((int64_t)threads * attn_scr), sizeof(float));
     float *ds = di_malloc_array((size_t)(nl * ER), sizeof(float));
@@ -327,15 +327,15 @@ di_status di_dsv41_vision_forward(const di_dsv41_model *m, const di_image_layout
         s = di_error_set(err, DI_ERR_NOMEM, "vision tower: out of memory for %lld patches", (long long)n);
         goto done;
     }
-    const di_cpu_kernels *k = m->k;
+    const di_backend *be = m->be;
     /* patch embed */
-    dsv4_linear_apply(k, &vi->patch_w, patches, 3 * p * p, x, E, n, scr, pool);
+    dsv4_lin(be, &vi->patch_w, patches, 3 * p * p, x, E, n, scr, pool);
     for (int64_t i = 0; i < n; i++)
         for (int64_t c = 0; c < E; c++) x[i * E + c] += vi->patch_b[c];
     for (int32_t bi = 0; bi < vi->depth; bi++) {
         const vit_block *b = &vi->blocks[bi];
         for (int64_t i = 0; i < n; i++) rms(x + i * E, b->norm1, h + i * E, E);
-        dsv4_linear_apply(k, &b->wqkv, h, E, big, 3 * E, n, scr, pool);
+        dsv4_lin(be, &b->wqkv, h, E, big, 3 * E, n, scr, pool);
         for (int64_t i = 0; i < n; i++) {
             float *row = big + i * 3 * E;
             for (int64_t c = 0; c < 3 * E; c++) row[c] += b->bqkv[c];
@@ -350,20 +350,20 @@ di_status di_dsv41_vision_forward(const di_dsv41_model *m, const di_image_layout
                 memcpy(kt + ((int64_t)hh * n + i) * vi->hd, kv, (size_t)vi->hd * sizeof(float));
                 for (int32_t c = 0; c < vi->hd; c++) vt[((int64_t)hh * vi->hd + c) * np + i] = kv[E + c];
             }
-        attn_job j = {.vi = vi, .k = k, .qkv = big, .kt = kt, .vtt = vt, .out = o, .scores = sc, .scratch = asc,
+        attn_job j = {.vi = vi, .be = be, .qkv = big, .kt = kt, .vtt = vt, .out = o, .scores = sc, .scratch = asc,
                       .n = n, .np = np, .scratch_per = attn_scr, .n_blocks = (n + ATTN_BQ - 1) / ATTN_BQ};
         di_threadpool_run(pool, j.n_blocks * vi->heads, attn_task, &j);
-        dsv4_linear_apply(k, &b->wo, o, E, h, E, n, scr, pool);
+        dsv4_lin(be, &b->wo, o, E, h, E, n, scr, pool);
         for (int64_t i = 0; i < n; i++)
             for (int64_t c = 0; c < E; c++) x[i * E + c] += h[i * E + c] + b->bo[c];
         for (int64_t i = 0; i < n; i++) rms(x + i * E, b->norm2, h + i * E, E);
-        dsv4_linear_apply(k, &b->w1, h, E, big, 2 * F, n, scr, pool);
+        dsv4_lin(be, &b->w1, h, E, big, 2 * F, n, scr, pool);
         for (int64_t i = 0; i < n; i++)
             for (int64_t c = 0; c < F; c++) {
                 const float g = big[i * 2 * F + c], u = big[i * 2 * F + F + c];
                 o[i * F + c] = g / (1.0f + expf(-g)) * u; /* TK swiglu_forward: silu(left) * right */
             }
-        dsv4_linear_apply(k, &b->w2, o, F, h, E, n, scr, pool);
+        dsv4_lin(be, &b->w2, o, F, h, E, n, scr, pool);
         for (int64_t i = 0; i < n; i++)
             for (int64_t c = 0; c < E; c++) x[i * E + c] += h[i * E + c];
     }
@@ -380,9 +380,9 @@ di_status di_dsv41_vision_forward(const di_dsv41_model *m, const di_image_layout
                     for (int64_t c = 0; c < E; c++) dst[c * r * r + ky * r + kx] = src ? src[c] : 0.0f;
                 }
         }
-    dsv4_linear_apply(k, &vi->a1, ds, ER, a1, D, nl, scr, pool);
+    dsv4_lin(be, &vi->a1, ds, ER, a1, D, nl, scr, pool);
     for (int64_t i = 0; i < nl * D; i++) a1[i] = gelu(a1[i] + vi->a1b[i % D]);
-    dsv4_linear_apply(k, &vi->a2, a1, D, a2, D, nl, scr, pool);
+    dsv4_lin(be, &vi->a2, a1, D, a2, D, nl, scr, pool);
     /* replace_input_embeds: image rows in order, the special rows by type */
     int64_t t = 0, img = 0;
     memcpy(rows + t++ * D, vi->img_start, (size_t)D * sizeof(float));

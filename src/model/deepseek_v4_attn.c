@@ -59,39 +59,84 @@ static void kv_get(const di_dsv4_kv *kv, int32_t il, int64_t slot, int32_t off, 
 
 /* ---- compressor group pooling --------------------------------------------- */
 
-/* Pools group w of sequence seq (its last position is w*r + r - 1) with
- * compressor cp whose raw rows live at off_kv / off_gate, and stores the
- * entry at off_out of the group's last slot. tmp: 4 * r * dim floats. */
-static void pool_group(const di_dsv4_model *m, di_dsv4_kv *kv, int32_t il, const di_batch *b, int32_t seq,
-                       int32_t w, int32_t r, const dsv4_compressor *cp, int32_t off_kv, int32_t off_gate,
-                       int32_t off_out, float *tmp) {
-    const int32_t dim = cp->dim, coff = cp->coff;
-    float *K = tmp, *G = tmp + 2 * r * dim; /* (slots, dim) each */
+/* The groups one compressor closes in this step, pooled by the backend
+ * (be->ops->compress_pool) in chunks: the raw rows of every group (CSA: the
+ * previous group's first-half "Ca" series, then this group's "Cb"; HCA:
+ * this group's) decoded into the tables, then the entries stored at off_out
+ * of each group's last slot. */
+typedef struct pool_stage {
+    di_dsv4_ctx *c;
+    const di_dsv4_kv *kv;
+    int32_t il;
+    const di_batch *b;
+    const dsv4_compressor *cp;
+    int32_t off_kv, off_gate;
+    const int32_t *seq, *w; /* (chunk groups) */
+    int64_t ld;             /* slots per group row of the tables */
+    float *K, *G;           /* (chunk, ld, dim) */
+    int32_t *ns;            /* (chunk) */
+} pool_stage;
+
+static void gather_group(void *user, int64_t g) {
+    const pool_stage *st = user;
+    const int32_t dim = st->cp->dim, coff = st->cp->coff, r = st->c->m->layers[st->il].ratio;
+    const int32_t seq = st->seq[g], w = st->w[g];
+    float *K = st->K + g * st->ld * dim, *G = st->G + g * st->ld * dim;
     int32_t ns = 0;
     if (coff == 2 && w > 0) /* previous group's "Ca" series: first half */
         for (int32_t j = 0; j < r; j++, ns++) {
-            int64_t sl = slot_of(b, seq, (w - 1) * r + j);
-            kv_get(kv, il, sl, off_kv, K + ns * dim, dim);
-            kv_get(kv, il, sl, off_gate, G + ns * dim, dim);
+            int64_t sl = slot_of(st->b, seq, (w - 1) * r + j);
+            kv_get(st->kv, st->il, sl, st->off_kv, K + ns * dim, dim);
+            kv_get(st->kv, st->il, sl, st->off_gate, G + ns * dim, dim);
         }
     for (int32_t j = 0; j < r; j++, ns++) { /* this group's "Cb" (or only) series */
-        int64_t sl = slot_of(b, seq, w * r + j);
-        kv_get(kv, il, sl, off_kv + (coff - 1) * dim, K + ns * dim, dim);
-        kv_get(kv, il, sl, off_gate + (coff - 1) * dim, G + ns * dim, dim);
+        int64_t sl = slot_of(st->b, seq, w * r + j);
+        kv_get(st->kv, st->il, sl, st->off_kv + (coff - 1) * dim, K + ns * dim, dim);
+        kv_get(st->kv, st->il, sl, st->off_gate + (coff - 1) * dim, G + ns * dim, dim);
     }
-    float out[4096]; /* dim <= MAX_HEAD_DIM (config check) */
-    for (int32_t d = 0; d < dim; d++) {
-        float mx = -INFINITY;
-        for (int32_t j = 0; j < ns; j++) mx = G[j * dim + d] > mx ? G[j * dim + d] : mx;
-        float sum = 0.0f;
-        for (int32_t j = 0; j < ns; j++) sum += G[j * dim + d] = expf(G[j * dim + d] - mx);
-        float acc = 0.0f;
-        for (int32_t j = 0; j < ns; j++) acc += K[j * dim + d] * (G[j * dim + d] / sum);
-        out[d] = acc;
+    st->ns[g] = ns;
+}
+
+static di_status pool_groups(di_dsv4_ctx *c, di_dsv4_kv *kv, int32_t il, const di_batch *b, int64_t n_pool,
+                             const dsv4_compressor *cp, int32_t off_kv, int32_t off_gate, int32_t off_out,
+                             di_threadpool *pool, di_error *err) {
+    const di_dsv4_model *m = c->m;
+    const int32_t r = m->layers[il].ratio, dim = cp->dim;
+    const int64_t ld = (int64_t)cp->coff * r;
+    int64_t n_groups = 0;
+    for (int64_t i = 0; i < n_pool; i++) {
+        int32_t pos = c->cp ? c->cp_rows[2 * i + 1] : b->pos[i];
+        n_groups += pos % r == r - 1;
     }
-    dsv4_rmsnorm(out, cp->norm, out, dim, m->hp.rms_eps);
-    dsv4_rope(out, 1, dim, m->hp.n_rot, m->inv_freq_compress, w * r, 1.0f);
-    kv_put(kv, il, slot_of(b, seq, w * r + r - 1), off_out, out, dim);
+    if (n_groups == 0) return DI_OK;
+    int64_t chunk = DSV4_KEYSET_BUDGET / (2 * ld * dim); /* the K and G tables */
+    chunk = chunk < 1 ? 1 : chunk < n_groups ? chunk : n_groups;
+    /* per group: its K and G tables, its entry, then (seq, w, slots, pos) */
+    if (!dsv4_grow(&c->pool_buf, &c->cap_pool_buf, chunk * (2 * ld * dim + dim + 4), sizeof(float)))
+        return di_error_set(err, DI_ERR_NOMEM, "deepseek_v4 compressor: out of memory for %lld groups",
+                            (long long)chunk);
+    float *K = c->pool_buf, *G = K + chunk * ld * dim, *out = G + chunk * ld * dim;
+    int32_t *seqs = (int32_t *)(out + chunk * dim), *ws = seqs + chunk, *ns = ws + chunk, *pos = ns + chunk;
+    pool_stage st = {c, kv, il, b, cp, off_kv, off_gate, seqs, ws, ld, K, G, ns};
+    int64_t i = 0;
+    while (i < n_pool) {
+        int64_t ng = 0;
+        for (; i < n_pool && ng < chunk; i++) {
+            int32_t seq = c->cp ? c->cp_rows[2 * i] : b->seq[i], p = c->cp ? c->cp_rows[2 * i + 1] : b->pos[i];
+            if (p % r != r - 1) continue;
+            seqs[ng] = seq;
+            ws[ng] = p / r;
+            pos[ng++] = (p / r) * r; /* the entry's rotary position: its group's first */
+        }
+        if (ng == 0) break;
+        dsv4_rows_run(pool, ng, gather_group, &st);
+        const di_compress_pool_args a = {K, G, ng, ld, ns, dim, cp->norm, m->hp.rms_eps, m->hp.n_rot,
+                                         m->inv_freq_compress, pos, out};
+        m->be.ops->compress_pool(&m->be, &a, pool);
+        for (int64_t g = 0; g < ng; g++)
+            kv_put(kv, il, slot_of(b, seqs[g], ws[g] * r + r - 1), off_out, out + g * dim, dim);
+    }
+    return DI_OK;
 }
 
 /* ---- per-row attention ----------------------------------------------------- */
@@ -105,43 +150,65 @@ int64_t dsv4_attention_scratch_floats(const di_dsv4_model *m, int32_t max_pos) {
     }
     int64_t n_comp = min_ratio ? ((int64_t)max_pos + 1) / min_ratio : 0;
     int64_t n_win = hp->window < (int64_t)max_pos + 1 ? hp->window : (int64_t)max_pos + 1;
-    int64_t n_keys = n_win + n_comp;
-    /* keys (n_keys, hd), logits (n_keys), index scores and picks (n_comp each),
-     * an index key (ihd) */
-    return n_keys * hp->head_dim + n_keys + 2 * n_comp + hp->index_dim + 16;
+    return m->be.ops->sparse_attention_scratch_floats(&m->be, n_win + n_comp);
 }
 
-typedef struct attn_job {
+/* One stage of the rows' attention over a chunk of rows [r0, r0 + n). Key
+ * addresses: slot * 2 + 0 the window record, slot * 2 + 1 the compressed
+ * entry closed at slot; index keys: the slot. */
+typedef struct rows_stage {
     di_dsv4_ctx *c;
     const di_dsv4_kv *kv;
     int32_t il;
     const di_batch *b;
-} attn_job;
+    int64_t r0;
+    int64_t ld_score;   /* floats per row of c->iscore */
+    const float *inv_freq;
+} rows_stage;
+
+static void get_key(void *user, int64_t addr, float *dst) {
+    const rows_stage *st = user;
+    kv_get(st->kv, st->il, addr >> 1, (addr & 1) ? st->kv->lay[st->il].off_comp : 0, dst, st->c->m->hp.head_dim);
+}
+
+static void get_ikey(void *user, int64_t addr, float *dst) {
+    const rows_stage *st = user;
+    kv_get(st->kv, st->il, addr, st->kv->lay[st->il].off_icomp, dst, st->c->m->hp.index_dim);
+}
+
+/* Entries a CSA row sees, and how many it keeps. */
+static int32_t n_valid_of(const rows_stage *st, int64_t row) {
+    return (st->b->pos[row] + 1) / st->c->m->layers[st->il].ratio;
+}
+static int32_t n_pick_of(const rows_stage *st, int32_t n_valid) {
+    int32_t k = st->c->m->hp.index_topk;
+    return k < n_valid ? k : n_valid;
+}
+
+/* The entries a CSA row scores: all it sees, or none when it keeps them all. */
+static void index_list_row(void *user, int64_t i) {
+    const rows_stage *st = user;
+    dsv4_keyset *ks = &st->c->ks;
+    const int64_t row = st->r0 + i;
+    const int32_t n_valid = n_valid_of(st, row), r = st->c->m->layers[st->il].ratio, seq = st->b->seq[row];
+    int64_t *a = ks->addr + i * ks->ld;
+    ks->n_idx[i] = n_pick_of(st, n_valid) == n_valid ? 0 : n_valid;
+    for (int32_t w = 0; w < ks->n_idx[i]; w++) a[w] = slot_of(st->b, seq, w * r + r - 1);
+}
 
 /* Indexer picks for a CSA row: the top min(topk, n_valid) entries by score
  * (ties to the lower index, which a near-tie-free golden never tests), in
- * ascending order. Returns the count. */
-static int32_t index_select(const di_dsv4_ctx *c, const di_dsv4_kv *kv, int32_t il, const di_batch *b,
-                            int64_t row, int32_t n_valid, float *score, int32_t *pick, float *ik) {
-    const di_dsv4_model *m = c->m;
-    const di_dsv4_hparams *hp = &m->hp;
-    const dsv4_kv_layout *lay = &kv->lay[il];
-    const int32_t IH = hp->index_heads, ihd = hp->index_dim, r = m->layers[il].ratio;
-    const float *iq = c->iq + row * IH * ihd, *iw = c->iw + row * IH;
-    const float softmax_scale = 1.0f / sqrtf((float)ihd);
-    for (int32_t w = 0; w < n_valid; w++) {
-        kv_get(kv, il, slot_of(b, b->seq[row], w * r + r - 1), lay->off_icomp, ik, ihd);
-        float s = 0.0f;
-        for (int32_t h = 0; h < IH; h++) {
-            float d = m->k->dot_f32(iq + (int64_t)h * ihd, ik, ihd);
-            s += (d > 0.0f ? d : 0.0f) * softmax_scale * iw[h];
-        }
-        score[w] = s;
-    }
-    int32_t k = hp->index_topk < n_valid ? hp->index_topk : n_valid;
+ * ascending order, into c->ipick. */
+static void index_pick_row(void *user, int64_t i) {
+    const rows_stage *st = user;
+    di_dsv4_ctx *c = st->c;
+    const int64_t row = st->r0 + i;
+    const int32_t n_valid = n_valid_of(st, row), k = n_pick_of(st, n_valid);
+    int32_t *pick = c->ipick + row * c->m->hp.index_topk;
+    float *score = c->iscore + i * st->ld_score;
     if (k == n_valid) {
         for (int32_t w = 0; w < n_valid; w++) pick[w] = w;
-        return k;
+        return;
     }
     for (int32_t j = 0; j < k; j++) { /* selection: k is small next to n_valid */
         int32_t best = -1;
@@ -151,84 +218,98 @@ static int32_t index_select(const di_dsv4_ctx *c, const di_dsv4_kv *kv, int32_t 
         score[best] = -INFINITY;
     }
     for (int32_t j = 1; j < k; j++) /* ascending: the order keys are visited */
-        for (int32_t i = j; i > 0 && pick[i - 1] > pick[i]; i--) {
-            int32_t t = pick[i];
-            pick[i] = pick[i - 1];
-            pick[i - 1] = t;
+        for (int32_t a = j; a > 0 && pick[a - 1] > pick[a]; a--) {
+            int32_t t = pick[a];
+            pick[a] = pick[a - 1];
+            pick[a - 1] = t;
         }
-    return k;
 }
 
-void dsv4_attend_sink(const di_cpu_kernels *k, const float *q_row, const float *keys, int32_t n_keys,
-                      const float *sink, int32_t H, int32_t hd, float *logits, float *o) {
-    const float scale = 1.0f / sqrtf((float)hd);
-    for (int32_t h = 0; h < H; h++) {
-        const float *q = q_row + (int64_t)h * hd;
-        float *out = o + (int64_t)h * hd;
-        float mx = sink[h];
-        for (int32_t t = 0; t < n_keys; t++) {
-            logits[t] = k->dot_f32(q, keys + (int64_t)t * hd, hd) * scale;
-            mx = logits[t] > mx ? logits[t] : mx;
-        }
-        float sum = expf(sink[h] - mx); /* the sink takes mass, gives no value */
-        for (int32_t t = 0; t < n_keys; t++) sum += logits[t] = expf(logits[t] - mx);
-        memset(out, 0, (size_t)hd * sizeof(float));
-        for (int32_t t = 0; t < n_keys; t++) {
-            float pr = logits[t] / sum;
-            const float *v = keys + (int64_t)t * hd;
-            for (int32_t d = 0; d < hd; d++) out[d] += pr * v[d];
-        }
+/* The keys a row attends to, in order: its window, then every visible HCA
+ * entry or its CSA picks. */
+static void attn_list_row(void *user, int64_t i) {
+    const rows_stage *st = user;
+    const di_dsv4_ctx *c = st->c;
+    const dsv4_layer *L = &c->m->layers[st->il];
+    dsv4_keyset *ks = &st->c->ks;
+    const int64_t row = st->r0 + i;
+    const int32_t p = st->b->pos[row], seq = st->b->seq[row], r = L->ratio;
+    const int32_t n_win = c->m->hp.window < p + 1 ? c->m->hp.window : p + 1, n_valid = r ? (p + 1) / r : 0;
+    int64_t *a = ks->addr + i * ks->ld;
+    int32_t t = 0;
+    for (int32_t q = p - n_win + 1; q <= p; q++) a[t++] = slot_of(st->b, seq, q) * 2;
+    if (L->kind == DI_DSV4_ATTN_HCA) {
+        for (int32_t w = 0; w < n_valid; w++) a[t++] = slot_of(st->b, seq, w * r + r - 1) * 2 + 1;
+    } else if (L->kind == DI_DSV4_ATTN_CSA && n_valid > 0) {
+        const int32_t k = n_pick_of(st, n_valid), *pick = c->ipick + row * c->m->hp.index_topk;
+        for (int32_t j = 0; j < k; j++) a[t++] = slot_of(st->b, seq, (k == n_valid ? j : pick[j]) * r + r - 1) * 2 + 1;
     }
+    ks->n_idx[i] = t;
 }
 
-static void attend_row(void *arg, int64_t row, int thread) {
-    const attn_job *j = arg;
-    di_dsv4_ctx *c = j->c;
+/* Every row of b attends (the indexer first on CSA layers): the key lists
+ * and tables per chunk of rows, then the backend's stages. */
+static di_status attend_rows(di_dsv4_ctx *c, const di_dsv4_kv *kv, int32_t il, const di_batch *b,
+                             di_threadpool *pool, di_error *err) {
     const di_dsv4_model *m = c->m;
     const di_dsv4_hparams *hp = &m->hp;
-    const dsv4_layer *L = &m->layers[j->il];
-    const dsv4_kv_layout *lay = &j->kv->lay[j->il];
-    const di_batch *b = j->b;
-    const int32_t hd = hp->head_dim, H = hp->n_heads, p = b->pos[row], seq = b->seq[row];
-    float *scr = c->attn_scratch + (int64_t)thread * c->attn_floats;
-    double t_row = dsv4_prof_now(c), t_idx = 0.0;
-
-    int32_t n_win = hp->window < p + 1 ? hp->window : p + 1;
-    int32_t n_valid = L->ratio ? (p + 1) / L->ratio : 0;
-    float *keys = scr;                          /* (n_keys, hd) */
-    float *logits = keys + (int64_t)(n_win + n_valid) * hd; /* (n_keys) */
-    float *score = logits + n_win + n_valid;    /* (n_valid) */
-    int32_t *pick = (int32_t *)(score + n_valid); /* (n_valid) */
-    float *ik = (float *)(pick + n_valid);      /* (ihd) */
-
-    int32_t n_keys = 0;
-    for (int32_t t = p - n_win + 1; t <= p; t++, n_keys++)
-        kv_get(j->kv, j->il, slot_of(b, seq, t), 0, keys + (int64_t)n_keys * hd, hd);
-    if (L->kind == DI_DSV4_ATTN_HCA) {
-        for (int32_t w = 0; w < n_valid; w++, n_keys++)
-            kv_get(j->kv, j->il, slot_of(b, seq, w * L->ratio + L->ratio - 1), lay->off_comp,
-                   keys + (int64_t)n_keys * hd, hd);
-    } else if (L->kind == DI_DSV4_ATTN_CSA && n_valid > 0) {
-        double t0 = dsv4_prof_now(c);
-        int32_t n_pick = index_select(c, j->kv, j->il, b, row, n_valid, score, pick, ik);
-        t_idx = dsv4_prof_now(c) - t0;
-        for (int32_t i = 0; i < n_pick; i++, n_keys++)
-            kv_get(j->kv, j->il, slot_of(b, seq, pick[i] * L->ratio + L->ratio - 1), lay->off_comp,
-                   keys + (int64_t)n_keys * hd, hd);
+    const dsv4_layer *L = &m->layers[il];
+    const di_backend *be = &m->be;
+    const int64_t n = b->n_rows, n_slots = (int64_t)kv->n_blocks * kv->block_size;
+    const int32_t hd = hp->head_dim, H = hp->n_heads, IH = hp->index_heads, ihd = hp->index_dim, K = hp->index_topk;
+    int32_t max_pos = 0;
+    for (int64_t i = 0; i < n; i++) max_pos = b->pos[i] > max_pos ? b->pos[i] : max_pos;
+    const int64_t n_valid_max = L->ratio ? ((int64_t)max_pos + 1) / L->ratio : 0;
+    const int64_t n_win_max = hp->window < (int64_t)max_pos + 1 ? hp->window : (int64_t)max_pos + 1;
+    dsv4_keyset *ks = &c->ks;
+    rows_stage st = {c, kv, il, b, 0, n_valid_max,
+                     L->kind == DI_DSV4_ATTN_WINDOW ? m->inv_freq_main : m->inv_freq_compress};
+    di_status s;
+    double t0 = dsv4_prof_now(c);
+    if (L->kind == DI_DSV4_ATTN_CSA && n_valid_max > 0) {
+        const int64_t chunk = dsv4_keyset_chunk_rows(n, n_valid_max, ihd);
+        if (!dsv4_grow(&c->ipick, &c->cap_ipick, n * K, sizeof(int32_t)) ||
+            !dsv4_grow(&c->iscore, &c->cap_iscore, chunk * n_valid_max, sizeof(float)))
+            return di_error_set(err, DI_ERR_NOMEM, "deepseek_v4 indexer: out of memory for %lld rows", (long long)n);
+        for (int64_t r0 = 0; r0 < n; r0 += chunk) {
+            const int64_t nc = n - r0 < chunk ? n - r0 : chunk;
+            st.r0 = r0;
+            if ((s = dsv4_keyset_begin(ks, nc, n_valid_max, n_slots, err))) return s;
+            dsv4_rows_run(pool, nc, index_list_row, &st);
+            if ((s = dsv4_keyset_index(ks, nc, ihd, err))) return s;
+            dsv4_keyset_fill(ks, ihd, get_ikey, &st, pool);
+            const di_index_score_args ia = {c->iq + r0 * IH * ihd, c->iw + r0 * IH, nc, IH, ihd,
+                                            1.0f / sqrtf((float)ihd), ks->keys, ks->idx, ks->ld, ks->n_idx,
+                                            c->iscore, n_valid_max};
+            be->ops->index_scores(be, &ia, pool);
+            dsv4_rows_run(pool, nc, index_pick_row, &st);
+        }
     }
-
-    dsv4_attend_sink(m->k, c->q + row * H * (int64_t)hd, keys, n_keys, L->sink, H, hd, logits,
-                     c->att + row * H * (int64_t)hd);
-    /* K = V carried the key's rotation: undo it at the query position */
-    dsv4_rope(c->att + row * H * (int64_t)hd, H, hd, hp->n_rot,
-              L->kind == DI_DSV4_ATTN_WINDOW ? m->inv_freq_main : m->inv_freq_compress, p, -1.0f);
-    if (c->prof_on) {
-        double *pt = c->prof_thread + (int64_t)thread * DSV4_PROF_THREAD_SLOTS;
-        pt[0] += t_idx;
-        pt[1] += dsv4_prof_now(c) - t_row;
-        pt[2] += 4.0 * (double)n_keys * (double)H * (double)hd; /* q.k and p*v */
-        pt[3] += (double)n_keys * (double)hd * (j->kv->dtype == DI_DTYPE_F16 ? 2.0 : 4.0);
+    dsv4_prof_add(c, DI_DSV4_BLK_INDEXER, t0);
+    t0 = dsv4_prof_now(c);
+    const int64_t n_comp = L->kind == DI_DSV4_ATTN_HCA ? n_valid_max
+                           : L->kind == DI_DSV4_ATTN_CSA ? (K < n_valid_max ? K : n_valid_max) : 0;
+    const int64_t ld = n_win_max + n_comp, chunk = dsv4_keyset_chunk_rows(n, ld, hd);
+    for (int64_t r0 = 0; r0 < n; r0 += chunk) {
+        const int64_t nc = n - r0 < chunk ? n - r0 : chunk;
+        st.r0 = r0;
+        if ((s = dsv4_keyset_begin(ks, nc, ld, 2 * n_slots, err))) return s;
+        dsv4_rows_run(pool, nc, attn_list_row, &st);
+        if ((s = dsv4_keyset_index(ks, nc, hd, err))) return s;
+        dsv4_keyset_fill(ks, hd, get_key, &st, pool);
+        const di_sparse_attn_args aa = {c->q + r0 * H * hd, nc, H, hd, L->sink, ks->keys, ks->idx, ks->ld, ks->n_idx,
+                                        c->att + r0 * H * hd};
+        be->ops->sparse_attention(be, &aa, c->attn_scratch, pool);
+        /* K = V carried the key's rotation: undo it at the query position */
+        be->ops->rope_rows(be, c->att + r0 * H * hd, nc, H, hd, hp->n_rot, st.inv_freq, b->pos + r0, -1.0f, 0, pool);
+        for (int64_t i = 0; c->prof_on && i < nc; i++) {
+            c->prof.flops[DI_DSV4_BLK_ATTN_CORE] += 4.0 * (double)ks->n_idx[i] * (double)H * (double)hd; /* q.k, p*v */
+            c->prof.bytes[DI_DSV4_BLK_ATTN_CORE] +=
+                (double)ks->n_idx[i] * (double)hd * (kv->dtype == DI_DTYPE_F16 ? 2.0 : 4.0);
+        }
     }
+    dsv4_prof_add(c, DI_DSV4_BLK_ATTN_CORE, t0);
+    return DI_OK;
 }
 
 /* ---- the layer ------------------------------------------------------------- */
@@ -329,30 +410,27 @@ di_status dsv4_attention(di_dsv4_ctx *c, di_dsv4_kv *kv, int32_t il, const di_ba
     const dsv4_kv_layout *lay = &kv->lay[il];
     const int64_t n = b->n_rows, D = hp->n_embd, hd = hp->head_dim, H = hp->n_heads;
     const float *inv_freq = L->kind == DI_DSV4_ATTN_WINDOW ? m->inv_freq_main : m->inv_freq_compress;
-    const di_cpu_kernels *k = m->k;
+    const di_backend *be = &m->be;
     float *mm = c->mm_scratch;
 
     double t0 = dsv4_prof_now(c);
     if (n == 0) goto share; /* CP placeholder: only the exchange and the pooling */
-    dsv4_linear_apply(k, &L->wq_a, c->h, D, c->qr, hp->q_lora, n, mm, pool);
-    for (int64_t i = 0; i < n; i++) dsv4_rmsnorm(c->qr + i * hp->q_lora, L->q_norm, c->qr + i * hp->q_lora, hp->q_lora, hp->rms_eps);
-    dsv4_linear_apply(k, &L->wq_b, c->qr, hp->q_lora, c->q, H * hd, n, mm, pool);
-    dsv4_linear_apply(k, &L->wkv, c->h, D, c->kvr, hd, n, mm, pool);
-    for (int64_t i = 0; i < n; i++) {
-        float *q = c->q + i * H * hd, *kvr = c->kvr + i * hd;
-        for (int64_t h = 0; h < H; h++) dsv4_rmsnorm(q + h * hd, NULL, q + h * hd, hd, hp->rms_eps);
-        dsv4_rope(q, (int32_t)H, (int32_t)hd, hp->n_rot, inv_freq, b->pos[i], 1.0f);
-        dsv4_rmsnorm(kvr, L->kv_norm, kvr, hd, hp->rms_eps);
-        dsv4_rope(kvr, 1, (int32_t)hd, hp->n_rot, inv_freq, b->pos[i], 1.0f);
-        kv_put(kv, il, slot_of(b, b->seq[i], b->pos[i]), 0, kvr, (int32_t)hd);
-    }
+    dsv4_lin(be, &L->wq_a, c->h, D, c->qr, hp->q_lora, n, mm, pool);
+    be->ops->rms_norm(be, c->qr, L->q_norm, c->qr, n, hp->q_lora, hp->rms_eps, 0, pool);
+    dsv4_lin(be, &L->wq_b, c->qr, hp->q_lora, c->q, H * hd, n, mm, pool);
+    dsv4_lin(be, &L->wkv, c->h, D, c->kvr, hd, n, mm, pool);
+    be->ops->rms_norm(be, c->q, NULL, c->q, n * H, hd, hp->rms_eps, 0, pool);    /* per head */
+    be->ops->rms_norm(be, c->kvr, L->kv_norm, c->kvr, n, hd, hp->rms_eps, 0, pool);
+    be->ops->rope_rows(be, c->q, n, (int32_t)H, (int32_t)hd, hp->n_rot, inv_freq, b->pos, 1.0f, 0, pool);
+    be->ops->rope_rows(be, c->kvr, n, 1, (int32_t)hd, hp->n_rot, inv_freq, b->pos, 1.0f, 0, pool);
+    for (int64_t i = 0; i < n; i++) kv_put(kv, il, slot_of(b, b->seq[i], b->pos[i]), 0, c->kvr + i * hd, (int32_t)hd);
     dsv4_prof_add(c, DI_DSV4_BLK_ATTN_PROJ, t0);
     t0 = dsv4_prof_now(c);
     if (L->kind != DI_DSV4_ATTN_WINDOW) {
         const dsv4_compressor *cp = &L->comp;
         int64_t w = (int64_t)cp->coff * cp->dim;
-        dsv4_linear_apply(k, &cp->wkv, c->h, D, c->ckv, w, n, mm, pool);
-        dsv4_linear_apply(k, &cp->wgate, c->h, D, c->cg, w, n, mm, pool);
+        dsv4_lin(be, &cp->wkv, c->h, D, c->ckv, w, n, mm, pool);
+        dsv4_lin(be, &cp->wgate, c->h, D, c->cg, w, n, mm, pool);
         store_raw(kv, il, b, cp, L->ratio, c->ckv, c->cg, lay->off_raw_kv, lay->off_raw_gate);
     }
     dsv4_prof_add(c, DI_DSV4_BLK_COMPRESS, t0);
@@ -360,16 +438,15 @@ di_status dsv4_attention(di_dsv4_ctx *c, di_dsv4_kv *kv, int32_t il, const di_ba
     if (L->kind == DI_DSV4_ATTN_CSA) {
         const dsv4_compressor *cp = &L->icomp;
         int64_t w = 2 * (int64_t)cp->dim, IH = hp->index_heads, ihd = hp->index_dim;
-        dsv4_linear_apply(k, &cp->wkv, c->h, D, c->ikv, w, n, mm, pool);
-        dsv4_linear_apply(k, &cp->wgate, c->h, D, c->ig, w, n, mm, pool);
+        dsv4_lin(be, &cp->wkv, c->h, D, c->ikv, w, n, mm, pool);
+        dsv4_lin(be, &cp->wgate, c->h, D, c->ig, w, n, mm, pool);
         store_raw(kv, il, b, cp, L->ratio, c->ikv, c->ig, lay->off_iraw_kv, lay->off_iraw_gate);
-        dsv4_linear_apply(k, &L->idx_wq_b, c->qr, hp->q_lora, c->iq, IH * ihd, n, mm, pool);
-        dsv4_linear_apply(k, &L->idx_wproj, c->h, D, c->iw, IH, n, mm, pool);
+        dsv4_lin(be, &L->idx_wq_b, c->qr, hp->q_lora, c->iq, IH * ihd, n, mm, pool);
+        dsv4_lin(be, &L->idx_wproj, c->h, D, c->iw, IH, n, mm, pool);
         const float wscale = 1.0f / sqrtf((float)IH);
-        for (int64_t i = 0; i < n; i++) {
-            dsv4_rope(c->iq + i * IH * ihd, (int32_t)IH, (int32_t)ihd, hp->n_rot, m->inv_freq_compress, b->pos[i], 1.0f);
-            for (int64_t h = 0; h < IH; h++) c->iw[i * IH + h] *= wscale;
-        }
+        be->ops->rope_rows(be, c->iq, n, (int32_t)IH, (int32_t)ihd, hp->n_rot, m->inv_freq_compress, b->pos, 1.0f, 0,
+                           pool);
+        for (int64_t i = 0; i < n * IH; i++) c->iw[i] *= wscale;
     }
     dsv4_prof_add(c, DI_DSV4_BLK_INDEXER, t0);
 share:;
@@ -381,49 +458,29 @@ share:;
     }
     /* every row's raw state is stored: pool the groups this batch closes
      * (with CP every rank pools every group the group's rows close) */
-    if (L->ratio)
-        for (int64_t i = 0; i < n_pool; i++) {
-            int32_t seq = c->cp ? c->cp_rows[2 * i] : b->seq[i], pos = c->cp ? c->cp_rows[2 * i + 1] : b->pos[i];
-            if (pos % L->ratio != L->ratio - 1) continue;
-            int32_t w = pos / L->ratio;
-            t0 = dsv4_prof_now(c);
-            pool_group(m, kv, il, b, seq, w, L->ratio, &L->comp, lay->off_raw_kv, lay->off_raw_gate, lay->off_comp,
-                       c->pool_tmp);
-            dsv4_prof_add(c, DI_DSV4_BLK_COMPRESS, t0);
-            t0 = dsv4_prof_now(c);
-            if (L->kind == DI_DSV4_ATTN_CSA)
-                pool_group(m, kv, il, b, seq, w, L->ratio, &L->icomp, lay->off_iraw_kv, lay->off_iraw_gate,
-                           lay->off_icomp, c->pool_tmp);
-            dsv4_prof_add(c, DI_DSV4_BLK_INDEXER, t0);
-        }
-    if (n == 0) return DI_OK;
-    attn_job job = {c, kv, il, b};
-    int n_threads = di_threadpool_n_threads(pool);
-    if (c->prof_on) memset(c->prof_thread, 0, (size_t)n_threads * DSV4_PROF_THREAD_SLOTS * sizeof(double));
-    t0 = dsv4_prof_now(c);
-    di_threadpool_run(pool, n, attend_row, &job);
-    if (c->prof_on) {
-        /* split the phase's wall time by the threads' indexer share */
-        double wall = dsv4_prof_now(c) - t0, idx = 0.0, rows = 0.0;
-        for (int t = 0; t < n_threads; t++) {
-            const double *pt = c->prof_thread + (int64_t)t * DSV4_PROF_THREAD_SLOTS;
-            idx += pt[0];
-            rows += pt[1];
-            c->prof.flops[DI_DSV4_BLK_ATTN_CORE] += pt[2];
-            c->prof.bytes[DI_DSV4_BLK_ATTN_CORE] += pt[3];
-        }
-        double share = rows > 0.0 ? idx / rows : 0.0;
-        c->prof.seconds[DI_DSV4_BLK_INDEXER] += wall * share;
-        c->prof.seconds[DI_DSV4_BLK_ATTN_CORE] += wall * (1.0 - share);
+    if (L->ratio) {
+        t0 = dsv4_prof_now(c);
+        di_status s = pool_groups(c, kv, il, b, n_pool, &L->comp, lay->off_raw_kv, lay->off_raw_gate, lay->off_comp,
+                                  pool, err);
+        dsv4_prof_add(c, DI_DSV4_BLK_COMPRESS, t0);
+        t0 = dsv4_prof_now(c);
+        if (!s && L->kind == DI_DSV4_ATTN_CSA)
+            s = pool_groups(c, kv, il, b, n_pool, &L->icomp, lay->off_iraw_kv, lay->off_iraw_gate, lay->off_icomp,
+                            pool, err);
+        dsv4_prof_add(c, DI_DSV4_BLK_INDEXER, t0);
+        if (s) return s;
     }
+    if (n == 0) return DI_OK;
+    di_status s = attend_rows(c, kv, il, b, pool, err);
+    if (s) return s;
     t0 = dsv4_prof_now(c);
     /* grouped output projection: group g reads heads [g*H/G, (g+1)*H/G) */
     const int64_t G = hp->o_groups, gin = H * hd / G, olr = hp->o_lora;
     for (int64_t g = 0; g < G; g++) {
         const dsv4_linear wg = dsv4_linear_rows(&L->wo_a, g * olr, olr);
-        dsv4_linear_apply(k, &wg, c->att + g * gin, H * hd, c->oa + g * olr, G * olr, n, mm, pool);
+        dsv4_lin(be, &wg, c->att + g * gin, H * hd, c->oa + g * olr, G * olr, n, mm, pool);
     }
-    dsv4_linear_apply(k, &L->wo_b, c->oa, G * olr, c->y, D, n, mm, pool);
+    dsv4_lin(be, &L->wo_b, c->oa, G * olr, c->y, D, n, mm, pool);
     dsv4_prof_add(c, DI_DSV4_BLK_ATTN_PROJ, t0);
     return DI_OK;
 }

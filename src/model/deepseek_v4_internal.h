@@ -4,8 +4,10 @@
  *   deepseek_v4_config.c  the family's config reader (both variants): the shared
  *                         keys, V4's own, the layer role table; every value checked
  *   deepseek_v4_load.c    tensors bound by name, shapes and dtypes checked
- *   deepseek_v4_linear.c  y = W x for BF16/F16/F32, FP8 block-scaled, MXFP4
- *   deepseek_v4_attn.c    attention: window, compressor, indexer, sink
+ *   deepseek_v4_linear.c  the linears' CPU-table forms for the tests (the forwards
+ *                         call the model's backend: dsv4_lin, be->ops->scaled_linear)
+ *   deepseek_v4_keys.c    the attention's key lists and table (be->ops->sparse_attention)
+ *   deepseek_v4_attn.c    attention: window, compressor, indexer, sink (through the backend)
  *   deepseek_v4_moe.c     router (sqrt-softplus, bias, hash) and experts
  *   deepseek_v4_ep.c      expert parallelism: dispatch/combine over di_dist, EPLB
  *   deepseek_v4_mhc.c     manifold-constrained hyper-connections
@@ -22,6 +24,7 @@
 
 #include "format/hf_config.h"
 #include "format/safetensors.h"
+#include "kernels/backend.h"
 #include "kernels/cpu/kernels.h"
 #include "model/deepseek_v4.h"
 
@@ -29,25 +32,14 @@
 
 #define DSV4_MAX_ROPE_PAIRS 256  /* n_rot / 2 limit (the real model has 32) */
 
-/* One linear layer W (n_out, n_in) as the checkpoint stores it. */
-typedef enum dsv4_wkind {
-    DSV4_W_PLAIN = 0, /* F32 / F16 / BF16 rows read by di_matmul */
-    DSV4_W_FP8,       /* e4m3 bytes, scale[o / B][i / B] (floats owned by the model) */
-    DSV4_W_MXFP4,     /* HF split layout: (n_out, n_in/2) e2m1 pairs, (n_out, n_in/32) e8m0 */
-} dsv4_wkind;
-
-typedef struct dsv4_linear {
-    dsv4_wkind kind;
-    di_dtype dtype;       /* PLAIN: the row dtype */
-    const void *data;     /* (n_out, n_in) in the mapping or an owned aligned copy */
-    uint64_t row_bytes;
-    int64_t n_in, n_out;
-    const float *scale;   /* FP8: (ceil(n_out/B), scale_cols) as f32 */
-    int64_t scale_cols;
-    int32_t block;        /* FP8 block edge B */
-    int64_t row_off;      /* FP8: this view starts at row row_off of its scale grid */
-    const uint8_t *mx_scale; /* MXFP4: (n_out, n_in / 32) e8m0 bytes */
-} dsv4_linear;
+/* One linear layer W (n_out, n_in) as the checkpoint stores it: the
+ * backend seam's operand (kernels/backend.h, di_scaled_weight), so the
+ * forwards hand their weights to be->ops->scaled_linear as they are. */
+typedef di_scaled_kind dsv4_wkind;
+#define DSV4_W_PLAIN DI_SCALED_PLAIN /* F32 / F16 / BF16 rows read by di_matmul */
+#define DSV4_W_FP8 DI_SCALED_FP8     /* e4m3 bytes, scale[o / B][i / B] (floats owned by the model) */
+#define DSV4_W_MXFP4 DI_SCALED_MXFP4 /* HF split layout: (n_out, n_in/2) e2m1 pairs, (n_out, n_in/32) e8m0 */
+typedef di_scaled_weight dsv4_linear;
 
 /* A compressor (the attention's, or the indexer's at index_head_dim). */
 typedef struct dsv4_compressor {
@@ -125,7 +117,7 @@ typedef struct dsv4_mtp {
 
 struct di_dsv4_model {
     di_dsv4_hparams hp;
-    const di_cpu_kernels *k;
+    di_backend be;        /* the forward's operations (kernels/backend.h): the CPU backend over the load's table */
     di_safetensors_checkpoint *ck; /* owned */
     dsv4_linear embed;    /* (n_vocab, n_embd) */
     dsv4_linear head;     /* (n_vocab, n_embd) */
@@ -192,27 +184,48 @@ struct di_dsv4_kv {
     void **data;          /* (n_layers) -> (n_blocks*block_size, lay.row) */
 };
 
+/* The key set of one attention stage (deepseek_v4_keys.c), V4 and V4.1
+ * alike: the operands of be->ops->sparse_attention / index_scores. Each
+ * row r lists the cache records it visits by address (addr[r][t], t <
+ * n_idx[r], a model-defined number below n_addr); dsv4_keyset_index gives
+ * each distinct record one table row (idx[r][t]) and dsv4_keyset_fill
+ * decodes them into keys (n_keys, dim) on the pool. */
+typedef struct dsv4_keyset {
+    int64_t *addr;        /* (rows, ld) */
+    int32_t *idx;         /* (rows, ld) */
+    int32_t *n_idx;       /* (rows) */
+    int64_t ld, cap_list, cap_idx, cap_rows;
+    int32_t *map;         /* (cap_map) address -> table row, -1 between stages */
+    int64_t cap_map;
+    int64_t *key_addr;    /* (n_keys) table row -> address */
+    int64_t n_keys, cap_keys;
+    float *keys;          /* (n_keys, dim) */
+    int64_t cap_key_floats;
+} dsv4_keyset;
+
 /* Forward scratch, grown to the largest batch seen (deepseek_v4.c). */
 struct di_dsv4_ctx {
     const di_dsv4_model *m;
     int64_t cap_rows, cap_seqs, cap_attn_floats; /* rows, seq slots, floats in attn_scratch */
-    int64_t cap_tasks;    /* doubles in prof_thread (tasks x DSV4_PROF_THREAD_SLOTS) */
     int64_t cap_mm_floats; /* floats in mm_scratch */
     float *X, *Xn;        /* (rows, N, D) residual copies, current and next */
     float *flat;          /* (rows, N*D) normalized copies (mHC input) */
     DSV4_ROWS_MEMBER;
     float *ckv, *cg;      /* (rows, 2*hd) compressor projections */
     float *ikv, *ig;      /* (rows, 2*ihd) indexer compressor projections */
-    float *pool_tmp;      /* (2*ratio_max*2*hd*2) compressor group scratch */
+    float *pool_buf;      /* the compressor groups' tables (pool_groups, deepseek_v4_attn.c) */
+    int64_t cap_pool_buf;
     float *mm_scratch;    /* (cap_mm_floats): dsv4_linear_scratch_floats(rows, max n_in, threads) */
     float *attn_scratch;  /* (tasks, cap_attn_floats / tasks) */
     int64_t attn_floats;  /* per task, for this forward */
     int32_t *seq_last;    /* (seqs) */
+    dsv4_keyset ks;       /* the attention's key lists and table (deepseek_v4_keys.c) */
+    float *iscore;        /* (chunk rows, entries) indexer scores */
+    int32_t *ipick;       /* (rows, index_topk) the indexer's picks, ascending */
+    int64_t cap_iscore, cap_ipick;
     /* per-block timers (di_dsv4_ctx_set_profile); prof_on 0 costs a branch */
     int prof_on;
     di_dsv4_profile prof;
-    double *prof_thread;  /* (tasks, DSV4_PROF_THREAD_SLOTS) per pool thread: indexer
-                             seconds, row seconds, core flops, core cache bytes */
     di_dsv4_ep *ep;       /* expert parallelism (not owned), NULL = all experts here */
     const int32_t *ep_plen;   /* EP, per row of the last MoE: leading experts already summed */
     const float *ep_partial;  /* (rows, D) that sum (the owner's, in the one-process order) */
@@ -224,8 +237,6 @@ struct di_dsv4_ctx {
 };
 
 /* ---- per-block timers ---------------------------------------------------- */
-
-#define DSV4_PROF_THREAD_SLOTS 4
 
 /* Seconds on a monotonic clock when c profiles, else 0 (no clock read). */
 double dsv4_prof_now(const di_dsv4_ctx *c);
@@ -360,16 +371,31 @@ di_status dsv4_kv_check_truncate(const char *arch, int32_t n_blocks, int32_t blo
 
 /* ---- linear ------------------------------------------------------------- */
 
-/* Scratch floats per pool thread for dsv4_linear_apply with this n_in. */
+/* The forwards' linears, through the model's backend (kernels/backend.h):
+ * y (n_rows, ldy) = x (n_rows, ldx) W^T, batch invariant (each y[r][o] one
+ * fixed sequence of float operations); rows: dst (n, ldd) row i = row
+ * ids[i] of W as floats; scratch: what dsv4_lin needs. */
+static inline int64_t dsv4_lin_scratch(const di_backend *be, int64_t n_rows, int64_t n_in, int64_t n_tasks,
+                                       int n_threads) {
+    return be->ops->scaled_linear_scratch_floats(be, n_rows, n_in, n_tasks, n_threads);
+}
+static inline void dsv4_lin(const di_backend *be, const dsv4_linear *w, const float *x, int64_t ldx, float *y,
+                            int64_t ldy, int64_t n_rows, float *scratch, di_threadpool *pool) {
+    be->ops->scaled_linear(be, w, x, ldx, y, ldy, n_rows, scratch, pool);
+}
+static inline void dsv4_lin_rows(const di_backend *be, const dsv4_linear *w, const int32_t *ids, int64_t n,
+                                 float *dst, int64_t ldd) {
+    be->ops->scaled_rows(be, w, ids, n, dst, ldd);
+}
+/* The same on the CPU backend over kernel table k (the tests' form; EP
+ * sizes its host scratch with dsv4_linear_scratch_floats). */
 int64_t dsv4_linear_scratch_floats(int64_t n_rows, int64_t n_in, int64_t n_tasks, int n_threads);
-/* y (n_rows, ldy) = x (n_rows, ldx) W^T. Batch invariant: each y[r][o] is
- * dot_f32(dequant(W[o]), x[r]) in one fixed order. */
 void dsv4_linear_apply(const di_cpu_kernels *k, const dsv4_linear *w, const float *x, int64_t ldx,
                        float *y, int64_t ldy, int64_t n_rows, float *scratch, di_threadpool *pool);
 /* The view of rows [r0, r0 + n) of w (the grouped output projection's
  * groups): data, FP8 scale row offset and MXFP4 scales moved along. */
 dsv4_linear dsv4_linear_rows(const dsv4_linear *w, int64_t r0, int64_t n);
-/* Row o of W as floats (n_in). */
+/* Row o of W as floats (n_in), on the CPU backend over k (the tests' form). */
 void dsv4_linear_row(const di_cpu_kernels *k, const dsv4_linear *w, int64_t o, float *dst);
 
 /* ---- rope --------------------------------------------------------------- */
@@ -387,27 +413,16 @@ int dsv4_rows_tasks(int64_t n, di_threadpool *pool);
  * into dsv4_rows_tasks(n) ranges (a row's numbers never depend on the split). */
 void dsv4_rows_run(di_threadpool *pool, int64_t n, void (*fn)(void *user, int64_t row), void *user);
 
-/* ---- mHC of one token, shared by the family (deepseek_v4_mhc.c) ---------
+/* ---- mHC, shared by the family (deepseek_v4_mhc.c) ----------------------
  * V4 and V4.1 (shifted: the collapse uses the previous sublayer's pre, the
- * mixes are scaled by the copies' rsqrt first) run these same operations. */
+ * mixes are scaled by the copies' rsqrt first) run the backend's mhc_pre
+ * (kinds DI_MHC_V4 / DI_MHC_SHIFTED), mhc_post and mhc_head. */
 
-/* pre (N) = sigmoid(mx_i s0 + b_i) + eps, post (N) = 2 sigmoid(mx_{N+i} s1 +
- * b_{N+i}), comb (N, N) = row softmax(mx_{2N..} s2 + b_{2N..}) + eps, then
- * Sinkhorn: columns, then (iters - 1) times rows and columns. mx: (2+N)*N. */
-void dsv4_mhc_weights(const float *mx, const float *base, const float *scale, int32_t N, int32_t iters, float eps,
-                      float *pre, float *post, float *comb);
-/* h (D) = sum_i pre_i X_i for X (N, D). */
-void dsv4_mhc_collapse(const float *pre, const float *X, int32_t N, int32_t D, float *h);
-/* Xn_k (N, D) = post_k y + sum_j comb[j][k] X_j. */
-void dsv4_mhc_expand(const float *X, const float *y, const float *post, const float *comb, int32_t N, int32_t D,
-                     float *Xn);
-/* The final head's collapse weight sigmoid(mix * scale + base) + eps. */
-float dsv4_mhc_head_weight(float mix, float base, float scale, float eps);
 /* The post pass of a sublayer over n rows: Xn_r <- expand(X_r, y_r, post_r,
- * comb_r), then finish(Xn_r, N*D) when given (V4.1's bf16 rounding), on
- * the pool; then *X and *Xn swap (the new copies become *X). */
-void dsv4_mhc_post(float **X, float **Xn, const float *y, const float *post, const float *comb, int32_t N, int32_t D,
-                   int64_t n, void (*finish)(float *x, int64_t n), di_threadpool *pool);
+ * comb_r) (rounded to bf16 when round_bf16: V4.1 faithful) by the backend;
+ * then *X and *Xn swap (the new copies become *X). */
+void dsv4_mhc_post(const di_backend *be, float **X, float **Xn, const float *y, const float *post, const float *comb,
+                   int32_t N, int32_t D, int64_t n, int round_bf16, di_threadpool *pool);
 
 /* ---- blocks (each over the rows of one batch) ---------------------------- */
 
@@ -434,8 +449,6 @@ static inline float dsv4_moe_mac(float s, float y, float w) { return s + y * w; 
  * content (token, layer, first hidden values). */
 float dsv4_skew_factor(double ratio, int32_t groups, int32_t K, int32_t E);
 float dsv4_row_uniform(int32_t token, int32_t il, const float *h, int32_t e);
-/* gate (n) <- silu(min(gate, limit)) * clamp(up, -limit, limit) */
-void dsv4_clamped_swiglu(float *gate, const float *up, int64_t n, float limit);
 
 /* ---- expert parallelism of the family (deepseek_v4_ep.c) ----------------
  * The EP core serves V4 and V4.1 alike: it moves rows to the owners of
@@ -459,9 +472,6 @@ typedef struct dsv4_ep_scratch {
 typedef void (*dsv4_ep_expert_fn)(void *user, const dsv4_linear *w, float *x, const float *wts, int64_t cnt,
                                   float *y, const dsv4_ep_scratch *sc, di_threadpool *pool);
 
-/* sel (K) <- the K largest of v (E), largest first, ties to the lower id
- * (the routers' selection: v = score + bias, or the forced-imbalance draws). */
-void dsv4_topk_select(const float *v, int32_t E, int32_t K, int32_t *sel);
 /* The routed experts of one MoE layer in this process (no EP), V4 and V4.1
  * alike (deepseek_v4_moe_core.c): each expert once over the rows that
  * chose it, with the expert function its EP owners run. */
@@ -481,12 +491,7 @@ typedef struct dsv4_moe_local_io {
     float *ysel;           /* out: (n*K, D) each choice's output */
 } dsv4_moe_local_io;
 void dsv4_moe_local(const dsv4_moe_local_io *io, di_threadpool *pool);
-/* y (n, D) = each row's routed sum in choice order, then + shared (n, D):
- * from 0, or from partial (n, D) over the first plen[r] choices when EP sent
- * that sum (plen NULL: none); each step dsv4_moe_mac with selw (n, K), or a
- * plain add when selw is NULL (the expert applied the weight). */
-void dsv4_moe_sum(int64_t n, int32_t K, int32_t D, const float *ysel, const float *selw, const int32_t *plen,
-                  const float *partial, const float *shared, float *y);
+/* The routed sum in choice order, then + shared: the backend's moe_sum (kernels/backend.h). */
 
 /* The routed half of one MoE layer on this rank's n rows (n may be 0). */
 typedef struct dsv4_ep_layer {
@@ -542,13 +547,29 @@ void dsv4_cp_rows_free(dsv4_cp_rows *g);
  * gathered; collective then). The batch was validated. */
 di_status dsv4_attention(di_dsv4_ctx *c, di_dsv4_kv *kv, int32_t il, const di_batch *b, di_threadpool *pool,
                          di_error *err);
-/* The family's sparse attention core, one row (V4 and V4.1): for each of
- * H heads of q_row (H, hd), softmax over the n_keys K=V rows keys (n_keys,
- * hd) of q.k / sqrt(hd) with the head's sink logit taking mass but giving
- * no value; o (H, hd) the weighted sum. logits: n_keys floats of scratch.
- * The inverse rotary of o is the caller's (its rounding policy). */
-void dsv4_attend_sink(const di_cpu_kernels *k, const float *q_row, const float *keys, int32_t n_keys,
-                      const float *sink, int32_t H, int32_t hd, float *logits, float *o);
+/* The rows' sparse attention with a sink and the indexer's scores are the
+ * backend's (be->ops->sparse_attention / index_scores); the key lists they
+ * read: */
+/* A stage runs its rows in chunks of dsv4_keyset_chunk_rows(n, ld, dim)
+ * so that, at worst (no record shared between rows), its key table of ld
+ * keys of dim floats a row stays within this many floats (64 MiB), as its
+ * lists do (a row's numbers do not depend on its chunk). */
+#define DSV4_KEYSET_BUDGET ((int64_t)1 << 24)
+int64_t dsv4_keyset_chunk_rows(int64_t n_rows, int64_t ld, int64_t dim);
+/* Lists for n_rows rows of up to ld records over addresses [0, n_addr). */
+di_status dsv4_keyset_begin(dsv4_keyset *ks, int64_t n_rows, int64_t ld, int64_t n_addr, di_error *err);
+/* Once every row's addr and n_idx are written: table rows in first-visit
+ * order, keys sized for them at dim floats each. */
+di_status dsv4_keyset_index(dsv4_keyset *ks, int64_t n_rows, int32_t dim, di_error *err);
+/* keys row i = fn(user, key_addr[i]) for every table row, on the pool. */
+void dsv4_keyset_fill(dsv4_keyset *ks, int32_t dim, void (*fn)(void *user, int64_t addr, float *dst), void *user,
+                      di_threadpool *pool);
+void dsv4_keyset_free(dsv4_keyset *ks);
+/* Where a stage's keys come from: addresses below n_addr, decoded by get. */
+typedef struct dsv4_keyset_src {
+    int64_t n_addr;
+    void (*get)(void *user, int64_t addr, float *dst);
+} dsv4_keyset_src;
 /* Scratch floats per task that dsv4_attention needs for positions < max_pos+1. */
 int64_t dsv4_attention_scratch_floats(const di_dsv4_model *m, int32_t max_pos);
 
@@ -560,8 +581,6 @@ di_status dsv4_batch_slots(const di_batch *b, int32_t *max_pos, di_error *err);
  * tables covering them); seq_last: n_seq_slots of scratch. Shared by V4.1. */
 di_status dsv4_validate_batch(int32_t *seq_last, int32_t n_vocab, int32_t kv_block_size, int32_t kv_n_blocks,
                               const di_batch *b, di_error *err);
-/* sqrt(softplus(x)) as torch computes it (threshold 20): the router score. */
-float dsv4_sqrt_softplus(float x);
 
 /* ---- small math --------------------------------------------------------- */
 

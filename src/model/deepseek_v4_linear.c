@@ -1,171 +1,30 @@
-/* y = x W^T for the three weight kinds of a V4 checkpoint, plus the small
- * per-vector helpers (RMSNorm, interleaved rotary) the V4 files share.
- *
- * PLAIN weights (F32/F16/BF16) go through di_matmul. FP8 block-scaled and
- * MXFP4 weights are dequantized by the kernel table (fp8_row / mxfp4_row:
- * value = e4m3 * block scale, or e2m1 * 2^(e-127), one exact f32 product)
- * into the task's scratch, once per step for every batch row:
- *  - few rows (decode): one output row at a time, dot_f32 with each x row;
- *  - more rows (prefill, or an expert's gathered tokens): 4 output rows are
- *    dequantized together and dot_f32_x4 shares each x row's loads between
- *    them (the table guarantees it equals dot_f32 bit for bit).
- * Either way every y[r][o] is dot_f32(dequant(W[o]), x[r]) -- the same fixed
- * sequence of float operations whatever the batch size or thread count,
- * which is what batch invariance needs. */
+/* The V4 family's linears on the CPU backend over a given kernel table
+ * (the tests' form: the forwards call the model's backend, dsv4_lin; the
+ * CPU's y = x W^T for the three weight kinds is kernels/cpu/
+ * backend_cpu_dsv4.c), plus the small per-vector helpers (RMSNorm,
+ * interleaved rotary) the V4 files share. */
 #include "model/deepseek_v4_internal.h"
 
 #include <math.h>
 
-#define TASKS_PER_THREAD 4
-#define TILE 4          /* output rows per dequantized tile (dot_f32_x4) */
-/* Up to this many batch rows each output row is dotted on its own: the
- * tile only pays when the x rows are reused across its 4 weight rows. */
-#define ROWWISE_MAX_ROWS 3
-/* Below this many multiply-adds the caller runs the product alone: handing
- * work to a pool thread costs microseconds when it is spinning and a
- * scheduler wake-up (far more on a busy machine) when it sleeps, and decode
- * issues hundreds of such small products per token (mHC projections, the
- * router, per-expert products of one row). Results do not change: no
- * output's arithmetic depends on how the rows were split. */
-#define INLINE_MAX_MACS (1 << 18)
-
-/* Output rows dequantized at once for the table's f32 gemm (prefill). */
-#define GEMM_TILE 16
-/* Floats the f32 gemm itself needs next to them (its DEQ_ROWS copy). */
-#define GEMM_SCRATCH_ROWS 8
-
 int64_t dsv4_linear_scratch_floats(int64_t n_rows, int64_t n_in, int64_t n_tasks, int n_threads) {
-    /* plain weights go through di_matmul (its own layout over all threads);
-     * FP8/MXFP4 tiles use one (GEMM_TILE + GEMM_SCRATCH_ROWS, n_in) region
-     * per task */
-    int64_t mm = di_matmul_scratch_floats(n_rows, n_in, n_threads);
-    int64_t tile = n_tasks * ((GEMM_TILE + GEMM_SCRATCH_ROWS) * n_in + 64);
-    return mm > tile ? mm : tile;
+    di_backend be;
+    di_backend_cpu(NULL, &be);
+    return dsv4_lin_scratch(&be, n_rows, n_in, n_tasks, n_threads);
 }
 
 void dsv4_linear_row(const di_cpu_kernels *k, const dsv4_linear *w, int64_t o, float *dst) {
-    if (w->kind == DSV4_W_FP8) {
-        const uint8_t *row = (const uint8_t *)w->data + (uint64_t)o * w->row_bytes;
-        const float *sc = w->scale + ((o + w->row_off) / w->block) * w->scale_cols;
-        k->fp8_row(row, sc, w->block, dst, w->n_in);
-        return;
-    }
-    if (w->kind == DSV4_W_MXFP4) {
-        const uint8_t *row = (const uint8_t *)w->data + (uint64_t)o * w->row_bytes;
-        k->mxfp4_row(row, w->mx_scale + (uint64_t)o * (uint64_t)(w->n_in / 32), dst, w->n_in);
-        return;
-    }
-    const uint8_t *row = (const uint8_t *)w->data + (uint64_t)o * w->row_bytes;
-    di_dtype_row_to_float(w->dtype, row, dst, w->n_in, NULL);
-}
-
-typedef struct lin_job {
-    const di_cpu_kernels *k;
-    const dsv4_linear *w;
-    const float *x;
-    int64_t ldx;
-    float *y;
-    int64_t ldy, n_rows;
-    float *scratch;
-    int64_t scratch_floats;
-    int n_tasks;
-} lin_job;
-
-static void lin_task(void *arg, int64_t task, int thread) {
-    const lin_job *j = arg;
-    const int64_t n_in = j->w->n_in;
-    float *tmp = j->scratch + (int64_t)thread * j->scratch_floats; /* (TILE, n_in) */
-    int64_t o0, o1;
-    di_threadpool_split_aligned(j->w->n_out, TILE, j->n_tasks, (int)task, &o0, &o1);
-    const di_fused_fp8_kernels *fz = j->k->fused_fp8;
-    if (j->n_rows <= ROWWISE_MAX_ROWS && fz) {
-        /* decode: decode each weight row in registers against each x row */
-        const dsv4_linear *w = j->w;
-        int64_t o = o0;
-        /* four output rows at once where the four share one FP8 scale row
-         * block (or are MXFP4): independent chains, same bits */
-        for (; o + 4 <= o1; o += 4) {
-            const uint8_t *row = (const uint8_t *)w->data + (uint64_t)o * w->row_bytes;
-            int fp8 = w->kind == DSV4_W_FP8;
-            if (fp8 ? !fz->fp8_dot4 || (o + w->row_off) / w->block != (o + 3 + w->row_off) / w->block : !fz->mxfp4_dot4)
-                break;
-            for (int64_t r = 0; r < j->n_rows; r++) {
-                const float *xr = j->x + r * j->ldx;
-                float out[4];
-                if (fp8)
-                    fz->fp8_dot4(row, w->row_bytes, w->scale + ((o + w->row_off) / w->block) * w->scale_cols, 0,
-                                 w->block, xr, n_in, out);
-                else
-                    fz->mxfp4_dot4(row, w->row_bytes, w->mx_scale + (uint64_t)o * (uint64_t)(n_in / 32), n_in / 32, xr,
-                                   n_in, out);
-                for (int q = 0; q < 4; q++) j->y[r * j->ldy + o + q] = out[q];
-            }
-        }
-        for (; o < o1; o++) {
-            const uint8_t *row = (const uint8_t *)w->data + (uint64_t)o * w->row_bytes;
-            for (int64_t r = 0; r < j->n_rows; r++) {
-                const float *xr = j->x + r * j->ldx;
-                float v;
-                if (w->kind == DSV4_W_FP8)
-                    v = fz->fp8_dot(row, w->scale + ((o + w->row_off) / w->block) * w->scale_cols, w->block, xr, n_in);
-                else
-                    v = fz->mxfp4_dot(row, w->mx_scale + (uint64_t)o * (uint64_t)(n_in / 32), xr, n_in);
-                j->y[r * j->ldy + o] = v;
-            }
-        }
-        return;
-    }
-    if (j->n_rows <= ROWWISE_MAX_ROWS) {
-        for (int64_t o = o0; o < o1; o++) {
-            dsv4_linear_row(j->k, j->w, o, tmp);
-            for (int64_t r = 0; r < j->n_rows; r++)
-                j->y[r * j->ldy + o] = j->k->dot_f32(tmp, j->x + r * j->ldx, n_in);
-        }
-        return;
-    }
-    di_gemm_f32_fn gemm = j->k->gemm_f32[DI_DTYPE_F32];
-    if (gemm && n_in % 32 == 0) {
-        /* prefill: dequantize GEMM_TILE rows once, then the table's register-
-         * tiled f32 gemm over every activation row; its per-pair order is
-         * dot_f32's (one zmm = the two canonical accumulators), so the bits
-         * equal the decode path's */
-        float *g_scr = tmp + GEMM_TILE * n_in;
-        for (int64_t o = o0; o < o1; o += GEMM_TILE) {
-            int64_t nt = o1 - o < GEMM_TILE ? o1 - o : GEMM_TILE;
-            for (int64_t t = 0; t < nt; t++) dsv4_linear_row(j->k, j->w, o + t, tmp + t * n_in);
-            gemm(tmp, (uint64_t)n_in * sizeof(float), 0, nt, j->x, j->ldx, j->n_rows, n_in, j->y + o, j->ldy, g_scr);
-        }
-        return;
-    }
-    for (int64_t o = o0; o < o1; o += TILE) {
-        int64_t nt = o1 - o < TILE ? o1 - o : TILE;
-        for (int64_t t = 0; t < nt; t++) dsv4_linear_row(j->k, j->w, o + t, tmp + t * n_in);
-        for (int64_t r = 0; r < j->n_rows; r++) {
-            const float *xr = j->x + r * j->ldx;
-            float *yr = j->y + r * j->ldy + o;
-            if (nt == TILE) {
-                j->k->dot_f32_x4(tmp, n_in, xr, n_in, yr);
-            } else {
-                for (int64_t t = 0; t < nt; t++) yr[t] = j->k->dot_f32(tmp + t * n_in, xr, n_in);
-            }
-        }
-    }
+    di_backend be;
+    di_backend_cpu(k, &be);
+    int32_t id = (int32_t)o;
+    dsv4_lin_rows(&be, w, &id, 1, dst, 0);
 }
 
 void dsv4_linear_apply(const di_cpu_kernels *k, const dsv4_linear *w, const float *x, int64_t ldx,
                        float *y, int64_t ldy, int64_t n_rows, float *scratch, di_threadpool *pool) {
-    if (n_rows <= 0) return;
-    if ((double)n_rows * (double)w->n_in * (double)w->n_out < INLINE_MAX_MACS) pool = NULL;
-    if (w->kind == DSV4_W_PLAIN) {
-        di_matmul_args a = {w->dtype, w->data, w->row_bytes, x, ldx, y, ldy, n_rows, w->n_in, w->n_out};
-        di_matmul(k, &a, scratch, pool);
-        return;
-    }
-    int64_t n_tiles = (w->n_out + TILE - 1) / TILE;
-    int64_t n_tasks = (int64_t)di_threadpool_n_threads(pool) * TASKS_PER_THREAD;
-    if (n_tasks > n_tiles) n_tasks = n_tiles;
-    lin_job j = {k, w, x, ldx, y, ldy, n_rows, scratch, (GEMM_TILE + GEMM_SCRATCH_ROWS) * w->n_in + 64, (int)n_tasks};
-    di_threadpool_run(pool, n_tasks, lin_task, &j);
+    di_backend be;
+    di_backend_cpu(k, &be);
+    dsv4_lin(&be, w, x, ldx, y, ldy, n_rows, scratch, pool);
 }
 
 double dsv4_linear_bytes(const dsv4_linear *w) {

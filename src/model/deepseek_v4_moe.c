@@ -1,11 +1,12 @@
 /* V4 mixture of experts, per token:
- *   s_e = sqrt(softplus(router_e . h))                      all experts
+ *   s_e = sqrt(softplus(router_e . h))                      all experts (ds_route)
  *   chosen = top-K of s_e + bias_e   (bias picks, never weighs)
  *            or tid2eid[token] on hash-routed layers
  *   w_k = s_chosen_k / (sum_k s_chosen_k + 1e-20) * routed_scaling_factor
  *   y = sum_k w_k * E_k(h) + S(h)
  * with E and S the clamped SwiGLU experts: gate clamped above at `limit`, up
- * clamped to [-limit, limit], silu(gate) * up, then down.
+ * clamped to [-limit, limit], silu(gate) * up (the backend's clamped_glu),
+ * then down.
  *
  * Experts run on the rows that chose them (gathered), and each (row, expert)
  * output is stored on its own, then summed per row in ascending expert order
@@ -19,20 +20,6 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
-
-float dsv4_sqrt_softplus(float x) {
-    /* torch softplus: beta 1, threshold 20 (linear above it) */
-    float sp = x > 20.0f ? x : log1pf(expf(x));
-    return sqrtf(sp);
-}
-
-void dsv4_clamped_swiglu(float *gate, const float *up, int64_t n, float limit) {
-    for (int64_t i = 0; i < n; i++) {
-        float g = gate[i] < limit ? gate[i] : limit;
-        float u = up[i] < -limit ? -limit : up[i] > limit ? limit : up[i];
-        gate[i] = g / (1.0f + expf(-g)) * u;
-    }
-}
 
 /* DeepInfer's _map_unbalanced_ratio_to_factor: the score scale f (hot
  * experts ~ U(0, f), the others ~ U(0, 1)) that makes one group of n_hot of
@@ -64,41 +51,24 @@ float dsv4_row_uniform(int32_t token, int32_t il, const float *h, int32_t e) {
 }
 
 /* Chooses each row's experts and weights into c->sel / c->selw, sorted by
- * expert id (ties between equal ids keep their order). */
-static void route(di_dsv4_ctx *c, const dsv4_layer *L, const int32_t *tokens, int64_t n) {
-    const di_dsv4_hparams *hp = &c->m->hp;
+ * expert id (ties between equal ids keep their order): the backend's
+ * ds_route, with the forced imbalance's draws made here from each row's
+ * own content. */
+static void route(di_dsv4_ctx *c, const dsv4_layer *L, const int32_t *tokens, int64_t n, di_threadpool *pool) {
+    const di_dsv4_model *m = c->m;
+    const di_dsv4_hparams *hp = &m->hp;
     const int32_t E = hp->n_experts, K = hp->n_experts_used;
-    for (int64_t r = 0; r < n; r++) {
-        float *lg = c->logit + r * E; /* becomes the scores in place */
-        int32_t *sel = c->sel + r * K;
-        float *w = c->selw + r * K;
-        for (int32_t e = 0; e < E; e++) lg[e] = dsv4_sqrt_softplus(lg[e]);
-        if (L->hash_moe) {
-            memcpy(sel, L->tid2eid + (int64_t)tokens[r] * K, (size_t)K * sizeof *sel);
-        } else {
-            /* top-K of score + bias, or with forced imbalance of skewed
-             * row-hashed draws; ties go to the lower expert id */
-            float *v = c->vsel + r * E;
-            if (c->skew_factor > 0.0f) {
-                const int32_t il = (int32_t)(L - c->m->layers), n_hot = E / c->skew_groups;
-                for (int32_t e = 0; e < E; e++)
-                    v[e] = dsv4_row_uniform(tokens[r], il, c->h + r * hp->n_embd, e) *
-                           (e < n_hot ? c->skew_factor : 1.0f);
-            } else {
-                for (int32_t e = 0; e < E; e++) v[e] = lg[e] + L->gate_bias[e];
-            }
-            dsv4_topk_select(v, E, K, sel);
-        }
-        for (int32_t k = 1; k < K; k++) /* insertion sort by id */
-            for (int32_t j = k; j > 0 && sel[j - 1] > sel[j]; j--) {
-                int32_t t = sel[j];
-                sel[j] = sel[j - 1];
-                sel[j - 1] = t;
-            }
-        float sum = 0.0f;
-        for (int32_t k = 0; k < K; k++) sum += w[k] = lg[sel[k]];
-        for (int32_t k = 0; k < K; k++) w[k] = w[k] / (sum + 1e-20f) * hp->routed_scale;
+    const int skew = !L->hash_moe && c->skew_factor > 0.0f;
+    if (skew) {
+        const int32_t il = (int32_t)(L - m->layers), n_hot = E / c->skew_groups;
+        for (int64_t r = 0; r < n; r++)
+            for (int32_t e = 0; e < E; e++)
+                c->vsel[r * E + e] =
+                    dsv4_row_uniform(tokens[r], il, c->h + r * hp->n_embd, e) * (e < n_hot ? c->skew_factor : 1.0f);
     }
+    const di_route_args a = {c->logit, n, E, K, tokens, L->hash_moe ? L->tid2eid : NULL, skew ? c->vsel : NULL,
+                             L->gate_bias, NULL, 0, c->vsel, 1, hp->routed_scale, c->sel, c->selw};
+    m->be.ops->ds_route(&m->be, &a, pool);
 }
 
 /* ---- expert parallelism: V4's side of the family's EP core ---------------- */
@@ -109,10 +79,10 @@ static void run_expert(di_dsv4_ctx *c, const dsv4_linear *w, const float *x, int
                        const dsv4_ep_scratch *sc, di_threadpool *pool) {
     const di_dsv4_model *m = c->m;
     const int64_t D = m->hp.n_embd, F = m->hp.moe_ff;
-    dsv4_linear_apply(m->k, &w[0], x, D, sc->g1, F, cnt, sc->mm, pool);
-    dsv4_linear_apply(m->k, &w[2], x, D, sc->g3, F, cnt, sc->mm, pool);
-    dsv4_clamped_swiglu(sc->g1, sc->g3, cnt * F, m->hp.swiglu_limit);
-    dsv4_linear_apply(m->k, &w[1], sc->g1, F, y, D, cnt, sc->mm, pool);
+    dsv4_lin(&m->be, &w[0], x, D, sc->g1, F, cnt, sc->mm, pool);
+    dsv4_lin(&m->be, &w[2], x, D, sc->g3, F, cnt, sc->mm, pool);
+    m->be.ops->clamped_glu(&m->be, sc->g1, sc->g3, cnt, F, m->hp.swiglu_limit, 0, NULL, pool);
+    dsv4_lin(&m->be, &w[1], sc->g1, F, y, D, cnt, sc->mm, pool);
     if (c->prof_on) c->prof.flops[DI_DSV4_BLK_MOE_ROUTED] += 6.0 * (double)cnt * (double)D * (double)F;
 }
 
@@ -153,8 +123,8 @@ di_status dsv4_moe(di_dsv4_ctx *c, int32_t il, const int32_t *tokens, int64_t n,
     const int32_t E = hp->n_experts, K = hp->n_experts_used, D = hp->n_embd, F = hp->moe_ff;
     double t0 = dsv4_prof_now(c);
     if (n > 0) {
-        dsv4_linear_apply(m->k, &L->gate, c->h, D, c->logit, E, n, c->mm_scratch, pool);
-        route(c, L, tokens, n);
+        dsv4_lin(&m->be, &L->gate, c->h, D, c->logit, E, n, c->mm_scratch, pool);
+        route(c, L, tokens, n, pool);
     }
     dsv4_prof_add(c, DI_DSV4_BLK_MOE_ROUTER, t0);
     t0 = dsv4_prof_now(c);
@@ -177,10 +147,10 @@ di_status dsv4_moe(di_dsv4_ctx *c, int32_t il, const int32_t *tokens, int64_t n,
     dsv4_prof_add(c, DI_DSV4_BLK_MOE_ROUTED, t0);
     /* shared expert into yg */
     t0 = dsv4_prof_now(c);
-    dsv4_linear_apply(m->k, &L->sh_w1, c->h, D, c->g1, F, n, c->mm_scratch, pool);
-    dsv4_linear_apply(m->k, &L->sh_w3, c->h, D, c->g3, F, n, c->mm_scratch, pool);
-    dsv4_clamped_swiglu(c->g1, c->g3, n * F, hp->swiglu_limit);
-    dsv4_linear_apply(m->k, &L->sh_w2, c->g1, F, c->yg, D, n, c->mm_scratch, pool);
+    dsv4_lin(&m->be, &L->sh_w1, c->h, D, c->g1, F, n, c->mm_scratch, pool);
+    dsv4_lin(&m->be, &L->sh_w3, c->h, D, c->g3, F, n, c->mm_scratch, pool);
+    m->be.ops->clamped_glu(&m->be, c->g1, c->g3, n, F, hp->swiglu_limit, 0, NULL, pool);
+    dsv4_lin(&m->be, &L->sh_w2, c->g1, F, c->yg, D, n, c->mm_scratch, pool);
     dsv4_prof_add(c, DI_DSV4_BLK_MOE_SHARED, t0);
     if (c->prof_on) {
         c->prof.flops[DI_DSV4_BLK_MOE_SHARED] += 6.0 * (double)n * (double)D * (double)F;
@@ -189,7 +159,8 @@ di_status dsv4_moe(di_dsv4_ctx *c, int32_t il, const int32_t *tokens, int64_t n,
     }
     /* the routed sum in ascending expert order, then the shared output */
     t0 = dsv4_prof_now(c);
-    dsv4_moe_sum(n, K, D, c->ysel, c->selw, c->ep ? c->ep_plen : NULL, c->ep ? c->ep_partial : NULL, c->yg, c->y);
+    m->be.ops->moe_sum(&m->be, n, K, D, c->ysel, c->selw, c->ep ? c->ep_plen : NULL, c->ep ? c->ep_partial : NULL,
+                       c->yg, c->y, pool);
     dsv4_prof_add(c, DI_DSV4_BLK_MOE_ROUTED, t0);
     return DI_OK;
 }

@@ -13,23 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-void dsv4_topk_select(const float *v, int32_t E, int32_t K, int32_t *sel) {
-    for (int32_t k = 0; k < K; k++) {
-        int32_t best = -1;
-        float bv = 0.0f;
-        for (int32_t e = 0; e < E; e++) {
-            int taken = 0;
-            for (int32_t j = 0; j < k; j++) taken |= sel[j] == e;
-            if (taken) continue;
-            if (best < 0 || v[e] > bv) {
-                best = e;
-                bv = v[e];
-            }
-        }
-        sel[k] = best;
-    }
-}
-
 void dsv4_moe_local(const dsv4_moe_local_io *io, di_threadpool *pool) {
     const int64_t n = io->n, D = io->n_embd;
     const int32_t K = io->n_used;
@@ -47,30 +30,6 @@ void dsv4_moe_local(const dsv4_moe_local_io *io, di_threadpool *pool) {
         io->expert(io->user, w, io->xg, io->wg, cnt, io->yg, &io->sc, pool);
         for (int64_t j = 0; j < cnt; j++)
             memcpy(io->ysel + (int64_t)io->grow[j] * D, io->yg + j * D, (size_t)D * sizeof(float));
-    }
-}
-
-void dsv4_moe_sum(int64_t n, int32_t K, int32_t D, const float *ysel, const float *selw, const int32_t *plen,
-                  const float *partial, const float *shared, float *y) {
-    for (int64_t r = 0; r < n; r++) {
-        /* EP: the owner of the row's leading run of experts sent their sum */
-        const int32_t k0 = plen ? plen[r] : 0;
-        const float *part = partial ? partial + r * D : NULL;
-        const float *ys = ysel + r * K * D, *w = selw ? selw + r * K : NULL;
-        float *yr = y + r * D;
-        const float *sh = shared + r * D;
-        if (w)
-            for (int32_t d = 0; d < D; d++) {
-                float s = k0 ? part[d] : 0.0f;
-                for (int32_t k = k0; k < K; k++) s = dsv4_moe_mac(s, ys[(int64_t)k * D + d], w[k]);
-                yr[d] = s + sh[d];
-            }
-        else
-            for (int32_t d = 0; d < D; d++) {
-                float s = k0 ? part[d] : 0.0f;
-                for (int32_t k = k0; k < K; k++) s = s + ys[(int64_t)k * D + d];
-                yr[d] = s + sh[d];
-            }
     }
 }
 

@@ -9,6 +9,7 @@
 #include "kernels/cpu/ggml_compat.h"
 #include "model/model.h"
 
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -167,6 +168,78 @@ static void stage_ops_give_the_kernels_bits(void **state) {
     di_threadpool_free(pool);
 }
 
+/* The DeepSeek stages: a row alone (no pool) gives the bits it gets in a
+ * batch on 2 threads, and sparse attention is the sink softmax it says */
+static void deepseek_stages_are_batch_and_thread_invariant(void **state) {
+    (void)state;
+    enum { ROWS = 7, H = 3, HD = 32, NK = 20, LD = 12 };
+    di_threadpool *pool = NULL;
+    di_error err;
+    assert_int_equal(di_threadpool_create(2, &pool, &err), DI_OK);
+    di_backend be;
+    di_backend_cpu(NULL, &be);
+    static float q[ROWS * H * HD], keys[NK * HD], sink[H], iw[ROWS * H], out[ROWS * H * HD], one[H * HD];
+    static float sc[ROWS * LD], sc1[LD], scratch[2 * (LD + 64)];
+    static int32_t idx[ROWS * LD], n_idx[ROWS];
+    for (int i = 0; i < ROWS * H * HD; i++) q[i] = rndf();
+    for (int i = 0; i < NK * HD; i++) keys[i] = rndf();
+    for (int i = 0; i < H; i++) sink[i] = rndf();
+    for (int i = 0; i < ROWS * H; i++) iw[i] = rndf();
+    for (int r = 0; r < ROWS; r++) {
+        n_idx[r] = r == 0 ? 0 : 1 + r % LD; /* row 0: only the sink, all zero out */
+        for (int t = 0; t < LD; t++) idx[r * LD + t] = (int32_t)((r * 7 + t * 3) % NK);
+    }
+    assert_true(be.ops->sparse_attention_scratch_floats(&be, LD) <= LD + 64);
+    di_sparse_attn_args a = {q, ROWS, H, HD, sink, keys, idx, LD, n_idx, out};
+    be.ops->sparse_attention(&be, &a, scratch, pool);
+    di_index_score_args ia = {q, iw, ROWS, H, HD, 0.25f, keys, idx, LD, n_idx, sc, LD};
+    be.ops->index_scores(&be, &ia, pool);
+    for (int r = 0; r < ROWS; r++) {
+        di_sparse_attn_args a1 = {q + r * H * HD, 1, H, HD, sink, keys, idx + r * LD, LD, n_idx + r, one};
+        be.ops->sparse_attention(&be, &a1, scratch, NULL);
+        assert_memory_equal(one, out + r * H * HD, sizeof one);
+        di_index_score_args i1 = {q + r * H * HD, iw + r * H, 1, H, HD, 0.25f, keys, idx + r * LD, LD, n_idx + r,
+                                  sc1, LD};
+        be.ops->index_scores(&be, &i1, NULL);
+        assert_memory_equal(sc1, sc + r * LD, (size_t)n_idx[r] * sizeof(float));
+        for (int h = 0; h < H; h++) { /* the reference in double */
+            const float *qh = q + (r * H + h) * HD;
+            double lg[LD], mx = sink[h], sum, o[HD] = {0};
+            for (int t = 0; t < n_idx[r]; t++) {
+                double d = 0;
+                for (int e = 0; e < HD; e++) d += (double)qh[e] * keys[idx[r * LD + t] * HD + e];
+                lg[t] = d / sqrt((double)HD);
+                mx = lg[t] > mx ? lg[t] : mx;
+            }
+            sum = exp(sink[h] - mx);
+            for (int t = 0; t < n_idx[r]; t++) sum += lg[t] = exp(lg[t] - mx);
+            for (int t = 0; t < n_idx[r]; t++)
+                for (int e = 0; e < HD; e++) o[e] += lg[t] / sum * keys[idx[r * LD + t] * HD + e];
+            for (int e = 0; e < HD; e++) assert_true(fabs(o[e] - out[(r * H + h) * HD + e]) < 1e-5);
+        }
+    }
+    /* rms_norm and mhc_post: rows alone = the batch on 2 threads */
+    enum { N = 2, D = 64 };
+    static float X[ROWS * N * D], y[ROWS * D], post[ROWS * N], comb[ROWS * N * N], Xn[ROWS * N * D], Xr[N * D];
+    for (int i = 0; i < ROWS * N * D; i++) X[i] = rndf();
+    for (int i = 0; i < ROWS * D; i++) y[i] = rndf();
+    for (int i = 0; i < ROWS * N; i++) post[i] = rndf();
+    for (int i = 0; i < ROWS * N * N; i++) comb[i] = rndf();
+    for (int round = 0; round < 2; round++) {
+        be.ops->mhc_post(&be, X, y, post, comb, N, D, ROWS, round, Xn, pool);
+        for (int r = 0; r < ROWS; r++) {
+            be.ops->mhc_post(&be, X + r * N * D, y + r * D, post + r * N, comb + r * N * N, N, D, 1, round, Xr, NULL);
+            assert_memory_equal(Xr, Xn + r * N * D, sizeof Xr);
+        }
+        be.ops->rms_norm(&be, X, NULL, Xn, ROWS * N, D, 1e-6f, round, pool);
+        for (int r = 0; r < ROWS * N; r++) {
+            be.ops->rms_norm(&be, X + r * D, NULL, Xr, 1, D, 1e-6f, round, NULL);
+            assert_memory_equal(Xr, Xn + r * D, D * sizeof(float));
+        }
+    }
+    di_threadpool_free(pool);
+}
+
 static void device_names_parse_or_say_what_is_expected(void **state) {
     (void)state;
     di_device_kind kind;
@@ -223,6 +296,7 @@ int main(void) {
         cmocka_unit_test(cpu_table_has_every_op),
         cmocka_unit_test(cpu_buffers_round_trip),
         cmocka_unit_test(stage_ops_give_the_kernels_bits),
+        cmocka_unit_test(deepseek_stages_are_batch_and_thread_invariant),
         cmocka_unit_test(device_names_parse_or_say_what_is_expected),
         cmocka_unit_test(model_open_refuses_a_device_it_cannot_run_on),
     };

@@ -9,6 +9,7 @@
  * computes it, and the fused steps of a stage touch a row once. */
 #include "kernels/backend.h"
 
+#include "kernels/cpu/backend_cpu_dsv4.h"
 #include "kernels/cpu/ggml_compat.h"
 
 #include <math.h>
@@ -357,6 +358,24 @@ static const di_backend_ops CPU_OPS = {
     .attention = cpu_attention,
     .moe_route = cpu_moe_route,
     .moe_expert = cpu_moe_expert,
+    /* ---- DeepSeek V4 / V4.1 stages (backend_cpu_dsv4.c, backend_cpu_dsv4_rows.c) ---- */
+    .scaled_linear_scratch_floats = di_cpu_scaled_linear_scratch,
+    .scaled_linear = di_cpu_scaled_linear,
+    .scaled_rows = di_cpu_scaled_rows,
+    .scaled_dot_rows = di_cpu_scaled_dot_rows,
+    .sparse_attention_scratch_floats = di_cpu_sparse_attention_scratch,
+    .sparse_attention = di_cpu_sparse_attention,
+    .index_scores = di_cpu_index_scores,
+    .mhc_pre = di_cpu_mhc_pre, /* backend_cpu_dsv4_rows.c */
+    .mhc_post = di_cpu_mhc_post,
+    .mhc_head = di_cpu_mhc_head,
+    .rms_norm = di_cpu_rms_norm,
+    .rope_rows = di_cpu_rope_rows,
+    .clamped_glu = di_cpu_clamped_glu,
+    .compress_pool = di_cpu_compress_pool,
+    .ds_route = di_cpu_ds_route,
+    .moe_sum = di_cpu_moe_sum,
+    .round_rows = di_cpu_round_rows, /* backend_cpu_dsv41_round.c */
     .copy = cpu_copy,
     .zero = cpu_zero,
     .buf_alloc = cpu_buf_alloc,

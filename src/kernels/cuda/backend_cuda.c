@@ -229,6 +229,108 @@ static void cuda_release_weight(const di_backend *be, di_backend_weight *w) {
     w->data = NULL;
 }
 
+/* ---- DeepSeek V4 / V4.1 stages: no kernels yet ---- */
+
+static int64_t cuda_scaled_linear_scratch(const di_backend *be, int64_t n_rows, int64_t n_in, int64_t n_tasks,
+                                          int n_threads) {
+    (void)be, (void)n_rows, (void)n_in, (void)n_tasks, (void)n_threads;
+    return 0;
+}
+
+static void cuda_scaled_linear(const di_backend *be, const di_scaled_weight *w, const float *x, int64_t ldx, float *y,
+                               int64_t ldy, int64_t n_rows, float *scratch, di_threadpool *pool) {
+    (void)w, (void)x, (void)ldx, (void)y, (void)ldy, (void)n_rows, (void)scratch, (void)pool;
+    missing(be, "scaled_linear"); /* needs FP8 block-scaled and MXFP4 gemms */
+}
+
+static void cuda_scaled_rows(const di_backend *be, const di_scaled_weight *w, const int32_t *ids, int64_t n,
+                             float *dst, int64_t ldd) {
+    (void)w, (void)ids, (void)n, (void)dst, (void)ldd;
+    missing(be, "scaled_rows");
+}
+
+static void cuda_scaled_dot_rows(const di_backend *be, const di_scaled_weight *w, const float *x, float *y,
+                                 float *scratch) {
+    (void)w, (void)x, (void)y, (void)scratch;
+    missing(be, "scaled_dot_rows");
+}
+
+static int64_t cuda_sparse_attention_scratch(const di_backend *be, int64_t max_idx) {
+    (void)be, (void)max_idx;
+    return 0;
+}
+
+static void cuda_sparse_attention(const di_backend *be, const di_sparse_attn_args *a, float *scratch,
+                                  di_threadpool *pool) {
+    (void)a, (void)scratch, (void)pool;
+    missing(be, "sparse_attention");
+}
+
+static void cuda_index_scores(const di_backend *be, const di_index_score_args *a, di_threadpool *pool) {
+    (void)a, (void)pool;
+    missing(be, "index_scores");
+}
+
+static void cuda_mhc_pre(const di_backend *be, const di_mhc_pre_args *a, di_threadpool *pool) {
+    (void)a, (void)pool;
+    missing(be, "mhc_pre");
+}
+
+static void cuda_mhc_post(const di_backend *be, const float *X, const float *y, const float *post, const float *comb,
+                          int32_t N, int32_t D, int64_t n_rows, int round_bf16, float *Xn, di_threadpool *pool) {
+    (void)X, (void)y, (void)post, (void)comb, (void)N, (void)D, (void)n_rows, (void)round_bf16, (void)Xn, (void)pool;
+    missing(be, "mhc_post");
+}
+
+static void cuda_mhc_head(const di_backend *be, const float *X, const float *mix, const float *base, float scale,
+                          float eps, int32_t N, int32_t D, int64_t n_rows, float *h, di_threadpool *pool) {
+    (void)X, (void)mix, (void)base, (void)scale, (void)eps, (void)N, (void)D, (void)n_rows, (void)h, (void)pool;
+    missing(be, "mhc_head");
+}
+
+static void cuda_rms_norm(const di_backend *be, const float *x, const float *w, float *out, int64_t n_rows, int64_t n,
+                          float eps, int round_bf16, di_threadpool *pool) {
+    (void)x, (void)w, (void)out, (void)n_rows, (void)n, (void)eps, (void)round_bf16, (void)pool;
+    missing(be, "rms_norm");
+}
+
+static void cuda_rope_rows(const di_backend *be, float *x, int64_t n_rows, int32_t n_heads, int32_t dim, int32_t n_rot,
+                           const float *inv_freq, const int32_t *pos, float sign, int round_bf16, di_threadpool *pool) {
+    (void)x, (void)n_rows, (void)n_heads, (void)dim, (void)n_rot, (void)inv_freq, (void)pos, (void)sign,
+        (void)round_bf16, (void)pool;
+    missing(be, "rope_rows");
+}
+
+static void cuda_clamped_glu(const di_backend *be, float *gate, float *up, int64_t n_rows, int64_t n, float limit,
+                             int round_bf16, const float *row_w, di_threadpool *pool) {
+    (void)gate, (void)up, (void)n_rows, (void)n, (void)limit, (void)round_bf16, (void)row_w, (void)pool;
+    missing(be, "clamped_glu");
+}
+
+static void cuda_compress_pool(const di_backend *be, const di_compress_pool_args *a, di_threadpool *pool) {
+    (void)a, (void)pool;
+    missing(be, "compress_pool");
+}
+
+static void cuda_ds_route(const di_backend *be, const di_route_args *a, di_threadpool *pool) {
+    (void)a, (void)pool;
+    missing(be, "ds_route");
+}
+
+static void cuda_moe_sum(const di_backend *be, int64_t n_rows, int32_t K, int32_t D, const float *ysel,
+                         const float *selw, const int32_t *plen, const float *partial, const float *shared, float *y,
+                         di_threadpool *pool) {
+    (void)n_rows, (void)K, (void)D, (void)ysel, (void)selw, (void)plen, (void)partial, (void)shared, (void)y,
+        (void)pool;
+    missing(be, "moe_sum");
+}
+
+static void cuda_round_rows(const di_backend *be, di_round_kind kind, float *x, int64_t n_rows, int64_t ldx,
+                            int64_t n, di_threadpool *pool) {
+    (void)kind, (void)x, (void)n_rows, (void)ldx, (void)n, (void)pool;
+    missing(be, "round_rows");
+}
+
 static const di_backend_ops CUDA_OPS = {
     .name = "cuda",
     .release = cuda_release,
@@ -248,6 +350,23 @@ static const di_backend_ops CUDA_OPS = {
     .attention = cuda_attention,
     .moe_route = cuda_moe_route,
     .moe_expert = cuda_moe_expert,
+    .scaled_linear_scratch_floats = cuda_scaled_linear_scratch,
+    .scaled_linear = cuda_scaled_linear,
+    .scaled_rows = cuda_scaled_rows,
+    .scaled_dot_rows = cuda_scaled_dot_rows,
+    .sparse_attention_scratch_floats = cuda_sparse_attention_scratch,
+    .sparse_attention = cuda_sparse_attention,
+    .index_scores = cuda_index_scores,
+    .mhc_pre = cuda_mhc_pre,
+    .mhc_post = cuda_mhc_post,
+    .mhc_head = cuda_mhc_head,
+    .rms_norm = cuda_rms_norm,
+    .rope_rows = cuda_rope_rows,
+    .clamped_glu = cuda_clamped_glu,
+    .compress_pool = cuda_compress_pool,
+    .ds_route = cuda_ds_route,
+    .moe_sum = cuda_moe_sum,
+    .round_rows = cuda_round_rows,
     .copy = cuda_copy,
     .zero = cuda_zero,
     .buf_alloc = cuda_buf_alloc,
