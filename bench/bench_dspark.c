@@ -17,7 +17,7 @@
 #include "base/threadpool.h"
 #include "model/deepseek_v41.h"
 #include "model/deepseek_v41_dspark.h"
-#include "spec/dspark.h"
+#include "sample/dspark.h"
 #include "text/tokenizer.h"
 
 #include <stdio.h>

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # venv: v41
-"""Goldens for src/spec/dspark_*.c: DSpark verification, exactly as DeepInfer decides it.
+"""Goldens for src/sample/dspark_*.c: DSpark verification, exactly as DeepInfer decides it.
 
 Oracle: DeepSeek's DeepInfer 0.1.0 (sdist from $DEEPINFER_REF_DIR, imported
 through scripts/oracle_v41/refs.py, which checks its SHA256), its pure

@@ -45,7 +45,7 @@
 #define DI_ENGINE_SCHEDULER_H
 
 #include "base/status.h"
-#include "engine/batch.h"
+#include "model/batch.h"
 #include "engine/scheduler_cost.h"
 #include "kv/block_pool.h"
 #include "kv/prefix_cache.h"

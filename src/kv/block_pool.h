@@ -2,7 +2,7 @@
  *
  * The pool only hands out block ids 0..n_blocks-1; the KV tensors themselves
  * belong to the model, which addresses them through block tables (see
- * engine/batch.h). A block is free when its reference count is 0. Whoever
+ * model/batch.h). A block is free when its reference count is 0. Whoever
  * holds a block holds one reference: a live sequence that has the block in its
  * block table, and the prefix cache for a block it has cached (kv/prefix_cache.h).
  *

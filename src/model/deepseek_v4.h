@@ -42,7 +42,7 @@
 
 #include "base/status.h"
 #include "base/threadpool.h"
-#include "engine/batch.h"
+#include "model/batch.h"
 #include "kernels/cpu/kernels.h"
 #include "tensor/dtype.h"
 

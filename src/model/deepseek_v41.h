@@ -32,7 +32,7 @@
 
 #include "base/status.h"
 #include "base/threadpool.h"
-#include "engine/batch.h"
+#include "model/batch.h"
 #include "kernels/cpu/kernels.h"
 #include "model/deepseek_v4.h"
 #include "text/tokenizer.h"

@@ -10,7 +10,7 @@
 #include "model/deepseek_v41_dspark.h"
 
 #include "model/deepseek_v41_internal.h"
-#include "spec/dspark.h"
+#include "sample/dspark.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -5,7 +5,7 @@
  *   ctx   = di_llama_ctx_create(..)  scratch for forward, grown on demand
  *   di_llama_forward(ctx, kv, batch, logits, par)
  *
- * One forward processes a flat ragged batch (src/engine/batch.h): prefill
+ * One forward processes a flat ragged batch (src/model/batch.h): prefill
  * chunks and decode tokens of many sequences mixed. Every row's K/V is
  * written to the cache before any row attends, and every row reads its keys
  * back from the cache, so a row's logits are the same bits whether its
@@ -20,7 +20,7 @@
 
 #include "base/status.h"
 #include "base/threadpool.h"
-#include "engine/batch.h"
+#include "model/batch.h"
 #include "format/gguf.h"
 #include "kernels/backend.h"
 #include "kernels/cpu/kernels.h"

@@ -15,7 +15,7 @@
 
 #include "base/status.h"
 #include "base/threadpool.h"
-#include "engine/batch.h"
+#include "model/batch.h"
 #include "tensor/dtype.h"
 #include "text/tokenizer.h"
 

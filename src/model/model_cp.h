@@ -10,7 +10,7 @@
 
 #include "base/status.h"
 #include "dist/dist.h"
-#include "engine/batch.h"
+#include "model/batch.h"
 
 /* The architecture's forward of this rank's share (collective: it is called
  * on every rank, with zero rows on a rank that has none). */

@@ -34,8 +34,8 @@
 #include "base/status.h"
 #include "base/threadpool.h"
 #include "deepinfer.h"
-#include "engine/batch.h"
-#include "spec/dspark.h"
+#include "model/batch.h"
+#include "sample/dspark.h"
 
 #include <stdbool.h>
 #include <stdint.h>

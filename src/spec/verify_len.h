@@ -1,5 +1,5 @@
 /* The confidence-scheduled verify length through the engine (issue 16 part
- * 3): DeepInfer's MTPVarlen (spec/dspark.h: di_dspark_sched_*) fed the way
+ * 3): DeepInfer's MTPVarlen (sample/dspark.h: di_dspark_sched_*) fed the way
  * its scheduler feeds it.
  *
  *   start-up   the cost curve of this machine: steps of 1, 2, 4, 8, 16,
@@ -24,7 +24,7 @@
 #ifndef DI_SPEC_VERIFY_LEN_H
 #define DI_SPEC_VERIFY_LEN_H
 
-#include "spec/dspark.h"
+#include "sample/dspark.h"
 #include "spec/spec.h"
 
 #include <stdbool.h>

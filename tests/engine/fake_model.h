@@ -13,7 +13,7 @@
 #ifndef DI_TESTS_FAKE_MODEL_H
 #define DI_TESTS_FAKE_MODEL_H
 
-#include "engine/batch.h"
+#include "model/batch.h"
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -16,7 +16,7 @@
 #include "deepinfer.h"
 #include "model/deepseek_v41.h"
 #include "model/deepseek_v41_dspark.h"
-#include "spec/dspark.h"
+#include "sample/dspark.h"
 #include "spec/spec.h"
 #include "text/tokenizer.h"
 

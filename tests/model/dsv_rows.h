@@ -9,7 +9,7 @@
 
 #include "test_util.h"
 
-#include "engine/batch.h"
+#include "model/batch.h"
 
 #include <stdint.h>
 #include <stdlib.h>

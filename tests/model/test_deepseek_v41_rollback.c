@@ -22,7 +22,7 @@
 
 #include "model/deepseek_v41.h"
 #include "model/model.h"
-#include "spec/dspark.h"
+#include "sample/dspark.h"
 #include "text/tokenizer.h"
 
 #include <math.h>

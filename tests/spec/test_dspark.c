@@ -1,4 +1,4 @@
-/* spec/dspark: DSpark verification pieces against the goldens of
+/* sample/dspark: DSpark verification pieces against the goldens of
  * scripts/gen_goldens_dspark.py, whose oracle is DeepInfer 0.1.0 itself
  * (tilelang_ops *_ref functions, and csrc/engine/mtp_varlen.hpp compiled
  * with g++). Integer and RNG results are compared bit-exact; logprobs,
@@ -6,7 +6,7 @@
  * (LP_TOL / CONF_TOL, see each check). */
 #include "test_util.h"
 
-#include "spec/dspark.h"
+#include "sample/dspark.h"
 
 #include <jansson.h>
 #include <math.h>

@@ -1,10 +1,10 @@
-/* DSpark sampling and verification (spec/dspark.h): DeepInfer 0.1.0's
+/* DSpark sampling and verification (sample/dspark.h): DeepInfer 0.1.0's
  * counter-based RNG, logit transform, rejection test and residual sample,
  * read from tilelang_ops/{random_sampling,fused_sample,sampler,dflash}.py.
  * Float work follows the reference's precisions: fp32 probabilities and
  * logprobs, fp64 running sums where torch's CPU cumsum accumulates in
  * double. */
-#include "spec/dspark.h"
+#include "sample/dspark.h"
 
 #include <math.h>
 #include <stdlib.h>

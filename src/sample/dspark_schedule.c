@@ -1,4 +1,4 @@
-/* Confidence-scheduled verify length (spec/dspark.h), as DeepInfer 0.1.0's
+/* Confidence-scheduled verify length (sample/dspark.h), as DeepInfer 0.1.0's
  * csrc/engine/mtp_varlen.hpp decides it:
  *
  *   - a cost curve (rows -> step ms) measured at start-up, strictly
@@ -16,7 +16,7 @@
  *
  * Plus the ZOS allocation of schedule_mtp_varlen.py and a small on-disk
  * cache of the curve. */
-#include "spec/dspark.h"
+#include "sample/dspark.h"
 
 #include "base/alloc.h"
 

@@ -23,8 +23,8 @@
  *
  * Ownership: every function works on caller buffers; di_dspark_sched is the
  * only object (create/free). */
-#ifndef DI_SPEC_DSPARK_H
-#define DI_SPEC_DSPARK_H
+#ifndef DI_SAMPLE_DSPARK_H
+#define DI_SAMPLE_DSPARK_H
 
 #include "base/status.h"
 

@@ -6,8 +6,8 @@
  *   offset         = pos[i] % block_size,
  * and attends over positions 0..pos[i] of the same sequence (rows of one
  * sequence appear in increasing position order within a batch). */
-#ifndef DI_ENGINE_BATCH_H
-#define DI_ENGINE_BATCH_H
+#ifndef DI_MODEL_BATCH_H
+#define DI_MODEL_BATCH_H
 
 #include <stdint.h>
 
