@@ -341,3 +341,25 @@ void di_threadpool_split_aligned(int64_t n, int64_t align, int n_parts, int part
     *begin = ub * align < n ? ub * align : (n > 0 ? n : 0);
     *end = ue * align < n ? ue * align : (n > 0 ? n : 0);
 }
+
+typedef struct rows_job {
+    di_threadpool_row_fn fn;
+    void *user;
+    int64_t n;
+    int n_tasks;
+} rows_job;
+
+static void rows_task(void *arg, int64_t task, int thread) {
+    (void)thread;
+    const rows_job *j = arg;
+    int64_t r0, r1;
+    di_threadpool_split(j->n, j->n_tasks, (int)task, &r0, &r1);
+    for (int64_t r = r0; r < r1; r++) j->fn(j->user, r);
+}
+
+void di_threadpool_rows(di_threadpool *pool, int64_t n, di_threadpool_row_fn fn, void *user) {
+    if (n <= 0) return;
+    int64_t t = (int64_t)di_threadpool_n_threads(pool) * 4;
+    rows_job j = {fn, user, n, (int)(t < n ? t : n)};
+    di_threadpool_run(pool, j.n_tasks, rows_task, &j);
+}

@@ -69,6 +69,13 @@ int64_t di_threadpool_side_by_workers(const di_threadpool *pool);
  * of [0, n), contiguous, in order, sizes differing by at most one. Depends
  * only on (n, n_parts, part). */
 void di_threadpool_split(int64_t n, int n_parts, int part, int64_t *begin, int64_t *end);
+
+/* fn(user, r) for every r in [0, n): 4 contiguous runs per pool thread
+ * (fewer when n is small), the caller's thread taking part. For work
+ * whose rows do not depend on each other, so the split never changes a
+ * result. pool NULL: all on the caller's thread. */
+typedef void (*di_threadpool_row_fn)(void *user, int64_t row);
+void di_threadpool_rows(di_threadpool *pool, int64_t n, di_threadpool_row_fn fn, void *user);
 /* The same in units of `align` items (SIMD row blocks, quant blocks): every
  * boundary except n itself is a multiple of align. */
 void di_threadpool_split_aligned(int64_t n, int64_t align, int n_parts, int part,

@@ -317,7 +317,7 @@ void dsv41_linear(const di_dsv41_ctx *c, const dsv4_linear *w, float *x, int64_t
 }
 
 void dsv41_norm(const di_dsv41_ctx *c, const float *x, const float *w, float *out, int64_t n) {
-    dsv4_rmsnorm(x, w, out, n, (float)c->m->hp.rms_eps);
+    di_rmsnorm_f64(x, w, out, n, (float)c->m->hp.rms_eps);
     if (dsv41_faithful(c)) dsv41_round_bf16(out, n);
 }
 

@@ -114,7 +114,7 @@ void dsv41_close_entry(di_dsv41_ctx *c, di_dsv41_kv *kv, int32_t il, const di_ba
     dsv41_norm(c, e, L->c_norm, pre, hd);
     int32_t j = (p + 1) / r - 1, rpos = j * r;
     memcpy(e, pre, (size_t)hd * sizeof(float));
-    dsv4_rope(e, 1, hd, hp->n_rot, m->inv_freq_compress, rpos, 1.0f);
+    di_rope_tail(e, 1, hd, hp->n_rot, m->inv_freq_compress, rpos, 1.0f);
     maybe_bf16(c, e, hd);
     int64_t slot = dsv41_slot(b, seq, p);
     put_comp(kv, il, slot, e, hd, hp->use_fp4_kv);
@@ -124,7 +124,7 @@ void dsv41_close_entry(di_dsv41_ctx *c, di_dsv41_kv *kv, int32_t il, const di_ba
         m->be->ops->scaled_dot_rows(m->be, &L->i_wk, pre, key, w);
         maybe_bf16(c, key, ihd);
         dsv41_norm(c, key, L->i_knorm, key, ihd);
-        dsv4_rope(key, 1, ihd, hp->n_rot, m->inv_freq_compress, rpos, 1.0f);
+        di_rope_tail(key, 1, ihd, hp->n_rot, m->inv_freq_compress, rpos, 1.0f);
         maybe_bf16(c, key, ihd);
         put_ikey(kv, il, slot, key, ihd);
     }
@@ -319,7 +319,7 @@ di_status dsv41_sparse_attend(di_dsv41_ctx *c, const dsv4_keyset_src *src, const
     for (*r0 = 0; *r0 < n; *r0 += chunk) {
         const int64_t nc = n - *r0 < chunk ? n - *r0 : chunk;
         if ((s = dsv4_keyset_begin(ks, nc, ld, src->n_addr, err))) return s;
-        dsv4_rows_run(pool, nc, list_row, user);
+        di_threadpool_rows(pool, nc, list_row, user);
         if ((s = dsv4_keyset_index(ks, nc, hd, err))) return s;
         dsv4_keyset_fill(ks, hd, src->get, user, pool);
         const di_sparse_attn_args aa = {c->q + *r0 * H * hd, nc, H, hd, sink, ks->keys, ks->idx, ks->ld, ks->n_idx,
@@ -356,7 +356,7 @@ static di_status attend_rows(di_dsv41_ctx *c, const di_dsv41_kv *kv, int32_t il,
             const int64_t nc = n - r0 < chunk ? n - r0 : chunk;
             st.r0 = r0;
             if ((s = dsv4_keyset_begin(ks, nc, ld, n_slots, err))) return s;
-            dsv4_rows_run(pool, nc, index_list_row, &st);
+            di_threadpool_rows(pool, nc, index_list_row, &st);
             if ((s = dsv4_keyset_index(ks, nc, ihd, err))) return s;
             dsv4_keyset_fill(ks, ihd, get_index_key, &st, pool);
             const di_index_score_args ia = {c->iq + r0 * IH * ihd, c->iw + r0 * IH, nc, IH, ihd, 1.0f, ks->keys,

@@ -39,7 +39,7 @@ static void finish_key(di_dsv41_ctx *c, const dsv41_layer *L, float *kvr, int32_
     const di_dsv41_model *m = c->m;
     const di_dsv41_hparams *hp = &m->hp;
     dsv41_norm(c, kvr, L->kv_norm, kvr, hp->head_dim);
-    dsv4_rope(kvr, 1, hp->head_dim, hp->n_rot, m->inv_freq_main, p, 1.0f);
+    di_rope_tail(kvr, 1, hp->head_dim, hp->n_rot, m->inv_freq_main, p, 1.0f);
     if (dsv41_faithful(c)) dsv41_round_bf16(kvr, hp->head_dim);
 }
 

@@ -17,6 +17,7 @@
  *
  * Every function is elementwise over its own blocks, so batch invariant. */
 #include "model/deepseek_v41_internal.h"
+#include "tensor/block_scale.h"
 
 #include "model/deepseek_v41_luts.h"
 #include "tensor/fp8.h"
@@ -29,28 +30,7 @@ void dsv41_round_bf16(float *x, int64_t n) {
     for (int64_t i = 0; i < n; i++) x[i] = di_bf16_to_f32(di_f32_to_bf16(x[i]));
 }
 
-static float bits_f(uint32_t u) {
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-static uint32_t f_bits(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return u;
-}
 
-/* amax / qmax rounded up to a power of two, as the reference's bit trick. */
-static float pow2_scale(float amax, float qmax) {
-    float ds = amax / qmax;
-    return bits_f((f_bits(ds) + 0x007fffffu) & 0x7f800000u);
-}
-
-static float block_amax(const float *x, int32_t n) {
-    float a = 0.0f;
-    for (int32_t i = 0; i < n; i++) a = fabsf(x[i]) > a ? fabsf(x[i]) : a;
-    return a;
-}
 
 /* e2m1 code of v (already scaled), round half to even in each spacing. */
 static uint8_t e2m1_code(float v) {
@@ -67,19 +47,6 @@ static uint8_t e2m1_code(float v) {
 #define FP4I_MIN_AMAX (6.0f * 1.17549435e-38f)   /* 6 * 2^-126 */
 #define NVFP4_MIN_AMAX (6.0f * 0.001953125f)     /* e4m3 min subnormal 2^-9, times 6 */
 
-/* v (|v| <= 448, finite) rounded to the nearest e4m3 value, ties to even:
- * the value di_e4m3_to_f32(di_f32_to_e4m3(v)) gives, without the codes
- * (inlined and vectorizable; tests compare the two on every f32 pattern
- * of a sweep). */
-static inline float e4m3_round(float v) {
-    uint32_t u = f_bits(v), s = u & 0x80000000u, a = u & 0x7fffffffu;
-    if (a < 0x3c800000u) { /* below 2^-6: multiples of 2^-9 by the FPU's RNE */
-        float t = bits_f(a) + 0x1p14f;
-        return bits_f(f_bits(t - 0x1p14f) | s);
-    }
-    a += 0x7ffffu + ((a >> 20) & 1u); /* drop 20 mantissa bits, ties to even */
-    return bits_f((a & ~0xfffffu) | s);
-}
 
 /* one block of n through e4m3 with scale sc; out codes optional */
 static void fp8_block(float *x, int32_t n, float sc, uint8_t *codes) {
@@ -92,7 +59,7 @@ static void fp8_block(float *x, int32_t n, float sc, uint8_t *codes) {
             codes[i] = q;
             x[i] = E4M3_LUT[q] * sc;
         } else {
-            x[i] = e4m3_round(v) * sc;
+            x[i] = di_e4m3_round(v) * sc;
         }
     }
 }
@@ -100,16 +67,16 @@ static void fp8_block(float *x, int32_t n, float sc, uint8_t *codes) {
 void dsv41_round_fp8(float *x, int64_t n) {
     for (int64_t b = 0; b < n; b += 32) {
         int32_t len = n - b < 32 ? (int32_t)(n - b) : 32;
-        float a = block_amax(x + b, len);
-        fp8_block(x + b, len, pow2_scale(a > FP8_MIN_AMAX ? a : FP8_MIN_AMAX, DI_E4M3_MAX), NULL);
+        float a = di_block_amax(x + b, len);
+        fp8_block(x + b, len, di_pow2_scale(a > FP8_MIN_AMAX ? a : FP8_MIN_AMAX, DI_E4M3_MAX), NULL);
     }
 }
 
 void dsv41_round_fp4_index(float *x, int64_t n) {
     for (int64_t b = 0; b < n; b += 32) {
         int32_t len = n - b < 32 ? (int32_t)(n - b) : 32;
-        float a = block_amax(x + b, len);
-        float sc = pow2_scale(a > FP4I_MIN_AMAX ? a : FP4I_MIN_AMAX, DI_E2M1_MAX), inv = 1.0f / sc;
+        float a = di_block_amax(x + b, len);
+        float sc = di_pow2_scale(a > FP4I_MIN_AMAX ? a : FP4I_MIN_AMAX, DI_E2M1_MAX), inv = 1.0f / sc;
         for (int32_t i = 0; i < len; i++) x[b + i] = E2M1_LUT[e2m1_code(x[b + i] * inv)] * sc;
     }
 }
@@ -122,10 +89,10 @@ void dsv41_mxfp8_encode(const float *x, int32_t n, uint8_t *out) {
     float tmp[32];
     for (int32_t b = 0; b < n / 32; b++) {
         memcpy(tmp, x + 32 * b, sizeof tmp);
-        float a = block_amax(tmp, 32);
-        float sc = pow2_scale(a > FP8_MIN_AMAX ? a : FP8_MIN_AMAX, DI_E4M3_MAX);
+        float a = di_block_amax(tmp, 32);
+        float sc = di_pow2_scale(a > FP8_MIN_AMAX ? a : FP8_MIN_AMAX, DI_E4M3_MAX);
         fp8_block(tmp, 32, sc, out + 32 * b);
-        out[n + b] = (uint8_t)(f_bits(sc) >> 23);
+        out[n + b] = (uint8_t)(di_f32_bits(sc) >> 23);
     }
 }
 
@@ -140,7 +107,7 @@ void dsv41_mxfp8_decode(const uint8_t *in, int32_t n, float *out) {
 void dsv41_nvfp4_encode(const float *x, int32_t n, uint8_t *out) {
     for (int32_t b = 0; b < n / 16; b++) {
         const float *v = x + 16 * b;
-        float a = block_amax(v, 16);
+        float a = di_block_amax(v, 16);
         a = a > NVFP4_MIN_AMAX ? a : NVFP4_MIN_AMAX;
         float s = a * (1.0f / DI_E2M1_MAX);
         s = s < DI_E4M3_MAX ? s : DI_E4M3_MAX;
@@ -167,11 +134,11 @@ void dsv41_nvfp4_decode(const uint8_t *in, int32_t n, float *out) {
 void dsv41_fp4i_encode(const float *x, int32_t n, uint8_t *out) {
     for (int32_t b = 0; b < n / 32; b++) {
         const float *v = x + 32 * b;
-        float a = block_amax(v, 32);
-        float sc = pow2_scale(a > FP4I_MIN_AMAX ? a : FP4I_MIN_AMAX, DI_E2M1_MAX), inv = 1.0f / sc;
+        float a = di_block_amax(v, 32);
+        float sc = di_pow2_scale(a > FP4I_MIN_AMAX ? a : FP4I_MIN_AMAX, DI_E2M1_MAX), inv = 1.0f / sc;
         for (int32_t i = 0; i < 32; i += 2)
             out[16 * b + i / 2] = (uint8_t)(e2m1_code(v[i] * inv) | (e2m1_code(v[i + 1] * inv) << 4));
-        out[n / 2 + b] = (uint8_t)(f_bits(sc) >> 23);
+        out[n / 2 + b] = (uint8_t)(di_f32_bits(sc) >> 23);
     }
 }
 

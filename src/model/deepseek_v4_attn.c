@@ -129,7 +129,7 @@ static di_status pool_groups(di_dsv4_ctx *c, di_dsv4_kv *kv, int32_t il, const d
             pos[ng++] = (p / r) * r; /* the entry's rotary position: its group's first */
         }
         if (ng == 0) break;
-        dsv4_rows_run(pool, ng, gather_group, &st);
+        di_threadpool_rows(pool, ng, gather_group, &st);
         const di_compress_pool_args a = {K, G, ng, ld, ns, dim, cp->norm, m->hp.rms_eps, m->hp.n_rot,
                                          m->inv_freq_compress, pos, out};
         m->be.ops->compress_pool(&m->be, &a, pool);
@@ -275,14 +275,14 @@ static di_status attend_rows(di_dsv4_ctx *c, const di_dsv4_kv *kv, int32_t il, c
             const int64_t nc = n - r0 < chunk ? n - r0 : chunk;
             st.r0 = r0;
             if ((s = dsv4_keyset_begin(ks, nc, n_valid_max, n_slots, err))) return s;
-            dsv4_rows_run(pool, nc, index_list_row, &st);
+            di_threadpool_rows(pool, nc, index_list_row, &st);
             if ((s = dsv4_keyset_index(ks, nc, ihd, err))) return s;
             dsv4_keyset_fill(ks, ihd, get_ikey, &st, pool);
             const di_index_score_args ia = {c->iq + r0 * IH * ihd, c->iw + r0 * IH, nc, IH, ihd,
                                             1.0f / sqrtf((float)ihd), ks->keys, ks->idx, ks->ld, ks->n_idx,
                                             c->iscore, n_valid_max};
             be->ops->index_scores(be, &ia, pool);
-            dsv4_rows_run(pool, nc, index_pick_row, &st);
+            di_threadpool_rows(pool, nc, index_pick_row, &st);
         }
     }
     dsv4_prof_add(c, DI_DSV4_BLK_INDEXER, t0);
@@ -294,7 +294,7 @@ static di_status attend_rows(di_dsv4_ctx *c, const di_dsv4_kv *kv, int32_t il, c
         const int64_t nc = n - r0 < chunk ? n - r0 : chunk;
         st.r0 = r0;
         if ((s = dsv4_keyset_begin(ks, nc, ld, 2 * n_slots, err))) return s;
-        dsv4_rows_run(pool, nc, attn_list_row, &st);
+        di_threadpool_rows(pool, nc, attn_list_row, &st);
         if ((s = dsv4_keyset_index(ks, nc, hd, err))) return s;
         dsv4_keyset_fill(ks, hd, get_key, &st, pool);
         const di_sparse_attn_args aa = {c->q + r0 * H * hd, nc, H, hd, L->sink, ks->keys, ks->idx, ks->ld, ks->n_idx,

@@ -398,20 +398,10 @@ dsv4_linear dsv4_linear_rows(const dsv4_linear *w, int64_t r0, int64_t n);
 /* Row o of W as floats (n_in), on the CPU backend over k (the tests' form). */
 void dsv4_linear_row(const di_cpu_kernels *k, const dsv4_linear *w, int64_t o, float *dst);
 
-/* ---- rope --------------------------------------------------------------- */
+/* One vector's rotary (the host code's single entries): di_rope_tail,
+ * kernels/cpu/kernels.h; a batch's: the backend's rope_rows. */
 
-/* Rotates the trailing n_rot dims of each of n_heads vectors of width dim
- * (interleaved pairs (2i, 2i+1), the V4 layout) by angle pos * inv_freq[i];
- * sign -1 applies the inverse rotation. */
-void dsv4_rope(float *x, int32_t n_heads, int32_t dim, int32_t n_rot, const float *inv_freq,
-               int32_t pos, float sign);
-
-/* Tasks for a per-row pass over n rows: a few per pool thread, at most n
- * (a row's numbers never depend on the split). */
-int dsv4_rows_tasks(int64_t n, di_threadpool *pool);
-/* A per-row pass on the pool: fn(user, r) for every r in [0, n), rows split
- * into dsv4_rows_tasks(n) ranges (a row's numbers never depend on the split). */
-void dsv4_rows_run(di_threadpool *pool, int64_t n, void (*fn)(void *user, int64_t row), void *user);
+/* Per-row passes on the pool: di_threadpool_rows (base/threadpool.h). */
 
 /* ---- mHC, shared by the family (deepseek_v4_mhc.c) ----------------------
  * V4 and V4.1 (shifted: the collapse uses the previous sublayer's pre, the
@@ -582,9 +572,6 @@ di_status dsv4_batch_slots(const di_batch *b, int32_t *max_pos, di_error *err);
 di_status dsv4_validate_batch(int32_t *seq_last, int32_t n_vocab, int32_t kv_block_size, int32_t kv_n_blocks,
                               const di_batch *b, di_error *err);
 
-/* ---- small math --------------------------------------------------------- */
-
-/* out = x / sqrt(mean(x^2) + eps) (* w when w != NULL), n elements. */
-void dsv4_rmsnorm(const float *x, const float *w, float *out, int64_t n, float eps);
+/* One vector's RMSNorm (host code): di_rmsnorm_f64, kernels/cpu/kernels.h. */
 
 #endif

@@ -63,7 +63,7 @@ static void fill_row(void *arg, int64_t i) {
 void dsv4_keyset_fill(dsv4_keyset *ks, int32_t dim, void (*fn)(void *user, int64_t addr, float *dst), void *user,
                       di_threadpool *pool) {
     fill_job j = {ks, dim, fn, user};
-    if (ks->n_keys > 0) dsv4_rows_run(pool, ks->n_keys, fill_row, &j);
+    if (ks->n_keys > 0) di_threadpool_rows(pool, ks->n_keys, fill_row, &j);
 }
 
 int64_t dsv4_keyset_chunk_rows(int64_t n_rows, int64_t ld, int64_t dim) {

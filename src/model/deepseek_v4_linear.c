@@ -34,36 +34,7 @@ double dsv4_linear_bytes(const dsv4_linear *w) {
     return b;
 }
 
-void dsv4_rmsnorm(const float *x, const float *w, float *out, int64_t n, float eps) {
-    double ss = 0.0;
-    for (int64_t i = 0; i < n; i++) ss += (double)x[i] * (double)x[i];
-    /* transformers: x * rsqrt(mean + eps), then * weight */
-    float scale = 1.0f / sqrtf((float)(ss / (double)n) + eps);
-    if (w)
-        for (int64_t i = 0; i < n; i++) out[i] = w[i] * (x[i] * scale);
-    else
-        for (int64_t i = 0; i < n; i++) out[i] = x[i] * scale;
-}
 
-void dsv4_rope(float *x, int32_t n_heads, int32_t dim, int32_t n_rot, const float *inv_freq,
-               int32_t pos, float sign) {
-    float c[DSV4_MAX_ROPE_PAIRS], s[DSV4_MAX_ROPE_PAIRS];
-    int32_t n_pairs = n_rot / 2;
-    float p = (float)pos; /* the reference multiplies in f32: (float)pos * inv_freq */
-    for (int32_t i = 0; i < n_pairs; i++) {
-        float ang = p * inv_freq[i];
-        c[i] = cosf(ang);
-        s[i] = sign * sinf(ang);
-    }
-    for (int32_t h = 0; h < n_heads; h++) {
-        float *v = x + (int64_t)h * dim + (dim - n_rot); /* [nope | rope]: rope is the tail */
-        for (int32_t i = 0; i < n_pairs; i++) {
-            float x0 = v[2 * i], x1 = v[2 * i + 1];
-            v[2 * i] = x0 * c[i] - x1 * s[i];
-            v[2 * i + 1] = x1 * c[i] + x0 * s[i];
-        }
-    }
-}
 
 dsv4_linear dsv4_linear_rows(const dsv4_linear *w, int64_t r0, int64_t n) {
     dsv4_linear v = *w;

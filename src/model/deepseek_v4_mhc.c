@@ -19,33 +19,6 @@
 #include <math.h>
 #include <string.h>
 
-#define TASKS_PER_THREAD 4
-
-int dsv4_rows_tasks(int64_t n, di_threadpool *pool) {
-    int64_t t = (int64_t)di_threadpool_n_threads(pool) * TASKS_PER_THREAD;
-    return (int)(t < n ? t : n);
-}
-
-typedef struct rows_run {
-    void (*fn)(void *user, int64_t row);
-    void *user;
-    int64_t n;
-    int n_tasks;
-} rows_run;
-
-static void rows_task(void *arg, int64_t task, int thread) {
-    (void)thread;
-    const rows_run *j = arg;
-    int64_t r0, r1;
-    di_threadpool_split(j->n, j->n_tasks, (int)task, &r0, &r1);
-    for (int64_t r = r0; r < r1; r++) j->fn(j->user, r);
-}
-
-void dsv4_rows_run(di_threadpool *pool, int64_t n, void (*fn)(void *user, int64_t row), void *user) {
-    rows_run j = {fn, user, n, dsv4_rows_tasks(n, pool)};
-    di_threadpool_run(pool, j.n_tasks, rows_task, &j);
-}
-
 /* ---- mHC over a batch, shared by the family: the backend's stages
  * (be->ops->mhc_pre / mhc_post / mhc_head, kernels/backend.h) ---- */
 

@@ -11,7 +11,6 @@
 #include <math.h>
 #include <string.h>
 
-#define TASKS_PER_THREAD 4
 
 static float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
 
@@ -19,25 +18,21 @@ static void round_bf16(float *x, int64_t n) {
     for (int64_t i = 0; i < n; i++) x[i] = di_bf16_to_f32(di_f32_to_bf16(x[i]));
 }
 
-typedef struct rows_run {
+/* The rows' ops take their arguments const; the pool's row runner takes
+ * a plain pointer it hands back unchanged. */
+typedef struct const_rows {
     void (*fn)(const void *user, int64_t row);
     const void *user;
-    int64_t n;
-    int n_tasks;
-} rows_run;
+} const_rows;
 
-static void rows_task(void *arg, int64_t task, int thread) {
-    (void)thread;
-    const rows_run *j = arg;
-    int64_t r0, r1;
-    di_threadpool_split(j->n, j->n_tasks, (int)task, &r0, &r1);
-    for (int64_t r = r0; r < r1; r++) j->fn(j->user, r);
+static void const_row(void *arg, int64_t row) {
+    const const_rows *c = arg;
+    c->fn(c->user, row);
 }
 
 static void run_rows(di_threadpool *pool, int64_t n, void (*fn)(const void *user, int64_t row), const void *user) {
-    int64_t t = (int64_t)di_threadpool_n_threads(pool) * TASKS_PER_THREAD;
-    rows_run j = {fn, user, n, (int)(t < n ? t : n)};
-    if (n > 0) di_threadpool_run(pool, j.n_tasks, rows_task, &j);
+    const_rows c = {fn, user};
+    di_threadpool_rows(pool, n, const_row, &c);
 }
 
 /* ---- one token's mHC ------------------------------------------------------ */
@@ -162,22 +157,11 @@ typedef struct norm_args {
     int round;
 } norm_args;
 
-/* out = x / sqrt(mean(x^2) + eps) (* w), n elements: dsv4_rmsnorm's */
-static void rms_one(const float *x, const float *w, float *out, int64_t n, float eps) {
-    double ss = 0.0;
-    for (int64_t i = 0; i < n; i++) ss += (double)x[i] * (double)x[i];
-    /* transformers: x * rsqrt(mean + eps), then * weight */
-    float scale = 1.0f / sqrtf((float)(ss / (double)n) + eps);
-    if (w)
-        for (int64_t i = 0; i < n; i++) out[i] = w[i] * (x[i] * scale);
-    else
-        for (int64_t i = 0; i < n; i++) out[i] = x[i] * scale;
-}
 
 static void norm_row(const void *arg, int64_t r) {
     const norm_args *a = arg;
     float *out = a->out + r * a->n;
-    rms_one(a->x + r * a->n, a->w, out, a->n, a->eps);
+    di_rmsnorm_f64(a->x + r * a->n, a->w, out, a->n, a->eps);
     if (a->round) round_bf16(out, a->n);
 }
 
@@ -188,27 +172,6 @@ void di_cpu_rms_norm(const di_backend *be, const float *x, const float *w, float
     run_rows(pool, n_rows, norm_row, &a);
 }
 
-/* one vector's rotary: model/deepseek_v4_linear.c's dsv4_rope, which the
- * host code (compressor pooling) still calls for single entries */
-static void rope_one(float *x, int32_t n_heads, int32_t dim, int32_t n_rot, const float *inv_freq, int32_t pos,
-                     float sign) {
-    float c[256], s[256];
-    int32_t n_pairs = n_rot / 2;
-    float p = (float)pos; /* the reference multiplies in f32: (float)pos * inv_freq */
-    for (int32_t i = 0; i < n_pairs; i++) {
-        float ang = p * inv_freq[i];
-        c[i] = cosf(ang);
-        s[i] = sign * sinf(ang);
-    }
-    for (int32_t h = 0; h < n_heads; h++) {
-        float *v = x + (int64_t)h * dim + (dim - n_rot); /* [nope | rope]: rope is the tail */
-        for (int32_t i = 0; i < n_pairs; i++) {
-            float x0 = v[2 * i], x1 = v[2 * i + 1];
-            v[2 * i] = x0 * c[i] - x1 * s[i];
-            v[2 * i + 1] = x1 * c[i] + x0 * s[i];
-        }
-    }
-}
 
 typedef struct rope_args {
     float *x;
@@ -224,7 +187,7 @@ static void rope_row(const void *arg, int64_t r) {
     const int64_t w = (int64_t)a->n_heads * a->dim;
     float *x = a->x + r * w;
     if (a->round) round_bf16(x, w);
-    rope_one(x, a->n_heads, a->dim, a->n_rot, a->inv_freq, a->pos[r], a->sign);
+    di_rope_tail(x, a->n_heads, a->dim, a->n_rot, a->inv_freq, a->pos[r], a->sign);
     if (a->round) round_bf16(x, w);
 }
 
@@ -282,8 +245,8 @@ static void pool_row(const void *arg, int64_t g) {
         for (int32_t j = 0; j < ns; j++) acc += K[j * dim + d] * (G[j * dim + d] / sum);
         out[d] = acc;
     }
-    rms_one(out, a->norm, out, dim, a->eps);
-    rope_one(out, 1, dim, a->n_rot, a->inv_freq, a->pos[g], 1.0f);
+    di_rmsnorm_f64(out, a->norm, out, dim, a->eps);
+    di_rope_tail(out, 1, dim, a->n_rot, a->inv_freq, a->pos[g], 1.0f);
 }
 
 void di_cpu_compress_pool(const di_backend *be, const di_compress_pool_args *a, di_threadpool *pool) {

@@ -285,6 +285,18 @@ void di_rope(float *x, const int32_t *pos, int64_t n_rows, int32_t n_heads, int3
 void di_rope_angles(int32_t pos, int32_t n_rot, const float *inv_freq, float *cs);
 void di_rope_apply(float *x, int32_t n_heads, int32_t head_dim, int32_t n_rot, const float *cs, int neox);
 
+/* DeepSeek V4's RMSNorm: out = x / sqrt(mean(x^2) + eps) (* w when w is
+ * set), the squares summed in double (as the reference's float64 mean),
+ * n elements; out may be x. */
+void di_rmsnorm_f64(const float *x, const float *w, float *out, int64_t n, float eps);
+
+/* DeepSeek V4's rotary on the tail of each head: x (n_heads * dim), the
+ * last n_rot values of every head in adjacent pairs, rotated by
+ * (float)pos * inv_freq[i] (cosf / sinf in f32, as the reference), sign -1
+ * giving the inverse rotation. n_rot <= 512. */
+void di_rope_tail(float *x, int32_t n_heads, int32_t dim, int32_t n_rot, const float *inv_freq, int32_t pos,
+                  float sign);
+
 /* gate[i] = silu(gate[i]) * up[i]; gate, up (n). */
 void di_swiglu(float *gate, const float *up, int64_t n);
 /* In place gate[i] = gelu_tanh(gate[i]) * up[i] (Gemma's GeGLU; the tanh
