@@ -57,6 +57,13 @@ if "$BIN" info "$tmp/bad" >"$tmp/out" 2>"$tmp/err"; then fail "bad folder: exit 
 grep -q "validation: *FAILED" "$tmp/out" || fail "bad folder: no FAILED line"
 grep -q "embed.weight" "$tmp/err" || fail "bad folder message: $(cat "$tmp/err")"
 
+# Routed experts: the bytes a token reads count the expert stacks at top-k / n
+# (tiny Qwen3-MoE: 8 experts, top 2), the decode bound of compare_llamacpp.py.
+"$BIN" info tests/data/families/qwen3moe-q4_k_m.gguf >"$tmp/out" || fail "moe info: exit $?"
+grep -q "active per token: .* counted at top 2 of 8" "$tmp/out" || fail "moe info: no active-bytes line"
+"$BIN" info tests/data/families/qwen2-q4_k_m.gguf >"$tmp/out" || fail "dense info: exit $?"
+if grep -q "active per token" "$tmp/out"; then fail "dense info: an active-bytes line"; fi
+
 # Usage errors.
 if "$BIN" info >/dev/null 2>&1; then fail "no argument: exit 0"; fi
 if "$BIN" info /nonexistent/model.gguf >/dev/null 2>"$tmp/err"; then fail "missing file: exit 0"; fi

@@ -18,6 +18,7 @@
  * the same bits as the whole prompt in one batch (every variant's stage
  * reads its K/V back from the paged cache). */
 #include "test_util.h"
+#include "test_json.h"
 
 #include "base/threadpool.h"
 #include "format/gguf.h"
@@ -106,13 +107,6 @@ static void run(model *mo, const int32_t *toks, int32_t p0, int32_t n, float *ou
     assert_int_equal(s, DI_OK);
 }
 
-static int32_t argmax(const float *x, int32_t n) {
-    int32_t best = 0;
-    for (int32_t i = 1; i < n; i++)
-        if (x[i] > x[best]) best = i;
-    return best;
-}
-
 static json_t *load_golden(const char *family, const char *suffix) {
     char rel[128], path[4096];
     snprintf(rel, sizeof rel, "tests/data/golden/families/%s%s.json", family, suffix);
@@ -122,24 +116,17 @@ static json_t *load_golden(const char *family, const char *suffix) {
     return j;
 }
 
-static int32_t json_ids(json_t *arr, int32_t *out, int32_t cap) {
-    int32_t n = (int32_t)json_array_size(arr);
-    assert_true(n <= cap);
-    for (int32_t i = 0; i < n; i++) out[i] = (int32_t)json_integer_value(json_array_get(arr, (size_t)i));
-    return n;
-}
-
 /* Greedy continuation of prompt for n steps, one decode row at a time after
  * the prompt's prefill; ids into out. */
 static void greedy(model *mo, const int32_t *prompt, int32_t n_prompt, int32_t n, int32_t *out, float *logits,
                    di_threadpool *pool) {
     run(mo, prompt, 0, n_prompt, logits, pool);
-    int32_t tok = argmax(logits + (int64_t)(n_prompt - 1) * mo->n_vocab, mo->n_vocab);
+    int32_t tok = di_test_argmax(logits + (int64_t)(n_prompt - 1) * mo->n_vocab, mo->n_vocab);
     for (int32_t i = 0; i < n; i++) {
         out[i] = tok;
         if (i + 1 < n) {
             run(mo, &tok, n_prompt + i, 1, logits, pool);
-            tok = argmax(logits, mo->n_vocab);
+            tok = di_test_argmax(logits, mo->n_vocab);
         }
     }
 }
@@ -161,7 +148,7 @@ static void exact_forward_matches_transformers(void **state) {
         const int32_t V = mo.n_vocab;
         assert_int_equal(V, (int)json_integer_value(json_object_get(gold, "vocab")));
         int32_t prompt[MAX_ROWS], want[16], got[16];
-        int32_t n = json_ids(json_object_get(gold, "prompt"), prompt, MAX_ROWS);
+        int32_t n = di_test_json_ids(json_object_get(gold, "prompt"), prompt, MAX_ROWS);
         float *lg = malloc((size_t)MAX_ROWS * (size_t)V * sizeof(float));
         assert_non_null(lg);
         run(&mo, prompt, 0, n, lg, pool);
@@ -180,7 +167,7 @@ static void exact_forward_matches_transformers(void **state) {
         assert_true(max_diff <= HF_LOGIT_TOL);
 
         /* greedy, decoded one row at a time through the cache */
-        int32_t ng = json_ids(json_object_get(gold, "greedy"), want, 16);
+        int32_t ng = di_test_json_ids(json_object_get(gold, "greedy"), want, 16);
         json_t *margin = json_object_get(gold, "greedy_margin");
         greedy(&mo, prompt, n, ng, got, lg, pool);
         for (int32_t i = 0; i < ng; i++) {
@@ -209,7 +196,7 @@ static void chunked_prefill_and_decode_give_the_same_bits(void **state) {
         json_t *gold = load_golden(FAMILIES[f], "");
         assert_non_null(gold);
         int32_t prompt[MAX_ROWS];
-        int32_t n = json_ids(json_object_get(gold, "prompt"), prompt, MAX_ROWS);
+        int32_t n = di_test_json_ids(json_object_get(gold, "prompt"), prompt, MAX_ROWS);
         for (int k = 0; k < 2; k++) {
             model mo;
             model_open(&mo, FAMILIES[f], quants[k], tables[k]);
@@ -257,13 +244,13 @@ static void quantized_files_match_llamacpp(void **state) {
         assert_non_null(gold);
         const bool moe = !strcmp(FAMILIES[f], "qwen3moe") || !strcmp(FAMILIES[f], "mixtral");
         int32_t prompt[MAX_ROWS], want[32], got[32];
-        int32_t n = json_ids(json_object_get(gold, "prompt"), prompt, MAX_ROWS);
+        int32_t n = di_test_json_ids(json_object_get(gold, "prompt"), prompt, MAX_ROWS);
         for (size_t q = 0; q < sizeof quants / sizeof quants[0]; q++) {
             json_t *g = json_object_get(json_object_get(gold, "quants"), quants[q]);
             assert_non_null(g);
             json_t *am = json_object_get(g, "argmax"), *mg = json_object_get(g, "margin");
             json_t *gm = json_object_get(g, "greedy_margin");
-            int32_t ng = json_ids(json_object_get(g, "greedy"), want, 32);
+            int32_t ng = di_test_json_ids(json_object_get(g, "greedy"), want, 32);
             for (int k = 0; k < 2; k++) {
                 model mo;
                 model_open(&mo, FAMILIES[f], quants[q], tables[k]);
@@ -275,7 +262,7 @@ static void quantized_files_match_llamacpp(void **state) {
                 for (int32_t t = 0; t < n; t++) {
                     if (json_real_value(json_array_get(mg, (size_t)t)) < LLAMACPP_MIN_MARGIN) continue;
                     decisive++;
-                    top1 += argmax(lg + t * V, (int32_t)V) == (int32_t)json_integer_value(json_array_get(am, (size_t)t));
+                    top1 += di_test_argmax(lg + t * V, (int32_t)V) == (int32_t)json_integer_value(json_array_get(am, (size_t)t));
                 }
                 greedy(&mo, prompt, n, ng, got, lg, pool);
                 for (int32_t i = 0; i < ng && json_real_value(json_array_get(gm, (size_t)i)) >= LLAMACPP_MIN_MARGIN; i++) {

@@ -11,6 +11,7 @@
  * batch invariance across the layer kinds. Every test is skipped when the
  * model file is absent. */
 #include "test_util.h"
+#include "test_json.h"
 
 #include "base/threadpool.h"
 #include "format/gguf.h"
@@ -188,22 +189,8 @@ static void seq_run(seq *s, const int32_t *toks, int32_t p0, int32_t n, int32_t 
     assert_int_equal(st, DI_OK);
 }
 
-static int32_t json_ids(json_t *arr, int32_t *out, int32_t cap) {
-    int32_t n = (int32_t)json_array_size(arr);
-    assert_true(n <= cap);
-    for (int32_t i = 0; i < n; i++) out[i] = (int32_t)json_integer_value(json_array_get(arr, (size_t)i));
-    return n;
-}
-
-static int32_t argmax(const float *x, int32_t n) {
-    int32_t best = 0;
-    for (int32_t i = 1; i < n; i++)
-        if (x[i] > x[best]) best = i;
-    return best;
-}
-
 static double lse(const float *x, int32_t n) {
-    double mx = x[argmax(x, n)], s = 0;
+    double mx = x[di_test_argmax(x, n)], s = 0;
     for (int32_t i = 0; i < n; i++) s += exp((double)x[i] - mx);
     return mx + log(s);
 }
@@ -240,7 +227,7 @@ static void compare_row(fixture *f, const float *row, json_t *pj, diff_stats *d)
     }
     double margin = json_real_value(json_array_get(vals, 0)) - json_real_value(json_array_get(vals, 1));
     if (margin > ARGMAX_MIN_MARGIN) {
-        assert_int_equal(argmax(row, V), (int)json_integer_value(json_array_get(ids, 0)));
+        assert_int_equal(di_test_argmax(row, V), (int)json_integer_value(json_array_get(ids, 0)));
         d->argmax_checked++;
     } else {
         d->argmax_skipped++;
@@ -275,7 +262,7 @@ static void compare_row_hf(fixture *f, const float *row, json_t *pj, hf_stats *d
                 mine = row[id];
                 want = json_real_value(json_array_get(va, k));
             } else { /* the whole row through its max and logsumexp */
-                mine = k == 0 ? row[argmax(row, V)] : lse(row, V);
+                mine = k == 0 ? row[di_test_argmax(row, V)] : lse(row, V);
                 want = json_real_value(json_object_get(pj, k == 0 ? "max" : "lse"));
             }
             double e = fabs(mine - want);
@@ -286,7 +273,7 @@ static void compare_row_hf(fixture *f, const float *row, json_t *pj, hf_stats *d
         }
     }
     if (json_real_value(json_array_get(vals, 0)) - json_real_value(json_array_get(vals, 1)) > HF_MIN_MARGIN) {
-        assert_int_equal(argmax(row, V), (int)json_integer_value(json_array_get(ids, 0)));
+        assert_int_equal(di_test_argmax(row, V), (int)json_integer_value(json_array_get(ids, 0)));
         d->argmax_checked++;
     }
 }
@@ -307,8 +294,8 @@ static void test_gemma_logits_match_transformers(void **state) {
     for (size_t ci = 0; ci < json_array_size(cases) && ci < MAX_CASES; ci++) {
         json_t *c = json_array_get(cases, ci);
         int32_t toks[64], greedy[64];
-        int32_t T = json_ids(json_object_get(c, "tokens"), toks, 64);
-        int32_t G = json_ids(json_object_get(c, "greedy"), greedy, 64);
+        int32_t T = di_test_json_ids(json_object_get(c, "tokens"), toks, 64);
+        int32_t G = di_test_json_ids(json_object_get(c, "greedy"), greedy, 64);
         json_t *positions = json_object_get(c, "positions"), *margins = json_object_get(c, "greedy_margin");
         assert_int_equal(json_array_size(positions), T);
         seq s;
@@ -319,7 +306,7 @@ static void test_gemma_logits_match_transformers(void **state) {
         memmove(logits, logits + (size_t)(T - 1) * V, sizeof(float) * (size_t)V);
         for (int32_t k = 0; k < G; k++) {
             if (json_real_value(json_array_get(margins, (size_t)k)) <= HF_MIN_MARGIN) break;
-            assert_int_equal(argmax(logits, V), greedy[k]);
+            assert_int_equal(di_test_argmax(logits, V), greedy[k]);
             greedy_checked++;
             seq_run(&s, &greedy[k], T + k, 1, 0, logits, f->pool2);
         }
@@ -338,7 +325,7 @@ static void test_gemma_logits_match_transformers(void **state) {
 static float *run_long_prompt(fixture *f, const json_t *lc, int32_t *T_out, int32_t *tail_out) {
     const int32_t V = (int32_t)f->hp->n_vocab;
     int32_t toks[MAX_ROWS];
-    int32_t T = json_ids(json_object_get(lc, "tokens"), toks, MAX_ROWS);
+    int32_t T = di_test_json_ids(json_object_get(lc, "tokens"), toks, MAX_ROWS);
     int32_t tail = (int32_t)json_integer_value(json_object_get(lc, "tail"));
     assert_true(T > (int32_t)f->hp->sliding_window + tail && tail > 0);
     float *logits = malloc(sizeof(float) * (size_t)V * (size_t)tail);
@@ -415,7 +402,7 @@ static void test_gemma_logits_match_llamacpp(void **state) {
     for (size_t ci = 0; ci < json_array_size(cases) && ci < MAX_CASES; ci++) {
         json_t *c = json_array_get(cases, ci);
         int32_t toks[64];
-        int32_t T = json_ids(json_object_get(c, "tokens"), toks, 64);
+        int32_t T = di_test_json_ids(json_object_get(c, "tokens"), toks, 64);
         seq s;
         seq_init(&s, f->m);
         seq_run(&s, toks, 0, T, 0, logits, f->pool2);
@@ -446,15 +433,15 @@ static void test_gemma_greedy_matches_llamacpp(void **state) {
     for (size_t ci = 0; ci < json_array_size(cases) && ci < MAX_CASES; ci++) {
         json_t *c = json_array_get(cases, ci);
         int32_t toks[64], greedy[64];
-        int32_t T = json_ids(json_object_get(c, "tokens"), toks, 64);
-        int32_t G = json_ids(json_object_get(c, "greedy"), greedy, 64);
+        int32_t T = di_test_json_ids(json_object_get(c, "tokens"), toks, 64);
+        int32_t G = di_test_json_ids(json_object_get(c, "greedy"), greedy, 64);
         json_t *margins = json_object_get(c, "greedy_margin");
         seq s;
         seq_init(&s, f->m);
         seq_run(&s, toks, 0, T, T - 1, logits, f->pool2);
         for (int32_t k = 0; k < G; k++) {
             if (json_real_value(json_array_get(margins, (size_t)k)) <= ARGMAX_MIN_MARGIN) break;
-            assert_int_equal(argmax(logits, V), greedy[k]);
+            assert_int_equal(di_test_argmax(logits, V), greedy[k]);
             checked++;
             seq_run(&s, &greedy[k], T + k, 1, 0, logits, f->pool2);
         }
@@ -501,7 +488,7 @@ static void test_gemma_tokenizer_matches_llamacpp(void **state) {
         const char *text = json_string_value(json_object_get(c, "text"));
         for (int special = 0; special < 2; special++) {
             int32_t want[1024];
-            int32_t n = json_ids(json_object_get(c, special ? "ids_special" : "ids"), want, 1024);
+            int32_t n = di_test_json_ids(json_object_get(c, special ? "ids_special" : "ids"), want, 1024);
             di_tok_ids got = {0};
             di_error err;
             assert_int_equal(di_tok_encode(f->tok, text, strlen(text), false, special, &got, &err), DI_OK);
@@ -550,7 +537,7 @@ static void test_gemma_batch_invariant(void **state) {
     const int32_t V = (int32_t)f->hp->n_vocab;
     json_t *c = json_array_get(json_object_get(f->golden, "cases"), 2);
     int32_t toks[64];
-    int32_t T = json_ids(json_object_get(c, "tokens"), toks, 64);
+    int32_t T = di_test_json_ids(json_object_get(c, "tokens"), toks, 64);
     float *a = malloc(sizeof(float) * (size_t)V), *b = malloc(sizeof(float) * (size_t)V);
     assert_true(a && b);
     seq s1, s2;

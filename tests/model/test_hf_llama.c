@@ -20,6 +20,7 @@
  * Also: a prompt in chunks and one row at a time gives the same bits as in
  * one batch. */
 #include "test_util.h"
+#include "test_json.h"
 
 #include "model/llama_hf.h"
 #include "model/model.h"
@@ -102,13 +103,6 @@ static void run(model *mo, const int32_t *toks, int32_t p0, int32_t n, float *ou
     assert_int_equal(s, DI_OK);
 }
 
-static int32_t argmax(const float *x, int32_t n) {
-    int32_t best = 0;
-    for (int32_t i = 1; i < n; i++)
-        if (x[i] > x[best]) best = i;
-    return best;
-}
-
 static json_t *load_json(const char *rel) {
     char path[4096];
     json_error_t jerr;
@@ -122,13 +116,6 @@ static json_t *load_golden(const char *family) {
     char rel[128];
     snprintf(rel, sizeof rel, "tests/data/golden/hf/%s.json", family);
     return load_json(rel);
-}
-
-static int32_t json_ids(json_t *arr, int32_t *out, int32_t cap) {
-    int32_t n = (int32_t)json_array_size(arr);
-    assert_true(n <= cap);
-    for (int32_t i = 0; i < n; i++) out[i] = (int32_t)json_integer_value(json_array_get(arr, (size_t)i));
-    return n;
 }
 
 static void hf_folders_match_transformers(void **state) {
@@ -149,7 +136,7 @@ static void hf_folders_match_transformers(void **state) {
         /* the folder's tokenizer.json, id for id */
         const char *text = json_string_value(json_object_get(gold, "text"));
         int32_t want_ids[MAX_ROWS];
-        int32_t n_ids = json_ids(json_object_get(gold, "text_ids"), want_ids, MAX_ROWS);
+        int32_t n_ids = di_test_json_ids(json_object_get(gold, "text_ids"), want_ids, MAX_ROWS);
         di_tok_ids ids = {0};
         assert_int_equal(di_tok_encode(di_model_tokenizer(mo.m), text, strlen(text), false, false, &ids, &err), DI_OK);
         assert_int_equal((int)ids.n, n_ids);
@@ -157,7 +144,7 @@ static void hf_folders_match_transformers(void **state) {
         di_tok_ids_free(&ids);
 
         int32_t prompt[MAX_ROWS], want[16], got[16];
-        int32_t n = json_ids(json_object_get(gold, "prompt"), prompt, MAX_ROWS);
+        int32_t n = di_test_json_ids(json_object_get(gold, "prompt"), prompt, MAX_ROWS);
         float *lg = malloc((size_t)MAX_ROWS * (size_t)V * sizeof(float));
         assert_non_null(lg);
         run(&mo, prompt, 0, n, lg, pool);
@@ -177,13 +164,13 @@ static void hf_folders_match_transformers(void **state) {
         assert_true(max_diff <= HF_LOGIT_TOL);
 
         /* greedy, one decode row at a time through the cache */
-        int32_t ng = json_ids(json_object_get(gold, "greedy"), want, 16);
+        int32_t ng = di_test_json_ids(json_object_get(gold, "greedy"), want, 16);
         json_t *margin = json_object_get(gold, "greedy_margin");
-        int32_t tok = argmax(lg + (int64_t)(n - 1) * V, V);
+        int32_t tok = di_test_argmax(lg + (int64_t)(n - 1) * V, V);
         for (int32_t i = 0; i < ng; i++) {
             got[i] = tok;
             run(&mo, &tok, n + i, 1, lg, pool);
-            tok = argmax(lg, V);
+            tok = di_test_argmax(lg, V);
         }
         for (int32_t i = 0; i < ng; i++) {
             if (got[i] != want[i]) {
@@ -215,7 +202,7 @@ static void chunked_prefill_and_decode_give_the_same_bits(void **state) {
     for (size_t f = 0; f < N_FAMILIES; f++) {
         json_t *gold = load_golden(FAMILIES[f]);
         int32_t prompt[MAX_ROWS];
-        int32_t n = json_ids(json_object_get(gold, "prompt"), prompt, MAX_ROWS);
+        int32_t n = di_test_json_ids(json_object_get(gold, "prompt"), prompt, MAX_ROWS);
         bool windowed = !strcmp(FAMILIES[f], WINDOWED[0]) || !strcmp(FAMILIES[f], WINDOWED[1]);
         model mo;
         model_open(&mo, FAMILIES[f], windowed ? "c" : NULL);

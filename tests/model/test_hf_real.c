@@ -9,6 +9,7 @@
  * top-1 and greedy tokens. Skipped when the folder is absent (it needs
  * torch to make). */
 #include "test_util.h"
+#include "test_json.h"
 
 #include "model/model.h"
 #include "text/tokenizer.h"
@@ -63,20 +64,6 @@ static int teardown(void **state) {
     return 0;
 }
 
-static int32_t json_ids(json_t *arr, int32_t *out, int32_t cap) {
-    int32_t n = (int32_t)json_array_size(arr);
-    assert_true(n <= cap);
-    for (int32_t i = 0; i < n; i++) out[i] = (int32_t)json_integer_value(json_array_get(arr, (size_t)i));
-    return n;
-}
-
-static int32_t argmax(const float *x, int32_t n) {
-    int32_t best = 0;
-    for (int32_t i = 1; i < n; i++)
-        if (x[i] > x[best]) best = i;
-    return best;
-}
-
 /* tokens at positions p0.. of one sequence in scattered blocks; every row's logits into out */
 static void run(di_model_ctx *ctx, di_model_kv *kv, const int32_t *toks, int32_t p0, int32_t n, float *out,
                 di_threadpool *pool) {
@@ -115,7 +102,7 @@ static void real_qwen_folder_matches_transformers(void **state) {
     /* the real tokenizer.json, id for id */
     const char *text = json_string_value(json_object_get(f->gold, "text"));
     int32_t want_ids[MAX_ROWS];
-    int32_t n_ids = json_ids(json_object_get(f->gold, "text_ids"), want_ids, MAX_ROWS);
+    int32_t n_ids = di_test_json_ids(json_object_get(f->gold, "text_ids"), want_ids, MAX_ROWS);
     di_tok_ids ids = {0};
     assert_int_equal(di_tok_encode(di_model_tokenizer(f->m), text, strlen(text), false, false, &ids, &err), DI_OK);
     assert_int_equal((int)ids.n, n_ids);
@@ -129,7 +116,7 @@ static void real_qwen_folder_matches_transformers(void **state) {
     assert_int_equal(di_model_kv_create(f->m, N_BLOCKS, BLOCK_SIZE, DI_DTYPE_F32, &kv, &err), DI_OK);
     assert_int_equal(di_model_ctx_create(f->m, &ctx, &err), DI_OK);
     int32_t prompt[MAX_ROWS];
-    int32_t n = json_ids(json_object_get(f->gold, "prompt"), prompt, MAX_ROWS);
+    int32_t n = di_test_json_ids(json_object_get(f->gold, "prompt"), prompt, MAX_ROWS);
     float *lg = malloc((size_t)n * (size_t)V * sizeof(float));
     assert_non_null(lg);
     run(ctx, kv, prompt, 0, n, lg, pool);
@@ -147,7 +134,7 @@ static void real_qwen_folder_matches_transformers(void **state) {
         }
         json_t *first = json_array_get(row, 0), *second = json_array_get(row, 1);
         double margin = json_real_value(json_array_get(first, 1)) - json_real_value(json_array_get(second, 1));
-        int32_t ours = argmax(lg + (int64_t)t * V, V);
+        int32_t ours = di_test_argmax(lg + (int64_t)t * V, V);
         if (ours == (int32_t)json_integer_value(json_array_get(first, 0))) top1++;
         else assert_true(margin < GREEDY_MIN_MARGIN);
     }
@@ -157,13 +144,13 @@ static void real_qwen_folder_matches_transformers(void **state) {
 
     /* greedy, one decode row at a time through the cache */
     int32_t want[16], got[16];
-    int32_t ng = json_ids(json_object_get(f->gold, "greedy"), want, 16);
+    int32_t ng = di_test_json_ids(json_object_get(f->gold, "greedy"), want, 16);
     json_t *margin = json_object_get(f->gold, "greedy_margin");
-    int32_t tok = argmax(lg + (int64_t)(n - 1) * V, V);
+    int32_t tok = di_test_argmax(lg + (int64_t)(n - 1) * V, V);
     for (int32_t i = 0; i < ng; i++) {
         got[i] = tok;
         run(ctx, kv, &tok, n + i, 1, lg, pool);
-        tok = argmax(lg, V);
+        tok = di_test_argmax(lg, V);
     }
     for (int32_t i = 0; i < ng; i++)
         if (got[i] != want[i]) {

@@ -3,6 +3,7 @@
  * f16 cache, and rejection of bad batches. Needs the default model
  * (`make model`); every test is skipped when it is absent. */
 #include "test_util.h"
+#include "test_json.h"
 
 #include "base/threadpool.h"
 #include "format/gguf.h"
@@ -154,13 +155,6 @@ static int32_t json_tokens(json_t *c, int32_t *out, int32_t cap) {
     return n;
 }
 
-static int32_t argmax(const float *x, int32_t n) {
-    int32_t best = 0;
-    for (int32_t i = 1; i < n; i++)
-        if (x[i] > x[best]) best = i;
-    return best;
-}
-
 /* ---- tests ---- */
 
 /* Compares model m's logits with the goldens: every top/probe logit within
@@ -230,7 +224,7 @@ static void check_goldens(fixture *f, const di_llama_model *m, double tol, doubl
 
         /* greedy: continue the same sequence one decode token at a time */
         json_t *greedy = json_object_get(c, "greedy"), *margin = json_object_get(c, "greedy_margin");
-        int32_t next = argmax(logits + (size_t)(T - 1) * V, V);
+        int32_t next = di_test_argmax(logits + (size_t)(T - 1) * V, V);
         for (size_t s = 0; s < json_array_size(greedy); s++) {
             int32_t want = (int32_t)json_integer_value(json_array_get(greedy, s));
             if (json_real_value(json_array_get(margin, s)) < min_margin) break; /* tie: stop here */
@@ -240,7 +234,7 @@ static void check_goldens(fixture *f, const di_llama_model *m, double tol, doubl
             rows_add(&d, next, 0, T + (int32_t)s, 1);
             b = make_batch(&d, &pg);
             assert_int_equal(di_llama_forward(ctx, kv, &b, logits, NULL, &err), DI_OK);
-            next = argmax(logits, V);
+            next = di_test_argmax(logits, V);
         }
     }
     printf("llama goldens (%s kernels): %d logits, max |diff| %.3g, max |diff|/(|x|+1) %.3g, max sumsq rel "
@@ -427,7 +421,7 @@ static void f16_cache_stays_close_to_f32(void **state) {
     double max = 0;
     for (int32_t i = 0; i < V; i++) max = fmax(max, fabs((double)l32[i] - l16[i]));
     assert_true(max < 0.1); /* f16 K/V: ~1e-3 relative per element */
-    assert_int_equal(argmax(l32, V), argmax(l16, V));
+    assert_int_equal(di_test_argmax(l32, V), di_test_argmax(l16, V));
     free(l32);
     free(l16);
 }

@@ -8,6 +8,7 @@
  * teacher-forced top-1 over a long text: tests/cli/perplexity.sh.) Every test
  * is skipped when the model file is absent. */
 #include "test_util.h"
+#include "test_json.h"
 
 #include "base/threadpool.h"
 #include "format/gguf.h"
@@ -139,22 +140,8 @@ static void seq_run(seq *s, const int32_t *toks, int32_t p0, int32_t n, int32_t 
     assert_int_equal(st, DI_OK);
 }
 
-static int32_t json_ids(json_t *arr, int32_t *out, int32_t cap) {
-    int32_t n = (int32_t)json_array_size(arr);
-    assert_true(n <= cap);
-    for (int32_t i = 0; i < n; i++) out[i] = (int32_t)json_integer_value(json_array_get(arr, (size_t)i));
-    return n;
-}
-
-static int32_t argmax(const float *x, int32_t n) {
-    int32_t best = 0;
-    for (int32_t i = 1; i < n; i++)
-        if (x[i] > x[best]) best = i;
-    return best;
-}
-
 static double lse(const float *x, int32_t n) {
-    double mx = x[argmax(x, n)], s = 0;
+    double mx = x[di_test_argmax(x, n)], s = 0;
     for (int32_t i = 0; i < n; i++) s += exp((double)x[i] - mx);
     return mx + log(s);
 }
@@ -192,7 +179,7 @@ static void test_qwen_logits_match_llamacpp(void **state) {
     for (size_t ci = 0; ci < json_array_size(cases); ci++) {
         json_t *c = json_array_get(cases, ci);
         int32_t toks[MAX_T];
-        int32_t T = json_ids(json_object_get(c, "tokens"), toks, MAX_T);
+        int32_t T = di_test_json_ids(json_object_get(c, "tokens"), toks, MAX_T);
         seq s;
         seq_init(&s, f->m);
         seq_run(&s, toks, 0, T, 0, logits, f->pool);
@@ -218,7 +205,7 @@ static void test_qwen_logits_match_llamacpp(void **state) {
             }
             double margin = json_real_value(json_array_get(vals, 0)) - json_real_value(json_array_get(vals, 1));
             if (margin > ARGMAX_MIN_MARGIN) {
-                assert_int_equal(argmax(row, V), (int)json_integer_value(json_array_get(ids, 0)));
+                assert_int_equal(di_test_argmax(row, V), (int)json_integer_value(json_array_get(ids, 0)));
                 checked++;
             } else {
                 ties++;
@@ -247,15 +234,15 @@ static void test_qwen_greedy_matches_llamacpp(void **state) {
     for (size_t ci = 0; ci < json_array_size(cases); ci++) {
         json_t *c = json_array_get(cases, ci);
         int32_t toks[MAX_T], greedy[64];
-        int32_t T = json_ids(json_object_get(c, "tokens"), toks, MAX_T);
-        int32_t G = json_ids(json_object_get(c, "greedy"), greedy, 64);
+        int32_t T = di_test_json_ids(json_object_get(c, "tokens"), toks, MAX_T);
+        int32_t G = di_test_json_ids(json_object_get(c, "greedy"), greedy, 64);
         json_t *margins = json_object_get(c, "greedy_margin");
         seq s;
         seq_init(&s, f->m);
         seq_run(&s, toks, 0, T, T - 1, logits, f->pool);
         for (int32_t k = 0; k < G; k++) {
             if (json_real_value(json_array_get(margins, (size_t)k)) <= ARGMAX_MIN_MARGIN) break;
-            assert_int_equal(argmax(logits, V), greedy[k]);
+            assert_int_equal(di_test_argmax(logits, V), greedy[k]);
             checked++;
             seq_run(&s, &greedy[k], T + k, 1, 0, logits, f->pool);
         }
@@ -279,7 +266,7 @@ static void test_qwen_tokenizer_matches_llamacpp(void **state) {
         const char *text = json_string_value(json_object_get(c, "text"));
         for (int special = 0; special < 2; special++) {
             int32_t want[1024];
-            int32_t n = json_ids(json_object_get(c, special ? "ids_special" : "ids"), want, 1024);
+            int32_t n = di_test_json_ids(json_object_get(c, special ? "ids_special" : "ids"), want, 1024);
             di_tok_ids got = {0};
             di_error err;
             assert_int_equal(di_tok_encode(f->tok, text, strlen(text), false, special, &got, &err), DI_OK);

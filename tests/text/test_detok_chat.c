@@ -187,6 +187,20 @@ static void stop_string_spanning_tokens_is_found(void **state) {
 
 /* ---- chat templates --------------------------------------------------------- */
 
+/* A golden case's "messages" as di_chat_msg (strings borrowed from c;
+ * the array malloc'd). */
+static di_chat_msg *case_messages(json_t *c, size_t *n) {
+    json_t *msgs = json_object_get(c, "messages");
+    *n = json_array_size(msgs);
+    di_chat_msg *m = calloc(*n ? *n : 1, sizeof *m);
+    assert_non_null(m);
+    for (size_t k = 0; k < *n; k++) {
+        m[k].role = json_string_value(json_object_get(json_array_get(msgs, k), "role"));
+        m[k].content = json_string_value(json_object_get(json_array_get(msgs, k), "content"));
+    }
+    return m;
+}
+
 static void chat_matches_jinja_goldens(void **state) {
     (void)state;
     char path[4096];
@@ -209,13 +223,8 @@ static void chat_matches_jinja_goldens(void **state) {
         for (int k = 0; k < 4; k++)
             if (!strcmp(name, toks[k].name)) t = toks[k].t;
         if (!t) continue; /* default model not fetched */
-        json_t *msgs = json_object_get(c, "messages");
-        size_t n = json_array_size(msgs);
-        di_chat_msg *m = calloc(n ? n : 1, sizeof *m);
-        for (size_t k = 0; k < n; k++) {
-            m[k].role = json_string_value(json_object_get(json_array_get(msgs, k), "role"));
-            m[k].content = json_string_value(json_object_get(json_array_get(msgs, k), "content"));
-        }
+        size_t n;
+        di_chat_msg *m = case_messages(c, &n);
         char *out;
         size_t len;
         bool gen = json_is_true(json_object_get(c, "add_generation_prompt"));
@@ -251,13 +260,8 @@ static void chat_inst_templates_match_jinja(void **state) {
         di_chat_kind kind = di_tok_chat_detect(text);
         if (kind != di_tok_chat_from_name(name) || strcmp(di_tok_chat_name(kind), name))
             fail_msg("case %zu: the %s template is detected as %s", i, name, di_tok_chat_name(kind));
-        json_t *msgs = json_object_get(c, "messages");
-        size_t n = json_array_size(msgs);
-        di_chat_msg *m = calloc(n ? n : 1, sizeof *m);
-        for (size_t k = 0; k < n; k++) {
-            m[k].role = json_string_value(json_object_get(json_array_get(msgs, k), "role"));
-            m[k].content = json_string_value(json_object_get(json_array_get(msgs, k), "content"));
-        }
+        size_t n;
+        di_chat_msg *m = case_messages(c, &n);
         char *out = NULL;
         di_error err = {0};
         bool gen = json_is_true(json_object_get(c, "add_generation_prompt"));

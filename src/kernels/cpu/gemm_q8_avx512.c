@@ -37,17 +37,9 @@
 #define NR 4
 #define NC 4
 #define CHUNK 16 /* blocks per scale vector */
-/* Prefetch distance: decode streams every weight once from L3/memory.
- * A tile walks NC rows side by side (streams of one row each, too short
- * for the hardware prefetcher to train on), so the lead must cover DRAM
- * latency. Measured on Zen 4 (EPYC, KVM guest, 4 KiB pages), 151936 x 896,
- * 1 thread, GB/s per CPU-second: q8_0 3 KiB 6.5, 4 KiB 7.3, 8 KiB 7.9;
- * q5_0 1 KiB 6.8, 4 KiB 8.5, 8 KiB 8.7; none at all 4.3-4.8. (Earlier, on a
- * 49152 x 576 matrix: 1 KiB ahead 11-16 GB/s per core, 3-4 KiB 16-22.) */
-#define PREFETCH_BYTES 0
-#ifndef GROUP_PREFETCH
-#define GROUP_PREFETCH 1
-#endif
+/* Decode streams every weight once from memory: while a group of NC
+ * rows computes, the next group's rows are prefetched to L2 (gemm below).
+ * Per-block prefetch inside the tile measured no better (Zen 4). */
 
 enum { K_Q4_0, K_Q4_1, K_Q8_0, K_Q4_K, K_Q5_0, K_Q6_K };
 
@@ -62,9 +54,6 @@ TGT static inline float hsum16(__m512 v) {
     return _mm_cvtss_f32(s);
 }
 
-static inline int64_t block_bytes(int kind) {
-    return kind == K_Q4_0 ? 18 : kind == K_Q4_1 ? 20 : kind == K_Q8_0 ? 34 : kind == K_Q5_0 ? 22 : kind == K_Q6_K ? 26 : 18; /* Q6_K: 210 / 8, rounded */
-}
 
 /* Q4_0/Q4_1 store each pair as low/high nibble halves (activations
  * permuted to match); Q8_0 and Q4_K unpack in natural order. */
@@ -169,7 +158,6 @@ TGT static inline ALWAYS void tile(int kind, const int nr, const int nc, const u
     for (int i = 0; i < nr; i++)
 #pragma GCC unroll 4
         for (int j = 0; j < nc; j++) acc[i][j] = _mm512_setzero_ps();
-    const int64_t bb = block_bytes(kind);
     /* lane -> block of the pair: nibble layout b b+1 b b+1 (4 lanes each),
      * natural layout b (8 lanes) b+1 (8 lanes) */
     const __m512i pair_idx = nibble_pairs(kind) ? _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1)
@@ -207,7 +195,6 @@ TGT static inline ALWAYS void tile(int kind, const int nr, const int nc, const u
             __m512 dwp[NC];
 #pragma GCC unroll 4
             for (int j = 0; j < nc; j++) {
-                if (PREFETCH_BYTES) _mm_prefetch((const char *)w[j] + b * bb + PREFETCH_BYTES, _MM_HINT_T1);
                 u[j] = load_pair(kind, w[j], b);
                 dwp[j] = _mm512_permutexvar_ps(widx, dw[j]);
             }
@@ -266,7 +253,7 @@ TGT static inline ALWAYS void gemm(int kind, const void *w, uint64_t row_bytes, 
             rows[j] = (const uint8_t *)w + (uint64_t)(o + j) * row_bytes;
             prep_avx512(kind, rows[j], nb, dw + j * ldw, mw + j * nb);
         }
-        if (GROUP_PREFETCH && o + NC < o1) { /* the next group's rows, while this one computes */
+        if (o + NC < o1) { /* the next group's rows, while this one computes */
             const uint8_t *next = (const uint8_t *)w + (uint64_t)(o + NC) * row_bytes;
             const uint64_t bytes = (uint64_t)(o1 - o - NC < NC ? o1 - o - NC : NC) * row_bytes;
             for (uint64_t off = 0; off < bytes; off += 64) _mm_prefetch((const char *)next + off, _MM_HINT_T1);
