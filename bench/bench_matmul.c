@@ -5,9 +5,12 @@
  *
  *   bench_matmul [-d q4_1] [-i 576] [-o 1536] [-r 512] [-t 1] [-n iters] [-k table]
  *
- * -k runs only the table of that name (e.g. avx512-amx-q8), for profiling. */
+ * -k runs only the table of that name (e.g. avx512-amx-q8), for profiling.
+ * A table with an x16 gemm for the dtype (pack_x16.h) runs twice: on the
+ * rows ("rows") and on the packed copy the loader would make ("x16"). */
 #include "base/threadpool.h"
 #include "kernels/cpu/kernels.h"
+#include "kernels/cpu/pack_x16.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,6 +70,9 @@ int main(int argc, char **argv) {
         di_dtype_traits_of(t)->from_float(src, w + o * rb, n_in);
     }
     for (int64_t i = 0; i < rows * n_in; i++) x[i] = (float)((s = s * 1664525u + 1013904223u) >> 8) / 16777216.0f - 0.5f;
+    void *packed_w = NULL;
+    if (di_x16_packable(t, n_in) && (packed_w = malloc(di_x16_packed_bytes(t, n_out, n_in))))
+        di_x16_pack(t, w, rb, n_out, n_in, packed_w);
     di_threadpool *pool = NULL;
     di_error err;
     if (threads > 1 && di_threadpool_create(threads, &pool, &err)) return 1;
@@ -77,15 +83,20 @@ int main(int argc, char **argv) {
         for (int exact = 0; exact < 2; exact++) {
             const di_cpu_kernels *k = exact ? k0->q8 : k0;
             if (!k || (only && strcmp(k->name, only))) continue;
-            di_matmul_args a1 = {t, w, rb, x, n_in, y, n_out, 1, n_in, n_out};
-            di_matmul_args ar = {t, w, rb, x, n_in, y, n_out, rows, n_in, n_out};
-            double t1 = best_time(k, &a1, scratch, pool, iters * 10);
-            double tr = best_time(k, &ar, scratch, pool, isa == 0 ? 1 : iters);
-            printf("  %-16s decode %6.2f GB/s (%7.1f us)   %lld rows %7.2f GMAC/s\n", k->name,
-                   (double)(rb * (uint64_t)n_out) / t1 / 1e9, t1 * 1e6, (long long)rows,
-                   (double)(rows * n_in * n_out) / tr / 1e9);
+            for (int packed = 0; packed < 2; packed++) {
+                if (packed && !(k->gemm_q8_x16[t] && packed_w)) continue;
+                const void *pw = packed ? packed_w : NULL;
+                di_matmul_args a1 = {t, w, rb, x, n_in, y, n_out, 1, n_in, n_out, pw};
+                di_matmul_args ar = {t, w, rb, x, n_in, y, n_out, rows, n_in, n_out, pw};
+                double t1 = best_time(k, &a1, scratch, pool, iters * 10);
+                double tr = best_time(k, &ar, scratch, pool, isa == 0 ? 1 : iters);
+                printf("  %-16s %-4s decode %6.2f GB/s (%7.1f us)   %lld rows %7.2f GMAC/s\n", k->name,
+                       k->gemm_q8_x16[t] ? (packed ? "x16" : "rows") : "", (double)(rb * (uint64_t)n_out) / t1 / 1e9,
+                       t1 * 1e6, (long long)rows, (double)(rows * n_in * n_out) / tr / 1e9);
+            }
         }
     }
     di_threadpool_free(pool);
+    free(packed_w);
     return 0;
 }

@@ -64,6 +64,9 @@ typedef struct di_backend_weight {
     const void *data;
     uint64_t row_bytes;
     int64_t n_in, n_out;
+    /* the backend's own layout of the same matrix, made by upload_weight
+     * (the CPU's: pack_x16.h where its table has a gemm for it), or NULL */
+    const void *packed;
 } di_backend_weight;
 
 /* embed_norm: x[r] = dequant(emb row tokens[r]) (* scale when scale != 0);

@@ -259,7 +259,7 @@ static void attn_task(void *arg, int64_t task, int thread) {
     float *sc = j->scores + (int64_t)thread * ATTN_BQ * np, *scr = j->scratch + (int64_t)thread * j->scratch_per;
     const float scale = 1.0f / sqrtf((float)hd);
     di_matmul_args qk = {DI_DTYPE_F32, j->kt + h * n * hd, (uint64_t)hd * sizeof(float), j->qkv + i0 * 3 * E + h * hd,
-                         3 * E, sc, np, bq, hd, n};
+                         3 * E, sc, np, bq, hd, n, NULL};
     j->be->ops->linear(j->be, &qk, 1, scr, NULL);
     for (int64_t r = 0; r < bq; r++) {
         float *row = sc + r * np, mx = -INFINITY, sum = 0.0f;
@@ -276,7 +276,7 @@ static void attn_task(void *arg, int64_t task, int thread) {
         for (int64_t c = n; c < np; c++) row[c] = 0.0f;
     }
     di_matmul_args pv = {DI_DTYPE_F32, j->vtt + h * hd * np, (uint64_t)np * sizeof(float), sc, np,
-                         j->out + i0 * E + h * hd, E, bq, np, hd};
+                         j->out + i0 * E + h * hd, E, bq, np, hd, NULL};
     j->be->ops->linear(j->be, &pv, 1, scr, NULL);
 }
 

@@ -86,6 +86,7 @@ struct di_llama_model {
     di_rope_table rope, rope_swa; /* the two tables as the backend takes them */
     float **owned;          /* (n_owned) norm vectors widened to f32 */
     int32_t n_owned;
+    int n_uploaded;         /* matrices() that went through upload_weight, in its order */
 };
 
 struct di_llama_kv {
@@ -228,6 +229,43 @@ static di_status bind_layer(di_llama_model *m, const di_llama_layer_tensors *t, 
     return DI_OK;
 }
 
+/* Every matrix a linear reads, for upload_weight / release_weight. */
+static int matrices(di_llama_model *m, llama_weight **out) {
+    int n = 0;
+    out[n++] = &m->output;
+    for (uint32_t il = 0; il < m->hp.n_layers; il++) {
+        llama_layer *L = &m->layers[il];
+        out[n++] = &L->wq, out[n++] = &L->wk, out[n++] = &L->wv, out[n++] = &L->wo;
+        if (!L->moe) out[n++] = &L->w_gate, out[n++] = &L->w_up, out[n++] = &L->w_down;
+    }
+    return n;
+}
+#define MATRICES_PER_LAYER 7
+
+/* The backend's copy of each matrix (the CPU's: an x16-packed one where
+ * its table has the gemm for it; the rows stay for the embedding lookup). */
+static di_status upload_matrices(di_llama_model *m, di_error *err) {
+    llama_weight **list = di_malloc_array((size_t)m->hp.n_layers * MATRICES_PER_LAYER + 1, sizeof *list);
+    if (!list) return di_error_set(err, DI_ERR_NOMEM, "llama: out of memory");
+    int n = matrices(m, list);
+    di_status s = DI_OK;
+    for (int i = 0; i < n && s == DI_OK; i++) {
+        llama_weight up;
+        if ((s = m->be.ops->upload_weight(&m->be, list[i], &up, err)) == DI_OK) *list[i] = up, m->n_uploaded++;
+    }
+    free(list);
+    return s;
+}
+
+static void release_matrices(di_llama_model *m) {
+    if (!m->layers) return;
+    llama_weight **list = di_malloc_array((size_t)m->hp.n_layers * MATRICES_PER_LAYER + 1, sizeof *list);
+    if (!list) return; /* the packed copies leak only if even this fails */
+    int n = matrices(m, list);
+    for (int i = 0; i < n && i < m->n_uploaded; i++) m->be.ops->release_weight(&m->be, list[i]);
+    free(list);
+}
+
 /* inv_freq[i] = freq_scale / theta^(2i/n_rot), divided by the per-pair
  * factors of a llama-3 style rope_freqs tensor when the file has one.
  * Computed in double, rounded once to f32 (the reference's f32 table differs
@@ -334,6 +372,7 @@ di_status di_llama_load_parts(const di_llama_hparams *hp, const di_llama_tensors
     /* phi3 LongRoPE: the short factors, what both references use for a
      * sequence within the original context (see the header) */
     s = build_rope(m, t.rope_freqs ? t.rope_freqs : t.rope_short, err);
+    if (s == DI_OK) s = upload_matrices(m, err);
     /* local layers: their base, no scaling or factors (gemma3 has neither) */
     m->rope = (di_rope_table){m->inv_freq, m->rope_theta_scale, m->rope_freq_scale, m->rope_factors};
     m->rope_swa = (di_rope_table){m->inv_freq_swa, m->rope_theta_scale_swa, 1.0f, NULL};
@@ -348,6 +387,7 @@ done:
 
 void di_llama_free(di_llama_model *m) {
     if (!m) return;
+    release_matrices(m);
     for (int32_t i = 0; i < m->n_owned; i++) free(m->owned[i]);
     free(m->owned);
     free(m->layers);
@@ -573,7 +613,7 @@ static di_status validate_batch(di_llama_ctx *c, const di_llama_kv *kv, const di
 
 static di_matmul_args mm_args(const llama_weight *w, const float *x, int64_t ldx, float *y, int64_t ldy,
                               int64_t n_rows) {
-    return (di_matmul_args){w->dtype, w->data, w->row_bytes, x, ldx, y, ldy, n_rows, w->n_in, w->n_out};
+    return (di_matmul_args){w->dtype, w->data, w->row_bytes, x, ldx, y, ldy, n_rows, w->n_in, w->n_out, w->packed};
 }
 
 static void matmul(const di_llama_ctx *c, const llama_weight *w, const float *x, int64_t ldx, float *y,

@@ -130,11 +130,11 @@ static di_status reserve(const di_llama_moe *moe, const di_backend *be, int64_t 
 static di_matmul_args expert_args(const di_llama_moe_mat *m, int32_t e, const float *x, int64_t ldx, float *y,
                                   int64_t ldy, int64_t n_rows) {
     return (di_matmul_args){m->dtype, m->data + (uint64_t)e * m->expert_bytes, m->row_bytes, x, ldx, y, ldy, n_rows,
-                            m->n_in, m->n_out};
+                            m->n_in, m->n_out, NULL};
 }
 
 static di_backend_weight expert_weight(const di_llama_moe_mat *m, int32_t e) {
-    return (di_backend_weight){m->dtype, m->data + (uint64_t)e * m->expert_bytes, m->row_bytes, m->n_in, m->n_out};
+    return (di_backend_weight){m->dtype, m->data + (uint64_t)e * m->expert_bytes, m->row_bytes, m->n_in, m->n_out, NULL};
 }
 
 di_status di_llama_moe_forward(const di_llama_moe *moe, const di_backend *be, const float *h, int64_t ldh,

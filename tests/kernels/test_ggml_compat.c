@@ -241,7 +241,7 @@ static void ggml_matmul_is_close_and_invariant(void **state) {
     for (size_t t = 0; t < sizeof TYPES / sizeof TYPES[0]; t++) {
         uint64_t rb;
         uint8_t *w = random_weights(TYPES[t], N_OUT, N_IN, &rb);
-        di_matmul_args a = {TYPES[t], w, rb, x, N_IN, y, N_OUT, ROWS, N_IN, N_OUT};
+        di_matmul_args a = {TYPES[t], w, rb, x, N_IN, y, N_OUT, ROWS, N_IN, N_OUT, NULL};
         di_matmul(k, &a, scratch, pool);
         di_matmul_args ar = a;
         ar.y = yr;

@@ -197,7 +197,7 @@ static void matmul_matches_reference_at(int64_t n_in) {
         uint8_t *w = random_weights(t, n_out, n_in, &rb);
         float *x = random_floats(n_rows * n_in);
         float *yref = calloc((size_t)(n_rows * n_out), sizeof(float));
-        di_matmul_args a = {t, w, rb, x, n_in, yref, n_out, n_rows, n_in, n_out};
+        di_matmul_args a = {t, w, rb, x, n_in, yref, n_out, n_rows, n_in, n_out, NULL};
         di_error err;
         di_status s = di_matmul_ref(&a, &err);
         if (s == DI_ERR_UNSUPPORTED) {
@@ -376,13 +376,13 @@ static void matmul_is_batch_and_thread_invariant(void **state) {
             float *y = malloc(sizeof(float) * (size_t)(max_rows * n_out));
             float *scratch = malloc(sizeof(float) * (size_t)di_matmul_scratch_floats(max_rows, n_in, 2));
             for (int64_t r = 0; r < max_rows; r++) {
-                di_matmul_args a = {t, w, rb, x + r * n_in, n_in, alone + r * n_out, n_out, 1, n_in, n_out};
+                di_matmul_args a = {t, w, rb, x + r * n_in, n_in, alone + r * n_out, n_out, 1, n_in, n_out, NULL};
                 di_matmul(k, &a, scratch, NULL);
             }
             for (int64_t rows = 2; rows <= max_rows; rows = rows < 9 ? rows + 1 : max_rows + (rows == max_rows)) {
                 for (int threads = 1; threads <= 2; threads++) {
                     memset(y, 0xff, sizeof(float) * (size_t)(max_rows * n_out));
-                    di_matmul_args a = {t, w, rb, x, n_in, y, n_out, rows, n_in, n_out};
+                    di_matmul_args a = {t, w, rb, x, n_in, y, n_out, rows, n_in, n_out, NULL};
                     di_matmul(k, &a, scratch, threads == 2 ? pool : NULL);
                     if (memcmp(y, alone, sizeof(float) * (size_t)(rows * n_out)) != 0)
                         fail_msg("%s %s: %lld rows on %d threads differ from rows alone", k->name,
@@ -427,7 +427,7 @@ static void matmul_multi_equals_separate_matmuls(void **state) {
                 w[p] = random_weights(types[set][p], n_out[p], n_in, &rb);
                 want[p] = malloc(sizeof(float) * (size_t)(max_rows * n_out[p]));
                 got[p] = malloc(sizeof(float) * (size_t)(max_rows * n_out[p]));
-                parts[p] = (di_matmul_args){types[set][p], w[p], rb, x, n_in, want[p], n_out[p], 1, n_in, n_out[p]};
+                parts[p] = (di_matmul_args){types[set][p], w[p], rb, x, n_in, want[p], n_out[p], 1, n_in, n_out[p], NULL};
             }
             for (int64_t rows = 1; rows <= max_rows; rows++) {
                 for (int p = 0; p < 3; p++) {
@@ -495,7 +495,7 @@ static void generic_path_matches_reference_for_other_dtypes(void **state) {
         float *yref = malloc(sizeof(float) * (size_t)(n_rows * n_out));
         float *y = malloc(sizeof(float) * (size_t)(n_rows * n_out)), *y1 = malloc(sizeof(float) * (size_t)n_out);
         float *scratch = malloc(sizeof(float) * (size_t)di_matmul_scratch_floats(n_rows, n_in, 1));
-        di_matmul_args a = {(di_dtype)t, w, rb, x, n_in, yref, n_out, n_rows, n_in, n_out};
+        di_matmul_args a = {(di_dtype)t, w, rb, x, n_in, yref, n_out, n_rows, n_in, n_out, NULL};
         di_error err;
         assert_int_equal(di_matmul_ref(&a, &err), DI_OK);
         for (int ti = 0; ti < n_tables; ti++) {
@@ -503,7 +503,7 @@ static void generic_path_matches_reference_for_other_dtypes(void **state) {
             a.y = y;
             di_matmul(tables[ti], &a, scratch, NULL);
             for (int64_t r = 0; r < n_rows; r++) {
-                di_matmul_args one = {(di_dtype)t, w, rb, x + r * n_in, n_in, y1, n_out, 1, n_in, n_out};
+                di_matmul_args one = {(di_dtype)t, w, rb, x + r * n_in, n_in, y1, n_out, 1, n_in, n_out, NULL};
                 di_matmul(tables[ti], &one, scratch, NULL);
                 assert_memory_equal(y1, y + r * n_out, sizeof(float) * (size_t)n_out);
                 for (int64_t o = 0; o < n_out; o++) {
@@ -696,7 +696,7 @@ static void amx_gemm_matches_block_order_oracle_bitwise(void **state) {
                     /* the whole matmul on 1 and 2 threads */
                     for (int threads = 1; threads <= 2; threads++) {
                         memset(y, 0xff, sizeof(float) * (size_t)(max_rows * n_out));
-                        di_matmul_args a = {t, w, rb, x, n_in, y, n_out, rows, n_in, n_out};
+                        di_matmul_args a = {t, w, rb, x, n_in, y, n_out, rows, n_in, n_out, NULL};
                         di_matmul(k, &a, scratch, threads == 2 ? pool : NULL);
                         if (memcmp(y, want, sizeof(float) * (size_t)(rows * n_out)) != 0)
                             fail_msg("%s %s n_in %lld: %lld rows on %d threads differ from the oracle", k->name,

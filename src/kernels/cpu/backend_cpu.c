@@ -11,6 +11,7 @@
 
 #include "kernels/cpu/backend_cpu_dsv4.h"
 #include "kernels/cpu/ggml_compat.h"
+#include "kernels/cpu/pack_x16.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -260,7 +261,7 @@ static void cpu_moe_route(const di_backend *be, float *logits, int64_t n_rows, i
 
 static di_matmul_args weight_args(const di_backend_weight *w, const float *x, int64_t ldx, float *y, int64_t ldy,
                                   int64_t n_rows) {
-    return (di_matmul_args){w->dtype, w->data, w->row_bytes, x, ldx, y, ldy, n_rows, w->n_in, w->n_out};
+    return (di_matmul_args){w->dtype, w->data, w->row_bytes, x, ldx, y, ldy, n_rows, w->n_in, w->n_out, w->packed};
 }
 
 static void cpu_moe_expert(const di_backend *be, const di_moe_expert_args *a, float *scratch, di_threadpool *pool) {
@@ -326,16 +327,29 @@ static void cpu_download(const di_backend *be, void *host_dst, const void *src, 
 }
 
 /* The CPU kernels read the weights where they were loaded (mmap or the
- * loader's buffers): nothing to copy, nothing to release. */
+ * loader's buffers). Where the table has an int8 gemm over the x16 layout
+ * for the dtype (pack_x16.h), a packed copy is made once here and the
+ * rows stay as they are for everything else (embedding lookups, the
+ * exact tables). */
 static di_status cpu_upload_weight(const di_backend *be, const di_backend_weight *w, di_backend_weight *out,
                                    di_error *err) {
-    (void)be, (void)err;
+    const di_cpu_kernels *k = kernels_of(be);
     *out = *w;
+    out->packed = NULL;
+    if (!k->quantize_q8 || !k->gemm_q8_x16[w->dtype] || !di_x16_packable(w->dtype, w->n_in)) return DI_OK;
+    uint64_t bytes = di_x16_packed_bytes(w->dtype, w->n_out, w->n_in);
+    void *p = bytes ? cpu_buf_alloc(be, (size_t)bytes) : NULL;
+    if (!p)
+        return di_error_set(err, DI_ERR_NOMEM, "packing a %lld x %lld weight: out of memory", (long long)w->n_out,
+                            (long long)w->n_in);
+    di_x16_pack(w->dtype, w->data, w->row_bytes, w->n_out, w->n_in, p);
+    out->packed = p;
     return DI_OK;
 }
 
 static void cpu_release_weight(const di_backend *be, di_backend_weight *w) {
-    (void)be;
+    cpu_buf_free(be, (void *)(uintptr_t)w->packed);
+    w->packed = NULL;
     w->data = NULL; /* the rows stay the loader's */
 }
 

@@ -163,7 +163,7 @@ void di_cpu_scaled_linear(const di_backend *be, const di_scaled_weight *w, const
     if (n_rows <= 0) return;
     if ((double)n_rows * (double)w->n_in * (double)w->n_out < INLINE_MAX_MACS) pool = NULL;
     if (w->kind == DI_SCALED_PLAIN) {
-        di_matmul_args a = {w->dtype, w->data, w->row_bytes, x, ldx, y, ldy, n_rows, w->n_in, w->n_out};
+        di_matmul_args a = {w->dtype, w->data, w->row_bytes, x, ldx, y, ldy, n_rows, w->n_in, w->n_out, NULL};
         di_matmul(k, &a, scratch, pool);
         return;
     }

@@ -96,11 +96,20 @@ int di_amx_request_permission(void);
     }
 
 /* The AVX-512 table also has Q6_K (gemm_q8_avx512.c: -32 folded into the
- * integer dot, one scale per 16 elements). */
+ * integer dot, one scale per 16 elements), and Q4_K / Q6_K over x16-packed
+ * weights (gemm_q8_x16_avx512.c). */
 void di_gemm_q8_q6_K_avx512(const void *w, uint64_t row_bytes, int64_t o0, int64_t o1, const di_q8_rows *x,
                             int64_t n_rows, int64_t n_in, float *y, int64_t ldy, float *scratch);
+void di_gemm_q8_x16_q4_K_avx512(const void *packed, int64_t o0, int64_t o1, const di_q8_rows *x, int64_t n_rows,
+                                int64_t n_in, float *y, int64_t ldy, float *scratch);
+void di_gemm_q8_x16_q6_K_avx512(const void *packed, int64_t o0, int64_t o1, const di_q8_rows *x, int64_t n_rows,
+                                int64_t n_in, float *y, int64_t ldy, float *scratch);
 #define DI_GEMM_Q8_ENTRIES_AVX512                                                                 \
     .quantize_q8 = di_quantize_q8_avx512,                                                         \
+    .gemm_q8_x16 = {                                                                              \
+        [DI_DTYPE_Q4_K] = di_gemm_q8_x16_q4_K_avx512,                                             \
+        [DI_DTYPE_Q6_K] = di_gemm_q8_x16_q6_K_avx512,                                             \
+    },                                                                                            \
     .gemm_q8 = {                                                                                  \
         [DI_DTYPE_Q4_0] = di_gemm_q8_q4_0_avx512,                                                 \
         [DI_DTYPE_Q4_1] = di_gemm_q8_q4_1_avx512,                                                 \

@@ -102,6 +102,10 @@ typedef void (*di_pack_q8_fn)(const di_q8_rows *x, int64_t n_rows, int64_t n_in,
 typedef void (*di_gemm_q8_fn)(const void *w, uint64_t row_bytes, int64_t o0, int64_t o1,
                               const di_q8_rows *x, int64_t n_rows, int64_t n_in, float *y, int64_t ldy,
                               float *scratch);
+/* The same over a matrix packed by di_x16_pack (pack_x16.h): output rows
+ * [o0, o1) with o0 a multiple of 16; per-pair contract as above. */
+typedef void (*di_gemm_q8_x16_fn)(const void *packed, int64_t o0, int64_t o1, const di_q8_rows *x,
+                                  int64_t n_rows, int64_t n_in, float *y, int64_t ldy, float *scratch);
 typedef void (*di_gemm_f32_fn)(const void *w, uint64_t row_bytes, int64_t o0, int64_t o1, const float *x,
                                int64_t ldx, int64_t n_rows, int64_t n_in, float *y, int64_t ldy,
                                float *scratch);
@@ -181,6 +185,12 @@ typedef struct di_cpu_kernels {
      * quantized GGUF models use it by default (model.c). */
     di_quantize_q8_fn quantize_q8;
     di_gemm_q8_fn gemm_q8[DI_DTYPE_COUNT];
+    /* optional, per dtype: the int8 gemm over x16-packed weights
+     * (pack_x16.h), taken when a matmul's packed is set; a table that has
+     * it gives different bits from its gemm_q8 for the same weights, so a
+     * weight is either always packed for the table or never (the loader
+     * packs at load, backend_cpu.c) */
+    di_gemm_q8_x16_fn gemm_q8_x16[DI_DTYPE_COUNT];
     /* optional: packs the quantized rows once per call for gemm_q8 */
     di_pack_q8_fn pack_q8;
     /* the exact and the int8 twin of this table (either may be itself) */
@@ -238,6 +248,9 @@ typedef struct di_matmul_args {
     float *y;           /* (n_rows, ldy) */
     int64_t ldy;
     int64_t n_rows, n_in, n_out;
+    /* optional: w packed by di_x16_pack, read instead of w by a table with
+     * gemm_q8_x16[dtype] (the others read w) */
+    const void *packed;
 } di_matmul_args;
 
 /* y[r][o] = sum_i W[o][i] * x[r][i]. Tasks are contiguous ranges of output

@@ -91,6 +91,16 @@ static int uses_q8(const di_cpu_kernels *k, const di_matmul_args *a) {
     return k->quantize_q8 && k->gemm_q8[a->dtype] && a->n_in % DI_Q8_ACT_BLOCK == 0;
 }
 
+/* True when matmul takes the int8 path over x16-packed weights. */
+static int uses_x16(const di_cpu_kernels *k, const di_matmul_args *a) {
+    return a->packed && k->gemm_q8_x16[a->dtype] && uses_q8(k, a);
+}
+
+/* Output rows per task unit of a part: 16 (a packed group) or GEMM_ALIGN. */
+static int64_t part_align(const di_cpu_kernels *k, const di_matmul_args *a) {
+    return uses_x16(k, a) ? 16 : GEMM_ALIGN;
+}
+
 /* True when matmul takes the ggml path (ggml table, Q4_0/Q4_1/Q8_0). */
 static int uses_ggml(const di_cpu_kernels *k, const di_matmul_args *a) {
     return k->ggml && di_ggml_supports(a->dtype) && a->n_in % DI_GGML_QK == 0;
@@ -160,6 +170,8 @@ static void part_range(const matmul_job *job, const di_matmul_args *a, int64_t o
     const di_cpu_kernels *k = job->k;
     if (job->xq.q && uses_ggml(k, a))
         ggml_range(job, a, o0, o1);
+    else if (job->xq.q && uses_x16(k, a))
+        k->gemm_q8_x16[a->dtype](a->packed, o0, o1, &job->xq, a->n_rows, a->n_in, a->y, a->ldy, tmp);
     else if (job->xq.q && uses_q8(k, a))
         k->gemm_q8[a->dtype](a->w, a->row_bytes, o0, o1, &job->xq, a->n_rows, a->n_in, a->y, a->ldy, tmp);
     else if (k->gemm_f32[a->dtype] && a->n_in % DI_Q8_ACT_BLOCK == 0)
@@ -179,7 +191,8 @@ static void matmul_task(void *arg, int64_t task, int thread) {
         if (u0 >= e) continue;
         const di_matmul_args *a = &job->parts[p];
         int64_t pe = u1 < e ? u1 : e;
-        int64_t o0 = (u0 - b) * GEMM_ALIGN, o1 = (pe - b) * GEMM_ALIGN;
+        const int64_t al = part_align(job->k, a);
+        int64_t o0 = (u0 - b) * al, o1 = (pe - b) * al;
         if (o1 > a->n_out) o1 = a->n_out;
         part_range(job, a, o0, o1, tmp);
         u0 = pe;
@@ -218,7 +231,8 @@ void di_matmul_multi(const di_cpu_kernels *k, const di_matmul_args *parts, int n
     int any_q8 = 0;
     for (int p = 0; p < n_parts; p++) {
         int64_t n_out = parts[p].n_out > 0 ? parts[p].n_out : 0;
-        job.part_unit0[p + 1] = job.part_unit0[p] + (n_out + GEMM_ALIGN - 1) / GEMM_ALIGN;
+        const int64_t al = part_align(k, &parts[p]);
+        job.part_unit0[p + 1] = job.part_unit0[p] + (n_out + al - 1) / al;
         any_q8 |= k->ggml ? uses_ggml(k, &parts[p]) : uses_q8(k, &parts[p]);
     }
     int64_t n_units = job.part_unit0[n_parts];

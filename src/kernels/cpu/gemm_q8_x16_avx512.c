@@ -1,0 +1,218 @@
+/* The int8-activation gemm of the AVX-512 table over x16-packed weights
+ * (pack_x16.h: 16 weight rows interleaved 4 bytes at a time). One 64-byte
+ * load holds 4 quantized bytes of each of 16 output rows; vpdpbusd of it
+ * against a broadcast 4-byte piece of one activation row advances all 16
+ * dots, each in its own lane. The sub-block scales are then lane vectors
+ * (one per row), so per 32 (Q4_K) or 16 (Q6_K) inputs there is one integer
+ * scale multiply and one float FMA per 16 outputs, and no horizontal sum:
+ * the float work per weight byte is a fraction of gemm_q8_avx512.c's.
+ *
+ * Numerics, per (activation row r, output row o), every quantity exact
+ * until it is named rounded (s is a super-block, j a sub-block, dx / xs the
+ * activation block's scale and d * sum(q), kernels.h):
+ *   Q4_K: per s: acc = 0, m = 0; per j = 0..7 in order:
+ *           acc = fma((float)(sc_j * dot_j), dx_{8s+j}, acc)
+ *           m   = fma((float)mn_j, xs_{8s+j}, m)
+ *         then y = fma(d_s, acc, y); y = fma(-dmin_s, m, y)
+ *         (dot_j = sum of the 32 nibbles times activations: |sc * dot| <=
+ *         63 * 32 * 15 * 127 < 2^22, so the conversion is exact)
+ *   Q6_K: per s: acc = 0; per half h, quarter i (0, 1), k = 0..3, the
+ *         sub-block j = 8h + 2k + i of 16 inputs:
+ *           acc = fma((float)(sc_j * (dot_j - 32 * sum_j(q))), dx_{8s+j/2}, acc)
+ *         then y = fma(d_s, acc, y)
+ *         (dot_j over the unsigned 6-bit values, so dot_j - 32 sum is the
+ *         dot of q - 32: |.| <= 128 * 16 * 32 * 127 < 2^24, exact)
+ * starting from y = 0. Which tile a pair sits in (1 to NR activation rows,
+ * any group of 16 outputs, any thread's range) changes nothing of this:
+ * the integer dots are exact and the float steps are these, in this order,
+ * lane by lane; tests/kernels/test_matmul_x16.c checks it bit for bit
+ * against a scalar C oracle of the formulas above.
+ * Entered only after cpuid reports AVX512F/BW/VL/VNNI and OS ZMM state. */
+#include "kernels/cpu/gemm_q8.h"
+#include "kernels/cpu/pack_x16.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+
+#include <immintrin.h>
+
+#define TGT __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
+#define ALWAYS __attribute__((always_inline))
+#define NR 4          /* activation rows per register tile */
+#define ROW_CHUNK 64  /* Q6_K: rows whose 32 * sum_j(q) sit in scratch at once */
+
+TGT static inline ALWAYS __m512i bcast4(const int8_t *p) {
+    int32_t v;
+    memcpy(&v, p, sizeof v);
+    return _mm512_set1_epi32(v);
+}
+
+TGT static inline ALWAYS __m512i zext16(const uint8_t *p) {
+    return _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)p));
+}
+
+/* Rows r0 .. r0+nr-1 x the 16 outputs of group G (o .. o+15; lanes outside
+ * keep are not stored). */
+TGT static inline ALWAYS void tile_q4_K(const int nr, const di_block_q4_K_x16 *G, int64_t nsb, const di_q8_rows *x,
+                                        int64_t r0, float *y, int64_t ldy, int64_t o, __mmask16 keep) {
+    const __m512i lo4 = _mm512_set1_epi8(0x0F), hi4 = _mm512_set1_epi8((char)0xF0);
+    __m512 yacc[NR];
+#pragma GCC unroll 4
+    for (int i = 0; i < nr; i++) yacc[i] = _mm512_setzero_ps();
+    for (int64_t s = 0; s < nsb; s++) {
+        const di_block_q4_K_x16 *B = G + s;
+        __m512 acc[NR], macc[NR];
+#pragma GCC unroll 4
+        for (int i = 0; i < nr; i++) acc[i] = macc[i] = _mm512_setzero_ps();
+        for (int p = 0; p < 4; p++) {
+            __m512i lo[NR], hi[NR];
+#pragma GCC unroll 4
+            for (int i = 0; i < nr; i++) lo[i] = hi[i] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+            for (int c = 0; c < 8; c++) {
+                const __m512i w = _mm512_loadu_si512((const void *)B->qs[p][c]);
+                const __m512i wl = _mm512_and_si512(w, lo4), wh = _mm512_and_si512(w, hi4); /* wh: 16 x nibble */
+#pragma GCC unroll 4
+                for (int i = 0; i < nr; i++) {
+                    const int8_t *q = x->q + (r0 + i) * x->ldq + 256 * s + 64 * p + 4 * c;
+                    lo[i] = _mm512_dpbusd_epi32(lo[i], wl, bcast4(q));
+                    hi[i] = _mm512_dpbusd_epi32(hi[i], wh, bcast4(q + 32));
+                }
+            }
+#pragma GCC unroll 2
+            for (int h = 0; h < 2; h++) {
+                const int j = 2 * p + h;
+                const __m512i sc = zext16(B->sc[j]);
+                const __m512 mn = _mm512_cvtepi32_ps(zext16(B->mn[j]));
+#pragma GCC unroll 4
+                for (int i = 0; i < nr; i++) {
+                    const __m512i dot = h ? _mm512_srai_epi32(hi[i], 4) : lo[i];
+                    const int64_t b = (r0 + i) * x->ldb + 8 * s + j;
+                    acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_mullo_epi32(dot, sc)), _mm512_set1_ps(x->d[b]),
+                                             acc[i]);
+                    macc[i] = _mm512_fmadd_ps(mn, _mm512_set1_ps(x->s[b]), macc[i]);
+                }
+            }
+        }
+        const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)B->d));
+        const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)B->dmin));
+#pragma GCC unroll 4
+        for (int i = 0; i < nr; i++) {
+            yacc[i] = _mm512_fmadd_ps(d, acc[i], yacc[i]);
+            yacc[i] = _mm512_fnmadd_ps(dmin, macc[i], yacc[i]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < nr; i++) _mm512_mask_storeu_ps(y + (r0 + i) * ldy + o, keep, yacc[i]);
+}
+
+/* As tile_q4_K for Q6_K; cs (rows from r0, ld nsb * 16) holds 32 * sum_j(q). */
+TGT static inline ALWAYS void tile_q6_K(const int nr, const di_block_q6_K_x16 *G, int64_t nsb, const di_q8_rows *x,
+                                        int64_t r0, const int32_t *cs, float *y, int64_t ldy, int64_t o,
+                                        __mmask16 keep) {
+    const __m512i lo4 = _mm512_set1_epi8(0x0F), b45 = _mm512_set1_epi8(0x30);
+    const int64_t ldc = nsb * 16;
+    __m512 yacc[NR];
+#pragma GCC unroll 4
+    for (int i = 0; i < nr; i++) yacc[i] = _mm512_setzero_ps();
+    for (int64_t s = 0; s < nsb; s++) {
+        const di_block_q6_K_x16 *B = G + s;
+        __m512 acc[NR];
+#pragma GCC unroll 4
+        for (int i = 0; i < nr; i++) acc[i] = _mm512_setzero_ps();
+        for (int h = 0; h < 2; h++) {
+            for (int qi = 0; qi < 2; qi++) {
+                __m512i a[NR][4];
+#pragma GCC unroll 4
+                for (int i = 0; i < nr; i++)
+#pragma GCC unroll 4
+                    for (int k = 0; k < 4; k++) a[i][k] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+                for (int c = 4 * qi; c < 4 * qi + 4; c++) {
+                    const __m512i l0 = _mm512_loadu_si512((const void *)B->ql[h][0][c]);
+                    const __m512i l1 = _mm512_loadu_si512((const void *)B->ql[h][1][c]);
+                    const __m512i qh = _mm512_loadu_si512((const void *)B->qh[h][c]);
+                    /* element 128h + 32k + l: its low nibble | bits 2k, 2k+1 of qh at 4-5 (0xF8: a | (b & c)) */
+                    __m512i u[4];
+                    u[0] = _mm512_ternarylogic_epi32(_mm512_and_si512(l0, lo4), _mm512_slli_epi16(qh, 4), b45, 0xF8);
+                    u[1] = _mm512_ternarylogic_epi32(_mm512_and_si512(l1, lo4), _mm512_slli_epi16(qh, 2), b45, 0xF8);
+                    u[2] = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(l0, 4), lo4), qh, b45, 0xF8);
+                    u[3] = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(l1, 4), lo4),
+                                                     _mm512_srli_epi16(qh, 2), b45, 0xF8);
+#pragma GCC unroll 4
+                    for (int i = 0; i < nr; i++) {
+                        const int8_t *q = x->q + (r0 + i) * x->ldq + 256 * s + 128 * h + 4 * c;
+#pragma GCC unroll 4
+                        for (int k = 0; k < 4; k++) a[i][k] = _mm512_dpbusd_epi32(a[i][k], u[k], bcast4(q + 32 * k));
+                    }
+                }
+#pragma GCC unroll 4
+                for (int k = 0; k < 4; k++) {
+                    const int j = 8 * h + 2 * k + qi;
+                    const __m512i sc = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)B->sc[j]));
+#pragma GCC unroll 4
+                    for (int i = 0; i < nr; i++) {
+                        const __m512i dot = _mm512_sub_epi32(a[i][k], _mm512_set1_epi32(cs[i * ldc + 16 * s + j]));
+                        const float dx = x->d[(r0 + i) * x->ldb + 8 * s + j / 2];
+                        acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_mullo_epi32(dot, sc)), _mm512_set1_ps(dx),
+                                                 acc[i]);
+                    }
+                }
+            }
+        }
+        const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)B->d));
+#pragma GCC unroll 4
+        for (int i = 0; i < nr; i++) yacc[i] = _mm512_fmadd_ps(d, acc[i], yacc[i]);
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < nr; i++) _mm512_mask_storeu_ps(y + (r0 + i) * ldy + o, keep, yacc[i]);
+}
+
+/* 32 * (sum of q over each 16 inputs) of rows [r0, r1) -> cs (ld n_in / 16). */
+static void q6_K_sums(const di_q8_rows *x, int64_t r0, int64_t r1, int64_t n_in, int32_t *cs) {
+    for (int64_t r = r0; r < r1; r++) {
+        const int8_t *q = x->q + r * x->ldq;
+        for (int64_t j = 0; j < n_in / 16; j++) {
+            int32_t t = 0;
+            for (int e = 0; e < 16; e++) t += q[16 * j + e];
+            cs[(r - r0) * (n_in / 16) + j] = 32 * t;
+        }
+    }
+}
+
+TGT static inline ALWAYS void gemm_x16(di_dtype dtype, const void *packed, int64_t o0, int64_t o1,
+                                       const di_q8_rows *x, int64_t n_rows, int64_t n_in, float *y, int64_t ldy,
+                                       float *scratch) {
+    const int64_t nsb = n_in / 256;
+    const uint64_t gbytes = di_x16_group_bytes(dtype, n_in);
+    int32_t *cs = (int32_t *)(void *)scratch; /* (ROW_CHUNK, n_in / 16): Q6_K only */
+    for (int64_t rc = 0; rc < n_rows; rc += ROW_CHUNK) {
+        const int64_t rc1 = rc + ROW_CHUNK < n_rows ? rc + ROW_CHUNK : n_rows;
+        if (dtype == DI_DTYPE_Q6_K) q6_K_sums(x, rc, rc1, n_in, cs);
+        for (int64_t o = o0; o < o1; o += DI_X16_ROWS) {
+            const int64_t nv = o1 - o < DI_X16_ROWS ? o1 - o : DI_X16_ROWS;
+            const __mmask16 keep = (__mmask16)((1u << nv) - 1);
+            const uint8_t *G = (const uint8_t *)packed + (uint64_t)(o / DI_X16_ROWS) * gbytes;
+            int64_t r = rc;
+            if (dtype == DI_DTYPE_Q4_K) {
+                for (; r + NR <= rc1; r += NR) tile_q4_K(NR, (const void *)G, nsb, x, r, y, ldy, o, keep);
+                for (; r < rc1; r++) tile_q4_K(1, (const void *)G, nsb, x, r, y, ldy, o, keep);
+            } else {
+                for (; r + NR <= rc1; r += NR)
+                    tile_q6_K(NR, (const void *)G, nsb, x, r, cs + (r - rc) * (n_in / 16), y, ldy, o, keep);
+                for (; r < rc1; r++) tile_q6_K(1, (const void *)G, nsb, x, r, cs + (r - rc) * (n_in / 16), y, ldy, o, keep);
+            }
+        }
+    }
+}
+
+TGT void di_gemm_q8_x16_q4_K_avx512(const void *packed, int64_t o0, int64_t o1, const di_q8_rows *x, int64_t n_rows,
+                                    int64_t n_in, float *y, int64_t ldy, float *scratch) {
+    gemm_x16(DI_DTYPE_Q4_K, packed, o0, o1, x, n_rows, n_in, y, ldy, scratch);
+}
+
+TGT void di_gemm_q8_x16_q6_K_avx512(const void *packed, int64_t o0, int64_t o1, const di_q8_rows *x, int64_t n_rows,
+                                    int64_t n_in, float *y, int64_t ldy, float *scratch) {
+    gemm_x16(DI_DTYPE_Q6_K, packed, o0, o1, x, n_rows, n_in, y, ldy, scratch);
+}
+
+#endif

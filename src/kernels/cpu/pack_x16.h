@@ -1,0 +1,66 @@
+/* Interleaved weight layouts for the int8 gemm of the AVX-512 table
+ * (gemm_q8_x16_avx512.c): 16 weight rows side by side, so one 64-byte
+ * vector holds 4 consecutive quantized bytes of each of the 16 rows and one
+ * vpdpbusd against a broadcast 4-byte piece of an activation row advances
+ * 16 output dots at once. Each vector lane is one output row: the
+ * sub-block scales multiply lane-wise and no horizontal sum is needed.
+ *
+ * A packed matrix is ceil(n_out / 16) groups of 16 rows (the rows past
+ * n_out are zero: scale 0, so they add 0), each group its n_in / 256
+ * super-blocks in order. Made once when a weight is loaded
+ * (backend_cpu.c's upload_weight), read-only after; the same bytes as the
+ * GGUF rows hold, moved:
+ *
+ *   Q4_K, 2368 bytes per group and super-block (16 x 144 + 64):
+ *     d[16], dmin[16]    the rows' f16 super-block scales
+ *     sc[8][16], mn[8][16]  6-bit scale and min of sub-block j of row r
+ *     qs[4][8][16][4]    pair p (sub-blocks 2p in the low nibbles, 2p+1
+ *                        in the high ones, as the GGUF stores them),
+ *                        chunk c: row r's qs bytes 32p + 4c .. 32p + 4c + 3
+ *   Q6_K, 3360 bytes (16 x 210):
+ *     d[16]              f16
+ *     sc[16][16]         int8 scale of 16-element sub-block j of row r
+ *     ql[2][2][8][16][4] half h, part k, chunk c: row r's ql bytes
+ *                        64h + 32k + 4c .. + 3
+ *     qh[2][8][16][4]    half h, chunk c: row r's qh bytes 32h + 4c .. + 3
+ *
+ * The numerics of the packed gemm are defined in gemm_q8_x16_avx512.c. */
+#ifndef DI_KERNELS_CPU_PACK_X16_H
+#define DI_KERNELS_CPU_PACK_X16_H
+
+#include "tensor/dtype.h"
+
+#include <stdint.h>
+
+#define DI_X16_ROWS 16
+
+typedef struct di_block_q4_K_x16 {
+    uint16_t d[16], dmin[16];
+    uint8_t sc[8][16], mn[8][16];
+    uint8_t qs[4][8][16][4];
+} di_block_q4_K_x16;
+
+typedef struct di_block_q6_K_x16 {
+    uint16_t d[16];
+    int8_t sc[16][16];
+    uint8_t ql[2][2][8][16][4];
+    uint8_t qh[2][8][16][4];
+} di_block_q6_K_x16;
+
+_Static_assert(sizeof(di_block_q4_K_x16) == 2368, "q4_K x16 block");
+_Static_assert(sizeof(di_block_q6_K_x16) == 3360, "q6_K x16 block");
+
+/* True when dtype has an x16 layout for rows of n_in (a multiple of 256). */
+int di_x16_packable(di_dtype dtype, int64_t n_in);
+
+/* Bytes of the packed form of an (n_out, n_in) matrix; 0 when not packable
+ * or on overflow. */
+uint64_t di_x16_packed_bytes(di_dtype dtype, int64_t n_out, int64_t n_in);
+
+/* Bytes of one group of 16 packed rows. */
+uint64_t di_x16_group_bytes(di_dtype dtype, int64_t n_in);
+
+/* (n_out, n_in) rows of row_bytes -> dst (di_x16_packed_bytes bytes). */
+void di_x16_pack(di_dtype dtype, const void *w, uint64_t row_bytes, int64_t n_out, int64_t n_in, void *dst);
+
+#endif
