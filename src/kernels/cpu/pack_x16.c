@@ -49,8 +49,8 @@ static void pack_q6_K(const di_block_q6_K *rows[DI_X16_ROWS], int n, int64_t s, 
         for (int j = 0; j < 16; j++) out->sc[j][r] = b->scales[j];
         for (int h = 0; h < 2; h++)
             for (int c = 0; c < 8; c++) {
-                for (int k = 0; k < 2; k++) memcpy(out->ql[h][k][c][r], b->ql + 64 * h + 32 * k + 4 * c, 4);
-                memcpy(out->qh[h][c][r], b->qh + 32 * h + 4 * c, 4);
+                for (int k = 0; k < 2; k++) memcpy(out->q[h][c][k][r], b->ql + 64 * h + 32 * k + 4 * c, 4);
+                memcpy(out->q[h][c][2][r], b->qh + 32 * h + 4 * c, 4);
             }
     }
 }

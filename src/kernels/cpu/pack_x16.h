@@ -20,9 +20,10 @@
  *   Q6_K, 3360 bytes (16 x 210):
  *     d[16]              f16
  *     sc[16][16]         int8 scale of 16-element sub-block j of row r
- *     ql[2][2][8][16][4] half h, part k, chunk c: row r's ql bytes
- *                        64h + 32k + 4c .. + 3
- *     qh[2][8][16][4]    half h, chunk c: row r's qh bytes 32h + 4c .. + 3
+ *     q[2][8][3][16][4]  half h, chunk c, in the order the gemm reads
+ *                        them: row r's ql bytes 64h + 4c .. + 3, its ql
+ *                        bytes 64h + 32 + 4c .. + 3, its qh bytes
+ *                        32h + 4c .. + 3 (one sequential stream)
  *
  * The numerics of the packed gemm are defined in gemm_q8_x16_avx512.c. */
 #ifndef DI_KERNELS_CPU_PACK_X16_H
@@ -43,8 +44,7 @@ typedef struct di_block_q4_K_x16 {
 typedef struct di_block_q6_K_x16 {
     uint16_t d[16];
     int8_t sc[16][16];
-    uint8_t ql[2][2][8][16][4];
-    uint8_t qh[2][8][16][4];
+    uint8_t q[2][8][3][16][4];
 } di_block_q6_K_x16;
 
 _Static_assert(sizeof(di_block_q4_K_x16) == 2368, "q4_K x16 block");
