@@ -50,16 +50,15 @@ static float oracle(di_dtype t, const uint8_t *row, const int8_t *q, const float
         float acc = 0.0f;
         if (t == DI_DTYPE_Q4_K) {
             const di_block_q4_K *b = (const di_block_q4_K *)(const void *)row + s;
-            float m = 0.0f;
+            const float dmin = di_half_to_float(b->dmin);
             for (int j = 0; j < 8; j++) {
                 int sc, mn, dot = 0;
                 di_q4_K_scale_min(b->scales, j, &sc, &mn);
                 for (int e = 0; e < 32; e++) dot += ((b->qs[32 * (j / 2) + e] >> (4 * (j & 1))) & 15) * qs[32 * j + e];
                 acc = fmaf((float)(sc * dot), dx[8 * s + j], acc);
-                m = fmaf((float)mn, xs[8 * s + j], m);
+                y = fmaf(-(dmin * (float)mn), xs[8 * s + j], y);
             }
             y = fmaf(di_half_to_float(b->d), acc, y);
-            y = fmaf(-di_half_to_float(b->dmin), m, y);
         } else {
             const di_block_q6_K *b = (const di_block_q6_K *)(const void *)row + s;
             for (int h = 0; h < 2; h++)

@@ -10,10 +10,10 @@
  * Numerics, per (activation row r, output row o), every quantity exact
  * until it is named rounded (s is a super-block, j a sub-block, dx / xs the
  * activation block's scale and d * sum(q), kernels.h):
- *   Q4_K: per s: acc = 0, m = 0; per j = 0..7 in order:
+ *   Q4_K: per s: acc = 0; per j = 0..7 in order:
  *           acc = fma((float)(sc_j * dot_j), dx_{8s+j}, acc)
- *           m   = fma((float)mn_j, xs_{8s+j}, m)
- *         then y = fma(d_s, acc, y); y = fma(-dmin_s, m, y)
+ *           y   = fma(-(dmin_s * (float)mn_j), xs_{8s+j}, y)
+ *         then y = fma(d_s, acc, y)
  *         (dot_j = sum of the 32 nibbles times activations: |sc * dot| <=
  *         63 * 32 * 15 * 127 < 2^22, so the conversion is exact)
  *   Q6_K: per s: acc = 0; per half h, quarter i (0, 1), k = 0..3, the
@@ -63,9 +63,10 @@ TGT static inline ALWAYS void tile_q4_K(const int nr, const di_block_q4_K_x16 *G
     for (int i = 0; i < nr; i++) yacc[i] = _mm512_setzero_ps();
     for (int64_t s = 0; s < nsb; s++) {
         const di_block_q4_K_x16 *B = G + s;
-        __m512 acc[NR], macc[NR];
+        const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)B->dmin));
+        __m512 acc[NR];
 #pragma GCC unroll 4
-        for (int i = 0; i < nr; i++) acc[i] = macc[i] = _mm512_setzero_ps();
+        for (int i = 0; i < nr; i++) acc[i] = _mm512_setzero_ps();
         for (int p = 0; p < 4; p++) {
             __m512i lo[NR], hi[NR];
 #pragma GCC unroll 4
@@ -85,24 +86,20 @@ TGT static inline ALWAYS void tile_q4_K(const int nr, const di_block_q4_K_x16 *G
             for (int h = 0; h < 2; h++) {
                 const int j = 2 * p + h;
                 const __m512i sc = zext16(B->sc[j]);
-                const __m512 mn = _mm512_cvtepi32_ps(zext16(B->mn[j]));
+                const __m512 mn = _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(zext16(B->mn[j]))); /* dmin * mn, rounded */
 #pragma GCC unroll 4
                 for (int i = 0; i < nr; i++) {
                     const __m512i dot = h ? _mm512_srai_epi32(hi[i], 4) : lo[i];
                     const int64_t b = (r0 + i) * x->ldb + 8 * s + j;
                     acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_mullo_epi32(dot, sc)), _mm512_set1_ps(x->d[b]),
                                              acc[i]);
-                    macc[i] = _mm512_fmadd_ps(mn, _mm512_set1_ps(x->s[b]), macc[i]);
+                    yacc[i] = _mm512_fnmadd_ps(mn, _mm512_set1_ps(x->s[b]), yacc[i]);
                 }
             }
         }
         const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)B->d));
-        const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)B->dmin));
 #pragma GCC unroll 4
-        for (int i = 0; i < nr; i++) {
-            yacc[i] = _mm512_fmadd_ps(d, acc[i], yacc[i]);
-            yacc[i] = _mm512_fnmadd_ps(dmin, macc[i], yacc[i]);
-        }
+        for (int i = 0; i < nr; i++) yacc[i] = _mm512_fmadd_ps(d, acc[i], yacc[i]);
     }
 #pragma GCC unroll 4
     for (int i = 0; i < nr; i++) _mm512_mask_storeu_ps(y + (r0 + i) * ldy + o, keep, yacc[i]);
