@@ -31,7 +31,18 @@ static uint8_t *random_k_weights(di_dtype t, int64_t n_out, int64_t n_in, uint64
     uint8_t *w = malloc(size);
     assert_non_null(w);
     for (size_t i = 0; i < size; i++) w[i] = (uint8_t)rnd();
-    for (int64_t b = 0; b < n_out * (n_in / 256); b++) {
+    for (int64_t b = 0; b < n_out * (n_in / 32); b++) {
+        switch (t) {
+        case DI_DTYPE_Q4_0: ((di_block_q4_0 *)(void *)w)[b].d = di_float_to_half(0.1f * rndf()); continue;
+        case DI_DTYPE_Q5_0: ((di_block_q5_0 *)(void *)w)[b].d = di_float_to_half(0.05f * rndf()); continue;
+        case DI_DTYPE_Q8_0: ((di_block_q8_0 *)(void *)w)[b].d = di_float_to_half(0.01f * rndf()); continue;
+        case DI_DTYPE_Q4_1:
+            ((di_block_q4_1 *)(void *)w)[b].d = di_float_to_half(0.1f * rndf());
+            ((di_block_q4_1 *)(void *)w)[b].m = di_float_to_half(0.5f * rndf());
+            continue;
+        default: break;
+        }
+        if (b >= n_out * (n_in / 256)) break;
         if (t == DI_DTYPE_Q4_K) {
             ((di_block_q4_K *)(void *)w)[b].d = di_float_to_half(0.01f * rndf());
             ((di_block_q4_K *)(void *)w)[b].dmin = di_float_to_half(0.01f * rndf());
@@ -42,8 +53,48 @@ static uint8_t *random_k_weights(di_dtype t, int64_t n_out, int64_t n_in, uint64
     return w;
 }
 
+/* The 32-element kinds' numerics: the stored value u, unsigned, and the
+ * block scale and offset. */
+static float oracle_32(di_dtype t, const uint8_t *row, const int8_t *q, const float *dx, const float *xs, int64_t n_in) {
+    float acc = 0.0f, off = 0.0f;
+    for (int64_t b = 0; b < n_in / 32; b++) {
+        int dot = 0;
+        float dw, mw;
+        for (int e = 0; e < 32; e++) {
+            int u;
+            if (t == DI_DTYPE_Q8_0) {
+                u = ((const di_block_q8_0 *)(const void *)row)[b].qs[e] + 128;
+            } else {
+                const uint8_t *qs = t == DI_DTYPE_Q4_0   ? ((const di_block_q4_0 *)(const void *)row)[b].qs
+                                    : t == DI_DTYPE_Q4_1 ? ((const di_block_q4_1 *)(const void *)row)[b].qs
+                                                         : ((const di_block_q5_0 *)(const void *)row)[b].qs;
+                u = (qs[e % 16] >> (e < 16 ? 0 : 4)) & 15;
+                if (t == DI_DTYPE_Q5_0) {
+                    uint32_t qh;
+                    memcpy(&qh, ((const di_block_q5_0 *)(const void *)row)[b].qh, 4);
+                    u |= (int)(qh >> e & 1) << 4;
+                }
+            }
+            dot += u * q[32 * b + e];
+        }
+        switch (t) {
+        case DI_DTYPE_Q4_0: dw = di_half_to_float(((const di_block_q4_0 *)(const void *)row)[b].d), mw = -8.0f * dw; break;
+        case DI_DTYPE_Q4_1:
+            dw = di_half_to_float(((const di_block_q4_1 *)(const void *)row)[b].d);
+            mw = di_half_to_float(((const di_block_q4_1 *)(const void *)row)[b].m);
+            break;
+        case DI_DTYPE_Q5_0: dw = di_half_to_float(((const di_block_q5_0 *)(const void *)row)[b].d), mw = -16.0f * dw; break;
+        default: dw = di_half_to_float(((const di_block_q8_0 *)(const void *)row)[b].d), mw = -128.0f * dw; break;
+        }
+        acc = fmaf((float)dot, dw * dx[b], acc);
+        off = fmaf(mw, xs[b], off);
+    }
+    return acc + off;
+}
+
 /* The packed gemm's numerics (gemm_q8_x16_avx512.c's header), one pair. */
 static float oracle(di_dtype t, const uint8_t *row, const int8_t *q, const float *dx, const float *xs, int64_t n_in) {
+    if (t != DI_DTYPE_Q4_K && t != DI_DTYPE_Q6_K) return oracle_32(t, row, q, dx, xs, n_in);
     float y = 0.0f;
     for (int64_t s = 0; s < n_in / 256; s++) {
         const int8_t *qs = q + 256 * s;
@@ -109,14 +160,17 @@ static void packed_gemm_matches_oracle_bitwise(void **state) {
         printf("kernels: no AVX-512 VNNI on this CPU, x16 gemm test skipped\n");
         return;
     }
-    const di_dtype types[] = {DI_DTYPE_Q4_K, DI_DTYPE_Q6_K};
+    const di_dtype types[] = {DI_DTYPE_Q4_K, DI_DTYPE_Q6_K, DI_DTYPE_Q4_0, DI_DTYPE_Q4_1, DI_DTYPE_Q5_0, DI_DTYPE_Q8_0};
+    const int64_t sizes[] = {96, 256, 768}; /* 3 blocks of 32 (the 32-element kinds only), 1 and 3 super-blocks */
     const int64_t n_out = 53, max_rows = 70; /* a short last group; rows past the Q6_K row chunk of 64 */
     di_threadpool *pool;
     di_error err;
     assert_int_equal(di_threadpool_create(2, &pool, &err), DI_OK);
-    for (size_t d = 0; d < 2; d++) {
+    for (size_t d = 0; d < sizeof types / sizeof types[0]; d++) {
         const di_dtype t = types[d];
-        for (int64_t n_in = 256; n_in <= 768; n_in += 512) {
+        for (int si = 0; si < 3; si++) {
+            const int64_t n_in = sizes[si];
+            if (!di_x16_packable(t, n_in)) continue;
             const int64_t nb = n_in / 32;
             uint64_t rb;
             uint8_t *w = random_k_weights(t, n_out, n_in, &rb);
@@ -209,16 +263,18 @@ static void upload_weight_packs_where_the_table_can(void **state) {
         }
         be.ops->release_weight(&be, &up);
         assert_null(up.packed);
-        di_backend_weight odd = in; /* 288 inputs: not a whole number of super-blocks for the layout */
-        odd.n_in = 288;
-        odd.dtype = DI_DTYPE_Q8_0;
+        di_backend_weight odd = in; /* f16 rows: no x16 layout */
+        odd.dtype = DI_DTYPE_F16;
+        odd.row_bytes = 1024;
         assert_int_equal(be.ops->upload_weight(&be, &odd, &up, &err), DI_OK);
         assert_null(up.packed);
         be.ops->release_weight(&be, &up);
         di_backend_release(&be);
     }
     assert_int_equal(di_x16_packed_bytes(DI_DTYPE_Q4_K, 20, 300), 0);
-    assert_int_equal(di_x16_packed_bytes(DI_DTYPE_Q4_0, 20, 512), 0);
+    assert_int_equal(di_x16_packed_bytes(DI_DTYPE_Q4_0, 20, 300), 0);
+    assert_int_equal(di_x16_packed_bytes(DI_DTYPE_F32, 20, 512), 0);
+    assert_int_equal(di_x16_packed_bytes(DI_DTYPE_Q8_0, 17, 64), 2 * 2 * sizeof(di_block_q8_0_x16));
     free(w);
 }
 

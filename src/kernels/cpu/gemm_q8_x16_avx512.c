@@ -22,6 +22,12 @@
  *         then y = fma(d_s, acc, y)
  *         (dot_j over the unsigned 6-bit values, so dot_j - 32 sum is the
  *         dot of q - 32: |.| <= 128 * 16 * 32 * 127 < 2^24, exact)
+ *   Q4_0, Q4_1, Q5_0, Q8_0 (32-element blocks b, u the unsigned stored
+ *   value: nibble, nibble | fifth bit << 4, or q + 128):
+ *         per b: acc = fma((float)dot_b(u, q), dw_b * dx_b, acc)
+ *                off = fma(mw_b, xs_b, off)
+ *         with mw = -8 dw (Q4_0), m (Q4_1), -16 dw (Q5_0), -128 dw (Q8_0),
+ *         then y = acc + off (both from 0; |dot| <= 32 * 255 * 127, exact)
  * starting from y = 0. Which tile a pair sits in (1 to NR activation rows,
  * any group of 16 outputs, any thread's range) changes nothing of this:
  * the integer dots are exact and the float steps are these, in this order,
@@ -177,6 +183,84 @@ TGT static inline ALWAYS void tile_q6_K(const int nr, const di_block_q6_K_x16 *G
     for (int i = 0; i < nr; i++) _mm512_mask_storeu_ps(y + (r0 + i) * ldy + o, keep, yacc[i]);
 }
 
+/* Bytes of one packed 32-element block of a group. */
+static inline uint64_t block32_bytes(di_dtype kind) {
+    return kind == DI_DTYPE_Q4_0   ? sizeof(di_block_q4_0_x16)
+           : kind == DI_DTYPE_Q4_1 ? sizeof(di_block_q4_1_x16)
+           : kind == DI_DTYPE_Q5_0 ? sizeof(di_block_q5_0_x16)
+                                   : sizeof(di_block_q8_0_x16);
+}
+
+/* As tile_q4_K for the 32-element kinds (nb blocks). One activation row
+ * splits each block's dot over 4 integer accumulators (two rows: 2), so
+ * the dpbusd chains are short; integer sums, so the bits do not change. */
+TGT static inline ALWAYS void tile_32(const di_dtype kind, const int nr, const uint8_t *G, int64_t nb,
+                                      const di_q8_rows *x, int64_t r0, float *y, int64_t ldy, int64_t o,
+                                      __mmask16 keep) {
+    const __m512i lo4 = _mm512_set1_epi8(0x0F), b16 = _mm512_set1_epi8(16);
+    const uint64_t bb = block32_bytes(kind);
+    const int ns = nr == 1 ? 4 : nr == 2 ? 2 : 1; /* accumulators per row */
+    const float moff = kind == DI_DTYPE_Q4_0 ? -8.0f : kind == DI_DTYPE_Q5_0 ? -16.0f : -128.0f;
+    __m512 acc[NR], off[NR];
+#pragma GCC unroll 4
+    for (int i = 0; i < nr; i++) acc[i] = off[i] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *B = G + (uint64_t)b * bb;
+        __m512i dot[NR][4];
+#pragma GCC unroll 4
+        for (int i = 0; i < nr; i++)
+#pragma GCC unroll 4
+            for (int k = 0; k < ns; k++) dot[i][k] = _mm512_setzero_si512();
+        if (kind == DI_DTYPE_Q8_0) {
+            const di_block_q8_0_x16 *P = (const void *)B;
+#pragma GCC unroll 8
+            for (int c = 0; c < 8; c++) {
+                const __m512i w = _mm512_loadu_si512((const void *)P->qs[c]);
+#pragma GCC unroll 4
+                for (int i = 0; i < nr; i++) {
+                    const int8_t *q = x->q + (r0 + i) * x->ldq + 32 * b + 4 * c;
+                    dot[i][c % ns] = _mm512_dpbusd_epi32(dot[i][c % ns], w, bcast4(q));
+                }
+            }
+        } else {
+            const uint8_t *qs = kind == DI_DTYPE_Q4_0   ? ((const di_block_q4_0_x16 *)(const void *)B)->qs[0][0]
+                                : kind == DI_DTYPE_Q4_1 ? ((const di_block_q4_1_x16 *)(const void *)B)->qs[0][0]
+                                                        : ((const di_block_q5_0_x16 *)(const void *)B)->qs[0][0];
+#pragma GCC unroll 4
+            for (int c = 0; c < 4; c++) {
+                const __m512i w = _mm512_loadu_si512((const void *)(qs + 64 * c));
+                __m512i wl = _mm512_and_si512(w, lo4), wh = _mm512_and_si512(_mm512_srli_epi16(w, 4), lo4);
+                if (kind == DI_DTYPE_Q5_0) {
+                    const di_block_q5_0_x16 *P = (const void *)B;
+                    wl = _mm512_mask_add_epi8(wl, (__mmask64)P->qh[0][c], wl, b16);
+                    wh = _mm512_mask_add_epi8(wh, (__mmask64)P->qh[1][c], wh, b16);
+                }
+#pragma GCC unroll 4
+                for (int i = 0; i < nr; i++) {
+                    const int8_t *q = x->q + (r0 + i) * x->ldq + 32 * b + 4 * c;
+                    dot[i][(2 * c) % ns] = _mm512_dpbusd_epi32(dot[i][(2 * c) % ns], wl, bcast4(q));
+                    dot[i][(2 * c + 1) % ns] = _mm512_dpbusd_epi32(dot[i][(2 * c + 1) % ns], wh, bcast4(q + 16));
+                }
+            }
+        }
+        const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)B));
+        const __m512 mw = kind == DI_DTYPE_Q4_1
+                              ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(B + 32)))
+                              : _mm512_mul_ps(dw, _mm512_set1_ps(moff));
+#pragma GCC unroll 4
+        for (int i = 0; i < nr; i++) {
+            __m512i t = dot[i][0];
+#pragma GCC unroll 4
+            for (int k = 1; k < ns; k++) t = _mm512_add_epi32(t, dot[i][k]);
+            const int64_t xb = (r0 + i) * x->ldb + b;
+            acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_mul_ps(dw, _mm512_set1_ps(x->d[xb])), acc[i]);
+            off[i] = _mm512_fmadd_ps(mw, _mm512_set1_ps(x->s[xb]), off[i]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < nr; i++) _mm512_mask_storeu_ps(y + (r0 + i) * ldy + o, keep, _mm512_add_ps(acc[i], off[i]));
+}
+
 /* 32 * (sum of q over each 16 inputs) of rows [r0, r1) -> cs (ld n_in / 16). */
 static void q6_K_sums(const di_q8_rows *x, int64_t r0, int64_t r1, int64_t n_in, int32_t *cs) {
     for (int64_t r = r0; r < r1; r++) {
@@ -192,7 +276,7 @@ static void q6_K_sums(const di_q8_rows *x, int64_t r0, int64_t r1, int64_t n_in,
 TGT static inline ALWAYS void gemm_x16(di_dtype dtype, const void *packed, int64_t o0, int64_t o1,
                                        const di_q8_rows *x, int64_t n_rows, int64_t n_in, float *y, int64_t ldy,
                                        float *scratch) {
-    const int64_t nsb = n_in / 256;
+    const int64_t nsb = n_in / 256, nb = n_in / 32;
     const uint64_t gbytes = di_x16_group_bytes(dtype, n_in);
     int32_t *cs = (int32_t *)(void *)scratch; /* (ROW_CHUNK, n_in / 16): Q6_K only */
     for (int64_t rc = 0; rc < n_rows; rc += ROW_CHUNK) {
@@ -203,7 +287,10 @@ TGT static inline ALWAYS void gemm_x16(di_dtype dtype, const void *packed, int64
             const __mmask16 keep = (__mmask16)((1u << nv) - 1);
             const uint8_t *G = (const uint8_t *)packed + (uint64_t)(o / DI_X16_ROWS) * gbytes;
             int64_t r = rc;
-            if (dtype == DI_DTYPE_Q4_K) {
+            if (dtype != DI_DTYPE_Q4_K && dtype != DI_DTYPE_Q6_K) {
+                for (; r + NR <= rc1; r += NR) tile_32(dtype, NR, G, nb, x, r, y, ldy, o, keep);
+                for (; r < rc1; r++) tile_32(dtype, 1, G, nb, x, r, y, ldy, o, keep);
+            } else if (dtype == DI_DTYPE_Q4_K) {
                 for (; r + NR <= rc1; r += NR) tile_q4_K(NR, (const void *)G, nsb, x, r, y, ldy, o, keep);
                 for (; r < rc1; r++) tile_q4_K(1, (const void *)G, nsb, x, r, y, ldy, o, keep);
             } else {
@@ -215,6 +302,16 @@ TGT static inline ALWAYS void gemm_x16(di_dtype dtype, const void *packed, int64
         }
     }
 }
+
+#define DEFINE_X16(name, dtype)                                                                          \
+    TGT void di_gemm_q8_x16_##name##_avx512(const void *packed, int64_t o0, int64_t o1, const di_q8_rows *x,  \
+                                            int64_t n_rows, int64_t n_in, float *y, int64_t ldy, float *scratch) { \
+        gemm_x16(dtype, packed, o0, o1, x, n_rows, n_in, y, ldy, scratch);                                  \
+    }
+DEFINE_X16(q4_0, DI_DTYPE_Q4_0)
+DEFINE_X16(q4_1, DI_DTYPE_Q4_1)
+DEFINE_X16(q5_0, DI_DTYPE_Q5_0)
+DEFINE_X16(q8_0, DI_DTYPE_Q8_0)
 
 TGT void di_gemm_q8_x16_q4_K_avx512(const void *packed, int64_t o0, int64_t o1, const di_q8_rows *x, int64_t n_rows,
                                     int64_t n_in, float *y, int64_t ldy, float *scratch) {

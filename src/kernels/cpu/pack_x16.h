@@ -25,6 +25,16 @@
  *                        bytes 64h + 32 + 4c .. + 3, its qh bytes
  *                        32h + 4c .. + 3 (one sequential stream)
  *
+ *   the 32-element kinds, per group and 32-element block:
+ *   Q4_0, 288 bytes (16 x 18):  d[16]; qs[4][16][4]: chunk c, row r's qs
+ *         bytes 4c .. 4c + 3 (low nibbles: elements 4c .., high: 16 + 4c ..)
+ *   Q4_1, 320 bytes (16 x 20):  d[16], m[16]; qs as Q4_0
+ *   Q5_0, 352 bytes (16 x 22):  d[16]; qh[2][4] 64-bit lane masks: bit
+ *         4r + t of qh[h][c] is the fifth bit of row r's element
+ *         16h + 4c + t (one byte mask per chunk half); qs as Q4_0
+ *   Q8_0, 544 bytes (16 x 34):  d[16]; qs[8][16][4]: chunk c, row r's
+ *         values 4c .. 4c + 3 plus 128 (unsigned, for vpdpbusd)
+ *
  * The numerics of the packed gemm are defined in gemm_q8_x16_avx512.c. */
 #ifndef DI_KERNELS_CPU_PACK_X16_H
 #define DI_KERNELS_CPU_PACK_X16_H
@@ -47,10 +57,36 @@ typedef struct di_block_q6_K_x16 {
     uint8_t q[2][8][3][16][4];
 } di_block_q6_K_x16;
 
+typedef struct di_block_q4_0_x16 {
+    uint16_t d[16];
+    uint8_t qs[4][16][4];
+} di_block_q4_0_x16;
+
+typedef struct di_block_q4_1_x16 {
+    uint16_t d[16], m[16];
+    uint8_t qs[4][16][4];
+} di_block_q4_1_x16;
+
+typedef struct di_block_q5_0_x16 {
+    uint16_t d[16];
+    uint64_t qh[2][4];
+    uint8_t qs[4][16][4];
+} di_block_q5_0_x16;
+
+typedef struct di_block_q8_0_x16 {
+    uint16_t d[16];
+    uint8_t qs[8][16][4];
+} di_block_q8_0_x16;
+
+_Static_assert(sizeof(di_block_q4_0_x16) == 288, "q4_0 x16 block");
+_Static_assert(sizeof(di_block_q4_1_x16) == 320, "q4_1 x16 block");
+_Static_assert(sizeof(di_block_q5_0_x16) == 352, "q5_0 x16 block");
+_Static_assert(sizeof(di_block_q8_0_x16) == 544, "q8_0 x16 block");
 _Static_assert(sizeof(di_block_q4_K_x16) == 2368, "q4_K x16 block");
 _Static_assert(sizeof(di_block_q6_K_x16) == 3360, "q6_K x16 block");
 
-/* True when dtype has an x16 layout for rows of n_in (a multiple of 256). */
+/* True when dtype has an x16 layout for rows of n_in (a multiple of its
+ * block: 256 for the K kinds, 32 for the others). */
 int di_x16_packable(di_dtype dtype, int64_t n_in);
 
 /* Bytes of the packed form of an (n_out, n_in) matrix; 0 when not packable
