@@ -23,7 +23,8 @@
  * Memory. The buffer ops at the end of the table (buf_alloc, buf_free,
  * upload, download, upload_weight, release_weight) give a forward memory
  * the backend's ops work on: host memory for the CPU (64-byte aligned
- * malloc, memcpy, weights used where they are), device memory for a
+ * malloc, memcpy, weights used where they are plus an interleaved copy
+ * where its int8 table has a gemm for it, pack_x16.h), device memory for a
  * device backend. docs/CUDA.md ("the seam") lists which of the forwards'
  * buffers go through them. The operand structs di_matmul_args and
  * di_attn_args are the CPU kernels' plain-data ones.

@@ -7,7 +7,9 @@
  * activation rows are quantized once per call (threaded over rows; for a
  * table with pack_q8, over whole 16-row tiles that the same task then
  * packs into the table's tile layout, once for every part and task), then
- * each task runs the table's gemm over its output rows against all rows.
+ * each task runs the table's gemm over its output rows against all rows
+ * (a part whose weight the table packed, a->packed with gemm_q8_x16: the
+ * packed gemm, its tasks cut at multiples of 16 rows, one packed group).
  * One instruction sequence per (row, output) for every batch size, so it
  * is batch-invariant like the f32 path below.
  *
