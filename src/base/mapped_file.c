@@ -83,3 +83,14 @@ bool di_mapped_pretouch(const void *data, size_t size, di_load_progress_fn fn, v
     if (fn) fn(size, size, user);
     return true;
 }
+
+void di_memory_release_hint(const void *data, size_t size) {
+#ifdef MADV_PAGEOUT
+    long page_l = sysconf(_SC_PAGESIZE);
+    uintptr_t page = page_l > 0 ? (uintptr_t)page_l : 4096;
+    uintptr_t a = ((uintptr_t)data + page - 1) & ~(page - 1), b = ((uintptr_t)data + size) & ~(page - 1);
+    if (data && b > a) (void)madvise((void *)a, b - a, MADV_PAGEOUT);
+#else
+    (void)data, (void)size;
+#endif
+}

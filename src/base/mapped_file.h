@@ -33,4 +33,13 @@ void di_mapped_file_close(di_mapped_file *f);
  * near the size of memory would evict its own first pages again. */
 bool di_mapped_pretouch(const void *data, size_t size, di_load_progress_fn fn, void *user);
 
+/* Tells the OS the pages wholly inside [data, data + size) will not be
+ * read again soon (MADV_PAGEOUT where the kernel has it, else nothing):
+ * clean file pages leave this process's memory, anonymous ones go to swap
+ * if there is any. Contents are kept either way (a later read faults them
+ * back in), so it is safe on any memory; advisory, nothing can fail. For
+ * weights that a backend copied into its own layout (the llama loader's
+ * x16-packed matrices). */
+void di_memory_release_hint(const void *data, size_t size);
+
 #endif

@@ -37,6 +37,7 @@
 #include "model/llama.h"
 
 #include "base/alloc.h"
+#include "base/mapped_file.h"
 #include "kernels/backend.h"
 #include "model/llama_moe.h"
 
@@ -249,9 +250,15 @@ static di_status upload_matrices(di_llama_model *m, di_error *err) {
     if (!list) return di_error_set(err, DI_ERR_NOMEM, "llama: out of memory");
     int n = matrices(m, list);
     di_status s = DI_OK;
+    const uint8_t *e0 = m->tok_embd.data, *e1 = e0 + m->tok_embd.row_bytes * (uint64_t)m->tok_embd.n_out;
     for (int i = 0; i < n && s == DI_OK; i++) {
         llama_weight up;
-        if ((s = m->be.ops->upload_weight(&m->be, list[i], &up, err)) == DI_OK) *list[i] = up, m->n_uploaded++;
+        if ((s = m->be.ops->upload_weight(&m->be, list[i], &up, err)) != DI_OK) break;
+        /* rows the backend copied are not read again, except the tied
+         * output's (the embedding lookup reads them) */
+        const uint8_t *r0 = list[i]->data, *r1 = r0 + list[i]->row_bytes * (uint64_t)list[i]->n_out;
+        if (up.packed && (r1 <= e0 || r0 >= e1)) di_memory_release_hint(r0, (size_t)(r1 - r0));
+        *list[i] = up, m->n_uploaded++;
     }
     free(list);
     return s;

@@ -120,6 +120,38 @@ static void mapped_pretouch_declines_empty_and_huge(void **state) {
     assert_int_equal(l.done[1], 1);
 }
 
+/* The release hint keeps contents, on a file mapping and on heap memory
+ * (where MADV_DONTNEED would have zeroed them). */
+static void release_hint_keeps_contents(void **state) {
+    (void)state;
+    const size_t size = 5 * 4096 + 123;
+    char path[] = "/tmp/di_test_release_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    uint8_t *buf = malloc(size);
+    assert_non_null(buf);
+    for (size_t i = 0; i < size; i++) buf[i] = (uint8_t)(i * 131 + 7);
+    assert_int_equal(write(fd, buf, size), (ssize_t)size);
+    close(fd);
+    di_mapped_file f;
+    di_error err;
+    assert_int_equal(di_mapped_file_open(path, &f, &err), DI_OK);
+    unlink(path);
+    assert_memory_equal(f.data, buf, size);
+    di_memory_release_hint(f.data + 100, size - 200);
+    assert_memory_equal(f.data, buf, size);
+    uint8_t *heap = malloc(size);
+    assert_non_null(heap);
+    memcpy(heap, buf, size);
+    di_memory_release_hint(heap, size);
+    assert_memory_equal(heap, buf, size);
+    di_memory_release_hint(NULL, 0);
+    di_memory_release_hint(heap, 1); /* no whole page: nothing */
+    free(heap);
+    free(buf);
+    di_mapped_file_close(&f);
+}
+
 static void strbuf_appends_grows_and_stays_terminated(void **state) {
     (void)state;
     di_strbuf b = {0};
@@ -170,6 +202,7 @@ int main(void) {
         cmocka_unit_test(mapped_file_reports_missing_file),
         cmocka_unit_test(mapped_pretouch_reports_every_chunk),
         cmocka_unit_test(mapped_pretouch_declines_empty_and_huge),
+        cmocka_unit_test(release_hint_keeps_contents),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
