@@ -261,6 +261,8 @@ static di_status upload_matrices(di_llama_model *m, di_error *err) {
         *list[i] = up, m->n_uploaded++;
     }
     free(list);
+    for (uint32_t il = 0; il < m->hp.n_layers && s == DI_OK; il++)
+        if (m->layers[il].moe) s = di_llama_moe_upload(&m->layers[il].experts, &m->be, err);
     return s;
 }
 
@@ -271,6 +273,8 @@ static void release_matrices(di_llama_model *m) {
     int n = matrices(m, list);
     for (int i = 0; i < n && i < m->n_uploaded; i++) m->be.ops->release_weight(&m->be, list[i]);
     free(list);
+    for (uint32_t il = 0; il < m->hp.n_layers; il++)
+        if (m->layers[il].moe) di_llama_moe_release(&m->layers[il].experts, &m->be);
 }
 
 /* inv_freq[i] = freq_scale / theta^(2i/n_rot), divided by the per-pair

@@ -11,6 +11,7 @@
 #include "model/llama_moe.h"
 
 #include "base/alloc.h"
+#include "base/mapped_file.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -63,7 +64,7 @@ static di_status bind_mat(const di_gguf_tensor *t, const di_backend *be, int64_t
                             (unsigned long long)t->n_bytes);
     if ((uintptr_t)t->data % 4 != 0 || (n_expert > 1 && per % 4 != 0))
         return di_error_set(err, DI_ERR_FORMAT, "tensor '%s': expert data not 4-byte aligned", t->name);
-    *m = (di_llama_moe_mat){t->dtype, t->data, rb, per, t->ne[0], t->ne[1]};
+    *m = (di_llama_moe_mat){t->dtype, t->data, rb, per, t->ne[0], t->ne[1], NULL, 0};
     return DI_OK;
 }
 
@@ -80,6 +81,47 @@ di_status di_llama_moe_bind(const di_llama_hparams *hp, const di_llama_layer_ten
     out->n_used = (int32_t)hp->n_expert_used;
     out->norm = hp->expert_weights_norm;
     return DI_OK;
+}
+
+static di_backend_weight expert_weight(const di_llama_moe_mat *m, int32_t e);
+
+static di_status upload_mat(di_llama_moe_mat *m, int32_t n, const di_backend *be, di_error *err) {
+    if (!(m->packed = di_calloc((size_t)n, sizeof *m->packed)))
+        return di_error_set(err, DI_ERR_NOMEM, "experts: out of memory");
+    for (int32_t e = 0; e < n; e++) {
+        di_backend_weight w = expert_weight(m, e), up;
+        di_status s = be->ops->upload_weight(be, &w, &up, err);
+        if (s != DI_OK) return s;
+        m->packed[e] = up.packed;
+        m->n_uploaded++;
+        if (up.packed) di_memory_release_hint(w.data, (size_t)(w.row_bytes * (uint64_t)w.n_out));
+    }
+    return DI_OK;
+}
+
+di_status di_llama_moe_upload(di_llama_moe *moe, const di_backend *be, di_error *err) {
+    di_status s;
+    if ((s = upload_mat(&moe->router, 1, be, err)) || (s = upload_mat(&moe->gate, moe->n_expert, be, err)) ||
+        (s = upload_mat(&moe->up, moe->n_expert, be, err)) || (s = upload_mat(&moe->down, moe->n_expert, be, err)))
+        return s;
+    return DI_OK;
+}
+
+static void release_mat(di_llama_moe_mat *m, const di_backend *be) {
+    for (int32_t e = 0; m->packed && e < m->n_uploaded; e++) {
+        di_backend_weight w = expert_weight(m, e);
+        be->ops->release_weight(be, &w);
+    }
+    free((void *)m->packed);
+    m->packed = NULL;
+    m->n_uploaded = 0;
+}
+
+void di_llama_moe_release(di_llama_moe *moe, const di_backend *be) {
+    release_mat(&moe->router, be);
+    release_mat(&moe->gate, be);
+    release_mat(&moe->up, be);
+    release_mat(&moe->down, be);
 }
 
 static int grow(void *pp, int64_t n, size_t size) {
@@ -130,11 +172,12 @@ static di_status reserve(const di_llama_moe *moe, const di_backend *be, int64_t 
 static di_matmul_args expert_args(const di_llama_moe_mat *m, int32_t e, const float *x, int64_t ldx, float *y,
                                   int64_t ldy, int64_t n_rows) {
     return (di_matmul_args){m->dtype, m->data + (uint64_t)e * m->expert_bytes, m->row_bytes, x, ldx, y, ldy, n_rows,
-                            m->n_in, m->n_out, NULL};
+                            m->n_in, m->n_out, m->packed ? m->packed[e] : NULL};
 }
 
 static di_backend_weight expert_weight(const di_llama_moe_mat *m, int32_t e) {
-    return (di_backend_weight){m->dtype, m->data + (uint64_t)e * m->expert_bytes, m->row_bytes, m->n_in, m->n_out, NULL};
+    return (di_backend_weight){m->dtype,   m->data + (uint64_t)e * m->expert_bytes, m->row_bytes, m->n_in, m->n_out,
+                               m->packed ? m->packed[e] : NULL};
 }
 
 di_status di_llama_moe_forward(const di_llama_moe *moe, const di_backend *be, const float *h, int64_t ldh,

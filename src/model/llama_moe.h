@@ -32,6 +32,9 @@ typedef struct di_llama_moe_mat {
     const uint8_t *data;
     uint64_t row_bytes, expert_bytes;
     int64_t n_in, n_out;
+    /* per expert, the backend's copy (upload_weight's packed), or NULL */
+    const void **packed;
+    int32_t n_uploaded; /* experts that went through upload_weight */
 } di_llama_moe_mat;
 
 typedef struct di_llama_moe {
@@ -46,6 +49,13 @@ typedef struct di_llama_moe {
  * for backend be. DI_ERR_UNSUPPORTED when be cannot read a dtype. */
 di_status di_llama_moe_bind(const di_llama_hparams *hp, const di_llama_layer_tensors *t, const di_backend *be,
                             di_llama_moe *out, di_error *err);
+
+/* Passes every expert matrix (and the router) through be's upload_weight
+ * (the CPU: an x16-packed copy where its table has the gemm) and hints
+ * that the rows it copied are not read again. release undoes it; safe
+ * on a half-uploaded or never-uploaded moe. */
+di_status di_llama_moe_upload(di_llama_moe *moe, const di_backend *be, di_error *err);
+void di_llama_moe_release(di_llama_moe *moe, const di_backend *be);
 
 /* Scratch of the expert FFN, grown on demand; one per forward context. */
 typedef struct di_llama_moe_scratch di_llama_moe_scratch;
