@@ -68,6 +68,9 @@ typedef struct di_backend_weight {
     /* the backend's own layout of the same matrix, made by upload_weight
      * (the CPU's: pack_x16.h where its table has a gemm for it), or NULL */
     const void *packed;
+    /* set by upload_weight: linear will not read data again (only
+     * packed), so a loader may let its pages go (di_memory_release_hint) */
+    int rows_unread;
 } di_backend_weight;
 
 /* embed_norm: x[r] = dequant(emb row tokens[r]) (* scale when scale != 0);

@@ -257,7 +257,7 @@ static di_status upload_matrices(di_llama_model *m, di_error *err) {
         /* rows the backend copied are not read again, except the tied
          * output's (the embedding lookup reads them) */
         const uint8_t *r0 = list[i]->data, *r1 = r0 + list[i]->row_bytes * (uint64_t)list[i]->n_out;
-        if (up.packed && (r1 <= e0 || r0 >= e1)) di_memory_release_hint(r0, (size_t)(r1 - r0));
+        if (up.rows_unread && (r1 <= e0 || r0 >= e1)) di_memory_release_hint(r0, (size_t)(r1 - r0));
         *list[i] = up, m->n_uploaded++;
     }
     free(list);

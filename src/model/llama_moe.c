@@ -94,7 +94,7 @@ static di_status upload_mat(di_llama_moe_mat *m, int32_t n, const di_backend *be
         if (s != DI_OK) return s;
         m->packed[e] = up.packed;
         m->n_uploaded++;
-        if (up.packed) di_memory_release_hint(w.data, (size_t)(w.row_bytes * (uint64_t)w.n_out));
+        if (up.rows_unread) di_memory_release_hint(w.data, (size_t)(w.row_bytes * (uint64_t)w.n_out));
     }
     return DI_OK;
 }
@@ -177,7 +177,7 @@ static di_matmul_args expert_args(const di_llama_moe_mat *m, int32_t e, const fl
 
 static di_backend_weight expert_weight(const di_llama_moe_mat *m, int32_t e) {
     return (di_backend_weight){m->dtype,   m->data + (uint64_t)e * m->expert_bytes, m->row_bytes, m->n_in, m->n_out,
-                               m->packed ? m->packed[e] : NULL};
+                               m->packed ? m->packed[e] : NULL, 0};
 }
 
 di_status di_llama_moe_forward(const di_llama_moe *moe, const di_backend *be, const float *h, int64_t ldh,

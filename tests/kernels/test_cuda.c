@@ -768,7 +768,7 @@ static void backend_buffers_and_weights(void) {
     const int64_t n_in = 512, n_out = 24, n_rows = 3;
     uint64_t rb;
     uint8_t *w = make_weights(DI_DTYPE_Q4_K, n_out, n_in, &rb);
-    const di_backend_weight hw = {DI_DTYPE_Q4_K, w, rb, n_in, n_out, NULL};
+    const di_backend_weight hw = {DI_DTYPE_Q4_K, w, rb, n_in, n_out, NULL, 0};
     di_backend_weight dw;
     MUST(op->upload_weight(&be, &hw, &dw, E));
     float *x = xmalloc(sizeof(float) * (size_t)(n_rows * n_in)), *y = xmalloc(sizeof(float) * (size_t)(n_rows * n_out));
@@ -795,7 +795,7 @@ static void backend_buffers_and_weights(void) {
     op->release_weight(&be, &dw);
     CHECK(dw.data == NULL, "release_weight clears the pointer");
     /* a dtype without a kernel is refused at upload, not at the forward */
-    const di_backend_weight q51 = {DI_DTYPE_Q5_1, w, rb, n_in, n_out, NULL};
+    const di_backend_weight q51 = {DI_DTYPE_Q5_1, w, rb, n_in, n_out, NULL, 0};
     CHECK(op->upload_weight(&be, &q51, &dw, &err) == DI_ERR_UNSUPPORTED, "q5_1 upload is refused");
     free(twin);
     free(y);

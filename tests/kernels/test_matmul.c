@@ -4,8 +4,10 @@
 #include "test_util.h"
 
 #include "base/threadpool.h"
+#include "kernels/cpu/gemm_q8.h"
 #include "kernels/cpu/half.h"
 #include "kernels/cpu/kernels.h"
+#include "kernels/cpu/pack_x16.h"
 #include "kernels/cpu/quant_blocks.h"
 #include "tensor/fp8.h"
 #include "tensor/half.h"
@@ -668,6 +670,8 @@ static void amx_gemm_matches_block_order_oracle_bitwise(void **state) {
                 const int64_t nb = n_in / 32;
                 uint64_t rb;
                 uint8_t *w = random_weights(t, n_out, n_in, &rb);
+                uint8_t *pk = malloc(di_x16_packed_bytes(t, n_out, n_in));
+                di_x16_pack(t, w, rb, n_out, n_in, pk);
                 float *x = random_floats(max_rows * n_in);
                 int8_t *q = malloc((size_t)(max_rows * n_in));
                 float *xd = malloc(sizeof(float) * (size_t)(max_rows * nb)), *xs = malloc(sizeof(float) * (size_t)(max_rows * nb));
@@ -693,18 +697,23 @@ static void amx_gemm_matches_block_order_oracle_bitwise(void **state) {
                                          di_dtype_traits_of(t)->name, (long long)n_in, (long long)rows, (long long)r,
                                          (long long)o, (double)got, (double)exp);
                         }
-                    /* the whole matmul on 1 and 2 threads */
-                    for (int threads = 1; threads <= 2; threads++) {
-                        memset(y, 0xff, sizeof(float) * (size_t)(max_rows * n_out));
-                        di_matmul_args a = {t, w, rb, x, n_in, y, n_out, rows, n_in, n_out, NULL};
-                        di_matmul(k, &a, scratch, threads == 2 ? pool : NULL);
-                        if (memcmp(y, want, sizeof(float) * (size_t)(rows * n_out)) != 0)
-                            fail_msg("%s %s n_in %lld: %lld rows on %d threads differ from the oracle", k->name,
-                                     di_dtype_traits_of(t)->name, (long long)n_in, (long long)rows, threads);
-                    }
+                    /* the whole matmul on 1 and 2 threads, on the rows and on the
+                     * x16 copy the loader makes (the packed path crosses from
+                     * VNNI to the tiles at the limit) */
+                    for (int threads = 1; threads <= 2; threads++)
+                        for (int packed = 0; packed < 2; packed++) {
+                            memset(y, 0xff, sizeof(float) * (size_t)(max_rows * n_out));
+                            di_matmul_args a = {t, w, rb, x, n_in, y, n_out, rows, n_in, n_out, packed ? pk : NULL};
+                            di_matmul(k, &a, scratch, threads == 2 ? pool : NULL);
+                            if (memcmp(y, want, sizeof(float) * (size_t)(rows * n_out)) != 0)
+                                fail_msg("%s %s n_in %lld: %lld rows on %d threads%s differ from the oracle", k->name,
+                                         di_dtype_traits_of(t)->name, (long long)n_in, (long long)rows, threads,
+                                         packed ? " (x16)" : "");
+                        }
                     n_checked++;
                 }
                 free(w);
+                free(pk);
                 free(x);
                 free(q);
                 free(xd);
@@ -720,6 +729,70 @@ static void amx_gemm_matches_block_order_oracle_bitwise(void **state) {
     di_threadpool_free(pool);
 }
 
+/* The AMX table's x16 entries below its tile limits (decode) run on
+ * AVX-512 VNNI alone, on the packed copy: the same oracle bit for bit, so
+ * a batch that crosses the limit (tiles on the rows) keeps every row's
+ * bits. Checked wherever VNNI is, AMX or not. */
+static void amx_x16_few_rows_match_the_oracle_bitwise(void **state) {
+    (void)state;
+#if defined(__x86_64__)
+    if (!di_cpu_kernels_by_name("avx512-q8")) {
+        printf("kernels: no AVX-512 VNNI, AMX x16 oracle test skipped\n");
+        return;
+    }
+    const di_dtype types[] = {DI_DTYPE_Q4_0, DI_DTYPE_Q4_1, DI_DTYPE_Q5_0, DI_DTYPE_Q8_0, DI_DTYPE_Q4_K};
+    const di_gemm_q8_x16_fn fns[] = {di_gemm_q8_x16_q4_0_amx, di_gemm_q8_x16_q4_1_amx, di_gemm_q8_x16_q5_0_amx,
+                                     di_gemm_q8_x16_q8_0_amx, di_gemm_q8_x16_q4_K_amx};
+    const int64_t n_out = 53, max_rows = DI_GEMM_Q8_AMX_FEW_ROWS - 1;
+    const di_cpu_kernels *k = di_cpu_kernels_by_name("avx512-q8");
+    int n_checked = 0;
+    for (size_t d = 0; d < sizeof types / sizeof types[0]; d++) {
+        const di_dtype t = types[d];
+        const int64_t rows_below = t == DI_DTYPE_Q8_0 ? DI_GEMM_Q8_AMX_FEW_ROWS_Q8_0 - 1 : max_rows;
+        for (int64_t n_in = 96; n_in <= 768; n_in += 672) {
+            if (!di_x16_packable(t, n_in)) continue;
+            const int64_t nb = n_in / 32;
+            uint64_t rb;
+            uint8_t *w = random_weights(t, n_out, n_in, &rb);
+            uint8_t *pk = malloc(di_x16_packed_bytes(t, n_out, n_in));
+            di_x16_pack(t, w, rb, n_out, n_in, pk);
+            float *x = random_floats(max_rows * n_in);
+            int8_t *q = malloc((size_t)(max_rows * n_in));
+            float *xd = malloc(sizeof(float) * (size_t)(max_rows * nb)), *xs = malloc(sizeof(float) * (size_t)(max_rows * nb));
+            for (int64_t r = 0; r < max_rows; r++) k->quantize_q8(x + r * n_in, q + r * n_in, xd + r * nb, xs + r * nb, n_in);
+            float *y = malloc(sizeof(float) * (size_t)(max_rows * n_out));
+            float *scratch = malloc(sizeof(float) * (size_t)di_gemm_q8_scratch_floats(n_in));
+            di_q8_rows xq = {q, xd, xs, n_in, nb, NULL, NULL, NULL};
+            for (int64_t rows = 1; rows <= rows_below; rows++) {
+                memset(y, 0xff, sizeof(float) * (size_t)(max_rows * n_out));
+                fns[d](w, rb, pk, 16, n_out, &xq, rows, n_in, y, n_out, scratch);
+                for (int64_t r = 0; r < rows; r++)
+                    for (int64_t o = 0; o < n_out; o++) {
+                        float got = y[r * n_out + o];
+                        float exp = amx_oracle(t, w + o * rb, q + r * n_in, xd + r * nb, xs + r * nb, nb);
+                        if (o >= 16 ? memcmp(&got, &exp, sizeof got) != 0 : !isnan(got))
+                            fail_msg("amx x16 %s n_in %lld rows %lld [%lld,%lld]: %.9g vs oracle %.9g",
+                                     di_dtype_traits_of(t)->name, (long long)n_in, (long long)rows, (long long)r,
+                                     (long long)o, (double)got, (double)exp);
+                    }
+                n_checked++;
+            }
+            free(w);
+            free(pk);
+            free(x);
+            free(q);
+            free(xd);
+            free(xs);
+            free(y);
+            free(scratch);
+        }
+    }
+    printf("kernels: AMX x16 few-row oracle: %d shapes checked\n", n_checked);
+#else
+    (void)state;
+#endif
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(fused_dot_equals_dequantized_dot_bitwise),
@@ -733,6 +806,7 @@ int main(void) {
         cmocka_unit_test(generic_path_matches_reference_for_other_dtypes),
         cmocka_unit_test(q8_tables_quantize_identically_and_agree),
         cmocka_unit_test(amx_gemm_matches_block_order_oracle_bitwise),
+        cmocka_unit_test(amx_x16_few_rows_match_the_oracle_bitwise),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

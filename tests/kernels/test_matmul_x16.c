@@ -201,7 +201,7 @@ static void packed_gemm_matches_oracle_bitwise(void **state) {
             for (int64_t rows = 1; rows <= max_rows; rows++) {
                 /* a task's share: groups 1 and 2 of 4 (the last one short) */
                 memset(y, 0xff, sizeof(float) * (size_t)(max_rows * n_out));
-                k->gemm_q8_x16[t](pk, 16, 48, &xq, rows, n_in, y, n_out, scratch);
+                k->gemm_q8_x16[t](w, rb, pk, 16, 48, &xq, rows, n_in, y, n_out, scratch);
                 for (int64_t r = 0; r < rows; r++)
                     for (int64_t o = 0; o < n_out; o++) {
                         float got = y[r * n_out + o], exp = want[r * n_out + o];

@@ -336,6 +336,7 @@ static di_status cpu_upload_weight(const di_backend *be, const di_backend_weight
     const di_cpu_kernels *k = kernels_of(be);
     *out = *w;
     out->packed = NULL;
+    out->rows_unread = 0;
     if (!k->quantize_q8 || !k->gemm_q8_x16[w->dtype] || !di_x16_packable(w->dtype, w->n_in)) return DI_OK;
     uint64_t bytes = di_x16_packed_bytes(w->dtype, w->n_out, w->n_in);
     void *p = bytes ? cpu_buf_alloc(be, (size_t)bytes) : NULL;
@@ -344,6 +345,7 @@ static di_status cpu_upload_weight(const di_backend *be, const di_backend_weight
                             (long long)w->n_in);
     di_x16_pack(w->dtype, w->data, w->row_bytes, w->n_out, w->n_in, p);
     out->packed = p;
+    out->rows_unread = !k->x16_reads_rows;
     return DI_OK;
 }
 

@@ -346,7 +346,7 @@ const di_cpu_kernels di_cpu_kernels_avx512_amx = {
     .exact = &di_cpu_kernels_avx512_amx, .q8 = &di_cpu_kernels_avx512_amx_q8,
 };
 const di_cpu_kernels di_cpu_kernels_avx512_amx_q8 = {
-    .name = "avx512-amx-q8", AVX2_FLOAT_ENTRIES, .fused_fp8 = &di_fused_fp8_avx512, .attn_run = di_attn_run_avx512, DI_GEMM_F32_ENTRIES(avx512), DI_GEMM_Q8_ENTRIES(amx), .pack_q8 = di_pack_q8_amx,
+    .name = "avx512-amx-q8", AVX2_FLOAT_ENTRIES, .fused_fp8 = &di_fused_fp8_avx512, .attn_run = di_attn_run_avx512, DI_GEMM_F32_ENTRIES(avx512), DI_GEMM_Q8_ENTRIES(amx), DI_GEMM_Q8_X16_ENTRIES_AMX, .pack_q8 = di_pack_q8_amx,
     .exact = &di_cpu_kernels_avx512_amx, .q8 = &di_cpu_kernels_avx512_amx_q8,
 };
 

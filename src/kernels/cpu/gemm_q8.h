@@ -101,14 +101,33 @@ int di_amx_request_permission(void);
 void di_gemm_q8_q6_K_avx512(const void *w, uint64_t row_bytes, int64_t o0, int64_t o1, const di_q8_rows *x,
                             int64_t n_rows, int64_t n_in, float *y, int64_t ldy, float *scratch);
 #define DI_GEMM_Q8_X16_DECL(name)                                                                      \
-    void di_gemm_q8_x16_##name##_avx512(const void *packed, int64_t o0, int64_t o1, const di_q8_rows *x,  \
-                                        int64_t n_rows, int64_t n_in, float *y, int64_t ldy, float *scratch);
+    void di_gemm_q8_x16_##name##_avx512(const void *w, uint64_t row_bytes, const void *packed, int64_t o0,  \
+                                        int64_t o1, const di_q8_rows *x, int64_t n_rows, int64_t n_in,      \
+                                        float *y, int64_t ldy, float *scratch);                             \
+    void di_gemm_q8_x16_##name##_amx(const void *w, uint64_t row_bytes, const void *packed, int64_t o0,     \
+                                     int64_t o1, const di_q8_rows *x, int64_t n_rows, int64_t n_in,         \
+                                     float *y, int64_t ldy, float *scratch);
 DI_GEMM_Q8_X16_DECL(q4_0)
 DI_GEMM_Q8_X16_DECL(q4_1)
 DI_GEMM_Q8_X16_DECL(q5_0)
 DI_GEMM_Q8_X16_DECL(q8_0)
 DI_GEMM_Q8_X16_DECL(q4_K)
-DI_GEMM_Q8_X16_DECL(q6_K)
+void di_gemm_q8_x16_q6_K_avx512(const void *w, uint64_t row_bytes, const void *packed, int64_t o0, int64_t o1,
+                                const di_q8_rows *x, int64_t n_rows, int64_t n_in, float *y, int64_t ldy,
+                                float *scratch);
+
+/* The AMX table's x16 entries (gemm_q8_amx_few.c): batches below its tile
+ * limits on the packed copy with the tiles' numerics, bigger ones on the
+ * tiles from the rows; the same bits either way. */
+#define DI_GEMM_Q8_X16_ENTRIES_AMX                                                                \
+    .gemm_q8_x16 = {                                                                              \
+        [DI_DTYPE_Q4_0] = di_gemm_q8_x16_q4_0_amx,                                                \
+        [DI_DTYPE_Q4_1] = di_gemm_q8_x16_q4_1_amx,                                                \
+        [DI_DTYPE_Q5_0] = di_gemm_q8_x16_q5_0_amx,                                                \
+        [DI_DTYPE_Q8_0] = di_gemm_q8_x16_q8_0_amx,                                                \
+        [DI_DTYPE_Q4_K] = di_gemm_q8_x16_q4_K_amx,                                                \
+    },                                                                                            \
+    .x16_reads_rows = 1
 #define DI_GEMM_Q8_ENTRIES_AVX512                                                                 \
     .quantize_q8 = di_quantize_q8_avx512,                                                         \
     .gemm_q8_x16 = {                                                                              \

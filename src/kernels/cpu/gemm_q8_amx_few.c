@@ -26,6 +26,7 @@
  * oracle bit for bit). dw and mw come from the AMX file's prep_scales, so
  * they are the same floats too. */
 #include "kernels/cpu/gemm_q8.h"
+#include "kernels/cpu/pack_x16.h"
 
 #if defined(__x86_64__)
 
@@ -276,5 +277,139 @@ DEFINE_FEW(q4_1, K_Q4_1)
 DEFINE_FEW(q5_0, K_Q5_0)
 DEFINE_FEW(q8_0, K_Q8_0)
 DEFINE_FEW(q4_K, K_Q4_K)
+
+/* ---- the same numerics on the x16 copy (pack_x16.h) -----------------------
+ * The packed groups hold what the transposes above produce: chunk k of a
+ * block is dword k of each of the 16 rows, lane by lane. So u[k], dw and mw
+ * come straight from the packed block (dw = d, mw = m, Q4_K d * sc and
+ * -dmin * mn: the prep_scales floats) and the float chain is group()'s. */
+TGT static inline ALWAYS void group_x16(int kind, const int NR, const uint8_t *G, int nc, const di_q8_rows *x,
+                                        const int32_t *qsum, int64_t nb, float *y, int64_t ldy) {
+    __m512 acc[DI_GEMM_Q8_AMX_FEW_ROWS];
+#pragma GCC unroll 16
+    for (int i = 0; i < NR; i++) acc[i] = _mm512_setzero_ps();
+    const __m512i m4 = _mm512_set1_epi8(0x0F), sixteen = _mm512_set1_epi8(16);
+    if (kind == K_Q4_K) {
+        for (int64_t sb = 0; sb < nb / 8; sb++) {
+            const di_block_q4_K_x16 *B = (const di_block_q4_K_x16 *)(const void *)G + sb;
+            const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)B->d));
+            const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)B->dmin));
+            const __m512 ndmin = _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(dmin), _mm512_set1_epi32(INT32_MIN)));
+            for (int p = 0; p < 4; p++) {
+                __m512i t[8], u[8];
+#pragma GCC unroll 8
+                for (int k = 0; k < 8; k++) t[k] = _mm512_loadu_si512((const void *)B->qs[p][k]);
+                for (int h = 0; h < 2; h++) {
+                    const int j = 2 * p + h;
+                    const int64_t b = 8 * sb + j;
+#pragma GCC unroll 8
+                    for (int k = 0; k < 8; k++) u[k] = _mm512_and_si512(h ? _mm512_srli_epi16(t[k], 4) : t[k], m4);
+                    const __m512 vdw = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)B->sc[j]))));
+                    const __m512 vmw = _mm512_mul_ps(ndmin, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)B->mn[j]))));
+#pragma GCC unroll 16
+                    for (int i = 0; i < NR; i++) {
+                        const __m512i isum = block_isum(u, x->q + i * x->ldq + 32 * b, _mm512_setzero_si512());
+                        acc[i] = scale_block(kind, isum, vdw, vmw, x->d[i * x->ldb + b], x->s[i * x->ldb + b], acc[i]);
+                    }
+                }
+            }
+        }
+    } else {
+        const int64_t bb = kind == K_Q4_0   ? (int64_t)sizeof(di_block_q4_0_x16)
+                           : kind == K_Q4_1 ? (int64_t)sizeof(di_block_q4_1_x16)
+                           : kind == K_Q5_0 ? (int64_t)sizeof(di_block_q5_0_x16)
+                                            : (int64_t)sizeof(di_block_q8_0_x16);
+        const int64_t qs = kind == K_Q4_0   ? (int64_t)offsetof(di_block_q4_0_x16, qs)
+                           : kind == K_Q4_1 ? (int64_t)offsetof(di_block_q4_1_x16, qs)
+                           : kind == K_Q5_0 ? (int64_t)offsetof(di_block_q5_0_x16, qs)
+                                            : (int64_t)offsetof(di_block_q8_0_x16, qs);
+        for (int64_t b = 0; b < nb; b++) {
+            const uint8_t *B = G + b * bb;
+            __m512i u[8];
+            if (kind == K_Q8_0) { /* stored + 128 already */
+#pragma GCC unroll 8
+                for (int k = 0; k < 8; k++) u[k] = _mm512_loadu_si512((const void *)(B + qs + 64 * k));
+            } else {
+#pragma GCC unroll 4
+                for (int k = 0; k < 4; k++) {
+                    const __m512i t = _mm512_loadu_si512((const void *)(B + qs + 64 * k));
+                    u[k] = _mm512_and_si512(t, m4);
+                    u[k + 4] = _mm512_and_si512(_mm512_srli_epi16(t, 4), m4);
+                }
+                if (kind == K_Q5_0) {
+                    const di_block_q5_0_x16 *P = (const void *)B;
+#pragma GCC unroll 8
+                    for (int k = 0; k < 8; k++) u[k] = _mm512_mask_add_epi8(u[k], (__mmask64)P->qh[k / 4][k % 4], u[k], sixteen);
+                }
+            }
+            const __m512 vdw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)B));
+            const __m512 vmw = kind == K_Q4_1 ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(B + 32)))
+                                              : _mm512_setzero_ps();
+#pragma GCC unroll 16
+            for (int i = 0; i < NR; i++) {
+                __m512i start = _mm512_setzero_si512();
+                if (kind == K_Q4_0) start = _mm512_set1_epi32(-8 * qsum[i * nb + b]);
+                if (kind == K_Q5_0) start = _mm512_set1_epi32(-16 * qsum[i * nb + b]);
+                if (kind == K_Q8_0) start = _mm512_set1_epi32(-128 * qsum[i * nb + b]);
+                const __m512i isum = block_isum(u, x->q + i * x->ldq + 32 * b, start);
+                acc[i] = scale_block(kind, isum, vdw, vmw, x->d[i * x->ldb + b], x->s[i * x->ldb + b], acc[i]);
+            }
+        }
+    }
+    const __mmask16 keep = (__mmask16)((1u << nc) - 1u);
+#pragma GCC unroll 16
+    for (int i = 0; i < NR; i++) _mm512_mask_storeu_ps(y + i * ldy, keep, acc[i]);
+}
+
+#define X16_CASE(kind, n)                                                                           \
+    case n:                                                                                         \
+        group_x16(kind, n, G, nc, x, qsum, nb, y + o, ldy);                                         \
+        break;
+
+/* scratch: the rows' block sums of q (Q4_0, Q5_0, Q8_0). */
+TGT static inline ALWAYS void few_x16(int kind, const void *packed, int64_t o0, int64_t o1, const di_q8_rows *x,
+                                      int n_rows, int64_t n_in, float *y, int64_t ldy, float *scratch) {
+    const int64_t nb = n_in / DI_Q8_ACT_BLOCK;
+    const di_dtype dt = kind == K_Q4_0 ? DI_DTYPE_Q4_0 : kind == K_Q4_1 ? DI_DTYPE_Q4_1 : kind == K_Q5_0 ? DI_DTYPE_Q5_0
+                        : kind == K_Q8_0 ? DI_DTYPE_Q8_0 : DI_DTYPE_Q4_K;
+    const uint64_t gbytes = di_x16_group_bytes(dt, n_in);
+    int32_t *qsum = (int32_t *)(void *)scratch;
+    if (kind == K_Q4_0 || kind == K_Q5_0 || kind == K_Q8_0) di_gemm_q8_amx_few_qsum(x, n_rows, nb, qsum);
+    for (int64_t o = o0; o < o1; o += NO) {
+        const int nc = o1 - o < NO ? (int)(o1 - o) : NO;
+        const uint8_t *G = (const uint8_t *)packed + (uint64_t)(o / NO) * gbytes;
+        switch (n_rows) {
+            X16_CASE(kind, 1)
+            X16_CASE(kind, 2)
+            X16_CASE(kind, 3)
+            X16_CASE(kind, 4)
+            X16_CASE(kind, 5)
+            X16_CASE(kind, 6)
+            X16_CASE(kind, 7)
+            X16_CASE(kind, 8)
+            X16_CASE(kind, 9)
+            X16_CASE(kind, 10)
+        default:
+            break;
+        }
+    }
+}
+
+/* Below the tile limits the packed copy, else the tiles on the rows. */
+#define DEFINE_X16_AMX(name, kind, limit)                                                              \
+    TGT void di_gemm_q8_x16_##name##_amx(const void *w, uint64_t row_bytes, const void *packed, int64_t o0, \
+                                         int64_t o1, const di_q8_rows *x, int64_t n_rows, int64_t n_in,  \
+                                         float *y, int64_t ldy, float *scratch) {                         \
+        if (n_rows >= (limit) || n_in / DI_Q8_ACT_BLOCK == 0)                                           \
+            di_gemm_q8_##name##_amx(w, row_bytes, o0, o1, x, n_rows, n_in, y, ldy, scratch);            \
+        else if (n_rows > 0 && o0 < o1)                                                                 \
+            few_x16(kind, packed, o0, o1, x, (int)n_rows, n_in, y, ldy, scratch);                       \
+    }
+
+DEFINE_X16_AMX(q4_0, K_Q4_0, DI_GEMM_Q8_AMX_FEW_ROWS)
+DEFINE_X16_AMX(q4_1, K_Q4_1, DI_GEMM_Q8_AMX_FEW_ROWS)
+DEFINE_X16_AMX(q5_0, K_Q5_0, DI_GEMM_Q8_AMX_FEW_ROWS)
+DEFINE_X16_AMX(q8_0, K_Q8_0, DI_GEMM_Q8_AMX_FEW_ROWS_Q8_0)
+DEFINE_X16_AMX(q4_K, K_Q4_K, DI_GEMM_Q8_AMX_FEW_ROWS)
 
 #endif

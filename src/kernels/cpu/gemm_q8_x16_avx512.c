@@ -307,8 +307,10 @@ TGT static inline ALWAYS void gemm_x16(di_dtype dtype, const void *packed, int64
 }
 
 #define DEFINE_X16(name, dtype)                                                                          \
-    TGT void di_gemm_q8_x16_##name##_avx512(const void *packed, int64_t o0, int64_t o1, const di_q8_rows *x,  \
-                                            int64_t n_rows, int64_t n_in, float *y, int64_t ldy, float *scratch) { \
+    TGT void di_gemm_q8_x16_##name##_avx512(const void *w, uint64_t row_bytes, const void *packed, int64_t o0, \
+                                            int64_t o1, const di_q8_rows *x, int64_t n_rows, int64_t n_in,       \
+                                            float *y, int64_t ldy, float *scratch) {                             \
+        (void)w, (void)row_bytes; /* the packed copy only */                                                 \
         gemm_x16(dtype, packed, o0, o1, x, n_rows, n_in, y, ldy, scratch);                                  \
     }
 DEFINE_X16(q4_0, DI_DTYPE_Q4_0)
@@ -316,14 +318,7 @@ DEFINE_X16(q4_1, DI_DTYPE_Q4_1)
 DEFINE_X16(q5_0, DI_DTYPE_Q5_0)
 DEFINE_X16(q8_0, DI_DTYPE_Q8_0)
 
-TGT void di_gemm_q8_x16_q4_K_avx512(const void *packed, int64_t o0, int64_t o1, const di_q8_rows *x, int64_t n_rows,
-                                    int64_t n_in, float *y, int64_t ldy, float *scratch) {
-    gemm_x16(DI_DTYPE_Q4_K, packed, o0, o1, x, n_rows, n_in, y, ldy, scratch);
-}
-
-TGT void di_gemm_q8_x16_q6_K_avx512(const void *packed, int64_t o0, int64_t o1, const di_q8_rows *x, int64_t n_rows,
-                                    int64_t n_in, float *y, int64_t ldy, float *scratch) {
-    gemm_x16(DI_DTYPE_Q6_K, packed, o0, o1, x, n_rows, n_in, y, ldy, scratch);
-}
+DEFINE_X16(q4_K, DI_DTYPE_Q4_K)
+DEFINE_X16(q6_K, DI_DTYPE_Q6_K)
 
 #endif

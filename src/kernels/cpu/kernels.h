@@ -102,10 +102,13 @@ typedef void (*di_pack_q8_fn)(const di_q8_rows *x, int64_t n_rows, int64_t n_in,
 typedef void (*di_gemm_q8_fn)(const void *w, uint64_t row_bytes, int64_t o0, int64_t o1,
                               const di_q8_rows *x, int64_t n_rows, int64_t n_in, float *y, int64_t ldy,
                               float *scratch);
-/* The same over a matrix packed by di_x16_pack (pack_x16.h): output rows
- * [o0, o1) with o0 a multiple of 16; per-pair contract as above. */
-typedef void (*di_gemm_q8_x16_fn)(const void *packed, int64_t o0, int64_t o1, const di_q8_rows *x,
-                                  int64_t n_rows, int64_t n_in, float *y, int64_t ldy, float *scratch);
+/* The same over a matrix packed by di_x16_pack (pack_x16.h) from the rows
+ * w: output rows [o0, o1) with o0 a multiple of 16; per-pair contract as
+ * above. A table may read the rows too (the AMX one, for batches big
+ * enough for its tiles; di_cpu_kernels.x16_reads_rows). */
+typedef void (*di_gemm_q8_x16_fn)(const void *w, uint64_t row_bytes, const void *packed, int64_t o0, int64_t o1,
+                                  const di_q8_rows *x, int64_t n_rows, int64_t n_in, float *y, int64_t ldy,
+                                  float *scratch);
 typedef void (*di_gemm_f32_fn)(const void *w, uint64_t row_bytes, int64_t o0, int64_t o1, const float *x,
                                int64_t ldx, int64_t n_rows, int64_t n_in, float *y, int64_t ldy,
                                float *scratch);
@@ -191,6 +194,8 @@ typedef struct di_cpu_kernels {
      * weight is either always packed for the table or never (the loader
      * packs at load, backend_cpu.c) */
     di_gemm_q8_x16_fn gemm_q8_x16[DI_DTYPE_COUNT];
+    /* 1 when gemm_q8_x16 may read the rows w as well as the packed copy */
+    int x16_reads_rows;
     /* optional: packs the quantized rows once per call for gemm_q8 */
     di_pack_q8_fn pack_q8;
     /* the exact and the int8 twin of this table (either may be itself) */

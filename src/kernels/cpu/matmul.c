@@ -173,7 +173,7 @@ static void part_range(const matmul_job *job, const di_matmul_args *a, int64_t o
     if (job->xq.q && uses_ggml(k, a))
         ggml_range(job, a, o0, o1);
     else if (job->xq.q && uses_x16(k, a))
-        k->gemm_q8_x16[a->dtype](a->packed, o0, o1, &job->xq, a->n_rows, a->n_in, a->y, a->ldy, tmp);
+        k->gemm_q8_x16[a->dtype](a->w, a->row_bytes, a->packed, o0, o1, &job->xq, a->n_rows, a->n_in, a->y, a->ldy, tmp);
     else if (job->xq.q && uses_q8(k, a))
         k->gemm_q8[a->dtype](a->w, a->row_bytes, o0, o1, &job->xq, a->n_rows, a->n_in, a->y, a->ldy, tmp);
     else if (k->gemm_f32[a->dtype] && a->n_in % DI_Q8_ACT_BLOCK == 0)

@@ -209,6 +209,8 @@ static di_status cuda_upload_weight(const di_backend *be, const di_backend_weigh
                                     di_error *err) {
     *out = *w;
     out->data = NULL;
+    out->packed = NULL;
+    out->rows_unread = 1; /* linear reads the device copy */
     if (!di_cuda_supports_dtype(w->dtype))
         return di_error_set(err, DI_ERR_UNSUPPORTED, "cuda backend: no kernel for %s weights",
                             di_dtype_traits_of(w->dtype)->name);
