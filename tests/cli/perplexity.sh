@@ -58,7 +58,10 @@ compare() {
   local model=$1 gold=$2 mode=$3 min_top1=$4 max_ppl=$5 flag=() chunks
   [ "$mode" = default ] || flag=(--kernels "$mode")
   chunks=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["manifest"]["test_chunks"])' "$gold")
-  case "${DI_SANITIZE:-OFF}" in ON|1|on|TRUE|true) chunks=1 ;; esac
+  # under the sanitizers one window: a noisier statistic, on which even the
+  # exact kernels sit -0.87% from llama.cpp (SmolLM2; 4 windows: -0.2% for
+  # the int8 ones), so the int8 default's bound widens to 2% there
+  case "${DI_SANITIZE:-OFF}" in ON|1|on|TRUE|true) chunks=1; [ "$mode" = default ] && max_ppl=0.02 ;; esac
   "$BIN" tokenize -m "$model" --bos -f "$TEXT" >"$tmp/ids" 2>"$tmp/err" || fail "tokenize: $(cat "$tmp/err")"
   "$BIN" perplexity -m "$model" -f "$TEXT" --ctx 512 --chunks "$chunks" --score-all -t 2 "${flag[@]}" \
     --top1-out "$tmp/top1" >"$tmp/out" 2>"$tmp/err" || fail "perplexity ($mode) exited $?: $(cat "$tmp/err")"

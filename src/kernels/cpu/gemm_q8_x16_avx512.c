@@ -49,8 +49,9 @@
 #endif
 #define ROW_CHUNK 64  /* Q6_K: rows whose 32 * sum_j(q) sit in scratch at once */
 /* No software prefetch: each task reads its groups as one sequential
- * stream, which the hardware prefetchers follow (measured on Zen 4: a
- * prefetch a few super-blocks ahead was no better or worse). */
+ * stream, which the hardware prefetchers follow (Zen 4: with every block
+ * laid out in read order, a prefetch 1-8 super-blocks ahead was no better,
+ * from 2 threads worse; before Q6_K's block was reordered it needed one). */
 
 TGT static inline ALWAYS __m512i bcast4(const int8_t *p) {
     int32_t v;
