@@ -56,7 +56,7 @@ static uint8_t *random_k_weights(di_dtype t, int64_t n_out, int64_t n_in, uint64
 /* The 32-element kinds' numerics: the stored value u, unsigned, and the
  * block scale and offset. */
 static float oracle_32(di_dtype t, const uint8_t *row, const int8_t *q, const float *dx, const float *xs, int64_t n_in) {
-    float y = 0.0f;
+    float acc = 0.0f, off = 0.0f;
     for (int64_t b = 0; b < n_in / 32; b++) {
         int dot = 0;
         float dw, mw;
@@ -86,10 +86,10 @@ static float oracle_32(di_dtype t, const uint8_t *row, const int8_t *q, const fl
         case DI_DTYPE_Q5_0: dw = di_half_to_float(((const di_block_q5_0 *)(const void *)row)[b].d), mw = -16.0f * dw; break;
         default: dw = di_half_to_float(((const di_block_q8_0 *)(const void *)row)[b].d), mw = -128.0f * dw; break;
         }
-        y = fmaf((float)dot, dw * dx[b], y);
-        y = fmaf(mw, xs[b], y);
+        acc = fmaf((float)dot, dw * dx[b], acc);
+        off = fmaf(mw, xs[b], off);
     }
-    return y;
+    return acc + off;
 }
 
 /* The packed gemm's numerics (gemm_q8_x16_avx512.c's header), one pair. */

@@ -24,10 +24,10 @@
  *         dot of q - 32: |.| <= 128 * 16 * 32 * 127 < 2^24, exact)
  *   Q4_0, Q4_1, Q5_0, Q8_0 (32-element blocks b, u the unsigned stored
  *   value: nibble, nibble | fifth bit << 4, or q + 128):
- *         per b: y = fma((float)dot_b(u, q), dw_b * dx_b, y)
- *                y = fma(mw_b, xs_b, y)
- *         with mw = -8 dw (Q4_0), m (Q4_1), -16 dw (Q5_0), -128 dw (Q8_0)
- *         (|dot| <= 32 * 255 * 127, exact)
+ *         per b: acc = fma((float)dot_b(u, q), dw_b * dx_b, acc)
+ *                off = fma(mw_b, xs_b, off)
+ *         with mw = -8 dw (Q4_0), m (Q4_1), -16 dw (Q5_0), -128 dw (Q8_0),
+ *         then y = acc + off (both from 0; |dot| <= 32 * 255 * 127, exact)
  * starting from y = 0. Which tile a pair sits in (1 to NR activation rows,
  * any group of 16 outputs, any thread's range) changes nothing of this:
  * the integer dots are exact and the float steps are these, in this order,
@@ -43,10 +43,7 @@
 
 #define TGT __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
 #define ALWAYS __attribute__((always_inline))
-#define NR 4          /* activation rows per register tile */
-#ifndef NR32
-#define NR32 8
-#endif
+#define NR 4          /* activation rows per register tile (8 for the 32-element kinds measured no better) */
 #define ROW_CHUNK 64  /* Q6_K: rows whose 32 * sum_j(q) sit in scratch at once */
 /* No software prefetch: each task reads its groups as one sequential
  * stream, which the hardware prefetchers follow (Zen 4: with every block
@@ -205,13 +202,13 @@ TGT static inline ALWAYS void tile_32(const di_dtype kind, const int nr, const u
     const uint64_t bb = block32_bytes(kind);
     const int ns = nr == 1 ? 4 : nr == 2 ? 2 : 1; /* accumulators per row */
     const float moff = kind == DI_DTYPE_Q4_0 ? -8.0f : kind == DI_DTYPE_Q5_0 ? -16.0f : -128.0f;
-    __m512 acc[NR32];
-#pragma GCC unroll 8
-    for (int i = 0; i < nr; i++) acc[i] = _mm512_setzero_ps();
+    __m512 acc[NR], off[NR];
+#pragma GCC unroll 4
+    for (int i = 0; i < nr; i++) acc[i] = off[i] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *B = G + (uint64_t)b * bb;
-        __m512i dot[NR32][4];
-#pragma GCC unroll 8
+        __m512i dot[NR][4];
+#pragma GCC unroll 4
         for (int i = 0; i < nr; i++)
 #pragma GCC unroll 4
             for (int k = 0; k < ns; k++) dot[i][k] = _mm512_setzero_si512();
@@ -220,7 +217,7 @@ TGT static inline ALWAYS void tile_32(const di_dtype kind, const int nr, const u
 #pragma GCC unroll 8
             for (int c = 0; c < 8; c++) {
                 const __m512i w = _mm512_loadu_si512((const void *)P->qs[c]);
-#pragma GCC unroll 8
+#pragma GCC unroll 4
                 for (int i = 0; i < nr; i++) {
                     const int8_t *q = x->q + (r0 + i) * x->ldq + 32 * b + 4 * c;
                     dot[i][c % ns] = _mm512_dpbusd_epi32(dot[i][c % ns], w, bcast4(q));
@@ -239,7 +236,7 @@ TGT static inline ALWAYS void tile_32(const di_dtype kind, const int nr, const u
                     wl = _mm512_mask_add_epi8(wl, (__mmask64)P->qh[0][c], wl, b16);
                     wh = _mm512_mask_add_epi8(wh, (__mmask64)P->qh[1][c], wh, b16);
                 }
-#pragma GCC unroll 8
+#pragma GCC unroll 4
                 for (int i = 0; i < nr; i++) {
                     const int8_t *q = x->q + (r0 + i) * x->ldq + 32 * b + 4 * c;
                     dot[i][(2 * c) % ns] = _mm512_dpbusd_epi32(dot[i][(2 * c) % ns], wl, bcast4(q));
@@ -251,18 +248,18 @@ TGT static inline ALWAYS void tile_32(const di_dtype kind, const int nr, const u
         const __m512 mw = kind == DI_DTYPE_Q4_1
                               ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(B + 32)))
                               : _mm512_mul_ps(dw, _mm512_set1_ps(moff));
-#pragma GCC unroll 8
+#pragma GCC unroll 4
         for (int i = 0; i < nr; i++) {
             __m512i t = dot[i][0];
 #pragma GCC unroll 4
             for (int k = 1; k < ns; k++) t = _mm512_add_epi32(t, dot[i][k]);
             const int64_t xb = (r0 + i) * x->ldb + b;
             acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_mul_ps(dw, _mm512_set1_ps(x->d[xb])), acc[i]);
-            acc[i] = _mm512_fmadd_ps(mw, _mm512_set1_ps(x->s[xb]), acc[i]);
+            off[i] = _mm512_fmadd_ps(mw, _mm512_set1_ps(x->s[xb]), off[i]);
         }
     }
-#pragma GCC unroll 8
-    for (int i = 0; i < nr; i++) _mm512_mask_storeu_ps(y + (r0 + i) * ldy + o, keep, acc[i]);
+#pragma GCC unroll 4
+    for (int i = 0; i < nr; i++) _mm512_mask_storeu_ps(y + (r0 + i) * ldy + o, keep, _mm512_add_ps(acc[i], off[i]));
 }
 
 /* 32 * (sum of q over each 16 inputs) of rows [r0, r1) -> cs (ld n_in / 16). */
@@ -292,7 +289,7 @@ TGT static inline ALWAYS void gemm_x16(di_dtype dtype, const void *packed, int64
             const uint8_t *G = (const uint8_t *)packed + (uint64_t)(o / DI_X16_ROWS) * gbytes;
             int64_t r = rc;
             if (dtype != DI_DTYPE_Q4_K && dtype != DI_DTYPE_Q6_K) {
-                for (; r + NR32 <= rc1; r += NR32) tile_32(dtype, NR32, G, nb, x, r, y, ldy, o, keep);
+                for (; r + NR <= rc1; r += NR) tile_32(dtype, NR, G, nb, x, r, y, ldy, o, keep);
                 for (; r < rc1; r++) tile_32(dtype, 1, G, nb, x, r, y, ldy, o, keep);
             } else if (dtype == DI_DTYPE_Q4_K) {
                 for (; r + NR <= rc1; r += NR) tile_q4_K(NR, (const void *)G, nsb, x, r, y, ldy, o, keep);
