@@ -239,7 +239,14 @@ def measure_model(bin_path, model, a, mib, llama):
         r = llama.pp_tg(model, a.n_prompt, a.n_gen)
         if a.batches:
             r.update(llama.batched_tg(model, list(a.batches), a.batch_gen))
+            missing = [t for t in tests if t not in r]
+            if missing:  # llama-batched-bench printed no line for some batch: once more
+                log("  llama-batched-bench gave no %s; running it again" % ", ".join(missing))
+                r.update({k: v for k, v in llama.batched_tg(model, list(a.batches), a.batch_gen).items()
+                          if k not in r})
         for t in tests:
+            if t not in r:
+                sys.exit("llama.cpp gave no %s result for %s twice" % (t, model))
             lv[t].append(r[t])
         log("  rep %d/%d: ours %s | llama.cpp%s %s" % (
             rep + 1, a.reps,
