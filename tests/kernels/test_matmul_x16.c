@@ -211,13 +211,19 @@ static void packed_gemm_matches_oracle_bitwise(void **state) {
                                      (long long)o, (double)got, (double)exp);
                     }
                 if (rows != 1 && rows != 5 && rows != max_rows) continue;
-                for (int threads = 1; threads <= 2; threads++) { /* the whole matmul */
-                    memset(y, 0xff, sizeof(float) * (size_t)(max_rows * n_out));
-                    di_matmul_args a = {t, w, rb, x, n_in, y, n_out, rows, n_in, n_out, pk};
-                    di_matmul(k, &a, scratch, threads == 2 ? pool : NULL);
-                    if (memcmp(y, want, sizeof(float) * (size_t)(rows * n_out)) != 0)
-                        fail_msg("%s n_in %lld: %lld rows on %d threads differ from the oracle",
-                                 di_dtype_traits_of(t)->name, (long long)n_in, (long long)rows, threads);
+                /* the whole matmul, through every table whose entry is this
+                 * gemm (the AMX table's Q6_K, where the CPU has AMX) */
+                const di_cpu_kernels *tabs[2] = {k, di_cpu_kernels_by_name("avx512-amx-q8")};
+                for (int ti = 0; ti < 2; ti++) {
+                    if (!tabs[ti] || tabs[ti]->gemm_q8_x16[t] != k->gemm_q8_x16[t]) continue;
+                    for (int threads = 1; threads <= 2; threads++) {
+                        memset(y, 0xff, sizeof(float) * (size_t)(max_rows * n_out));
+                        di_matmul_args a = {t, w, rb, x, n_in, y, n_out, rows, n_in, n_out, pk};
+                        di_matmul(tabs[ti], &a, scratch, threads == 2 ? pool : NULL);
+                        if (memcmp(y, want, sizeof(float) * (size_t)(rows * n_out)) != 0)
+                            fail_msg("%s %s n_in %lld: %lld rows on %d threads differ from the oracle", tabs[ti]->name,
+                                     di_dtype_traits_of(t)->name, (long long)n_in, (long long)rows, threads);
+                    }
                 }
             }
             free(w);

@@ -118,7 +118,8 @@ void di_gemm_q8_x16_q6_K_avx512(const void *w, uint64_t row_bytes, const void *p
 
 /* The AMX table's x16 entries (gemm_q8_amx_few.c): batches below its tile
  * limits on the packed copy with the tiles' numerics, bigger ones on the
- * tiles from the rows; the same bits either way. */
+ * tiles from the rows; the same bits either way. Q6_K, which has no tile
+ * kernel, runs the AVX-512 table's x16 gemm at every batch size. */
 #define DI_GEMM_Q8_X16_ENTRIES_AMX                                                                \
     .gemm_q8_x16 = {                                                                              \
         [DI_DTYPE_Q4_0] = di_gemm_q8_x16_q4_0_amx,                                                \
@@ -126,6 +127,7 @@ void di_gemm_q8_x16_q6_K_avx512(const void *w, uint64_t row_bytes, const void *p
         [DI_DTYPE_Q5_0] = di_gemm_q8_x16_q5_0_amx,                                                \
         [DI_DTYPE_Q8_0] = di_gemm_q8_x16_q8_0_amx,                                                \
         [DI_DTYPE_Q4_K] = di_gemm_q8_x16_q4_K_amx,                                                \
+        [DI_DTYPE_Q6_K] = di_gemm_q8_x16_q6_K_avx512,                                             \
     },                                                                                            \
     .x16_reads_rows = 1
 #define DI_GEMM_Q8_ENTRIES_AVX512                                                                 \

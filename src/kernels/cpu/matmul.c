@@ -95,7 +95,7 @@ static int uses_q8(const di_cpu_kernels *k, const di_matmul_args *a) {
 
 /* True when matmul takes the int8 path over x16-packed weights. */
 static int uses_x16(const di_cpu_kernels *k, const di_matmul_args *a) {
-    return a->packed && k->gemm_q8_x16[a->dtype] && uses_q8(k, a);
+    return a->packed && k->quantize_q8 && k->gemm_q8_x16[a->dtype] && a->n_in % DI_Q8_ACT_BLOCK == 0;
 }
 
 /* Output rows per task unit of a part: 16 (a packed group) or GEMM_ALIGN. */
@@ -235,7 +235,7 @@ void di_matmul_multi(const di_cpu_kernels *k, const di_matmul_args *parts, int n
         int64_t n_out = parts[p].n_out > 0 ? parts[p].n_out : 0;
         const int64_t al = part_align(k, &parts[p]);
         job.part_unit0[p + 1] = job.part_unit0[p] + (n_out + al - 1) / al;
-        any_q8 |= k->ggml ? uses_ggml(k, &parts[p]) : uses_q8(k, &parts[p]);
+        any_q8 |= k->ggml ? uses_ggml(k, &parts[p]) : uses_q8(k, &parts[p]) || uses_x16(k, &parts[p]);
     }
     int64_t n_units = job.part_unit0[n_parts];
     if (n_units == 0) return;
