@@ -345,7 +345,7 @@ static di_status cpu_upload_weight(const di_backend *be, const di_backend_weight
                             (long long)w->n_in);
     di_x16_pack(w->dtype, w->data, w->row_bytes, w->n_out, w->n_in, p);
     out->packed = p;
-    out->rows_unread = !k->x16_reads_rows;
+    out->rows_unread = !(k->x16_reads_rows && k->gemm_q8[w->dtype]); /* the AMX tiles read rows */
     return DI_OK;
 }
 

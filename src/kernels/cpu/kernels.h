@@ -194,7 +194,8 @@ typedef struct di_cpu_kernels {
      * weight is either always packed for the table or never (the loader
      * packs at load, backend_cpu.c) */
     di_gemm_q8_x16_fn gemm_q8_x16[DI_DTYPE_COUNT];
-    /* 1 when gemm_q8_x16 may read the rows w as well as the packed copy */
+    /* 1 when gemm_q8_x16 may read the rows w as well as the packed copy
+     * (for the dtypes that also have a gemm_q8: the AMX tiles) */
     int x16_reads_rows;
     /* optional: packs the quantized rows once per call for gemm_q8 */
     di_pack_q8_fn pack_q8;
