@@ -50,10 +50,12 @@
  * laid out in read order, a prefetch 1-8 super-blocks ahead was no better,
  * from 2 threads worse; before Q6_K's block was reordered it needed one). */
 
-TGT static inline ALWAYS __m512i bcast4(const int8_t *p) {
-    int32_t v;
-    memcpy(&v, p, sizeof v);
-    return _mm512_set1_epi32(v);
+/* acc + vpdpbusd(w, the 4 bytes at p in every lane), the broadcast folded
+ * into the instruction ({1to16}): GCC emits a separate vpbroadcastd for
+ * the intrinsic form, an extra vector uop per dot step. */
+TGT static inline ALWAYS __m512i dpb(__m512i acc, __m512i w, const int8_t *p) {
+    __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*(const int32_t *)(const void *)p));
+    return acc;
 }
 
 TGT static inline ALWAYS __m512i zext16(const uint8_t *p) {
@@ -85,8 +87,8 @@ TGT static inline ALWAYS void tile_q4_K(const int nr, const di_block_q4_K_x16 *G
 #pragma GCC unroll 4
                 for (int i = 0; i < nr; i++) {
                     const int8_t *q = x->q + (r0 + i) * x->ldq + 256 * s + 64 * p + 4 * c;
-                    lo[i] = _mm512_dpbusd_epi32(lo[i], wl, bcast4(q));
-                    hi[i] = _mm512_dpbusd_epi32(hi[i], wh, bcast4(q + 32));
+                    lo[i] = dpb(lo[i], wl, q);
+                    hi[i] = dpb(hi[i], wh, q + 32);
                 }
             }
 #pragma GCC unroll 2
@@ -157,7 +159,7 @@ TGT static inline ALWAYS void tile_q6_K(const int nr, const di_block_q6_K_x16 *G
                         const int8_t *q = x->q + (r0 + i) * x->ldq + 256 * s + 128 * h + 4 * cc;
 #pragma GCC unroll 4
                         for (int k = 0; k < 4; k++)
-                            a[i][qi][k] = _mm512_dpbusd_epi32(a[i][qi][k], u[k], bcast4(q + 32 * k));
+                            a[i][qi][k] = dpb(a[i][qi][k], u[k], q + 32 * k);
                     }
                 }
 #pragma GCC unroll 2
@@ -220,7 +222,7 @@ TGT static inline ALWAYS void tile_32(const di_dtype kind, const int nr, const u
 #pragma GCC unroll 4
                 for (int i = 0; i < nr; i++) {
                     const int8_t *q = x->q + (r0 + i) * x->ldq + 32 * b + 4 * c;
-                    dot[i][c % ns] = _mm512_dpbusd_epi32(dot[i][c % ns], w, bcast4(q));
+                    dot[i][c % ns] = dpb(dot[i][c % ns], w, q);
                 }
             }
         } else {
@@ -239,8 +241,8 @@ TGT static inline ALWAYS void tile_32(const di_dtype kind, const int nr, const u
 #pragma GCC unroll 4
                 for (int i = 0; i < nr; i++) {
                     const int8_t *q = x->q + (r0 + i) * x->ldq + 32 * b + 4 * c;
-                    dot[i][(2 * c) % ns] = _mm512_dpbusd_epi32(dot[i][(2 * c) % ns], wl, bcast4(q));
-                    dot[i][(2 * c + 1) % ns] = _mm512_dpbusd_epi32(dot[i][(2 * c + 1) % ns], wh, bcast4(q + 16));
+                    dot[i][(2 * c) % ns] = dpb(dot[i][(2 * c) % ns], wl, q);
+                    dot[i][(2 * c + 1) % ns] = dpb(dot[i][(2 * c + 1) % ns], wh, q + 16);
                 }
             }
         }
