@@ -9,7 +9,7 @@
  * registers (transpose16x4 / transpose16x8: dword k of output o to lane o
  * of vector k, two or three rounds of two-source dword permutes), then
  * every row multiplies them by its own activation dwords, broadcast
- * (vpdpbusd with a {1to16} operand), 8 vpdpbusd per block and row. That
+ * (vpdpbusd with a {1to16} operand, dpb), 8 vpdpbusd per block and row. That
  * gives each lane the exact integer block sum isum of its output: integer
  * sums are exact in any order, so the element order of the transpose does
  * not matter as long as weights and activations pair up (both stay in
@@ -106,23 +106,24 @@ TGT static inline ALWAYS void prefetch_span(const uint8_t *next, int64_t lo, int
     for (int64_t p = lo & ~(int64_t)63; p < hi; p += 64) _mm_prefetch((const char *)next + p, _MM_HINT_T0);
 }
 
-/* Dword k of block b of a row's activations, in all 16 lanes. */
-TGT static inline ALWAYS __m512i bcast(const int8_t *q, int k) {
-    int32_t v;
-    memcpy(&v, q + 4 * k, sizeof v);
-    return _mm512_set1_epi32(v);
+/* acc + vpdpbusd(u, dword k of a row's block bytes q in all 16 lanes),
+ * the broadcast folded into the instruction ({1to16}; GCC emits a separate
+ * vpbroadcastd for the intrinsic form). */
+TGT static inline ALWAYS __m512i dpb(__m512i acc, __m512i u, const int8_t *q, int k) {
+    __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(u), "m"(*(const int32_t *)(const void *)(q + 4 * k)));
+    return acc;
 }
 
 /* isum of 16 outputs for one row and block: u[k] holds element dwords k
  * (elements 4k..4k+3, unsigned) of the 16 outputs, q the row's 32 block
  * bytes, start the exact offset correction. Two chains of four. */
 TGT static inline ALWAYS __m512i block_isum(const __m512i *u, const int8_t *q, __m512i start) {
-    __m512i c0 = _mm512_dpbusd_epi32(start, u[0], bcast(q, 0));
-    __m512i c1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u[1], bcast(q, 1));
+    __m512i c0 = dpb(start, u[0], q, 0);
+    __m512i c1 = dpb(_mm512_setzero_si512(), u[1], q, 1);
 #pragma GCC unroll 3
     for (int k = 2; k < 8; k += 2) {
-        c0 = _mm512_dpbusd_epi32(c0, u[k], bcast(q, k));
-        c1 = _mm512_dpbusd_epi32(c1, u[k + 1], bcast(q, k + 1));
+        c0 = dpb(c0, u[k], q, k);
+        c1 = dpb(c1, u[k + 1], q, k + 1);
     }
     return _mm512_add_epi32(c0, c1);
 }
