@@ -1,6 +1,7 @@
 /* kernels/cpu matmul: every dispatch table against the reference on random
  * weights of each fast-path dtype, the fused == dequantized contract bit for
  * bit, and batch / thread invariance of di_matmul. */
+#include "test_q8_act.h"
 #include "test_util.h"
 
 #include "base/threadpool.h"
@@ -643,6 +644,32 @@ static float amx_oracle(di_dtype t, const uint8_t *row, const int8_t *q, const f
     return acc;
 }
 
+/* One AMX oracle case: random weights of t (n_out, n_in), their x16 copy,
+ * max_rows random activation rows quantized by k. */
+typedef struct amx_case {
+    uint8_t *w, *pk;
+    uint64_t rb;
+    float *x;
+    test_q8_act act;
+} amx_case;
+
+static amx_case amx_case_make(const di_cpu_kernels *k, di_dtype t, int64_t n_out, int64_t n_in, int64_t max_rows) {
+    amx_case c = {0};
+    c.w = random_weights(t, n_out, n_in, &c.rb);
+    c.pk = malloc(di_x16_packed_bytes(t, n_out, n_in));
+    di_x16_pack(t, c.w, c.rb, n_out, n_in, c.pk);
+    c.x = random_floats(max_rows * n_in);
+    c.act = test_q8_act_make(k, c.x, max_rows, n_in);
+    return c;
+}
+
+static void amx_case_free(amx_case *c) {
+    free(c->w);
+    free(c->pk);
+    free(c->x);
+    test_q8_act_free(&c->act);
+}
+
 /* Every AMX table (where the CPU has AMX) equals amx_oracle bit for bit for
  * every batch size from 1 to past the gemm's row chunk: the VNNI few-row
  * path (fewer than DI_GEMM_Q8_AMX_FEW_ROWS rows), the tiles' full and
@@ -668,22 +695,19 @@ static void amx_gemm_matches_block_order_oracle_bitwise(void **state) {
             for (int64_t n_in = 96; n_in <= 768; n_in += 672) {
                 if (t == DI_DTYPE_Q4_K && n_in % 256) continue;
                 const int64_t nb = n_in / 32;
-                uint64_t rb;
-                uint8_t *w = random_weights(t, n_out, n_in, &rb);
-                uint8_t *pk = malloc(di_x16_packed_bytes(t, n_out, n_in));
-                di_x16_pack(t, w, rb, n_out, n_in, pk);
-                float *x = random_floats(max_rows * n_in);
-                int8_t *q = malloc((size_t)(max_rows * n_in));
-                float *xd = malloc(sizeof(float) * (size_t)(max_rows * nb)), *xs = malloc(sizeof(float) * (size_t)(max_rows * nb));
-                for (int64_t r = 0; r < max_rows; r++)
-                    k->quantize_q8(x + r * n_in, q + r * n_in, xd + r * nb, xs + r * nb, n_in);
+                amx_case c = amx_case_make(k, t, n_out, n_in, max_rows);
+                const uint8_t *w = c.w, *pk = c.pk;
+                const uint64_t rb = c.rb;
+                const float *x = c.x;
+                const int8_t *q = c.act.q;
+                const float *xd = c.act.d, *xs = c.act.s;
                 float *want = malloc(sizeof(float) * (size_t)(max_rows * n_out));
                 for (int64_t r = 0; r < max_rows; r++)
                     for (int64_t o = 0; o < n_out; o++)
                         want[r * n_out + o] = amx_oracle(t, w + o * rb, q + r * n_in, xd + r * nb, xs + r * nb, nb);
                 float *y = malloc(sizeof(float) * (size_t)(max_rows * n_out));
                 float *scratch = malloc(sizeof(float) * (size_t)di_matmul_scratch_floats(max_rows, n_in, 2));
-                di_q8_rows xq = {q, xd, xs, n_in, nb, NULL, NULL, NULL}; /* the gemm packs by itself */
+                const di_q8_rows xq = c.act.rows; /* the gemm packs by itself */
                 for (int64_t rows = 1; rows <= max_rows; rows++) {
                     /* the gemm on a sub-range of outputs (a task's share) */
                     memset(y, 0xff, sizeof(float) * (size_t)(max_rows * n_out));
@@ -712,12 +736,7 @@ static void amx_gemm_matches_block_order_oracle_bitwise(void **state) {
                         }
                     n_checked++;
                 }
-                free(w);
-                free(pk);
-                free(x);
-                free(q);
-                free(xd);
-                free(xs);
+                amx_case_free(&c);
                 free(want);
                 free(y);
                 free(scratch);
@@ -752,24 +771,18 @@ static void amx_x16_few_rows_match_the_oracle_bitwise(void **state) {
         for (int64_t n_in = 96; n_in <= 768; n_in += 672) {
             if (!di_x16_packable(t, n_in)) continue;
             const int64_t nb = n_in / 32;
-            uint64_t rb;
-            uint8_t *w = random_weights(t, n_out, n_in, &rb);
-            uint8_t *pk = malloc(di_x16_packed_bytes(t, n_out, n_in));
-            di_x16_pack(t, w, rb, n_out, n_in, pk);
-            float *x = random_floats(max_rows * n_in);
-            int8_t *q = malloc((size_t)(max_rows * n_in));
-            float *xd = malloc(sizeof(float) * (size_t)(max_rows * nb)), *xs = malloc(sizeof(float) * (size_t)(max_rows * nb));
-            for (int64_t r = 0; r < max_rows; r++) k->quantize_q8(x + r * n_in, q + r * n_in, xd + r * nb, xs + r * nb, n_in);
+            amx_case c = amx_case_make(k, t, n_out, n_in, max_rows);
+            const int8_t *q = c.act.q;
+            const float *xd = c.act.d, *xs = c.act.s;
             float *y = malloc(sizeof(float) * (size_t)(max_rows * n_out));
             float *scratch = malloc(sizeof(float) * (size_t)di_gemm_q8_scratch_floats(n_in));
-            di_q8_rows xq = {q, xd, xs, n_in, nb, NULL, NULL, NULL};
             for (int64_t rows = 1; rows <= rows_below; rows++) {
                 memset(y, 0xff, sizeof(float) * (size_t)(max_rows * n_out));
-                fns[d](w, rb, pk, 16, n_out, &xq, rows, n_in, y, n_out, scratch);
+                fns[d](c.w, c.rb, c.pk, 16, n_out, &c.act.rows, rows, n_in, y, n_out, scratch);
                 for (int64_t r = 0; r < rows; r++)
                     for (int64_t o = 0; o < n_out; o++) {
                         float got = y[r * n_out + o];
-                        float exp = amx_oracle(t, w + o * rb, q + r * n_in, xd + r * nb, xs + r * nb, nb);
+                        float exp = amx_oracle(t, c.w + o * c.rb, q + r * n_in, xd + r * nb, xs + r * nb, nb);
                         if (o >= 16 ? memcmp(&got, &exp, sizeof got) != 0 : !isnan(got))
                             fail_msg("amx x16 %s n_in %lld rows %lld [%lld,%lld]: %.9g vs oracle %.9g",
                                      di_dtype_traits_of(t)->name, (long long)n_in, (long long)rows, (long long)r,
@@ -777,12 +790,7 @@ static void amx_x16_few_rows_match_the_oracle_bitwise(void **state) {
                     }
                 n_checked++;
             }
-            free(w);
-            free(pk);
-            free(x);
-            free(q);
-            free(xd);
-            free(xs);
+            amx_case_free(&c);
             free(y);
             free(scratch);
         }

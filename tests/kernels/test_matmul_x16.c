@@ -5,6 +5,7 @@
  * numerics and the packing are the right sums, not only self-consistent).
  * Also: the CPU backend's upload_weight packs exactly where the table has
  * the gemm, and release frees it. */
+#include "test_q8_act.h"
 #include "test_util.h"
 
 #include "base/threadpool.h"
@@ -178,10 +179,9 @@ static void packed_gemm_matches_oracle_bitwise(void **state) {
             di_x16_pack(t, w, rb, n_out, n_in, pk);
             float *x = malloc(sizeof(float) * (size_t)(max_rows * n_in));
             for (int64_t i = 0; i < max_rows * n_in; i++) x[i] = rndf() * (i % 97 == 0 ? 20.0f : 1.0f);
-            int8_t *q = malloc((size_t)(max_rows * n_in));
-            float *xd = malloc(sizeof(float) * (size_t)(max_rows * nb)), *xs = malloc(sizeof(float) * (size_t)(max_rows * nb));
-            for (int64_t r = 0; r < max_rows; r++)
-                k->quantize_q8(x + r * n_in, q + r * n_in, xd + r * nb, xs + r * nb, n_in);
+            test_q8_act act = test_q8_act_make(k, x, max_rows, n_in);
+            const int8_t *q = act.q;
+            const float *xd = act.d, *xs = act.s;
             float *want = malloc(sizeof(float) * (size_t)(max_rows * n_out)), *deq = malloc(sizeof(float) * (size_t)n_in);
             for (int64_t o = 0; o < n_out; o++) {
                 di_dtype_traits_of(t)->to_float(w + o * rb, deq, n_in);
@@ -197,11 +197,10 @@ static void packed_gemm_matches_oracle_bitwise(void **state) {
             }
             float *y = malloc(sizeof(float) * (size_t)(max_rows * n_out));
             float *scratch = malloc(sizeof(float) * (size_t)di_matmul_scratch_floats(max_rows, n_in, 2));
-            di_q8_rows xq = {q, xd, xs, n_in, nb, NULL, NULL, NULL};
             for (int64_t rows = 1; rows <= max_rows; rows++) {
                 /* a task's share: groups 1 and 2 of 4 (the last one short) */
                 memset(y, 0xff, sizeof(float) * (size_t)(max_rows * n_out));
-                k->gemm_q8_x16[t](w, rb, pk, 16, 48, &xq, rows, n_in, y, n_out, scratch);
+                k->gemm_q8_x16[t](w, rb, pk, 16, 48, &act.rows, rows, n_in, y, n_out, scratch);
                 for (int64_t r = 0; r < rows; r++)
                     for (int64_t o = 0; o < n_out; o++) {
                         float got = y[r * n_out + o], exp = want[r * n_out + o];
@@ -229,9 +228,7 @@ static void packed_gemm_matches_oracle_bitwise(void **state) {
             free(w);
             free(pk);
             free(x);
-            free(q);
-            free(xd);
-            free(xs);
+            test_q8_act_free(&act);
             free(want);
             free(deq);
             free(y);

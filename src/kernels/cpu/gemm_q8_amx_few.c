@@ -153,6 +153,22 @@ TGT static inline ALWAYS __m512 scale_block(int kind, __m512i isum, __m512 vdw, 
     return acc;
 }
 
+/* Block b of every row 0 .. NR-1 against the 16 outputs' integers u:
+ * the exact block sum (started at the offset correction, -8 / -16 / -128
+ * times the row's qsum for Q4_0 / Q5_0 / Q8_0) and the float chain. */
+TGT static inline ALWAYS void rows_block(int kind, const int NR, const __m512i *u, __m512 vdw, __m512 vmw,
+                                         const di_q8_rows *x, const int32_t *qsum, int64_t nb, int64_t b, __m512 *acc) {
+#pragma GCC unroll 16
+    for (int i = 0; i < NR; i++) {
+        __m512i start = _mm512_setzero_si512();
+        if (kind == K_Q4_0) start = _mm512_set1_epi32(-8 * qsum[i * nb + b]);
+        if (kind == K_Q5_0) start = _mm512_set1_epi32(-16 * qsum[i * nb + b]);
+        if (kind == K_Q8_0) start = _mm512_set1_epi32(-128 * qsum[i * nb + b]);
+        const __m512i isum = block_isum(u, x->q + i * x->ldq + 32 * b, start);
+        acc[i] = scale_block(kind, isum, vdw, vmw, x->d[i * x->ldb + b], x->s[i * x->ldb + b], acc[i]);
+    }
+}
+
 /* One group: outputs o .. o+nc-1 (rows[j] = weight row o+j; j >= nc
  * repeat row 0 and are never stored) x activation rows 0 .. NR-1 ->
  * y[i * ldy + j]. dw, mw: (nb, NO) scales of the group; qsum (NR, nb). NR is
@@ -176,11 +192,7 @@ TGT static inline ALWAYS void group(int kind, const int NR, const uint8_t *const
 #pragma GCC unroll 8
                 for (int k = 0; k < 8; k++) u[k] = _mm512_and_si512(h ? _mm512_srli_epi16(t[k], 4) : t[k], m4);
                 const __m512 vdw = _mm512_load_ps(dw + b * NO), vmw = _mm512_load_ps(mw + b * NO);
-#pragma GCC unroll 16
-                for (int i = 0; i < NR; i++) {
-                    const __m512i isum = block_isum(u, x->q + i * x->ldq + 32 * b, _mm512_setzero_si512());
-                    acc[i] = scale_block(kind, isum, vdw, vmw, x->d[i * x->ldb + b], x->s[i * x->ldb + b], acc[i]);
-                }
+                rows_block(kind, NR, u, vdw, vmw, x, qsum, nb, b, acc);
             }
         }
     } else {
@@ -210,15 +222,7 @@ TGT static inline ALWAYS void group(int kind, const int NR, const uint8_t *const
                 if (kind == K_Q5_0) add_high_bits(rows, b * bb + (int64_t)offsetof(di_block_q5_0, qh), u);
             }
             const __m512 vdw = _mm512_load_ps(dw + b * NO), vmw = _mm512_load_ps(mw + b * NO);
-#pragma GCC unroll 16
-            for (int i = 0; i < NR; i++) {
-                __m512i start = _mm512_setzero_si512();
-                if (kind == K_Q4_0) start = _mm512_set1_epi32(-8 * qsum[i * nb + b]);
-                if (kind == K_Q5_0) start = _mm512_set1_epi32(-16 * qsum[i * nb + b]);
-                if (kind == K_Q8_0) start = _mm512_set1_epi32(-128 * qsum[i * nb + b]);
-                const __m512i isum = block_isum(u, x->q + i * x->ldq + 32 * b, start);
-                acc[i] = scale_block(kind, isum, vdw, vmw, x->d[i * x->ldb + b], x->s[i * x->ldb + b], acc[i]);
-            }
+            rows_block(kind, NR, u, vdw, vmw, x, qsum, nb, b, acc);
         }
     }
     const __mmask16 keep = (__mmask16)((1u << nc) - 1u);
@@ -307,11 +311,7 @@ TGT static inline ALWAYS void group_x16(int kind, const int NR, const uint8_t *G
                     for (int k = 0; k < 8; k++) u[k] = _mm512_and_si512(h ? _mm512_srli_epi16(t[k], 4) : t[k], m4);
                     const __m512 vdw = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)B->sc[j]))));
                     const __m512 vmw = _mm512_mul_ps(ndmin, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)B->mn[j]))));
-#pragma GCC unroll 16
-                    for (int i = 0; i < NR; i++) {
-                        const __m512i isum = block_isum(u, x->q + i * x->ldq + 32 * b, _mm512_setzero_si512());
-                        acc[i] = scale_block(kind, isum, vdw, vmw, x->d[i * x->ldb + b], x->s[i * x->ldb + b], acc[i]);
-                    }
+                    rows_block(kind, NR, u, vdw, vmw, x, qsum, nb, b, acc);
                 }
             }
         }
@@ -346,15 +346,7 @@ TGT static inline ALWAYS void group_x16(int kind, const int NR, const uint8_t *G
             const __m512 vdw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)B));
             const __m512 vmw = kind == K_Q4_1 ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(B + 32)))
                                               : _mm512_setzero_ps();
-#pragma GCC unroll 16
-            for (int i = 0; i < NR; i++) {
-                __m512i start = _mm512_setzero_si512();
-                if (kind == K_Q4_0) start = _mm512_set1_epi32(-8 * qsum[i * nb + b]);
-                if (kind == K_Q5_0) start = _mm512_set1_epi32(-16 * qsum[i * nb + b]);
-                if (kind == K_Q8_0) start = _mm512_set1_epi32(-128 * qsum[i * nb + b]);
-                const __m512i isum = block_isum(u, x->q + i * x->ldq + 32 * b, start);
-                acc[i] = scale_block(kind, isum, vdw, vmw, x->d[i * x->ldb + b], x->s[i * x->ldb + b], acc[i]);
-            }
+            rows_block(kind, NR, u, vdw, vmw, x, qsum, nb, b, acc);
         }
     }
     const __mmask16 keep = (__mmask16)((1u << nc) - 1u);
