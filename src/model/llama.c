@@ -87,7 +87,7 @@ struct di_llama_model {
     di_rope_table rope, rope_swa; /* the two tables as the backend takes them */
     float **owned;          /* (n_owned) norm vectors widened to f32 */
     int32_t n_owned;
-    int n_uploaded;         /* matrices() that went through upload_weight, in its order */
+    int64_t n_uploaded;     /* matrix(m, 0 ..) that went through upload_weight */
 };
 
 struct di_llama_kv {
@@ -230,37 +230,37 @@ static di_status bind_layer(di_llama_model *m, const di_llama_layer_tensors *t, 
     return DI_OK;
 }
 
-/* Every matrix a linear reads, for upload_weight / release_weight. */
-static int matrices(di_llama_model *m, llama_weight **out) {
-    int n = 0;
-    out[n++] = &m->output;
+/* Matrix i of those a linear reads (the output, then per layer q, k, v,
+ * o and, dense, gate, up, down), or NULL past the last: upload_weight /
+ * release_weight walk them in this order. */
+static llama_weight *matrix(di_llama_model *m, int64_t i) {
+    if (i == 0) return &m->output;
+    i--;
     for (uint32_t il = 0; il < m->hp.n_layers; il++) {
         llama_layer *L = &m->layers[il];
-        out[n++] = &L->wq, out[n++] = &L->wk, out[n++] = &L->wv, out[n++] = &L->wo;
-        if (!L->moe) out[n++] = &L->w_gate, out[n++] = &L->w_up, out[n++] = &L->w_down;
+        llama_weight *w[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+        const int64_t n = L->moe ? 4 : 7; /* the experts are llama_moe.c's */
+        if (i < n) return w[i];
+        i -= n;
     }
-    return n;
+    return NULL;
 }
-#define MATRICES_PER_LAYER 7
 
 /* The backend's copy of each matrix (the CPU's: an x16-packed one where
  * its table has the gemm for it; the rows stay for the embedding lookup). */
 static di_status upload_matrices(di_llama_model *m, di_error *err) {
-    llama_weight **list = di_malloc_array((size_t)m->hp.n_layers * MATRICES_PER_LAYER + 1, sizeof *list);
-    if (!list) return di_error_set(err, DI_ERR_NOMEM, "llama: out of memory");
-    int n = matrices(m, list);
     di_status s = DI_OK;
     const uint8_t *e0 = m->tok_embd.data, *e1 = e0 + m->tok_embd.row_bytes * (uint64_t)m->tok_embd.n_out;
-    for (int i = 0; i < n && s == DI_OK; i++) {
+    llama_weight *w;
+    for (int64_t i = 0; s == DI_OK && (w = matrix(m, i)); i++) {
         llama_weight up;
-        if ((s = m->be.ops->upload_weight(&m->be, list[i], &up, err)) != DI_OK) break;
+        if ((s = m->be.ops->upload_weight(&m->be, w, &up, err)) != DI_OK) break;
         /* rows the backend copied are not read again, except the tied
          * output's (the embedding lookup reads them) */
-        const uint8_t *r0 = list[i]->data, *r1 = r0 + list[i]->row_bytes * (uint64_t)list[i]->n_out;
+        const uint8_t *r0 = w->data, *r1 = r0 + w->row_bytes * (uint64_t)w->n_out;
         if (up.rows_unread && (r1 <= e0 || r0 >= e1)) di_memory_release_hint(r0, (size_t)(r1 - r0));
-        *list[i] = up, m->n_uploaded++;
+        *w = up, m->n_uploaded++;
     }
-    free(list);
     for (uint32_t il = 0; il < m->hp.n_layers && s == DI_OK; il++)
         if (m->layers[il].moe) s = di_llama_moe_upload(&m->layers[il].experts, &m->be, err);
     return s;
@@ -268,11 +268,7 @@ static di_status upload_matrices(di_llama_model *m, di_error *err) {
 
 static void release_matrices(di_llama_model *m) {
     if (!m->layers) return;
-    llama_weight **list = di_malloc_array((size_t)m->hp.n_layers * MATRICES_PER_LAYER + 1, sizeof *list);
-    if (!list) return; /* the packed copies leak only if even this fails */
-    int n = matrices(m, list);
-    for (int i = 0; i < n && i < m->n_uploaded; i++) m->be.ops->release_weight(&m->be, list[i]);
-    free(list);
+    for (int64_t i = 0; i < m->n_uploaded; i++) m->be.ops->release_weight(&m->be, matrix(m, i));
     for (uint32_t il = 0; il < m->hp.n_layers; il++)
         if (m->layers[il].moe) di_llama_moe_release(&m->layers[il].experts, &m->be);
 }

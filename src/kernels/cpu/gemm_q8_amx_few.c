@@ -288,6 +288,11 @@ DEFINE_FEW(q4_K, K_Q4_K)
  * block is dword k of each of the 16 rows, lane by lane. So u[k], dw and mw
  * come straight from the packed block (dw = d, mw = m, Q4_K d * sc and
  * -dmin * mn: the prep_scales floats) and the float chain is group()'s. */
+static inline di_dtype x16_dtype(int kind) {
+    return kind == K_Q4_0 ? DI_DTYPE_Q4_0 : kind == K_Q4_1 ? DI_DTYPE_Q4_1 : kind == K_Q5_0 ? DI_DTYPE_Q5_0
+           : kind == K_Q8_0 ? DI_DTYPE_Q8_0 : DI_DTYPE_Q4_K;
+}
+
 TGT static inline ALWAYS void group_x16(int kind, const int NR, const uint8_t *G, int nc, const di_q8_rows *x,
                                         const int32_t *qsum, int64_t nb, float *y, int64_t ldy) {
     __m512 acc[DI_GEMM_Q8_AMX_FEW_ROWS];
@@ -316,14 +321,8 @@ TGT static inline ALWAYS void group_x16(int kind, const int NR, const uint8_t *G
             }
         }
     } else {
-        const int64_t bb = kind == K_Q4_0   ? (int64_t)sizeof(di_block_q4_0_x16)
-                           : kind == K_Q4_1 ? (int64_t)sizeof(di_block_q4_1_x16)
-                           : kind == K_Q5_0 ? (int64_t)sizeof(di_block_q5_0_x16)
-                                            : (int64_t)sizeof(di_block_q8_0_x16);
-        const int64_t qs = kind == K_Q4_0   ? (int64_t)offsetof(di_block_q4_0_x16, qs)
-                           : kind == K_Q4_1 ? (int64_t)offsetof(di_block_q4_1_x16, qs)
-                           : kind == K_Q5_0 ? (int64_t)offsetof(di_block_q5_0_x16, qs)
-                                            : (int64_t)offsetof(di_block_q8_0_x16, qs);
+        const int64_t bb = (int64_t)di_x16_block32_bytes(x16_dtype(kind));
+        const int64_t qs = (int64_t)di_x16_block32_qs(x16_dtype(kind));
         for (int64_t b = 0; b < nb; b++) {
             const uint8_t *B = G + b * bb;
             __m512i u[8];
@@ -363,9 +362,7 @@ TGT static inline ALWAYS void group_x16(int kind, const int NR, const uint8_t *G
 TGT static inline ALWAYS void few_x16(int kind, const void *packed, int64_t o0, int64_t o1, const di_q8_rows *x,
                                       int n_rows, int64_t n_in, float *y, int64_t ldy, float *scratch) {
     const int64_t nb = n_in / DI_Q8_ACT_BLOCK;
-    const di_dtype dt = kind == K_Q4_0 ? DI_DTYPE_Q4_0 : kind == K_Q4_1 ? DI_DTYPE_Q4_1 : kind == K_Q5_0 ? DI_DTYPE_Q5_0
-                        : kind == K_Q8_0 ? DI_DTYPE_Q8_0 : DI_DTYPE_Q4_K;
-    const uint64_t gbytes = di_x16_group_bytes(dt, n_in);
+    const uint64_t gbytes = di_x16_group_bytes(x16_dtype(kind), n_in);
     int32_t *qsum = (int32_t *)(void *)scratch;
     if (kind == K_Q4_0 || kind == K_Q5_0 || kind == K_Q8_0) di_gemm_q8_amx_few_qsum(x, n_rows, nb, qsum);
     for (int64_t o = o0; o < o1; o += NO) {

@@ -186,14 +186,6 @@ TGT static inline ALWAYS void tile_q6_K(const int nr, const di_block_q6_K_x16 *G
     for (int i = 0; i < nr; i++) _mm512_mask_storeu_ps(y + (r0 + i) * ldy + o, keep, yacc[i]);
 }
 
-/* Bytes of one packed 32-element block of a group. */
-static inline uint64_t block32_bytes(di_dtype kind) {
-    return kind == DI_DTYPE_Q4_0   ? sizeof(di_block_q4_0_x16)
-           : kind == DI_DTYPE_Q4_1 ? sizeof(di_block_q4_1_x16)
-           : kind == DI_DTYPE_Q5_0 ? sizeof(di_block_q5_0_x16)
-                                   : sizeof(di_block_q8_0_x16);
-}
-
 /* As tile_q4_K for the 32-element kinds (nb blocks). One activation row
  * splits each block's dot over 4 integer accumulators (two rows: 2), so
  * the dpbusd chains are short; integer sums, so the bits do not change. */
@@ -201,7 +193,7 @@ TGT static inline ALWAYS void tile_32(const di_dtype kind, const int nr, const u
                                       const di_q8_rows *x, int64_t r0, float *y, int64_t ldy, int64_t o,
                                       __mmask16 keep) {
     const __m512i lo4 = _mm512_set1_epi8(0x0F), b16 = _mm512_set1_epi8(16);
-    const uint64_t bb = block32_bytes(kind);
+    const uint64_t bb = di_x16_block32_bytes(kind);
     const int ns = nr == 1 ? 4 : nr == 2 ? 2 : 1; /* accumulators per row */
     const float moff = kind == DI_DTYPE_Q4_0 ? -8.0f : kind == DI_DTYPE_Q5_0 ? -16.0f : -128.0f;
     __m512 acc[NR], off[NR];
@@ -226,9 +218,7 @@ TGT static inline ALWAYS void tile_32(const di_dtype kind, const int nr, const u
                 }
             }
         } else {
-            const uint8_t *qs = kind == DI_DTYPE_Q4_0   ? ((const di_block_q4_0_x16 *)(const void *)B)->qs[0][0]
-                                : kind == DI_DTYPE_Q4_1 ? ((const di_block_q4_1_x16 *)(const void *)B)->qs[0][0]
-                                                        : ((const di_block_q5_0_x16 *)(const void *)B)->qs[0][0];
+            const uint8_t *qs = B + di_x16_block32_qs(kind);
 #pragma GCC unroll 4
             for (int c = 0; c < 4; c++) {
                 const __m512i w = _mm512_loadu_si512((const void *)(qs + 64 * c));

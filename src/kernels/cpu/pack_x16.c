@@ -11,10 +11,10 @@
 static uint64_t block_bytes(di_dtype dtype, int64_t *elems) {
     *elems = DI_QK;
     switch (dtype) {
-    case DI_DTYPE_Q4_0: return sizeof(di_block_q4_0_x16);
-    case DI_DTYPE_Q4_1: return sizeof(di_block_q4_1_x16);
-    case DI_DTYPE_Q5_0: return sizeof(di_block_q5_0_x16);
-    case DI_DTYPE_Q8_0: return sizeof(di_block_q8_0_x16);
+    case DI_DTYPE_Q4_0:
+    case DI_DTYPE_Q4_1:
+    case DI_DTYPE_Q5_0:
+    case DI_DTYPE_Q8_0: return di_x16_block32_bytes(dtype);
     case DI_DTYPE_Q4_K: *elems = DI_QK_K; return sizeof(di_block_q4_K_x16);
     case DI_DTYPE_Q6_K: *elems = DI_QK_K; return sizeof(di_block_q6_K_x16);
     default: return 0;

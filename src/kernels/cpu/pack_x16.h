@@ -41,6 +41,7 @@
 
 #include "tensor/dtype.h"
 
+#include <stddef.h>
 #include <stdint.h>
 
 #define DI_X16_ROWS 16
@@ -84,6 +85,22 @@ _Static_assert(sizeof(di_block_q5_0_x16) == 352, "q5_0 x16 block");
 _Static_assert(sizeof(di_block_q8_0_x16) == 544, "q8_0 x16 block");
 _Static_assert(sizeof(di_block_q4_K_x16) == 2368, "q4_K x16 block");
 _Static_assert(sizeof(di_block_q6_K_x16) == 3360, "q6_K x16 block");
+
+/* A 32-element kind's packed block (Q4_0, Q4_1, Q5_0, Q8_0): its bytes,
+ * and where its qs start. */
+static inline uint64_t di_x16_block32_bytes(di_dtype t) {
+    return t == DI_DTYPE_Q4_0   ? sizeof(di_block_q4_0_x16)
+           : t == DI_DTYPE_Q4_1 ? sizeof(di_block_q4_1_x16)
+           : t == DI_DTYPE_Q5_0 ? sizeof(di_block_q5_0_x16)
+                                : sizeof(di_block_q8_0_x16);
+}
+
+static inline uint64_t di_x16_block32_qs(di_dtype t) {
+    return t == DI_DTYPE_Q4_0   ? offsetof(di_block_q4_0_x16, qs)
+           : t == DI_DTYPE_Q4_1 ? offsetof(di_block_q4_1_x16, qs)
+           : t == DI_DTYPE_Q5_0 ? offsetof(di_block_q5_0_x16, qs)
+                                : offsetof(di_block_q8_0_x16, qs);
+}
 
 /* True when dtype has an x16 layout for rows of n_in (a multiple of its
  * block: 256 for the K kinds, 32 for the others). */
